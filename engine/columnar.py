@@ -1,0 +1,183 @@
+"""Columnar batches: subscriptions and events as flat numpy arrays.
+
+These are the formats the fast paths take (``Matcher.add_bulk`` and
+``Matcher.match_encoded``): the workload generator and the processor's decoders
+fill them directly, without building one Python object per predicate.
+
+Both use the CSR layout: item ``i`` owns positions ``offsets[i]:offsets[i+1]``
+of the per-pair arrays.  Attribute names are given once per batch in
+``attribute_names``; ``attributes`` holds indexes into it.  A value is a kind
+code (``engine.semantics.KINDS``) plus its payload: numbers (bool as 0/1) in
+``numbers``; strings in ``strings``, one entry per string-kind position, in
+position order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .semantics import (
+    KIND_BOOL,
+    KIND_NUMBER,
+    KIND_STRING,
+    OP_CODE,
+    OPERATORS,
+    Predicate,
+    validate_event,
+    validate_predicates,
+    validate_subscription_id,
+)
+
+
+def _encode_values(values: Sequence[Any]) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    kinds = np.empty(len(values), dtype=np.int8)
+    numbers = np.full(len(values), np.nan, dtype=np.float64)
+    strings: list[str] = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool):
+            kinds[i] = KIND_BOOL
+            numbers[i] = 1.0 if v else 0.0
+        elif isinstance(v, str):
+            kinds[i] = KIND_STRING
+            strings.append(v)
+        else:
+            kinds[i] = KIND_NUMBER
+            numbers[i] = float(v)
+    return kinds, numbers, tuple(strings)
+
+
+def _decode_values(kinds: np.ndarray, numbers: np.ndarray, strings: Sequence[str]) -> list[Any]:
+    out: list[Any] = []
+    it = iter(strings)
+    for k, x in zip(kinds.tolist(), numbers.tolist()):
+        if k == KIND_STRING:
+            out.append(next(it))
+        elif k == KIND_BOOL:
+            out.append(bool(x))
+        else:
+            out.append(int(x) if float(x).is_integer() and abs(x) < 2**53 else x)
+    return out
+
+
+def _check_csr(name: str, offsets: np.ndarray, n_pairs: int) -> None:
+    if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != n_pairs:
+        raise ValueError(f"{name}: offsets must start at 0 and end at the number of pairs ({n_pairs})")
+    if len(offsets) > 1 and np.any(np.diff(offsets) < 0):
+        raise ValueError(f"{name}: offsets must be non-decreasing")
+
+
+@dataclass
+class EventBatch:
+    """``n`` events as CSR arrays (see module docstring)."""
+
+    attribute_names: Sequence[str]
+    offsets: np.ndarray  # int64 [n + 1]
+    attributes: np.ndarray  # int32 [m], index into attribute_names
+    kinds: np.ndarray  # int8 [m]
+    numbers: np.ndarray  # float64 [m]
+    strings: Sequence[str] = field(default_factory=tuple)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @classmethod
+    def from_dicts(cls, events: Iterable[dict[str, Any]]) -> "EventBatch":
+        names: dict[str, int] = {}
+        offsets = [0]
+        attrs: list[int] = []
+        values: list[Any] = []
+        for e in events:
+            validate_event(e)
+            for a, v in e.items():
+                attrs.append(names.setdefault(a, len(names)))
+                values.append(v)
+            offsets.append(len(attrs))
+        kinds, numbers, strings = _encode_values(values)
+        return cls(tuple(names), np.array(offsets, np.int64), np.array(attrs, np.int32), kinds, numbers, strings)
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        values = _decode_values(self.kinds, self.numbers, self.strings)
+        names = list(self.attribute_names)
+        attrs = self.attributes.tolist()
+        off = self.offsets.tolist()
+        return [{names[attrs[j]]: values[j] for j in range(off[i], off[i + 1])} for i in range(len(self))]
+
+    def validate(self) -> None:
+        m = len(self.attributes)
+        _check_csr("EventBatch", self.offsets, m)
+        if not (len(self.kinds) == len(self.numbers) == m):
+            raise ValueError("EventBatch: attributes, kinds and numbers must have one entry per pair")
+        if m and (self.attributes.min() < 0 or self.attributes.max() >= len(self.attribute_names)):
+            raise ValueError("EventBatch: attribute index out of range")
+        if int(np.count_nonzero(self.kinds == KIND_STRING)) != len(self.strings):
+            raise ValueError("EventBatch: one string is needed per string-kind pair")
+
+
+@dataclass
+class SubscriptionBatch:
+    """``n`` subscriptions as CSR arrays of predicates (see module docstring)."""
+
+    ids: np.ndarray  # int64 [n]
+    attribute_names: Sequence[str]
+    offsets: np.ndarray  # int64 [n + 1]
+    attributes: np.ndarray  # int32 [m], index into attribute_names
+    operators: np.ndarray  # int8 [m], index into engine.semantics.OPERATORS
+    kinds: np.ndarray  # int8 [m]
+    numbers: np.ndarray  # float64 [m]
+    strings: Sequence[str] = field(default_factory=tuple)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def from_lists(cls, subscriptions: Iterable[tuple[int, Iterable[Predicate]]]) -> "SubscriptionBatch":
+        names: dict[str, int] = {}
+        ids: list[int] = []
+        offsets = [0]
+        attrs: list[int] = []
+        ops: list[int] = []
+        values: list[Any] = []
+        for sid, preds in subscriptions:
+            ids.append(validate_subscription_id(sid))
+            for a, op, v in validate_predicates(preds):
+                attrs.append(names.setdefault(a, len(names)))
+                ops.append(OP_CODE[op])
+                values.append(v)
+            offsets.append(len(attrs))
+        kinds, numbers, strings = _encode_values(values)
+        return cls(
+            np.array(ids, np.int64), tuple(names), np.array(offsets, np.int64),
+            np.array(attrs, np.int32), np.array(ops, np.int8), kinds, numbers, strings,
+        )
+
+    def to_lists(self) -> list[tuple[int, list[Predicate]]]:
+        values = _decode_values(self.kinds, self.numbers, self.strings)
+        names = list(self.attribute_names)
+        attrs, ops, off = self.attributes.tolist(), self.operators.tolist(), self.offsets.tolist()
+        return [
+            (int(sid), [(names[attrs[j]], OPERATORS[ops[j]], values[j]) for j in range(off[i], off[i + 1])])
+            for i, sid in enumerate(self.ids.tolist())
+        ]
+
+    def validate(self) -> None:
+        m = len(self.attributes)
+        _check_csr("SubscriptionBatch", self.offsets, m)
+        if len(self.offsets) != len(self.ids) + 1:
+            raise ValueError("SubscriptionBatch: offsets must have one more entry than ids")
+        if not (len(self.operators) == len(self.kinds) == len(self.numbers) == m):
+            raise ValueError("SubscriptionBatch: per-predicate arrays must have one entry per predicate")
+        if len(self.ids) and np.any(np.diff(self.offsets) == 0):
+            raise ValueError("SubscriptionBatch: a subscription needs at least one predicate")
+        if m and (self.attributes.min() < 0 or self.attributes.max() >= len(self.attribute_names)):
+            raise ValueError("SubscriptionBatch: attribute index out of range")
+        if m and (self.operators.min() < 0 or self.operators.max() >= len(OPERATORS)):
+            raise ValueError("SubscriptionBatch: unknown operator code")
+        if np.any(np.isnan(self.numbers[self.kinds == KIND_NUMBER])):
+            raise ValueError("SubscriptionBatch: NaN is not a valid predicate value")
+        if len(np.unique(self.ids)) != len(self.ids):
+            raise ValueError("SubscriptionBatch: duplicate subscription id in batch")
+        if int(np.count_nonzero(self.kinds == KIND_STRING)) != len(self.strings):
+            raise ValueError("SubscriptionBatch: one string is needed per string-kind predicate")
