@@ -46,6 +46,8 @@ class Matches(NamedTuple):
 
     def split(self) -> list[np.ndarray]:
         """One array per event (views into ``ids``)."""
+        if len(self) == 0:
+            return []
         return np.split(self.ids, self.offsets[1:-1])
 
 

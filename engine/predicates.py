@@ -46,12 +46,14 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
     n_fields = group_of.shape[0]
     for j in range(lo, hi):
         f = field[j]
-        if f < 0 or f >= n_fields:
+        if f < 0:
             continue
         p = ht_find2(tkeys, tvals, f * 6 + 0, eqbits[j])
         if p >= 0:
             sat[n] = p
             n += 1
+        if f >= n_fields:  # no inequality on this field (groups are sized lazily)
+            continue
         x = code[j]
         for op in range(1, 6):
             g = group_of[f, op]

@@ -23,6 +23,8 @@ LLVM's ``llvm.prefetch`` intrinsic, emitted through ``numba.extending.intrinsic`
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -59,6 +61,7 @@ def prefetch(typingctx, arr, idx):
     return sig, codegen
 
 
+@functools.lru_cache(maxsize=None)
 def make_kernel(K: int, prefetch_columns: int = 0, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD):
     """Scan kernel for clusters of ``K`` columns (``K < 0``: generic, k read at run time).
 
@@ -71,8 +74,9 @@ def make_kernel(K: int, prefetch_columns: int = 0, unfold: int = UNFOLD, lookahe
 
     @njit(cache=True, inline="always")
     def entry_matches(k, arena, bits, base, cap, j):
+        # unsigned indexes: no negative-index wraparound code in the hot loop
         for r in range(k if generic else K):
-            if bits[arena[base + r * cap + j]] == 0:
+            if bits[np.uint64(arena[np.uint64(base + r * cap + j)])] == 0:
                 return False
         return True
 
@@ -88,18 +92,19 @@ def make_kernel(K: int, prefetch_columns: int = 0, unfold: int = UNFOLD, lookahe
                     prefetch(arena, base + r * cap + j + lookahead)
                 for jj in range(j, j + unfold):
                     if entry_matches(kk, arena, bits, base, cap, jj):
-                        out[nout] = arena[line + jj]
+                        out[nout] = arena[np.uint64(line + jj)]
                         nout += 1
                 j += unfold
         for jj in range(j, n):
             if entry_matches(kk, arena, bits, base, cap, jj):
-                out[nout] = arena[line + jj]
+                out[nout] = arena[np.uint64(line + jj)]
                 nout += 1
         return nout
 
     return kernel
 
 
+@functools.lru_cache(maxsize=None)
 def make_dispatch(prefetch_columns: int = 0, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD):
     """One function ``dispatch(k, ...)`` calling the kernel specialised for ``k``."""
 
