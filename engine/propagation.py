@@ -158,6 +158,7 @@ class PropagationIndex:
 
     def stats(self) -> dict:
         s = self.store.stats()
-        s.update(self.keys.stats())
-        s["memory_bytes"] += self.keys.stats()["memory_bytes"]
+        k = self.keys.stats()
+        s["access_keys"] = k["access_keys"]
+        s["memory_bytes"] += k["memory_bytes"]
         return s
