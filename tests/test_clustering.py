@@ -93,9 +93,10 @@ def test_greedy_on_example_3_1_reaches_the_best_configuration():
     optimum = min(cost(c) for k in range(len(multi) + 1) for c in itertools.combinations(multi, k))
     got = cost(list(cfg.multi))
     assert got <= optimum * 1.05
-    # at this scale all four multi-attribute tables pay for themselves (section 3, C_2 beats C_1);
-    # what is left is the single-attribute groups, which no table can help
-    assert sorted(cfg.multi.tolist()) == sorted(multi)
+    # at this scale the pair tables pay for themselves (section 3, C_2 beats C_1); ABC would save
+    # less than its probe costs once its subscriptions sit in a pair table; what is left is the
+    # single-attribute groups, which no table can help
+    assert sorted(cfg.multi.tolist()) == sorted(multi[:3])
     assert got < 0.6 * cost([])
     assert [s["schema"] for s in cfg.steps]  # the greedy logged its choices
     # every subscription is filed under a configured schema within its own attributes
