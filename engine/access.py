@@ -4,24 +4,27 @@ Section 2.2: a predicate p is an *access predicate* for the subscriptions of a
 cluster list when they can only match events satisfying p.  Section 3
 generalises p to a conjunction of equality predicates with distinct
 attributes.  The cluster layer only knows key ids; this table says what a key
-stands for and counts the subscriptions filed under it, so that keys (and
-their empty clusters) are released when unused.
+stands for (``members``: up to three predicate ids, -1 padded) and counts the
+subscriptions filed under it, so that keys (and their empty clusters) are
+released when unused.
 
 Key 0 is the catch-all list (subscriptions without an equality predicate),
 scanned for every event.  Single-predicate keys are reached from the
 predicate phase through ``pred_key`` (predicate id -> key id, -1 if the
-predicate is no access predicate); multi-attribute keys will be reached
-through per-schema hash tables (issue #3) and record their predicates in
-``members``.
+predicate is no access predicate); conjunction keys through ``conj``, a
+hash table from the sorted predicate ids of the conjunction (-1 padded) to
+the key, probed by the clustered matcher for each configured schema.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .hashtable import HashTable
 from .idpool import IdPool, grow
 
 CATCH_ALL = 0
+MAX_MEMBERS = 3
 
 
 class AccessKeys:
@@ -29,11 +32,22 @@ class AccessKeys:
         self.ids = IdPool()
         self.ids.take(1)  # key 0: catch-all
         self.refs = np.zeros(64, dtype=np.int64)  # subscriptions filed under each key
-        self.pred = np.full(64, -1, dtype=np.int64)  # single-predicate key -> predicate id
+        self.members = np.full((64, MAX_MEMBERS), -1, dtype=np.int64)  # key -> its predicate ids
         self.pred_key = np.full(64, -1, dtype=np.int64)  # predicate id -> its single-predicate key
+        self.conj = HashTable(width=MAX_MEMBERS)  # sorted predicate ids of a conjunction -> key
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def _new_keys(self, n: int) -> np.ndarray:
+        new = self.ids.take(n)
+        self.refs = grow(self.refs, self.ids.high, 0)
+        if len(self.members) < self.ids.high:
+            m = np.full((max(self.ids.high, 2 * len(self.members)), MAX_MEMBERS), -1, dtype=np.int64)
+            m[: len(self.members)] = self.members
+            self.members = m
+        self.refs[new] = 0
+        return new
 
     def for_predicates(self, pids: np.ndarray) -> np.ndarray:
         """Single-predicate key of each predicate id, creating missing ones."""
@@ -41,13 +55,27 @@ class AccessKeys:
         keys = self.pred_key[pids]
         missing = np.unique(pids[keys < 0])
         if len(missing):
-            new = self.ids.take(len(missing))
-            self.refs = grow(self.refs, self.ids.high, 0)
-            self.pred = grow(self.pred, self.ids.high, -1)
+            new = self._new_keys(len(missing))
             self.pred_key[missing] = new
-            self.pred[new] = missing
-            self.refs[new] = 0
+            self.members[new] = -1
+            self.members[new, 0] = missing
             keys = self.pred_key[pids]
+        return keys
+
+    def for_conjunctions(self, rows: np.ndarray) -> np.ndarray:
+        """Key of each conjunction (rows of sorted predicate ids, -1 padded, >= 2 members), creating missing ones."""
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        base = 1 << 62
+        keys, nxt = self.conj.get_or_insert(rows, base)
+        n_new = nxt - base
+        if n_new:
+            fresh = keys >= base
+            first = np.empty(n_new, dtype=np.int64)
+            first[keys[fresh] - base] = np.flatnonzero(fresh)
+            new = self._new_keys(n_new)
+            self.conj.set_values(rows[first], new)
+            self.members[new] = rows[first]
+            keys[fresh] = new[keys[fresh] - base]
         return keys
 
     def incref(self, keys: np.ndarray) -> None:
@@ -58,16 +86,23 @@ class AccessKeys:
         np.subtract.at(self.refs, keys, 1)
         dead = np.unique(keys[(self.refs[keys] == 0) & (keys != CATCH_ALL)])
         if len(dead):
-            p = self.pred[dead]
-            self.pred_key[p[p >= 0]] = -1
-            self.pred[dead] = -1
+            m = self.members[dead]
+            single = m[:, 1] < 0
+            self.pred_key[m[single, 0]] = -1
+            if np.any(~single):
+                self.conj.delete(m[~single])
+            self.members[dead] = -1
             self.ids.release(dead)
         return dead
 
     def predicates_of(self, keys: np.ndarray) -> np.ndarray:
-        """The access predicates implied by keys (the catch-all implies none)."""
-        p = self.pred[keys]
-        return p[p >= 0]
+        """The access predicates implied by keys (the catch-all implies none), flat."""
+        m = self.members[keys].ravel()
+        return m[m >= 0]
 
     def stats(self) -> dict:
-        return {"access_keys": len(self.ids), "memory_bytes": int(self.refs.nbytes + self.pred.nbytes + self.pred_key.nbytes)}
+        return {
+            "access_keys": len(self.ids),
+            "conjunction_keys": len(self.conj),
+            "memory_bytes": int(self.refs.nbytes + self.members.nbytes + self.pred_key.nbytes + self.conj.nbytes),
+        }

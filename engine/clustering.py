@@ -246,7 +246,7 @@ def greedy_configuration(
     space = base_space
 
     steps: list[dict] = []
-    if max_schema >= 2:
+    if max_schema >= 2 and len(profile.attr):
         e_row, e_key, e_nu, e_len = _enumerate_multi(sample.offsets, sample.attr, sample.prob, max_schema)
         cand, inv, support = np.unique(e_key, return_inverse=True, return_counts=True)
         keep = support >= min_support

@@ -15,7 +15,10 @@ from guesses.  Times are in nanoseconds, space in bytes.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -61,3 +64,34 @@ def space_cost(model: CostModel, table_entries: np.ndarray, sub_size: np.ndarray
     tables = len(entries) * model.i_space + float(entries.sum()) * model.h_space
     columns = float(np.sum(np.asarray(sub_size) - np.asarray(sub_access_len))) * model.K_space
     return tables + columns + len(sub_size) * model.line_space
+
+
+#: Measured with ``python -m engine.calibration`` on the development machine (2 cores,
+#: see docs/benchmarks.md); used until a machine saves its own with ``--save``.
+CALIBRATED = CostModel(K_r=0.66, C_h=126.0, K_h=0.0, K_c=0.52)
+
+MODEL_PATH_ENV = "PUBSUB_COST_MODEL"
+
+
+def model_path() -> Path:
+    """Where a machine's own calibration is saved (``$PUBSUB_COST_MODEL`` overrides)."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fastpubsub" / "cost_model.json"
+    return Path(os.environ.get(MODEL_PATH_ENV, default))
+
+
+def save_model(model: CostModel) -> Path:
+    path = model_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(model.as_dict(), indent=2))
+    return path
+
+
+def calibrated_model() -> CostModel:
+    """This machine's saved calibration if there is one, else :data:`CALIBRATED`."""
+    path = model_path()
+    if path.is_file():
+        try:
+            return CostModel(**json.loads(path.read_text()))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"unreadable cost model in {path}: {exc}; rerun python -m engine.calibration --save") from None
+    return CALIBRATED

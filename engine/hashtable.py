@@ -63,6 +63,22 @@ def ht_find2(tkeys, tvals, k0, k1):
     return -1
 
 
+@njit(cache=True, inline="always")
+def ht_find3(tkeys, tvals, k0, k1, k2):
+    """Scalar probe of a width-3 table (the multi-attribute access keys of section 3)."""
+    mask = tvals.shape[0] - 1
+    h = np.uint64(0x9E3779B97F4A7C15)
+    h = _mix(h ^ np.uint64(k0))
+    h = _mix(h ^ np.uint64(k1))
+    h = _mix(h ^ np.uint64(k2))
+    s = np.int64(h & np.uint64(mask))
+    while tvals[s] != -1:
+        if tkeys[s, 0] == k0 and tkeys[s, 1] == k1 and tkeys[s, 2] == k2:
+            return tvals[s]
+        s = (s + 1) & mask
+    return -1
+
+
 @njit(cache=True)
 def ht_lookup(tkeys, tvals, keys, out):
     """``out[i]`` = value stored for ``keys[i]``, or -1."""

@@ -19,17 +19,22 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
+from .clustered import ClusteredIndex
 from .columnar import EventBatch, SubscriptionBatch
+from .cost import CostModel, calibrated_model
 from .counting import CountingIndex
-from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
+from .encoding import N_KINDS, AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
+from .maintenance import Maintenance, Thresholds
+from .statistics import EventStatistics, StatisticsCollector
 from .hashtable import HashTable
 from .idpool import IdPool, grow
 from .predicates import PredicateTable, has_duplicate_attribute
 from .propagation import PropagationIndex
-from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, validate_predicates, validate_subscription_id
+from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OP_EQ, validate_predicates, validate_subscription_id
 
 ALGORITHMS = ("counting", "propagation", "propagation-wp", "static", "dynamic")
-_ALIASES = {"static": "propagation-wp", "dynamic": "propagation-wp"}
+_MAX_BULK_ROUNDS = 200  # maintenance rounds after a bulk load, at most (dynamic)
+_OBSERVE_EVERY = 4  # the online statistics sample one event batch in this many (dynamic)
 
 
 class Matches(NamedTuple):
@@ -79,11 +84,17 @@ class Matcher:
 
     ``algorithm``: "counting" (section 5 baseline), "propagation" (single
     equality access predicates, section 6), "propagation-wp" (the same with
-    software prefetch); "static" and "dynamic" (section 3-4 clustering) are
-    aliases of "propagation-wp" until issue #3 lands, and ``stats()`` says so.
+    software prefetch), "static" (section 3: greedy multi-attribute
+    clustering, recomputed on every bulk load and by :meth:`reorganize`) and
+    "dynamic" (section 4: the maintenance algorithm keeps the clustering
+    near the best one as subscriptions and statistics change).
+
+    ``model`` (a :class:`~engine.cost.CostModel`) defaults to the calibrated
+    one; ``thresholds`` tune the dynamic maintenance (``engine/maintenance.py``).
     """
 
-    def __init__(self, algorithm: str = "dynamic", **scan_options: int) -> None:
+    def __init__(self, algorithm: str = "dynamic", *, model: CostModel | None = None,
+                 thresholds: Thresholds | None = None, max_space: float | None = None, **scan_options: int) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
         self.algorithm = algorithm
@@ -93,11 +104,21 @@ class Matcher:
         self.handles = IdPool()
         self.id_table = HashTable(width=1)
         self.handle_id = np.zeros(0, dtype=np.int64)
-        impl = _ALIASES.get(algorithm, algorithm)
-        if impl == "counting":
+        self.statistics = EventStatistics.uniform()
+        self._external_statistics = False
+        self.collector: StatisticsCollector | None = None
+        self.maintenance: Maintenance | None = None
+        self._batches = 0
+        if algorithm == "counting":
             self.index = CountingIndex(self.preds)
+        elif algorithm in ("static", "dynamic"):
+            self.index = ClusteredIndex(self.preds, model or calibrated_model(), self._eq_probabilities, self._mu,
+                                        max_space=max_space, **scan_options)
+            if algorithm == "dynamic":
+                self.maintenance = Maintenance(self.index, thresholds)
+                self.collector = StatisticsCollector()
         else:
-            self.index = PropagationIndex(self.preds, prefetch=impl == "propagation-wp", **scan_options)
+            self.index = PropagationIndex(self.preds, prefetch=algorithm == "propagation-wp", **scan_options)
 
     # -- subscriptions ---------------------------------------------------
     def __len__(self) -> int:
@@ -141,6 +162,10 @@ class Matcher:
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = batch.ids
         self.index.insert(handles, off, pids)
+        if self.algorithm == "static" and n > 1:
+            self.index.reorganize()
+        elif self.maintenance is not None and self.maintenance.note_changes(n):
+            self._maintain(until_quiet=n > 1)
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
         batch.validate()
@@ -171,12 +196,16 @@ class Matcher:
         h = self.id_table.lookup(key)
         if h[0] < 0:
             raise KeyError(sub_id)
+        if self.maintenance is not None:
+            self.maintenance.forget(h)
         pids = self.index.delete(h)
         dead = self.preds.decref(pids)
         if len(dead) and isinstance(self.index, CountingIndex):
             self.index.predicates_freed(dead)
         self.id_table.delete(key)
         self.handles.release(h)
+        if self.maintenance is not None and self.maintenance.note_changes(1):
+            self._maintain()
 
     # -- events ----------------------------------------------------------
     def match_encoded(self, batch: EventBatch) -> Matches:
@@ -189,7 +218,79 @@ class Matcher:
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
         off, ids = self.index.match(ev, self.handle_id)
+        if self.maintenance is not None:
+            self._batches += 1
+            if self._batches % _OBSERVE_EVERY == 0:
+                self.collector.observe(batch)
+            if self.maintenance.note_events(len(batch)):
+                self._maintain()
         return Matches(off, ids)
+
+    # -- clustering (static, dynamic) --------------------------------------
+    def set_statistics(self, statistics: EventStatistics) -> None:
+        """Use these event statistics in the cost model (e.g. a Spark snapshot); they win over online ones."""
+        self.statistics = statistics
+        self._external_statistics = True
+        if isinstance(self.index, ClusteredIndex):
+            if self.maintenance is not None:
+                self.maintenance.statistics_changed()
+                self._maintain(until_quiet=True)
+            else:
+                self.index.refresh_probabilities()
+
+    def reorganize(self) -> dict:
+        """Static clustering from scratch (section 3.2) with the current statistics; returns what it chose."""
+        if not isinstance(self.index, ClusteredIndex):
+            raise ValueError(f"reorganize() applies to the static and dynamic algorithms, not {self.algorithm!r}")
+        self.index.refresh_probabilities()
+        return self.index.reorganize()
+
+    def _maintain(self, until_quiet: bool = False) -> None:
+        self._adopt_online_statistics()
+        for _ in range(_MAX_BULK_ROUNDS if until_quiet else 1):
+            report = self.maintenance.refresh()
+            if not (report["moved"] or report["created"] or report["dropped"]):
+                break
+
+    def _adopt_online_statistics(self) -> None:
+        """Switch to the online statistics when they disagree with the ones in use (a shifted stream)."""
+        if self._external_statistics or self.collector is None or self.collector.observed < 2000:
+            return
+        snapshot = self.collector.snapshot()
+        live = np.flatnonzero((self.preds.refcount[: self.preds.n_ids] > 0) & (self.preds.op[: self.preds.n_ids] == OP_EQ))
+        if len(live) == 0:
+            return
+        old = self._eq_probabilities(live)
+        current, self.statistics = self.statistics, snapshot
+        new = self._eq_probabilities(live)
+        if np.max(np.abs(np.log(new / old))) > np.log(1.5):
+            self.maintenance.statistics_changed()
+        else:
+            self.statistics = current
+
+    def _eq_probabilities(self, pids: np.ndarray) -> np.ndarray:
+        """nu of equality predicates under the current statistics (uniform: 1 / distinct constants of the field)."""
+        field = self.preds.field[pids]
+        if self.statistics.source == "uniform":
+            top = self.preds.n_ids
+            live = (self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ)
+            distinct = np.bincount(self.preds.field[:top][live], minlength=int(field.max()) + 1)
+            return 1.0 / np.maximum(distinct[field], 1)
+        names = list(self.attributes.ids)
+        strings = list(self.strings.ids)
+        bits = self.preds.bits_value[pids]
+        out = np.empty(len(pids), dtype=np.float64)
+        for i, (f, b) in enumerate(zip(field.tolist(), bits.tolist())):
+            kind = f % N_KINDS
+            value = strings[b] if kind == KIND_STRING else bool(b) if kind == KIND_BOOL else float(np.int64(b).view(np.float64))
+            out[i] = self.statistics.value_probability(names[f // N_KINDS], value)
+        return np.maximum(out, 1e-12)
+
+    def _mu(self, fields: tuple[int, ...]) -> float:
+        if self.statistics.source == "uniform":
+            return 1.0
+        names = list(self.attributes.ids)
+        return self.statistics.mu([names[f // N_KINDS] for f in fields])
 
     def match_batch(self, events: list[dict[str, Any]]) -> list[np.ndarray]:
         """Match a list of events (dicts); one ascending int64 id array per event."""
@@ -201,10 +302,8 @@ class Matcher:
 
     def stats(self) -> dict[str, Any]:
         """Sizes of the structures (predicates, clusters, hash tables, memory bytes)."""
-        impl = _ALIASES.get(self.algorithm, self.algorithm)
         out: dict[str, Any] = {
             "algorithm": self.algorithm,
-            "implementation": impl if impl == self.algorithm else f"alias of {impl} until clustering lands (issue #3)",
             "subscriptions": len(self),
             "attributes": len(self.attributes),
             "strings": len(self.strings),
@@ -215,4 +314,9 @@ class Matcher:
         out.update({k: v for k, v in p.items() if k != "memory_bytes"})
         out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
         out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + self.id_table.nbytes + self.handle_id.nbytes)
+        if isinstance(self.index, ClusteredIndex):
+            out["statistics_source"] = self.statistics.source
+            out["cost_model"] = self.index.model.as_dict()
+        if self.maintenance is not None:
+            out["maintenance"] = self.maintenance.stats()
         return out

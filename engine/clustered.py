@@ -1,0 +1,463 @@
+"""The static and dynamic matchers: subscriptions filed under conjunctions of equalities.
+
+Section 3: a subscription may be filed under any *schema* (set of fields)
+contained in the fields of its equality predicates; its access predicate is
+then the conjunction of its equalities on that schema, reached through the
+multi-attribute hash table of the schema.  Here every table lives in one
+open-addressing table keyed by the predicate ids of the conjunction
+(``AccessKeys.conj``): an event knows, after the predicate phase, which
+equality predicate it satisfies on each field (at most one), so probing the
+table of schema ``X`` is looking up the tuple of those predicates -- and an
+event lacking a field of ``X`` skips ``X`` without hashing (the ``mu(H)`` of
+equation 3.1).  Single-field schemas are the predicate phase's own
+(``AccessKeys.pred_key``) and cost nothing extra.
+
+* ``static`` (section 3.2): :func:`engine.clustering.greedy_configuration`
+  chooses the schemas from scratch (on every bulk load, and on demand with
+  :meth:`ClusteredIndex.reorganize`) and files every subscription under its
+  best one.
+* ``dynamic`` (section 4): new subscriptions go to the configured schema that
+  is best for them; :class:`engine.maintenance.Maintenance` creates and drops
+  schemas and moves subscriptions as clusters grow hot and statistics shift.
+
+Fields stand in for the paper's attributes (a field is an attribute and a
+value kind; predicates only ever compare values of one kind).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+from .access import CATCH_ALL, MAX_MEMBERS, AccessKeys
+from .clustering import EqualityProfile, best_assignment, greedy_configuration, unpack_schema
+from .clusters import ClusterStore
+from .cost import CostModel
+from .hashtable import ht_find3
+from .idpool import grow
+from .predicates import PredicateTable, satisfied_predicates
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, make_dispatch
+from .semantics import OP_EQ, OP_NE
+
+# column order: likely-false tests first (equalities, then ranges, then !=)
+_OP_RANK = np.ones(6, dtype=np.int64)
+_OP_RANK[OP_EQ], _OP_RANK[OP_NE] = 0, 2
+
+
+@njit(cache=True)
+def equality_profile(off, pids, pred_field, pred_op, pred_prob):
+    """The equality predicates of each row, sorted by field: (offsets, field, pid, prob, size)."""
+    n = off.shape[0] - 1
+    eq_off = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        for j in range(off[i], off[i + 1]):
+            if pred_op[pids[j]] == 0:
+                c += 1
+        eq_off[i + 1] = eq_off[i] + c
+    field = np.empty(eq_off[n], dtype=np.int64)
+    pid = np.empty(eq_off[n], dtype=np.int64)
+    prob = np.empty(eq_off[n], dtype=np.float64)
+    size = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        w = eq_off[i]
+        for j in range(off[i], off[i + 1]):
+            p = pids[j]
+            if pred_op[p] == 0:
+                # insertion sort by (field, pid): rows are short
+                t = w
+                while t > eq_off[i] and (field[t - 1] > pred_field[p] or (field[t - 1] == pred_field[p] and pid[t - 1] > p)):
+                    field[t], pid[t], prob[t] = field[t - 1], pid[t - 1], prob[t - 1]
+                    t -= 1
+                field[t], pid[t], prob[t] = pred_field[p], p, pred_prob[p]
+                w += 1
+        size[i] = off[i + 1] - off[i]
+    return eq_off, field, pid, prob, size
+
+
+@njit(cache=True)
+def split_access(off, pids, pred_field, pred_op, schema_fields, op_rank):
+    """Per row: the access predicates on its schema's fields (in field order), and its ordered columns.
+
+    ``schema_fields[i]`` holds the fields of row ``i``'s schema (-1 padded; all
+    -1: catch-all).  Returns (access rows (n, 3) -1 padded, k, columns, column offsets).
+    """
+    n = off.shape[0] - 1
+    access = np.full((n, 3), -1, dtype=np.int64)
+    ks = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        used = 0
+        for m in range(3):
+            f = schema_fields[i, m]
+            if f < 0:
+                break
+            for j in range(off[i], off[i + 1]):
+                p = pids[j]
+                if pred_op[p] == 0 and pred_field[p] == f:
+                    access[i, m] = p
+                    used += 1
+                    break
+        ks[i] = off[i + 1] - off[i] - used
+    col_off = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        col_off[i + 1] = col_off[i] + ks[i]
+    cols = np.empty(col_off[n], dtype=np.int64)
+    for i in range(n):
+        w = col_off[i]
+        for rank in range(3):
+            for j in range(off[i], off[i + 1]):
+                p = pids[j]
+                if op_rank[pred_op[p]] != rank:
+                    continue
+                if p == access[i, 0] or p == access[i, 1] or p == access[i, 2]:
+                    continue
+                cols[w] = p
+                w += 1
+    return access, ks, cols, col_off
+
+
+def make_clustered_kernel(dispatch):
+    """Batch matching with single-predicate keys, the catch-all, and conjunction keys per schema."""
+
+    @njit(cache=True, inline="always")
+    def scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout):
+        c = key_head[q]
+        while c >= 0:
+            n = c_len[c]
+            if n > 0:
+                if nout + n > out.shape[0]:
+                    bigger = np.empty(max(2 * out.shape[0], nout + n), dtype=np.int64)
+                    bigger[:nout] = out[:nout]
+                    out = bigger
+                nout = dispatch(c_k[c], arena, bits, c_base[c], c_cap[c], n, out, nout)
+            c = c_next[c]
+        return out, nout
+
+    @njit(cache=True)
+    def match_batch(ev_off, ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids,
+                    bits, pred_field, pred_op, pred_key, sch_fields, conj_keys, conj_vals, eq_of_field,
+                    key_head, c_next, c_base, c_cap, c_len, c_k, arena, handle_id):
+        n_ev = ev_off.shape[0] - 1
+        sat = np.empty(bits.shape[0], dtype=np.int64)
+        out = np.empty(1024, dtype=np.int64)
+        out_off = np.zeros(n_ev + 1, dtype=np.int64)
+        nout = 0
+        n_keys = key_head.shape[0]
+        n_sch = sch_fields.shape[0]
+        for i in range(n_ev):
+            ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
+                                      group_of, g_start, g_end, g_vals, g_pids, sat)
+            for t in range(ns):
+                p = sat[t]
+                bits[p] = 1
+                if pred_op[p] == 0:
+                    eq_of_field[pred_field[p]] = p
+            start = nout
+            for t in range(-1, ns):
+                if t < 0:
+                    q = CATCH_ALL
+                else:
+                    p = sat[t]
+                    q = pred_key[p] if p < pred_key.shape[0] else -1
+                if 0 <= q < n_keys:
+                    out, nout = scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout)
+            for s in range(n_sch):
+                p0 = eq_of_field[sch_fields[s, 0]]
+                if p0 < 0:
+                    continue
+                p1 = eq_of_field[sch_fields[s, 1]]
+                if p1 < 0:
+                    continue
+                p2 = -1
+                if sch_fields[s, 2] >= 0:
+                    p2 = eq_of_field[sch_fields[s, 2]]
+                    if p2 < 0:
+                        continue
+                q = ht_find3(conj_keys, conj_vals, p0, p1, p2)
+                if 0 <= q < n_keys:
+                    out, nout = scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout)
+            for t in range(ns):
+                p = sat[t]
+                bits[p] = 0
+                eq_of_field[pred_field[p]] = -1
+            for t in range(start, nout):
+                out[t] = handle_id[out[t]]
+            out[start:nout].sort()
+            out_off[i + 1] = nout
+        return out_off, out[:nout].copy()
+
+    return match_batch
+
+
+_KERNELS: dict[tuple, object] = {}
+
+
+def clustered_kernel(prefetch_columns: int, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD):
+    key = (prefetch_columns, unfold, lookahead)
+    if key not in _KERNELS:
+        _KERNELS[key] = make_clustered_kernel(make_dispatch(prefetch_columns, unfold, lookahead))
+    return _KERNELS[key]
+
+
+def schema_fields(schemas: np.ndarray) -> np.ndarray:
+    """(n, 3) field rows (-1 padded) of packed schemas (0 -> all -1), vectorised."""
+    schemas = np.asarray(schemas, dtype=np.int64)
+    out = np.empty((len(schemas), MAX_MEMBERS), dtype=np.int64)
+    for m in range(MAX_MEMBERS):
+        out[:, m] = ((schemas >> (21 * m)) & ((1 << 21) - 1)) - 1
+    return out
+
+
+class ClusteredIndex:
+    """Subscriptions filed under single or conjunctive equality access keys (sections 3 and 4).
+
+    ``probabilities(pids)`` (given by the matcher) returns nu of equality
+    predicates and ``mu(fields)`` the probability that an event carries a set
+    of fields, from the current event statistics.
+    """
+
+    def __init__(self, preds: PredicateTable, model: CostModel, probabilities: Callable[[np.ndarray], np.ndarray],
+                 mu: Callable[[tuple[int, ...]], float], *, prefetch_columns: int = PREFETCH_COLUMNS,
+                 unfold: int = UNFOLD, lookahead: int = LOOKAHEAD, max_space: float | None = None) -> None:
+        self.preds = preds
+        self.model = model
+        self.probabilities = probabilities
+        self.mu = mu
+        self.max_space = max_space
+        self.keys = AccessKeys()
+        self.store = ClusterStore()
+        self.kernel = clustered_kernel(prefetch_columns, unfold, lookahead)
+        self.schemas = np.zeros(0, dtype=np.int64)  # configured multi-field schemas (packed, sorted)
+        self.sch_fields = np.zeros((0, MAX_MEMBERS), dtype=np.int64)
+        self.pred_prob = np.zeros(0, dtype=np.float64)  # nu of each equality predicate id
+        self._prob_known = np.zeros(0, dtype=bool)
+        self.eq_of_field = np.full(0, -1, dtype=np.int64)
+        self.moved = 0  # subscriptions re-filed since creation
+        self.reorganize_seconds = 0.0
+        self.handles_high = 0
+
+    # -- probabilities -----------------------------------------------------
+    def refresh_probabilities(self, pids: np.ndarray | None = None) -> None:
+        """nu of the given equality predicates (all live ones if None) from the current statistics."""
+        top = self.preds.n_ids
+        self.pred_prob = grow(self.pred_prob, top, 1.0)
+        self._prob_known = grow(self._prob_known, top, False)
+        if pids is None:
+            pids = np.flatnonzero((self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ))
+        else:
+            pids = np.unique(pids[self.preds.op[pids] == OP_EQ])
+        if len(pids):
+            self.pred_prob[pids] = self.probabilities(pids)
+            self._prob_known[pids] = True
+
+    def _ensure_probabilities(self, pids: np.ndarray) -> None:
+        top = self.preds.n_ids
+        self.pred_prob = grow(self.pred_prob, top, 1.0)
+        self._prob_known = grow(self._prob_known, top, False)
+        unknown = pids[~self._prob_known[pids]]
+        if len(unknown):
+            self.refresh_probabilities(unknown)
+
+    def profile(self, off: np.ndarray, pids: np.ndarray) -> tuple[EqualityProfile, np.ndarray]:
+        """Equality profile of subscriptions given as CSR predicate ids (and the pid of each entry)."""
+        self._ensure_probabilities(pids)
+        eq_off, field, pid, prob, size = equality_profile(off, pids, self.preds.field, self.preds.op, self.pred_prob)
+        return EqualityProfile(eq_off, field, pid, prob, size), pid
+
+    def config(self) -> np.ndarray:
+        """Every schema subscriptions may be filed under: all single fields plus the multi ones."""
+        fields = np.unique(self.preds.field[: self.preds.n_ids][self.preds.op[: self.preds.n_ids] == OP_EQ])
+        return np.union1d(fields + 1, self.schemas)
+
+    def set_schemas(self, schemas: np.ndarray) -> None:
+        self.schemas = np.unique(np.asarray(schemas, dtype=np.int64))
+        self.sch_fields = schema_fields(self.schemas)
+
+    # -- filing ------------------------------------------------------------
+    def file(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray, schemas: np.ndarray) -> None:
+        """File subscriptions (distinct predicate ids in CSR) under the given packed schemas."""
+        access, ks, cols, col_off = split_access(off, pids, self.preds.field, self.preds.op,
+                                                 schema_fields(schemas), _OP_RANK)
+        n_members = (access >= 0).sum(axis=1)
+        keys = np.full(len(handles), CATCH_ALL, dtype=np.int64)
+        single = n_members == 1
+        if np.any(single):
+            keys[single] = self.keys.for_predicates(access[single, 0])
+        multi = n_members >= 2
+        if np.any(multi):
+            keys[multi] = self.keys.for_conjunctions(access[multi])
+        self.keys.incref(keys)
+        clusters = self.store.clusters_for(keys, ks)
+        self.store.append(clusters, handles, cols, col_off)
+        self.handles_high = max(self.handles_high, int(handles.max()) + 1 if len(handles) else 0)
+
+    def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """File new subscriptions under the configured schema that is best for each (section 4)."""
+        prof, _ = self.profile(off, pids)
+        key, _, _ = best_assignment(prof, self.config())
+        self.file(handles, off, pids, key)
+
+    def predicates_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predicate ids (CSR: access predicates, then columns) of filed subscriptions."""
+        cols, col_off = self.store.payload(handles)
+        members = self.keys.members[self.store.key_of(handles)]
+        n_acc = (members >= 0).sum(axis=1)
+        off = np.zeros(len(handles) + 1, dtype=np.int64)
+        np.cumsum(np.diff(col_off) + n_acc, out=off[1:])
+        pids = np.empty(int(off[-1]), dtype=np.int64)
+        _interleave(pids, off, cols, col_off, members)
+        return off, pids
+
+    def unfile(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Take subscriptions out of their clusters; returns their predicate ids (CSR), references kept."""
+        off, pids = self.predicates_of(handles)
+        keys = self.store.key_of(handles)
+        self.store.remove(handles)
+        for q in self.keys.decref(keys).tolist():
+            self.store.release_key(q)
+        return off, pids
+
+    def delete(self, handles: np.ndarray) -> np.ndarray:
+        """Unfile subscriptions; returns the predicate ids whose references they held."""
+        _, pids = self.unfile(handles)
+        return pids
+
+    def move(self, handles: np.ndarray, schemas: np.ndarray) -> None:
+        """Re-file subscriptions under new schemas (the maintenance algorithm's moves)."""
+        if len(handles) == 0:
+            return
+        off, pids = self.unfile(handles)
+        self.file(handles, off, pids, schemas)
+        self.moved += len(handles)
+
+    def members_of(self, keys: np.ndarray) -> np.ndarray:
+        """Handles filed under the given access keys."""
+        return _members(np.asarray(keys, dtype=np.int64), *self.store.scan_args())
+
+    def live_handles(self) -> np.ndarray:
+        e = self.store.e_cluster[: self.handles_high]
+        return np.flatnonzero(e >= 0)
+
+    def key_schema(self, keys: np.ndarray) -> np.ndarray:
+        """Packed schema of access keys: the fields of their predicates (0: catch-all)."""
+        members = self.keys.members[keys]
+        fields = np.where(members >= 0, self.preds.field[np.maximum(members, 0)], -1)
+        out = np.zeros(len(keys), dtype=np.int64)
+        for m in range(MAX_MEMBERS):
+            f = fields[:, m]
+            out |= np.where(f >= 0, (f + 1) << (21 * m), 0)
+        return out
+
+    def key_nu(self, keys: np.ndarray) -> np.ndarray:
+        """nu of access keys: the product of their predicates' probabilities (catch-all: 1)."""
+        members = self.keys.members[keys]
+        self._ensure_probabilities(members[members >= 0])
+        return np.where(members >= 0, self.pred_prob[np.maximum(members, 0)], 1.0).prod(axis=1)
+
+    def live_keys(self) -> np.ndarray:
+        """Access keys with at least one subscription, catch-all excluded."""
+        live = np.flatnonzero(self.keys.refs[: self.keys.ids.high] > 0)
+        return live[live != CATCH_ALL]
+
+    def filed_schema(self, handles: np.ndarray) -> np.ndarray:
+        """Packed schema each handle is filed under (0: catch-all)."""
+        return self.key_schema(self.store.key_of(handles))
+
+    # -- whole reorganisations ---------------------------------------------
+    def reorganize(self) -> dict:
+        """Section 3.2 from scratch: greedy configuration, then every subscription re-filed."""
+        t0 = time.perf_counter()
+        handles = self.live_handles()
+        if len(handles) == 0:
+            self.set_schemas(np.zeros(0, np.int64))
+            return {"schemas": 0, "moved": 0}
+        off, pids = self.unfile(handles)
+        prof, _ = self.profile(off, pids)
+        cfg = greedy_configuration(prof, self.mu, self.model, max_space=self.max_space)
+        self.set_schemas(cfg.multi)
+        self.file(handles, off, pids, cfg.key)
+        self.moved += len(handles)
+        self.reorganize_seconds += time.perf_counter() - t0
+        return {"schemas": len(cfg.multi), "moved": len(handles), "steps": cfg.steps}
+
+    # -- matching ----------------------------------------------------------
+    def match(self, ev, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = self.preds
+        self.eq_of_field = grow(self.eq_of_field, max(p.n_fields, 1), -1)
+        return self.kernel(ev.offsets, ev.field, ev.code, ev.eqbits, *p.phase1_args(), p.bits,
+                           p.field, p.op, self.keys.pred_key, self.sch_fields, self.keys.conj.keys,
+                           self.keys.conj.vals, self.eq_of_field, *self.store.scan_args(), handle_id)
+
+    def stats(self) -> dict:
+        s = self.store.stats()
+        k = self.keys.stats()
+        s.update({key: v for key, v in k.items() if key != "memory_bytes"})
+        s["memory_bytes"] += k["memory_bytes"] + int(self.pred_prob.nbytes + self.eq_of_field.nbytes)
+        live = self.live_handles()
+        schema_of = self.filed_schema(live) if len(live) else np.zeros(0, np.int64)
+        tables = []
+        for sch, n_subs in zip(*np.unique(schema_of, return_counts=True)):
+            fields = unpack_schema(int(sch))
+            if len(fields) >= 2:
+                tables.append({"fields": list(fields), "subscriptions": int(n_subs)})
+        s["hash_tables"] = {
+            "multi_attribute": len(self.schemas),
+            "schemas": tables,
+            "single_field_subscriptions": int(np.count_nonzero((schema_of > 0) & (schema_of < (1 << 21)))),
+            "catch_all_subscriptions": int(np.count_nonzero(schema_of == 0)),
+        }
+        sizes = self.store.c_len[: self.store.ids.high][self.store.c_k[: self.store.ids.high] >= 0]
+        s["cluster_size_histogram"] = _log2_histogram(sizes)
+        s["subscriptions_moved"] = int(self.moved)
+        s["reorganize_seconds"] = round(self.reorganize_seconds, 6)
+        return s
+
+
+def _log2_histogram(sizes: np.ndarray) -> dict[str, int]:
+    """Cluster sizes in power-of-two buckets: {"1": n, "2-3": n, "4-7": n, ...}."""
+    sizes = sizes[sizes > 0]
+    if len(sizes) == 0:
+        return {}
+    b = np.floor(np.log2(sizes)).astype(np.int64)
+    out = {}
+    for e, n in zip(*np.unique(b, return_counts=True)):
+        lo, hi = 1 << int(e), (1 << (int(e) + 1)) - 1
+        out[f"{lo}" if lo == hi else f"{lo}-{hi}"] = int(n)
+    return out
+
+
+@njit(cache=True)
+def _interleave(pids, off, cols, col_off, members):
+    for i in range(off.shape[0] - 1):
+        w = off[i]
+        for m in range(members.shape[1]):
+            if members[i, m] >= 0:
+                pids[w] = members[i, m]
+                w += 1
+        for j in range(col_off[i], col_off[i + 1]):
+            pids[w] = cols[j]
+            w += 1
+
+
+@njit(cache=True)
+def _members(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena):
+    total = 0
+    for q in keys:
+        c = key_head[q] if q < key_head.shape[0] else -1
+        while c >= 0:
+            total += c_len[c]
+            c = c_next[c]
+    out = np.empty(total, dtype=np.int64)
+    w = 0
+    for q in keys:
+        c = key_head[q] if q < key_head.shape[0] else -1
+        while c >= 0:
+            line = c_base[c] + c_k[c] * c_cap[c]
+            for j in range(c_len[c]):
+                out[w] = arena[line + j]
+                w += 1
+            c = c_next[c]
+    return out

@@ -1,0 +1,299 @@
+"""The dynamic clustering's maintenance algorithm (Fabret et al., section 4).
+
+Metrics, in the unit of equation 3.1's checking term -- expected subscription
+checks per event -- so that every threshold can be compared with what a hash
+table costs per event (``CostModel.table_cost / K_c``, in checks):
+
+* benefit margin of a cluster list (access key) ``c``:
+  ``BM(c) = nu(p_c) * |c|``, the paper's first approximation of
+  ``sum_s (nu(p_c) - nu(P(s)))``;
+* benefit of a potential table ``H``: ``B(H) = sum (nu_now(s) - nu_H(s))``
+  over the subscriptions of hot clusters that ``H`` would serve better (the
+  paper counts them, "at first approximation B(H) = |H|"; we weigh each by
+  the checks it would save);
+* benefit of an existing table ``H``: ``sum (nu_fallback(s) - nu_H(s))`` over
+  its subscriptions, ``nu_fallback`` being the best single-field access they
+  would fall back to.
+
+Thresholds (:class:`Thresholds`), all derived from the calibrated cost model:
+
+* ``BMmax``: a cluster list is examined when it costs more than
+  ``bm_max_factor`` checks per event;
+* ``Bcreate(H) = create_factor * table_cost(H) / K_c``: a table is created
+  when it saves ``create_factor`` times what it costs;
+* ``Bdelete(H) = delete_factor * table_cost(H) / K_c``: a table is dropped
+  when it no longer pays for itself; ``delete_factor < create_factor`` gives
+  hysteresis, so a table is not created and dropped in turn.
+
+The algorithm (``Maintenance.refresh``), run after ``refresh_changes``
+subscription changes or ``refresh_events`` events, or when statistics change:
+
+1. ``cluster_distribute`` each hot cluster list (largest ``BM`` first, at most
+   ``budget`` subscriptions per refresh): move every subscription to the
+   configured schema that minimises its ``nu``;
+2. if the list is still hot, its unmarked subscriptions add to ``B(H)`` of
+   every potential schema ``H`` (2..3 of their equality fields, not
+   configured) that would serve them better, and are *marked*; the list is a
+   candidate of ``H``;
+3. while a potential ``H`` reaches ``Bcreate``: create it and
+   ``cluster_distribute`` its candidate lists;
+4. drop every table whose benefit fell under ``Bdelete`` and re-file its
+   subscriptions.
+
+A marked subscription that moves or is deleted withdraws its contribution
+(the paper's marks).  New statistics reset the potential tables, since every
+contribution was computed with the old probabilities.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .clustering import _enumerate_multi, best_assignment, unpack_schema
+from .clustered import ClusteredIndex
+from .idpool import grow
+
+
+@dataclass
+class Thresholds:
+    bm_max_factor: float = 1.0  # BMmax, in expected checks per event
+    create_factor: float = 2.0  # Bcreate = create_factor * table cost (in checks)
+    delete_factor: float = 1.0  # Bdelete = delete_factor * table cost (in checks)
+    refresh_changes: int = 10_000  # subscription changes between refreshes
+    refresh_events: int = 100_000  # events between refreshes
+    budget: int = 1_000_000  # subscriptions examined per refresh
+    max_new_tables: int = 64  # tables created per refresh at most
+
+
+@dataclass
+class _Potential:
+    """Potential tables: packed schema -> benefit (checks per event) and candidate access keys."""
+
+    benefit: dict[int, float] = field(default_factory=dict)
+    candidates: dict[int, set[int]] = field(default_factory=dict)
+
+    def add(self, keys: np.ndarray, amounts: np.ndarray, cand_keys: np.ndarray) -> None:
+        if len(keys) == 0:
+            return
+        uk, inv = np.unique(keys, return_inverse=True)
+        sums = np.bincount(inv, weights=amounts, minlength=len(uk))
+        for k, v in zip(uk.tolist(), sums.tolist()):
+            self.benefit[k] = self.benefit.get(k, 0.0) + v
+        order = np.lexsort((cand_keys, keys))
+        pairs = np.unique(np.stack([keys[order], cand_keys[order]]), axis=1)
+        for k, c in zip(pairs[0].tolist(), pairs[1].tolist()):
+            self.candidates.setdefault(k, set()).add(c)
+
+    def subtract(self, keys: np.ndarray, amounts: np.ndarray) -> None:
+        if len(keys) == 0:
+            return
+        uk, inv = np.unique(keys, return_inverse=True)
+        sums = np.bincount(inv, weights=amounts, minlength=len(uk))
+        for k, v in zip(uk.tolist(), sums.tolist()):
+            if k in self.benefit:
+                self.benefit[k] -= v
+
+    def pop(self, key: int) -> set[int]:
+        self.benefit.pop(key, None)
+        return self.candidates.pop(key, set())
+
+    def clear(self) -> None:
+        self.benefit.clear()
+        self.candidates.clear()
+
+
+class Maintenance:
+    """Keeps a :class:`ClusteredIndex` near the best clustering as subscriptions and statistics change."""
+
+    def __init__(self, index: ClusteredIndex, thresholds: Thresholds | None = None) -> None:
+        self.index = index
+        self.t = thresholds or Thresholds()
+        self.potential = _Potential()
+        self.mark_nu = np.zeros(0, dtype=np.float64)  # > 0: marked, with the nu it had when marked
+        self.changes = 0
+        self.events = 0
+        self.refreshes = 0
+        self.created = 0
+        self.dropped = 0
+        self.seconds = 0.0
+
+    # -- triggers ----------------------------------------------------------
+    def note_changes(self, n: int) -> bool:
+        self.changes += n
+        return self.changes >= self.t.refresh_changes
+
+    def note_events(self, n: int) -> bool:
+        self.events += n
+        return self.events >= self.t.refresh_events
+
+    def statistics_changed(self) -> None:
+        """New probabilities: every potential benefit and mark is stale."""
+        self.potential.clear()
+        self.mark_nu[:] = 0.0
+        self.index.refresh_probabilities()
+
+    # -- thresholds ----------------------------------------------------------
+    def _checks(self, schemas: np.ndarray) -> np.ndarray:
+        """Per-event cost of each schema's table, in subscription checks."""
+        m = self.index.model
+        sizes = np.array([len(unpack_schema(k)) for k in schemas.tolist()], dtype=np.float64)
+        mus = np.array([self.index.mu(unpack_schema(k)) for k in schemas.tolist()], dtype=np.float64)
+        return m.table_cost(mus, sizes) / m.K_c
+
+    @property
+    def bm_max(self) -> float:
+        return self.t.bm_max_factor
+
+    # -- marks ---------------------------------------------------------------
+    def forget(self, handles: np.ndarray) -> None:
+        """Withdraw the contributions of marked subscriptions (before they move or leave)."""
+        if len(handles) == 0 or len(self.mark_nu) == 0:
+            return
+        handles = handles[handles < len(self.mark_nu)]
+        marked = handles[self.mark_nu[handles] > 0]
+        if len(marked) == 0:
+            return
+        off, pids = self.index.predicates_of(marked)
+        prof, _ = self.index.profile(off, pids)
+        rows, keys, nus, _ = _enumerate_multi(prof.offsets, prof.attr, prof.prob, 3)
+        amount = np.maximum(self.mark_nu[marked][rows] - nus, 0.0)
+        self.potential.subtract(keys, amount)
+        self.mark_nu[marked] = 0.0
+
+    def _move(self, handles: np.ndarray, schemas: np.ndarray) -> None:
+        self.forget(handles)
+        self.index.move(handles, schemas)
+
+    # -- the algorithm -------------------------------------------------------
+    def _key_metrics(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Live access keys (catch-all excluded), their nu and their BM."""
+        live = self.index.live_keys()
+        nu = self.index.key_nu(live)
+        return live, nu, nu * self.index.keys.refs[live]
+
+    def _distribute(self, handles: np.ndarray, cur_nu: np.ndarray) -> np.ndarray:
+        """cluster_distribute: move each subscription to its best configured schema; returns who stays."""
+        off, pids = self.index.predicates_of(handles)
+        prof, _ = self.index.profile(off, pids)
+        key, nu, _ = best_assignment(prof, self.index.config())
+        move = nu < cur_nu * (1.0 - 1e-9)
+        self._move(handles[move], key[move])
+        return ~move
+
+    def refresh(self) -> dict:
+        """One maintenance round; returns what it did."""
+        t0 = time.perf_counter()
+        ix = self.index
+        self.changes = self.events = 0
+        self.mark_nu = grow(self.mark_nu, ix.handles_high, 0.0)
+        moved_before = ix.moved
+        created, dropped = [], []
+
+        # 1-2: hot cluster lists, hottest first, within the budget
+        live, nu, bm = self._key_metrics()
+        hot = np.flatnonzero(bm > self.bm_max)
+        hot = hot[np.argsort(-bm[hot], kind="stable")]
+        refs = ix.keys.refs[live[hot]]
+        within = np.cumsum(refs) <= max(self.t.budget, int(refs[0]) if len(refs) else 0)
+        hot_keys, hot_nu = live[hot][within], nu[hot][within]
+        if len(hot_keys):
+            handles = ix.members_of(hot_keys)  # grouped by key, in hot_keys order
+            which = np.repeat(np.arange(len(hot_keys)), ix.keys.refs[hot_keys])
+            cur_nu = hot_nu[which]
+            stays = self._distribute(handles, cur_nu)
+            # still hot after the redistribution? then its unmarked subscriptions vote for potential tables
+            left = np.bincount(which[stays], minlength=len(hot_keys))
+            still_hot = (hot_nu * left > self.bm_max)[which]
+            voters = stays & still_hot & (self.mark_nu[handles] <= 0)
+            self._vote(handles[voters], cur_nu[voters], hot_keys[which[voters]])
+
+        # 3: create tables whose benefit reached Bcreate
+        for _ in range(self.t.max_new_tables):
+            if not self.potential.benefit:
+                break
+            pk = np.array(list(self.potential.benefit), dtype=np.int64)
+            pb = np.array(list(self.potential.benefit.values()))
+            ok = pb >= self.t.create_factor * self._checks(pk)
+            if not ok.any():
+                break
+            best = int(pk[ok][np.argmax(pb[ok])])
+            candidates = self.potential.pop(best)
+            ix.set_schemas(np.append(ix.schemas, best))
+            created.append(unpack_schema(best))
+            self.created += 1
+            cand = np.array(sorted(c for c in candidates if c < len(ix.keys.refs) and ix.keys.refs[c] > 0), np.int64)
+            if len(cand):
+                handles = ix.members_of(cand)
+                self._distribute(handles, ix.key_nu(ix.store.key_of(handles)))
+
+        # 4: drop tables that no longer pay for themselves
+        if len(ix.schemas):
+            benefit = self._table_benefits()
+            weak = benefit < self.t.delete_factor * self._checks(ix.schemas)
+            if weak.any():
+                gone = ix.schemas[weak]
+                keys = self._keys_of_schemas(gone)
+                ix.set_schemas(ix.schemas[~weak])
+                dropped = [unpack_schema(k) for k in gone.tolist()]
+                self.dropped += len(gone)
+                if len(keys):
+                    handles = ix.members_of(keys)
+                    off, pids = ix.predicates_of(handles)
+                    prof, _ = ix.profile(off, pids)
+                    key, _, _ = best_assignment(prof, ix.config())
+                    self._move(handles, key)
+
+        self.refreshes += 1
+        dt = time.perf_counter() - t0
+        self.seconds += dt
+        return {"hot_lists": int(len(hot_keys)), "moved": int(ix.moved - moved_before), "created": created,
+                "dropped": dropped, "seconds": dt}
+
+    def _vote(self, handles: np.ndarray, cur_nu: np.ndarray, key_of: np.ndarray) -> None:
+        if len(handles) == 0:
+            return
+        off, pids = self.index.predicates_of(handles)
+        prof, _ = self.index.profile(off, pids)
+        rows, keys, nus, _ = _enumerate_multi(prof.offsets, prof.attr, prof.prob, 3)
+        configured = np.isin(keys, self.index.schemas)
+        amount = np.maximum(cur_nu[rows] - nus, 0.0)
+        useful = ~configured & (amount > 0)
+        self.potential.add(keys[useful], amount[useful], key_of[rows[useful]])
+        self.mark_nu[handles] = cur_nu
+
+    def _keys_of_schemas(self, schemas: np.ndarray) -> np.ndarray:
+        """Live access keys whose conjunction has one of the given schemas."""
+        live = self.index.live_keys()
+        return live[np.isin(self.index.key_schema(live), schemas)]
+
+    def _table_benefits(self) -> np.ndarray:
+        """Checks per event each configured multi-field table saves over single-field access."""
+        ix = self.index
+        out = np.zeros(len(ix.schemas), dtype=np.float64)
+        live = ix.live_keys()
+        live = live[ix.keys.members[live, 1] >= 0]
+        if len(live) == 0:
+            return out
+        members = ix.keys.members[live]
+        probs = np.where(members >= 0, ix.pred_prob[np.maximum(members, 0)], np.inf)
+        saved = (probs.min(axis=1) - ix.key_nu(live)) * ix.keys.refs[live]
+        idx = np.minimum(np.searchsorted(ix.schemas, ix.key_schema(live)), len(ix.schemas) - 1)
+        found = ix.schemas[idx] == ix.key_schema(live)
+        np.add.at(out, idx[found], saved[found])
+        return out
+
+    def stats(self) -> dict:
+        return {
+            "refreshes": self.refreshes,
+            "tables_created": self.created,
+            "tables_dropped": self.dropped,
+            "potential_tables": len(self.potential.benefit),
+            "marked_subscriptions": int(np.count_nonzero(self.mark_nu > 0)),
+            "maintenance_seconds": round(self.seconds, 6),
+            "thresholds": {"bm_max": self.bm_max, "create_factor": self.t.create_factor,
+                           "delete_factor": self.t.delete_factor, "refresh_changes": self.t.refresh_changes,
+                           "refresh_events": self.t.refresh_events, "budget": self.t.budget},
+        }

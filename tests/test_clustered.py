@@ -1,0 +1,149 @@
+"""Static and dynamic clustering (sections 3 and 4) against the oracle, with tables created and dropped mid-run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import Matcher, OracleMatcher
+from engine.columnar import EventBatch
+from engine.cost import CostModel
+from engine.maintenance import Thresholds
+from engine.semantics import OPERATORS
+from engine.statistics import AttributeStats, EventStatistics
+from engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+
+# tables cost almost nothing and maintenance runs after every few changes: the configuration churns
+EAGER = dict(model=CostModel(K_r=0.001, C_h=0.001, K_h=0.0, K_c=1.0),
+             thresholds=Thresholds(bm_max_factor=0.0, refresh_changes=3, refresh_events=4, budget=10_000))
+
+ATTRS = ["a", "b", "c", "d"]
+values = st.one_of(st.integers(0, 2), st.sampled_from(["x", "y"]), st.booleans())
+predicate = st.tuples(st.sampled_from(ATTRS), st.sampled_from(OPERATORS), values)
+eq_predicate = st.tuples(st.sampled_from(ATTRS), st.just("="), values)
+subscription = st.lists(st.one_of(eq_predicate, eq_predicate, predicate), min_size=1, max_size=4)
+event = st.dictionaries(st.sampled_from(ATTRS), values, max_size=4)
+step = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 40), subscription),
+    st.tuples(st.just("remove"), st.integers(0, 40), st.none()),
+    st.tuples(st.just("match"), st.lists(event, min_size=1, max_size=6), st.none()),
+    st.tuples(st.just("stats"), st.dictionaries(st.sampled_from(ATTRS), st.floats(0.05, 1.0), min_size=1), st.none()),
+)
+
+
+def statistics(presence: dict[str, float]) -> EventStatistics:
+    """Skewed statistics: value 0 (and "x", True) common, the rest rare."""
+    attrs = {
+        a: AttributeStats(presence=p, distinct=7, top_values={(0, 0.0): 0.6, (1, "x"): 0.2, (2, True): 0.1})
+        for a, p in presence.items()
+    }
+    return EventStatistics(event_count=1000, attributes=attrs, source="test")
+
+
+@pytest.mark.parametrize("algorithm", ["static", "dynamic"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(step, min_size=1, max_size=40))
+def test_long_interleavings_agree_with_the_oracle(algorithm, steps):
+    m, o = Matcher(algorithm, **EAGER), OracleMatcher()
+    for kind, a, b in steps:
+        if kind == "add":
+            if a in o:
+                m.remove(a)
+                o.remove(a)
+            m.add(a, b)
+            o.add(a, b)
+        elif kind == "remove":
+            if a in o:
+                m.remove(a)
+                o.remove(a)
+            else:
+                with pytest.raises(KeyError):
+                    m.remove(a)
+        elif kind == "match":
+            assert [r.tolist() for r in m.match_batch(a)] == [r.tolist() for r in o.match_batch(a)]
+        else:
+            m.set_statistics(statistics(a))
+            if algorithm == "static":
+                m.reorganize()
+        assert len(m) == len(o)
+    events = [{"a": 0, "b": 0, "c": 0, "d": 0}, {"a": "x", "b": True, "c": 1, "d": "y"}]
+    assert [r.tolist() for r in m.match_batch(events)] == [r.tolist() for r in o.match_batch(events)]
+
+
+def small_spec(name: str, **kw) -> WorkloadSpec:
+    """W0 in small: 8 attributes, 4 equality predicates of which 2 fixed, values 1..6."""
+    return WorkloadSpec(name=name, n_attributes=8, subscription_attributes=(0, 8), n_predicates=4,
+                        fixed=("=", "="), n_event_pairs=8, domain=(1, 6), **kw)
+
+
+def small_w0(n: int, seed: int = 1):
+    spec = small_spec("w0-small")
+    return spec, generate_subscriptions(spec, n, seed=seed)
+
+
+def _oracle_of(batch) -> OracleMatcher:
+    o = OracleMatcher()
+    for sid, preds in batch.to_lists():
+        o.add(sid, preds)
+    return o
+
+
+def test_dynamic_creates_tables_under_load_and_drops_them_when_subscriptions_leave():
+    spec, subs = small_w0(20_000)
+    m = Matcher("dynamic", model=CostModel(K_r=1.0, C_h=20.0, K_h=1.0, K_c=1.0))
+    m.add_bulk(subs)
+    s = m.stats()
+    tables = s["hash_tables"]["schemas"]
+    assert tables, "20,000 subscriptions sharing two fixed attributes call for a multi-attribute table"
+    assert s["maintenance"]["tables_created"] >= 1 and s["subscriptions_moved"] > 0
+    events = generate_events(spec, 300, seed=2)
+    o = _oracle_of(subs)
+    dicts = events.to_dicts()
+    assert [r.tolist() for r in m.match_batch(dicts)] == [r.tolist() for r in o.match_batch(dicts)]
+    # nearly everyone leaves: the tables no longer pay for themselves and go
+    for sid in subs.ids[:19_990].tolist():
+        m.remove(sid)
+        o.remove(sid)
+    m.maintenance.refresh()
+    s = m.stats()
+    assert s["maintenance"]["tables_dropped"] >= 1 and s["hash_tables"]["multi_attribute"] == 0
+    assert [r.tolist() for r in m.match_batch(dicts)] == [r.tolist() for r in o.match_batch(dicts)]
+
+
+def test_static_greedy_builds_the_configuration_and_matches():
+    spec, subs = small_w0(20_000)
+    m = Matcher("static", model=CostModel(K_r=1.0, C_h=20.0, K_h=1.0, K_c=1.0))
+    m.add_bulk(subs)
+    s = m.stats()
+    assert any(t["fields"] and len(t["fields"]) >= 2 for t in s["hash_tables"]["schemas"])
+    o = _oracle_of(subs)
+    dicts = generate_events(spec, 300, seed=3).to_dicts()
+    assert [r.tolist() for r in m.match_batch(dicts)] == [r.tolist() for r in o.match_batch(dicts)]
+    report = m.reorganize()
+    assert report["moved"] == 20_000 and report["schemas"] == s["hash_tables"]["multi_attribute"]
+
+
+def test_dynamic_follows_a_statistics_shift_seen_online():
+    """W5 -> W6 in small: the first fixed attribute's events collapse onto 2 values."""
+    spec5, spec6 = small_spec("w5"), small_spec("w6", skew={0: (1, 2)})
+    subs = generate_subscriptions(spec6, 20_000, seed=4)
+    m = Matcher("dynamic", model=CostModel(K_r=1.0, C_h=20.0, K_h=1.0, K_c=1.0),
+                thresholds=Thresholds(refresh_events=2_000))
+    m.add_bulk(subs)
+    for seed in range(20):
+        m.match_encoded(generate_events(spec5, 500, seed=seed))
+    before = m.stats()["statistics_source"]
+    for seed in range(40):
+        m.match_encoded(generate_events(spec6, 500, seed=100 + seed))
+    after = m.stats()
+    assert before == "uniform" and after["statistics_source"] == "online"
+    o = _oracle_of(subs)
+    dicts = generate_events(spec6, 200, seed=999).to_dicts()
+    assert [r.tolist() for r in m.match_batch(dicts)] == [r.tolist() for r in o.match_batch(dicts)]
+
+
+def test_reorganize_is_for_clustering_algorithms_only():
+    with pytest.raises(ValueError, match="static and dynamic"):
+        Matcher("propagation").reorganize()
