@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .clustering import _enumerate_multi, best_assignment, unpack_schema
-from .clustered import ClusteredIndex
+from .clustered import ClusteredIndex, schema_fields
 from .idpool import grow
 
 
@@ -139,8 +139,9 @@ class Maintenance:
     def _checks(self, schemas: np.ndarray) -> np.ndarray:
         """Per-event cost of each schema's table, in subscription checks."""
         m = self.index.model
-        sizes = np.array([len(unpack_schema(k)) for k in schemas.tolist()], dtype=np.float64)
-        mus = np.array([self.index.mu(unpack_schema(k)) for k in schemas.tolist()], dtype=np.float64)
+        fields = schema_fields(schemas)
+        sizes = (fields >= 0).sum(axis=1).astype(np.float64)
+        mus = np.array([self.index.mu(tuple(f[f >= 0].tolist())) for f in fields], dtype=np.float64)
         return m.table_cost(mus, sizes) / m.K_c
 
     @property
@@ -190,61 +191,31 @@ class Maintenance:
         self.changes = self.events = 0
         self.mark_nu = grow(self.mark_nu, ix.handles_high, 0.0)
         moved_before = ix.moved
-        created, dropped = [], []
 
-        # 1-2: hot cluster lists, hottest first, within the budget
+        # 1: cluster_distribute the hot cluster lists, hottest first, within the budget
         live, nu, bm = self._key_metrics()
         hot = np.flatnonzero(bm > self.bm_max)
         hot = hot[np.argsort(-bm[hot], kind="stable")]
         refs = ix.keys.refs[live[hot]]
         within = np.cumsum(refs) <= max(self.t.budget, int(refs[0]) if len(refs) else 0)
         hot_keys, hot_nu = live[hot][within], nu[hot][within]
+        voters = np.zeros(0, np.int64)
+        voter_nu = np.zeros(0)
+        voter_key = np.zeros(0, np.int64)
         if len(hot_keys):
             handles = ix.members_of(hot_keys)  # grouped by key, in hot_keys order
             which = np.repeat(np.arange(len(hot_keys)), ix.keys.refs[hot_keys])
-            cur_nu = hot_nu[which]
-            stays = self._distribute(handles, cur_nu)
-            # still hot after the redistribution? then its unmarked subscriptions vote for potential tables
-            left = np.bincount(which[stays], minlength=len(hot_keys))
-            still_hot = (hot_nu * left > self.bm_max)[which]
-            voters = stays & still_hot & (self.mark_nu[handles] <= 0)
-            self._vote(handles[voters], cur_nu[voters], hot_keys[which[voters]])
+            stays = self._distribute(handles, hot_nu[which])
+            # 2: lists still hot after it: their unmarked subscriptions vote for potential tables
+            still_hot = (hot_nu * np.bincount(which[stays], minlength=len(hot_keys)) > self.bm_max)[which]
+            sel = stays & still_hot & (self.mark_nu[handles] <= 0)
+            voters, voter_nu, voter_key = handles[sel], hot_nu[which[sel]], hot_keys[which[sel]]
 
-        # 3: create tables whose benefit reached Bcreate
-        for _ in range(self.t.max_new_tables):
-            if not self.potential.benefit:
-                break
-            pk = np.array(list(self.potential.benefit), dtype=np.int64)
-            pb = np.array(list(self.potential.benefit.values()))
-            ok = pb >= self.t.create_factor * self._checks(pk)
-            if not ok.any():
-                break
-            best = int(pk[ok][np.argmax(pb[ok])])
-            candidates = self.potential.pop(best)
-            ix.set_schemas(np.append(ix.schemas, best))
-            created.append(unpack_schema(best))
-            self.created += 1
-            cand = np.array(sorted(c for c in candidates if c < len(ix.keys.refs) and ix.keys.refs[c] > 0), np.int64)
-            if len(cand):
-                handles = ix.members_of(cand)
-                self._distribute(handles, ix.key_nu(ix.store.key_of(handles)))
+        # 3: create the potential tables whose benefit reaches Bcreate, best first
+        created = self._create(voters, voter_nu, voter_key)
 
         # 4: drop tables that no longer pay for themselves
-        if len(ix.schemas):
-            benefit = self._table_benefits()
-            weak = benefit < self.t.delete_factor * self._checks(ix.schemas)
-            if weak.any():
-                gone = ix.schemas[weak]
-                keys = self._keys_of_schemas(gone)
-                ix.set_schemas(ix.schemas[~weak])
-                dropped = [unpack_schema(k) for k in gone.tolist()]
-                self.dropped += len(gone)
-                if len(keys):
-                    handles = ix.members_of(keys)
-                    off, pids = ix.predicates_of(handles)
-                    prof, _ = ix.profile(off, pids)
-                    key, _, _ = best_assignment(prof, ix.config())
-                    self._move(handles, key)
+        dropped = self._drop_weak_tables()
 
         self.refreshes += 1
         dt = time.perf_counter() - t0
@@ -252,17 +223,86 @@ class Maintenance:
         return {"hot_lists": int(len(hot_keys)), "moved": int(ix.moved - moved_before), "created": created,
                 "dropped": dropped, "seconds": dt}
 
-    def _vote(self, handles: np.ndarray, cur_nu: np.ndarray, key_of: np.ndarray) -> None:
+    def _create(self, voters: np.ndarray, voter_nu: np.ndarray, voter_key: np.ndarray) -> list[tuple[int, ...]]:
+        """Section 4's creation loop, run on arrays: each creation lowers the benefit left for the others.
+
+        The benefit of a potential table is what marked subscriptions of
+        earlier rounds contributed (``self.potential``) plus what this round's
+        voters would save; creating a table moves (on paper) the voters it
+        serves better, then the next best is taken.  The real moves happen
+        once, at the end, for the voters and the candidate lists of the new
+        tables; voters that stay vote for the tables not created, and are marked.
+        """
+        ix = self.index
+        rows = keys = np.zeros(0, np.int64)
+        nus = np.zeros(0)
+        if len(voters):
+            off, pids = ix.predicates_of(voters)
+            prof, _ = ix.profile(off, pids)
+            rows, keys, nus, _ = _enumerate_multi(prof.offsets, prof.attr, prof.prob, 3)
+            useful = ~np.isin(keys, ix.schemas) & (nus < voter_nu[rows])
+            rows, keys, nus = rows[useful], keys[useful], nus[useful]
+        cand = np.union1d(keys, np.array(list(self.potential.benefit), dtype=np.int64))
+        if len(cand) == 0:
+            return []
+        inv = np.searchsorted(cand, keys)
+        earlier = np.array([self.potential.benefit.get(k, 0.0) for k in cand.tolist()])
+        need = self.t.create_factor * self._checks(cand)
+        cur = voter_nu.copy()
+        taken = np.zeros(len(cand), dtype=bool)
+        created: list[int] = []
+        for _ in range(self.t.max_new_tables):
+            gain = earlier + np.bincount(inv, weights=np.maximum(cur[rows] - nus, 0.0), minlength=len(cand))
+            ok = ~taken & (gain >= need)
+            if not ok.any():
+                break
+            c = int(np.flatnonzero(ok)[np.argmax(gain[ok])])
+            taken[c] = True
+            created.append(int(cand[c]))
+            better = (inv == c) & (nus < cur[rows])
+            cur[rows[better]] = nus[better]
+        if created:
+            ix.set_schemas(np.append(ix.schemas, created))
+            self.created += len(created)
+            lists: set[int] = set()
+            for k in created:
+                lists |= self.potential.pop(k)
+            lists_arr = np.array(sorted(q for q in lists if q < len(ix.keys.refs) and ix.keys.refs[q] > 0), np.int64)
+            others = np.setdiff1d(ix.members_of(lists_arr), voters) if len(lists_arr) else lists_arr
+            if len(others):
+                self._distribute(others, ix.key_nu(ix.store.key_of(others)))
+        stays = self._distribute(voters, voter_nu) if created and len(voters) else np.ones(len(voters), bool)
+        # voters that stay vote for the tables not created, and are marked
+        keep = stays[rows] & ~np.isin(keys, ix.schemas)
+        position = np.cumsum(stays) - 1
+        self._mark(voters[stays], voter_nu[stays], position[rows[keep]], keys[keep], nus[keep], voter_key[stays])
+        return [unpack_schema(k) for k in created]
+
+    def _mark(self, handles, cur_nu, rows, keys, nus, key_of) -> None:
+        """Record the votes of subscriptions staying where they are, and mark them."""
         if len(handles) == 0:
             return
-        off, pids = self.index.predicates_of(handles)
-        prof, _ = self.index.profile(off, pids)
-        rows, keys, nus, _ = _enumerate_multi(prof.offsets, prof.attr, prof.prob, 3)
-        configured = np.isin(keys, self.index.schemas)
-        amount = np.maximum(cur_nu[rows] - nus, 0.0)
-        useful = ~configured & (amount > 0)
-        self.potential.add(keys[useful], amount[useful], key_of[rows[useful]])
+        self.potential.add(keys, np.maximum(cur_nu[rows] - nus, 0.0), key_of[rows])
         self.mark_nu[handles] = cur_nu
+
+    def _drop_weak_tables(self) -> list[tuple[int, ...]]:
+        ix = self.index
+        if len(ix.schemas) == 0:
+            return []
+        weak = self._table_benefits() < self.t.delete_factor * self._checks(ix.schemas)
+        if not weak.any():
+            return []
+        gone = ix.schemas[weak]
+        keys = self._keys_of_schemas(gone)
+        ix.set_schemas(ix.schemas[~weak])
+        self.dropped += len(gone)
+        if len(keys):
+            handles = ix.members_of(keys)
+            off, pids = ix.predicates_of(handles)
+            prof, _ = ix.profile(off, pids)
+            key, _, _ = best_assignment(prof, ix.config())
+            self._move(handles, key)
+        return [unpack_schema(k) for k in gone.tolist()]
 
     def _keys_of_schemas(self, schemas: np.ndarray) -> np.ndarray:
         """Live access keys whose conjunction has one of the given schemas."""
