@@ -36,10 +36,10 @@ from .access import CATCH_ALL, MAX_MEMBERS, AccessKeys
 from .clustering import EqualityProfile, best_assignment, greedy_configuration, unpack_schema
 from .clusters import ClusterStore
 from .cost import CostModel
-from .hashtable import ht_find3
+from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable, satisfied_predicates
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, make_dispatch
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, make_dispatch, prefetch
 from .semantics import OP_EQ, OP_NE
 
 # column order: likely-false tests first (equalities, then ranges, then !=)
@@ -147,6 +147,9 @@ def make_clustered_kernel(dispatch):
         nout = 0
         n_keys = key_head.shape[0]
         n_sch = sch_fields.shape[0]
+        probe = np.empty((max(n_sch, 1), 3), dtype=np.int64)
+        conj_flat = conj_keys.ravel()
+        conj_mask = conj_vals.shape[0] - 1
         for i in range(n_ev):
             ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
                                       group_of, g_start, g_end, g_vals, g_pids, sat)
@@ -164,6 +167,9 @@ def make_clustered_kernel(dispatch):
                     q = pred_key[p] if p < pred_key.shape[0] else -1
                 if 0 <= q < n_keys:
                     out, nout = scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout)
+            # the event's conjunctions, one per schema it carries; their home slots are
+            # prefetched first so that the probes' cache misses overlap
+            n_probe = 0
             for s in range(n_sch):
                 p0 = eq_of_field[sch_fields[s, 0]]
                 if p0 < 0:
@@ -176,7 +182,13 @@ def make_clustered_kernel(dispatch):
                     p2 = eq_of_field[sch_fields[s, 2]]
                     if p2 < 0:
                         continue
-                q = ht_find3(conj_keys, conj_vals, p0, p1, p2)
+                slot = ht_slot3(conj_mask, p0, p1, p2)
+                prefetch(conj_flat, slot * 3)
+                prefetch(conj_vals, slot)
+                probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+                n_probe += 1
+            for t in range(n_probe):
+                q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
                 if 0 <= q < n_keys:
                     out, nout = scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout)
             for t in range(ns):

@@ -64,14 +64,20 @@ def ht_find2(tkeys, tvals, k0, k1):
 
 
 @njit(cache=True, inline="always")
-def ht_find3(tkeys, tvals, k0, k1, k2):
-    """Scalar probe of a width-3 table (the multi-attribute access keys of section 3)."""
-    mask = tvals.shape[0] - 1
+def ht_slot3(mask, k0, k1, k2):
+    """Home slot of a width-3 key (what :func:`ht_find3` probes first; prefetch it ahead)."""
     h = np.uint64(0x9E3779B97F4A7C15)
     h = _mix(h ^ np.uint64(k0))
     h = _mix(h ^ np.uint64(k1))
     h = _mix(h ^ np.uint64(k2))
-    s = np.int64(h & np.uint64(mask))
+    return np.int64(h & np.uint64(mask))
+
+
+@njit(cache=True, inline="always")
+def ht_find3(tkeys, tvals, k0, k1, k2):
+    """Scalar probe of a width-3 table (the multi-attribute access keys of section 3)."""
+    mask = tvals.shape[0] - 1
+    s = ht_slot3(mask, k0, k1, k2)
     while tvals[s] != -1:
         if tkeys[s, 0] == k0 and tkeys[s, 1] == k1 and tkeys[s, 2] == k2:
             return tvals[s]
