@@ -63,8 +63,8 @@ class Thresholds:
     create_factor: float = 2.0  # Bcreate = create_factor * table cost (in checks)
     delete_factor: float = 1.0  # Bdelete = delete_factor * table cost (in checks)
     refresh_changes: int = 10_000  # subscription changes between refreshes
-    refresh_events: int = 100_000  # events between refreshes
-    budget: int = 1_000_000  # subscriptions examined per refresh
+    refresh_events: int = 200_000  # events between refreshes
+    budget: int = 200_000  # subscriptions examined per refresh
     max_new_tables: int = 64  # tables created per refresh at most
 
 
@@ -113,6 +113,7 @@ class Maintenance:
         self.t = thresholds or Thresholds()
         self.potential = _Potential()
         self.mark_nu = np.zeros(0, dtype=np.float64)  # > 0: marked, with the nu it had when marked
+        self.examined = np.zeros(0, dtype=np.int64)  # refresh in which each access key was last examined
         self.changes = 0
         self.events = 0
         self.refreshes = 0
@@ -195,10 +196,13 @@ class Maintenance:
         # 1: cluster_distribute the hot cluster lists, hottest first, within the budget
         live, nu, bm = self._key_metrics()
         hot = np.flatnonzero(bm > self.bm_max)
-        hot = hot[np.argsort(-bm[hot], kind="stable")]
+        # least recently examined first, then hottest: over rounds the budget reaches every hot list
+        self.examined = grow(self.examined, ix.keys.ids.high, -1)
+        hot = hot[np.lexsort((-bm[hot], self.examined[live[hot]]))]
         refs = ix.keys.refs[live[hot]]
         within = np.cumsum(refs) <= max(self.t.budget, int(refs[0]) if len(refs) else 0)
         hot_keys, hot_nu = live[hot][within], nu[hot][within]
+        self.examined[hot_keys] = self.refreshes
         voters = np.zeros(0, np.int64)
         voter_nu = np.zeros(0)
         voter_key = np.zeros(0, np.int64)
@@ -220,8 +224,8 @@ class Maintenance:
         self.refreshes += 1
         dt = time.perf_counter() - t0
         self.seconds += dt
-        return {"hot_lists": int(len(hot_keys)), "moved": int(ix.moved - moved_before), "created": created,
-                "dropped": dropped, "seconds": dt}
+        return {"hot_lists": int(len(hot_keys)), "voters": int(len(voters)), "moved": int(ix.moved - moved_before),
+                "created": created, "dropped": dropped, "seconds": dt}
 
     def _create(self, voters: np.ndarray, voter_nu: np.ndarray, voter_key: np.ndarray) -> list[tuple[int, ...]]:
         """Section 4's creation loop, run on arrays: each creation lowers the benefit left for the others.

@@ -33,7 +33,7 @@ from .propagation import PropagationIndex
 from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OP_EQ, validate_predicates, validate_subscription_id
 
 ALGORITHMS = ("counting", "propagation", "propagation-wp", "static", "dynamic")
-_MAX_BULK_ROUNDS = 200  # maintenance rounds after a bulk load, at most (dynamic)
+_MAX_SETTLE_ROUNDS = 200  # maintenance rounds after new statistics, at most (dynamic)
 _OBSERVE_EVERY = 4  # the online statistics sample one event batch in this many (dynamic)
 
 
@@ -161,11 +161,27 @@ class Matcher:
         self.id_table.insert(np.asarray(batch.ids, dtype=np.int64), handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = batch.ids
+        if self.maintenance is not None:
+            self._insert_dynamic(handles, off, pids)
+            return
         self.index.insert(handles, off, pids)
         if self.algorithm == "static" and n > 1:
             self.index.reorganize()
-        elif self.maintenance is not None and self.maintenance.note_changes(n):
-            self._maintain(until_quiet=n > 1)
+
+    def _insert_dynamic(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """File new subscriptions in chunks of growing size with a maintenance round after each.
+
+        Like the paper's batch-wise loading (section 6.1, n_Sb): the tables the
+        first chunks call for exist by the time later chunks arrive, which go
+        straight to them instead of being moved later.
+        """
+        n, start, size = len(handles), 0, self.maintenance.t.refresh_changes
+        while start < n:
+            end = min(n, start + size)
+            self.index.insert(handles[start:end], off[start : end + 1] - off[start], pids[off[start] : off[end]])
+            if self.maintenance.note_changes(end - start):
+                self._maintain()
+            start, size = end, 2 * size
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
         batch.validate()
@@ -247,7 +263,7 @@ class Matcher:
 
     def _maintain(self, until_quiet: bool = False) -> None:
         self._adopt_online_statistics()
-        for _ in range(_MAX_BULK_ROUNDS if until_quiet else 1):
+        for _ in range(_MAX_SETTLE_ROUNDS if until_quiet else 1):
             report = self.maintenance.refresh()
             if not (report["moved"] or report["created"] or report["dropped"]):
                 break
