@@ -33,6 +33,7 @@ SCHEMA_IDS: dict[str, int] = {
     "event": 2,
     "notification": 3,
     "dead_letter": 4,
+    "statistics": 5,
 }
 
 FORMATS = ("avro", "json")
@@ -291,3 +292,18 @@ def decode_dead_letter(value: bytes) -> DeadLetter:
     else:
         d = _avro_read("dead_letter", value)
     return DeadLetter(**d)
+
+
+# --- statistics snapshots --------------------------------------------------------
+
+
+def encode_statistics(record: dict[str, Any]) -> bytes:
+    """An ``EventStatistics.to_record()`` dict -> value of pubsub.statistics (always Avro)."""
+    return _wire("statistics", _avro_write(SCHEMAS["statistics"], record))
+
+
+def decode_statistics(value: bytes) -> dict[str, Any]:
+    """A pubsub.statistics value -> the record (``EventStatistics.from_record`` takes it)."""
+    if _sniff(value, "statistics") == "json":
+        return _json_read(value)
+    return _avro_read("statistics", value)
