@@ -1,0 +1,200 @@
+"""A Spark data source reading offset ranges of the events topic, decoded.
+
+PySpark's built-in Kafka source needs a Maven jar; this one is Spark 4's
+Python data source API instead, so it runs wherever PySpark and
+confluent-kafka are installed (``local[*]`` or a cluster: executors connect
+to the brokers themselves).  The driver plans the window as offset ranges;
+each range is cut into splits of at most ``split.size`` offsets so that every
+core decodes.  Each split is read by a confluent-kafka consumer with
+``assign`` (no consumer group, nothing committed) and decoded in batches by
+``processor.event_decoder`` into Arrow record batches, one row per record:
+
+``partition, offset, timestamp (ms, null if the broker has none), error
+(null, or why the record is bad), pairs (the event's attribute/value pairs:
+list of struct<attribute, kind, number, string>; null for bad records)``.
+
+Stopping at the end offset: offsets that hold transaction markers (or were
+compacted away) never reach the consumer, so "stop at the message with
+offset end - 1" can wait forever.  The reader stops at the first message at
+or past ``end`` (dropping it), at the last offset of the range, or at
+end-of-partition once the consumer's position has reached ``end``; if the
+log ends before ``end`` it raises instead of returning a short range silently.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+#: Spark schema of the rows (DDL).
+SCHEMA = (
+    "partition int, offset long, timestamp long, error string, "
+    "pairs array<struct<attribute: string, kind: tinyint, number: double, string: string>>"
+)
+DEFAULT_SPLIT_SIZE = 50_000
+DEFAULT_BATCH_SIZE = 20_000
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Offsets ``start`` (inclusive) to ``end`` (exclusive) of one partition."""
+
+    partition: int
+    start: int
+    end: int
+
+    def split(self, size: int) -> list["OffsetRange"]:
+        return [OffsetRange(self.partition, s, min(s + size, self.end)) for s in range(self.start, self.end, size)]
+
+
+class KafkaSplit(InputPartition):
+    """One Spark partition: an offset range of one topic partition."""
+
+    def __init__(self, topic: str, offsets: OffsetRange) -> None:
+        super().__init__((topic, offsets.partition, offsets.start, offsets.end))
+        self.topic = topic
+        self.offsets = offsets
+
+
+def read_offset_range(config: dict[str, Any], topic: str, offsets: OffsetRange,
+                      batch_size: int = DEFAULT_BATCH_SIZE, timeout: float = 60.0) -> Iterator[list]:
+    """Yield the messages of ``offsets`` in lists of at most ``batch_size`` (see module docstring)."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    if offsets.end <= offsets.start:
+        return
+    consumer = Consumer({
+        "group.id": "fastpubsub-spark-statistics",  # required by librdkafka; never joined (assign only)
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",  # a range that is no longer in the log must fail, not read elsewhere
+        "fetch.max.bytes": 64 * 2**20,
+        "max.partition.fetch.bytes": 16 * 2**20,
+        **config,
+    })
+    tp = TopicPartition(topic, offsets.partition, offsets.start)
+    try:
+        consumer.assign([tp])
+        last_progress = time.monotonic()
+        position = offsets.start
+        done = False
+        while not done:
+            messages = consumer.consume(batch_size, 1.0)
+            out = []
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        position = max(position, msg.offset())
+                        if position >= offsets.end:
+                            done = True
+                            break
+                        continue
+                    raise KafkaException(err)
+                if msg.offset() >= offsets.end:
+                    done = True
+                    break
+                out.append(msg)
+                position = msg.offset() + 1
+                if position >= offsets.end:
+                    done = True
+                    break
+            if out:
+                last_progress = time.monotonic()
+                yield out
+            elif not done and time.monotonic() - last_progress > timeout:
+                raise TimeoutError(
+                    f"{topic}[{offsets.partition}]: no record for {timeout:.0f}s at offset {position}, "
+                    f"before the end of the range {offsets.start}..{offsets.end}"
+                )
+    finally:
+        consumer.close()
+
+
+def messages_to_arrow(messages: list, partition: int):
+    """Decode one list of messages into an Arrow record batch of :data:`SCHEMA`."""
+    import numpy as np
+    import pyarrow as pa
+
+    from processor.event_decoder import decode_events
+
+    n = len(messages)
+    values = [m.value() for m in messages]
+    offsets = np.fromiter((m.offset() for m in messages), np.int64, n)
+    stamps = [m.timestamp() for m in messages]
+    ts = np.fromiter((t[1] for t in stamps), np.int64, n)
+    ts_valid = np.fromiter((t[0] != 0 for t in stamps), bool, n)  # 0: TIMESTAMP_NOT_AVAILABLE
+    decoded = decode_events(values)
+    pairs = decoded.arrow_pairs()
+    # one list entry per record: bad records get an empty, null entry
+    per_record = np.zeros(n, np.int64)
+    per_record[decoded.rows] = np.diff(decoded.offsets)
+    list_offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(per_record, out=list_offsets[1:])
+    good = np.zeros(n, bool)
+    good[decoded.rows] = True
+    all_pairs = pa.ListArray.from_arrays(pa.array(list_offsets), pairs.values, mask=pa.array(~good))
+    errors = [None] * n
+    for i, reason in decoded.errors.items():
+        errors[i] = reason
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(np.full(n, partition, np.int32)),
+            pa.array(offsets),
+            pa.array(ts, mask=~ts_valid),
+            pa.array(errors, pa.string()),
+            all_pairs,
+        ],
+        ["partition", "offset", "timestamp", "error", "pairs"],
+    )
+
+
+class KafkaEventsReader(DataSourceReader):
+    def __init__(self, topic: str, ranges: list[OffsetRange], split_size: int, batch_size: int, config: dict[str, Any]) -> None:
+        self.topic = topic
+        self.ranges = ranges
+        self.split_size = split_size
+        self.batch_size = batch_size
+        self.config = config
+
+    def partitions(self) -> list[KafkaSplit]:
+        return [KafkaSplit(self.topic, s) for r in self.ranges for s in r.split(self.split_size)]
+
+    def read(self, partition: KafkaSplit):
+        for messages in read_offset_range(self.config, partition.topic, partition.offsets, self.batch_size):
+            yield messages_to_arrow(messages, partition.offsets.partition)
+
+
+class KafkaEventsDataSource(DataSource):
+    """``spark.read.format("fastpubsub-kafka-events")`` with options:
+
+    * ``bootstrap.servers``, ``topic``;
+    * ``ranges``: JSON list of ``[partition, start, end]`` (end exclusive);
+    * ``split.size`` (offsets per Spark partition), ``batch.size`` (messages per Arrow batch);
+    * ``kafka.<property>``: passed to the consumer (e.g. ``kafka.security.protocol``).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "fastpubsub-kafka-events"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema) -> KafkaEventsReader:
+        opts = self.options
+        for required in ("bootstrap.servers", "topic", "ranges"):
+            if required not in opts:
+                raise ValueError(f"the fastpubsub-kafka-events source needs the option {required!r}")
+        config = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
+        config["bootstrap.servers"] = opts["bootstrap.servers"]
+        ranges = [OffsetRange(int(p), int(s), int(e)) for p, s, e in json.loads(opts["ranges"])]
+        return KafkaEventsReader(
+            opts["topic"], ranges, int(opts.get("split.size", DEFAULT_SPLIT_SIZE)),
+            int(opts.get("batch.size", DEFAULT_BATCH_SIZE)), config,
+        )
