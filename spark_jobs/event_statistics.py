@@ -1,0 +1,256 @@
+"""The statistics the cost model needs, computed with Spark from decoded event rows.
+
+Input: a DataFrame of :data:`spark_jobs.kafka_source.SCHEMA` (one row per
+record; ``error`` set for bad records, which are only counted).  Output: an
+:class:`engine.statistics.EventStatistics` with ``source="spark"``.
+
+* Per attribute (over the exploded pairs, one aggregation into a table of
+  (attribute, value) counts): presence, value types, distinct values, top-K
+  values, and quantiles of the numeric values, exact: the value at rank
+  ``floor(j * (n - 1) / (q - 1))`` of the sorted values, j = 0..q-1.
+* Per attribute set: events with dense schemas (32 attributes) would make
+  pair/triple self-joins explode, so each event's schema (its sorted attribute
+  names) is counted once; pairs and triples of frequent attributes are
+  enumerated per *distinct* schema, weighted by its count, and kept when
+  their support reaches ``min_support``.  At most ``max_sets`` sets are
+  reported, most frequent first.
+* Joint value frequencies (top-K combinations) for the ``joint_sets`` most
+  frequent of those sets (or the sets named in ``joint_attributes``).
+
+NaN values count towards presence, value types and distinct values but are
+left out of top values, joint values and quantiles: no predicate matches them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
+from engine.statistics import AttributeStats, EventStatistics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StatisticsOptions:
+    top_k: int = 20  # most frequent values per attribute
+    quantiles: int = 11  # numeric histogram points, min to max (11: deciles)
+    min_support: float = 0.01  # minimal P(event contains the set) of a reported pair or triple
+    max_sets: int = 10_000  # reported pairs and triples, most frequent first
+    joint_sets: int = 16  # sets (the most frequent) that get joint value frequencies
+    joint_top_k: int = 20  # value combinations per set
+    joint_attributes: list[tuple[str, ...]] = field(default_factory=list)  # explicit joint sets instead
+
+    def __post_init__(self) -> None:
+        if self.top_k < 0 or self.joint_top_k < 0 or self.joint_sets < 0 or self.max_sets < 0:
+            raise ValueError("top-k, joint-top-k, joint-sets and max-sets must be >= 0")
+        if self.quantiles == 1 or self.quantiles < 0:
+            raise ValueError("quantiles must be 0 (none) or at least 2 (min and max)")
+        if not 0.0 < self.min_support <= 1.0:
+            raise ValueError(f"min-support must be in (0, 1], got {self.min_support}")
+        for s in self.joint_attributes:
+            if len(s) < 2 or len(set(s)) != len(s):
+                raise ValueError(f"a joint attribute set needs at least 2 distinct attributes, got {s}")
+
+
+def value_key(kind: int, number: float, string: str | None) -> tuple:
+    """A Spark value (kind, number, string) as the key ``engine.statistics`` uses."""
+    if kind == KIND_STRING:
+        return (1, string)
+    if kind == KIND_BOOL:
+        return (2, bool(number))
+    return (0, float(number))
+
+
+@dataclass
+class WindowSummary:
+    records: int
+    events: int
+    bad: int
+    first_timestamp_ms: int | None
+    last_timestamp_ms: int | None
+    bad_reasons: list[tuple[str, int]]
+
+
+def summarize(rows: DataFrame) -> WindowSummary:
+    """Counts and time range of the records (one Spark job; one more for the reasons if any are bad)."""
+    r = rows.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.count("error").alias("bad"),
+        F.min("timestamp").alias("first"),
+        F.max("timestamp").alias("last"),
+    ).first()
+    reasons = []
+    if r["bad"]:
+        reasons = [(x["error"], x["count"]) for x in
+                   rows.where(F.col("error").isNotNull()).groupBy("error").count().orderBy(F.desc("count")).limit(5).collect()]
+    return WindowSummary(r["records"], r["records"] - r["bad"], r["bad"], r["first"], r["last"], reasons)
+
+
+def _attribute_statistics(values: DataFrame, n_events: int, opts: StatisticsOptions) -> dict[str, AttributeStats]:
+    """From the (attribute, kind, number, string, count) table."""
+    per_attr = values.groupBy("attribute").agg(
+        F.sum("count").alias("present"),
+        F.count(F.lit(1)).alias("distinct"),
+        *[F.sum(F.when(F.col("kind") == k, F.col("count")).otherwise(0)).alias(f"kind{k}") for k in range(len(KINDS))],
+    ).collect()
+    usable = values.where(~((F.col("kind") == KIND_NUMBER) & F.isnan("number")))
+    rank = Window.partitionBy("attribute").orderBy(F.desc("count"), "kind", "number", "string")
+    top = (usable.withColumn("rank", F.row_number().over(rank)).where(F.col("rank") <= opts.top_k).collect()
+           if opts.top_k else [])
+    quantiles: dict[str, list[tuple[int, float]]] = {}
+    if opts.quantiles:
+        q = opts.quantiles
+        numeric = usable.where(F.col("kind") == KIND_NUMBER)
+        by_attr = Window.partitionBy("attribute")
+        running = by_attr.orderBy("number").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        # this value occupies sorted positions lo..hi; quantile j is at position floor(j * (n - 1) / (q - 1))
+        points = (
+            numeric.withColumn("n", F.sum("count").over(by_attr))
+            .withColumn("hi", F.sum("count").over(running) - 1)
+            .withColumn("lo", F.col("hi") - F.col("count") + 1)
+            .withColumn("j", F.explode(F.filter(
+                F.sequence(F.lit(0), F.lit(q - 1)),
+                lambda j: ((j * (F.col("n") - 1)).cast("long") / (q - 1)).cast("long").between(F.col("lo"), F.col("hi")),
+            )))
+            .select("attribute", "j", "number")
+            .collect()
+        )
+        for p in points:
+            quantiles.setdefault(p["attribute"], []).append((p["j"], p["number"]))
+    tops: dict[str, dict[tuple, float]] = {}
+    present = {r["attribute"]: r["present"] for r in per_attr}
+    for t in sorted(top, key=lambda t: (t["attribute"], t["rank"])):
+        tops.setdefault(t["attribute"], {})[value_key(t["kind"], t["number"], t["string"])] = t["count"] / present[t["attribute"]]
+    return {
+        r["attribute"]: AttributeStats(
+            presence=r["present"] / n_events,
+            distinct=int(r["distinct"]),
+            top_values=tops.get(r["attribute"], {}),
+            quantiles=[x for _, x in sorted(quantiles.get(r["attribute"], []))],
+            value_types={KINDS[k]: r[f"kind{k}"] / r["present"] for k in range(len(KINDS)) if r[f"kind{k}"]},
+        )
+        for r in per_attr
+    }
+
+
+def _pairs(s):
+    n = F.size(s)
+    return F.flatten(F.transform(
+        F.sequence(F.lit(0), n - 2),
+        lambda i: F.transform(F.sequence(i + 1, n - 1), lambda j: F.array(s[i], s[j])),
+    ))
+
+
+def _triples(s):
+    n = F.size(s)
+    return F.flatten(F.flatten(F.transform(
+        F.sequence(F.lit(0), n - 3),
+        lambda i: F.transform(
+            F.sequence(i + 1, n - 2),
+            lambda j: F.transform(F.sequence(j + 1, n - 1), lambda k: F.array(s[i], s[j], s[k])),
+        ),
+    )))
+
+
+def _frequent_sets(schemas: DataFrame, frequent: list[str], size: int, min_count: float) -> DataFrame:
+    """Attribute sets of ``size`` (2 or 3) of ``frequent`` attributes with support >= ``min_count``."""
+    allowed = F.array(*[F.lit(a) for a in frequent]) if frequent else F.array().cast("array<string>")
+    kept = schemas.select(F.filter("schema", lambda a: F.array_contains(allowed, a)).alias("s"), "count")
+    combos = _pairs(F.col("s")) if size == 2 else _triples(F.col("s"))
+    return (
+        kept.where(F.size("s") >= size)
+        .select(F.explode(combos).alias("attributes"), "count")
+        .groupBy("attributes").agg(F.sum("count").alias("support"))
+        .where(F.col("support") >= min_count)
+    )
+
+
+def _schema_statistics(good: DataFrame, attributes: dict[str, AttributeStats], n_events: int,
+                       opts: StatisticsOptions) -> list[tuple[tuple[str, ...], int]]:
+    """Frequent pairs and triples with their support, most frequent first (at most ``max_sets``)."""
+    min_count = opts.min_support * n_events
+    schemas = good.select(F.array_sort(F.col("pairs.attribute")).alias("schema")).groupBy("schema").count().cache()
+    try:
+        n_schemas = schemas.count()
+        f1 = sorted(a for a, st in attributes.items() if st.presence * n_events >= min_count)
+        pairs = _frequent_sets(schemas, f1, 2, min_count).collect()
+        f2 = sorted({a for p in pairs for a in p["attributes"]})
+        triples = _frequent_sets(schemas, f2, 3, min_count).collect() if len(f2) >= 3 else []
+    finally:
+        schemas.unpersist()
+    found = sorted(((tuple(r["attributes"]), int(r["support"])) for r in pairs + triples),
+                   key=lambda x: (-x[1], len(x[0]), x[0]))
+    log.info("%d distinct schemas; %d frequent attributes, %d frequent pairs, %d frequent triples (min support %g)",
+             n_schemas, len(f1), len(pairs), len(triples), opts.min_support)
+    if len(found) > opts.max_sets:
+        log.warning("reporting the %d most frequent of %d frequent sets (--max-sets)", opts.max_sets, len(found))
+    return found[: opts.max_sets]
+
+
+def _joint_frequencies(good: DataFrame, sets: list[tuple[str, ...]], n_events: int,
+                       opts: StatisticsOptions) -> tuple[dict[tuple[str, ...], dict[tuple, float]], dict[tuple[str, ...], int]]:
+    """Top value combinations of each set (probabilities over all events) and each set's support."""
+    if not sets:
+        return {}, {}
+    values = F.map_from_entries(F.transform(
+        "pairs", lambda p: F.struct(p["attribute"], F.struct(p["kind"].alias("kind"), p["number"].alias("number"), p["string"].alias("string")))
+    ))
+    per_set = F.array(*[F.struct(F.lit(i).alias("set"), F.array(*[values[a] for a in s]).alias("values")) for i, s in enumerate(sets)])
+    counts = (
+        good.select(F.explode(per_set).alias("x"))
+        .select("x.set", "x.values")
+        .where(F.forall("values", lambda v: v.isNotNull()))
+        .groupBy("set", "values").count()
+        .cache()
+    )
+    try:
+        support = {sets[r["set"]]: int(r["support"]) for r in counts.groupBy("set").agg(F.sum("count").alias("support")).collect()}
+        rank = Window.partitionBy("set").orderBy(F.desc("count"), "values")
+        top = (
+            counts.where(~F.exists("values", lambda v: (v["kind"] == KIND_NUMBER) & F.isnan(v["number"])))
+            .withColumn("rank", F.row_number().over(rank))
+            .where(F.col("rank") <= opts.joint_top_k)
+            .collect()
+        )
+    finally:
+        counts.unpersist()
+    joint: dict[tuple[str, ...], dict[tuple, float]] = {}
+    for r in sorted(top, key=lambda r: (r["set"], r["rank"])):
+        key = tuple(value_key(v["kind"], v["number"], v["string"]) for v in r["values"])
+        joint.setdefault(sets[r["set"]], {})[key] = r["count"] / n_events
+    return joint, support
+
+
+def compute_statistics(rows: DataFrame, opts: StatisticsOptions, summary: WindowSummary) -> EventStatistics:
+    """The snapshot of the good rows of ``rows`` (``summary`` from :func:`summarize` on the same rows)."""
+    n = summary.events
+    if n == 0:
+        return EventStatistics(event_count=0, source="spark", bad_records=summary.bad)
+    good = rows.where(F.col("error").isNull()).select("pairs")
+    values = (
+        good.select(F.explode("pairs").alias("p"))
+        .groupBy(F.col("p.attribute").alias("attribute"), F.col("p.kind").alias("kind"),
+                 F.col("p.number").alias("number"), F.col("p.string").alias("string"))
+        .count()
+        .cache()
+    )
+    try:
+        log.info("per-attribute statistics (top %d values, %d quantiles)", opts.top_k, opts.quantiles)
+        attributes = _attribute_statistics(values, n, opts)
+    finally:
+        values.unpersist()
+    log.info("%d attributes; frequent attribute sets", len(attributes))
+    found = _schema_statistics(good, attributes, n, opts)
+    sets = [tuple(sorted(s)) for s in opts.joint_attributes] or [s for s, _ in found[: opts.joint_sets]]
+    log.info("joint value frequencies of %d sets (top %d combinations each)", len(sets), opts.joint_top_k)
+    joint, joint_support = _joint_frequencies(good, sets, n, opts) if opts.joint_top_k else ({}, {})
+    schemas = {frozenset(s): c / n for s, c in found}
+    for s in sets:  # explicitly requested sets are reported even below the support threshold
+        schemas.setdefault(frozenset(s), joint_support.get(s, 0) / n)
+    return EventStatistics(event_count=n, attributes=attributes, schemas=schemas, joint=joint, source="spark",
+                           bad_records=summary.bad)
