@@ -192,27 +192,55 @@ def _schema_statistics(good: DataFrame, attributes: dict[str, AttributeStats], n
     return found[: opts.max_sets]
 
 
+def _all(conditions):
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = out & c
+    return out
+
+
+def _any(conditions):
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = out | c
+    return out
+
+
 def _joint_frequencies(good: DataFrame, sets: list[tuple[str, ...]], n_events: int,
                        opts: StatisticsOptions) -> tuple[dict[tuple[str, ...], dict[tuple, float]], dict[tuple[str, ...], int]]:
     """Top value combinations of each set (probabilities over all events) and each set's support."""
     if not sets:
         return {}, {}
+    # one row per (event, set) with the set's values as flat columns (padded with nulls to the largest
+    # set): grouping on primitive columns stays in Spark's generated code, arrays of structs do not
+    width = max(len(s) for s in sets)
     values = F.map_from_entries(F.transform(
-        "pairs", lambda p: F.struct(p["attribute"], F.struct(p["kind"].alias("kind"), p["number"].alias("number"), p["string"].alias("string")))
+        "pairs", lambda p: F.struct(p["attribute"], F.struct(p["kind"].alias("k"), p["number"].alias("n"), p["string"].alias("s")))
     ))
-    per_set = F.array(*[F.struct(F.lit(i).alias("set"), F.array(*[values[a] for a in s]).alias("values")) for i, s in enumerate(sets)])
+    cols = [f"{c}{i}" for i in range(width) for c in ("k", "n", "s")]
+
+    def entry(i: int, s: tuple[str, ...]):
+        fields = [F.lit(i).alias("set"), F.lit(len(s)).alias("size")]
+        for j in range(width):
+            v = F.col("m")[s[j]] if j < len(s) else F.lit(None).cast("struct<k: tinyint, n: double, s: string>")
+            fields += [v["k"].alias(f"k{j}"), v["n"].alias(f"n{j}"), v["s"].alias(f"s{j}")]
+        return F.struct(*fields)
+
+    present = [(F.col("size") <= j) | F.col(f"k{j}").isNotNull() for j in range(width)]
+    has_nan = [(F.col(f"k{j}") == KIND_NUMBER) & F.isnan(f"n{j}") for j in range(width)]
     counts = (
-        good.select(F.explode(per_set).alias("x"))
-        .select("x.set", "x.values")
-        .where(F.forall("values", lambda v: v.isNotNull()))
-        .groupBy("set", "values").count()
+        good.select(values.alias("m"))
+        .select(F.explode(F.array(*[entry(i, s) for i, s in enumerate(sets)])).alias("x"))
+        .select("x.*")
+        .where(_all(present))
+        .groupBy("set", "size", *cols).count()
         .cache()
     )
     try:
         support = {sets[r["set"]]: int(r["support"]) for r in counts.groupBy("set").agg(F.sum("count").alias("support")).collect()}
-        rank = Window.partitionBy("set").orderBy(F.desc("count"), "values")
+        rank = Window.partitionBy("set").orderBy(F.desc("count"), *cols)
         top = (
-            counts.where(~F.exists("values", lambda v: (v["kind"] == KIND_NUMBER) & F.isnan(v["number"])))
+            counts.where(~_any(has_nan))
             .withColumn("rank", F.row_number().over(rank))
             .where(F.col("rank") <= opts.joint_top_k)
             .collect()
@@ -221,7 +249,7 @@ def _joint_frequencies(good: DataFrame, sets: list[tuple[str, ...]], n_events: i
         counts.unpersist()
     joint: dict[tuple[str, ...], dict[tuple, float]] = {}
     for r in sorted(top, key=lambda r: (r["set"], r["rank"])):
-        key = tuple(value_key(v["kind"], v["number"], v["string"]) for v in r["values"])
+        key = tuple(value_key(r[f"k{j}"], r[f"n{j}"], r[f"s{j}"]) for j in range(r["size"]))
         joint.setdefault(sets[r["set"]], {})[key] = r["count"] / n_events
     return joint, support
 

@@ -84,7 +84,8 @@ def read_offset_range(config: dict[str, Any], topic: str, offsets: OffsetRange,
         position = offsets.start
         done = False
         while not done:
-            messages = consumer.consume(batch_size, 1.0)
+            # never ask for more than the range holds: consume() waits its timeout for a full batch
+            messages = consumer.consume(max(1, min(batch_size, offsets.end - position)), 1.0)
             out = []
             for msg in messages:
                 err = msg.error()

@@ -90,7 +90,8 @@ def run_statistics_job(
     if publish:
         ensure_statistics_topic(bootstrap_servers, statistics_topic)
     last = latest_snapshot(bootstrap_servers, topic, statistics_topic) if window.start_from == "last-run" else None
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "fastpubsub-spark-statistics", **(kafka_config or {})})
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "fastpubsub-spark-statistics",
+                         "enable.partition.eof": True, "enable.auto.commit": False, **(kafka_config or {})})
     try:
         ranges = resolve_window(consumer, topic, window, last)
     finally:

@@ -13,6 +13,7 @@ deleted by retention) are moved up to it with a warning.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -73,6 +74,34 @@ def parse_time(text: str | None) -> int | None:
     return int(t.timestamp() * 1000)
 
 
+def log_bounds(consumer, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
+    """(first offset, end offset) of a partition, the end as fetch responses report it.
+
+    ListOffsets(latest) is not enough: the embedded broker (Tansu) answers the
+    base offset of the last record batch + 1, short of the records of that
+    batch.  Fetching from just before the reported end until end-of-partition
+    gives the end the consumers see (on a correct broker: one record read).
+    """
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+    consumer.assign([TopicPartition(topic, partition, max(low, high - 1))])
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            msg = consumer.poll(min(1.0, timeout))
+            if msg is None:
+                continue
+            if msg.error() is None:
+                continue
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                return low, max(high, msg.offset())
+            raise KafkaException(msg.error())
+        raise TimeoutError(f"{topic}[{partition}]: no end-of-partition within {timeout:.0f}s")
+    finally:
+        consumer.unassign()
+
+
 def resolve_window(consumer, topic: str, spec: WindowSpec, last: EventStatistics | None, timeout: float = 30.0) -> list[OffsetRange]:
     """Offset ranges of ``topic`` for ``spec``; ``consumer`` is a confluent-kafka Consumer (used for metadata only)."""
     from confluent_kafka import TopicPartition
@@ -84,7 +113,7 @@ def resolve_window(consumer, topic: str, spec: WindowSpec, last: EventStatistics
     unknown = sorted((set(spec.start_offsets) | set(spec.end_offsets)) - set(partitions))
     if unknown:
         raise ValueError(f"topic {topic} has partitions {partitions}; no partition {unknown}")
-    marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False) for p in partitions}
+    marks = {p: log_bounds(consumer, topic, p, timeout) for p in partitions}
 
     def at_time(ms: int) -> dict[int, int]:
         found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in partitions], timeout=timeout)
