@@ -30,7 +30,8 @@ from spark_jobs.window import WindowSpec
 
 
 def produce_w0(bootstrap_servers: str, n: int, partitions: int, chunk: int = 100_000) -> None:
-    AdminClient({"bootstrap.servers": bootstrap_servers}).create_topics([NewTopic(EVENTS, partitions, 1)])[EVENTS].result()
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin.create_topics([NewTopic(EVENTS, partitions, 1)])[EVENTS].result()
     producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "batch.num.messages": 10_000,
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
     failed = []

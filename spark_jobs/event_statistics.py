@@ -214,26 +214,28 @@ def _joint_frequencies(good: DataFrame, sets: list[tuple[str, ...]], n_events: i
     # one row per (event, set) with the set's values as flat columns (padded with nulls to the largest
     # set): grouping on primitive columns stays in Spark's generated code, arrays of structs do not
     width = max(len(s) for s in sets)
-    values = F.map_from_entries(F.transform(
-        "pairs", lambda p: F.struct(p["attribute"], F.struct(p["kind"].alias("k"), p["number"].alias("n"), p["string"].alias("s")))
-    ))
     cols = [f"{c}{i}" for i in range(width) for c in ("k", "n", "s")]
 
     def entry(i: int, s: tuple[str, ...]):
-        fields = [F.lit(i).alias("set"), F.lit(len(s)).alias("size")]
+        fields = [F.lit(i).alias("set")]
         for j in range(width):
-            v = F.col("m")[s[j]] if j < len(s) else F.lit(None).cast("struct<k: tinyint, n: double, s: string>")
-            fields += [v["k"].alias(f"k{j}"), v["n"].alias(f"n{j}"), v["s"].alias(f"s{j}")]
+            # get() is null where array_position() finds nothing (0 - 1); padding is a null struct
+            v = (F.get("pairs", (F.array_position("names", s[j]) - 1).cast("int")) if j < len(s)
+                 else F.lit(None).cast("struct<attribute: string, kind: tinyint, number: double, string: string>"))
+            fields.append(v.alias(f"v{j}"))
         return F.struct(*fields)
 
-    present = [(F.col("size") <= j) | F.col(f"k{j}").isNotNull() for j in range(width)]
+    flat = [F.col(f"x.v{j}.{f}").alias(f"{c}{j}") for j in range(width) for c, f in (("k", "kind"), ("n", "number"), ("s", "string"))]
+    # a set has all its values, or the missing ones are padding (the set is shorter)
+    present = [F.col(f"k{j}").isNotNull() | F.col("set").isin([i for i, s in enumerate(sets) if len(s) <= j])
+               for j in range(width)]
     has_nan = [(F.col(f"k{j}") == KIND_NUMBER) & F.isnan(f"n{j}") for j in range(width)]
     counts = (
-        good.select(values.alias("m"))
+        good.select(F.col("pairs.attribute").alias("names"), "pairs")
         .select(F.explode(F.array(*[entry(i, s) for i, s in enumerate(sets)])).alias("x"))
-        .select("x.*")
+        .select("x.set", *flat)
         .where(_all(present))
-        .groupBy("set", "size", *cols).count()
+        .groupBy("set", *cols).count()
         .cache()
     )
     try:
@@ -249,7 +251,7 @@ def _joint_frequencies(good: DataFrame, sets: list[tuple[str, ...]], n_events: i
         counts.unpersist()
     joint: dict[tuple[str, ...], dict[tuple, float]] = {}
     for r in sorted(top, key=lambda r: (r["set"], r["rank"])):
-        key = tuple(value_key(r[f"k{j}"], r[f"n{j}"], r[f"s{j}"]) for j in range(r["size"]))
+        key = tuple(value_key(r[f"k{j}"], r[f"n{j}"], r[f"s{j}"]) for j in range(len(sets[r["set"]])))
         joint.setdefault(sets[r["set"]], {})[key] = r["count"] / n_events
     return joint, support
 
