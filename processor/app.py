@@ -59,6 +59,13 @@ def event_id(msg: Message) -> str:
         raise DecodeError(f"event key {key[:40]!r} is not UTF-8") from None
 
 
+def _log_assignment(what: str):
+    def callback(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s %d partitions of %s: %s", what, len(partitions), EVENTS, sorted(tp.partition for tp in partitions))
+
+    return callback
+
+
 def _raise_if_fatal(msg: Message) -> bool:
     """True if ``msg`` carries data; logs transient consumer errors, raises fatal ones."""
     err = msg.error()
@@ -181,7 +188,8 @@ class Processor:
             ]
             partitions_of(cfg.bootstrap_servers, EVENTS)  # clear error if the topic is missing
             subs.assign(partitions)
-            events.subscribe([EVENTS])  # the group join proceeds in the background during the rebuild
+            # The group join proceeds in the background during the rebuild.
+            events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))
             self._rebuild(subs, partitions)
             self.ready.set()
             meter = RateMeter(cfg.progress_interval)
