@@ -85,7 +85,9 @@ class EmbeddedBroker:
     def stop(self, timeout: float = 10.0) -> None:
         if self._proc is None or self._proc.poll() is not None:
             return
-        self._proc.terminate()
+        # SIGINT: Tansu exits at once; on SIGTERM it waits ~5s for clients to go
+        # (nothing to save with in-memory storage).
+        self._proc.send_signal(signal.SIGINT)
         try:
             self._proc.wait(timeout)
         except subprocess.TimeoutExpired:
