@@ -217,8 +217,8 @@ class _Watcher:
         self.notifications = 0
         self.samples: list[dict] = []
 
-    def drain(self) -> None:
-        for msg in self._consumer.consume(num_messages=10_000, timeout=0.05):
+    def drain(self, timeout: float = 0.05) -> None:
+        for msg in self._consumer.consume(num_messages=10_000, timeout=timeout):
             if msg.error():
                 continue
             self.notifications += 1
@@ -242,9 +242,7 @@ class _Watcher:
         if not behind:
             return True
         before = self.notifications
-        for msg in self._consumer.consume(num_messages=10_000, timeout=1.0):
-            if not msg.error():
-                self.notifications += 1
+        self.drain(timeout=1.0)
         return self.notifications == before
 
     def dead_letters(self) -> int:
