@@ -84,6 +84,7 @@ class Processor:
         self.events = 0
         self.notifications = 0
         self.batches = 0
+        self.busy_seconds = 0.0  # time spent decoding, matching, producing, committing
         self._stop = threading.Event()
         self.ready = threading.Event()
         self.delivery: Delivery | None = None
@@ -202,7 +203,9 @@ class Processor:
                     self.delivery.commit()
                 batch = events.consume(num_messages=cfg.batch_size, timeout=0.2)
                 if batch:
+                    began = time.monotonic()
                     self._process_events(batch, events)
+                    self.busy_seconds += time.monotonic() - began
                 if meter.due():
                     self._log_progress(meter, events)
         finally:
@@ -234,6 +237,7 @@ class Processor:
             "events": self.events,
             "notifications": self.notifications,
             "batches": self.batches,
+            "busy_seconds": round(self.busy_seconds, 3),
             "dead_letters": dict(self.dead_letters.counts) if self.dead_letters else {},
             **self.state.stats(),
             "matcher": self.state.matcher.stats().get("implementation", self.state.matcher.algorithm),

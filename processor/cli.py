@@ -90,7 +90,7 @@ def broker(port: int) -> None:
 @main.command("topics")
 @bootstrap_option
 @click.option("--partitions", type=int, default=4, show_default=True, help="Partitions of each new topic.")
-@click.option("--replication-factor", type=int, default=1, show_default=True)
+@click.option("--replication-factor", type=int, default=1, show_default=True, help="Replicas of each new topic.")
 def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int) -> None:
     """Create the four topics (existing ones are left as they are).
 
@@ -124,13 +124,15 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
 @click.option("-X", "client_config", multiple=True, metavar="KEY=VALUE",
               help="Extra librdkafka setting for every client (e.g. -X security.protocol=SASL_SSL); repeatable.")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
+              help="Verbosity of the log on stderr.")
 def run(bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms, progress_interval,
         client_config, log_level) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
-    from pubsub.events in batches.  Progress goes to stderr; on shutdown the
+    from pubsub.events in batches.  Input offsets are committed only with (or
+    after) the notifications they caused; see --delivery.  Progress goes to stderr; on shutdown the
     final statistics are printed to stdout as one JSON line.
     """
     from .app import Processor, ProcessorConfig, stats_json
@@ -174,8 +176,10 @@ def _valid_until_ms(text: str | None) -> int | None:
 @click.option("--id", "sub_id", type=int, default=None,
               help="Subscription id; an existing id is replaced.  Default: a new random id (printed).")
 @click.option("--subscriber", required=True, help="Owner; the key of its notifications.")
-@click.option("--valid-until", default=None, help="ISO-8601 expiry, e.g. 2030-01-01T00:00:00Z (UTC if no zone).")
-@click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="avro", show_default=True)
+@click.option("--valid-until", default=None,
+              help="ISO-8601 expiry, e.g. 2030-01-01T00:00:00+00:00 (UTC if no zone); the processor drops it then.")
+@click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
+              help="Encoding of the subscription value.")
 def subscribe(bootstrap_servers, expression, sub_id, subscriber, valid_until, fmt) -> None:
     """Add or replace a subscription given as text, e.g.
 
@@ -209,7 +213,8 @@ def unsubscribe(bootstrap_servers, sub_id) -> None:
 @bootstrap_option
 @click.argument("event")
 @click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
-@click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
+              help="Encoding of the event value.")
 def publish(bootstrap_servers, event, key, fmt) -> None:
     """Publish an event given as a JSON object, e.g.
 
@@ -278,9 +283,10 @@ def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout) 
               help="Number of generated subscriptions.")
 @click.option("--events", "n_events", type=int, default=10_000, show_default=True, help="Number of generated events.")
 @click.option("--workload", default="W0", show_default=True, help="Fabret et al. workload preset (engine.workload.PRESETS).")
-@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generated subscriptions and events.")
 @click.option("--port", type=int, default=0, show_default=True, help="Broker port on 127.0.0.1 (0: any free port).")
-@click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True)
+@click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
+              help="The processor's encoding of notifications.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Processor events per batch.")
 def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size) -> None:
     """Everything end to end on the embedded broker, then shut it all down.
@@ -289,6 +295,9 @@ def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_s
     (plus a few hand-written ones so that notifications flow: W0 subscriptions
     have five equality predicates and rarely match), starts a processor,
     streams events, prints live progress and a summary.
+
+    It always starts its own broker (no --bootstrap-servers): nothing is left
+    behind, so it can be run again and again.
     """
     from .demo import Demo
 

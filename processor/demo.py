@@ -167,7 +167,9 @@ class Demo:
         self._say("summary")
         self._say(f"  subscriptions      {n_subs:>12,}  (processor holds {stats.get('subscriptions', '?'):,})"
                   if isinstance(stats.get("subscriptions"), int) else f"  subscriptions      {n_subs:>12,}")
-        self._say(f"  events             {result['events']:>12,}  ({result['events'] / secs:,.0f}/s end to end)")
+        busy = stats.get("busy_seconds") or 0
+        rate = f", processor {result['events'] / busy:,.0f}/s while busy" if busy else ""
+        self._say(f"  events             {result['events']:>12,}  ({result['events'] / secs:,.0f}/s end to end{rate})")
         self._say(f"  notifications      {result['notifications']:>12,}  ({result['notifications'] / secs:,.0f}/s)")
         self._say(f"  dead letters       {result['dead_letters']:>12,}")
         self._say(f"  delivery           {stats.get('delivery', '?')}; matcher: {stats.get('matcher', '?')}")
