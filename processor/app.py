@@ -15,7 +15,6 @@ import json
 import logging
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from .codecs import DecodeError, decode_event, encode_attributes, encode_notification
 from .deadletter import DeadLetters
 from .delivery import Delivery
+from .instance import InstanceSlot
 from .progress import RateMeter, human
 from .subscriptions import SubscriptionState
 from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, partitions_of
@@ -41,6 +41,7 @@ class ProcessorConfig:
     session_timeout_ms: int = 6000
     progress_interval: float = 5.0
     algorithm: str = "dynamic"
+    transactional_id: str | None = None  # default: a stable per-host slot (processor.instance)
     client_config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -71,6 +72,8 @@ def _raise_if_fatal(msg: Message) -> bool:
     err = msg.error()
     if err is None:
         return True
+    if err.code() == KafkaError._PARTITION_EOF:
+        return False
     if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
         raise KafkaException(err)
     log.warning("consumer: %s", err)
@@ -120,16 +123,21 @@ class Processor:
                 self.dead_letters.send(msg, str(exc))
 
     def _rebuild(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Read the subscriptions topic up to the high watermarks seen now."""
+        """Read every partition of the subscriptions topic to its end.
+
+        The end is the consumer's end-of-partition event (the high watermark of
+        a fetch), not ListOffsets: Tansu 0.6 answers ListOffsets with the last
+        batch's base offset + 1, short of the end when that batch holds several records.
+        """
         started = time.monotonic()
-        targets = {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in partitions}
-        todo = {p for p, high in targets.items() if high > 0}
+        todo = {tp.partition for tp in partitions}
         meter = RateMeter(self.config.progress_interval)
         while todo and not self._stop.is_set():
-            self._apply_subscriptions(consumer.consume(num_messages=10_000, timeout=0.5))
-            for tp in consumer.position([TopicPartition(SUBSCRIPTIONS, p) for p in list(todo)]):
-                if tp.offset >= targets[tp.partition]:
-                    todo.discard(tp.partition)
+            msgs = consumer.consume(num_messages=10_000, timeout=0.5)
+            for msg in msgs:
+                if msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF:
+                    todo.discard(msg.partition())
+            self._apply_subscriptions(msgs)
             if meter.due():
                 meter.tick({})
                 log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
@@ -177,10 +185,14 @@ class Processor:
         """Run until :meth:`stop`; return the final statistics."""
         cfg = self.config
         client = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config}
-        self.delivery = Delivery(client, cfg.delivery, transactional_id=f"{cfg.group_id}-{uuid.uuid4().hex[:12]}")
+        slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
+        transactional_id = cfg.transactional_id or slot.transactional_id
+        self.delivery = Delivery(client, cfg.delivery, transactional_id=transactional_id)
         self.dead_letters = DeadLetters(self.delivery, cfg.output_format)
-        log.info("delivery: %s", self.delivery.mode)
-        subs = self._consumer(f"{cfg.group_id}.subscriptions-reader")  # never commits: always from the beginning
+        log.info("delivery: %s%s", self.delivery.mode,
+                 f" (transactional.id {transactional_id})" if self.delivery.mode == "transactional" else "")
+        # never commits, always from the beginning; end-of-partition events mark the end of the rebuild
+        subs = self._consumer(f"{cfg.group_id}.subscriptions-reader", **{"enable.partition.eof": True})
         events = self._consumer(cfg.group_id, **{"session.timeout.ms": cfg.session_timeout_ms})
         try:
             partitions = [
@@ -214,6 +226,8 @@ class Processor:
             finally:
                 events.close()
                 subs.close()
+                if slot is not None:
+                    slot.release()
         return self.stats()
 
     def _log_progress(self, meter: RateMeter, consumer: Consumer) -> None:

@@ -118,6 +118,9 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
 @click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
               show_default=True,
               help="auto: transactions if the broker supports them, else at-least-once.")
+@click.option("--transactional-id", default=None,
+              help="transactional.id of this instance; must differ between live instances and should be reused by "
+                   "a restarted one.  Default: <group-id>-<hostname>-<lowest free slot on this host>.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Events per match_batch and commit.")
 @click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
               help="Consumer group session timeout (a join takes about half of it on Tansu).")
@@ -126,8 +129,8 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
               help="Extra librdkafka setting for every client (e.g. -X security.protocol=SASL_SSL); repeatable.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
               help="Verbosity of the log on stderr.")
-def run(bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms, progress_interval,
-        client_config, log_level) -> None:
+def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, batch_size, session_timeout_ms,
+        progress_interval, client_config, log_level) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
@@ -146,7 +149,7 @@ def run(bootstrap_servers, group_id, output_format, delivery, batch_size, sessio
         extra[key] = value
     processor = Processor(ProcessorConfig(
         bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms, progress_interval,
-        client_config=extra,
+        client_config=extra, transactional_id=transactional_id,
     ))
     _on_signals(processor.stop)
     try:

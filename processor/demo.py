@@ -155,7 +155,7 @@ class Demo:
                         )
                     if done and watcher.caught_up():
                         return {"events": sent, "notifications": watcher.notifications, "samples": watcher.samples,
-                                "seconds": meter.elapsed(), "dead_letters": watcher.dead_letters()}
+                                "seconds": meter.elapsed()}
                 if sent == len(events):
                     time.sleep(0.2)
             return None
@@ -170,8 +170,10 @@ class Demo:
         busy = stats.get("busy_seconds") or 0
         rate = f", processor {result['events'] / busy:,.0f}/s while busy" if busy else ""
         self._say(f"  events             {result['events']:>12,}  ({result['events'] / secs:,.0f}/s end to end{rate})")
-        self._say(f"  notifications      {result['notifications']:>12,}  ({result['notifications'] / secs:,.0f}/s)")
-        self._say(f"  dead letters       {result['dead_letters']:>12,}")
+        self._say(f"  notifications      {result['notifications']:>12,}  ({result['notifications'] / secs:,.0f}/s; "
+                  f"processor produced {stats.get('notifications', '?')})")
+        dead = sum(stats.get("dead_letters", {}).values())
+        self._say(f"  dead letters       {dead:>12,}")
         self._say(f"  delivery           {stats.get('delivery', '?')}; matcher: {stats.get('matcher', '?')}")
         self._say(f"  wall time          {total_seconds:>11.1f}s")
         for n in result["samples"]:
@@ -211,7 +213,6 @@ class _Watcher:
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pubsub-demo-watcher",
                                    "enable.auto.commit": False, "isolation.level": "read_committed"})
         self._group = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-        self._bootstrap = bootstrap
         n_notif = topics.partitions_of(bootstrap, topics.NOTIFICATIONS)
         self._notif = [TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n_notif)]
         self._events = [TopicPartition(topics.EVENTS, p) for p in range(topics.partitions_of(bootstrap, topics.EVENTS))]
@@ -234,22 +235,13 @@ class _Watcher:
         return processed, max(sent - processed, 0)
 
     def caught_up(self) -> bool:
-        """All notifications read: positions at the high watermarks, or nothing more arrives
-        within a second (a transaction's last control record can keep a position below it)."""
-        self.drain()
-        behind = [
-            tp for tp in self._consumer.position(self._notif)
-            if max(tp.offset, 0) < self._consumer.get_watermark_offsets(tp, timeout=10)[1]
-        ]
-        if not behind:
-            return True
+        """Called once the processor has committed every event, so all its notifications
+        are on the broker: done when a second passes without one.  (Not the high
+        watermarks: Tansu reports them short, see docs/processor.md.)"""
         before = self.notifications
         self.drain(timeout=1.0)
         return self.notifications == before
 
-    def dead_letters(self) -> int:
-        return sum(self._group.get_watermark_offsets(TopicPartition(topics.DEAD_LETTER, p), timeout=10)[1]
-                   for p in range(topics.partitions_of(self._bootstrap, topics.DEAD_LETTER)))
 
     def close(self) -> None:
         self._consumer.close()

@@ -23,10 +23,10 @@ pytestmark = pytest.mark.broker
 class ProcessorProcess:
     """`pubsub run` in a child process; remembers its latest partition assignment."""
 
-    def __init__(self, bootstrap: str, group_id: str) -> None:
+    def __init__(self, bootstrap: str, group_id: str, *options: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "processor", "run", "-b", bootstrap, "--group-id", group_id,
-             "--progress-interval", "60", "--batch-size", "50"],
+             "--progress-interval", "60", "--batch-size", "50", *options],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.assigned: int | None = None
