@@ -82,12 +82,19 @@ class EmbeddedBroker:
         assert self._proc is not None
         return self._proc.wait()
 
+    def interrupt(self) -> None:
+        """Ask the broker to exit, without waiting (safe in a signal handler).
+
+        SIGINT: Tansu exits at once; on SIGTERM it waits ~5s for clients to go
+        (nothing to save with in-memory storage).
+        """
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)
+
     def stop(self, timeout: float = 10.0) -> None:
         if self._proc is None or self._proc.poll() is not None:
             return
-        # SIGINT: Tansu exits at once; on SIGTERM it waits ~5s for clients to go
-        # (nothing to save with in-memory storage).
-        self._proc.send_signal(signal.SIGINT)
+        self.interrupt()
         try:
             self._proc.wait(timeout)
         except subprocess.TimeoutExpired:

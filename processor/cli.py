@@ -80,10 +80,9 @@ def broker(port: int) -> None:
         raise click.ClickException(str(exc)) from None
     click.echo(b.bootstrap_servers, nl=True)
     sys.stdout.flush()
-    _on_signals(b.stop)
+    _on_signals(b.interrupt)
     code = b.wait()
-    b.stop()
-    if code not in (0, -signal.SIGTERM):
+    if code not in (0, -signal.SIGINT, 128 + signal.SIGINT):
         raise click.ClickException(f"the broker exited with status {code}")
 
 

@@ -116,7 +116,7 @@ class Demo:
         self._interrupted = True
 
     def _failed(self, processor: subprocess.Popen, workdir: Path, why: str) -> int:
-        self._say(f"demo stopped: {why}")
+        self._say(f"demo stopped: {why}; stopping the processor (it finishes its batch) and the broker")
         log = (workdir / "processor.log").read_text(errors="replace").splitlines()[-15:]
         if log:
             self._say("last processor log lines:\n  " + "\n  ".join(log))

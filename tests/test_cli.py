@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
 from kafka_helpers import read_all, send, wait_processed
 
 from processor import codecs, topics
+from processor.broker import free_port, port_in_use
 from processor.cli import main
 
 pytestmark = pytest.mark.broker
@@ -71,3 +75,21 @@ def test_every_subcommand_has_help(command):
     assert f" {command} [OPTIONS]" in out
     if command not in ("broker", "demo"):
         assert "--bootstrap-servers" in out and "PUBSUB_BOOTSTRAP_SERVERS" in out
+
+
+def test_broker_prints_its_address_and_stops_on_sigterm():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "processor", "broker", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == f"127.0.0.1:{port}"
+        assert [s.name for s in topics.create_topics(f"127.0.0.1:{port}")] == list(topics.ALL)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, proc.stderr.read()
+    assert not port_in_use(port)
+
+
+def test_broker_refuses_a_busy_port(broker):
+    result = CliRunner().invoke(main, ["broker", "--port", str(broker.port)])
+    assert result.exit_code == 1 and "already in use" in result.output

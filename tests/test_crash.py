@@ -27,18 +27,24 @@ def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery):
         producer.produce(topics.EVENTS, codecs.encode_event(e), f"k{e['n']}", partition=e["n"] % 4)
     assert producer.flush(30) == 0
 
-    first = ProcessorProcess(bootstrap, group_id, "--delivery", delivery, "--batch-size", "10")
-    deadline = time.monotonic() + 60
-    while committed_events(bootstrap, group_id) < 100:  # kill it without warning once it has done some work
-        assert time.monotonic() < deadline and first.proc.poll() is None, first.log[-5:]
-        time.sleep(0.02)
-    os.kill(first.proc.pid, signal.SIGKILL)
-    first.proc.wait(10)
+    first = second = None
+    try:
+        first = ProcessorProcess(bootstrap, group_id, "--delivery", delivery, "--batch-size", "10")
+        deadline = time.monotonic() + 60
+        while committed_events(bootstrap, group_id) < 100:  # kill it without warning once it has done some work
+            assert time.monotonic() < deadline and first.proc.poll() is None, first.log[-5:]
+            time.sleep(0.02)
+        os.kill(first.proc.pid, signal.SIGKILL)
+        first.proc.wait(10)
 
-    second = ProcessorProcess(bootstrap, group_id, "--delivery", delivery)
-    wait_processed(bootstrap, group_id, timeout=120)
-    stats = second.stop()
-    assert 0 < stats["events"] < len(events)  # the first one did part of the work
+        second = ProcessorProcess(bootstrap, group_id, "--delivery", delivery)
+        wait_processed(bootstrap, group_id, timeout=120)
+        stats = second.stop()
+        assert 0 < stats["events"] < len(events)  # the first one did part of the work
+    finally:
+        for p in (first, second):
+            if p is not None:
+                p.kill()
 
     notes = notifications(bootstrap)
     expected = {n: s for n, s in expected_matches(subs, events).items() if s}

@@ -16,6 +16,7 @@ from kafka_helpers import notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_subscriptions
 
 from processor import codecs, topics
+from processor.broker import child_preexec
 
 pytestmark = pytest.mark.broker
 
@@ -28,6 +29,7 @@ class ProcessorProcess:
             [sys.executable, "-m", "processor", "run", "-b", bootstrap, "--group-id", group_id,
              "--progress-interval", "60", "--batch-size", "50", *options],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=child_preexec,  # dies with the test run, whatever happens
         )
         self.assigned: int | None = None
         self.log: list[str] = []
@@ -40,6 +42,11 @@ class ProcessorProcess:
             m = re.search(r"(assigned|revoked) (\d+) partitions", line)
             if m:
                 self.assigned = int(m.group(2)) if m.group(1) == "assigned" else 0
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
     def stop(self) -> dict:
         self.proc.send_signal(signal.SIGTERM)
@@ -65,8 +72,10 @@ def test_two_processes_share_the_events(bootstrap, group_id):
             producer.produce(topics.EVENTS, codecs.encode_event(e), f"k{e['n']}", partition=e["n"] % 4)
         assert producer.flush(30) == 0
         wait_processed(bootstrap, group_id)
-    finally:
         stats = [p.stop() for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
 
     assert all(s["events"] > 0 for s in stats) and sum(s["events"] for s in stats) == len(events)
     assert all(s["subscriptions"] == len(subs) for s in stats)  # each instance holds every subscription
