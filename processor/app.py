@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -42,11 +42,8 @@ class ProcessorConfig:
     progress_interval: float = 5.0
     algorithm: str = "dynamic"
     transactional_id: str | None = None  # default: a stable per-host slot (processor.instance)
+    clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))  # for valid_until
     client_config: dict[str, Any] = field(default_factory=dict)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def event_id(msg: Message) -> str:
@@ -113,7 +110,7 @@ class Processor:
     # --- subscriptions -------------------------------------------------------
 
     def _apply_subscriptions(self, msgs: list[Message]) -> None:
-        now = _now_ms()
+        now = self.config.clock_ms()
         for msg in msgs:
             if not _raise_if_fatal(msg):
                 continue
@@ -210,7 +207,7 @@ class Processor:
                 changes = subs.consume(num_messages=10_000, timeout=0)
                 if changes:
                     self._apply_subscriptions(changes)
-                self.state.expire(_now_ms())
+                self.state.expire(self.config.clock_ms())
                 if self.delivery.pending():
                     self.delivery.commit()
                 batch = events.consume(num_messages=cfg.batch_size, timeout=0.2)

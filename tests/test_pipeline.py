@@ -126,3 +126,23 @@ def test_bad_records_go_to_the_dead_letter_topic_and_good_ones_still_flow(bootst
     by_key = {(d.source_topic, d.key): d for d in letters}
     bad = by_key[(topics.EVENTS, b"e2")]
     assert bad.value == b"not an event" and bad.partition in range(4) and bad.offset >= 0
+
+
+def test_subscriptions_expire_at_valid_until(bootstrap, group_id, start_processor):
+    now = [1_000_000]  # the processor's clock, in milliseconds
+    send_subscriptions(bootstrap, [
+        (1, Subscription("alice", [("price", "<=", 10)], valid_until=1_005_000)),
+        (2, Subscription("bob", [("price", "<=", 10)])),
+        (3, Subscription("old", [("price", "<=", 10)], valid_until=999_999)),  # expired already
+    ])
+    p = start_processor(clock_ms=lambda: now[0])
+    assert sorted(p.state.subscribers) == [1, 2]
+    send(bootstrap, topics.EVENTS, [("before", codecs.encode_event({"price": 5}))])
+    wait_processed(bootstrap, group_id)
+    now[0] = 1_005_000
+    p.wait_for(lambda: 1 not in p.state.matcher, what="subscription 1 to expire")
+    send(bootstrap, topics.EVENTS, [("after", codecs.encode_event({"price": 5}))])
+    wait_processed(bootstrap, group_id)
+    assert p.stop()["expired"] == 2
+    got = sorted((n["event_id"], n["subscriber"]) for n in notifications(bootstrap))
+    assert got == [("after", "bob"), ("before", "alice"), ("before", "bob")]
