@@ -12,7 +12,7 @@ COMPOSE = yaml.safe_load((Path(__file__).parent.parent / "docker-compose.yml").r
 
 def test_services_and_order():
     services = COMPOSE["services"]
-    assert set(services) == {"kafka", "topics", "processor"}
+    assert set(services) == {"kafka", "topics", "processor", "statistics"}
     assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, one node
     assert services["topics"]["depends_on"]["kafka"]["condition"] == "service_healthy"
     assert services["processor"]["depends_on"]["topics"]["condition"] == "service_completed_successfully"

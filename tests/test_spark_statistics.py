@@ -308,3 +308,17 @@ def test_command_line_values():
         parse_time("yesterday")
     with pytest.raises(ValueError, match="--from"):
         WindowSpec("latest")
+
+
+def test_the_compose_service_runs_a_valid_job_command():
+    from pathlib import Path
+
+    import yaml
+
+    from spark_jobs.statistics_job import build_parser
+
+    compose = yaml.safe_load((Path(__file__).parent.parent / "docker-compose.yml").read_text())
+    command = compose["services"]["statistics"]["command"]
+    assert command[:3] == ["python", "-m", "spark_jobs"]
+    args = build_parser().parse_args(command[3:])
+    assert args.every == 600 and args.bootstrap_servers == "kafka:9092"
