@@ -1,13 +1,14 @@
-"""The statistics the cost model needs, computed with Spark from decoded event rows.
+"""The statistics the cost model needs, computed with Spark from partial counts.
 
-Input: a DataFrame of :data:`spark_jobs.kafka_source.SCHEMA` (one row per
-record; ``error`` set for bad records, which are only counted).  Output: an
-:class:`engine.statistics.EventStatistics` with ``source="spark"``.
+Input: DataFrames of :data:`spark_jobs.partial_counts.SCHEMA` (counts per
+decoded batch, made in the executors); Spark merges them across batches and
+splits and derives the snapshot, an :class:`engine.statistics.EventStatistics`
+with ``source="spark"``:
 
-* Per attribute (over the exploded pairs, one aggregation into a table of
-  (attribute, value) counts): presence, value types, distinct values, top-K
-  values, and quantiles of the numeric values, exact: the value at rank
-  ``floor(j * (n - 1) / (q - 1))`` of the sorted values, j = 0..q-1.
+* Per attribute, from the merged (attribute, value) counts: presence, value
+  types, distinct values, top-K values, and quantiles of the numeric values,
+  exact: the value at rank ``floor(j * (n - 1) / (q - 1))`` of the sorted
+  values, j = 0..q-1.
 * Per attribute set: events with dense schemas (32 attributes) would make
   pair/triple self-joins explode, so each event's schema (its sorted attribute
   names) is counted once; pairs and triples of frequent attributes are
@@ -15,7 +16,8 @@ record; ``error`` set for bad records, which are only counted).  Output: an
   their support reaches ``min_support``.  At most ``max_sets`` sets are
   reported, most frequent first.
 * Joint value frequencies (top-K combinations) for the ``joint_sets`` most
-  frequent of those sets (or the sets named in ``joint_attributes``).
+  frequent of those sets (or the sets named in ``joint_attributes``): a second
+  pass over the window, since the sets are known only after the first.
 
 NaN values count towards presence, value types and distinct values but are
 left out of top values, joint values and quantiles: no predicate matches them.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
@@ -76,19 +79,18 @@ class WindowSummary:
     bad_reasons: list[tuple[str, int]]
 
 
-def summarize(rows: DataFrame) -> WindowSummary:
+def summarize(partials: DataFrame) -> WindowSummary:
     """Counts and time range of the records (one Spark job; one more for the reasons if any are bad)."""
-    r = rows.agg(
-        F.count(F.lit(1)).alias("records"),
-        F.count("error").alias("bad"),
-        F.min("timestamp").alias("first"),
-        F.max("timestamp").alias("last"),
+    r = partials.where(F.col("table") == "records").agg(
+        F.sum("count").alias("records"), F.sum("bad").alias("bad"), F.min("min_ts").alias("first"), F.max("max_ts").alias("last"),
     ).first()
+    records, bad = int(r["records"] or 0), int(r["bad"] or 0)
     reasons = []
-    if r["bad"]:
-        reasons = [(x["error"], x["count"]) for x in
-                   rows.where(F.col("error").isNotNull()).groupBy("error").count().orderBy(F.desc("count")).limit(5).collect()]
-    return WindowSummary(r["records"], r["records"] - r["bad"], r["bad"], r["first"], r["last"], reasons)
+    if bad:
+        reasons = [(x["reason"], int(x["count"])) for x in
+                   partials.where(F.col("table") == "bad").groupBy("reason").agg(F.sum("count").alias("count"))
+                   .orderBy(F.desc("count"), "reason").limit(5).collect()]
+    return WindowSummary(records, records - bad, bad, r["first"], r["last"], reasons)
 
 
 def _attribute_statistics(values: DataFrame, n_events: int, opts: StatisticsOptions) -> dict[str, AttributeStats]:
@@ -170,11 +172,11 @@ def _frequent_sets(schemas: DataFrame, frequent: list[str], size: int, min_count
     )
 
 
-def _schema_statistics(good: DataFrame, attributes: dict[str, AttributeStats], n_events: int,
+def _schema_statistics(partials: DataFrame, attributes: dict[str, AttributeStats], n_events: int,
                        opts: StatisticsOptions) -> list[tuple[tuple[str, ...], int]]:
     """Frequent pairs and triples with their support, most frequent first (at most ``max_sets``)."""
     min_count = opts.min_support * n_events
-    schemas = good.select(F.array_sort(F.col("pairs.attribute")).alias("schema")).groupBy("schema").count().cache()
+    schemas = (partials.where(F.col("table") == "schema").groupBy("schema").agg(F.sum("count").alias("count")).cache())
     try:
         n_schemas = schemas.count()
         f1 = sorted(a for a, st in attributes.items() if st.presence * n_events >= min_count)
@@ -192,57 +194,19 @@ def _schema_statistics(good: DataFrame, attributes: dict[str, AttributeStats], n
     return found[: opts.max_sets]
 
 
-def _all(conditions):
-    out = conditions[0]
-    for c in conditions[1:]:
-        out = out & c
-    return out
-
-
-def _any(conditions):
-    out = conditions[0]
-    for c in conditions[1:]:
-        out = out | c
-    return out
-
-
-def _joint_frequencies(good: DataFrame, sets: list[tuple[str, ...]], n_events: int,
+def _joint_frequencies(partials: DataFrame, sets: list[tuple[str, ...]], n_events: int,
                        opts: StatisticsOptions) -> tuple[dict[tuple[str, ...], dict[tuple, float]], dict[tuple[str, ...], int]]:
     """Top value combinations of each set (probabilities over all events) and each set's support."""
-    if not sets:
-        return {}, {}
-    # one row per (event, set) with the set's values as flat columns (padded with nulls to the largest
-    # set): grouping on primitive columns stays in Spark's generated code, arrays of structs do not
-    width = max(len(s) for s in sets)
-    cols = [f"{c}{i}" for i in range(width) for c in ("k", "n", "s")]
-
-    def entry(i: int, s: tuple[str, ...]):
-        fields = [F.lit(i).alias("set")]
-        for j in range(width):
-            # get() is null where array_position() finds nothing (0 - 1); padding is a null struct
-            v = (F.get("pairs", (F.array_position("names", s[j]) - 1).cast("int")) if j < len(s)
-                 else F.lit(None).cast("struct<attribute: string, kind: tinyint, number: double, string: string>"))
-            fields.append(v.alias(f"v{j}"))
-        return F.struct(*fields)
-
-    flat = [F.col(f"x.v{j}.{f}").alias(f"{c}{j}") for j in range(width) for c, f in (("k", "kind"), ("n", "number"), ("s", "string"))]
-    # a set has all its values, or the missing ones are padding (the set is shorter)
-    present = [F.col(f"k{j}").isNotNull() | F.col("set").isin([i for i, s in enumerate(sets) if len(s) <= j])
-               for j in range(width)]
-    has_nan = [(F.col(f"k{j}") == KIND_NUMBER) & F.isnan(f"n{j}") for j in range(width)]
     counts = (
-        good.select(F.col("pairs.attribute").alias("names"), "pairs")
-        .select(F.explode(F.array(*[entry(i, s) for i, s in enumerate(sets)])).alias("x"))
-        .select("x.set", *flat)
-        .where(_all(present))
-        .groupBy("set", *cols).count()
+        partials.where(F.col("table") == "joint")
+        .groupBy("set", "values").agg(F.sum("count").alias("count"))
         .cache()
     )
     try:
         support = {sets[r["set"]]: int(r["support"]) for r in counts.groupBy("set").agg(F.sum("count").alias("support")).collect()}
-        rank = Window.partitionBy("set").orderBy(F.desc("count"), *cols)
+        rank = Window.partitionBy("set").orderBy(F.desc("count"), "values")
         top = (
-            counts.where(~_any(has_nan))
+            counts.where(~F.exists("values", lambda v: (v["kind"] == KIND_NUMBER) & F.isnan(v["number"])))
             .withColumn("rank", F.row_number().over(rank))
             .where(F.col("rank") <= opts.joint_top_k)
             .collect()
@@ -251,22 +215,21 @@ def _joint_frequencies(good: DataFrame, sets: list[tuple[str, ...]], n_events: i
         counts.unpersist()
     joint: dict[tuple[str, ...], dict[tuple, float]] = {}
     for r in sorted(top, key=lambda r: (r["set"], r["rank"])):
-        key = tuple(value_key(r[f"k{j}"], r[f"n{j}"], r[f"s{j}"]) for j in range(len(sets[r["set"]])))
+        key = tuple(value_key(v["kind"], v["number"], v["string"]) for v in r["values"])
         joint.setdefault(sets[r["set"]], {})[key] = r["count"] / n_events
     return joint, support
 
 
-def compute_statistics(rows: DataFrame, opts: StatisticsOptions, summary: WindowSummary) -> EventStatistics:
-    """The snapshot of the good rows of ``rows`` (``summary`` from :func:`summarize` on the same rows)."""
+def compute_statistics(partials: DataFrame, opts: StatisticsOptions, summary: WindowSummary,
+                       joint_partials: Callable[[list[tuple[str, ...]]], DataFrame]) -> EventStatistics:
+    """The snapshot from the first pass's ``partials`` (``summary`` from :func:`summarize` on them);
+    ``joint_partials(sets)`` runs the joint pass."""
     n = summary.events
     if n == 0:
         return EventStatistics(event_count=0, source="spark", bad_records=summary.bad)
-    good = rows.where(F.col("error").isNull()).select("pairs")
     values = (
-        good.select(F.explode("pairs").alias("p"))
-        .groupBy(F.col("p.attribute").alias("attribute"), F.col("p.kind").alias("kind"),
-                 F.col("p.number").alias("number"), F.col("p.string").alias("string"))
-        .count()
+        partials.where(F.col("table") == "value")
+        .groupBy("attribute", "kind", "number", "string").agg(F.sum("count").alias("count"))
         .cache()
     )
     try:
@@ -275,10 +238,13 @@ def compute_statistics(rows: DataFrame, opts: StatisticsOptions, summary: Window
     finally:
         values.unpersist()
     log.info("%d attributes; frequent attribute sets", len(attributes))
-    found = _schema_statistics(good, attributes, n, opts)
+    found = _schema_statistics(partials, attributes, n, opts)
     sets = [tuple(sorted(s)) for s in opts.joint_attributes] or [s for s, _ in found[: opts.joint_sets]]
-    log.info("joint value frequencies of %d sets (top %d combinations each)", len(sets), opts.joint_top_k)
-    joint, joint_support = _joint_frequencies(good, sets, n, opts) if opts.joint_top_k else ({}, {})
+    joint: dict[tuple[str, ...], dict[tuple, float]] = {}
+    joint_support: dict[tuple[str, ...], int] = {}
+    if sets and (opts.joint_top_k or opts.joint_attributes):
+        log.info("joint value frequencies of %d sets (top %d combinations each): second pass", len(sets), opts.joint_top_k)
+        joint, joint_support = _joint_frequencies(joint_partials(sets), sets, n, opts)
     schemas = {frozenset(s): c / n for s, c in found}
     for s in sets:  # explicitly requested sets are reported even below the support threshold
         schemas.setdefault(frozenset(s), joint_support.get(s, 0) / n)

@@ -6,12 +6,11 @@ confluent-kafka are installed (``local[*]`` or a cluster: executors connect
 to the brokers themselves).  The driver plans the window as offset ranges;
 each range is cut into splits of at most ``split.size`` offsets so that every
 core decodes.  Each split is read by a confluent-kafka consumer with
-``assign`` (no consumer group, nothing committed) and decoded in batches by
-``processor.event_decoder`` into Arrow record batches, one row per record:
-
-``partition, offset, timestamp (ms, null if the broker has none), error
-(null, or why the record is bad), pairs (the event's attribute/value pairs:
-list of struct<attribute, kind, number, string>; null for bad records)``.
+``assign`` (no consumer group, nothing committed), decoded in batches by
+``processor.event_decoder`` and counted by ``spark_jobs.partial_counts``: the
+rows Spark gets are partial counts (per batch: records, bad records by reason,
+events per attribute value, per schema, per joint value combination), which
+Spark merges across splits.
 
 Stopping at the end offset: offsets that hold transaction markers (or were
 compacted away) never reach the consumer, so "stop at the message with
@@ -30,11 +29,6 @@ from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-#: Spark schema of the rows (DDL).
-SCHEMA = (
-    "partition int, offset long, timestamp long, error string, "
-    "pairs array<struct<attribute: string, kind: tinyint, number: double, string: string>>"
-)
 DEFAULT_SPLIT_SIZE = 50_000
 DEFAULT_BATCH_SIZE = 20_000
 
@@ -117,58 +111,47 @@ def read_offset_range(config: dict[str, Any], topic: str, offsets: OffsetRange,
         consumer.close()
 
 
-def messages_to_arrow(messages: list, partition: int):
-    """Decode one list of messages into an Arrow record batch of :data:`SCHEMA`."""
+def partial_counts_of(messages: list, joint_sets: list[list[str]] | None = None, count_only: bool = False) -> list:
+    """Decode one list of messages into Arrow batches of :data:`spark_jobs.partial_counts.SCHEMA`.
+
+    First pass (``joint_sets`` None): records, bad, value and schema counts.
+    Joint pass: the joint value counts of ``joint_sets`` only.  ``count_only``:
+    records and bad counts alone (the benchmark's measure of reading).
+    """
     import numpy as np
-    import pyarrow as pa
 
     from processor.event_decoder import decode_events
 
-    n = len(messages)
-    values = [m.value() for m in messages]
-    offsets = np.fromiter((m.offset() for m in messages), np.int64, n)
+    from . import partial_counts as pc
+
+    decoded = decode_events([m.value() for m in messages])
+    if joint_sets is not None:
+        return pc.joint_counts(decoded, joint_sets)
     stamps = [m.timestamp() for m in messages]
-    ts = np.fromiter((t[1] for t in stamps), np.int64, n)
-    ts_valid = np.fromiter((t[0] != 0 for t in stamps), bool, n)  # 0: TIMESTAMP_NOT_AVAILABLE
-    decoded = decode_events(values)
-    pairs = decoded.arrow_pairs()
-    # one list entry per record: bad records get an empty, null entry
-    per_record = np.zeros(n, np.int64)
-    per_record[decoded.rows] = np.diff(decoded.offsets)
-    list_offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(per_record, out=list_offsets[1:])
-    good = np.zeros(n, bool)
-    good[decoded.rows] = True
-    all_pairs = pa.ListArray.from_arrays(pa.array(list_offsets), pairs.values, mask=pa.array(~good))
-    errors = [None] * n
-    for i, reason in decoded.errors.items():
-        errors[i] = reason
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(np.full(n, partition, np.int32)),
-            pa.array(offsets),
-            pa.array(ts, mask=~ts_valid),
-            pa.array(errors, pa.string()),
-            all_pairs,
-        ],
-        ["partition", "offset", "timestamp", "error", "pairs"],
-    )
+    ts = np.fromiter((t[1] for t in stamps if t[0] != 0), np.int64)  # 0: TIMESTAMP_NOT_AVAILABLE
+    out = pc.record_counts(len(messages), decoded.errors, ts if len(ts) else None)
+    if not count_only and len(decoded):
+        out += [pc.value_counts(decoded), pc.schema_counts(decoded)]
+    return out
 
 
 class KafkaEventsReader(DataSourceReader):
-    def __init__(self, topic: str, ranges: list[OffsetRange], split_size: int, batch_size: int, config: dict[str, Any]) -> None:
+    def __init__(self, topic: str, ranges: list[OffsetRange], split_size: int, batch_size: int, config: dict[str, Any],
+                 joint_sets: list[list[str]] | None, count_only: bool) -> None:
         self.topic = topic
         self.ranges = ranges
         self.split_size = split_size
         self.batch_size = batch_size
         self.config = config
+        self.joint_sets = joint_sets
+        self.count_only = count_only
 
     def partitions(self) -> list[KafkaSplit]:
         return [KafkaSplit(self.topic, s) for r in self.ranges for s in r.split(self.split_size)]
 
     def read(self, partition: KafkaSplit):
         for messages in read_offset_range(self.config, partition.topic, partition.offsets, self.batch_size):
-            yield messages_to_arrow(messages, partition.offsets.partition)
+            yield from partial_counts_of(messages, self.joint_sets, self.count_only)
 
 
 class KafkaEventsDataSource(DataSource):
@@ -176,7 +159,9 @@ class KafkaEventsDataSource(DataSource):
 
     * ``bootstrap.servers``, ``topic``;
     * ``ranges``: JSON list of ``[partition, start, end]`` (end exclusive);
-    * ``split.size`` (offsets per Spark partition), ``batch.size`` (messages per Arrow batch);
+    * ``split.size`` (offsets per Spark partition), ``batch.size`` (messages decoded and counted at once);
+    * ``joint.sets``: JSON list of attribute lists: the joint pass (see :func:`partial_counts_of`);
+    * ``count.only``: ``true`` for records and bad counts alone;
     * ``kafka.<property>``: passed to the consumer (e.g. ``kafka.security.protocol``).
     """
 
@@ -185,6 +170,8 @@ class KafkaEventsDataSource(DataSource):
         return "fastpubsub-kafka-events"
 
     def schema(self) -> str:
+        from .partial_counts import SCHEMA
+
         return SCHEMA
 
     def reader(self, schema) -> KafkaEventsReader:
@@ -198,4 +185,5 @@ class KafkaEventsDataSource(DataSource):
         return KafkaEventsReader(
             opts["topic"], ranges, int(opts.get("split.size", DEFAULT_SPLIT_SIZE)),
             int(opts.get("batch.size", DEFAULT_BATCH_SIZE)), config,
+            json.loads(opts["joint.sets"]) if "joint.sets" in opts else None, opts.get("count.only", "false") == "true",
         )

@@ -4,8 +4,10 @@ Entry points: :func:`run_statistics_job` (what ``pubsub stats`` calls),
 ``python -m spark_jobs`` and ``spark-submit spark_jobs/statistics_job.py``
 (both :func:`main`).  One run: resolve the window (default: everything since
 the last snapshot of this topic), read it through the Python data source into
-a cached DataFrame ("read": Kafka, decoding, Arrow to Spark), compute the
-statistics ("compute"), then publish the snapshot and write it as JSON.
+partial counts per decoded batch ("first pass": Kafka, decoding, counting in
+the executors), merge and derive the statistics in Spark, with a second pass
+over the window for the joint value frequencies of the sets found frequent
+("statistics"), then publish the snapshot and write it as JSON.
 Nothing new in the window: nothing is published.  A failed run publishes
 nothing either, so the next run covers its window again.
 """
@@ -39,8 +41,8 @@ DEFAULT_OUTPUT = "out/statistics.json"
 class JobResult:
     statistics: EventStatistics | None  # None: nothing new in the window
     records: int
-    read_seconds: float  # window resolution + Kafka + decoding + into Spark's cache
-    compute_seconds: float  # aggregations over the cached rows
+    first_pass_seconds: float  # window resolution + Kafka + decoding + partial counts in the executors
+    statistics_seconds: float  # Spark merging and deriving, including the joint pass (Kafka + decoding again)
     published: tuple[int, int] | None  # (partition, offset) on the statistics topic
     output: Path | None
 
@@ -80,7 +82,6 @@ def run_statistics_job(
 ) -> JobResult:
     """Compute one snapshot of ``topic``'s window; publish it and write it to ``output`` (None: no file)."""
     from confluent_kafka import Consumer
-    from pyspark import StorageLevel
 
     window = window or WindowSpec()
     options = options or StatisticsOptions()
@@ -103,28 +104,31 @@ def run_statistics_job(
     if total == 0:
         log.info("nothing new in the window: no snapshot")
         return JobResult(None, 0, time.perf_counter() - t0, 0.0, None, None)
-    reader = spark.read.format(KafkaEventsDataSource.name()).option("bootstrap.servers", bootstrap_servers)
-    for k, v in (kafka_config or {}).items():
-        reader = reader.option(f"kafka.{k}", v)
-    rows = (
-        reader.option("topic", topic)
-        .option("ranges", json.dumps([[r.partition, r.start, r.end] for r in ranges]))
-        .option("split.size", str(split_size))
-        .load()
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    def read(**options: str):
+        reader = spark.read.format(KafkaEventsDataSource.name()).option("bootstrap.servers", bootstrap_servers)
+        for k, v in (kafka_config or {}).items():
+            reader = reader.option(f"kafka.{k}", v)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return (reader.option("topic", topic)
+                .option("ranges", json.dumps([[r.partition, r.start, r.end] for r in ranges]))
+                .option("split.size", str(split_size))
+                .load())
+
+    partials = read().cache()  # small: counts, not events
     try:
-        summary = summarize(rows)  # the first action: reads the window into the cache
+        summary = summarize(partials)  # the first action: the first pass over the window
         t1 = time.perf_counter()
-        log.info("read %d records in %.1fs: %d events, %d bad", summary.records, t1 - t0, summary.events, summary.bad)
+        log.info("first pass: %d records in %.1fs: %d events, %d bad", summary.records, t1 - t0, summary.events, summary.bad)
         for reason, count in summary.bad_reasons:
             log.warning("%d bad record(s): %s", count, reason)
         if summary.events == 0:
             log.warning("no decodable event in the window: no snapshot")
             return JobResult(None, summary.records, t1 - t0, 0.0, None, None)
-        stats = compute_statistics(rows, options, summary)
+        stats = compute_statistics(partials, options, summary,
+                                   lambda sets: read(**{"joint.sets": json.dumps([list(s) for s in sets])}))
     finally:
-        rows.unpersist()
+        partials.unpersist()
     t2 = time.perf_counter()
     stats.window = SourceWindow(
         topic=topic,

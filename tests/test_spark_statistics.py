@@ -12,6 +12,7 @@ import random
 import uuid
 from itertools import combinations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -22,6 +23,7 @@ from engine.statistics import EventStatistics
 from processor.codecs import decode_statistics, encode_event, encode_statistics
 from processor.event_decoder import decode_events
 from processor.statistics_topic import latest_snapshot
+from spark_jobs import partial_counts as pc
 from spark_jobs.event_statistics import StatisticsOptions, compute_statistics, summarize
 from spark_jobs.kafka_source import OffsetRange, read_offset_range
 from spark_jobs.statistics_job import parse_duration, run_statistics_job, spark_session
@@ -116,26 +118,26 @@ def reference_statistics(events: list[dict], opts: StatisticsOptions) -> EventSt
     return stats
 
 
-def rows_of(spark, values: list[bytes]):
-    """A DataFrame of the Kafka source's schema straight from values (no broker)."""
-    from spark_jobs.kafka_source import SCHEMA
+def partials_of(spark, values: list[bytes], chunk: int = 64):
+    """The first-pass DataFrame and the joint pass of ``values`` as the executors make them, without a broker.
 
-    decoded = decode_events(values)
-    n = len(values)
-    good = [False] * n
-    for i in decoded.rows.tolist():
-        good[i] = True
-    pairs = decoded.arrow_pairs().to_pylist()
-    it = iter(pairs)
-    table = pa.table({
-        "partition": pa.array([0] * n, pa.int32()),
-        "offset": pa.array(range(n), pa.int64()),
-        "timestamp": pa.array([1_000 + i for i in range(n)], pa.int64()),
-        "error": pa.array([decoded.errors.get(i) for i in range(n)], pa.string()),
-        "pairs": pa.array([next(it) if g else None for g in good],
-                          pa.list_(pa.struct([("attribute", pa.string()), ("kind", pa.int8()), ("number", pa.float64()), ("string", pa.string())]))),
-    })
-    return spark.createDataFrame(table, schema=SCHEMA)
+    Batches of ``chunk`` values, so that Spark merges counts across batches as it does across splits.
+    """
+    chunks = [values[i:i + chunk] for i in range(0, len(values), chunk)]
+    batches = []
+    for i, part in enumerate(chunks):
+        decoded = decode_events(part)
+        batches += pc.record_counts(len(part), decoded.errors, np.arange(len(part)) + 1_000 + i * chunk)
+        if len(decoded):
+            batches += [pc.value_counts(decoded), pc.schema_counts(decoded)]
+
+    def frame(batches):
+        return spark.createDataFrame(pa.Table.from_batches(batches, schema=pc._ARROW), schema=pc.SCHEMA)
+
+    def joint(sets):
+        return frame([b for part in chunks for b in pc.joint_counts(decode_events(part), sets)])
+
+    return frame(batches), joint
 
 
 def assert_same_statistics(got: EventStatistics, want: EventStatistics) -> None:
@@ -160,11 +162,11 @@ def test_statistics_equal_a_direct_pandas_computation(spark):
     events = known_events()
     values = [encode_event(e, "json" if i % 3 == 0 else "avro") for i, e in enumerate(events)]
     opts = StatisticsOptions(top_k=3, quantiles=5, min_support=0.05, joint_sets=4, joint_top_k=4)
-    rows = rows_of(spark, values)
-    summary = summarize(rows)
+    partials, joint = partials_of(spark, values)
+    summary = summarize(partials)
     assert (summary.records, summary.events, summary.bad) == (len(events), len(events), 0)
     assert (summary.first_timestamp_ms, summary.last_timestamp_ms) == (1_000, 1_000 + len(events) - 1)
-    got = compute_statistics(rows, opts, summary)
+    got = compute_statistics(partials, opts, summary, joint)
     want = reference_statistics(events, opts)
     assert "rare" in got.attributes and not any("rare" in s for s in got.schemas)  # below min support
     assert got.attributes["mixed"].value_types.keys() == {"number", "string", "bool"}
@@ -180,12 +182,12 @@ def test_bad_records_are_counted_and_skipped(spark):
     values = [encode_event(e) for e in events]
     mixed = values[:50] + bad[:3] + values[50:] + bad[3:]
     opts = StatisticsOptions(top_k=5, quantiles=3, joint_sets=2)
-    rows = rows_of(spark, mixed)
-    summary = summarize(rows)
+    partials, joint = partials_of(spark, mixed, chunk=50)
+    summary = summarize(partials)
     assert (summary.records, summary.events, summary.bad) == (len(mixed), len(events), len(bad))
     assert summary.bad_reasons and len(summary.bad_reasons) == 5  # six different reasons: the top five
     assert {c for _, c in summary.bad_reasons} == {1}
-    got = compute_statistics(rows, opts, summary)
+    got = compute_statistics(partials, opts, summary, joint)
     assert got.bad_records == len(bad)
     assert_same_statistics(got, reference_statistics(events, opts))
 
