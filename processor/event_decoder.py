@@ -13,8 +13,8 @@ construction, what ``codecs.decode_event`` says: the same event, or a
 
 Strings stay UTF-8 bytes in one buffer until the caller asks for them:
 :meth:`DecodedEvents.event_batch` makes Python strings (the engine's format),
-:meth:`DecodedEvents.arrow_pairs` makes an Arrow ``list<struct>`` column
-without any (the Spark statistics job's format).
+:meth:`DecodedEvents.string_array` an Arrow array without any (the Spark
+statistics job counts with Arrow).
 """
 
 from __future__ import annotations
@@ -282,27 +282,13 @@ class DecodedEvents:
         strings = tuple(raw[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
         return EventBatch(self.attribute_names, self.offsets, self.attributes, self.kinds, self.numbers, strings)
 
-    def arrow_pairs(self):
-        """The pairs as an Arrow ``list<struct<attribute, kind, number, string>>`` array, one entry per event."""
+    def string_array(self):
+        """Per pair, its string value as an Arrow ``string`` array (null for numbers and booleans)."""
         import pyarrow as pa
 
-        name_bytes = [n.encode("utf-8") for n in self.attribute_names]
-        names = np.frombuffer(b"".join(name_bytes), np.uint8) if name_bytes else np.empty(0, np.uint8)
-        name_len = np.array([len(b) for b in name_bytes], np.int32)
-        name_start = np.concatenate([[0], np.cumsum(name_len)[:-1]]).astype(np.int64) if len(name_len) else np.empty(0, np.int64)
-        a_off, a_data = _gather_bytes(names, name_start[self.attributes], name_len[self.attributes])
-        s_off, s_data = _gather_bytes(self.buffer, self.string_start, self.string_length)
-        m = len(self.attributes)
+        offsets, data = _gather_bytes(self.buffer, self.string_start, self.string_length)
         valid = pa.py_buffer(np.packbits(self.string_length >= 0, bitorder="little").tobytes())
-        attribute = pa.LargeStringArray.from_buffers(m, pa.py_buffer(a_off), pa.py_buffer(a_data))
-        string = pa.LargeStringArray.from_buffers(m, pa.py_buffer(s_off), pa.py_buffer(s_data), valid)
-        number = np.where(self.kinds == KIND_STRING, 0.0, self.numbers)
-        struct = pa.StructArray.from_arrays(
-            [attribute.cast(pa.string()), pa.array(self.kinds, pa.int8()), pa.array(number, pa.float64()),
-             string.cast(pa.string())],
-            ["attribute", "kind", "number", "string"],
-        )
-        return pa.ListArray.from_arrays(pa.array(self.offsets.astype(np.int32)), struct)
+        return pa.LargeStringArray.from_buffers(len(self.kinds), pa.py_buffer(offsets), pa.py_buffer(data), valid).cast(pa.string())
 
 
 # --- entry point -------------------------------------------------------------------

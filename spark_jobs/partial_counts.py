@@ -56,15 +56,6 @@ def _numbers(decoded: DecodedEvents) -> np.ndarray:
     return x
 
 
-def _strings(decoded: DecodedEvents) -> pa.Array:
-    from processor.event_decoder import _gather_bytes
-
-    m = len(decoded.kinds)
-    offsets, data = _gather_bytes(decoded.buffer, decoded.string_start, decoded.string_length)
-    valid = pa.py_buffer(np.packbits(decoded.string_length >= 0, bitorder="little").tobytes())
-    return pa.LargeStringArray.from_buffers(m, pa.py_buffer(offsets), pa.py_buffer(data), valid).cast(pa.string())
-
-
 def record_counts(n_records: int, errors: dict[int, str], timestamps: np.ndarray | None) -> list[pa.RecordBatch]:
     """The ``records`` row and the ``bad`` rows of a batch (``timestamps``: ms, or None if the broker has none)."""
     lo = hi = None
@@ -86,7 +77,7 @@ def value_counts(decoded: DecodedEvents) -> pa.RecordBatch:
         "attribute": pa.DictionaryArray.from_arrays(pa.array(decoded.attributes, pa.int32()), names),
         "kind": pa.array(decoded.kinds, pa.int8()),
         "number": pa.array(_numbers(decoded)),
-        "string": _strings(decoded),
+        "string": decoded.string_array(),
     })
     counts = pairs.group_by(["attribute", "kind", "number", "string"], use_threads=False).aggregate([([], "count_all")])
     return _rows("value", counts.num_rows, attribute=counts["attribute"].combine_chunks().cast(pa.string()),
@@ -147,7 +138,7 @@ def joint_counts(decoded: DecodedEvents, sets: Sequence[Sequence[str]]) -> list[
         column[index[a]] = c
     pos = _positions(decoded.offsets, decoded.attributes, column, len(wanted))
     col_of = {a: c for c, a in enumerate(wanted)}
-    kinds, numbers, strings = decoded.kinds, _numbers(decoded), _strings(decoded)
+    kinds, numbers, strings = decoded.kinds, _numbers(decoded), decoded.string_array()
     out = []
     for set_index, attrs in enumerate(sets):
         if not all(a in col_of for a in attrs):

@@ -7,7 +7,6 @@ import struct
 import numpy as np
 import pytest
 
-from engine.columnar import EventBatch
 from engine.workload import PRESETS, generate_events
 from processor.codecs import DecodeError, decode_event, encode_event
 from processor.event_decoder import decode_events
@@ -129,20 +128,14 @@ def test_w0_batch_equals_the_generator_batch():
     np.testing.assert_array_equal(eb.numbers, batch.numbers)
 
 
-def test_arrow_pairs_carry_the_same_events():
+def test_string_array_has_each_pairs_string():
     values = ODD_VALUES + [encode_event({"movie": "heat", "vip": False})]
     decoded = decode_events(values)
-    pairs = decoded.arrow_pairs().to_pylist()
-    batch = EventBatch.from_dicts([e for _, e in _reference(values)[0]])
-    assert len(pairs) == len(batch)
-    for entry, event in zip(pairs, decoded.event_batch().to_dicts()):
-        assert [p["attribute"] for p in entry] == list(event)
-        for p, (k, v) in zip(entry, event.items()):
-            if isinstance(v, str):
-                assert (p["kind"], p["string"]) == (1, v)
-            else:
-                assert p["string"] is None and p["kind"] == (2 if isinstance(v, bool) else 0)
-                assert _same(p["number"], float(v))
+    strings = decoded.string_array().to_pylist()
+    pairs = [v for e in decoded.event_batch().to_dicts() for v in e.values()]
+    assert len(strings) == len(pairs)
+    assert strings == [v if isinstance(v, str) else None for v in pairs]
+    assert "héllo wörld ✓ 😀" in strings
 
 
 @pytest.mark.parametrize("n_names", [1, 300, 5000])
