@@ -67,6 +67,7 @@ def latest_snapshot(bootstrap_servers: str, source_topic: str, topic: str = STAT
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 10,  # the read ends at end-of-partition: do not let the broker hold the last fetch
     })
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)

@@ -68,6 +68,7 @@ def read_offset_range(config: dict[str, Any], topic: str, offsets: OffsetRange,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",  # a range that is no longer in the log must fail, not read elsewhere
         "fetch.max.bytes": 64 * 2**20,
+        "fetch.wait.max.ms": 10,  # at the end of the log the broker holds an empty fetch this long
         "max.partition.fetch.bytes": 16 * 2**20,
         **config,
     })

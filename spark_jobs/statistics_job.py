@@ -92,7 +92,8 @@ def run_statistics_job(
         ensure_statistics_topic(bootstrap_servers, statistics_topic)
     last = latest_snapshot(bootstrap_servers, topic, statistics_topic) if window.start_from == "last-run" else None
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "fastpubsub-spark-statistics",
-                         "enable.partition.eof": True, "enable.auto.commit": False, **(kafka_config or {})})
+                         "enable.partition.eof": True, "enable.auto.commit": False, "fetch.wait.max.ms": 10,
+                         **(kafka_config or {})})
     try:
         ranges = resolve_window(consumer, topic, window, last)
     finally:
