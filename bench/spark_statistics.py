@@ -90,7 +90,7 @@ def main() -> None:
             t = time.perf_counter()
             df = (spark.read.format(KafkaEventsDataSource.name()).option("bootstrap.servers", broker.bootstrap_servers)
                   .option("topic", EVENTS).option("ranges", ranges).option("split.size", str(args.split_size))
-                  .option("count.only", "true").load())
+                  .option("pass", "count").load())
             n = summarize(df).records
             reads.append(time.perf_counter() - t)
             print(f"read only {i + 1}: {n} records in {reads[-1]:.1f}s ({n / reads[-1]:,.0f} events/s)")

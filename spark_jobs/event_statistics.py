@@ -16,8 +16,9 @@ with ``source="spark"``:
   their support reaches ``min_support``.  At most ``max_sets`` sets are
   reported, most frequent first.
 * Joint value frequencies (top-K combinations) for the ``joint_sets`` most
-  frequent of those sets (or the sets named in ``joint_attributes``): a second
-  pass over the window, since the sets are known only after the first.
+  frequent of those sets (or the sets named in ``joint_attributes``): counted
+  in the first pass where every batch guessed the set, else in a second pass
+  over the window (``spark_jobs.partial_counts``).
 
 NaN values count towards presence, value types and distinct values but are
 left out of top values, joint values and quantiles: no predicate matches them.
@@ -34,6 +35,8 @@ from pyspark.sql import functions as F
 
 from engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
 from engine.statistics import AttributeStats, EventStatistics
+
+from .partial_counts import set_order
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +188,7 @@ def _schema_statistics(partials: DataFrame, attributes: dict[str, AttributeStats
         triples = _frequent_sets(schemas, f2, 3, min_count).collect() if len(f2) >= 3 else []
     finally:
         schemas.unpersist()
-    found = sorted(((tuple(r["attributes"]), int(r["support"])) for r in pairs + triples),
-                   key=lambda x: (-x[1], len(x[0]), x[0]))
+    found = sorted(((tuple(r["attributes"]), int(r["support"])) for r in pairs + triples), key=lambda x: set_order(*x))
     log.info("%d distinct schemas; %d frequent attributes, %d frequent pairs, %d frequent triples (min support %g)",
              n_schemas, len(f1), len(pairs), len(triples), opts.min_support)
     if len(found) > opts.max_sets:
@@ -194,17 +196,13 @@ def _schema_statistics(partials: DataFrame, attributes: dict[str, AttributeStats
     return found[: opts.max_sets]
 
 
-def _joint_frequencies(partials: DataFrame, sets: list[tuple[str, ...]], n_events: int,
+def _joint_frequencies(joint_rows: DataFrame, sets: list[tuple[str, ...]], n_events: int,
                        opts: StatisticsOptions) -> tuple[dict[tuple[str, ...], dict[tuple, float]], dict[tuple[str, ...], int]]:
     """Top value combinations of each set (probabilities over all events) and each set's support."""
-    counts = (
-        partials.where(F.col("table") == "joint")
-        .groupBy("set", "values").agg(F.sum("count").alias("count"))
-        .cache()
-    )
+    counts = joint_rows.groupBy("schema", "values").agg(F.sum("count").alias("count")).cache()
     try:
-        support = {sets[r["set"]]: int(r["support"]) for r in counts.groupBy("set").agg(F.sum("count").alias("support")).collect()}
-        rank = Window.partitionBy("set").orderBy(F.desc("count"), "values")
+        support = {tuple(r["schema"]): int(r["support"]) for r in counts.groupBy("schema").agg(F.sum("count").alias("support")).collect()}
+        rank = Window.partitionBy("schema").orderBy(F.desc("count"), "values")
         top = (
             counts.where(~F.exists("values", lambda v: (v["kind"] == KIND_NUMBER) & F.isnan(v["number"])))
             .withColumn("rank", F.row_number().over(rank))
@@ -214,10 +212,32 @@ def _joint_frequencies(partials: DataFrame, sets: list[tuple[str, ...]], n_event
     finally:
         counts.unpersist()
     joint: dict[tuple[str, ...], dict[tuple, float]] = {}
-    for r in sorted(top, key=lambda r: (r["set"], r["rank"])):
+    for r in sorted(top, key=lambda r: (tuple(r["schema"]), r["rank"])):
         key = tuple(value_key(v["kind"], v["number"], v["string"]) for v in r["values"])
-        joint.setdefault(sets[r["set"]], {})[key] = r["count"] / n_events
+        joint.setdefault(tuple(r["schema"]), {})[key] = r["count"] / n_events
     return joint, support
+
+
+def _joint_rows(partials: DataFrame, sets: list[tuple[str, ...]], n_events: int,
+                joint_partials: Callable[[list[tuple[str, ...]]], DataFrame]) -> DataFrame:
+    """Joint rows of ``sets``: the first pass's where every batch covered the set, a second pass for the rest."""
+    covered_by = {tuple(r["schema"]): int(r["count"]) for r in
+                  partials.where(F.col("table") == "cover").groupBy("schema").agg(F.sum("count").alias("count")).collect()}
+    covered = [s for s in sets if covered_by.get(s) == n_events]
+    missing = [s for s in sets if covered_by.get(s) != n_events]
+    log.info("joint value frequencies of %d sets: %d counted in the first pass%s", len(sets), len(covered),
+             f", a second pass for {len(missing)}" if missing else "")
+    spark = partials.sparkSession
+    frames = []
+    if covered:
+        keep = spark.createDataFrame([(list(s),) for s in covered], "schema array<string>")
+        frames.append(partials.where(F.col("table") == "joint").join(F.broadcast(keep), "schema"))
+    if missing:
+        frames.append(joint_partials(missing).where(F.col("table") == "joint"))
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
 
 
 def compute_statistics(partials: DataFrame, opts: StatisticsOptions, summary: WindowSummary,
@@ -243,8 +263,7 @@ def compute_statistics(partials: DataFrame, opts: StatisticsOptions, summary: Wi
     joint: dict[tuple[str, ...], dict[tuple, float]] = {}
     joint_support: dict[tuple[str, ...], int] = {}
     if sets and (opts.joint_top_k or opts.joint_attributes):
-        log.info("joint value frequencies of %d sets (top %d combinations each): second pass", len(sets), opts.joint_top_k)
-        joint, joint_support = _joint_frequencies(joint_partials(sets), sets, n, opts)
+        joint, joint_support = _joint_frequencies(_joint_rows(partials, sets, n, joint_partials), sets, n, opts)
     schemas = {frozenset(s): c / n for s, c in found}
     for s in sets:  # explicitly requested sets are reported even below the support threshold
         schemas.setdefault(frozenset(s), joint_support.get(s, 0) / n)

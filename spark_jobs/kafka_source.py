@@ -112,12 +112,15 @@ def read_offset_range(config: dict[str, Any], topic: str, offsets: OffsetRange,
         consumer.close()
 
 
-def partial_counts_of(messages: list, joint_sets: list[list[str]] | None = None, count_only: bool = False) -> list:
+def partial_counts_of(messages: list, mode: str = "first", joint_sets: list[list[str]] | None = None,
+                      joint_auto: tuple[int, float] | None = None) -> list:
     """Decode one list of messages into Arrow batches of :data:`spark_jobs.partial_counts.SCHEMA`.
 
-    First pass (``joint_sets`` None): records, bad, value and schema counts.
-    Joint pass: the joint value counts of ``joint_sets`` only.  ``count_only``:
-    records and bad counts alone (the benchmark's measure of reading).
+    ``mode`` ``first``: records, bad, value and schema counts, and the joint
+    counts of ``joint_sets`` if given, else of the batch's ``joint_auto =
+    (k, min_support)`` most frequent sets.  ``joint``: the joint counts of
+    ``joint_sets`` only (the second pass).  ``count``: records and bad counts
+    alone (the benchmark's measure of reading).
     """
     import numpy as np
 
@@ -126,33 +129,40 @@ def partial_counts_of(messages: list, joint_sets: list[list[str]] | None = None,
     from . import partial_counts as pc
 
     decoded = decode_events([m.value() for m in messages])
-    if joint_sets is not None:
-        return pc.joint_counts(decoded, joint_sets)
+    if mode == "joint":
+        return pc.joint_counts(decoded, joint_sets or [])
     stamps = [m.timestamp() for m in messages]
     ts = np.fromiter((t[1] for t in stamps if t[0] != 0), np.int64)  # 0: TIMESTAMP_NOT_AVAILABLE
     out = pc.record_counts(len(messages), decoded.errors, ts if len(ts) else None)
-    if not count_only and len(decoded):
-        out += [pc.value_counts(decoded), pc.schema_counts(decoded)]
+    if mode == "count" or not len(decoded):
+        return out
+    schemas, counts = pc.schemas_of(decoded)
+    out += [pc.value_counts(decoded), pc.schema_counts(schemas, counts)]
+    if joint_sets:
+        out += pc.joint_counts(decoded, joint_sets)
+    elif joint_auto:
+        out += pc.joint_counts(decoded, pc.local_joint_sets(schemas, counts, joint_auto[1], joint_auto[0]))
     return out
 
 
 class KafkaEventsReader(DataSourceReader):
     def __init__(self, topic: str, ranges: list[OffsetRange], split_size: int, batch_size: int, config: dict[str, Any],
-                 joint_sets: list[list[str]] | None, count_only: bool) -> None:
+                 mode: str, joint_sets: list[list[str]] | None, joint_auto: tuple[int, float] | None) -> None:
         self.topic = topic
         self.ranges = ranges
         self.split_size = split_size
         self.batch_size = batch_size
         self.config = config
+        self.mode = mode
         self.joint_sets = joint_sets
-        self.count_only = count_only
+        self.joint_auto = joint_auto
 
     def partitions(self) -> list[KafkaSplit]:
         return [KafkaSplit(self.topic, s) for r in self.ranges for s in r.split(self.split_size)]
 
     def read(self, partition: KafkaSplit):
         for messages in read_offset_range(self.config, partition.topic, partition.offsets, self.batch_size):
-            yield from partial_counts_of(messages, self.joint_sets, self.count_only)
+            yield from partial_counts_of(messages, self.mode, self.joint_sets, self.joint_auto)
 
 
 class KafkaEventsDataSource(DataSource):
@@ -161,8 +171,8 @@ class KafkaEventsDataSource(DataSource):
     * ``bootstrap.servers``, ``topic``;
     * ``ranges``: JSON list of ``[partition, start, end]`` (end exclusive);
     * ``split.size`` (offsets per Spark partition), ``batch.size`` (messages decoded and counted at once);
-    * ``joint.sets``: JSON list of attribute lists: the joint pass (see :func:`partial_counts_of`);
-    * ``count.only``: ``true`` for records and bad counts alone;
+    * ``pass``: ``first`` (default), ``joint`` or ``count`` (see :func:`partial_counts_of`);
+    * ``joint.sets``: JSON list of sorted attribute lists; ``joint.auto``: JSON ``[k, min_support]``;
     * ``kafka.<property>``: passed to the consumer (e.g. ``kafka.security.protocol``).
     """
 
@@ -186,5 +196,6 @@ class KafkaEventsDataSource(DataSource):
         return KafkaEventsReader(
             opts["topic"], ranges, int(opts.get("split.size", DEFAULT_SPLIT_SIZE)),
             int(opts.get("batch.size", DEFAULT_BATCH_SIZE)), config,
-            json.loads(opts["joint.sets"]) if "joint.sets" in opts else None, opts.get("count.only", "false") == "true",
+            opts.get("pass", "first"), json.loads(opts["joint.sets"]) if "joint.sets" in opts else None,
+            tuple(json.loads(opts["joint.auto"])) if "joint.auto" in opts else None,
         )

@@ -12,7 +12,16 @@ Every batch becomes rows of :data:`SCHEMA`, one table per ``table`` value:
 * ``bad``: ``count`` records failed with ``reason``;
 * ``value``: ``count`` events carry ``attribute`` with the value (``kind``, ``number``, ``string``);
 * ``schema``: ``count`` events have exactly the attributes ``schema`` (sorted);
-* ``joint``: ``count`` events carry the values ``values`` on the attributes of joint set ``set``.
+* ``joint``: ``count`` events carry the values ``values`` on the attribute set ``schema``;
+* ``cover``: the batch counted the joint values of the set ``schema`` over all its ``count`` events.
+
+Joint value counts need the frequent attribute sets, known only once the
+whole window is counted.  So each batch of the first pass guesses: it counts
+the joint values of the sets most frequent in the batch itself (or of the
+sets the user named), and says so with ``cover`` rows; the job uses a set's
+first-pass counts only if every batch covered it, and reads the window again
+for the other sets.  On streams where batches agree (W0: every batch) one
+pass does.
 
 Values are normalised as Spark groups them: one NaN, ``-0.0`` is ``0.0``,
 ``number`` is 0 for strings and ``string`` null for numbers and booleans.
@@ -21,6 +30,7 @@ Values are normalised as Spark groups them: one NaN, ``-0.0`` is ``0.0``,
 from __future__ import annotations
 
 from collections import Counter
+from itertools import combinations
 from typing import Sequence
 
 import numba
@@ -33,12 +43,12 @@ from processor.event_decoder import DecodedEvents
 _VALUE = pa.struct([("kind", pa.int8()), ("number", pa.float64()), ("string", pa.string())])
 SCHEMA = (
     "table string, attribute string, kind tinyint, number double, string string, schema array<string>, "
-    "set int, `values` array<struct<kind: tinyint, number: double, string: string>>, reason string, "
+    "`values` array<struct<kind: tinyint, number: double, string: string>>, reason string, "
     "count long, bad long, min_ts long, max_ts long"
 )
 _ARROW = pa.schema([
     ("table", pa.string()), ("attribute", pa.string()), ("kind", pa.int8()), ("number", pa.float64()),
-    ("string", pa.string()), ("schema", pa.list_(pa.string())), ("set", pa.int32()), ("values", pa.list_(_VALUE)),
+    ("string", pa.string()), ("schema", pa.list_(pa.string())), ("values", pa.list_(_VALUE)),
     ("reason", pa.string()), ("count", pa.int64()), ("bad", pa.int64()), ("min_ts", pa.int64()), ("max_ts", pa.int64()),
 ])
 
@@ -97,8 +107,8 @@ def _schema_masks(offsets, attributes, rank, words):
     return masks
 
 
-def schema_counts(decoded: DecodedEvents) -> pa.RecordBatch:
-    """Events per schema (the sorted set of an event's attribute names) of the batch."""
+def schemas_of(decoded: DecodedEvents) -> tuple[list[list[str]], np.ndarray]:
+    """The distinct schemas (sorted attribute names) of the batch's events and how many events have each."""
     names = decoded.attribute_names
     by_name = sorted(range(len(names)), key=lambda i: names[i])
     rank = np.empty(len(names), np.int64)
@@ -110,8 +120,36 @@ def schema_counts(decoded: DecodedEvents) -> pa.RecordBatch:
     for row in unique:
         bits = [w * 64 + b for w in range(words) for b in range(64) if int(row[w]) >> b & 1]
         schemas.append([names[by_name[r]] for r in bits])
-    return _rows("schema", len(schemas), schema=pa.array(schemas, pa.list_(pa.string())),
-                 count=pa.array(counts.astype(np.int64)))
+    return schemas, counts.astype(np.int64)
+
+
+def schema_counts(schemas: list[list[str]], counts: np.ndarray) -> pa.RecordBatch:
+    """Events per schema of the batch (from :func:`schemas_of`)."""
+    return _rows("schema", len(schemas), schema=pa.array(schemas, pa.list_(pa.string())), count=pa.array(counts))
+
+
+def set_order(attributes: tuple[str, ...], support: int) -> tuple:
+    """How frequent attribute sets are ranked: most frequent first, then smaller, then by name."""
+    return (-support, len(attributes), attributes)
+
+
+def local_joint_sets(schemas: list[list[str]], counts: np.ndarray, min_support: float, k: int,
+                     max_schemas: int = 64) -> list[tuple[str, ...]]:
+    """The ``k`` most frequent pairs and triples of a batch with support >= ``min_support`` (a fraction).
+
+    Batches with more than ``max_schemas`` distinct schemas guess nothing (enumerating their sets
+    costs more than the second pass saves).
+    """
+    if k <= 0 or len(schemas) > max_schemas:
+        return []
+    support: dict[tuple[str, ...], int] = {}
+    for schema, count in zip(schemas, counts.tolist()):
+        for size in (2, 3):
+            for c in combinations(schema, size):
+                support[c] = support.get(c, 0) + count
+    floor = min_support * int(counts.sum())
+    frequent = sorted((set_order(s, c) for s, c in support.items() if c >= floor))
+    return [s for _, _, s in frequent[:k]]
 
 
 @numba.njit(cache=True)
@@ -128,19 +166,22 @@ def _positions(offsets, attributes, column, width):
 
 
 def joint_counts(decoded: DecodedEvents, sets: Sequence[Sequence[str]]) -> list[pa.RecordBatch]:
-    """Events per combination of values of each set (index into ``sets``) of the batch."""
+    """Events per combination of values of each set (sorted names) of the batch, and the ``cover`` rows."""
+    if not sets:
+        return []
+    out = [_rows("cover", len(sets), schema=pa.array([list(s) for s in sets], pa.list_(pa.string())),
+                 count=pa.array([len(decoded)] * len(sets), pa.int64()))]
     index = {name: i for i, name in enumerate(decoded.attribute_names)}
     wanted = sorted({a for s in sets for a in s if a in index})
     if not wanted:
-        return []
+        return out
     column = np.full(len(decoded.attribute_names), -1, np.int64)
     for c, a in enumerate(wanted):
         column[index[a]] = c
     pos = _positions(decoded.offsets, decoded.attributes, column, len(wanted))
     col_of = {a: c for c, a in enumerate(wanted)}
     kinds, numbers, strings = decoded.kinds, _numbers(decoded), decoded.string_array()
-    out = []
-    for set_index, attrs in enumerate(sets):
+    for attrs in sets:
         if not all(a in col_of for a in attrs):
             continue
         p = pos[:, [col_of[a] for a in attrs]]
@@ -160,6 +201,6 @@ def joint_counts(decoded: DecodedEvents, sets: Sequence[Sequence[str]]) -> list[
             fields=list(_VALUE),
         )
         values = pa.ListArray.from_arrays(pa.array(np.arange(0, n * w + 1, w, dtype=np.int32)), flat)
-        out.append(_rows("joint", n, set=pa.array(np.full(n, set_index, np.int32)), values=values,
+        out.append(_rows("joint", n, schema=pa.array([list(attrs)] * n, pa.list_(pa.string())), values=values,
                          count=counts["count_all"].combine_chunks()))
     return out

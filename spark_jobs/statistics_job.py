@@ -6,7 +6,7 @@ Entry points: :func:`run_statistics_job` (what ``pubsub stats`` calls),
 the last snapshot of this topic), read it through the Python data source into
 partial counts per decoded batch ("first pass": Kafka, decoding, counting in
 the executors), merge and derive the statistics in Spark, with a second pass
-over the window for the joint value frequencies of the sets found frequent
+over the window only for joint sets the batches did not all guess
 ("statistics"), then publish the snapshot and write it as JSON.
 Nothing new in the window: nothing is published.  A failed run publishes
 nothing either, so the next run covers its window again.
@@ -42,7 +42,7 @@ class JobResult:
     statistics: EventStatistics | None  # None: nothing new in the window
     records: int
     first_pass_seconds: float  # window resolution + Kafka + decoding + partial counts in the executors
-    statistics_seconds: float  # Spark merging and deriving, including the joint pass (Kafka + decoding again)
+    statistics_seconds: float  # Spark merging and deriving, and the joint pass if one is needed
     published: tuple[int, int] | None  # (partition, offset) on the statistics topic
     output: Path | None
 
@@ -116,7 +116,9 @@ def run_statistics_job(
                 .option("split.size", str(split_size))
                 .load())
 
-    partials = read().cache()  # small: counts, not events
+    first = {"joint.sets": json.dumps([sorted(s) for s in options.joint_attributes])} if options.joint_attributes else \
+        {"joint.auto": json.dumps([options.joint_sets if options.joint_top_k else 0, options.min_support])}
+    partials = read(**first).cache()  # small: counts, not events
     try:
         summary = summarize(partials)  # the first action: the first pass over the window
         t1 = time.perf_counter()
@@ -127,7 +129,7 @@ def run_statistics_job(
             log.warning("no decodable event in the window: no snapshot")
             return JobResult(None, summary.records, t1 - t0, 0.0, None, None)
         stats = compute_statistics(partials, options, summary,
-                                   lambda sets: read(**{"joint.sets": json.dumps([list(s) for s in sets])}))
+                                   lambda sets: read(**{"pass": "joint", "joint.sets": json.dumps([list(s) for s in sets])}))
     finally:
         partials.unpersist()
     t2 = time.perf_counter()

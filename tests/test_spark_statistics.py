@@ -118,10 +118,11 @@ def reference_statistics(events: list[dict], opts: StatisticsOptions) -> EventSt
     return stats
 
 
-def partials_of(spark, values: list[bytes], chunk: int = 64):
+def partials_of(spark, values: list[bytes], opts: StatisticsOptions, chunk: int = 64):
     """The first-pass DataFrame and the joint pass of ``values`` as the executors make them, without a broker.
 
     Batches of ``chunk`` values, so that Spark merges counts across batches as it does across splits.
+    The joint pass records the sets it is asked for in ``joint.calls``.
     """
     chunks = [values[i:i + chunk] for i in range(0, len(values), chunk)]
     batches = []
@@ -129,14 +130,18 @@ def partials_of(spark, values: list[bytes], chunk: int = 64):
         decoded = decode_events(part)
         batches += pc.record_counts(len(part), decoded.errors, np.arange(len(part)) + 1_000 + i * chunk)
         if len(decoded):
-            batches += [pc.value_counts(decoded), pc.schema_counts(decoded)]
+            schemas, counts = pc.schemas_of(decoded)
+            batches += [pc.value_counts(decoded), pc.schema_counts(schemas, counts)]
+            batches += pc.joint_counts(decoded, pc.local_joint_sets(schemas, counts, opts.min_support, opts.joint_sets))
 
     def frame(batches):
         return spark.createDataFrame(pa.Table.from_batches(batches, schema=pc._ARROW), schema=pc.SCHEMA)
 
     def joint(sets):
+        joint.calls.append(sets)
         return frame([b for part in chunks for b in pc.joint_counts(decode_events(part), sets)])
 
+    joint.calls = []
     return frame(batches), joint
 
 
@@ -162,7 +167,7 @@ def test_statistics_equal_a_direct_pandas_computation(spark):
     events = known_events()
     values = [encode_event(e, "json" if i % 3 == 0 else "avro") for i, e in enumerate(events)]
     opts = StatisticsOptions(top_k=3, quantiles=5, min_support=0.05, joint_sets=4, joint_top_k=4)
-    partials, joint = partials_of(spark, values)
+    partials, joint = partials_of(spark, values, opts)
     summary = summarize(partials)
     assert (summary.records, summary.events, summary.bad) == (len(events), len(events), 0)
     assert (summary.first_timestamp_ms, summary.last_timestamp_ms) == (1_000, 1_000 + len(events) - 1)
@@ -182,7 +187,7 @@ def test_bad_records_are_counted_and_skipped(spark):
     values = [encode_event(e) for e in events]
     mixed = values[:50] + bad[:3] + values[50:] + bad[3:]
     opts = StatisticsOptions(top_k=5, quantiles=3, joint_sets=2)
-    partials, joint = partials_of(spark, mixed, chunk=50)
+    partials, joint = partials_of(spark, mixed, opts, chunk=50)
     summary = summarize(partials)
     assert (summary.records, summary.events, summary.bad) == (len(mixed), len(events), len(bad))
     assert summary.bad_reasons and len(summary.bad_reasons) == 5  # six different reasons: the top five
@@ -190,6 +195,24 @@ def test_bad_records_are_counted_and_skipped(spark):
     got = compute_statistics(partials, opts, summary, joint)
     assert got.bad_records == len(bad)
     assert_same_statistics(got, reference_statistics(events, opts))
+
+
+def test_joint_values_in_one_pass_when_batches_agree_and_two_when_not(spark):
+    rng = random.Random(3)
+    agree = [{a: rng.randint(1, 3) for a in "abcde"} for _ in range(200)]
+    opts = StatisticsOptions(top_k=3, quantiles=3, joint_sets=4, joint_top_k=5)
+    partials, joint = partials_of(spark, [encode_event(e) for e in agree], opts, chunk=50)
+    got = compute_statistics(partials, opts, summarize(partials), joint)
+    assert joint.calls == []  # every batch guessed (a,b), (a,c), (a,d), (a,e)
+    assert set(got.joint) == {("a", "b"), ("a", "c"), ("a", "d"), ("a", "e")}
+    assert_same_statistics(got, reference_statistics(agree, opts))
+    # the first batches see x with y only, the last ones x with z only: each guesses its own pair
+    disagree = [{"x": i % 3, "y": i % 2} for i in range(100)] + [{"x": i % 3, "z": i % 4} for i in range(100)]
+    opts = StatisticsOptions(top_k=3, quantiles=3, joint_sets=1, joint_top_k=5)
+    partials, joint = partials_of(spark, [encode_event(e) for e in disagree], opts, chunk=50)
+    got = compute_statistics(partials, opts, summarize(partials), joint)
+    assert joint.calls == [[("x", "y")]]
+    assert_same_statistics(got, reference_statistics(disagree, opts))
 
 
 # --- Kafka ---------------------------------------------------------------------------------
