@@ -27,9 +27,13 @@ CONFIG = {"cleanup.policy": "compact"}
 log = logging.getLogger(__name__)
 
 
-def ensure_statistics_topic(bootstrap_servers: str, topic: str = STATISTICS, timeout: float = 30.0) -> bool:
-    """Create the compacted, single-partition topic if missing; True if it was created."""
-    client = AdminClient({"bootstrap.servers": bootstrap_servers})
+def ensure_statistics_topic(bootstrap_servers: str, topic: str = STATISTICS, timeout: float = 30.0,
+                            config: dict[str, str] | None = None) -> bool:
+    """Create the compacted, single-partition topic if missing; True if it was created.
+
+    ``config``: extra librdkafka settings (security...), as for every function here.
+    """
+    client = AdminClient({"bootstrap.servers": bootstrap_servers, **(config or {})})
     future = client.create_topics([NewTopic(topic, 1, 1, config=CONFIG)], operation_timeout=timeout, request_timeout=timeout)[topic]
     try:
         future.result(timeout)
@@ -40,11 +44,13 @@ def ensure_statistics_topic(bootstrap_servers: str, topic: str = STATISTICS, tim
         return False
 
 
-def publish_snapshot(bootstrap_servers: str, stats: EventStatistics, topic: str = STATISTICS, timeout: float = 30.0) -> tuple[int, int]:
+def publish_snapshot(bootstrap_servers: str, stats: EventStatistics, topic: str = STATISTICS, timeout: float = 30.0,
+                     config: dict[str, str] | None = None) -> tuple[int, int]:
     """Produce one snapshot (key: its source topic) and wait for the broker's ack: (partition, offset)."""
     if stats.window is None:
         raise ValueError("only snapshots with a source window can be published (the key is the source topic)")
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True, "message.max.bytes": 16 * 2**20})
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True,
+                         "message.max.bytes": 16 * 2**20, **(config or {})})
     result: list = []
     producer.produce(topic, key=stats.window.topic.encode(), value=encode_statistics(stats.to_record()),
                      on_delivery=lambda err, msg: result.append((err, msg)))
@@ -57,7 +63,8 @@ def publish_snapshot(bootstrap_servers: str, stats: EventStatistics, topic: str 
     return msg.partition(), msg.offset()
 
 
-def latest_snapshot(bootstrap_servers: str, source_topic: str, topic: str = STATISTICS, timeout: float = 30.0) -> EventStatistics | None:
+def latest_snapshot(bootstrap_servers: str, source_topic: str, topic: str = STATISTICS, timeout: float = 30.0,
+                    config: dict[str, str] | None = None) -> EventStatistics | None:
     """The last snapshot computed from ``source_topic``, or None (no topic, no snapshot yet)."""
     from confluent_kafka import Consumer
 
@@ -68,6 +75,7 @@ def latest_snapshot(bootstrap_servers: str, source_topic: str, topic: str = STAT
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 10,  # the read ends at end-of-partition: do not let the broker hold the last fetch
+        **(config or {}),
     })
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)

@@ -89,8 +89,9 @@ def run_statistics_job(
     spark.dataSource.register(KafkaEventsDataSource)
     t0 = time.perf_counter()
     if publish:
-        ensure_statistics_topic(bootstrap_servers, statistics_topic)
-    last = latest_snapshot(bootstrap_servers, topic, statistics_topic) if window.start_from == "last-run" else None
+        ensure_statistics_topic(bootstrap_servers, statistics_topic, config=kafka_config)
+    last = (latest_snapshot(bootstrap_servers, topic, statistics_topic, config=kafka_config)
+            if window.start_from == "last-run" else None)
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "fastpubsub-spark-statistics",
                          "enable.partition.eof": True, "enable.auto.commit": False, "fetch.wait.max.ms": 10,
                          **(kafka_config or {})})
@@ -152,7 +153,7 @@ def run_statistics_job(
         log.info("wrote %s", path)
     published = None
     if publish:
-        published = publish_snapshot(bootstrap_servers, stats, statistics_topic)
+        published = publish_snapshot(bootstrap_servers, stats, statistics_topic, config=kafka_config)
         log.info("published the snapshot to %s[%d]@%d", statistics_topic, *published)
     return JobResult(stats, summary.records, t1 - t0, t2 - t1, published, path)
 
@@ -200,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--every", type=parse_duration, help="loop: run again every DURATION (10m, 1h, ...)")
     o.add_argument("--master", help="Spark master when started with python (spark-submit sets its own); e.g. local[2]")
     o.add_argument("--split-size", type=int, default=DEFAULT_SPLIT_SIZE, help="offsets per Spark partition (default %(default)s)")
+    o.add_argument("-X", dest="kafka_config", action="append", default=[], metavar="KEY=VALUE",
+                   help="librdkafka setting for every Kafka client of the job (security...); repeatable")
     return p
 
 
@@ -217,13 +220,20 @@ def main(argv: list[str] | None = None) -> int:
                                     args.joint_top_k, args.joint)
     except ValueError as exc:
         parser.error(str(exc))
+    kafka_config = dict(kv.split("=", 1) for kv in args.kafka_config if "=" in kv)
+    if len(kafka_config) != len(args.kafka_config):
+        parser.error("-X takes KEY=VALUE")
+    if args.every is not None and (window.start_from != "last-run" or window.start_offsets or window.end_offsets
+                                   or window.start_time_ms is not None or window.end_time_ms is not None):
+        parser.error("--every reads what is new since the last run each time; it takes no window options")
     spark = spark_session(args.master)
     spark.sparkContext.setLogLevel("WARN")
     while True:
         started = time.monotonic()
         try:
             run_statistics_job(args.bootstrap_servers, args.topic, window, options, args.output or None,
-                               not args.no_publish, args.statistics_topic, spark, split_size=args.split_size)
+                               not args.no_publish, args.statistics_topic, spark, split_size=args.split_size,
+                               kafka_config=kafka_config)
         except Exception:
             if args.every is None:
                 raise
