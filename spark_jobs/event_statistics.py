@@ -181,7 +181,6 @@ def _schema_statistics(partials: DataFrame, attributes: dict[str, AttributeStats
     min_count = opts.min_support * n_events
     schemas = (partials.where(F.col("table") == "schema").groupBy("schema").agg(F.sum("count").alias("count")).cache())
     try:
-        n_schemas = schemas.count()
         f1 = sorted(a for a, st in attributes.items() if st.presence * n_events >= min_count)
         pairs = _frequent_sets(schemas, f1, 2, min_count).collect()
         f2 = sorted({a for p in pairs for a in p["attributes"]})
@@ -189,8 +188,8 @@ def _schema_statistics(partials: DataFrame, attributes: dict[str, AttributeStats
     finally:
         schemas.unpersist()
     found = sorted(((tuple(r["attributes"]), int(r["support"])) for r in pairs + triples), key=lambda x: set_order(*x))
-    log.info("%d distinct schemas; %d frequent attributes, %d frequent pairs, %d frequent triples (min support %g)",
-             n_schemas, len(f1), len(pairs), len(triples), opts.min_support)
+    log.info("%d frequent attributes, %d frequent pairs, %d frequent triples (min support %g)",
+             len(f1), len(pairs), len(triples), opts.min_support)
     if len(found) > opts.max_sets:
         log.warning("reporting the %d most frequent of %d frequent sets (--max-sets)", opts.max_sets, len(found))
     return found[: opts.max_sets]
@@ -199,18 +198,19 @@ def _schema_statistics(partials: DataFrame, attributes: dict[str, AttributeStats
 def _joint_frequencies(joint_rows: DataFrame, sets: list[tuple[str, ...]], n_events: int,
                        opts: StatisticsOptions) -> tuple[dict[tuple[str, ...], dict[tuple, float]], dict[tuple[str, ...], int]]:
     """Top value combinations of each set (probabilities over all events) and each set's support."""
-    counts = joint_rows.groupBy("schema", "values").agg(F.sum("count").alias("count")).cache()
-    try:
-        support = {tuple(r["schema"]): int(r["support"]) for r in counts.groupBy("schema").agg(F.sum("count").alias("support")).collect()}
-        rank = Window.partitionBy("schema").orderBy(F.desc("count"), "values")
-        top = (
-            counts.where(~F.exists("values", lambda v: (v["kind"] == KIND_NUMBER) & F.isnan(v["number"])))
-            .withColumn("rank", F.row_number().over(rank))
-            .where(F.col("rank") <= opts.joint_top_k)
-            .collect()
-        )
-    finally:
-        counts.unpersist()
+    # one Spark job: each set's support (NaN combinations included) travels with its ranked rows, and
+    # one row per set is kept even if none ranks (all NaN, or joint_top_k 0) so that the support arrives
+    ranked = (
+        joint_rows.groupBy("schema", "values").agg(F.sum("count").alias("count"))
+        .withColumn("support", F.sum("count").over(Window.partitionBy("schema")))
+        .withColumn("nan", F.exists("values", lambda v: (v["kind"] == KIND_NUMBER) & F.isnan(v["number"])))
+        .withColumn("rank", F.row_number().over(Window.partitionBy("schema", "nan").orderBy(F.desc("count"), "values")))
+        .withColumn("first", F.row_number().over(Window.partitionBy("schema").orderBy("nan", F.desc("count"), "values")))
+        .where((~F.col("nan") & (F.col("rank") <= opts.joint_top_k)) | (F.col("first") == 1))
+        .collect()
+    )
+    support = {tuple(r["schema"]): int(r["support"]) for r in ranked}
+    top = [r for r in ranked if not r["nan"] and r["rank"] <= opts.joint_top_k]
     joint: dict[tuple[str, ...], dict[tuple, float]] = {}
     for r in sorted(top, key=lambda r: (tuple(r["schema"]), r["rank"])):
         key = tuple(value_key(v["kind"], v["number"], v["string"]) for v in r["values"])
