@@ -179,7 +179,8 @@ def _valid_until_ms(text: str | None) -> int | None:
               help="Subscription id; an existing id is replaced.  Default: a new random id (printed).")
 @click.option("--subscriber", required=True, help="Owner; the key of its notifications.")
 @click.option("--valid-until", default=None,
-              help="ISO-8601 expiry, e.g. 2030-01-01T00:00:00+00:00 (UTC if no zone); the processor drops it then.")
+              help="ISO-8601 expiry in event time, e.g. 2030-01-01T00:00:00+00:00 (UTC if no zone): events "
+                   "timestamped then or later do not match.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="Encoding of the subscription value.")
 def subscribe(bootstrap_servers, expression, sub_id, subscriber, valid_until, fmt) -> None:
