@@ -28,7 +28,7 @@ from .delivery import Delivery
 from .instance import InstanceSlot
 from .progress import RateMeter, human
 from .subscriptions import SubscriptionState
-from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, partitions_of
+from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
 
 log = logging.getLogger("pubsub")
 
@@ -203,11 +203,8 @@ class Processor:
         subs = self._consumer(f"{cfg.group_id}.subscriptions-reader", **{"enable.partition.eof": True})
         events = self._consumer(cfg.group_id, **{"session.timeout.ms": cfg.session_timeout_ms})
         try:
-            partitions = [
-                TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING)
-                for p in range(partitions_of(cfg.bootstrap_servers, SUBSCRIPTIONS))
-            ]
-            partitions_of(cfg.bootstrap_servers, EVENTS)  # clear error if the topic is missing
+            n_partitions = require(cfg.bootstrap_servers)  # all four topics, or a clear error
+            partitions = [TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING) for p in range(n_partitions[SUBSCRIPTIONS])]
             subs.assign(partitions)
             # The group join proceeds in the background during the rebuild.
             events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))

@@ -37,14 +37,19 @@ def _on_signals(handler) -> None:
         signal.signal(sig, lambda *_: handler())
 
 
-def _producer(bootstrap_servers: str):
+def _producer(bootstrap_servers: str, topic: str):
+    """A producer for ``topic``, once it is known to exist (writing would auto-create it on some brokers)."""
     from confluent_kafka import Producer
 
+    try:
+        topics.require(bootstrap_servers, (topic,))
+    except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
+        raise click.ClickException(str(exc)) from None
     return Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
 
 
 def _send(bootstrap_servers: str, topic: str, key: bytes | None, value: bytes | None) -> None:
-    producer = _producer(bootstrap_servers)
+    producer = _producer(bootstrap_servers, topic)
     errors: list[str] = []
     producer.produce(topic, value, key, on_delivery=lambda err, _m: err and errors.append(str(err)))
     if producer.flush(30) or errors:
@@ -228,7 +233,7 @@ def publish(bootstrap_servers, event, key, fmt) -> None:
     (without keys).
     """
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
-    producer = _producer(bootstrap_servers)
+    producer = _producer(bootstrap_servers, topics.EVENTS)
     for n, line in enumerate(lines, 1):
         try:
             parsed = codecs.decode_event(line.strip().encode())
@@ -254,7 +259,12 @@ def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout) 
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "pubsub-tail", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-    consumer.assign([TopicPartition(topic, p, start) for p in range(topics.partitions_of(bootstrap_servers, topic))])
+    try:
+        n_partitions = topics.partitions_of(bootstrap_servers, topic)
+    except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
+        consumer.close()
+        raise click.ClickException(str(exc)) from None
+    consumer.assign([TopicPartition(topic, p, start) for p in range(n_partitions)])
     stopping = []
     _on_signals(lambda: stopping.append(True))
     seen, last = 0, time.monotonic()
