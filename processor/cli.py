@@ -2,7 +2,8 @@
 
 Every subcommand that talks to Kafka takes ``--bootstrap-servers`` (env
 ``PUBSUB_BOOTSTRAP_SERVERS``), so the same processor runs against the embedded
-broker or any Kafka cluster.
+broker or any Kafka cluster.  ``broker`` and ``demo`` run an embedded broker
+of their own and take ``--port`` instead.
 """
 
 from __future__ import annotations
