@@ -16,9 +16,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition,
+)
 
 from .codecs import DecodeError, decode_event, encode_attributes, encode_notification
 from .deadletter import DeadLetters
@@ -26,7 +28,7 @@ from .delivery import Delivery
 from .instance import InstanceSlot
 from .progress import RateMeter, human
 from .subscriptions import SubscriptionState
-from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, partitions_of
+from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
 
 log = logging.getLogger("pubsub")
 
@@ -42,7 +44,6 @@ class ProcessorConfig:
     progress_interval: float = 5.0
     algorithm: str = "dynamic"
     transactional_id: str | None = None  # default: a stable per-host slot (processor.instance)
-    clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))  # for valid_until
     client_config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,6 +56,12 @@ def event_id(msg: Message) -> str:
         return key.decode("utf-8")
     except UnicodeDecodeError:
         raise DecodeError(f"event key {key[:40]!r} is not UTF-8") from None
+
+
+def event_time(msg: Message) -> int:
+    """The record timestamp in ms (producer or broker time); now if the record has none."""
+    kind, ms = msg.timestamp()
+    return ms if kind != TIMESTAMP_NOT_AVAILABLE else int(time.time() * 1000)
 
 
 def _log_assignment(what: str):
@@ -110,12 +117,11 @@ class Processor:
     # --- subscriptions -------------------------------------------------------
 
     def _apply_subscriptions(self, msgs: list[Message]) -> None:
-        now = self.config.clock_ms()
         for msg in msgs:
             if not _raise_if_fatal(msg):
                 continue
             try:
-                self.state.apply(msg.key(), msg.value(), now)
+                self.state.apply(msg.key(), msg.value())
             except DecodeError as exc:
                 self.dead_letters.send(msg, str(exc))
 
@@ -148,7 +154,7 @@ class Processor:
 
     def _process_events(self, msgs: list[Message], consumer: Consumer) -> None:
         fmt = self.config.output_format
-        ids, events, next_offsets = [], [], {}
+        ids, times, events, next_offsets = [], [], [], {}
         for msg in msgs:
             if not _raise_if_fatal(msg):
                 continue
@@ -157,16 +163,21 @@ class Processor:
                 eid = event_id(msg)
                 events.append(decode_event(msg.value()))
                 ids.append(eid)
+                times.append(event_time(msg))
             except DecodeError as exc:
                 self.dead_letters.send(msg, str(exc))
+        if events:
+            self.state.expire(min(times))  # later events of the batch are checked with valid_at below
         matches = self.state.matcher.match_batch(events) if events else []
-        subscribers = self.state.subscribers
+        subscribers, valid_at = self.state.subscribers, self.state.valid_at
         produced = 0
-        for eid, event, hits in zip(ids, events, matches):
+        for eid, when, event, hits in zip(ids, times, events, matches):
             if len(hits) == 0:
                 continue
             attributes = encode_attributes(event, fmt)
             for sid in hits.tolist():
+                if not valid_at(sid, when):
+                    continue
                 owner = subscribers[sid]
                 self.delivery.produce(NOTIFICATIONS, owner.encode(), encode_notification(sid, owner, eid, attributes, fmt))
                 produced += 1
@@ -192,11 +203,8 @@ class Processor:
         subs = self._consumer(f"{cfg.group_id}.subscriptions-reader", **{"enable.partition.eof": True})
         events = self._consumer(cfg.group_id, **{"session.timeout.ms": cfg.session_timeout_ms})
         try:
-            partitions = [
-                TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING)
-                for p in range(partitions_of(cfg.bootstrap_servers, SUBSCRIPTIONS))
-            ]
-            partitions_of(cfg.bootstrap_servers, EVENTS)  # clear error if the topic is missing
+            n_partitions = require(cfg.bootstrap_servers)  # all four topics, or a clear error
+            partitions = [TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING) for p in range(n_partitions[SUBSCRIPTIONS])]
             subs.assign(partitions)
             # The group join proceeds in the background during the rebuild.
             events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))
@@ -207,7 +215,6 @@ class Processor:
                 changes = subs.consume(num_messages=10_000, timeout=0)
                 if changes:
                     self._apply_subscriptions(changes)
-                self.state.expire(self.config.clock_ms())
                 if self.delivery.pending():
                     self.delivery.commit()
                 batch = events.consume(num_messages=cfg.batch_size, timeout=0.2)

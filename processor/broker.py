@@ -75,9 +75,6 @@ class EmbeddedBroker:
             time.sleep(0.05)
         return self
 
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     def wait(self) -> int:
         assert self._proc is not None
         return self._proc.wait()

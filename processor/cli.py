@@ -2,7 +2,8 @@
 
 Every subcommand that talks to Kafka takes ``--bootstrap-servers`` (env
 ``PUBSUB_BOOTSTRAP_SERVERS``), so the same processor runs against the embedded
-broker or any Kafka cluster.
+broker or any Kafka cluster.  ``broker`` and ``demo`` run an embedded broker
+of their own and take ``--port`` instead.
 """
 
 from __future__ import annotations
@@ -37,14 +38,19 @@ def _on_signals(handler) -> None:
         signal.signal(sig, lambda *_: handler())
 
 
-def _producer(bootstrap_servers: str):
+def _producer(bootstrap_servers: str, topic: str):
+    """A producer for ``topic``, once it is known to exist (writing would auto-create it on some brokers)."""
     from confluent_kafka import Producer
 
+    try:
+        topics.require(bootstrap_servers, (topic,))
+    except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
+        raise click.ClickException(str(exc)) from None
     return Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
 
 
 def _send(bootstrap_servers: str, topic: str, key: bytes | None, value: bytes | None) -> None:
-    producer = _producer(bootstrap_servers)
+    producer = _producer(bootstrap_servers, topic)
     errors: list[str] = []
     producer.produce(topic, value, key, on_delivery=lambda err, _m: err and errors.append(str(err)))
     if producer.flush(30) or errors:
@@ -179,7 +185,8 @@ def _valid_until_ms(text: str | None) -> int | None:
               help="Subscription id; an existing id is replaced.  Default: a new random id (printed).")
 @click.option("--subscriber", required=True, help="Owner; the key of its notifications.")
 @click.option("--valid-until", default=None,
-              help="ISO-8601 expiry, e.g. 2030-01-01T00:00:00+00:00 (UTC if no zone); the processor drops it then.")
+              help="ISO-8601 expiry in event time, e.g. 2030-01-01T00:00:00+00:00 (UTC if no zone): events "
+                   "timestamped then or later do not match.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="Encoding of the subscription value.")
 def subscribe(bootstrap_servers, expression, sub_id, subscriber, valid_until, fmt) -> None:
@@ -227,7 +234,7 @@ def publish(bootstrap_servers, event, key, fmt) -> None:
     (without keys).
     """
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
-    producer = _producer(bootstrap_servers)
+    producer = _producer(bootstrap_servers, topics.EVENTS)
     for n, line in enumerate(lines, 1):
         try:
             parsed = codecs.decode_event(line.strip().encode())
@@ -253,7 +260,12 @@ def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout) 
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "pubsub-tail", "enable.auto.commit": False,
                          "isolation.level": "read_committed"})
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
-    consumer.assign([TopicPartition(topic, p, start) for p in range(topics.partitions_of(bootstrap_servers, topic))])
+    try:
+        n_partitions = topics.partitions_of(bootstrap_servers, topic)
+    except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
+        consumer.close()
+        raise click.ClickException(str(exc)) from None
+    consumer.assign([TopicPartition(topic, p, start) for p in range(n_partitions)])
     stopping = []
     _on_signals(lambda: stopping.append(True))
     seen, last = 0, time.monotonic()

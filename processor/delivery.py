@@ -45,7 +45,6 @@ class Delivery:
             self.producer = Producer({**base, "enable.idempotence": True})
         self._in_transaction = False
         self._failures: list[str] = []
-        self.produced = 0
 
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
@@ -61,7 +60,6 @@ class Delivery:
                 break
             except BufferError:  # local queue full: let deliveries drain
                 self.producer.poll(0.1)
-        self.produced += 1
 
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0

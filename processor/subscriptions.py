@@ -3,15 +3,20 @@
 The state is a function of the latest value per key of ``pubsub.subscriptions``
 (what compaction keeps), so a live update and a rebuild after a restart agree:
 a tombstone removes, a new value replaces, an invalid value removes the old
-subscription (and is dead-lettered by the caller), an expired one is dropped.
+subscription (and is dead-lettered by the caller).
+
+``valid_until`` is in event time (record timestamps), so a replay matches what
+the first run matched: an event matches a subscription only if its timestamp is
+before ``valid_until``, and a subscription leaves the matcher once events at or
+past that time arrive (``engine.validity.DeadlineQueue``).
 """
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 from engine import Matcher
+from engine.validity import DeadlineQueue
 
 from .codecs import DecodeError, decode_subscription
 
@@ -36,8 +41,7 @@ class SubscriptionState:
     def __init__(self, algorithm: str = "dynamic") -> None:
         self.matcher = Matcher(algorithm)
         self.subscribers: dict[int, str] = {}
-        self._expiry: dict[int, int] = {}
-        self._heap: list[tuple[int, int]] = []  # (valid_until, id); stale entries skipped
+        self._deadlines = DeadlineQueue()  # id -> valid_until, for those that have one
         self.added = self.removed = self.replaced = self.expired = 0
 
     def __len__(self) -> int:
@@ -48,10 +52,10 @@ class SubscriptionState:
             return False
         self.matcher.remove(sid)
         del self.subscribers[sid]
-        self._expiry.pop(sid, None)
+        self._deadlines.discard(sid)
         return True
 
-    def apply(self, key: bytes | None, value: bytes | None, now_ms: int) -> None:
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Apply one record of the subscriptions topic; ``DecodeError`` says why it is invalid."""
         sid = parse_subscription_id(key)
         if not value:  # tombstone (null or empty value)
@@ -63,29 +67,26 @@ class SubscriptionState:
             self.removed += self._drop(sid)  # the latest value is what counts, and it is invalid
             raise
         existed = self._drop(sid)
-        if sub.valid_until is not None and sub.valid_until <= now_ms:
-            self.expired += 1
-            return
         self.matcher.add(sid, sub.predicates)
         self.subscribers[sid] = sub.subscriber
-        if sub.valid_until is not None:
-            self._expiry[sid] = sub.valid_until
-            heapq.heappush(self._heap, (sub.valid_until, sid))
+        self._deadlines.set(sid, sub.valid_until)
         if existed:
             self.replaced += 1
         else:
             self.added += 1
 
-    def expire(self, now_ms: int) -> int:
-        """Remove subscriptions whose ``valid_until`` has passed."""
-        n = 0
-        while self._heap and self._heap[0][0] <= now_ms:
-            until, sid = heapq.heappop(self._heap)
-            if self._expiry.get(sid) == until:  # not replaced or removed since
-                self._drop(sid)
-                n += 1
-        self.expired += n
-        return n
+    def expire(self, event_time_ms: int) -> int:
+        """Remove the subscriptions whose ``valid_until`` is at or before ``event_time_ms``."""
+        due = self._deadlines.pop_due(event_time_ms).tolist()
+        for sid in due:
+            self._drop(sid)
+        self.expired += len(due)
+        return len(due)
+
+    def valid_at(self, sid: int, event_time_ms: int) -> bool:
+        """Whether subscription ``sid`` is still valid for an event of that time."""
+        deadline = self._deadlines.get(sid)
+        return deadline is None or event_time_ms < deadline
 
     def stats(self) -> dict[str, Any]:
         return {

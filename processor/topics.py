@@ -70,9 +70,22 @@ def cleanup_policies(client: AdminClient, timeout: float = 10.0) -> dict[str, st
     return out
 
 
+def require(bootstrap_servers: str, names: tuple[str, ...] = ALL, timeout: float = 10.0) -> dict[str, int]:
+    """Partitions of each topic; a clear error if one is missing.
+
+    Lists all topics rather than asking for these: asking for a topic by name
+    auto-creates it on brokers that allow that (Tansu does), without the
+    configuration above.
+    """
+    metadata = admin(bootstrap_servers).list_topics(timeout=timeout)
+    out = {}
+    for name in names:
+        t = metadata.topics.get(name)
+        if t is None or t.error is not None:
+            raise RuntimeError(f"topic {name} does not exist on {bootstrap_servers}; run `pubsub topics` first")
+        out[name] = len(t.partitions)
+    return out
+
+
 def partitions_of(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> int:
-    metadata = admin(bootstrap_servers).list_topics(topic, timeout=timeout)
-    t = metadata.topics.get(topic)
-    if t is None or t.error is not None:
-        raise RuntimeError(f"topic {topic} does not exist on {bootstrap_servers}; run `pubsub topics` first")
-    return len(t.partitions)
+    return require(bootstrap_servers, (topic,), timeout)[topic]

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from kafka_helpers import read_all, send, wait_processed
 
 from processor import codecs, topics
-from processor.broker import free_port, port_in_use
+from processor.broker import EmbeddedBroker, free_port, port_in_use
 from processor.cli import main
 
 pytestmark = pytest.mark.broker
@@ -93,3 +93,12 @@ def test_broker_prints_its_address_and_stops_on_sigterm():
 def test_broker_refuses_a_busy_port(broker):
     result = CliRunner().invoke(main, ["broker", "--port", str(broker.port)])
     assert result.exit_code == 1 and "already in use" in result.output
+
+
+def test_run_refuses_to_start_without_the_topics():
+    with EmbeddedBroker() as empty:  # a broker of its own: the session one has the topics
+        done = subprocess.run([sys.executable, "-m", "processor", "run", "-b", empty.bootstrap_servers],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1
+        assert "topic pubsub.subscriptions does not exist" in done.stderr and "run `pubsub topics` first" in done.stderr
+        assert topics.ALL[0] not in topics.admin(empty.bootstrap_servers).list_topics(timeout=10).topics
