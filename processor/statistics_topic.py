@@ -78,7 +78,8 @@ def latest_snapshot(bootstrap_servers: str, source_topic: str, topic: str = STAT
         **(config or {}),
     })
     try:
-        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        # all topics, not this one by name: naming it may auto-create it, uncompacted (spark_jobs/window.py)
+        metadata = consumer.list_topics(timeout=timeout).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return None
         latest = None

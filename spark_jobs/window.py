@@ -106,7 +106,9 @@ def resolve_window(consumer, topic: str, spec: WindowSpec, last: EventStatistics
     """Offset ranges of ``topic`` for ``spec``; ``consumer`` is a confluent-kafka Consumer (used for metadata only)."""
     from confluent_kafka import TopicPartition
 
-    metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    # all topics, not this one by name: a metadata request naming it auto-creates it on Tansu, unconfigured,
+    # if the client allows that (librdkafka consumers do not by default; -X allow.auto.create.topics=true would)
+    metadata = consumer.list_topics(timeout=timeout).topics.get(topic)
     if metadata is None or metadata.error is not None:
         raise RuntimeError(f"topic {topic} does not exist ({metadata.error if metadata else 'no metadata'})")
     partitions = sorted(metadata.partitions)

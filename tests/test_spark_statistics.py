@@ -347,3 +347,13 @@ def test_the_compose_service_runs_a_valid_job_command():
     assert command[:3] == ["python", "-m", "spark_jobs"]
     args = build_parser().parse_args(command[3:])
     assert args.every == 600 and args.bootstrap_servers == "kafka:9092"
+
+
+def test_no_topic_is_created_by_looking_for_it(broker, spark):
+    """On Tansu a metadata request naming a topic creates it for AdminClient and Producer lookups."""
+    bs = broker.bootstrap_servers
+    missing = f"test-missing-{uuid.uuid4().hex[:8]}"
+    assert latest_snapshot(bs, "pubsub.events", topic=missing) is None
+    with pytest.raises(RuntimeError, match="does not exist"):
+        run_statistics_job(bs, missing, output=None, publish=False, spark=spark)
+    assert missing not in AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10).topics
