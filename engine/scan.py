@@ -31,6 +31,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .predicates import satisfied_predicates
+
 MAX_SPECIALISED = 10
 UNFOLD = 16
 LOOKAHEAD = 512
@@ -122,3 +124,50 @@ def make_dispatch(prefetch_columns: int = 0, unfold: int = UNFOLD, lookahead: in
         chain = link(K, make_kernel(K, prefetch_columns, unfold, lookahead), chain)
     return chain
 
+
+@njit(cache=True, inline="always")
+def ensure_room(out, nout, n):
+    """``out`` with room for ``n`` more results after ``nout`` (amortised doubling)."""
+    if nout + n <= out.shape[0]:
+        return out
+    bigger = np.empty(max(2 * out.shape[0], nout + n), dtype=np.int64)
+    bigger[:nout] = out[:nout]
+    return bigger
+
+
+@njit(cache=True, inline="always")
+def finish_event(out, start, nout, handle_id):
+    """Turn an event's matched handles into subscription ids, ascending."""
+    for t in range(start, nout):
+        out[t] = handle_id[out[t]]
+    out[start:nout].sort()
+
+
+def make_batch_kernel(phase2):
+    """The per-batch event loop of Figure 2, shared by every algorithm.
+
+    For each event: phase 1 (:func:`~engine.predicates.satisfied_predicates`)
+    lists the satisfied predicate ids, then ``phase2(sat, ns, state, out,
+    nout) -> (out, nout)`` appends the handles of matching subscriptions
+    (``state`` is the algorithm's tuple of arrays).  Returns CSR
+    ``(offsets, ids)``.
+    """
+
+    @njit(cache=True)
+    def match_batch(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, state, handle_id):
+        tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids = phase1
+        n_ev = ev_off.shape[0] - 1
+        sat = np.empty(max(n_pred_ids, 1), dtype=np.int64)
+        out = np.empty(1024, dtype=np.int64)
+        out_off = np.zeros(n_ev + 1, dtype=np.int64)
+        nout = 0
+        for i in range(n_ev):
+            ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
+                                      group_of, g_start, g_end, g_vals, g_pids, sat)
+            start = nout
+            out, nout = phase2(sat, ns, state, out, nout)
+            finish_event(out, start, nout, handle_id)
+            out_off[i + 1] = nout
+        return out_off, out[:nout].copy()
+
+    return match_batch
