@@ -102,6 +102,7 @@ class CountingIndex:
         return pids
 
     def predicates_freed(self, dead: np.ndarray) -> None:
+        """Release the (now empty) lists of predicates no subscription holds any more."""
         for p in dead.tolist():
             self.store.release_key(p)
 

@@ -26,7 +26,7 @@ from .hashtable import HashTable
 from .idpool import IdPool, grow
 from .predicates import PredicateTable, has_duplicate_attribute
 from .propagation import PropagationIndex
-from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, validate_predicates, validate_subscription_id
+from .semantics import KIND_BOOL, KIND_STRING, KINDS, validate_predicates, validate_subscription_id
 
 ALGORITHMS = ("counting", "propagation", "propagation-wp", "static", "dynamic")
 _ALIASES = {"static": "propagation-wp", "dynamic": "propagation-wp"}
@@ -72,6 +72,16 @@ def _distinct_per_row(off, pids):
                 w += 1
         new_off[i + 1] = w
     return new_off, out[:w]
+
+
+def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
+    """Kind codes in range and booleans 0/1 (beyond what the batches' own ``validate`` checks)."""
+    kinds = np.asarray(batch.kinds)
+    if len(kinds) and (kinds.min() < 0 or kinds.max() >= len(KINDS)):
+        raise ValueError(f"{what}: unknown value kind code")
+    bools = np.asarray(batch.numbers)[kinds == KIND_BOOL]
+    if np.any((bools != 0) & (bools != 1)):
+        raise ValueError(f"{what}: boolean values must be 0 or 1")
 
 
 class Matcher:
@@ -144,13 +154,7 @@ class Matcher:
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
         batch.validate()
-        kinds = np.asarray(batch.kinds)
-        if len(kinds) and (kinds.min() < 0 or kinds.max() >= len(KINDS)):
-            raise ValueError("SubscriptionBatch: unknown value kind code")
-        nums = np.asarray(batch.numbers)
-        bools = nums[kinds == KIND_BOOL]
-        if np.any((bools != 0) & (bools != 1)):
-            raise ValueError("SubscriptionBatch: boolean values must be 0 or 1")
+        _check_values("SubscriptionBatch", batch)
         for s in batch.strings:
             if not isinstance(s, str):
                 raise ValueError(f"SubscriptionBatch: strings must be str, got {s!r}")
@@ -172,9 +176,7 @@ class Matcher:
         if h[0] < 0:
             raise KeyError(sub_id)
         pids = self.index.delete(h)
-        dead = self.preds.decref(pids)
-        if len(dead) and isinstance(self.index, CountingIndex):
-            self.index.predicates_freed(dead)
+        self.index.predicates_freed(self.preds.decref(pids))
         self.id_table.delete(key)
         self.handles.release(h)
 
@@ -182,9 +184,13 @@ class Matcher:
     def match_encoded(self, batch: EventBatch) -> Matches:
         """Match events given as an :class:`EventBatch` (the decoder's path); CSR result."""
         batch.validate()
-        if len(batch.attributes) and has_duplicate_attribute(
-            np.asarray(batch.offsets, dtype=np.int64), np.asarray(batch.attributes, dtype=np.int64), len(batch.attribute_names)
-        ):
+        _check_values("EventBatch", batch)
+        names = list(batch.attribute_names)
+        first = {a: i for i, a in reversed(list(enumerate(names)))}
+        attrs = np.asarray(batch.attributes, dtype=np.int64)
+        if len(first) < len(names):  # a name listed twice: compare events by name, not by index
+            attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
+        if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
             raise ValueError("EventBatch: an event carries the same attribute twice")
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()

@@ -135,6 +135,9 @@ class PropagationIndex:
             self.store.release_key(q)
         return pids
 
+    def predicates_freed(self, dead: np.ndarray) -> None:
+        """Nothing to do: a freed predicate's access key was released with its last subscription."""
+
     def match(self, ev, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         p = self.preds
         state = (p.bits, self.keys.pred_key, *self.store.scan_args())

@@ -205,6 +205,14 @@ def test_invalid_events():
     twice = EventBatch(("a",), np.array([0, 2]), np.array([0, 0], np.int32), np.zeros(2, np.int8), np.ones(2))
     with pytest.raises(ValueError, match="twice"):
         m.match_encoded(twice)
+    twice_by_name = EventBatch(("a", "a"), np.array([0, 2]), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.ones(2))
+    with pytest.raises(ValueError, match="twice"):
+        m.match_encoded(twice_by_name)
+    bad_kind = EventBatch(("a",), np.array([0, 1]), np.array([0], np.int32), np.array([7], np.int8), np.ones(1))
+    with pytest.raises(ValueError, match="kind"):
+        m.match_encoded(bad_kind)
+    same_name = EventBatch(("a", "a"), np.array([0, 1, 2]), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.ones(2))
+    assert [r.tolist() for r in m.match_encoded(same_name).split()] == [[1], [1]]
 
 
 def test_string_codes_renumber_when_gaps_run_out():
