@@ -108,16 +108,16 @@ def tune(n: int, n_events: int, repeat: int, grid: list[tuple[int, int, int]] = 
     m = Matcher("propagation")
     m.add_bulk(subs)
     del subs
-    from engine.propagation import matcher_kernel
+    from engine.batch import PROPAGATION, batch_kernel
 
-    kernels = {cfg: matcher_kernel(*cfg) for cfg in grid}
+    kernels = {cfg: batch_kernel(PROPAGATION, *cfg) for cfg in grid}
     best = {cfg: float("inf") for cfg in grid}
     for cfg, kernel in kernels.items():  # compile
-        m.index.kernel = kernel
+        m._kernel = kernel
         m.match_encoded(events)
     for _ in range(repeat):
         for cfg, kernel in kernels.items():
-            m.index.kernel = kernel
+            m._kernel = kernel
             t, _ = best_of(1, lambda: m.match_encoded(events))
             best[cfg] = min(best[cfg], t)
     rows = []

@@ -21,13 +21,13 @@ from numba import njit
 from .clusters import ClusterStore
 from .idpool import grow
 from .predicates import PredicateTable
-from .scan import ensure_room, make_batch_kernel
+from .scan import ensure_room
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def counting_phase2(sat, ns, state, out, nout):
     """Count hits per subscription on the lists of satisfied predicates; reset the counters touched."""
-    key_head, c_next, c_base, c_cap, c_len, c_k, arena, need, cnt = state
+    _, _, key_head, c_next, c_base, c_cap, c_len, c_k, arena, need, cnt = state
     n_keys = key_head.shape[0]
     for t in range(ns):
         p = sat[t]
@@ -52,9 +52,6 @@ def counting_phase2(sat, ns, state, out, nout):
                 cnt[arena[j]] = 0
             c = c_next[c]
     return out, nout
-
-
-match_counting = make_batch_kernel(counting_phase2)
 
 
 class CountingIndex:
@@ -106,10 +103,10 @@ class CountingIndex:
         for p in dead.tolist():
             self.store.release_key(p)
 
-    def match(self, ev, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = self.preds
-        state = (*self.store.scan_args(), self.need, self.cnt)
-        return match_counting(ev.offsets, ev.field, ev.code, ev.eqbits, p.phase1_args(), len(p.bits), state, handle_id)
+    def state(self) -> tuple:
+        """The arrays counting's phase 2 reads (see engine/batch.py)."""
+        no_bits, no_keys = np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
+        return (no_bits, no_keys, *self.store.scan_args(), self.need, self.cnt)
 
     def stats(self) -> dict:
         s = self.store.stats()

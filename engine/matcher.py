@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
+from .batch import COUNTING, PROPAGATION, batch_kernel
 from .columnar import EventBatch, SubscriptionBatch
 from .counting import CountingIndex
 from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
@@ -106,8 +107,10 @@ class Matcher:
         impl = _ALIASES.get(algorithm, algorithm)
         if impl == "counting":
             self.index = CountingIndex(self.preds)
+            self._kernel = batch_kernel(COUNTING)
         else:
             self.index = PropagationIndex(self.preds, prefetch=impl == "propagation-wp", **scan_options)
+            self._kernel = batch_kernel(PROPAGATION, *self.index.scan_options)
 
     # -- subscriptions ---------------------------------------------------
     def __len__(self) -> int:
@@ -194,7 +197,9 @@ class Matcher:
             raise ValueError("EventBatch: an event carries the same attribute twice")
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
-        off, ids = self.index.match(ev, self.handle_id)
+        p = self.preds
+        off, ids = self._kernel(ev.offsets, ev.field, ev.code, ev.eqbits, p.phase1_args(), len(p.bits),
+                                self.index.state(), self.handle_id)
         return Matches(off, ids)
 
     def match_batch(self, events: list[dict[str, Any]]) -> list[np.ndarray]:

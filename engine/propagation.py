@@ -22,7 +22,7 @@ from numba import njit
 from .access import CATCH_ALL, AccessKeys
 from .clusters import ClusterStore
 from .predicates import PredicateTable
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, ensure_room, make_batch_kernel, make_dispatch
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
 from .semantics import OP_EQ, OP_NE
 
 # column order: likely-false tests first
@@ -62,48 +62,6 @@ def plan_subscriptions(off, pids, op, refcount, op_rank):
     return access, ks, cols, col_off
 
 
-def make_phase2(dispatch):
-    """Phase 2 of propagation: set the bits, scan the clusters of satisfied access keys, clear the bits."""
-
-    @njit(cache=True, inline="always")
-    def phase2(sat, ns, state, out, nout):
-        bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state
-        n_keys = key_head.shape[0]
-        for t in range(ns):
-            bits[sat[t]] = 1
-        for t in range(-1, ns):
-            if t < 0:
-                q = 0  # catch-all
-            else:
-                p = sat[t]
-                q = pred_key[p] if p < pred_key.shape[0] else -1
-            if q < 0 or q >= n_keys:
-                continue
-            c = key_head[q]
-            while c >= 0:
-                n = c_len[c]
-                if n > 0:
-                    out = ensure_room(out, nout, n)
-                    nout = dispatch(c_k[c], arena, bits, c_base[c], c_cap[c], n, out, nout)
-                c = c_next[c]
-        for t in range(ns):
-            bits[sat[t]] = 0
-        return out, nout
-
-    return phase2
-
-
-_KERNELS: dict[tuple, object] = {}
-
-
-def matcher_kernel(prefetch_columns: int, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD):
-    """Cached batch kernel for a scan configuration (prefetch_columns=0: no prefetch)."""
-    key = (prefetch_columns, unfold, lookahead)
-    if key not in _KERNELS:
-        _KERNELS[key] = make_batch_kernel(make_phase2(make_dispatch(prefetch_columns, unfold, lookahead)))
-    return _KERNELS[key]
-
-
 class PropagationIndex:
     """Clusters of subscriptions filed under single-equality access keys."""
 
@@ -112,7 +70,7 @@ class PropagationIndex:
         self.preds = preds
         self.keys = AccessKeys()
         self.store = ClusterStore()
-        self.kernel = matcher_kernel(prefetch_columns if prefetch else 0, unfold, lookahead)
+        self.scan_options = (prefetch_columns if prefetch else 0, unfold, lookahead)
 
     def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File subscriptions (distinct predicate ids in CSR, already referenced)."""
@@ -138,10 +96,10 @@ class PropagationIndex:
     def predicates_freed(self, dead: np.ndarray) -> None:
         """Nothing to do: a freed predicate's access key was released with its last subscription."""
 
-    def match(self, ev, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = self.preds
-        state = (p.bits, self.keys.pred_key, *self.store.scan_args())
-        return self.kernel(ev.offsets, ev.field, ev.code, ev.eqbits, p.phase1_args(), len(p.bits), state, handle_id)
+    def state(self) -> tuple:
+        """The arrays propagation's phase 2 reads (see engine/batch.py)."""
+        no_counts = np.zeros(0, dtype=np.int32)
+        return (self.preds.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts)
 
     def stats(self) -> dict:
         s = self.store.stats()

@@ -246,3 +246,19 @@ def test_batch_from_dicts_equals_columnar_from_dicts():
     fast, ref = batch_from_dicts(events), EventBatch.from_dicts(events)
     assert fast.to_dicts() == ref.to_dicts()
     assert fast.kinds.tolist() == ref.kinds.tolist() and fast.strings == ref.strings
+
+
+@pytest.mark.parametrize("algorithm", ["counting", "propagation"])
+def test_bulk_strings_renumber_existing_codes(algorithm):
+    """A bulk load of many new strings renumbers the codes of strings already in predicates."""
+    m, o = Matcher(algorithm), OracleMatcher()
+    first = [(0, [("s", "<", "m")]), (1, [("s", ">=", "m5")])]
+    rng = np.random.default_rng(5)
+    words = sorted({"".join(rng.choice(list("amz5"), size=int(rng.integers(1, 5)))) for _ in range(400)})
+    more = [(10 + i, [("s", ["<", ">", "=", "!=", "<=", ">="][i % 6], w)]) for i, w in enumerate(words)]
+    for batch in (first, more):
+        m.add_bulk(SubscriptionBatch.from_lists(batch))
+        for sid, p in batch:
+            o.add(sid, p)
+    assert len(words) > 64
+    _check(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])
