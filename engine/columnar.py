@@ -181,3 +181,38 @@ class SubscriptionBatch:
             raise ValueError("SubscriptionBatch: duplicate subscription id in batch")
         if int(np.count_nonzero(self.kinds == KIND_STRING)) != len(self.strings):
             raise ValueError("SubscriptionBatch: one string is needed per string-kind predicate")
+
+
+def take_events(batch: EventBatch, rows: np.ndarray) -> EventBatch:
+    """The events ``rows`` of ``batch``, in that order, as a new batch."""
+    rows = np.asarray(rows, dtype=np.int64)
+    starts, ends = batch.offsets[rows], batch.offsets[rows + 1]
+    lengths = ends - starts
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    pos = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)
+    kinds = np.asarray(batch.kinds)
+    strings: tuple[str, ...] = ()
+    if len(batch.strings):
+        string_index = np.cumsum(kinds == KIND_STRING) - 1
+        picked = pos[kinds[pos] == KIND_STRING]
+        strings = tuple(batch.strings[i] for i in string_index[picked].tolist())
+    return EventBatch(batch.attribute_names, offsets, batch.attributes[pos], kinds[pos], batch.numbers[pos], strings)
+
+
+def concat_events(batches: Sequence[EventBatch]) -> EventBatch:
+    """One batch holding every event of ``batches`` in order (attribute names unified)."""
+    names: dict[str, int] = {}
+    attrs, kinds, numbers, strings, lengths = [], [], [], [], []
+    for b in batches:
+        remap = np.array([names.setdefault(n, len(names)) for n in b.attribute_names], dtype=np.int32)
+        attrs.append(remap[b.attributes] if len(b.attributes) else np.zeros(0, np.int32))
+        kinds.append(np.asarray(b.kinds, dtype=np.int8))
+        numbers.append(np.asarray(b.numbers, dtype=np.float64))
+        strings.extend(b.strings)
+        lengths.append(np.diff(b.offsets))
+    offsets = np.zeros(sum(len(x) for x in lengths) + 1, dtype=np.int64)
+    if len(offsets) > 1:
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt)  # noqa: E731
+    return EventBatch(tuple(names), offsets, cat(attrs, np.int32), cat(kinds, np.int8), cat(numbers, np.float64), tuple(strings))

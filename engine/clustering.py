@@ -1,0 +1,292 @@
+"""Schema-based clustering (Fabret et al., section 3): which hash tables, which access predicate.
+
+A *schema* is a set of attributes; a hashing configuration is a set of
+schemas, one multi-attribute hash table each.  A subscription ``s`` can be
+filed under any schema ``X`` contained in ``A(s)`` (the attributes of its
+equality predicates): its access predicate is then its equality predicates on
+``X``, satisfied by an event with probability ``nu_X(s)``.  Equation 3.1 makes
+the checking part of the per-event cost ``K_c * sum_s nu(C(s).p)``, so
+
+* the *best clustering instance* for a configuration files every subscription
+  under the contained schema of smallest ``nu`` (section 3.2), and
+* the *greedy* algorithm starts from the single attributes (free: the
+  predicate phase hashes them anyway) and adds, while space allows, the
+  schema with the best matching benefit per unit of space.
+
+This module plans on a :class:`EqualityProfile` (the equality predicates of
+every subscription, with their single-predicate ``nu``) and does not touch the
+engine's live structures.  ``nu`` of a conjunction is the product of its
+predicates' (independence, section 3.1); callers may fold measured joint
+frequencies into the per-predicate probabilities beforehand.
+
+Schemas are packed into one int64: up to ``MAX_SCHEMA`` attribute ids, sorted,
+``(id + 1) << (21 * i)``; attribute ids must be below ``2**21 - 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+from numba import njit
+
+MAX_SCHEMA = 3
+_BITS = 21
+_MASK = (1 << _BITS) - 1
+CATCH_ALL = np.int64(0)  # the empty schema: no access predicate, checked for every event
+
+
+def pack_schema(attributes: Sequence[int]) -> int:
+    """Packed key of an attribute set (order does not matter)."""
+    attrs = sorted(set(int(a) for a in attributes))
+    if len(attrs) > MAX_SCHEMA:
+        raise ValueError(f"schemas have at most {MAX_SCHEMA} attributes, got {len(attrs)}")
+    key = 0
+    for i, a in enumerate(attrs):
+        if not 0 <= a < _MASK:
+            raise ValueError(f"attribute id {a} out of range for a packed schema")
+        key |= (a + 1) << (_BITS * i)
+    return key
+
+
+def unpack_schema(key: int) -> tuple[int, ...]:
+    out = []
+    key = int(key)
+    while key:
+        out.append((key & _MASK) - 1)
+        key >>= _BITS
+    return tuple(out)
+
+
+@dataclass
+class EqualityProfile:
+    """The equality predicates of ``n`` subscriptions, CSR, attributes sorted within a row.
+
+    ``prob[j]`` is nu of the single predicate ``attr[j] = value[j]`` (the
+    probability that an event carries the attribute with that value);
+    ``size[i]`` is the subscription's total number of predicates.
+    """
+
+    offsets: np.ndarray  # int64 [n + 1]
+    attr: np.ndarray  # int64 [m]
+    value: np.ndarray  # int64 [m], equality code of the value
+    prob: np.ndarray  # float64 [m]
+    size: np.ndarray  # int64 [n]
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def take(self, rows: np.ndarray) -> "EqualityProfile":
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        lengths = ends - starts
+        off = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=off[1:])
+        pos = np.repeat(starts - off[:-1], lengths) + np.arange(int(off[-1]), dtype=np.int64)
+        return EqualityProfile(off, self.attr[pos], self.value[pos], self.prob[pos], self.size[rows])
+
+
+@njit(cache=True, inline="always")
+def _pack(a0, a1, a2):
+    key = np.int64(a0 + 1)
+    if a1 >= 0:
+        key |= np.int64(a1 + 1) << 21
+    if a2 >= 0:
+        key |= np.int64(a2 + 1) << 42
+    return key
+
+
+@njit(cache=True, inline="always")
+def _find(sorted_keys, key):
+    i = np.searchsorted(sorted_keys, key)
+    return i if i < sorted_keys.shape[0] and sorted_keys[i] == key else -1
+
+
+@njit(cache=True, inline="always")
+def _subset(attr, prob, j1, j2, j3):
+    """(valid, packed key, nu, length) of the subset {j1, j2, j3} of a row (-1: absent).
+
+    Attributes are sorted within a row, so two equalities on one attribute
+    are neighbours; such a pair is no schema.
+    """
+    a0 = attr[j1]
+    a1 = attr[j2] if j2 >= 0 else -1
+    a2 = attr[j3] if j3 >= 0 else -1
+    if (a1 >= 0 and a1 == a0) or (a2 >= 0 and a2 == a1):
+        return False, np.int64(0), 1.0, 0
+    nu = prob[j1]
+    length = 1
+    if j2 >= 0:
+        nu *= prob[j2]
+        length += 1
+    if j3 >= 0:
+        nu *= prob[j3]
+        length += 1
+    return True, _pack(a0, a1, a2), nu, length
+
+
+@njit(cache=True)
+def _best_assignment(off, attr, prob, config, max_schema):
+    """Per subscription: the configured schema of smallest nu contained in A(s) (0: catch-all).
+
+    Ties go to the shorter schema (cheaper to probe, fewer columns saved but
+    the same number of checks).
+    """
+    n = off.shape[0] - 1
+    best_key = np.zeros(n, dtype=np.int64)
+    best_nu = np.ones(n, dtype=np.float64)
+    best_len = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        lo, hi = off[i], off[i + 1]
+        for j1 in range(lo, hi):
+            for j2 in range(j1, hi if max_schema >= 2 else j1 + 1):
+                for j3 in range(j2, hi if max_schema >= 3 and j2 > j1 else j2 + 1):
+                    ok, key, nu, length = _subset(attr, prob, j1, j2 if j2 > j1 else -1, j3 if j3 > j2 else -1)
+                    if not ok or _find(config, key) < 0:
+                        continue
+                    if nu < best_nu[i] or (nu == best_nu[i] and (best_key[i] == 0 or length < best_len[i])):
+                        best_nu[i] = nu
+                        best_key[i] = key
+                        best_len[i] = length
+    return best_key, best_nu, best_len
+
+
+@njit(cache=True)
+def _enumerate_multi(off, attr, prob, max_schema):
+    """Every subset of 2..max_schema attributes of every row: (row, key, nu, length) arrays."""
+    n = off.shape[0] - 1
+    total = 0
+    for i in range(n):
+        e = off[i + 1] - off[i]
+        total += e * (e - 1) // 2
+        if max_schema >= 3:
+            total += e * (e - 1) * (e - 2) // 6
+    rows = np.empty(total, dtype=np.int64)
+    keys = np.empty(total, dtype=np.int64)
+    nus = np.empty(total, dtype=np.float64)
+    lens = np.empty(total, dtype=np.int64)
+    w = 0
+    for i in range(n):
+        lo, hi = off[i], off[i + 1]
+        for j1 in range(lo, hi):
+            for j2 in range(j1 + 1, hi):
+                for j3 in range(j2, hi if max_schema >= 3 else j2 + 1):
+                    ok, key, nu, length = _subset(attr, prob, j1, j2, j3 if j3 > j2 else -1)
+                    if ok:
+                        rows[w], keys[w], nus[w], lens[w] = i, key, nu, length
+                        w += 1
+    return rows[:w], keys[:w], nus[:w], lens[:w]
+
+
+def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: int = MAX_SCHEMA):
+    """The best clustering instance for ``config`` (section 3.2).
+
+    Returns ``(key, nu, length)`` per subscription: the packed schema it is
+    filed under (0 for the catch-all), the probability that it is checked,
+    and the schema's size.
+    """
+    config = np.unique(np.asarray(config, dtype=np.int64))
+    return _best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema)
+
+
+@dataclass
+class Configuration:
+    """A hashing configuration and the best clustering instance for it."""
+
+    schemas: np.ndarray  # packed keys of every table, singles included, sorted
+    key: np.ndarray  # int64 [n]: schema each subscription is filed under (0: catch-all)
+    nu: np.ndarray  # float64 [n]: probability that the subscription is checked
+    length: np.ndarray  # int64 [n]: size of that schema
+    steps: list[dict] = field(default_factory=list)  # the greedy's choices, in order
+
+    @property
+    def multi(self) -> np.ndarray:
+        """The multi-attribute schemas (the ones the greedy added)."""
+        return self.schemas[self.schemas > _MASK]
+
+
+def greedy_configuration(
+    profile: EqualityProfile,
+    mu: Callable[[tuple[int, ...]], float],
+    model,
+    max_space: float | None = None,
+    max_schema: int = MAX_SCHEMA,
+    sample_size: int = 100_000,
+    min_support: int = 2,
+    seed: int = 0,
+) -> Configuration:
+    """The greedy algorithm of section 3.2.
+
+    Starts from the single attributes of equality predicates, then repeatedly
+    adds the schema with the largest positive benefit per unit of space,
+    among those that keep the estimated space under ``max_space`` (default:
+    four times the space of the single-attribute clustering).  Benefits are
+    estimated on a uniform sample of ``sample_size`` subscriptions and scaled;
+    candidates are the attribute sets of 2..``max_schema`` equality
+    predicates that at least ``min_support`` sampled subscriptions share.
+    ``mu(attribute ids)`` gives the probability that an event carries them
+    all.  ``model`` is an :class:`engine.cost.CostModel`.
+    """
+    if not 1 <= max_schema <= MAX_SCHEMA:
+        raise ValueError(f"max_schema must be in 1..{MAX_SCHEMA}")
+    n = len(profile)
+    singles = np.unique(profile.attr + 1)  # packed single-attribute schemas
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return Configuration(singles, z, np.zeros(0), z)
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(n, size=sample_size, replace=False)) if n > sample_size else np.arange(n)
+    sample = profile.take(rows)
+    scale = n / len(rows)
+
+    config = singles.copy()
+    _, cur_nu, cur_len = _best_assignment(sample.offsets, sample.attr, sample.prob, config, max_schema)
+    base_space = (float(np.sum(sample.size - cur_len)) * model.K_space + len(sample) * model.line_space) * scale
+    limit = 4.0 * base_space if max_space is None else float(max_space)
+    space = base_space
+
+    steps: list[dict] = []
+    if max_schema >= 2:
+        e_row, e_key, e_nu, e_len = _enumerate_multi(sample.offsets, sample.attr, sample.prob, max_schema)
+        cand, inv, support = np.unique(e_key, return_inverse=True, return_counts=True)
+        keep = support >= min_support
+        cand_len = np.array([len(unpack_schema(k)) for k in cand.tolist()], dtype=np.int64)
+        cand_mu = np.array([mu(unpack_schema(k)) for k in cand.tolist()], dtype=np.float64)
+        # distinct values per attribute bound the number of entries a table can get
+        pairs = np.unique(np.stack([profile.attr, profile.value]), axis=1)
+        distinct = np.bincount(pairs[0], minlength=int(profile.attr.max()) + 1).astype(np.float64)
+        cand_dom = np.array([np.prod([distinct[a] for a in unpack_schema(k)]) for k in cand.tolist()])
+        table_cost = model.table_cost(cand_mu, cand_len)
+        chosen = np.zeros(len(cand), dtype=bool)
+        while True:
+            saved = np.maximum(cur_nu[e_row] - e_nu, 0.0)
+            mover = saved > 0
+            gain = np.bincount(inv, weights=saved, minlength=len(cand)) * scale
+            movers = np.bincount(inv, weights=mover, minlength=len(cand)) * scale
+            cols = np.bincount(inv, weights=mover * (e_len - cur_len[e_row]), minlength=len(cand)) * scale
+            benefit = model.K_c * gain - table_cost
+            entries = np.minimum(movers, cand_dom)
+            delta_space = model.i_space + model.h_space * entries - model.K_space * cols
+            fits = space + np.maximum(delta_space, 0.0) <= limit
+            ok = keep & ~chosen & (benefit > 0) & fits
+            if not ok.any():
+                break
+            per_space = np.where(delta_space > 0, benefit / np.where(delta_space > 0, delta_space, 1.0), np.inf)
+            c = int(np.flatnonzero(ok)[np.argmax(per_space[ok])])
+            chosen[c] = True
+            config = np.sort(np.append(config, cand[c]))
+            space += delta_space[c]
+            sel = np.flatnonzero((inv == c) & mover)
+            r = e_row[sel]
+            cur_nu[r] = e_nu[sel]
+            cur_len[r] = e_len[sel]
+            steps.append(
+                {
+                    "schema": unpack_schema(cand[c]),
+                    "benefit_ns_per_event": float(benefit[c]),
+                    "space_bytes": float(delta_space[c]),
+                    "subscriptions_moved": int(round(movers[c])),
+                }
+            )
+    key, nu, length = _best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema)
+    return Configuration(config, key, nu, length, steps)
