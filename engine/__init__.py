@@ -4,8 +4,8 @@ No Kafka, no Spark: the engine is a library; I/O lives in ``processor/`` and
 ``spark_jobs/``.
 """
 
-from .matcher import ALGORITHMS, Matcher
+from .matcher import ALGORITHMS, Matcher, Matches
 from .oracle import OracleMatcher
 from .semantics import OPERATORS
 
-__all__ = ["ALGORITHMS", "Matcher", "OracleMatcher", "OPERATORS"]
+__all__ = ["ALGORITHMS", "Matcher", "Matches", "OracleMatcher", "OPERATORS"]

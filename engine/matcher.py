@@ -1,26 +1,229 @@
-"""The public matcher (placeholder until the numba engine lands, issue #7).
+"""The public matcher: subscriptions in, matching subscription ids out.
 
-This interim implementation delegates to the brute-force oracle so that the
-processor can be built against the final interface; ``stats()`` says so.
+Shared by every algorithm: the dictionaries (engine/encoding.py), the
+predicate table (engine/predicates.py) and the subscription handles (a dense
+int32 per subscription, the entries of the clusters; ``id -> handle`` is a
+hash table, ``handle -> id`` an array).  The algorithm owns the structure
+subscriptions are filed in (engine/propagation.py, engine/counting.py).
+
+Every way in goes through one vectorised insertion path (``add`` builds a
+one-subscription :class:`SubscriptionBatch`), and every way out through one
+batch kernel call (``match`` and ``match_batch`` build an
+:class:`EventBatch`), so the fast paths are the tested paths.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from .oracle import OracleMatcher
+import numpy as np
+from numba import njit
+
+from .batch import COUNTING, PROPAGATION, batch_kernel
+from .columnar import EventBatch, SubscriptionBatch
+from .counting import CountingIndex
+from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
+from .hashtable import HashTable
+from .idpool import IdPool, grow
+from .predicates import PredicateTable, has_duplicate_attribute
+from .propagation import PropagationIndex
+from .semantics import KIND_BOOL, KIND_STRING, KINDS, validate_predicates, validate_subscription_id
 
 ALGORITHMS = ("counting", "propagation", "propagation-wp", "static", "dynamic")
+_ALIASES = {"static": "propagation-wp", "dynamic": "propagation-wp"}
 
 
-class Matcher(OracleMatcher):
-    def __init__(self, algorithm: str = "dynamic") -> None:
+class Matches(NamedTuple):
+    """Matches of a batch of events in CSR form: event ``i`` matched ``ids[offsets[i]:offsets[i+1]]``.
+
+    Ids are ascending and distinct within an event.
+    """
+
+    offsets: np.ndarray  # int64 [n_events + 1]
+    ids: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def split(self) -> list[np.ndarray]:
+        """One array per event (views into ``ids``)."""
+        if len(self) == 0:
+            return []
+        return np.split(self.ids, self.offsets[1:-1])
+
+
+@njit(cache=True)
+def _distinct_per_row(off, pids):
+    """Drop repeated predicates within each subscription (``p AND p`` is ``p``)."""
+    n = off.shape[0] - 1
+    out = np.empty(pids.shape[0], dtype=np.int64)
+    new_off = np.zeros(n + 1, dtype=np.int64)
+    w = 0
+    for i in range(n):
+        s = w
+        for j in range(off[i], off[i + 1]):
+            p = pids[j]
+            dup = False
+            for t in range(s, w):
+                if out[t] == p:
+                    dup = True
+                    break
+            if not dup:
+                out[w] = p
+                w += 1
+        new_off[i + 1] = w
+    return new_off, out[:w]
+
+
+def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
+    """Kind codes in range and booleans 0/1 (beyond what the batches' own ``validate`` checks)."""
+    kinds = np.asarray(batch.kinds)
+    if len(kinds) and (kinds.min() < 0 or kinds.max() >= len(KINDS)):
+        raise ValueError(f"{what}: unknown value kind code")
+    bools = np.asarray(batch.numbers)[kinds == KIND_BOOL]
+    if np.any((bools != 0) & (bools != 1)):
+        raise ValueError(f"{what}: boolean values must be 0 or 1")
+
+
+class Matcher:
+    """Content-based matcher over a set of subscriptions (Fabret et al., SIGMOD 2001).
+
+    ``algorithm``: "counting" (section 5 baseline), "propagation" (single
+    equality access predicates, section 6), "propagation-wp" (the same with
+    software prefetch); "static" and "dynamic" (section 3-4 clustering) are
+    aliases of "propagation-wp" until issue #3 lands, and ``stats()`` says so.
+    """
+
+    def __init__(self, algorithm: str = "dynamic", **scan_options: int) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-        super().__init__()
         self.algorithm = algorithm
+        self.attributes = AttributeDictionary()
+        self.strings = StringDictionary()
+        self.preds = PredicateTable(self.strings)
+        self.handles = IdPool()
+        self.id_table = HashTable(width=1)
+        self.handle_id = np.zeros(0, dtype=np.int64)
+        impl = _ALIASES.get(algorithm, algorithm)
+        if impl == "counting":
+            self.index = CountingIndex(self.preds)
+            self._kernel = batch_kernel(COUNTING)
+        else:
+            self.index = PropagationIndex(self.preds, prefetch=impl == "propagation-wp", **scan_options)
+            self._kernel = batch_kernel(PROPAGATION, *self.index.scan_options)
+
+    # -- subscriptions ---------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.id_table)
+
+    def __contains__(self, sub_id: object) -> bool:
+        try:
+            sid = validate_subscription_id(sub_id)
+        except ValueError:
+            return False
+        return bool(self.id_table.lookup(np.array([sid], dtype=np.int64))[0] >= 0)
+
+    def add(self, sub_id: int, predicates: list[tuple[str, str, Any]]) -> None:
+        """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id."""
+        sid = validate_subscription_id(sub_id)
+        preds = validate_predicates(predicates)
+        self.add_bulk(SubscriptionBatch.from_lists([(sid, preds)]))
+
+    def add_bulk(self, batch: SubscriptionBatch) -> None:
+        """Add many subscriptions at once (vectorised; see docs/engine.md).
+
+        Everything is validated before anything changes: on ``ValueError``
+        the matcher is as it was.
+        """
+        self._validate_batch(batch)
+        n = len(batch)
+        if n == 0:
+            return
+        kinds = np.asarray(batch.kinds, dtype=np.int64)
+        attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
+        numbers = np.asarray(batch.numbers, dtype=np.float64)
+        eqbits = number_bits(np.where(kinds == KIND_STRING, 0.0, numbers))
+        eqbits[kinds == KIND_BOOL] = numbers[kinds == KIND_BOOL].astype(np.int64)
+        if len(batch.strings):
+            eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
+        pids = self.preds.intern(field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8), eqbits)
+        off, pids = _distinct_per_row(np.asarray(batch.offsets, dtype=np.int64), pids)
+        self.preds.refcount[: self.preds.n_ids] += np.bincount(pids, minlength=self.preds.n_ids)
+        handles = self.handles.take(n)
+        self.id_table.insert(np.asarray(batch.ids, dtype=np.int64), handles)
+        self.handle_id = grow(self.handle_id, self.handles.high, 0)
+        self.handle_id[handles] = batch.ids
+        self.index.insert(handles, off, pids)
+
+    def _validate_batch(self, batch: SubscriptionBatch) -> None:
+        batch.validate()
+        _check_values("SubscriptionBatch", batch)
+        for s in batch.strings:
+            if not isinstance(s, str):
+                raise ValueError(f"SubscriptionBatch: strings must be str, got {s!r}")
+        for a in batch.attribute_names:
+            if not isinstance(a, str) or not a:
+                raise ValueError(f"SubscriptionBatch: attribute names must be non-empty strings, got {a!r}")
+        present = self.id_table.lookup(np.asarray(batch.ids, dtype=np.int64)) >= 0
+        if np.any(present):
+            raise ValueError(f"duplicate subscription id {int(np.asarray(batch.ids)[present][0])}")
+
+    def remove(self, sub_id: int) -> None:
+        """Remove a subscription in O(its size); ``KeyError`` if unknown."""
+        try:
+            sid = validate_subscription_id(sub_id)
+        except ValueError:
+            raise KeyError(sub_id) from None
+        key = np.array([sid], dtype=np.int64)
+        h = self.id_table.lookup(key)
+        if h[0] < 0:
+            raise KeyError(sub_id)
+        pids = self.index.delete(h)
+        self.index.predicates_freed(self.preds.decref(pids))
+        self.id_table.delete(key)
+        self.handles.release(h)
+
+    # -- events ----------------------------------------------------------
+    def match_encoded(self, batch: EventBatch) -> Matches:
+        """Match events given as an :class:`EventBatch` (the decoder's path); CSR result."""
+        batch.validate()
+        _check_values("EventBatch", batch)
+        names = list(batch.attribute_names)
+        first = {a: i for i, a in reversed(list(enumerate(names)))}
+        attrs = np.asarray(batch.attributes, dtype=np.int64)
+        if len(first) < len(names):  # a name listed twice: compare events by name, not by index
+            attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
+        if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
+            raise ValueError("EventBatch: an event carries the same attribute twice")
+        ev = encode_batch(batch, self.attributes, self.strings)
+        self.preds.prepare()
+        p = self.preds
+        off, ids = self._kernel(ev.offsets, ev.field, ev.code, ev.eqbits, p.phase1_args(), len(p.bits),
+                                self.index.state(), self.handle_id)
+        return Matches(off, ids)
+
+    def match_batch(self, events: list[dict[str, Any]]) -> list[np.ndarray]:
+        """Match a list of events (dicts); one ascending int64 id array per event."""
+        return self.match_encoded(batch_from_dicts(events)).split()
+
+    def match(self, event: dict[str, Any]) -> np.ndarray:
+        """Ids of the subscriptions ``event`` satisfies, ascending."""
+        return self.match_batch([event])[0]
 
     def stats(self) -> dict[str, Any]:
-        out = super().stats()
-        out["implementation"] = "interim brute-force oracle (numba engine pending)"
+        """Sizes of the structures (predicates, clusters, hash tables, memory bytes)."""
+        impl = _ALIASES.get(self.algorithm, self.algorithm)
+        out: dict[str, Any] = {
+            "algorithm": self.algorithm,
+            "implementation": impl if impl == self.algorithm else f"alias of {impl} until clustering lands (issue #3)",
+            "subscriptions": len(self),
+            "attributes": len(self.attributes),
+            "strings": len(self.strings),
+            "id_hash_slots": len(self.id_table.vals),
+        }
+        p = self.preds.stats()
+        ix = self.index.stats()
+        out.update({k: v for k, v in p.items() if k != "memory_bytes"})
+        out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
+        out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + self.id_table.nbytes + self.handle_id.nbytes)
         return out

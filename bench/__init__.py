@@ -1,0 +1,1 @@
+"""Benchmarks as code; results in docs/benchmarks.md."""

@@ -1,0 +1,180 @@
+"""Engine benchmark on Fabret et al.'s workload W0 (section 6.2.1, Figure 3).
+
+    python -m bench.engine                       # N = 100K, 1M, 3M, 6M; all three algorithms
+    python -m bench.engine --n 1000000 --algorithms propagation,propagation-wp --repeat 5
+    python -m bench.engine --tune --n 6000000    # UNFOLD / LOOKAHEAD / prefetched columns grid
+
+Per algorithm and N it reports: bulk load time (``add_bulk``), events/s on
+``match_encoded`` and on ``match_batch`` (dicts), the time to encode the dicts
+alone, matches per event, the RSS growth caused by loading, and
+``stats()["memory_bytes"]``.  Timings are best-of-``--repeat``: the machine
+is shared, so the minimum is the least disturbed run.  numba compilation is
+done on a throw-away matcher first and is not in any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from engine import Matcher
+from engine.encoding import batch_from_dicts, encode_batch
+from engine.workload import PRESETS, generate_events, generate_subscriptions
+
+
+def rss_bytes() -> int:
+    """Resident set size after returning freed heap pages to the OS (glibc keeps them otherwise)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def best_of(repeat: int, fn) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def warm_up(algorithm: str, events, **scan_options) -> None:
+    m = Matcher(algorithm, **scan_options)
+    m.add_bulk(generate_subscriptions(PRESETS["W0"], n=2000, seed=99))
+    m.match_encoded(events)
+    m.match_batch(events.to_dicts()[:10])
+
+
+def run_one(algorithm: str, subs, events, dicts, repeat: int, **scan_options) -> dict:
+    warm_up(algorithm, events, **scan_options)
+    gc.collect()
+    rss0 = rss_bytes()
+    m = Matcher(algorithm, **scan_options)
+    t = time.perf_counter()
+    m.add_bulk(subs)
+    load = time.perf_counter() - t
+    gc.collect()
+    rss1 = rss_bytes()
+    t_enc, res = best_of(repeat, lambda: m.match_encoded(events))
+    t_dict, lists = best_of(repeat, lambda: m.match_batch(dicts))
+    t_code, _ = best_of(repeat, lambda: encode_batch(batch_from_dicts(dicts), m.attributes, m.strings))
+    assert [x.tolist() for x in lists] == [x.tolist() for x in res.split()]
+    n_ev = len(events)
+    row = {
+        "algorithm": algorithm,
+        "n": len(subs),
+        "events": n_ev,
+        "load_s": round(load, 3),
+        "encoded_events_per_s": round(n_ev / t_enc, 1),
+        "dict_events_per_s": round(n_ev / t_dict, 1),
+        "encode_us_per_event": round(t_code / n_ev * 1e6, 2),
+        "match_us_per_event": round(t_enc / n_ev * 1e6, 2),
+        "matches_per_event": round(len(res.ids) / n_ev, 4),
+        "rss_delta_mb": round((rss1 - rss0) / 2**20, 1),
+        "stats_memory_mb": round(m.stats()["memory_bytes"] / 2**20, 1),
+        "scan_options": scan_options,
+    }
+    del m, res, lists
+    gc.collect()
+    return row
+
+
+TUNE_GRID = [(0, 16, 0), (1, 8, 256), (1, 16, 256), (2, 8, 64), (2, 8, 256), (2, 16, 64), (2, 16, 256),
+             (2, 16, 1024), (2, 32, 256), (3, 16, 64), (3, 16, 256), (4, 16, 256)]
+
+
+def tune(n: int, n_events: int, repeat: int, grid: list[tuple[int, int, int]] = TUNE_GRID) -> list[dict]:
+    """(prefetch_columns, UNFOLD, LOOKAHEAD) grid on one loaded matcher.
+
+    Configurations are measured in interleaved rounds (every configuration
+    once per round, best over rounds), so that a burst of load from other
+    processes penalises all of them alike instead of whichever ran then.
+    Configuration (0, 16, 0) is plain propagation (no prefetch).
+    """
+    subs = generate_subscriptions(PRESETS["W0"], n=n, seed=1)
+    events = generate_events(PRESETS["W0"], n=n_events, seed=2)
+    m = Matcher("propagation")
+    m.add_bulk(subs)
+    del subs
+    from engine.batch import PROPAGATION, batch_kernel
+
+    kernels = {cfg: batch_kernel(PROPAGATION, *cfg) for cfg in grid}
+    best = {cfg: float("inf") for cfg in grid}
+    for cfg, kernel in kernels.items():  # compile
+        m._kernel = kernel
+        m.match_encoded(events)
+    for _ in range(repeat):
+        for cfg, kernel in kernels.items():
+            m._kernel = kernel
+            t, _ = best_of(1, lambda: m.match_encoded(events))
+            best[cfg] = min(best[cfg], t)
+    rows = []
+    for (pc, u, la), t in best.items():
+        row = {"prefetch_columns": pc, "unfold": u, "lookahead": la, "events_per_s": round(n_events / t, 1)}
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", default="100000,1000000,3000000,6000000", help="comma-separated subscription counts")
+    ap.add_argument("--algorithms", default="counting,propagation,propagation-wp")
+    ap.add_argument("--events", type=int, default=2000, help="events per measurement (>= 2000 for the record)")
+    ap.add_argument("--counting-events", type=int, default=None, help="fewer events for counting (slow at large N)")
+    ap.add_argument("--counting-max-n", type=int, default=None, help="skip counting above this N")
+    ap.add_argument("--repeat", type=int, default=3, help="best-of repetitions")
+    ap.add_argument("--tune", action="store_true", help="grid over prefetch parameters instead")
+    ap.add_argument("--grid", default=None, help="tuning grid as pc:unfold:lookahead,... (default: TUNE_GRID)")
+    ap.add_argument("--out", default="bench/results/engine.json")
+    args = ap.parse_args(argv)
+    ns = [int(x) for x in args.n.split(",")]
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
+    if args.tune:
+        grid = [tuple(int(v) for v in g.split(":")) for g in args.grid.split(",")] if args.grid else TUNE_GRID
+        rows = tune(ns[0], args.events, args.repeat, grid)
+    else:
+        rows = []
+        events = generate_events(PRESETS["W0"], n=args.events, seed=2)
+        dicts = events.to_dicts()
+        for n in ns:
+            subs = generate_subscriptions(PRESETS["W0"], n=n, seed=1)
+            for algorithm in args.algorithms.split(","):
+                ev, dc = events, dicts
+                if algorithm == "counting":
+                    if args.counting_max_n is not None and n > args.counting_max_n:
+                        continue
+                    if args.counting_events:
+                        ev = generate_events(PRESETS["W0"], n=args.counting_events, seed=2)
+                        dc = ev.to_dicts()
+                row = run_one(algorithm, subs, ev, dc, args.repeat)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+            del subs
+            gc.collect()
+        print()
+        print("| algorithm | N | load s | events/s (encoded) | events/s (dicts) | encode µs/ev | match µs/ev | matches/ev | RSS Δ MB |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['algorithm']} | {r['n']:,} | {r['load_s']:.2f} | {r['encoded_events_per_s']:,.0f} | "
+                  f"{r['dict_events_per_s']:,.0f} | {r['encode_us_per_event']:.1f} | {r['match_us_per_event']:.1f} | "
+                  f"{r['matches_per_event']:.3f} | {r['rss_delta_mb']:.0f} |")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

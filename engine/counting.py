@@ -1,0 +1,114 @@
+"""The counting algorithm (section 5): the classic baseline the paper compares against.
+
+Each predicate keeps the list of subscriptions containing it; an event
+increments a hit counter for every subscription on the list of every
+satisfied predicate, and a subscription matches when its counter reaches its
+number of distinct predicates.  Phase 1 is the shared predicate phase.
+
+Per event this touches every (subscription, satisfied predicate) pair, at
+random positions of the counter array, where propagation reads one
+contiguous column of the clusters whose access predicate holds and rarely
+goes further.  The lists live in a :class:`~engine.clusters.ClusterStore`
+(key = predicate id, one column = the owning subscription's handle), so
+insertion and O(size) deletion are the cluster layer's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .clusters import ClusterStore
+from .idpool import grow
+from .predicates import PredicateTable
+from .scan import ensure_room
+
+
+@njit(cache=True)
+def counting_phase2(sat, ns, state, out, nout):
+    """Count hits per subscription on the lists of satisfied predicates; reset the counters touched."""
+    _, _, key_head, c_next, c_base, c_cap, c_len, c_k, arena, need, cnt = state
+    n_keys = key_head.shape[0]
+    for t in range(ns):
+        p = sat[t]
+        c = key_head[p] if p < n_keys else -1
+        while c >= 0:
+            b, n = c_base[c], c_len[c]
+            out = ensure_room(out, nout, n)
+            for j in range(b, b + n):
+                h = arena[j]
+                v = cnt[h] + 1
+                cnt[h] = v
+                if v == need[h]:
+                    out[nout] = h
+                    nout += 1
+            c = c_next[c]
+    for t in range(ns):
+        p = sat[t]
+        c = key_head[p] if p < n_keys else -1
+        while c >= 0:
+            b, n = c_base[c], c_len[c]
+            for j in range(b, b + n):
+                cnt[arena[j]] = 0
+            c = c_next[c]
+    return out, nout
+
+
+class CountingIndex:
+    """Per-predicate subscription lists plus per-subscription hit counters."""
+
+    def __init__(self, preds: PredicateTable) -> None:
+        self.preds = preds
+        self.store = ClusterStore()
+        self.need = np.zeros(0, dtype=np.int32)  # distinct predicates per handle
+        self.cnt = np.zeros(0, dtype=np.int32)
+        self.first = np.zeros(0, dtype=np.int64)  # handle -> first of its block of entry ids
+        self.entry_pred = np.zeros(0, dtype=np.int64)  # entry id -> predicate id
+        self.n_entries = 0  # bump allocator of entry blocks
+        self.free_blocks: dict[int, list[int]] = {}  # block size -> starts, reused by single inserts
+
+    def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        sizes = np.diff(off)
+        blocks = self.free_blocks.get(int(sizes[0])) if len(handles) == 1 else None
+        if blocks:
+            firsts = np.array([blocks.pop()], dtype=np.int64)
+        else:
+            firsts = self.n_entries + off[:-1]
+            self.n_entries += int(off[-1])
+        entries = np.repeat(firsts - off[:-1], sizes) + np.arange(len(pids), dtype=np.int64)
+        top = int(handles.max()) + 1
+        self.need, self.cnt, self.first = grow(self.need, top, 0), grow(self.cnt, top, 0), grow(self.first, top, 0)
+        self.need[handles] = sizes
+        self.first[handles] = firsts
+        self.entry_pred = grow(self.entry_pred, int(entries.max()) + 1, -1)
+        self.entry_pred[entries] = pids
+        clusters = self.store.clusters_for(pids, np.ones(len(pids), dtype=np.int64))
+        self.store.append(clusters, entries, np.repeat(handles, sizes), np.arange(len(pids) + 1, dtype=np.int64))
+
+    def delete(self, handles: np.ndarray) -> np.ndarray:
+        sizes = self.need[handles].astype(np.int64)
+        firsts = self.first[handles]
+        starts = np.repeat(firsts - np.cumsum(sizes) + sizes, sizes)
+        entries = starts + np.arange(int(sizes.sum()), dtype=np.int64)
+        pids = self.entry_pred[entries]
+        self.store.remove(entries)
+        self.entry_pred[entries] = -1
+        for f, s in zip(firsts.tolist(), sizes.tolist()):
+            self.free_blocks.setdefault(s, []).append(f)
+        self.need[handles] = 0
+        return pids
+
+    def predicates_freed(self, dead: np.ndarray) -> None:
+        """Release the (now empty) lists of predicates no subscription holds any more."""
+        for p in dead.tolist():
+            self.store.release_key(p)
+
+    def state(self) -> tuple:
+        """The arrays counting's phase 2 reads (see engine/batch.py)."""
+        no_bits, no_keys = np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
+        return (no_bits, no_keys, *self.store.scan_args(), self.need, self.cnt)
+
+    def stats(self) -> dict:
+        s = self.store.stats()
+        s["memory_bytes"] += int(self.need.nbytes + self.cnt.nbytes + self.first.nbytes + self.entry_pred.nbytes)
+        return s

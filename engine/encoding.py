@@ -1,0 +1,220 @@
+"""Attribute and value dictionaries: everything a kernel sees is an integer or a float.
+
+Section 2.2 leaves the predicate indexes open; to keep them numba kernels
+over flat arrays, values are encoded once, when a predicate is inserted:
+
+* an attribute name becomes an ``attr`` id; (attr, value kind) becomes a
+  *field* ``attr * 3 + kind``: predicates only ever compare values of one kind
+  (engine/semantics.py), so a field is the unit of every index;
+* for equality a value becomes ``eqbits`` (int64): the IEEE bits of the double
+  for numbers (-0.0 folded onto 0.0), 0/1 for booleans, the string's id in the
+  dictionary for strings;
+* for order a value becomes ``code`` (float64): the double itself for numbers,
+  0/1 for booleans, an order-preserving code for strings.  String codes are
+  spaced integers (gap ``SPACING``) so a new constant usually slots between its
+  neighbours without renumbering; an event string unseen in any predicate gets
+  the midpoint of its neighbours (binary search among sorted constants), so
+  ``<`` ``<=`` ``>`` ``>=`` stay exact for it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from .columnar import EventBatch
+from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
+
+N_KINDS = len(KINDS)
+SPACING = 1 << 20  # gap between consecutive string codes after a renumbering
+_KIND_OF_TYPE = {int: KIND_NUMBER, float: KIND_NUMBER, bool: KIND_BOOL, str: KIND_STRING}
+_NUMBER_TYPES = {int, float}  # exact types: bool and numpy scalars take the per-value path
+
+
+def field_of(attr: np.ndarray | int, kind: np.ndarray | int):
+    """Field id of (attribute id, value kind)."""
+    return attr * N_KINDS + kind
+
+
+def number_bits(numbers: np.ndarray) -> np.ndarray:
+    """Equality bits of doubles; ``+ 0.0`` folds -0.0 onto 0.0 (they compare equal)."""
+    return (np.asarray(numbers, dtype=np.float64) + 0.0).view(np.int64)
+
+
+class AttributeDictionary:
+    """Attribute name -> dense id, grown only by subscriptions (events never add names)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def intern(self, names: Sequence[str]) -> np.ndarray:
+        ids = self.ids
+        return np.array([ids.setdefault(n, len(ids)) for n in names], dtype=np.int64)
+
+    def lookup(self, names: Sequence[str]) -> np.ndarray:
+        get = self.ids.get
+        return np.array([get(n, -1) for n in names], dtype=np.int64)
+
+
+class StringDictionary:
+    """String constant -> stable id (for hashing) and order-preserving code (for ranges)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.codes = np.zeros(0, dtype=np.int64)  # by id
+        self._sorted: list[str] = []  # known strings in order
+        self._sorted_codes: list[int] = []  # their codes
+        self.version = 0  # bumped whenever existing codes change
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _renumber(self) -> None:
+        self._sorted.sort()
+        self._sorted_codes = [(i + 1) * SPACING for i in range(len(self._sorted))]
+        ids = self.ids
+        order = np.array([ids[s] for s in self._sorted], dtype=np.int64)
+        self.codes = np.empty(len(ids), dtype=np.int64)
+        self.codes[order] = np.array(self._sorted_codes, dtype=np.int64)
+        self.version += 1
+
+    def intern(self, strings: Sequence[str]) -> np.ndarray:
+        """Ids of ``strings``, adding new ones (with codes) as needed."""
+        ids = self.ids
+        new = [s for s in dict.fromkeys(strings) if s not in ids]
+        if new:
+            for s in new:
+                ids[s] = len(ids)
+            if len(new) > 64 or not self._sorted:
+                self._sorted.extend(new)
+                self._renumber()
+            else:
+                self.codes = np.concatenate([self.codes, np.zeros(len(new), dtype=np.int64)])
+                for i, s in enumerate(new):
+                    if not self._insert_code(s):  # gap exhausted: renumber everything
+                        self._sorted.extend(new[i:])
+                        self._renumber()
+                        break
+        return np.array([ids[s] for s in strings], dtype=np.int64)
+
+    def _insert_code(self, s: str) -> bool:
+        p = bisect.bisect_left(self._sorted, s)
+        lo = self._sorted_codes[p - 1] if p > 0 else 0
+        hi = self._sorted_codes[p] if p < len(self._sorted) else lo + 2 * SPACING
+        if hi - lo < 2:
+            return False
+        code = (lo + hi) // 2
+        self._sorted.insert(p, s)
+        self._sorted_codes.insert(p, code)
+        self.codes[self.ids[s]] = code
+        return True
+
+    def encode_event_strings(self, strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(id or -1, order code) of event strings; unseen ones get a code between neighbours."""
+        ids, codes = self.ids, self.codes
+        out_ids = np.empty(len(strings), dtype=np.int64)
+        out_codes = np.empty(len(strings), dtype=np.float64)
+        srt, sc = self._sorted, self._sorted_codes
+        for i, s in enumerate(strings):
+            j = ids.get(s, -1)
+            out_ids[i] = j
+            if j >= 0:
+                out_codes[i] = codes[j]
+            else:
+                p = bisect.bisect_left(srt, s)
+                lo = sc[p - 1] if p > 0 else 0
+                hi = sc[p] if p < len(srt) else lo + 2 * SPACING
+                out_codes[i] = (lo + hi) / 2.0
+        return out_ids, out_codes
+
+
+@dataclass
+class EncodedEvents:
+    """Events as the kernels take them (CSR over pairs).
+
+    ``field`` is -1 for pairs that can match nothing: an attribute no
+    subscription mentions, or a NaN number (comparable with nothing).
+    """
+
+    offsets: np.ndarray  # int64 [n + 1]
+    field: np.ndarray  # int64 [m]
+    code: np.ndarray  # float64 [m]
+    eqbits: np.ndarray  # int64 [m]
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+def encode_batch(batch: EventBatch, attributes: AttributeDictionary, strings: StringDictionary) -> EncodedEvents:
+    """Map an :class:`EventBatch` onto this matcher's dictionaries (O(pairs), vectorised)."""
+    attr_map = attributes.lookup(batch.attribute_names)
+    kinds = np.asarray(batch.kinds, dtype=np.int64)
+    numbers = np.asarray(batch.numbers, dtype=np.float64)
+    attr = attr_map[np.asarray(batch.attributes, dtype=np.int64)] if len(attr_map) else np.full(len(kinds), -1, np.int64)
+    field = np.where(attr >= 0, field_of(attr, kinds), -1)
+    code = numbers.copy()
+    eqbits = number_bits(numbers)
+    is_str = kinds == KIND_STRING
+    is_bool = kinds == KIND_BOOL
+    eqbits[is_bool] = numbers[is_bool].astype(np.int64)
+    if len(batch.strings):
+        sid, scode = strings.encode_event_strings(batch.strings)
+        pos = np.flatnonzero(is_str)
+        code[pos] = scode
+        eqbits[pos] = sid
+    field[np.isnan(code) & ~is_str] = -1
+    return EncodedEvents(np.asarray(batch.offsets, dtype=np.int64), field, code, eqbits)
+
+
+def _classify(values: list[Any]) -> np.ndarray:
+    """Kind codes of event values, at C speed for exact int/float/bool/str types."""
+    kinds = list(map(_KIND_OF_TYPE.get, map(type, values)))
+    if None in kinds:  # subclasses (numpy scalars, IntEnum, ...) or invalid types
+        from .semantics import value_kind
+
+        kinds = [value_kind(v) for v in values]
+    return np.array(kinds, dtype=np.int8)
+
+
+def batch_from_dicts(events: Iterable[dict[str, Any]]) -> EventBatch:
+    """A fast :meth:`EventBatch.from_dicts`: per-event work is C-level list extends.
+
+    Same result and the same validation (``ValueError`` for a non-dict event,
+    a non-string or empty attribute name, an unsupported value type).
+    """
+    names: list[str] = []
+    values: list[Any] = []
+    lengths: list[int] = []
+    for e in events:
+        if not isinstance(e, dict):
+            raise ValueError(f"an event must be a mapping of attribute to value, got {type(e).__name__}")
+        names.extend(e)
+        values.extend(e.values())
+        lengths.append(len(e))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    unique = dict.fromkeys(names)
+    for a in unique:
+        if type(a) is not str or not a:
+            raise ValueError(f"event attribute names must be non-empty strings, got {a!r}")
+    index = {a: i for i, a in enumerate(unique)}
+    attrs = np.fromiter(map(index.__getitem__, names), dtype=np.int32, count=len(names))
+    if set(map(type, values)) <= _NUMBER_TYPES:  # the common all-numeric batch: no per-value step
+        kinds = np.full(len(values), KIND_NUMBER, dtype=np.int8)
+        numbers = np.fromiter(values, dtype=np.float64, count=len(values))
+        return EventBatch(tuple(unique), offsets, attrs, kinds, numbers, ())
+    kinds = _classify(values)
+    numbers = np.full(len(values), np.nan, dtype=np.float64)
+    num_pos = np.flatnonzero(kinds != KIND_STRING)
+    if len(num_pos) == len(values):
+        numbers[:] = np.array(values, dtype=np.float64)
+    elif len(num_pos):
+        numbers[num_pos] = np.array([values[i] for i in num_pos.tolist()], dtype=np.float64)
+    strings = tuple(values[i] for i in np.flatnonzero(kinds == KIND_STRING).tolist())
+    return EventBatch(tuple(unique), offsets, attrs, kinds, numbers, strings)

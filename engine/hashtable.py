@@ -1,0 +1,244 @@
+"""Open-addressing hash tables of fixed-width int64 keys, probed in batch by numba.
+
+One structure serves every exact-match lookup of the engine: subscription id
+-> handle, (attribute, kind, operator, value) -> predicate id (section 2.2:
+each distinct predicate is stored once; equality predicates are found by
+hashing), (access key, size) -> cluster.  Keys are rows of ``width`` int64
+words, so the multi-attribute hash tables of section 3 (one per schema, keyed
+by the conjunction of the schema's value codes) are the same structure with a
+wider key.
+
+Linear probing, power-of-two capacity, backward-shift deletion (no
+tombstones, so probe chains stay short under heavy insert/delete churn).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY = np.int64(-1)  # value of a free slot; stored values are always >= 0
+MAX_LOAD = 0.75
+
+
+@njit(cache=True, inline="always")
+def _mix(h):
+    # splitmix64 finaliser: every input bit affects every output bit
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+@njit(cache=True, inline="always")
+def _slot(keys, row, mask):
+    h = np.uint64(0x9E3779B97F4A7C15)
+    for w in range(keys.shape[1]):
+        h = _mix(h ^ np.uint64(keys[row, w]))
+    return np.int64(h & np.uint64(mask))
+
+
+@njit(cache=True, inline="always")
+def _same(tkeys, slot, keys, row):
+    for w in range(keys.shape[1]):
+        if tkeys[slot, w] != keys[row, w]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def ht_find2(tkeys, tvals, k0, k1):
+    """Scalar probe of a width-2 table (the kernels' per-pair equality lookup)."""
+    mask = tvals.shape[0] - 1
+    h = np.uint64(0x9E3779B97F4A7C15)
+    h = _mix(h ^ np.uint64(k0))
+    h = _mix(h ^ np.uint64(k1))
+    s = np.int64(h & np.uint64(mask))
+    while tvals[s] != -1:
+        if tkeys[s, 0] == k0 and tkeys[s, 1] == k1:
+            return tvals[s]
+        s = (s + 1) & mask
+    return -1
+
+
+@njit(cache=True)
+def ht_lookup(tkeys, tvals, keys, out):
+    """``out[i]`` = value stored for ``keys[i]``, or -1."""
+    mask = tvals.shape[0] - 1
+    for i in range(keys.shape[0]):
+        s = _slot(keys, i, mask)
+        out[i] = -1
+        while tvals[s] != -1:
+            if _same(tkeys, s, keys, i):
+                out[i] = tvals[s]
+                break
+            s = (s + 1) & mask
+    return out
+
+
+@njit(cache=True)
+def ht_get_or_insert(tkeys, tvals, count, limit, keys, start, next_value, out):
+    """Look up ``keys[start:]``; insert missing ones with values ``next_value, next_value+1, ...``.
+
+    Stops before the table's count would exceed ``limit`` so that the caller
+    can grow it and resume.  Returns (row reached, new count, next value).
+    """
+    mask = tvals.shape[0] - 1
+    i = start
+    n = keys.shape[0]
+    while i < n:
+        s = _slot(keys, i, mask)
+        found = -1
+        while tvals[s] != -1:
+            if _same(tkeys, s, keys, i):
+                found = tvals[s]
+                break
+            s = (s + 1) & mask
+        if found < 0:
+            if count >= limit:
+                break
+            for w in range(keys.shape[1]):
+                tkeys[s, w] = keys[i, w]
+            tvals[s] = next_value
+            found = next_value
+            next_value += 1
+            count += 1
+        out[i] = found
+        i += 1
+    return i, count, next_value
+
+
+@njit(cache=True)
+def ht_insert_values(tkeys, tvals, count, limit, keys, values, start):
+    """Insert ``keys[start:]`` (absent, distinct) with ``values``; stops at ``limit``."""
+    mask = tvals.shape[0] - 1
+    i = start
+    while i < keys.shape[0]:
+        if count >= limit:
+            break
+        s = _slot(keys, i, mask)
+        while tvals[s] != -1:
+            s = (s + 1) & mask
+        for w in range(keys.shape[1]):
+            tkeys[s, w] = keys[i, w]
+        tvals[s] = values[i]
+        count += 1
+        i += 1
+    return i, count
+
+
+@njit(cache=True)
+def ht_set_values(tkeys, tvals, keys, values):
+    """Overwrite the values of present keys (used to renumber ids after a bulk insert)."""
+    mask = tvals.shape[0] - 1
+    for i in range(keys.shape[0]):
+        s = _slot(keys, i, mask)
+        while tvals[s] != -1:
+            if _same(tkeys, s, keys, i):
+                tvals[s] = values[i]
+                break
+            s = (s + 1) & mask
+
+
+@njit(cache=True)
+def ht_delete(tkeys, tvals, keys):
+    """Remove ``keys`` (absent ones are ignored); returns how many were removed."""
+    mask = tvals.shape[0] - 1
+    removed = 0
+    for i in range(keys.shape[0]):
+        s = _slot(keys, i, mask)
+        while tvals[s] != -1 and not _same(tkeys, s, keys, i):
+            s = (s + 1) & mask
+        if tvals[s] == -1:
+            continue
+        removed += 1
+        # backward-shift deletion: pull later members of the run into the hole
+        hole = s
+        j = (s + 1) & mask
+        while tvals[j] != -1:
+            home = _slot(tkeys, j, mask)
+            # move j into hole unless its home lies cyclically in (hole, j]
+            if (j > hole and (home <= hole or home > j)) or (j < hole and (home <= hole and home > j)):
+                for w in range(tkeys.shape[1]):
+                    tkeys[hole, w] = tkeys[j, w]
+                tvals[hole] = tvals[j]
+                hole = j
+            j = (j + 1) & mask
+        tvals[hole] = -1
+    return removed
+
+
+class HashTable:
+    """Map from int64 key rows of a fixed ``width`` to non-negative int64 values."""
+
+    def __init__(self, width: int, capacity: int = 1024) -> None:
+        cap = 1 << max(4, int(capacity - 1).bit_length())
+        self.width = width
+        self.keys = np.zeros((cap, width), dtype=np.int64)
+        self.vals = np.full(cap, EMPTY, dtype=np.int64)
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def limit(self) -> int:
+        return int(len(self.vals) * MAX_LOAD)
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.vals.nbytes
+
+    def _rows(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        return keys.reshape(len(keys), self.width) if keys.ndim == 1 else keys
+
+    def _grow(self, needed: int) -> None:
+        cap = len(self.vals)
+        while int(cap * MAX_LOAD) < needed:
+            cap *= 2
+        if cap == len(self.vals):
+            return
+        live = self.vals != EMPTY
+        old_keys, old_vals = self.keys[live], self.vals[live]
+        self.keys = np.zeros((cap, self.width), dtype=np.int64)
+        self.vals = np.full(cap, EMPTY, dtype=np.int64)
+        _, self.count = ht_insert_values(self.keys, self.vals, 0, self.limit, old_keys, old_vals, 0)
+
+    def reserve(self, extra: int) -> None:
+        self._grow(self.count + extra)
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        keys = self._rows(keys)
+        return ht_lookup(self.keys, self.vals, keys, np.empty(len(keys), dtype=np.int64))
+
+    def get_or_insert(self, keys: np.ndarray, next_value: int) -> tuple[np.ndarray, int]:
+        """Values of ``keys``; missing keys get ``next_value, next_value + 1, ...`` in row order."""
+        keys = self._rows(keys)
+        out = np.empty(len(keys), dtype=np.int64)
+        i = 0
+        while i < len(keys):
+            i, self.count, next_value = ht_get_or_insert(
+                self.keys, self.vals, self.count, self.limit, keys, i, next_value, out
+            )
+            if i < len(keys):
+                self._grow(self.count + min(len(keys) - i, max(1024, self.count)))
+        return out, int(next_value)
+
+    def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Insert absent, pairwise distinct keys."""
+        keys = self._rows(keys)
+        self._grow(self.count + len(keys))
+        _, self.count = ht_insert_values(
+            self.keys, self.vals, self.count, self.limit, keys, np.ascontiguousarray(values, dtype=np.int64), 0
+        )
+
+    def set_values(self, keys: np.ndarray, values: np.ndarray) -> None:
+        ht_set_values(self.keys, self.vals, self._rows(keys), np.ascontiguousarray(values, dtype=np.int64))
+
+    def delete(self, keys: np.ndarray) -> int:
+        n = int(ht_delete(self.keys, self.vals, self._rows(keys)))
+        self.count -= n
+        return n

@@ -1,0 +1,233 @@
+"""The predicate table: each distinct predicate once, its bit-vector entry, its indexes.
+
+Section 2.2: "each indexed predicate that occurs in one or more subscriptions
+is associated with a single entry in the predicate bit vector".  A predicate
+is (field, operator, value) (see engine/encoding.py); its id is its bit.
+
+Indexes (phase 1 of Figure 2, shared by every algorithm):
+
+* equality: a hash table keyed by (field * 6 + operator, eqbits), probed once
+  per event pair;
+* ``<`` ``<=`` ``>`` ``>=``: per (field, operator) *group*, the constants in
+  sorted order with their ids, so that an event value satisfies a contiguous
+  run of the group, found by two binary searches;
+* ``!=``: the same sorted group; the event value satisfies the whole run
+  except the one constant equal to it (set the run, skip one).
+
+Groups are flat arrays rebuilt lazily, and only when a new inequality
+predicate appears (or freed ids are recycled); bulk loads give new predicates
+ids in (field, operator, value) order, so runs are also contiguous in the bit
+vector.  Reference counts free a predicate when its last subscription goes;
+its id is recycled at the next rebuild.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .encoding import N_KINDS, StringDictionary
+from .hashtable import HashTable, ht_find2
+from .idpool import IdPool, grow
+from .semantics import KIND_BOOL, KIND_STRING, OP_EQ, OPERATORS
+
+N_OPS = len(OPERATORS)
+
+
+@njit(cache=True)
+def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat):
+    """Phase 1 for the event made of pairs ``lo:hi``: ids of satisfied predicates into ``sat``.
+
+    Returns how many were written.  An event carries each attribute once, so
+    each predicate is written at most once and ``len(sat)`` >= number of
+    predicate ids suffices.
+    """
+    n = 0
+    n_fields = group_of.shape[0]
+    for j in range(lo, hi):
+        f = field[j]
+        if f < 0:
+            continue
+        p = ht_find2(tkeys, tvals, f * 6 + 0, eqbits[j])
+        if p >= 0:
+            sat[n] = p
+            n += 1
+        if f >= n_fields:  # no inequality on this field (groups are sized lazily)
+            continue
+        x = code[j]
+        for op in range(1, 6):
+            g = group_of[f, op]
+            if g < 0:
+                continue
+            s = g_start[g]
+            e = g_end[g]
+            vals = g_vals[s:e]
+            if op == 1:  # !=: whole group but the constant equal to x
+                a = s + np.searchsorted(vals, x, side="left")
+                skip = a if (a < e and g_vals[a] == x) else -1
+                for i in range(s, e):
+                    if i != skip:
+                        sat[n] = g_pids[i]
+                        n += 1
+                continue
+            if op == 2:  # x < c
+                a = s + np.searchsorted(vals, x, side="right")
+                b = e
+            elif op == 3:  # x <= c
+                a = s + np.searchsorted(vals, x, side="left")
+                b = e
+            elif op == 4:  # x > c
+                a = s
+                b = s + np.searchsorted(vals, x, side="left")
+            else:  # x >= c
+                a = s
+                b = s + np.searchsorted(vals, x, side="right")
+            for i in range(a, b):
+                sat[n] = g_pids[i]
+                n += 1
+    return n
+
+
+@njit(cache=True)
+def has_duplicate_attribute(offsets, attributes, n_names):
+    """True if some event of a batch carries one attribute twice (events are sets of pairs)."""
+    stamp = np.full(n_names, -1, dtype=np.int64)
+    for i in range(offsets.shape[0] - 1):
+        for j in range(offsets[i], offsets[i + 1]):
+            a = attributes[j]
+            if stamp[a] == i:
+                return True
+            stamp[a] = i
+    return False
+
+
+class PredicateTable:
+    """Distinct predicates, their reference counts, indexes and bit vector."""
+
+    def __init__(self, strings: StringDictionary) -> None:
+        self.strings = strings
+        self.table = HashTable(width=2)
+        self.n_ids = 0  # high-water mark of ids
+        self.field = np.zeros(0, dtype=np.int64)
+        self.op = np.zeros(0, dtype=np.int8)
+        self.bits_value = np.zeros(0, dtype=np.int64)  # eqbits of the constant
+        self.refcount = np.zeros(0, dtype=np.int64)
+        self.ids = IdPool()
+        self.pending_free: list[int] = []  # freed ids still present in the groups
+        self.n_live = 0
+        self.bits = np.zeros(64, dtype=np.uint8)  # the predicate bit vector (one byte per entry)
+        self._dirty = True
+        self._strings_version = -1
+        self.group_of = np.full((0, N_OPS), -1, dtype=np.int32)
+        self.g_start = np.zeros(0, dtype=np.int64)
+        self.g_end = np.zeros(0, dtype=np.int64)
+        self.g_vals = np.zeros(0, dtype=np.float64)
+        self.g_pids = np.zeros(0, dtype=np.int64)
+        self.n_fields = 0
+
+    # -- insertion -----------------------------------------------------
+    def intern(self, field: np.ndarray, op: np.ndarray, eqbits: np.ndarray) -> np.ndarray:
+        """Ids of predicates (field, op, eqbits), creating new ones (refcount 0)."""
+        keys = np.empty((len(field), 2), dtype=np.int64)
+        keys[:, 0] = field * N_OPS + op
+        keys[:, 1] = eqbits
+        base = 1 << 62  # provisional ids of new predicates, above any real one
+        ids, nxt = self.table.get_or_insert(keys, base)
+        n_new = nxt - base
+        if n_new == 0:
+            return ids
+        # one row per new predicate, in provisional-id order
+        first = np.empty(n_new, dtype=np.int64)
+        new_rows = np.flatnonzero(ids >= base)
+        first[ids[new_rows] - base] = new_rows  # any row of the predicate will do
+        nf, no, nb = field[first], op[first], eqbits[first]
+        order = np.lexsort((self._codes(nf, nb), no, nf))  # new ids in (field, op, value) order
+        final = np.empty(n_new, dtype=np.int64)
+        final[order] = self.ids.take(n_new)
+        self.table.set_values(keys[first], final)
+        self.n_ids = top = self.ids.high
+        self.field = grow(self.field, top, 0)
+        self.op = grow(self.op, top, 0)
+        self.bits_value = grow(self.bits_value, top, 0)
+        self.refcount = grow(self.refcount, top, 0)
+        self.field[final], self.op[final], self.bits_value[final] = nf, no, nb
+        self.refcount[final] = 0
+        self.n_live += n_new
+        nf_needed = int(nf.max()) + 1
+        self.n_fields = max(self.n_fields, nf_needed)
+        if np.any(no != OP_EQ):
+            self._dirty = True
+        out = ids.copy()
+        fresh = ids >= base
+        out[fresh] = final[ids[fresh] - base]
+        return out
+
+    def _codes(self, field: np.ndarray, eqbits: np.ndarray) -> np.ndarray:
+        kind = field % N_KINDS
+        out = eqbits.view(np.float64).copy()
+        out[kind == KIND_BOOL] = eqbits[kind == KIND_BOOL]
+        s = kind == KIND_STRING
+        if np.any(s):
+            out[s] = self.strings.codes[eqbits[s]]
+        return out
+
+    def incref(self, ids: np.ndarray) -> None:
+        np.add.at(self.refcount, ids, 1)
+
+    def decref(self, ids: np.ndarray) -> np.ndarray:
+        """Drop references; predicates reaching zero are removed from the indexes. Returns them."""
+        np.subtract.at(self.refcount, ids, 1)
+        dead = np.unique(ids[self.refcount[ids] == 0])
+        if len(dead):
+            keys = np.empty((len(dead), 2), dtype=np.int64)
+            keys[:, 0] = self.field[dead] * N_OPS + self.op[dead]
+            keys[:, 1] = self.bits_value[dead]
+            self.table.delete(keys)
+            self.n_live -= len(dead)
+            eq = self.op[dead] == OP_EQ
+            self.ids.release(dead[eq])  # not in any group: reusable now
+            self.pending_free.extend(dead[~eq].tolist())
+            if len(self.pending_free) > max(1024, self.n_live):
+                self._dirty = True
+        return dead
+
+    # -- matching-time structures -------------------------------------
+    def prepare(self) -> None:
+        """Rebuild the inequality groups if needed; size the bit vector."""
+        if len(self.bits) < max(self.n_ids, 1):
+            self.bits = np.zeros(max(self.n_ids, 2 * len(self.bits)), dtype=np.uint8)
+        if not self._dirty and self._strings_version == self.strings.version:
+            return
+        top = self.n_ids
+        ids = np.flatnonzero((self.refcount[:top] > 0) & (self.op[:top] != OP_EQ))
+        f, o = self.field[ids], self.op[ids].astype(np.int64)
+        vals = self._codes(f, self.bits_value[ids])
+        order = np.lexsort((vals, o, f))
+        ids, f, o, vals = ids[order], f[order], o[order], vals[order]
+        gkey = f * N_OPS + o
+        starts = np.flatnonzero(np.r_[True, gkey[1:] != gkey[:-1]]) if len(gkey) else np.zeros(0, np.int64)
+        ends = np.r_[starts[1:], len(gkey)].astype(np.int64)
+        self.group_of = np.full((self.n_fields, N_OPS), -1, dtype=np.int32)
+        self.group_of[f[starts], o[starts]] = np.arange(len(starts), dtype=np.int32)
+        self.g_start, self.g_end = starts.astype(np.int64), ends
+        self.g_vals, self.g_pids = np.ascontiguousarray(vals), ids.astype(np.int64)
+        self.ids.release(self.pending_free)
+        self.pending_free = []
+        self._dirty = False
+        self._strings_version = self.strings.version
+
+    def phase1_args(self) -> tuple:
+        """Arrays :func:`satisfied_predicates` needs (call :meth:`prepare` first)."""
+        return (self.table.keys, self.table.vals, self.group_of, self.g_start, self.g_end, self.g_vals, self.g_pids)
+
+    def stats(self) -> dict:
+        return {
+            "predicates": self.n_live,
+            "predicate_ids": self.n_ids,
+            "inequality_groups": len(self.g_start),
+            "bit_vector_bytes": int(self.bits.nbytes),
+            "predicate_hash_slots": len(self.table.vals),
+            "memory_bytes": int(self.table.nbytes + self.field.nbytes + self.op.nbytes + self.bits_value.nbytes
+                                + self.refcount.nbytes + self.bits.nbytes + self.group_of.nbytes
+                                + self.g_start.nbytes + self.g_end.nbytes + self.g_vals.nbytes + self.g_pids.nbytes),
+        }

@@ -1,0 +1,109 @@
+"""The propagation algorithm (sections 2.2 and 6): one equality predicate as access key.
+
+Insertion (section 2.3): a subscription's predicates are already in the
+predicate table; one of its equality predicates becomes its access predicate
+(the least referenced one, so that subscriptions spread over many small
+cluster lists), the others become the ``k`` columns of a cluster of its key,
+ordered so that the test most likely to fail comes first (equalities, then
+ranges, then ``!=``).  Subscriptions without equality predicates go to the
+catch-all list (key 0).
+
+Matching (Figure 2): phase 1 sets the bits of satisfied predicates and
+collects the keys of satisfied access predicates; phase 2 scans every
+cluster of those keys (and of the catch-all) with the kernel for its ``k``.
+A whole batch of events is one numba call; the result is CSR.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .access import CATCH_ALL, AccessKeys
+from .clusters import ClusterStore
+from .predicates import PredicateTable
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
+from .semantics import OP_EQ, OP_NE
+
+# column order: likely-false tests first
+_OP_RANK = np.ones(6, dtype=np.int64)  # ranges in the middle
+_OP_RANK[OP_EQ], _OP_RANK[OP_NE] = 0, 2  # = first, != last
+
+
+@njit(cache=True)
+def plan_subscriptions(off, pids, op, refcount, op_rank):
+    """Per subscription: access predicate (-1: none), ``k`` and its ordered columns.
+
+    ``pids[off[i]:off[i+1]]`` are the distinct predicates of subscription i.
+    """
+    n = off.shape[0] - 1
+    access = np.full(n, -1, dtype=np.int64)
+    ks = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        best = -1
+        for j in range(off[i], off[i + 1]):
+            p = pids[j]
+            if op[p] == 0 and (best < 0 or refcount[p] < refcount[best] or (refcount[p] == refcount[best] and p < best)):
+                best = p
+        access[i] = best
+        ks[i] = off[i + 1] - off[i] - (1 if best >= 0 else 0)
+    col_off = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        col_off[i + 1] = col_off[i] + ks[i]
+    cols = np.empty(col_off[n], dtype=np.int64)
+    for i in range(n):
+        w = col_off[i]
+        for rank in range(3):
+            for j in range(off[i], off[i + 1]):
+                p = pids[j]
+                if p != access[i] and op_rank[op[p]] == rank:
+                    cols[w] = p
+                    w += 1
+    return access, ks, cols, col_off
+
+
+class PropagationIndex:
+    """Clusters of subscriptions filed under single-equality access keys."""
+
+    def __init__(self, preds: PredicateTable, prefetch: bool,
+                 unfold: int = UNFOLD, lookahead: int = LOOKAHEAD, prefetch_columns: int = PREFETCH_COLUMNS) -> None:
+        self.preds = preds
+        self.keys = AccessKeys()
+        self.store = ClusterStore()
+        self.scan_options = (prefetch_columns if prefetch else 0, unfold, lookahead)
+
+    def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """File subscriptions (distinct predicate ids in CSR, already referenced)."""
+        access, ks, cols, col_off = plan_subscriptions(off, pids, self.preds.op, self.preds.refcount, _OP_RANK)
+        has = access >= 0
+        keys = np.full(len(handles), CATCH_ALL, dtype=np.int64)
+        if np.any(has):
+            keys[has] = self.keys.for_predicates(access[has])
+        self.keys.incref(keys)
+        clusters = self.store.clusters_for(keys, ks)
+        self.store.append(clusters, handles, cols, col_off)
+
+    def delete(self, handles: np.ndarray) -> np.ndarray:
+        """Unfile subscriptions; returns the predicate ids whose references they held."""
+        cols, _ = self.store.payload(handles)
+        keys = self.store.key_of(handles)
+        self.store.remove(handles)
+        pids = np.concatenate([cols, self.keys.predicates_of(keys)])
+        for q in self.keys.decref(keys).tolist():
+            self.store.release_key(q)
+        return pids
+
+    def predicates_freed(self, dead: np.ndarray) -> None:
+        """Nothing to do: a freed predicate's access key was released with its last subscription."""
+
+    def state(self) -> tuple:
+        """The arrays propagation's phase 2 reads (see engine/batch.py)."""
+        no_counts = np.zeros(0, dtype=np.int32)
+        return (self.preds.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts)
+
+    def stats(self) -> dict:
+        s = self.store.stats()
+        k = self.keys.stats()
+        s["access_keys"] = k["access_keys"]
+        s["memory_bytes"] += k["memory_bytes"]
+        return s

@@ -1,0 +1,174 @@
+"""Cluster scan kernels (section 2.2, "the cluster matching algorithm").
+
+For a cluster of subscriptions with ``k`` predicates left to check, entry
+``j`` matches iff ``bits[col_r[j]]`` is set for every column ``r``; columns
+are tested left to right and the test stops at the first zero, so later
+columns are only read for the few entries that survive the first ones
+("Cache performance").
+
+As in the paper there is one specialised kernel per ``k`` in 0..10 (``k`` is
+a compile-time constant, so the column loop is unrolled) and one generic
+kernel; they are one function, :func:`scan_cluster`, which numba compiles
+once per constant ``K`` (literal specialisation) rather than ten copies.
+:func:`scan_dispatch` selects on ``k`` at run time.
+
+The prefetching variant (propagation-wp) walks the cluster in blocks of
+``UNFOLD`` entries and, before each block, prefetches the first
+``PREFETCH_COLUMNS`` columns ``LOOKAHEAD`` entries ahead (section 2.2).  The
+defaults were chosen by measurement on W0 at 6M subscriptions
+(``python -m bench.engine --tune``, docs/benchmarks.md): column 0 is a
+sequential stream the hardware prefetcher follows anyway; what pays is
+prefetching the later columns, which are read only after a mispredicted
+branch and otherwise cost one unoverlapped cache miss each.  The prefetch
+is LLVM's ``llvm.prefetch`` intrinsic, emitted through
+``numba.extending.intrinsic``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+MAX_SPECIALISED = 10
+UNFOLD = 8
+LOOKAHEAD = 256
+PREFETCH_COLUMNS = 3
+
+
+@intrinsic
+def prefetch(typingctx, arr, idx):
+    """Hint the CPU to fetch the cache line holding ``arr[idx]`` (read, keep in all levels).
+
+    No bounds check: a prefetch of an address past the end is a no-op for the
+    hardware, never a fault.
+    """
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        # (address, rw=0 read, locality=3 keep in all levels, cache type=1 data)
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _entry_matches(K, k, arena, bits, base, cap, j):
+    # unsigned indexes: no negative-index wraparound code in the hot loop
+    for r in range(k if K < 0 else K):
+        if bits[np.uint64(arena[np.uint64(base + r * cap + j)])] == 0:
+            return False
+    return True
+
+
+@njit(cache=True)
+def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout):
+    """Append to ``out`` the line entries (handles) of the matching entries of one cluster.
+
+    ``K``, ``pf``, ``unfold``, ``lookahead`` are passed as constants, so numba
+    compiles one specialisation per value (``K`` columns unrolled; ``K = -1``
+    is the generic kernel reading ``k`` at run time).  ``pf`` = number of
+    leading columns to prefetch (0: the plain propagation scan).  ``out``
+    must have room for ``n`` more; returns the new count.
+    """
+    kk = k if K < 0 else K
+    line = base + kk * cap
+    j = 0
+    if pf > 0:
+        npf = min(pf, kk)
+        while j + unfold <= n:
+            for r in range(npf):
+                prefetch(arena, base + r * cap + j + lookahead)
+            for jj in range(j, j + unfold):
+                if _entry_matches(K, kk, arena, bits, base, cap, jj):
+                    out[nout] = arena[np.uint64(line + jj)]
+                    nout += 1
+            j += unfold
+    for jj in range(j, n):
+        if _entry_matches(K, kk, arena, bits, base, cap, jj):
+            out[nout] = arena[np.uint64(line + jj)]
+            nout += 1
+    return nout
+
+
+@njit(cache=True)
+def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout):
+    """Call the specialisation of :func:`scan_cluster` for ``k`` (0..10), else the generic one."""
+    if k == 0:
+        return scan_cluster(0, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 1:
+        return scan_cluster(1, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 2:
+        return scan_cluster(2, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 3:
+        return scan_cluster(3, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 4:
+        return scan_cluster(4, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 5:
+        return scan_cluster(5, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 6:
+        return scan_cluster(6, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 7:
+        return scan_cluster(7, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 8:
+        return scan_cluster(8, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 9:
+        return scan_cluster(9, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    if k == 10:
+        return scan_cluster(10, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+    return scan_cluster(-1, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
+
+
+@njit(cache=True)
+def propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
+    """Phase 2 of propagation: set the bits, scan the clusters of satisfied access keys, clear the bits."""
+    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
+    n_keys = key_head.shape[0]
+    for t in range(ns):
+        bits[sat[t]] = 1
+    for t in range(-1, ns):
+        if t < 0:
+            q = 0  # catch-all
+        else:
+            p = sat[t]
+            q = pred_key[p] if p < pred_key.shape[0] else -1
+        if q < 0 or q >= n_keys:
+            continue
+        c = key_head[q]
+        while c >= 0:
+            n = c_len[c]
+            if n > 0:
+                out = ensure_room(out, nout, n)
+                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c], c_cap[c], n, out, nout)
+            c = c_next[c]
+    for t in range(ns):
+        bits[sat[t]] = 0
+    return out, nout
+
+
+@njit(cache=True, inline="always")
+def ensure_room(out, nout, n):
+    """``out`` with room for ``n`` more results after ``nout`` (amortised doubling)."""
+    if nout + n <= out.shape[0]:
+        return out
+    bigger = np.empty(max(2 * out.shape[0], nout + n), dtype=np.int64)
+    bigger[:nout] = out[:nout]
+    return bigger
+
+
+@njit(cache=True, inline="always")
+def finish_event(out, start, nout, handle_id):
+    """Turn an event's matched handles into subscription ids, ascending."""
+    for t in range(start, nout):
+        out[t] = handle_id[out[t]]
+    out[start:nout].sort()

@@ -1,0 +1,264 @@
+"""The numba engine against the brute-force oracle, for every algorithm.
+
+Property tests draw small subscription sets over few attributes and values so
+that matches, near-misses, mixed kinds and shared predicates are all common.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import ALGORITHMS, Matcher, OracleMatcher
+from engine.columnar import EventBatch, SubscriptionBatch
+from engine.encoding import SPACING, batch_from_dicts
+from engine.semantics import OPERATORS
+
+ATTRS = ["a", "b", "c", "d"]
+LONG = "x" * 5000
+values = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([0.5, -0.0, 2.5, 1e300, float(2**53), 2**53 + 1, -(2**63)]),
+    st.sampled_from(["", "a", "ab", "b", "zz", LONG, "é"]),
+    st.booleans(),
+)
+event_values = st.one_of(values, st.just(math.nan), st.sampled_from(["aa", "abc", "y", LONG + "y"]))
+predicate = st.tuples(st.sampled_from(ATTRS), st.sampled_from(OPERATORS), values)
+subscription = st.lists(predicate, min_size=1, max_size=4)
+event = st.dictionaries(st.sampled_from(ATTRS + ["zzz"]), event_values, max_size=5)
+sub_ids = st.one_of(st.integers(-50, 50), st.sampled_from([2**63 - 1, -(2**63), 2**40]))
+subscription_sets = st.dictionaries(sub_ids, subscription, max_size=25)
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _check(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
+    want = [o.match(e).tolist() for e in events]
+    got = [r.tolist() for r in m.match_batch(events)]
+    assert got == want
+    res = m.match_encoded(EventBatch.from_dicts(events))
+    assert [r.tolist() for r in res.split()] == want
+    for r in m.match_batch(events):
+        assert r.dtype == np.int64
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@SETTINGS
+@given(subs=subscription_sets, events=st.lists(event, min_size=1, max_size=8))
+def test_add_and_match_agree_with_oracle(algorithm, subs, events):
+    m, o = Matcher(algorithm), OracleMatcher()
+    for sid, preds in subs.items():
+        m.add(sid, preds)
+        o.add(sid, preds)
+    assert len(m) == len(o)
+    _check(m, o, events)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@SETTINGS
+@given(subs=subscription_sets, more=subscription_sets, events=st.lists(event, min_size=1, max_size=8))
+def test_add_bulk_agrees_with_oracle(algorithm, subs, more, events):
+    m, o = Matcher(algorithm), OracleMatcher()
+    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
+    for sid, preds in subs.items():
+        o.add(sid, preds)
+    more = {k: v for k, v in more.items() if k not in subs}
+    m.add_bulk(SubscriptionBatch.from_lists(more.items()))  # onto existing predicates and clusters
+    for sid, preds in more.items():
+        o.add(sid, preds)
+    _check(m, o, events)
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), sub_ids, subscription),
+        st.tuples(st.just("remove"), sub_ids),
+        st.tuples(st.just("match"), st.lists(event, min_size=1, max_size=3)),
+    ),
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@SETTINGS
+@given(ops=operations)
+def test_interleaved_add_remove_match(algorithm, ops):
+    m, o = Matcher(algorithm), OracleMatcher()
+    for op in ops:
+        if op[0] == "add":
+            if op[1] in o:
+                with pytest.raises(ValueError, match="duplicate"):
+                    m.add(op[1], op[2])
+            else:
+                m.add(op[1], op[2])
+                o.add(op[1], op[2])
+        elif op[0] == "remove":
+            if op[1] in o:
+                m.remove(op[1])
+                o.remove(op[1])
+            else:
+                with pytest.raises(KeyError):
+                    m.remove(op[1])
+        else:
+            _check(m, o, op[1])
+        assert len(m) == len(o)
+        assert all(s in m for s in o._subs)
+    _check(m, o, [{"a": 1, "b": "a", "c": True, "d": -0.0}, {}])
+
+
+@pytest.mark.parametrize("algorithm", ["counting", "propagation-wp"])
+def test_churn_at_scale_reclaims_space(algorithm):
+    """Thousands of inserts and deletes: clusters shrink, predicates are freed, results stay right."""
+    rng = np.random.default_rng(3)
+    m, o = Matcher(algorithm), OracleMatcher()
+    live = {}
+    for sid in range(3000):
+        preds = [(f"a{rng.integers(4)}", "=", int(rng.integers(5))), (f"b{rng.integers(3)}", "<=", int(rng.integers(5)))]
+        if rng.random() < 0.3:
+            preds.append(("s", "!=", str(rng.integers(4))))
+        live[sid] = preds
+    m.add_bulk(SubscriptionBatch.from_lists(live.items()))
+    for sid, p in live.items():
+        o.add(sid, p)
+    for sid in rng.permutation(3000)[:2500].tolist():
+        m.remove(sid)
+        o.remove(sid)
+    events = [{**{f"a{i}": int(rng.integers(5)) for i in range(4)}, **{f"b{i}": int(rng.integers(5)) for i in range(3)},
+               "s": str(rng.integers(4))} for _ in range(50)]
+    _check(m, o, events)
+    before = m.stats()["predicates"]
+    for sid in list(o._subs):
+        m.remove(sid)
+        o.remove(sid)
+    assert len(m) == 0 and before > 0 and m.stats()["predicates"] == 0
+    assert m.stats()["nonempty_clusters"] == 0
+    m.add(1, [("a0", "=", 1)])
+    assert m.match({"a0": 1}).tolist() == [1]
+
+
+def test_edge_cases():
+    for algorithm in ALGORITHMS:
+        m = Matcher(algorithm)
+        assert m.match({}).tolist() == [] and m.match({"x": 1}).tolist() == [] and len(m) == 0
+        assert m.match_batch([]) == []
+        m.add(2**63 - 1, [("a", "=", 1)])
+        m.add(-(2**63), [("a", "!=", 2)])
+        m.add(-1, [("s", ">", LONG)])
+        m.add(5, [("a", ">=", 1), ("a", "<=", 1), ("a", "=", 1)])
+        assert m.match({}).tolist() == []
+        assert m.match({"unknown": 3}).tolist() == []
+        assert m.match({"a": 1}).tolist() == [-(2**63), 5, 2**63 - 1]
+        assert m.match({"a": math.nan}).tolist() == []  # NaN is comparable with nothing, != included
+        assert m.match({"a": True}).tolist() == []  # booleans are not numbers
+        assert m.match({"s": LONG + "a"}).tolist() == [-1]
+        assert m.match({"s": LONG}).tolist() == []
+        assert 5 in m and 6 not in m and "x" not in m
+
+
+@pytest.mark.parametrize(
+    "preds, message",
+    [([], "at least one predicate"), ([("a", "~", 1)], "unknown operator"), ([("a", "=", None)], "unsupported value type"),
+     ([("a", "=", math.nan)], "NaN")],
+)
+def test_invalid_subscriptions_leave_nothing_behind(preds, message):
+    m = Matcher("propagation-wp")
+    m.add(1, [("a", "=", 1)])
+    before = m.stats()
+    with pytest.raises(ValueError, match=message):
+        m.add(2, preds)
+    with pytest.raises(ValueError, match="duplicate"):
+        m.add(1, [("b", "=", 2)])
+    assert m.stats() == before and len(m) == 1 and 2 not in m
+
+
+def test_add_bulk_validates_before_mutating():
+    m = Matcher("propagation")
+    m.add(7, [("a", "=", 1)])
+    before = m.stats()
+    bad = SubscriptionBatch.from_lists([(1, [("a", "=", 1)]), (7, [("b", "<", 3)])])
+    with pytest.raises(ValueError, match="duplicate subscription id 7"):
+        m.add_bulk(bad)
+    dup_in_batch = SubscriptionBatch.from_lists([(1, [("a", "=", 1)]), (2, [("b", "<", 3)])])
+    dup_in_batch.ids[1] = 1
+    with pytest.raises(ValueError, match="duplicate"):
+        m.add_bulk(dup_in_batch)
+    bad_op = SubscriptionBatch.from_lists([(3, [("a", "=", 1)])])
+    bad_op.operators[0] = 9
+    with pytest.raises(ValueError, match="operator"):
+        m.add_bulk(bad_op)
+    assert m.stats() == before and m.match({"a": 1, "b": 0}).tolist() == [7]
+
+
+def test_invalid_events():
+    m = Matcher("counting")
+    m.add(1, [("a", "=", 1)])
+    with pytest.raises(ValueError, match="unsupported value type"):
+        m.match({"a": None})
+    with pytest.raises(ValueError, match="non-empty strings"):
+        m.match({1: 2})
+    with pytest.raises(ValueError, match="mapping"):
+        m.match_batch([[("a", 1)]])
+    twice = EventBatch(("a",), np.array([0, 2]), np.array([0, 0], np.int32), np.zeros(2, np.int8), np.ones(2))
+    with pytest.raises(ValueError, match="twice"):
+        m.match_encoded(twice)
+    twice_by_name = EventBatch(("a", "a"), np.array([0, 2]), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.ones(2))
+    with pytest.raises(ValueError, match="twice"):
+        m.match_encoded(twice_by_name)
+    bad_kind = EventBatch(("a",), np.array([0, 1]), np.array([0], np.int32), np.array([7], np.int8), np.ones(1))
+    with pytest.raises(ValueError, match="kind"):
+        m.match_encoded(bad_kind)
+    same_name = EventBatch(("a", "a"), np.array([0, 1, 2]), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.ones(2))
+    assert [r.tolist() for r in m.match_encoded(same_name).split()] == [[1], [1]]
+
+
+def test_string_codes_renumber_when_gaps_run_out():
+    """Each new constant lands between the previous one and "b": the gap halves until renumbering."""
+    m, o = Matcher("propagation-wp"), OracleMatcher()
+    m.add(0, [("s", "<", "b")])
+    o.add(0, [("s", "<", "b")])
+    for i in range(1, 30):
+        s = "a" + "z" * i
+        for sid, p in ((2 * i, [("s", ">=", s)]), (2 * i + 1, [("s", "=", s)])):
+            m.add(sid, p)
+            o.add(sid, p)
+    assert 29 > math.log2(SPACING)  # the loop above must have exhausted a gap
+    events = [{"s": "a" + "z" * i + t} for i in range(0, 31, 3) for t in ("", "a", "{")] + [{"s": "b"}, {"s": "a"}]
+    _check(m, o, events)
+
+
+def test_stats_and_aliases():
+    m = Matcher("dynamic")
+    m.add(1, [("a", "=", 1), ("b", "<", 2)])
+    s = m.stats()
+    assert "alias of propagation-wp" in s["implementation"]
+    assert s["predicates"] == 2 and s["subscriptions"] == 1 and s["memory_bytes"] > 0 and s["clusters"] >= 1
+    assert Matcher("propagation").stats()["implementation"] == "propagation"
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        Matcher("rete")
+
+
+def test_batch_from_dicts_equals_columnar_from_dicts():
+    events = [{"a": 1, "b": "x", "c": True}, {}, {"d": 2.5, "a": -7, "e": np.float64(1.5)}, {"s": LONG}]
+    fast, ref = batch_from_dicts(events), EventBatch.from_dicts(events)
+    assert fast.to_dicts() == ref.to_dicts()
+    assert fast.kinds.tolist() == ref.kinds.tolist() and fast.strings == ref.strings
+
+
+@pytest.mark.parametrize("algorithm", ["counting", "propagation"])
+def test_bulk_strings_renumber_existing_codes(algorithm):
+    """A bulk load of many new strings renumbers the codes of strings already in predicates."""
+    m, o = Matcher(algorithm), OracleMatcher()
+    first = [(0, [("s", "<", "m")]), (1, [("s", ">=", "m5")])]
+    rng = np.random.default_rng(5)
+    words = sorted({"".join(rng.choice(list("amz5"), size=int(rng.integers(1, 5)))) for _ in range(400)})
+    more = [(10 + i, [("s", ["<", ">", "=", "!=", "<=", ">="][i % 6], w)]) for i, w in enumerate(words)]
+    for batch in (first, more):
+        m.add_bulk(SubscriptionBatch.from_lists(batch))
+        for sid, p in batch:
+            o.add(sid, p)
+    assert len(words) > 64
+    _check(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])
