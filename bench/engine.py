@@ -91,20 +91,37 @@ def run_one(algorithm: str, subs, events, dicts, repeat: int, **scan_options) ->
     return row
 
 
-def tune(n: int, n_events: int, repeat: int) -> list[dict]:
+TUNE_GRID = [(0, 16, 0), (1, 8, 256), (1, 16, 256), (2, 8, 64), (2, 8, 256), (2, 16, 64), (2, 16, 256),
+             (2, 16, 1024), (2, 32, 256), (3, 16, 64), (3, 16, 256), (4, 16, 256)]
+
+
+def tune(n: int, n_events: int, repeat: int, grid: list[tuple[int, int, int]] = TUNE_GRID) -> list[dict]:
+    """(prefetch_columns, UNFOLD, LOOKAHEAD) grid on one loaded matcher.
+
+    Configurations are measured in interleaved rounds (every configuration
+    once per round, best over rounds), so that a burst of load from other
+    processes penalises all of them alike instead of whichever ran then.
+    Configuration (0, 16, 0) is plain propagation (no prefetch).
+    """
     subs = generate_subscriptions(PRESETS["W0"], n=n, seed=1)
     events = generate_events(PRESETS["W0"], n=n_events, seed=2)
     m = Matcher("propagation")
     m.add_bulk(subs)
     del subs
-    from engine.propagation import matcher_kernel
+    from engine.batch import PROPAGATION, batch_kernel
 
-    rows = []
-    grid = [(0, 16, 0)] + [(pc, u, la) for pc in (1, 2, 3) for u in (8, 16, 32) for la in (64, 256, 1024)]
-    for pc, u, la in grid:
-        m.index.kernel = matcher_kernel(pc, u, la)
+    kernels = {cfg: batch_kernel(PROPAGATION, *cfg) for cfg in grid}
+    best = {cfg: float("inf") for cfg in grid}
+    for cfg, kernel in kernels.items():  # compile
+        m._kernel = kernel
         m.match_encoded(events)
-        t, _ = best_of(repeat, lambda: m.match_encoded(events))
+    for _ in range(repeat):
+        for cfg, kernel in kernels.items():
+            m._kernel = kernel
+            t, _ = best_of(1, lambda: m.match_encoded(events))
+            best[cfg] = min(best[cfg], t)
+    rows = []
+    for (pc, u, la), t in best.items():
         row = {"prefetch_columns": pc, "unfold": u, "lookahead": la, "events_per_s": round(n_events / t, 1)}
         print(row, flush=True)
         rows.append(row)
@@ -120,12 +137,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--counting-max-n", type=int, default=None, help="skip counting above this N")
     ap.add_argument("--repeat", type=int, default=3, help="best-of repetitions")
     ap.add_argument("--tune", action="store_true", help="grid over prefetch parameters instead")
+    ap.add_argument("--grid", default=None, help="tuning grid as pc:unfold:lookahead,... (default: TUNE_GRID)")
     ap.add_argument("--out", default="bench/results/engine.json")
     args = ap.parse_args(argv)
     ns = [int(x) for x in args.n.split(",")]
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
     if args.tune:
-        rows = tune(ns[0], args.events, args.repeat)
+        grid = [tuple(int(v) for v in g.split(":")) for g in args.grid.split(",")] if args.grid else TUNE_GRID
+        rows = tune(ns[0], args.events, args.repeat, grid)
     else:
         rows = []
         events = generate_events(PRESETS["W0"], n=args.events, seed=2)

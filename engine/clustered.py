@@ -38,8 +38,8 @@ from .clusters import ClusterStore
 from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
-from .predicates import PredicateTable, satisfied_predicates
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, make_dispatch, prefetch
+from .predicates import PredicateTable
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, prefetch, propagation_phase2, scan_list
 from .semantics import OP_EQ, OP_NE
 
 # column order: likely-false tests first (equalities, then ranges, then !=)
@@ -119,99 +119,64 @@ def split_access(off, pids, pred_field, pred_op, schema_fields, op_rank):
     return access, ks, cols, col_off
 
 
-def make_clustered_kernel(dispatch):
-    """Batch matching with single-predicate keys, the catch-all, and conjunction keys per schema."""
+@njit(cache=True)
+def clustered_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
+    """Phase 2 of static and dynamic: propagation's keys, then one conjunction probe per schema.
 
-    @njit(cache=True, inline="always")
-    def scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout):
-        c = key_head[q]
-        while c >= 0:
-            n = c_len[c]
-            if n > 0:
-                if nout + n > out.shape[0]:
-                    bigger = np.empty(max(2 * out.shape[0], nout + n), dtype=np.int64)
-                    bigger[:nout] = out[:nout]
-                    out = bigger
-                nout = dispatch(c_k[c], arena, bits, c_base[c], c_cap[c], n, out, nout)
-            c = c_next[c]
+    ``state`` is propagation's (engine/batch.py) followed by ``pred_field,
+    pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe``.  The home
+    slots of the event's probes are prefetched before the first probe, so
+    that their cache misses overlap.
+    """
+    out, nout = propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead)
+    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
+    pred_field, pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe = state[11:18]
+    n_sch = sch_fields.shape[0]
+    if n_sch == 0:
         return out, nout
-
-    @njit(cache=True)
-    def match_batch(ev_off, ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids,
-                    bits, pred_field, pred_op, pred_key, sch_fields, conj_keys, conj_vals, eq_of_field,
-                    key_head, c_next, c_base, c_cap, c_len, c_k, arena, handle_id):
-        n_ev = ev_off.shape[0] - 1
-        sat = np.empty(bits.shape[0], dtype=np.int64)
-        out = np.empty(1024, dtype=np.int64)
-        out_off = np.zeros(n_ev + 1, dtype=np.int64)
-        nout = 0
-        n_keys = key_head.shape[0]
-        n_sch = sch_fields.shape[0]
-        probe = np.empty((max(n_sch, 1), 3), dtype=np.int64)
-        conj_flat = conj_keys.ravel()
-        conj_mask = conj_vals.shape[0] - 1
-        for i in range(n_ev):
-            ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
-                                      group_of, g_start, g_end, g_vals, g_pids, sat)
-            for t in range(ns):
-                p = sat[t]
-                bits[p] = 1
-                if pred_op[p] == 0:
-                    eq_of_field[pred_field[p]] = p
-            start = nout
-            for t in range(-1, ns):
-                if t < 0:
-                    q = CATCH_ALL
-                else:
-                    p = sat[t]
-                    q = pred_key[p] if p < pred_key.shape[0] else -1
-                if 0 <= q < n_keys:
-                    out, nout = scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout)
-            # the event's conjunctions, one per schema it carries; their home slots are
-            # prefetched first so that the probes' cache misses overlap
-            n_probe = 0
-            for s in range(n_sch):
-                p0 = eq_of_field[sch_fields[s, 0]]
-                if p0 < 0:
-                    continue
-                p1 = eq_of_field[sch_fields[s, 1]]
-                if p1 < 0:
-                    continue
-                p2 = -1
-                if sch_fields[s, 2] >= 0:
-                    p2 = eq_of_field[sch_fields[s, 2]]
-                    if p2 < 0:
-                        continue
-                slot = ht_slot3(conj_mask, p0, p1, p2)
-                prefetch(conj_flat, slot * 3)
-                prefetch(conj_vals, slot)
-                probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
-                n_probe += 1
-            for t in range(n_probe):
-                q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
-                if 0 <= q < n_keys:
-                    out, nout = scan_key(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout)
-            for t in range(ns):
-                p = sat[t]
-                bits[p] = 0
-                eq_of_field[pred_field[p]] = -1
-            for t in range(start, nout):
-                out[t] = handle_id[out[t]]
-            out[start:nout].sort()
-            out_off[i + 1] = nout
-        return out_off, out[:nout].copy()
-
-    return match_batch
+    n_keys = key_head.shape[0]
+    for t in range(ns):
+        p = sat[t]
+        bits[p] = 1
+        if pred_op[p] == 0:
+            eq_of_field[pred_field[p]] = p
+    conj_flat = conj_keys.ravel()
+    mask = conj_vals.shape[0] - 1
+    n_probe = 0
+    for s in range(n_sch):
+        p0 = eq_of_field[sch_fields[s, 0]]
+        if p0 < 0:
+            continue
+        p1 = eq_of_field[sch_fields[s, 1]]
+        if p1 < 0:
+            continue
+        p2 = -1
+        if sch_fields[s, 2] >= 0:
+            p2 = eq_of_field[sch_fields[s, 2]]
+            if p2 < 0:
+                continue
+        slot = ht_slot3(mask, p0, p1, p2)
+        prefetch(conj_flat, slot * 3)
+        prefetch(conj_vals, slot)
+        probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+        n_probe += 1
+    for t in range(n_probe):
+        q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
+        if 0 <= q < n_keys:
+            out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout,
+                                  pf, unfold, lookahead)
+    for t in range(ns):
+        p = sat[t]
+        bits[p] = 0
+        eq_of_field[pred_field[p]] = -1
+    return out, nout
 
 
-_KERNELS: dict[tuple, object] = {}
-
-
-def clustered_kernel(prefetch_columns: int, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD):
-    key = (prefetch_columns, unfold, lookahead)
-    if key not in _KERNELS:
-        _KERNELS[key] = make_clustered_kernel(make_dispatch(prefetch_columns, unfold, lookahead))
-    return _KERNELS[key]
+def no_conjunctions() -> tuple:
+    """The conjunction part of the batch state for algorithms without it (empty, same types)."""
+    i64 = np.zeros(0, dtype=np.int64)
+    rows = np.zeros((0, MAX_MEMBERS), dtype=np.int64)
+    return (i64, np.zeros(0, dtype=np.int8), rows, rows, i64, i64, rows)
 
 
 def schema_fields(schemas: np.ndarray) -> np.ndarray:
@@ -241,7 +206,7 @@ class ClusteredIndex:
         self.max_space = max_space
         self.keys = AccessKeys()
         self.store = ClusterStore()
-        self.kernel = clustered_kernel(prefetch_columns, unfold, lookahead)
+        self.scan_options = (prefetch_columns, unfold, lookahead)
         self.schemas = np.zeros(0, dtype=np.int64)  # configured multi-field schemas (packed, sorted)
         self.sch_fields = np.zeros((0, MAX_MEMBERS), dtype=np.int64)
         self.pred_prob = np.zeros(0, dtype=np.float64)  # nu of each equality predicate id
@@ -337,6 +302,9 @@ class ClusteredIndex:
         _, pids = self.unfile(handles)
         return pids
 
+    def predicates_freed(self, dead: np.ndarray) -> None:
+        """Nothing to do: a freed predicate's access keys were released with their last subscription."""
+
     def move(self, handles: np.ndarray, schemas: np.ndarray) -> None:
         """Re-file subscriptions under new schemas (the maintenance algorithm's moves)."""
         if len(handles) == 0:
@@ -396,12 +364,14 @@ class ClusteredIndex:
         return {"schemas": len(cfg.multi), "moved": len(handles), "steps": cfg.steps}
 
     # -- matching ----------------------------------------------------------
-    def match(self, ev, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def state(self) -> tuple:
+        """The arrays :func:`clustered_phase2` reads (see engine/batch.py)."""
         p = self.preds
         self.eq_of_field = grow(self.eq_of_field, max(p.n_fields, 1), -1)
-        return self.kernel(ev.offsets, ev.field, ev.code, ev.eqbits, *p.phase1_args(), p.bits,
-                           p.field, p.op, self.keys.pred_key, self.sch_fields, self.keys.conj.keys,
-                           self.keys.conj.vals, self.eq_of_field, *self.store.scan_args(), handle_id)
+        probe = np.empty((max(len(self.schemas), 1), MAX_MEMBERS), dtype=np.int64)
+        no_counts = np.zeros(0, dtype=np.int32)
+        return (p.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts,
+                p.field, p.op, self.sch_fields, self.keys.conj.keys, self.keys.conj.vals, self.eq_of_field, probe)
 
     def stats(self) -> dict:
         s = self.store.stats()

@@ -32,18 +32,22 @@ from .hashtable import HashTable
 from .idpool import IdPool, grow
 
 
+@njit(cache=True, inline="always")
+def _move(src, dst, c, c_base, c_cap, c_len, c_k, used, new_cap):
+    """Copy cluster ``c``'s rows to ``dst[used:]`` with capacity ``new_cap``; returns the new ``used``."""
+    rows = c_k[c] + 1
+    ob, oc, n = c_base[c], c_cap[c], c_len[c]
+    for r in range(rows):
+        dst[used + r * new_cap : used + r * new_cap + n] = src[ob + r * oc : ob + r * oc + n]
+    c_base[c] = used
+    c_cap[c] = new_cap
+    return used + rows * new_cap
+
+
 @njit(cache=True)
 def _relocate(arena, used, c_base, c_cap, c_len, c_k, clusters, new_caps):
     for i in range(clusters.shape[0]):
-        c = clusters[i]
-        rows = c_k[c] + 1
-        nc = new_caps[i]
-        ob, oc, n = c_base[c], c_cap[c], c_len[c]
-        for r in range(rows):
-            arena[used + r * nc : used + r * nc + n] = arena[ob + r * oc : ob + r * oc + n]
-        c_base[c] = used
-        c_cap[c] = nc
-        used += rows * nc
+        used = _move(arena, arena, clusters[i], c_base, c_cap, c_len, c_k, used, new_caps[i])
     return used
 
 
@@ -97,17 +101,9 @@ def _payload(arena, c_base, c_cap, c_k, e_cluster, e_pos, entries):
 def _compact(arena, new_arena, c_base, c_cap, c_len, c_k, n_clusters, slack):
     used = 0
     for c in range(n_clusters):
-        if c_k[c] < 0:  # free cluster id
-            continue
-        rows = c_k[c] + 1
-        n = c_len[c]
-        nc = n + (n >> slack) if n else 0
-        ob, oc = c_base[c], c_cap[c]
-        for r in range(rows):
-            new_arena[used + r * nc : used + r * nc + n] = arena[ob + r * oc : ob + r * oc + n]
-        c_base[c] = used
-        c_cap[c] = nc
-        used += rows * nc
+        if c_k[c] >= 0:  # (free cluster ids have k = -1)
+            n = c_len[c]
+            used = _move(arena, new_arena, c, c_base, c_cap, c_len, c_k, used, n + (n >> slack))
     return used
 
 

@@ -18,54 +18,41 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .clustered import no_conjunctions
 from .clusters import ClusterStore
 from .idpool import grow
-from .predicates import PredicateTable, satisfied_predicates
+from .predicates import PredicateTable
+from .scan import ensure_room
 
 
 @njit(cache=True)
-def match_counting(ev_off, ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids,
-                   n_pred_ids, key_head, c_next, c_base, c_cap, c_len, c_k, arena, need, cnt, handle_id):
-    n_ev = ev_off.shape[0] - 1
-    sat = np.empty(max(n_pred_ids, 1), dtype=np.int64)
-    out = np.empty(1024, dtype=np.int64)
-    out_off = np.zeros(n_ev + 1, dtype=np.int64)
-    nout = 0
+def counting_phase2(sat, ns, state, out, nout):
+    """Count hits per subscription on the lists of satisfied predicates; reset the counters touched."""
+    _, _, key_head, c_next, c_base, c_cap, c_len, c_k, arena, need, cnt = state[:11]
     n_keys = key_head.shape[0]
-    for i in range(n_ev):
-        ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
-                                  group_of, g_start, g_end, g_vals, g_pids, sat)
-        start = nout
-        for t in range(ns):
-            p = sat[t]
-            c = key_head[p] if p < n_keys else -1
-            while c >= 0:
-                b, n = c_base[c], c_len[c]
-                if nout + n > out.shape[0]:
-                    bigger = np.empty(max(2 * out.shape[0], nout + n), dtype=np.int64)
-                    bigger[:nout] = out[:nout]
-                    out = bigger
-                for j in range(b, b + n):
-                    h = arena[j]
-                    v = cnt[h] + 1
-                    cnt[h] = v
-                    if v == need[h]:
-                        out[nout] = h
-                        nout += 1
-                c = c_next[c]
-        for t in range(ns):  # reset the counters touched
-            p = sat[t]
-            c = key_head[p] if p < n_keys else -1
-            while c >= 0:
-                b, n = c_base[c], c_len[c]
-                for j in range(b, b + n):
-                    cnt[arena[j]] = 0
-                c = c_next[c]
-        for t in range(start, nout):
-            out[t] = handle_id[out[t]]
-        out[start:nout].sort()
-        out_off[i + 1] = nout
-    return out_off, out[:nout].copy()
+    for t in range(ns):
+        p = sat[t]
+        c = key_head[p] if p < n_keys else -1
+        while c >= 0:
+            b, n = c_base[c], c_len[c]
+            out = ensure_room(out, nout, n)
+            for j in range(b, b + n):
+                h = arena[j]
+                v = cnt[h] + 1
+                cnt[h] = v
+                if v == need[h]:
+                    out[nout] = h
+                    nout += 1
+            c = c_next[c]
+    for t in range(ns):
+        p = sat[t]
+        c = key_head[p] if p < n_keys else -1
+        while c >= 0:
+            b, n = c_base[c], c_len[c]
+            for j in range(b, b + n):
+                cnt[arena[j]] = 0
+            c = c_next[c]
+    return out, nout
 
 
 class CountingIndex:
@@ -113,13 +100,14 @@ class CountingIndex:
         return pids
 
     def predicates_freed(self, dead: np.ndarray) -> None:
+        """Release the (now empty) lists of predicates no subscription holds any more."""
         for p in dead.tolist():
             self.store.release_key(p)
 
-    def match(self, ev, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = self.preds
-        return match_counting(ev.offsets, ev.field, ev.code, ev.eqbits, *p.phase1_args(), p.n_ids,
-                              *self.store.scan_args(), self.need, self.cnt, handle_id)
+    def state(self) -> tuple:
+        """The arrays counting's phase 2 reads (see engine/batch.py)."""
+        no_bits, no_keys = np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
+        return (no_bits, no_keys, *self.store.scan_args(), self.need, self.cnt, *no_conjunctions())
 
     def stats(self) -> dict:
         s = self.store.stats()

@@ -31,6 +31,7 @@ from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
 N_KINDS = len(KINDS)
 SPACING = 1 << 20  # gap between consecutive string codes after a renumbering
 _KIND_OF_TYPE = {int: KIND_NUMBER, float: KIND_NUMBER, bool: KIND_BOOL, str: KIND_STRING}
+_NUMBER_TYPES = {int, float}  # exact types: bool and numpy scalars take the per-value path
 
 
 def field_of(attr: np.ndarray | int, kind: np.ndarray | int):
@@ -204,11 +205,15 @@ def batch_from_dicts(events: Iterable[dict[str, Any]]) -> EventBatch:
             raise ValueError(f"event attribute names must be non-empty strings, got {a!r}")
     index = {a: i for i, a in enumerate(unique)}
     attrs = np.fromiter(map(index.__getitem__, names), dtype=np.int32, count=len(names))
+    if set(map(type, values)) <= _NUMBER_TYPES:  # the common all-numeric batch: no per-value step
+        kinds = np.full(len(values), KIND_NUMBER, dtype=np.int8)
+        numbers = np.fromiter(values, dtype=np.float64, count=len(values))
+        return EventBatch(tuple(unique), offsets, attrs, kinds, numbers, ())
     kinds = _classify(values)
     numbers = np.full(len(values), np.nan, dtype=np.float64)
     num_pos = np.flatnonzero(kinds != KIND_STRING)
     if len(num_pos) == len(values):
-        numbers[:] = np.array(values, dtype=np.float64) if values else numbers
+        numbers[:] = np.array(values, dtype=np.float64)
     elif len(num_pos):
         numbers[num_pos] = np.array([values[i] for i in num_pos.tolist()], dtype=np.float64)
     strings = tuple(values[i] for i in np.flatnonzero(kinds == KIND_STRING).tolist())

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
+from .batch import CLUSTERED, COUNTING, PROPAGATION, batch_kernel
 from .clustered import ClusteredIndex
 from .columnar import EventBatch, SubscriptionBatch
 from .cost import CostModel, calibrated_model
@@ -30,7 +31,7 @@ from .hashtable import HashTable
 from .idpool import IdPool, grow
 from .predicates import PredicateTable, has_duplicate_attribute
 from .propagation import PropagationIndex
-from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OP_EQ, validate_predicates, validate_subscription_id
+from .semantics import KIND_BOOL, KIND_STRING, KINDS, OP_EQ, validate_predicates, validate_subscription_id
 
 ALGORITHMS = ("counting", "propagation", "propagation-wp", "static", "dynamic")
 _MAX_SETTLE_ROUNDS = 200  # maintenance rounds after new statistics, at most (dynamic)
@@ -79,6 +80,16 @@ def _distinct_per_row(off, pids):
     return new_off, out[:w]
 
 
+def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
+    """Kind codes in range and booleans 0/1 (beyond what the batches' own ``validate`` checks)."""
+    kinds = np.asarray(batch.kinds)
+    if len(kinds) and (kinds.min() < 0 or kinds.max() >= len(KINDS)):
+        raise ValueError(f"{what}: unknown value kind code")
+    bools = np.asarray(batch.numbers)[kinds == KIND_BOOL]
+    if np.any((bools != 0) & (bools != 1)):
+        raise ValueError(f"{what}: boolean values must be 0 or 1")
+
+
 class Matcher:
     """Content-based matcher over a set of subscriptions (Fabret et al., SIGMOD 2001).
 
@@ -111,14 +122,17 @@ class Matcher:
         self._batches = 0
         if algorithm == "counting":
             self.index = CountingIndex(self.preds)
+            self._kernel = batch_kernel(COUNTING)
         elif algorithm in ("static", "dynamic"):
             self.index = ClusteredIndex(self.preds, model or calibrated_model(), self._eq_probabilities, self._mu,
                                         max_space=max_space, **scan_options)
+            self._kernel = batch_kernel(CLUSTERED, *self.index.scan_options)
             if algorithm == "dynamic":
                 self.maintenance = Maintenance(self.index, thresholds)
                 self.collector = StatisticsCollector()
         else:
             self.index = PropagationIndex(self.preds, prefetch=algorithm == "propagation-wp", **scan_options)
+            self._kernel = batch_kernel(PROPAGATION, *self.index.scan_options)
 
     # -- subscriptions ---------------------------------------------------
     def __len__(self) -> int:
@@ -185,13 +199,7 @@ class Matcher:
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
         batch.validate()
-        kinds = np.asarray(batch.kinds)
-        if len(kinds) and (kinds.min() < 0 or kinds.max() >= len(KINDS)):
-            raise ValueError("SubscriptionBatch: unknown value kind code")
-        nums = np.asarray(batch.numbers)
-        bools = nums[kinds == KIND_BOOL]
-        if np.any((bools != 0) & (bools != 1)):
-            raise ValueError("SubscriptionBatch: boolean values must be 0 or 1")
+        _check_values("SubscriptionBatch", batch)
         for s in batch.strings:
             if not isinstance(s, str):
                 raise ValueError(f"SubscriptionBatch: strings must be str, got {s!r}")
@@ -215,9 +223,7 @@ class Matcher:
         if self.maintenance is not None:
             self.maintenance.forget(h)
         pids = self.index.delete(h)
-        dead = self.preds.decref(pids)
-        if len(dead) and isinstance(self.index, CountingIndex):
-            self.index.predicates_freed(dead)
+        self.index.predicates_freed(self.preds.decref(pids))
         self.id_table.delete(key)
         self.handles.release(h)
         if self.maintenance is not None and self.maintenance.note_changes(1):
@@ -227,13 +233,19 @@ class Matcher:
     def match_encoded(self, batch: EventBatch) -> Matches:
         """Match events given as an :class:`EventBatch` (the decoder's path); CSR result."""
         batch.validate()
-        if len(batch.attributes) and has_duplicate_attribute(
-            np.asarray(batch.offsets, dtype=np.int64), np.asarray(batch.attributes, dtype=np.int64), len(batch.attribute_names)
-        ):
+        _check_values("EventBatch", batch)
+        names = list(batch.attribute_names)
+        first = {a: i for i, a in reversed(list(enumerate(names)))}
+        attrs = np.asarray(batch.attributes, dtype=np.int64)
+        if len(first) < len(names):  # a name listed twice: compare events by name, not by index
+            attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
+        if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
             raise ValueError("EventBatch: an event carries the same attribute twice")
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
-        off, ids = self.index.match(ev, self.handle_id)
+        p = self.preds
+        off, ids = self._kernel(ev.offsets, ev.field, ev.code, ev.eqbits, p.phase1_args(), len(p.bits),
+                                self.index.state(), self.handle_id)
         if self.maintenance is not None:
             self._batches += 1
             if self._batches % _OBSERVE_EVERY == 0:

@@ -20,9 +20,10 @@ import numpy as np
 from numba import njit
 
 from .access import CATCH_ALL, AccessKeys
+from .clustered import no_conjunctions
 from .clusters import ClusterStore
-from .predicates import PredicateTable, satisfied_predicates
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, make_dispatch
+from .predicates import PredicateTable
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
 from .semantics import OP_EQ, OP_NE
 
 # column order: likely-false tests first
@@ -62,64 +63,6 @@ def plan_subscriptions(off, pids, op, refcount, op_rank):
     return access, ks, cols, col_off
 
 
-def make_matcher_kernel(dispatch):
-    """The batch matching function of one scan variant (with or without prefetch)."""
-
-    @njit(cache=True)
-    def match_batch(ev_off, ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids,
-                    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena, handle_id):
-        n_ev = ev_off.shape[0] - 1
-        sat = np.empty(bits.shape[0], dtype=np.int64)
-        out = np.empty(1024, dtype=np.int64)
-        out_off = np.zeros(n_ev + 1, dtype=np.int64)
-        nout = 0
-        n_keys = key_head.shape[0]
-        for i in range(n_ev):
-            ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
-                                      group_of, g_start, g_end, g_vals, g_pids, sat)
-            for t in range(ns):
-                bits[sat[t]] = 1
-            start = nout
-            for t in range(-1, ns):
-                if t < 0:
-                    q = 0  # catch-all
-                else:
-                    p = sat[t]
-                    q = pred_key[p] if p < pred_key.shape[0] else -1
-                if q < 0 or q >= n_keys:
-                    continue
-                c = key_head[q]
-                while c >= 0:
-                    n = c_len[c]
-                    if n > 0:
-                        if nout + n > out.shape[0]:
-                            bigger = np.empty(max(2 * out.shape[0], nout + n), dtype=np.int64)
-                            bigger[:nout] = out[:nout]
-                            out = bigger
-                        nout = dispatch(c_k[c], arena, bits, c_base[c], c_cap[c], n, out, nout)
-                    c = c_next[c]
-            for t in range(ns):
-                bits[sat[t]] = 0
-            for t in range(start, nout):
-                out[t] = handle_id[out[t]]
-            out[start:nout].sort()
-            out_off[i + 1] = nout
-        return out_off, out[:nout].copy()
-
-    return match_batch
-
-
-_KERNELS: dict[tuple, object] = {}
-
-
-def matcher_kernel(prefetch_columns: int, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD):
-    """Cached batch kernel for a scan configuration (prefetch_columns=0: no prefetch)."""
-    key = (prefetch_columns, unfold, lookahead)
-    if key not in _KERNELS:
-        _KERNELS[key] = make_matcher_kernel(make_dispatch(prefetch_columns, unfold, lookahead))
-    return _KERNELS[key]
-
-
 class PropagationIndex:
     """Clusters of subscriptions filed under single-equality access keys."""
 
@@ -128,7 +71,7 @@ class PropagationIndex:
         self.preds = preds
         self.keys = AccessKeys()
         self.store = ClusterStore()
-        self.kernel = matcher_kernel(prefetch_columns if prefetch else 0, unfold, lookahead)
+        self.scan_options = (prefetch_columns if prefetch else 0, unfold, lookahead)
 
     def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File subscriptions (distinct predicate ids in CSR, already referenced)."""
@@ -151,10 +94,13 @@ class PropagationIndex:
             self.store.release_key(q)
         return pids
 
-    def match(self, ev, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        p = self.preds
-        return self.kernel(ev.offsets, ev.field, ev.code, ev.eqbits, *p.phase1_args(), p.bits,
-                           self.keys.pred_key, *self.store.scan_args(), handle_id)
+    def predicates_freed(self, dead: np.ndarray) -> None:
+        """Nothing to do: a freed predicate's access key was released with its last subscription."""
+
+    def state(self) -> tuple:
+        """The arrays propagation's phase 2 reads (see engine/batch.py)."""
+        no_counts = np.zeros(0, dtype=np.int32)
+        return (self.preds.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts, *no_conjunctions())
 
     def stats(self) -> dict:
         s = self.store.stats()

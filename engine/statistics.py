@@ -51,6 +51,7 @@ class AttributeStats:
     distinct: int  # distinct values seen (>= len(top_values))
     top_values: dict[tuple[int, Any], float] = field(default_factory=dict)  # value key -> P(value | present)
     quantiles: list[float] = field(default_factory=list)  # numeric values, evenly spaced ranks
+    value_types: dict[str, float] = field(default_factory=dict)  # type name (semantics.KINDS) -> P(type | present)
 
     def value_probability(self, v: Value) -> float:
         """P(event value == v | attribute present)."""
@@ -60,6 +61,43 @@ class AttributeStats:
         rest = max(0.0, 1.0 - sum(self.top_values.values()))
         unseen = self.distinct - len(self.top_values)
         return rest / unseen if unseen > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    partition: int
+    start: int  # inclusive
+    end: int  # exclusive: where the next run starts
+
+
+@dataclass
+class SourceWindow:
+    """What a batch snapshot was computed over: the records of ``offsets`` on ``topic``."""
+
+    topic: str
+    offsets: list[PartitionOffsets]
+    computed_at_ms: int
+    first_timestamp_ms: int | None = None
+    last_timestamp_ms: int | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "offsets": [{"partition": o.partition, "start": o.start, "end": o.end} for o in self.offsets],
+            "first_timestamp_ms": self.first_timestamp_ms,
+            "last_timestamp_ms": self.last_timestamp_ms,
+            "computed_at_ms": self.computed_at_ms,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "SourceWindow":
+        return cls(
+            topic=record["topic"],
+            offsets=[PartitionOffsets(int(o["partition"]), int(o["start"]), int(o["end"])) for o in record["offsets"]],
+            computed_at_ms=int(record["computed_at_ms"]),
+            first_timestamp_ms=record.get("first_timestamp_ms"),
+            last_timestamp_ms=record.get("last_timestamp_ms"),
+        )
 
 
 @dataclass
@@ -72,6 +110,8 @@ class EventStatistics:
     joint: dict[tuple[str, ...], dict[tuple, float]] = field(default_factory=dict)  # sorted attrs -> value keys -> P
     source: str = "uniform"
     default_distinct: int = 35  # used for attributes the snapshot has never seen
+    bad_records: int = 0  # undecodable records skipped by the batch job
+    window: SourceWindow | None = None  # batch snapshots: the source records it covers
 
     @classmethod
     def uniform(cls, default_distinct: int = 35) -> "EventStatistics":
@@ -129,6 +169,7 @@ class EventStatistics:
                     "distinct": int(st.distinct),
                     "top_values": [{"value": enc(k), "probability": float(p)} for k, p in st.top_values.items()],
                     "quantiles": [float(q) for q in st.quantiles],
+                    "value_types": {k: float(p) for k, p in sorted(st.value_types.items())},
                 }
                 for name, st in sorted(self.attributes.items())
             ],
@@ -143,6 +184,8 @@ class EventStatistics:
                 }
                 for attrs in sorted({tuple(sorted(s)) for s in self.schemas} | set(self.joint))
             ],
+            "bad_records": int(self.bad_records),
+            "window": None if self.window is None else self.window.to_record(),
         }
 
     @classmethod
@@ -153,6 +196,7 @@ class EventStatistics:
                 distinct=int(a["distinct"]),
                 top_values={_value_key(t["value"]): float(t["probability"]) for t in a["top_values"]},
                 quantiles=[float(q) for q in a.get("quantiles") or []],
+                value_types={k: float(p) for k, p in (a.get("value_types") or {}).items()},
             )
             for a in record["attributes"]
         }
@@ -171,6 +215,8 @@ class EventStatistics:
             schemas=schemas,
             joint=joint,
             source=str(record.get("source") or "snapshot"),
+            bad_records=int(record.get("bad_records") or 0),
+            window=None if record.get("window") is None else SourceWindow.from_record(record["window"]),
         )
 
 

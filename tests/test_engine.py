@@ -205,6 +205,14 @@ def test_invalid_events():
     twice = EventBatch(("a",), np.array([0, 2]), np.array([0, 0], np.int32), np.zeros(2, np.int8), np.ones(2))
     with pytest.raises(ValueError, match="twice"):
         m.match_encoded(twice)
+    twice_by_name = EventBatch(("a", "a"), np.array([0, 2]), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.ones(2))
+    with pytest.raises(ValueError, match="twice"):
+        m.match_encoded(twice_by_name)
+    bad_kind = EventBatch(("a",), np.array([0, 1]), np.array([0], np.int32), np.array([7], np.int8), np.ones(1))
+    with pytest.raises(ValueError, match="kind"):
+        m.match_encoded(bad_kind)
+    same_name = EventBatch(("a", "a"), np.array([0, 1, 2]), np.array([0, 1], np.int32), np.zeros(2, np.int8), np.ones(2))
+    assert [r.tolist() for r in m.match_encoded(same_name).split()] == [[1], [1]]
 
 
 def test_string_codes_renumber_when_gaps_run_out():
@@ -238,3 +246,19 @@ def test_batch_from_dicts_equals_columnar_from_dicts():
     fast, ref = batch_from_dicts(events), EventBatch.from_dicts(events)
     assert fast.to_dicts() == ref.to_dicts()
     assert fast.kinds.tolist() == ref.kinds.tolist() and fast.strings == ref.strings
+
+
+@pytest.mark.parametrize("algorithm", ["counting", "propagation"])
+def test_bulk_strings_renumber_existing_codes(algorithm):
+    """A bulk load of many new strings renumbers the codes of strings already in predicates."""
+    m, o = Matcher(algorithm), OracleMatcher()
+    first = [(0, [("s", "<", "m")]), (1, [("s", ">=", "m5")])]
+    rng = np.random.default_rng(5)
+    words = sorted({"".join(rng.choice(list("amz5"), size=int(rng.integers(1, 5)))) for _ in range(400)})
+    more = [(10 + i, [("s", ["<", ">", "=", "!=", "<=", ">="][i % 6], w)]) for i, w in enumerate(words)]
+    for batch in (first, more):
+        m.add_bulk(SubscriptionBatch.from_lists(batch))
+        for sid, p in batch:
+            o.add(sid, p)
+    assert len(words) > 64
+    _check(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])

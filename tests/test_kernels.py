@@ -10,7 +10,7 @@ from engine.encoding import StringDictionary
 from engine.hashtable import HashTable
 from engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
 from engine.propagation import plan_subscriptions, _OP_RANK
-from engine.scan import MAX_SPECIALISED, make_dispatch, make_kernel
+from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch
 from engine.semantics import OPERATORS, compare
 
 
@@ -25,8 +25,7 @@ def test_scan_kernels_match_naive(k, prefetch_columns):
     n_bits = 40
     bits = (rng.random(n_bits) < 0.9).astype(np.uint8)
     matched = 0
-    kernel = make_kernel(k if k <= MAX_SPECIALISED else -1, prefetch_columns, unfold=4, lookahead=8)
-    dispatch = make_dispatch(prefetch_columns, unfold=4, lookahead=8)
+    K = k if k <= MAX_SPECIALISED else -1
     for n in (0, 1, 3, 4, 37):
         cap = n + 3
         base = 5
@@ -36,10 +35,10 @@ def test_scan_kernels_match_naive(k, prefetch_columns):
         arena[base + k * cap : base + k * cap + n] = rng.permutation(1000)[:n]
         want = naive_scan(k, arena, bits, base, cap, n)
         out = np.full(n + 2, -1, dtype=np.int64)
-        got = kernel(k, arena, bits, base, cap, n, out, 2)
+        got = scan_cluster(K, prefetch_columns, 4, 8, k, arena, bits, base, cap, n, out, 2)
         assert out[2:got].tolist() == want and got == 2 + len(want)
         out2 = np.full(n + 2, -1, dtype=np.int64)
-        assert dispatch(k, arena, bits, base, cap, n, out2, 0) == len(want)
+        assert scan_dispatch(prefetch_columns, 4, 8, k, arena, bits, base, cap, n, out2, 0) == len(want)
         assert out2[: len(want)].tolist() == want
         matched += len(want)
     assert matched, "the random cases should produce matches"

@@ -1,0 +1,5 @@
+"""``python -m processor`` is the ``pubsub`` command."""
+
+from .cli import main
+
+main(prog_name="pubsub")

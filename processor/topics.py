@@ -1,0 +1,91 @@
+"""The four topics: names, configurations, and idempotent creation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+SUBSCRIPTIONS = "pubsub.subscriptions"
+EVENTS = "pubsub.events"
+NOTIFICATIONS = "pubsub.notifications"
+DEAD_LETTER = "pubsub.dead-letter"
+ALL = (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER)
+
+# Subscriptions are state (latest value per id), dead letters are keyed by
+# their source position so replays collapse: both compacted.
+CONFIGS: dict[str, dict[str, str]] = {
+    SUBSCRIPTIONS: {"cleanup.policy": "compact"},
+    EVENTS: {"cleanup.policy": "delete"},
+    NOTIFICATIONS: {"cleanup.policy": "delete"},
+    DEAD_LETTER: {"cleanup.policy": "compact"},
+}
+
+
+@dataclass(frozen=True)
+class TopicStatus:
+    name: str
+    created: bool  # False: it already existed
+    partitions: int
+    cleanup_policy: str | None  # as reported by the broker; None if it cannot say
+
+
+def admin(bootstrap_servers: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap_servers})
+
+
+def create_topics(bootstrap_servers: str, partitions: int = 4, replication_factor: int = 1, timeout: float = 30.0) -> list[TopicStatus]:
+    """Create the topics that do not exist yet; report every topic as the broker sees it."""
+    client = admin(bootstrap_servers)
+    new = [NewTopic(name, partitions, replication_factor, config=CONFIGS[name]) for name in ALL]
+    created = {}
+    for name, future in client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
+        try:
+            future.result(timeout)
+            created[name] = True
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            created[name] = False
+    metadata = client.list_topics(timeout=timeout)
+    policies = cleanup_policies(client, timeout)
+    return [
+        TopicStatus(name, created[name], len(metadata.topics[name].partitions), policies.get(name))
+        for name in ALL
+    ]
+
+
+def cleanup_policies(client: AdminClient, timeout: float = 10.0) -> dict[str, str]:
+    """``cleanup.policy`` of each topic, for brokers that answer DescribeConfigs."""
+    out = {}
+    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in ALL])
+    for resource, future in futures.items():
+        try:
+            entry = future.result(timeout).get("cleanup.policy")
+        except KafkaException:
+            continue
+        if entry is not None:
+            out[resource.name] = entry.value
+    return out
+
+
+def require(bootstrap_servers: str, names: tuple[str, ...] = ALL, timeout: float = 10.0) -> dict[str, int]:
+    """Partitions of each topic; a clear error if one is missing.
+
+    Lists all topics rather than asking for these: asking for a topic by name
+    auto-creates it on brokers that allow that (Tansu does), without the
+    configuration above.
+    """
+    metadata = admin(bootstrap_servers).list_topics(timeout=timeout)
+    out = {}
+    for name in names:
+        t = metadata.topics.get(name)
+        if t is None or t.error is not None:
+            raise RuntimeError(f"topic {name} does not exist on {bootstrap_servers}; run `pubsub topics` first")
+        out[name] = len(t.partitions)
+    return out
+
+
+def partitions_of(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> int:
+    return require(bootstrap_servers, (topic,), timeout)[topic]

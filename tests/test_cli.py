@@ -1,0 +1,104 @@
+"""The `pubsub` subcommands against the embedded broker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+from kafka_helpers import read_all, send, wait_processed
+
+from processor import codecs, topics
+from processor.broker import EmbeddedBroker, free_port, port_in_use
+from processor.cli import main
+
+pytestmark = pytest.mark.broker
+
+
+def invoke(*args: str, input: str | None = None) -> str:
+    result = CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_subscribe_publish_tail(bootstrap, group_id, start_processor):
+    b = ["--bootstrap-servers", bootstrap]
+    out = invoke("topics", *b)
+    assert "pubsub.subscriptions" in out and "exists" in out and "cleanup.policy=compact" in out
+    out = invoke("subscribe", *b, "--id", "42", "--subscriber", "alice", 'movie = "groundhog day" and price <= 10')
+    assert out.strip() == 'subscription 42 (alice): movie = "groundhog day" and price <= 10'
+    invoke("subscribe", *b, "--id", "43", "--subscriber", "bob", "--format", "json", "price > 100")
+    invoke("subscribe", *b, "--id", "44", "--subscriber", "eve", "price < 100")
+    invoke("unsubscribe", *b, "--id", "44")
+    [record] = [m for m in read_all(bootstrap, topics.SUBSCRIPTIONS, quiet=0.3) if m.key() == b"43"]
+    assert record.value().startswith(b"{")
+
+    p = start_processor(output_format="json")
+    assert sorted(p.state.subscribers) == [42, 43]
+    invoke("publish", *b, "--key", "e17", '{"movie": "groundhog day", "price": 8, "theater": "odeon"}')
+    invoke("publish", *b, "--format", "avro", "-", input='{"price": 200}\n{"price": 5}\n')
+    wait_processed(bootstrap, group_id)
+    p.stop()
+
+    lines = invoke("tail", *b, "--from-beginning", "--max", "2", "--timeout", "10").splitlines()
+    notes = sorted((json.loads(line) for line in lines), key=lambda n: n["subscriber"])
+    assert [(n["subscriber"], n["subscription_id"]) for n in notes] == [("alice", 42), ("bob", 43)]
+    assert notes[0] == {"notification_id": "e17/42", "subscription_id": 42, "subscriber": "alice", "event_id": "e17",
+                        "event": {"movie": "groundhog day", "price": 8, "theater": "odeon"}}
+    assert notes[1]["event"] == {"price": 200} and notes[1]["event_id"].startswith("pubsub.events:")
+
+
+def test_bad_input_is_refused_with_a_reason(bootstrap):
+    b = ["--bootstrap-servers", bootstrap]
+    result = CliRunner().invoke(main, ["subscribe", *b, "--subscriber", "a", "price <> 3"])
+    assert result.exit_code == 2 and "column 8: expected a value" in result.output
+    result = CliRunner().invoke(main, ["publish", *b, '{"price": null}'])
+    assert result.exit_code == 2 and "unsupported value type NoneType" in result.output
+
+
+def test_tail_dead_letters(bootstrap, start_processor, group_id):
+    p = start_processor()
+    send(bootstrap, topics.EVENTS, [("bad", b"\x01\x02")])
+    wait_processed(bootstrap, group_id)
+    p.stop()
+    [line] = invoke("tail", "-b", bootstrap, "--dead-letters", "--from-beginning", "--max", "1", "--timeout", "10").splitlines()
+    dl = json.loads(line)
+    assert dl["source_topic"] == topics.EVENTS and dl["key"] == "bad" and "neither JSON" in dl["reason"]
+
+
+@pytest.mark.parametrize("command", ["broker", "topics", "run", "subscribe", "unsubscribe", "publish", "tail", "demo"])
+def test_every_subcommand_has_help(command):
+    out = invoke(command, "--help")
+    assert f" {command} [OPTIONS]" in out
+    if command not in ("broker", "demo"):
+        assert "--bootstrap-servers" in out and "PUBSUB_BOOTSTRAP_SERVERS" in out
+
+
+def test_broker_prints_its_address_and_stops_on_sigterm():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "processor", "broker", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == f"127.0.0.1:{port}"
+        assert [s.name for s in topics.create_topics(f"127.0.0.1:{port}")] == list(topics.ALL)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, proc.stderr.read()
+    assert not port_in_use(port)
+
+
+def test_broker_refuses_a_busy_port(broker):
+    result = CliRunner().invoke(main, ["broker", "--port", str(broker.port)])
+    assert result.exit_code == 1 and "already in use" in result.output
+
+
+def test_run_refuses_to_start_without_the_topics():
+    with EmbeddedBroker() as empty:  # a broker of its own: the session one has the topics
+        done = subprocess.run([sys.executable, "-m", "processor", "run", "-b", empty.bootstrap_servers],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1
+        assert "topic pubsub.subscriptions does not exist" in done.stderr and "run `pubsub topics` first" in done.stderr
+        assert topics.ALL[0] not in topics.admin(empty.bootstrap_servers).list_topics(timeout=10).topics

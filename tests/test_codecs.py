@@ -1,0 +1,109 @@
+"""Avro (Confluent wire format) and JSON values: round trips and error reasons."""
+
+import io
+import json
+import struct
+
+import fastavro
+import pytest
+
+from processor import codecs
+from processor.codecs import DeadLetter, DecodeError, Subscription
+
+SUB = Subscription("alice", [("movie", "=", "groundhog day"), ("price", "<=", 10), ("3d", "=", False), ("r", ">", 2.5)], None)
+EVENT = {"movie": "groundhog day", "price": 8, "theater": "odeon", "3d": False, "rating": 4.5}
+
+
+@pytest.mark.parametrize("fmt", codecs.FORMATS)
+def test_round_trips(fmt):
+    assert codecs.decode_subscription(codecs.encode_subscription(SUB, fmt)) == SUB
+    timed = Subscription("bob", [("a", "!=", -3)], 1_900_000_000_000)
+    assert codecs.decode_subscription(codecs.encode_subscription(timed, fmt)) == timed
+    event = codecs.decode_event(codecs.encode_event(EVENT, fmt))
+    assert event == EVENT and [type(v) for v in event.values()] == [type(v) for v in EVENT.values()]
+    dl = DeadLetter("bad", "pubsub.events", 3, 17, None, b"\x00\xff")
+    assert codecs.decode_dead_letter(codecs.encode_dead_letter(dl, fmt)) == dl
+
+
+def test_the_json_of_the_readme_is_accepted():
+    sub = codecs.decode_subscription(
+        b'{"subscriber": "alice", "predicates": [["movie", "=", "groundhog day"], ["price", "<=", 10]], "valid_until": null}'
+    )
+    assert sub == Subscription("alice", [("movie", "=", "groundhog day"), ("price", "<=", 10)], None)
+    assert codecs.decode_event(b'{"movie": "groundhog day", "price": 8, "theater": "odeon"}')["price"] == 8
+
+
+def test_avro_values_use_the_confluent_wire_format_with_fixed_ids():
+    for name, encoded in [
+        ("subscription", codecs.encode_subscription(SUB)),
+        ("event", codecs.encode_event(EVENT)),
+        ("dead_letter", codecs.encode_dead_letter(DeadLetter("r", "t", 0, 0, b"k", b"v"))),
+    ]:
+        magic, schema_id = struct.unpack(">bI", encoded[:5])
+        assert (magic, schema_id) == (0, codecs.SCHEMA_IDS[name])
+        with open(codecs.SCHEMA_DIR / f"{name}.avsc") as f:  # readable by plain Avro tooling
+            fastavro.schemaless_reader(io.BytesIO(encoded[5:]), fastavro.parse_schema(json.load(f)))
+
+
+@pytest.mark.parametrize("fmt", codecs.FORMATS)
+def test_notifications_carry_a_deterministic_id(fmt):
+    value = codecs.encode_notification(42, "alice", "e17", codecs.encode_attributes(EVENT, fmt), fmt)
+    n = codecs.decode_notification(value)
+    assert n == {"notification_id": "e17/42", "subscription_id": 42, "subscriber": "alice", "event_id": "e17", "event": EVENT}
+    if fmt == "avro":  # the pre-encoded event part makes a valid record of the full schema
+        assert struct.unpack(">bI", value[:5]) == (0, codecs.SCHEMA_IDS["notification"])
+        with open(codecs.SCHEMA_DIR / "notification.avsc") as f:
+            assert fastavro.schemaless_reader(io.BytesIO(value[5:]), fastavro.parse_schema(json.load(f))) == n
+    else:
+        assert json.loads(value) == n
+
+
+def test_integers_beyond_64_bits_are_sent_as_doubles_in_avro():
+    assert codecs.decode_event(codecs.encode_event({"big": 2**70}, "avro")) == {"big": float(2**70)}
+
+
+def _avro(name, datum, schema_id=None):
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, codecs.SCHEMAS[name], datum)
+    return struct.pack(">bI", 0, schema_id or codecs.SCHEMA_IDS[name]) + buf.getvalue()
+
+
+GOOD_AVRO_EVENT = codecs.encode_event(EVENT, "avro")
+BAD_OPERATOR_AVRO = _avro("subscription", {"subscriber": "a", "predicates": [{"attribute": "x", "operator": "~", "value": 1}],
+                                           "valid_until": None})
+
+
+@pytest.mark.parametrize(
+    "decode, value, reason",
+    [
+        (codecs.decode_event, b"", "empty event value"),
+        (codecs.decode_event, b"hello", "neither JSON"),
+        (codecs.decode_event, b"\x00\x00\x00", "Avro value too short"),
+        (codecs.decode_event, GOOD_AVRO_EVENT[:-3], "invalid Avro event"),
+        (codecs.decode_event, GOOD_AVRO_EVENT + b"\x00", "1 trailing bytes"),
+        (codecs.decode_event, codecs.encode_subscription(SUB, "avro"), "unexpected Avro schema id 1 for a event"),
+        (codecs.decode_event, b"{not json", "invalid JSON"),
+        (codecs.decode_event, b'{"a": 1, "a": 2}', "duplicate JSON key 'a'"),
+        (codecs.decode_event, b'{"a": null}', "invalid event: unsupported value type NoneType"),
+        (codecs.decode_event, b'{"a": [1, 2]}', "unsupported value type list"),
+        (codecs.decode_event, b"{\"\": 1}", "non-empty strings"),
+        (codecs.decode_event, b'{"a": "\xff"}', "not UTF-8"),
+        (codecs.decode_subscription, b'{"predicates": [["a", "=", 1]]}', "missing the field 'subscriber'"),
+        (codecs.decode_subscription, b'{"subscriber": "a"}', "missing the field 'predicates'"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicates": []}', "at least one predicate"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicates": [["a", "~", 1]]}', "unknown operator '~'"),
+        (codecs.decode_subscription, BAD_OPERATOR_AVRO, "unknown operator '~'"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicates": [["a", "=", null]]}', "unsupported value type"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicates": [["a", "="]]}', "expected (attribute, operator, value)"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicates": [["a", "=", NaN]]}', "NaN"),
+        (codecs.decode_subscription, b'{"subscriber": 7, "predicates": [["a", "=", 1]]}', "subscriber must be a non-empty string"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicates": [["a", "=", 1]], "valid_until": "soon"}', "valid_until"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicate": [["a", "=", 1]]}', "unknown subscription field(s): predicate"),
+        (codecs.decode_subscription, b'{"subscriber": "a", "predicates": "a = 1"}', "list of (attribute, operator, value)"),
+        (codecs.decode_subscription, b"[1]", "neither JSON"),
+    ],
+)
+def test_bad_values_are_rejected_with_a_reason(decode, value, reason):
+    with pytest.raises(DecodeError) as info:
+        decode(value)
+    assert reason in str(info.value)

@@ -1,0 +1,104 @@
+"""Offsets never move past unacknowledged output (with fake clients, to force failures)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from processor import delivery
+from processor.delivery import Delivery, DeliveryError
+
+
+class FakeProducer:
+    """Records calls; deliveries succeed unless ``fail`` is set; no transactions unless ``transactions``."""
+
+    transactions = False
+    fail = False
+
+    def __init__(self, config: dict) -> None:
+        self.config, self.calls, self._queue = config, [], []
+
+    def init_transactions(self, timeout: float) -> None:
+        if not self.transactions:
+            raise KafkaException(KafkaError(KafkaError._UNSUPPORTED_FEATURE))
+        self.calls.append("init_transactions")
+
+    def begin_transaction(self) -> None:
+        self.calls.append("begin")
+
+    def produce(self, topic, value, key, on_delivery) -> None:
+        self._queue.append(on_delivery)
+        self.calls.append(("produce", topic))
+
+    def flush(self, timeout: float) -> int:
+        for callback in self._queue:
+            callback(KafkaError(KafkaError._MSG_TIMED_OUT) if self.fail else None, None)
+        self._queue.clear()
+        self.calls.append("flush")
+        return 0
+
+    def send_offsets_to_transaction(self, offsets, metadata, timeout) -> None:
+        self.calls.append("send_offsets")
+
+    def commit_transaction(self, timeout) -> None:
+        self.flush(timeout)
+        self.calls.append("commit_transaction")
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+class FakeConsumer:
+    def __init__(self) -> None:
+        self.committed: list = []
+
+    def commit(self, offsets, asynchronous) -> None:
+        assert asynchronous is False
+        self.committed.extend(offsets)
+
+    def consumer_group_metadata(self) -> str:
+        return "metadata"
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr(delivery, "Producer", FakeProducer)
+    FakeProducer.transactions = FakeProducer.fail = False
+    return FakeProducer
+
+
+OFFSETS = [TopicPartition("pubsub.events", 0, 10)]
+
+
+def test_auto_falls_back_to_at_least_once_without_transactions(fake):
+    d = Delivery({}, "auto")
+    assert d.mode == "at-least-once" and d.producer.config["enable.idempotence"] is True
+    with pytest.raises(KafkaException):
+        Delivery({}, "transactional")
+
+
+def test_at_least_once_commits_offsets_only_after_every_ack(fake):
+    d, consumer = Delivery({}, "auto"), FakeConsumer()
+    d.produce("pubsub.notifications", b"alice", b"n")
+    d.commit(consumer, OFFSETS)
+    assert d.producer.calls == [("produce", "pubsub.notifications"), "flush"] and consumer.committed == OFFSETS
+
+
+def test_a_failed_delivery_leaves_the_offsets_uncommitted(fake):
+    d, consumer = Delivery({}, "at-least-once"), FakeConsumer()
+    fake.fail = True
+    d.produce("pubsub.notifications", b"alice", b"n")
+    with pytest.raises(DeliveryError, match="1 records failed delivery"):
+        d.commit(consumer, OFFSETS)
+    assert consumer.committed == []
+
+
+def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):
+    fake.transactions = True
+    d, consumer = Delivery({}, "auto", transactional_id="g-host-0"), FakeConsumer()
+    assert d.mode == "transactional" and d.producer.config["transactional.id"] == "g-host-0"
+    d.produce("pubsub.notifications", b"alice", b"n")
+    d.commit(consumer, OFFSETS)
+    assert d.producer.calls == ["init_transactions", "begin", ("produce", "pubsub.notifications"), "send_offsets",
+                                "flush", "commit_transaction"]
+    assert consumer.committed == [] and not d.pending()

@@ -1,0 +1,84 @@
+"""Two processor processes in one consumer group share the event partitions."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from confluent_kafka import Producer
+from kafka_helpers import notifications, wait_processed
+from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_subscriptions
+
+from processor import codecs, topics
+from processor.broker import child_preexec
+
+pytestmark = pytest.mark.broker
+
+
+class ProcessorProcess:
+    """`pubsub run` in a child process; remembers its latest partition assignment."""
+
+    def __init__(self, bootstrap: str, group_id: str, *options: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "processor", "run", "-b", bootstrap, "--group-id", group_id,
+             "--progress-interval", "60", "--batch-size", "50", *options],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=child_preexec,  # dies with the test run, whatever happens
+        )
+        self.assigned: int | None = None
+        self.log: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line)
+            m = re.search(r"(assigned|revoked) (\d+) partitions", line)
+            if m:
+                self.assigned = int(m.group(2)) if m.group(1) == "assigned" else 0
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> dict:
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=60)
+        self._reader.join(10)
+        assert self.proc.returncode == 0, "".join(self.log[-20:])
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def test_two_processes_share_the_events(bootstrap, group_id):
+    subs = random_subscriptions(600, seed=5)
+    events = random_events(400, seed=6)
+    send_subscriptions(bootstrap, subs)
+    procs = [ProcessorProcess(bootstrap, group_id) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while not (all(p.assigned for p in procs) and sum(p.assigned for p in procs) == 4):
+            assert time.monotonic() < deadline, [p.log[-5:] for p in procs]
+            assert all(p.proc.poll() is None for p in procs), [p.log[-5:] for p in procs]
+            time.sleep(0.1)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for e in events:  # spread over the four partitions explicitly
+            producer.produce(topics.EVENTS, codecs.encode_event(e), f"k{e['n']}", partition=e["n"] % 4)
+        assert producer.flush(30) == 0
+        wait_processed(bootstrap, group_id)
+        stats = [p.stop() for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+
+    assert all(s["events"] > 0 for s in stats) and sum(s["events"] for s in stats) == len(events)
+    assert all(s["subscriptions"] == len(subs) for s in stats)  # each instance holds every subscription
+    notes = notifications(bootstrap)
+    assert by_event(notes) == {n: s for n, s in expected_matches(subs, events).items() if s}
+    assert len({n["notification_id"] for n in notes}) == len(notes)
