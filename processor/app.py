@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from confluent_kafka import (
     OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition,
 )
@@ -25,6 +26,7 @@ from confluent_kafka import (
 from .codecs import DecodeError, decode_event, encode_attributes, encode_notification
 from .deadletter import DeadLetters
 from .delivery import Delivery
+from .event_decoder import decode_events
 from .instance import InstanceSlot
 from .progress import RateMeter, human
 from .subscriptions import SubscriptionState
@@ -62,6 +64,20 @@ def event_time(msg: Message) -> int:
     """The record timestamp in ms (producer or broker time); now if the record has none."""
     kind, ms = msg.timestamp()
     return ms if kind != TIMESTAMP_NOT_AVAILABLE else int(time.time() * 1000)
+
+
+def notification_attributes(value: bytes, fmt: str) -> bytes:
+    """The ``event`` part of a notification, re-using the input bytes when the formats agree.
+
+    An Avro event record's encoding is its one field's, the attribute map the
+    notification ends with; a JSON event is the object the JSON notification
+    embeds.  Otherwise the event is decoded and encoded in the output format.
+    """
+    if fmt == "avro" and value[:1] == b"\x00":
+        return value[5:]
+    if fmt == "json" and value[:1] == b"{":
+        return value
+    return encode_attributes(decode_event(value), fmt)
 
 
 def _log_assignment(what: str):
@@ -117,13 +133,9 @@ class Processor:
     # --- subscriptions -------------------------------------------------------
 
     def _apply_subscriptions(self, msgs: list[Message]) -> None:
-        for msg in msgs:
-            if not _raise_if_fatal(msg):
-                continue
-            try:
-                self.state.apply(msg.key(), msg.value())
-            except DecodeError as exc:
-                self.dead_letters.send(msg, str(exc))
+        records = [msg for msg in msgs if _raise_if_fatal(msg)]
+        for i, exc in self.state.apply_many((msg.key(), msg.value()) for msg in records):
+            self.dead_letters.send(records[i], str(exc))
 
     def _rebuild(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Read every partition of the subscriptions topic to its end.
@@ -153,37 +165,42 @@ class Processor:
     # --- events --------------------------------------------------------------
 
     def _process_events(self, msgs: list[Message], consumer: Consumer) -> None:
+        """Decode a batch into columns, match it in one call, produce its notifications, commit."""
         fmt = self.config.output_format
-        ids, times, events, next_offsets = [], [], [], {}
+        records, ids, next_offsets = [], [], {}
         for msg in msgs:
             if not _raise_if_fatal(msg):
                 continue
             next_offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
             try:
-                eid = event_id(msg)
-                events.append(decode_event(msg.value()))
-                ids.append(eid)
-                times.append(event_time(msg))
+                ids.append(event_id(msg))
+                records.append(msg)
             except DecodeError as exc:
                 self.dead_letters.send(msg, str(exc))
-        if events:
-            self.state.expire(min(times))  # later events of the batch are checked with valid_at below
-        matches = self.state.matcher.match_batch(events) if events else []
-        subscribers, valid_at = self.state.subscribers, self.state.valid_at
+        decoded = decode_events([msg.value() for msg in records])
+        for i, reason in sorted(decoded.errors.items()):
+            self.dead_letters.send(records[i], reason)
         produced = 0
-        for eid, when, event, hits in zip(ids, times, events, matches):
-            if len(hits) == 0:
-                continue
-            attributes = encode_attributes(event, fmt)
-            for sid in hits.tolist():
-                if not valid_at(sid, when):
-                    continue
-                owner = subscribers[sid]
-                self.delivery.produce(NOTIFICATIONS, owner.encode(), encode_notification(sid, owner, eid, attributes, fmt))
-                produced += 1
+        if len(decoded):
+            rows = decoded.rows.tolist()
+            times = [event_time(records[r]) for r in rows]
+            self.state.expire(min(times))  # later events of the batch are checked with valid_at below
+            matches = self.state.matcher.match_encoded(decoded.event_batch())
+            subscribers, valid_at = self.state.subscribers, self.state.valid_at
+            off = matches.offsets
+            for e in np.flatnonzero(np.diff(off)).tolist():  # only the events that matched something
+                msg, when = records[rows[e]], times[e]
+                attributes = notification_attributes(msg.value(), fmt)
+                for sid in matches.ids[off[e] : off[e + 1]].tolist():
+                    if not valid_at(sid, when):
+                        continue
+                    owner = subscribers[sid]
+                    self.delivery.produce(NOTIFICATIONS, owner.encode(),
+                                          encode_notification(sid, owner, ids[rows[e]], attributes, fmt))
+                    produced += 1
         offsets = [TopicPartition(t, p, o) for (t, p), o in next_offsets.items()]
         self.delivery.commit(consumer, offsets)
-        self.events += len(events)
+        self.events += len(decoded)
         self.notifications += produced
         self.batches += 1
 
@@ -258,7 +275,7 @@ class Processor:
             "busy_seconds": round(self.busy_seconds, 3),
             "dead_letters": dict(self.dead_letters.counts) if self.dead_letters else {},
             **self.state.stats(),
-            "matcher": self.state.matcher.stats().get("implementation", self.state.matcher.algorithm),
+            "matcher": self.state.matcher.algorithm,
         }
 
 

@@ -13,9 +13,10 @@ past that time arrive (``engine.validity.DeadlineQueue``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from engine import Matcher
+from engine.columnar import SubscriptionBatch
 from engine.validity import DeadlineQueue
 
 from .codecs import DecodeError, decode_subscription
@@ -57,23 +58,49 @@ class SubscriptionState:
 
     def apply(self, key: bytes | None, value: bytes | None) -> None:
         """Apply one record of the subscriptions topic; ``DecodeError`` says why it is invalid."""
-        sid = parse_subscription_id(key)
-        if not value:  # tombstone (null or empty value)
-            self.removed += self._drop(sid)
-            return
-        try:
-            sub = decode_subscription(value)
-        except DecodeError:
-            self.removed += self._drop(sid)  # the latest value is what counts, and it is invalid
-            raise
-        existed = self._drop(sid)
-        self.matcher.add(sid, sub.predicates)
-        self.subscribers[sid] = sub.subscriber
-        self._deadlines.set(sid, sub.valid_until)
-        if existed:
-            self.replaced += 1
-        else:
-            self.added += 1
+        errors = self.apply_many([(key, value)])
+        if errors:
+            raise errors[0][1]
+
+    def apply_many(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> list[tuple[int, DecodeError]]:
+        """Apply records of the subscriptions topic in order; returns (index, error) of the invalid ones.
+
+        The result is the same as applying them one by one, but the new
+        subscriptions go to the matcher in one ``add_bulk`` (a rebuild of
+        millions of subscriptions is a few bulk loads, not millions of adds).
+        """
+        errors: list[tuple[int, DecodeError]] = []
+        latest: dict[int, Any] = {}  # id -> decoded subscription, or None for "removed"
+        for i, (key, value) in enumerate(records):
+            try:
+                sid = parse_subscription_id(key)
+            except DecodeError as exc:
+                errors.append((i, exc))
+                continue
+            if not value:  # tombstone (null or empty value)
+                latest[sid] = None
+                continue
+            try:
+                latest[sid] = decode_subscription(value)
+            except DecodeError as exc:
+                latest[sid] = None  # the latest value is what counts, and it is invalid
+                errors.append((i, exc))
+        new = []
+        for sid, sub in latest.items():
+            existed = self._drop(sid)
+            if sub is None:
+                self.removed += existed
+                continue
+            new.append((sid, sub))
+            self.replaced += existed
+            self.added += not existed
+        if new:
+            self.matcher.add_bulk(SubscriptionBatch.from_lists((sid, sub.predicates) for sid, sub in new))
+            for sid, sub in new:
+                self.subscribers[sid] = sub.subscriber
+                if sub.valid_until is not None:
+                    self._deadlines.set(sid, sub.valid_until)
+        return errors
 
     def expire(self, event_time_ms: int) -> int:
         """Remove the subscriptions whose ``valid_until`` is at or before ``event_time_ms``."""
