@@ -1,6 +1,8 @@
 """Engine benchmark on Fabret et al.'s workload W0 (section 6.2.1, Figure 3).
 
-    python -m bench.engine                       # N = 100K, 1M, 3M, 6M; all three algorithms
+    python -m bench.engine                       # N = 100K, 1M, 3M, 6M; counting, propagation, propagation-wp
+    python -m bench.engine --n 1000000,6000000 --algorithms propagation-wp,static,dynamic
+    python -m bench.engine --n 6000000 --algorithms dynamic --create-factor 1.0   # a maintenance threshold
     python -m bench.engine --n 1000000 --algorithms propagation,propagation-wp --repeat 5
     python -m bench.engine --tune --n 6000000    # UNFOLD / LOOKAHEAD / prefetched columns grid
 
@@ -27,6 +29,7 @@ import numpy as np
 
 from engine import Matcher
 from engine.encoding import batch_from_dicts, encode_batch
+from engine.maintenance import Thresholds
 from engine.workload import PRESETS, generate_events, generate_subscriptions
 
 
@@ -57,11 +60,15 @@ def warm_up(algorithm: str, events, **scan_options) -> None:
     m.match_batch(events.to_dicts()[:10])
 
 
-def run_one(algorithm: str, subs, events, dicts, repeat: int, **scan_options) -> dict:
+def run_one(algorithm: str, subs, events, dicts, repeat: int, create_factor: float | None = None,
+            **scan_options) -> dict:
     warm_up(algorithm, events, **scan_options)
     gc.collect()
     rss0 = rss_bytes()
-    m = Matcher(algorithm, **scan_options)
+    clustering = {}
+    if algorithm == "dynamic" and create_factor is not None:
+        clustering["thresholds"] = Thresholds(create_factor=create_factor)
+    m = Matcher(algorithm, **clustering, **scan_options)
     t = time.perf_counter()
     m.add_bulk(subs)
     load = time.perf_counter() - t
@@ -86,6 +93,12 @@ def run_one(algorithm: str, subs, events, dicts, repeat: int, **scan_options) ->
         "stats_memory_mb": round(m.stats()["memory_bytes"] / 2**20, 1),
         "scan_options": scan_options,
     }
+    if algorithm in ("static", "dynamic"):
+        st = m.stats()
+        row["multi_attribute_tables"] = st["hash_tables"]["multi_attribute"]
+        row["subscriptions_moved"] = st["subscriptions_moved"]
+        if create_factor is not None and algorithm == "dynamic":
+            row["create_factor"] = create_factor
     del m, res, lists
     gc.collect()
     return row
@@ -138,6 +151,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3, help="best-of repetitions")
     ap.add_argument("--tune", action="store_true", help="grid over prefetch parameters instead")
     ap.add_argument("--grid", default=None, help="tuning grid as pc:unfold:lookahead,... (default: TUNE_GRID)")
+    ap.add_argument("--create-factor", type=float, default=None,
+                    help="dynamic: Bcreate as a multiple of a table's cost (default: engine.maintenance.Thresholds)")
     ap.add_argument("--out", default="bench/results/engine.json")
     args = ap.parse_args(argv)
     ns = [int(x) for x in args.n.split(",")]
@@ -159,18 +174,18 @@ def main(argv: list[str] | None = None) -> None:
                     if args.counting_events:
                         ev = generate_events(PRESETS["W0"], n=args.counting_events, seed=2)
                         dc = ev.to_dicts()
-                row = run_one(algorithm, subs, ev, dc, args.repeat)
+                row = run_one(algorithm, subs, ev, dc, args.repeat, create_factor=args.create_factor)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             del subs
             gc.collect()
         print()
-        print("| algorithm | N | load s | events/s (encoded) | events/s (dicts) | encode µs/ev | match µs/ev | matches/ev | RSS Δ MB |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("| algorithm | N | load s | events/s (encoded) | events/s (dicts) | encode µs/ev | match µs/ev | matches/ev | RSS Δ MB | tables |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['algorithm']} | {r['n']:,} | {r['load_s']:.2f} | {r['encoded_events_per_s']:,.0f} | "
                   f"{r['dict_events_per_s']:,.0f} | {r['encode_us_per_event']:.1f} | {r['match_us_per_event']:.1f} | "
-                  f"{r['matches_per_event']:.3f} | {r['rss_delta_mb']:.0f} |")
+                  f"{r['matches_per_event']:.3f} | {r['rss_delta_mb']:.0f} | {r.get('multi_attribute_tables', '')} |")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))
