@@ -31,6 +31,8 @@ from typing import Callable, Sequence
 import numpy as np
 from numba import njit
 
+from .cost import SAFETY_MARGIN
+
 MAX_SCHEMA = 3
 _BITS = 21
 _MASK = (1 << _BITS) - 1
@@ -214,6 +216,7 @@ def greedy_configuration(
     sample_size: int = 100_000,
     min_support: int = 2,
     seed: int = 0,
+    margin: float = SAFETY_MARGIN,
 ) -> Configuration:
     """The greedy algorithm of section 3.2.
 
@@ -225,7 +228,10 @@ def greedy_configuration(
     candidates are the attribute sets of 2..``max_schema`` equality
     predicates that at least ``min_support`` sampled subscriptions share.
     ``mu(attribute ids)`` gives the probability that an event carries them
-    all.  ``model`` is an :class:`engine.cost.CostModel`.
+    all.  ``model`` is an :class:`engine.cost.CostModel`.  A schema qualifies
+    only if the checks it saves are worth ``margin`` times its per-event cost:
+    the same safety margin as the dynamic algorithm's ``Bcreate``
+    (engine/maintenance.py), for the cluster visits the model leaves out.
     """
     if not 1 <= max_schema <= MAX_SCHEMA:
         raise ValueError(f"max_schema must be in 1..{MAX_SCHEMA}")
@@ -268,7 +274,7 @@ def greedy_configuration(
             entries = np.minimum(movers, cand_dom)
             delta_space = model.i_space + model.h_space * entries - model.K_space * cols
             fits = space + np.maximum(delta_space, 0.0) <= limit
-            ok = keep & ~chosen & (benefit > 0) & fits
+            ok = keep & ~chosen & (benefit > 0) & (model.K_c * gain >= margin * table_cost) & fits
             if not ok.any():
                 break
             per_space = np.where(delta_space > 0, benefit / np.where(delta_space > 0, delta_space, 1.0), np.inf)

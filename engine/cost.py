@@ -70,6 +70,11 @@ def space_cost(model: CostModel, table_entries: np.ndarray, sub_size: np.ndarray
 #: see docs/benchmarks.md); used until a machine saves its own with ``--save``.
 CALIBRATED = CostModel(K_r=0.66, C_h=126.0, K_h=0.0, K_c=0.52)
 
+#: A table must save this many times its modelled per-event cost before the static greedy or the
+#: dynamic maintenance creates it: the model leaves out the visit of the cluster lists a probe finds,
+#: and on W0 at 6M tables with a smaller margin lowered throughput (docs/clustering.md).
+SAFETY_MARGIN = 2.0
+
 MODEL_PATH_ENV = "PUBSUB_COST_MODEL"
 
 

@@ -54,13 +54,14 @@ import numpy as np
 
 from .clustering import _enumerate_multi, best_assignment, unpack_schema
 from .clustered import ClusteredIndex, schema_fields
+from .cost import SAFETY_MARGIN
 from .idpool import grow
 
 
 @dataclass
 class Thresholds:
     bm_max_factor: float = 1.0  # BMmax, in expected checks per event
-    create_factor: float = 2.0  # Bcreate = create_factor * table cost (in checks)
+    create_factor: float = SAFETY_MARGIN  # Bcreate = create_factor * table cost (in checks)
     delete_factor: float = 1.0  # Bdelete = delete_factor * table cost (in checks)
     refresh_changes: int = 10_000  # subscription changes between refreshes
     refresh_events: int = 200_000  # events between refreshes
