@@ -34,18 +34,13 @@ from numba import njit
 
 from .access import CATCH_ALL, MAX_MEMBERS, AccessKeys
 from .clustering import EqualityProfile, best_assignment, greedy_configuration, unpack_schema
-from .clusters import ClusterStore
+from .clusters import OP_RANK, ClusterStore, order_columns
 from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable
 from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, prefetch, propagation_phase2, scan_list
-from .semantics import OP_EQ, OP_NE
-
-# column order: likely-false tests first (equalities, then ranges, then !=)
-_OP_RANK = np.ones(6, dtype=np.int64)
-_OP_RANK[OP_EQ], _OP_RANK[OP_NE] = 0, 2
-
+from .semantics import OP_EQ
 
 @njit(cache=True)
 def equality_profile(off, pids, pred_field, pred_op, pred_prob):
@@ -79,17 +74,14 @@ def equality_profile(off, pids, pred_field, pred_op, pred_prob):
 
 
 @njit(cache=True)
-def split_access(off, pids, pred_field, pred_op, schema_fields, op_rank):
-    """Per row: the access predicates on its schema's fields (in field order), and its ordered columns.
+def access_of(off, pids, pred_field, pred_op, schema_fields):
+    """Per row: its equality predicates on its schema's fields, in field order (-1 padded).
 
-    ``schema_fields[i]`` holds the fields of row ``i``'s schema (-1 padded; all
-    -1: catch-all).  Returns (access rows (n, 3) -1 padded, k, columns, column offsets).
+    ``schema_fields[i]`` holds the fields of row ``i``'s schema (-1 padded; all -1: catch-all).
     """
     n = off.shape[0] - 1
     access = np.full((n, 3), -1, dtype=np.int64)
-    ks = np.empty(n, dtype=np.int64)
     for i in range(n):
-        used = 0
         for m in range(3):
             f = schema_fields[i, m]
             if f < 0:
@@ -98,25 +90,8 @@ def split_access(off, pids, pred_field, pred_op, schema_fields, op_rank):
                 p = pids[j]
                 if pred_op[p] == 0 and pred_field[p] == f:
                     access[i, m] = p
-                    used += 1
                     break
-        ks[i] = off[i + 1] - off[i] - used
-    col_off = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        col_off[i + 1] = col_off[i] + ks[i]
-    cols = np.empty(col_off[n], dtype=np.int64)
-    for i in range(n):
-        w = col_off[i]
-        for rank in range(3):
-            for j in range(off[i], off[i + 1]):
-                p = pids[j]
-                if op_rank[pred_op[p]] != rank:
-                    continue
-                if p == access[i, 0] or p == access[i, 1] or p == access[i, 2]:
-                    continue
-                cols[w] = p
-                w += 1
-    return access, ks, cols, col_off
+    return access
 
 
 @njit(cache=True)
@@ -256,8 +231,8 @@ class ClusteredIndex:
     # -- filing ------------------------------------------------------------
     def file(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray, schemas: np.ndarray) -> None:
         """File subscriptions (distinct predicate ids in CSR) under the given packed schemas."""
-        access, ks, cols, col_off = split_access(off, pids, self.preds.field, self.preds.op,
-                                                 schema_fields(schemas), _OP_RANK)
+        access = access_of(off, pids, self.preds.field, self.preds.op, schema_fields(schemas))
+        ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK)
         n_members = (access >= 0).sum(axis=1)
         keys = np.full(len(handles), CATCH_ALL, dtype=np.int64)
         single = n_members == 1

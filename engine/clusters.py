@@ -30,6 +30,7 @@ from numba import njit
 
 from .hashtable import HashTable
 from .idpool import IdPool, grow
+from .semantics import OP_EQ, OP_NE
 
 
 @njit(cache=True, inline="always")
@@ -105,6 +106,48 @@ def _compact(arena, new_arena, c_base, c_cap, c_len, c_k, n_clusters, slack):
             n = c_len[c]
             used = _move(arena, new_arena, c, c_base, c_cap, c_len, c_k, used, n + (n >> slack))
     return used
+
+
+# column order: likely-false tests first (equalities, then ranges, then !=)
+OP_RANK = np.ones(6, dtype=np.int64)
+OP_RANK[OP_EQ], OP_RANK[OP_NE] = 0, 2
+
+
+@njit(cache=True)
+def order_columns(off, pids, op, access, op_rank):
+    """Per subscription: its predicates other than the access ones, as cluster columns.
+
+    ``access[i]`` lists row ``i``'s access predicates (-1 padded).  Columns
+    are ordered by ``op_rank`` so that the test most likely to fail is read
+    first (section 2.2, "Cache performance").  Returns (k, columns, column offsets).
+    """
+    n = off.shape[0] - 1
+    ks = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        used = 0
+        for m in range(access.shape[1]):
+            if access[i, m] >= 0:
+                used += 1
+        ks[i] = off[i + 1] - off[i] - used
+    col_off = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        col_off[i + 1] = col_off[i] + ks[i]
+    cols = np.empty(col_off[n], dtype=np.int64)
+    for i in range(n):
+        w = col_off[i]
+        for rank in range(3):
+            for j in range(off[i], off[i + 1]):
+                p = pids[j]
+                if op_rank[op[p]] != rank:
+                    continue
+                is_access = False
+                for m in range(access.shape[1]):
+                    if access[i, m] == p:
+                        is_access = True
+                if not is_access:
+                    cols[w] = p
+                    w += 1
+    return ks, cols, col_off
 
 
 class ClusterStore:

@@ -21,46 +21,28 @@ from numba import njit
 
 from .access import CATCH_ALL, AccessKeys
 from .clustered import no_conjunctions
-from .clusters import ClusterStore
+from .clusters import OP_RANK, ClusterStore, order_columns
 from .predicates import PredicateTable
 from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
-from .semantics import OP_EQ, OP_NE
-
-# column order: likely-false tests first
-_OP_RANK = np.ones(6, dtype=np.int64)  # ranges in the middle
-_OP_RANK[OP_EQ], _OP_RANK[OP_NE] = 0, 2  # = first, != last
-
 
 @njit(cache=True)
-def plan_subscriptions(off, pids, op, refcount, op_rank):
-    """Per subscription: access predicate (-1: none), ``k`` and its ordered columns.
+def choose_access(off, pids, op, refcount):
+    """Per subscription: its access predicate (-1: none), the least referenced equality.
 
-    ``pids[off[i]:off[i+1]]`` are the distinct predicates of subscription i.
+    The least referenced one, so that subscriptions spread over many small
+    cluster lists.  ``pids[off[i]:off[i+1]]`` are the distinct predicates of
+    subscription i.  Returns an (n, 1) array (the shape ``order_columns`` takes).
     """
     n = off.shape[0] - 1
-    access = np.full(n, -1, dtype=np.int64)
-    ks = np.empty(n, dtype=np.int64)
+    access = np.full((n, 1), -1, dtype=np.int64)
     for i in range(n):
         best = -1
         for j in range(off[i], off[i + 1]):
             p = pids[j]
             if op[p] == 0 and (best < 0 or refcount[p] < refcount[best] or (refcount[p] == refcount[best] and p < best)):
                 best = p
-        access[i] = best
-        ks[i] = off[i + 1] - off[i] - (1 if best >= 0 else 0)
-    col_off = np.zeros(n + 1, dtype=np.int64)
-    for i in range(n):
-        col_off[i + 1] = col_off[i] + ks[i]
-    cols = np.empty(col_off[n], dtype=np.int64)
-    for i in range(n):
-        w = col_off[i]
-        for rank in range(3):
-            for j in range(off[i], off[i + 1]):
-                p = pids[j]
-                if p != access[i] and op_rank[op[p]] == rank:
-                    cols[w] = p
-                    w += 1
-    return access, ks, cols, col_off
+        access[i, 0] = best
+    return access
 
 
 class PropagationIndex:
@@ -75,11 +57,12 @@ class PropagationIndex:
 
     def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File subscriptions (distinct predicate ids in CSR, already referenced)."""
-        access, ks, cols, col_off = plan_subscriptions(off, pids, self.preds.op, self.preds.refcount, _OP_RANK)
-        has = access >= 0
+        access = choose_access(off, pids, self.preds.op, self.preds.refcount)
+        ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK)
+        has = access[:, 0] >= 0
         keys = np.full(len(handles), CATCH_ALL, dtype=np.int64)
         if np.any(has):
-            keys[has] = self.keys.for_predicates(access[has])
+            keys[has] = self.keys.for_predicates(access[has, 0])
         self.keys.incref(keys)
         clusters = self.store.clusters_for(keys, ks)
         self.store.append(clusters, handles, cols, col_off)

@@ -9,7 +9,8 @@ from engine.clusters import ClusterStore
 from engine.encoding import StringDictionary
 from engine.hashtable import HashTable
 from engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
-from engine.propagation import plan_subscriptions, _OP_RANK
+from engine.clusters import OP_RANK, order_columns
+from engine.propagation import choose_access
 from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch
 from engine.semantics import OPERATORS, compare
 
@@ -92,16 +93,20 @@ def test_duplicate_attribute_check():
     assert not has_duplicate_attribute(np.array([0, 2, 4]), np.array([0, 1, 1, 0]), 2)
 
 
-def test_plan_subscriptions_orders_columns():
+def test_access_choice_and_column_order():
     # predicate id -> operator: 0 '=', 1 '!=', 2 '<', 3 '=' ; 3 is referenced less, so it is the access predicate
     op = np.array([0, 1, 2, 0], dtype=np.int8)
     refcount = np.array([5, 1, 1, 2])
     off = np.array([0, 4, 6])
     pids = np.array([1, 0, 2, 3, 1, 2])
-    access, ks, cols, col_off = plan_subscriptions(off, pids, op, refcount, _OP_RANK)
-    assert access.tolist() == [3, -1] and ks.tolist() == [3, 2]
+    access = choose_access(off, pids, op, refcount)
+    ks, cols, col_off = order_columns(off, pids, op, access, OP_RANK)
+    assert access[:, 0].tolist() == [3, -1] and ks.tolist() == [3, 2]
     assert cols[col_off[0] : col_off[1]].tolist() == [0, 2, 1]  # =, <, != : likely-false first
     assert cols[col_off[1] : col_off[2]].tolist() == [2, 1]
+    # a conjunction as access: both of its predicates leave the columns
+    ks, cols, col_off = order_columns(off, pids, op, np.array([[0, 3, -1], [-1, -1, -1]]), OP_RANK)
+    assert ks.tolist() == [2, 2] and cols[col_off[0] : col_off[1]].tolist() == [2, 1]
 
 
 def test_cluster_store_swap_remove_and_compaction():
