@@ -65,18 +65,13 @@ class AccessKeys:
     def for_conjunctions(self, rows: np.ndarray) -> np.ndarray:
         """Key of each conjunction (rows of sorted predicate ids, -1 padded, >= 2 members), creating missing ones."""
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        base = 1 << 62
-        keys, nxt = self.conj.get_or_insert(rows, base)
-        n_new = nxt - base
-        if n_new:
-            fresh = keys >= base
-            first = np.empty(n_new, dtype=np.int64)
-            first[keys[fresh] - base] = np.flatnonzero(fresh)
-            new = self._new_keys(n_new)
-            self.conj.set_values(rows[first], new)
+
+        def assign(first: np.ndarray) -> np.ndarray:
+            new = self._new_keys(len(first))
             self.members[new] = rows[first]
-            keys[fresh] = new[keys[fresh] - base]
-        return keys
+            return new
+
+        return self.conj.get_or_add(rows, assign)
 
     def incref(self, keys: np.ndarray) -> None:
         self.refs[: self.ids.high] += np.bincount(keys, minlength=self.ids.high)[: self.ids.high]

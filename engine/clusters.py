@@ -174,16 +174,9 @@ class ClusterStore:
         """Cluster of each (key, k), created empty and linked into the key's list if new."""
         rows = np.empty((len(keys), 2), dtype=np.int64)
         rows[:, 0], rows[:, 1] = keys, ks
-        base = 1 << 62
-        out, nxt = self.index.get_or_insert(rows, base)
-        n_new = nxt - base
-        if n_new:
-            fresh = out >= base
-            first = np.empty(n_new, dtype=np.int64)
-            first[out[fresh] - base] = np.flatnonzero(fresh)
-            ids = self.ids.take(n_new)
-            self.index.set_values(rows[first], ids)
-            out[fresh] = ids[out[fresh] - base]
+
+        def assign(first: np.ndarray) -> np.ndarray:
+            ids = self.ids.take(len(first))
             top = self.ids.high
             self.c_base, self.c_cap = grow(self.c_base, top, 0), grow(self.c_cap, top, 0)
             self.c_len, self.c_k = grow(self.c_len, top, 0), grow(self.c_k, top, -1)
@@ -195,7 +188,9 @@ class ClusterStore:
             for c, q in zip(ids.tolist(), nk.tolist()):  # one step per *new cluster*
                 self.c_next[c] = self.key_head[q]
                 self.key_head[q] = c
-        return out
+            return ids
+
+        return self.index.get_or_add(rows, assign)
 
     def release_key(self, key: int) -> None:
         """Free every (empty) cluster of an access key that no subscription uses any more."""

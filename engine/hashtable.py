@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 EMPTY = np.int64(-1)  # value of a free slot; stored values are always >= 0
+_PROVISIONAL = 1 << 62  # values of keys get_or_add is inserting, above any real one
 MAX_LOAD = 0.75
 
 
@@ -248,6 +249,25 @@ class HashTable:
             if i < len(keys):
                 self._grow(self.count + min(len(keys) - i, max(1024, self.count)))
         return out, int(next_value)
+
+    def get_or_add(self, keys: np.ndarray, assign) -> np.ndarray:
+        """Values of ``keys``; the distinct missing ones get the values ``assign(first)`` returns.
+
+        ``first[j]`` is a row holding the ``j``-th distinct missing key (in
+        first-occurrence order); ``assign`` returns one new value per entry of
+        ``first`` and may record whatever the caller keeps about new keys.
+        """
+        keys = self._rows(keys)
+        out, nxt = self.get_or_insert(keys, _PROVISIONAL)
+        n_new = nxt - _PROVISIONAL
+        if n_new:
+            fresh = np.flatnonzero(out >= _PROVISIONAL)
+            first = np.empty(n_new, dtype=np.int64)
+            first[out[fresh] - _PROVISIONAL] = fresh
+            values = np.asarray(assign(first), dtype=np.int64)
+            self.set_values(keys[first], values)
+            out[fresh] = values[out[fresh] - _PROVISIONAL]
+        return out
 
     def insert(self, keys: np.ndarray, values: np.ndarray) -> None:
         """Insert absent, pairwise distinct keys."""

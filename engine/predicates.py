@@ -131,36 +131,27 @@ class PredicateTable:
         keys = np.empty((len(field), 2), dtype=np.int64)
         keys[:, 0] = field * N_OPS + op
         keys[:, 1] = eqbits
-        base = 1 << 62  # provisional ids of new predicates, above any real one
-        ids, nxt = self.table.get_or_insert(keys, base)
-        n_new = nxt - base
-        if n_new == 0:
-            return ids
-        # one row per new predicate, in provisional-id order
-        first = np.empty(n_new, dtype=np.int64)
-        new_rows = np.flatnonzero(ids >= base)
-        first[ids[new_rows] - base] = new_rows  # any row of the predicate will do
-        nf, no, nb = field[first], op[first], eqbits[first]
-        order = np.lexsort((self._codes(nf, nb), no, nf))  # new ids in (field, op, value) order
-        final = np.empty(n_new, dtype=np.int64)
-        final[order] = self.ids.take(n_new)
-        self.table.set_values(keys[first], final)
-        self.n_ids = top = self.ids.high
-        self.field = grow(self.field, top, 0)
-        self.op = grow(self.op, top, 0)
-        self.bits_value = grow(self.bits_value, top, 0)
-        self.refcount = grow(self.refcount, top, 0)
-        self.field[final], self.op[final], self.bits_value[final] = nf, no, nb
-        self.refcount[final] = 0
-        self.n_live += n_new
-        nf_needed = int(nf.max()) + 1
-        self.n_fields = max(self.n_fields, nf_needed)
-        if np.any(no != OP_EQ):
-            self._dirty = True
-        out = ids.copy()
-        fresh = ids >= base
-        out[fresh] = final[ids[fresh] - base]
-        return out
+
+        def assign(first: np.ndarray) -> np.ndarray:
+            n_new = len(first)
+            nf, no, nb = field[first], op[first], eqbits[first]
+            order = np.lexsort((self._codes(nf, nb), no, nf))  # new ids in (field, op, value) order
+            final = np.empty(n_new, dtype=np.int64)
+            final[order] = self.ids.take(n_new)
+            self.n_ids = top = self.ids.high
+            self.field = grow(self.field, top, 0)
+            self.op = grow(self.op, top, 0)
+            self.bits_value = grow(self.bits_value, top, 0)
+            self.refcount = grow(self.refcount, top, 0)
+            self.field[final], self.op[final], self.bits_value[final] = nf, no, nb
+            self.refcount[final] = 0
+            self.n_live += n_new
+            self.n_fields = max(self.n_fields, int(nf.max()) + 1)
+            if np.any(no != OP_EQ):
+                self._dirty = True
+            return final
+
+        return self.table.get_or_add(keys, assign)
 
     def _codes(self, field: np.ndarray, eqbits: np.ndarray) -> np.ndarray:
         kind = field % N_KINDS
