@@ -39,7 +39,7 @@ from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, prefetch, propagation_phase2, scan_list
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, prefetch, scan_list, scan_predicate_keys
 from .semantics import OP_EQ
 
 @njit(cache=True)
@@ -98,23 +98,23 @@ def access_of(off, pids, pred_field, pred_op, schema_fields):
 def clustered_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
     """Phase 2 of static and dynamic: propagation's keys, then one conjunction probe per schema.
 
+    The bits (and the equality predicate of each field) are set once for both.
+
     ``state`` is propagation's (engine/batch.py) followed by ``pred_field,
     pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe``.  The home
     slots of the event's probes are prefetched before the first probe, so
     that their cache misses overlap.
     """
-    out, nout = propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead)
     bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
     pred_field, pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe = state[11:18]
     n_sch = sch_fields.shape[0]
-    if n_sch == 0:
-        return out, nout
-    n_keys = key_head.shape[0]
     for t in range(ns):
         p = sat[t]
         bits[p] = 1
         if pred_op[p] == 0:
             eq_of_field[pred_field[p]] = p
+    out, nout = scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead)
+    n_keys = key_head.shape[0]
     conj_flat = conj_keys.ravel()
     mask = conj_vals.shape[0] - 1
     n_probe = 0

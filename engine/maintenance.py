@@ -325,8 +325,9 @@ class Maintenance:
         members = ix.keys.members[live]
         probs = np.where(members >= 0, ix.pred_prob[np.maximum(members, 0)], np.inf)
         saved = (probs.min(axis=1) - ix.key_nu(live)) * ix.keys.refs[live]
-        idx = np.minimum(np.searchsorted(ix.schemas, ix.key_schema(live)), len(ix.schemas) - 1)
-        found = ix.schemas[idx] == ix.key_schema(live)
+        schema = ix.key_schema(live)
+        idx = np.minimum(np.searchsorted(ix.schemas, schema), len(ix.schemas) - 1)
+        found = ix.schemas[idx] == schema
         np.add.at(out, idx[found], saved[found])
         return out
 

@@ -132,10 +132,20 @@ def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout
 @njit(cache=True)
 def propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
     """Phase 2 of propagation: set the bits, scan the clusters of satisfied access keys, clear the bits."""
-    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
-    n_keys = key_head.shape[0]
+    bits = state[0]
     for t in range(ns):
         bits[sat[t]] = 1
+    out, nout = scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead)
+    for t in range(ns):
+        bits[sat[t]] = 0
+    return out, nout
+
+
+@njit(cache=True, inline="always")
+def scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead):
+    """Scan the catch-all list and the lists of satisfied single-predicate access keys (bits already set)."""
+    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
+    n_keys = key_head.shape[0]
     for t in range(-1, ns):
         if t < 0:
             q = 0  # catch-all
@@ -145,8 +155,6 @@ def propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
         if q < 0 or q >= n_keys:
             continue
         out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout, pf, unfold, lookahead)
-    for t in range(ns):
-        bits[sat[t]] = 0
     return out, nout
 
 
