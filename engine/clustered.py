@@ -101,9 +101,14 @@ def clustered_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
     The bits (and the equality predicate of each field) are set once for both.
 
     ``state`` is propagation's (engine/batch.py) followed by ``pred_field,
-    pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe``.  The home
-    slots of the event's probes are prefetched before the first probe, so
-    that their cache misses overlap.
+    pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe``.
+
+    A probe is a chain of dependent loads that miss the cache once the
+    configuration is large: the table slot, the key's list head, the
+    cluster's bookkeeping, the cluster's rows.  The probes of one event are
+    independent, so they run in stages, each stage prefetching for the next
+    over all of the event's probes: the misses of one stage overlap instead of
+    adding up (measured in docs/benchmarks.md, "Clustering").
     """
     bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
     pred_field, pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe = state[11:18]
@@ -117,6 +122,7 @@ def clustered_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
     n_keys = key_head.shape[0]
     conj_flat = conj_keys.ravel()
     mask = conj_vals.shape[0] - 1
+    # stage 1: the keys the event has, their home slots prefetched
     n_probe = 0
     for s in range(n_sch):
         p0 = eq_of_field[sch_fields[s, 0]]
@@ -135,11 +141,34 @@ def clustered_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
         prefetch(conj_vals, slot)
         probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
         n_probe += 1
+    # stage 2: look the keys up, prefetch their list heads (probe[t, 0] becomes the key, -1 if absent)
+    n_found = 0
     for t in range(n_probe):
         q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
         if 0 <= q < n_keys:
-            out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout,
-                                  pf, unfold, lookahead)
+            prefetch(key_head, q)
+            probe[n_found, 0] = q
+            n_found += 1
+    # stage 3: the first cluster of each list, prefetch its bookkeeping (probe[t, 1])
+    for t in range(n_found):
+        c = key_head[probe[t, 0]]
+        probe[t, 1] = c
+        if c >= 0:
+            prefetch(c_base, c)
+            prefetch(c_cap, c)
+            prefetch(c_len, c)
+            prefetch(c_k, c)
+            prefetch(c_next, c)
+    # stage 4: prefetch the first rows of each cluster (its first column and its line)
+    for t in range(n_found):
+        c = probe[t, 1]
+        if c >= 0 and c_len[c] > 0:
+            prefetch(arena, c_base[c])
+            prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
+    # stage 5: scan
+    for t in range(n_found):
+        out, nout = scan_list(probe[t, 0], key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout,
+                              pf, unfold, lookahead)
     for t in range(ns):
         p = sat[t]
         bits[p] = 0
