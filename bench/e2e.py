@@ -170,8 +170,7 @@ def percentiles(ms: np.ndarray) -> dict[str, float]:
 def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="pubsub-bench-e2e-"))
     broker = EmbeddedBroker(log=workdir / "broker.log")
-    demo = Demo(plan.subscriptions, 0, "W0", seed)
-    demo._say = progress
+    demo = Demo(plan.subscriptions, 0, "W0", seed)  # its subscription loading and processor start
     processor = clock = watcher = producer = None
     try:
         broker.start()

@@ -96,7 +96,7 @@ def _series(rows: list[dict], key: str, algorithms, workloads=("W0",)) -> dict[s
 
 def _stops(rows: list[dict]) -> str:
     notes = sorted({(r["algorithm"], r["stopped"]) for r in rows if r.get("stopped")})
-    return "".join(f"\n* {a}: not run at larger N — {why}." for a, why in notes) or "\n* No algorithm was stopped."
+    return "\n\n" + ("\n".join(f"* {a}: not run at larger N — {why}." for a, why in notes) or "No algorithm was stopped.")
 
 
 def fig3a(out: Path, quick: bool = False, progress: Callable[[str], None] = print, command: str = "") -> list[dict]:
