@@ -30,7 +30,7 @@ import numpy as np
 from engine import Matcher
 from engine.encoding import batch_from_dicts, encode_batch
 from engine.maintenance import Thresholds
-from engine.workload import PRESETS, generate_events, generate_subscriptions
+from engine.workload import PRESETS, W0, WorkloadSpec, generate_events, generate_subscriptions
 
 
 def rss_bytes() -> int:
@@ -53,16 +53,22 @@ def best_of(repeat: int, fn) -> tuple[float, object]:
     return best, out
 
 
-def warm_up(algorithm: str, events, **scan_options) -> None:
+def warm_up(algorithm: str, events, spec: WorkloadSpec = W0, **scan_options) -> None:
+    """Compile (or load from numba's cache) every kernel the measured run will use."""
     m = Matcher(algorithm, **scan_options)
-    m.add_bulk(generate_subscriptions(PRESETS["W0"], n=2000, seed=99))
+    m.add_bulk(generate_subscriptions(spec, n=2000, seed=99))
     m.match_encoded(events)
     m.match_batch(events.to_dicts()[:10])
 
 
 def run_one(algorithm: str, subs, events, dicts, repeat: int, create_factor: float | None = None,
-            **scan_options) -> dict:
-    warm_up(algorithm, events, **scan_options)
+            spec: WorkloadSpec = W0, **scan_options) -> dict:
+    """Load ``subs`` into a fresh matcher and measure it: one row of the tables.
+
+    ``dicts=None`` measures ``match_encoded`` only (no dict path, no encoding
+    cost), for sweeps that need events/s, load time and memory (Figure 3).
+    """
+    warm_up(algorithm, events, spec, **scan_options)
     gc.collect()
     rss0 = rss_bytes()
     clustering = {}
@@ -75,24 +81,28 @@ def run_one(algorithm: str, subs, events, dicts, repeat: int, create_factor: flo
     gc.collect()
     rss1 = rss_bytes()
     t_enc, res = best_of(repeat, lambda: m.match_encoded(events))
-    t_dict, lists = best_of(repeat, lambda: m.match_batch(dicts))
-    t_code, _ = best_of(repeat, lambda: encode_batch(batch_from_dicts(dicts), m.attributes, m.strings))
-    assert [x.tolist() for x in lists] == [x.tolist() for x in res.split()]
     n_ev = len(events)
     row = {
         "algorithm": algorithm,
+        "workload": spec.name,
         "n": len(subs),
         "events": n_ev,
         "load_s": round(load, 3),
         "encoded_events_per_s": round(n_ev / t_enc, 1),
-        "dict_events_per_s": round(n_ev / t_dict, 1),
-        "encode_us_per_event": round(t_code / n_ev * 1e6, 2),
+        "match_s": round(t_enc, 4),
         "match_us_per_event": round(t_enc / n_ev * 1e6, 2),
         "matches_per_event": round(len(res.ids) / n_ev, 4),
         "rss_delta_mb": round((rss1 - rss0) / 2**20, 1),
         "stats_memory_mb": round(m.stats()["memory_bytes"] / 2**20, 1),
         "scan_options": scan_options,
     }
+    lists = None
+    if dicts is not None:
+        t_dict, lists = best_of(repeat, lambda: m.match_batch(dicts))
+        t_code, _ = best_of(repeat, lambda: encode_batch(batch_from_dicts(dicts), m.attributes, m.strings))
+        assert [x.tolist() for x in lists] == [x.tolist() for x in res.split()]
+        row["dict_events_per_s"] = round(n_ev / t_dict, 1)
+        row["encode_us_per_event"] = round(t_code / n_ev * 1e6, 2)
     if algorithm in ("static", "dynamic"):
         st = m.stats()
         row["multi_attribute_tables"] = st["hash_tables"]["multi_attribute"]

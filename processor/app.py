@@ -108,6 +108,8 @@ class Processor:
         self.notifications = 0
         self.batches = 0
         self.busy_seconds = 0.0  # time spent decoding, matching, producing, committing
+        # busy time by stage, to say what bounds the throughput (docs/benchmarks.md, issue 5)
+        self.stage_seconds = {"decode": 0.0, "match": 0.0, "produce": 0.0, "commit": 0.0}
         self._stop = threading.Event()
         self.ready = threading.Event()
         self.delivery: Delivery | None = None
@@ -167,6 +169,7 @@ class Processor:
     def _process_events(self, msgs: list[Message], consumer: Consumer) -> None:
         """Decode a batch into columns, match it in one call, produce its notifications, commit."""
         fmt = self.config.output_format
+        t = time.perf_counter()
         records, ids, next_offsets = [], [], {}
         for msg in msgs:
             if not _raise_if_fatal(msg):
@@ -181,11 +184,13 @@ class Processor:
         for i, reason in sorted(decoded.errors.items()):
             self.dead_letters.send(records[i], reason)
         produced = 0
+        t = self._lap("decode", t)
         if len(decoded):
             rows = decoded.rows.tolist()
             times = [event_time(records[r]) for r in rows]
             self.state.expire(min(times))  # later events of the batch are checked with valid_at below
             matches = self.state.matcher.match_encoded(decoded.event_batch())
+            t = self._lap("match", t)
             subscribers, valid_at = self.state.subscribers, self.state.valid_at
             off = matches.offsets
             for e in np.flatnonzero(np.diff(off)).tolist():  # only the events that matched something
@@ -198,11 +203,17 @@ class Processor:
                     self.delivery.produce(NOTIFICATIONS, owner.encode(),
                                           encode_notification(sid, owner, ids[rows[e]], attributes, fmt))
                     produced += 1
-        offsets = [TopicPartition(t, p, o) for (t, p), o in next_offsets.items()]
-        self.delivery.commit(consumer, offsets)
+        t = self._lap("produce", t)
+        self.delivery.commit(consumer, [TopicPartition(tp, p, o) for (tp, p), o in next_offsets.items()])
+        self._lap("commit", t)
         self.events += len(decoded)
         self.notifications += produced
         self.batches += 1
+
+    def _lap(self, stage: str, since: float) -> float:
+        now = time.perf_counter()
+        self.stage_seconds[stage] += now - since
+        return now
 
     # --- the loop ------------------------------------------------------------
 
@@ -273,6 +284,7 @@ class Processor:
             "notifications": self.notifications,
             "batches": self.batches,
             "busy_seconds": round(self.busy_seconds, 3),
+            "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
             "dead_letters": dict(self.dead_letters.counts) if self.dead_letters else {},
             **self.state.stats(),
             "matcher": self.state.matcher.algorithm,

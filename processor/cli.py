@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 
 import click
 
@@ -316,6 +317,38 @@ def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_s
     from .demo import Demo
 
     sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size).run())
+
+
+@main.command("bench")
+@click.argument("figures", nargs=-1, required=True, type=click.Choice(["fig3a", "fig3b", "fig4", "e2e", "all"]))
+@click.option("--quick", is_flag=True, help="Small sizes: every figure in a few minutes (what the tests run).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench/results"),
+              show_default=True, help="Directory for the CSV, PNG and markdown of each figure, and report.md.")
+@click.option("--img-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also copy the PNGs here (docs/img to refresh docs/benchmarks.md).")
+def bench_cmd(figures, quick, out, img_dir) -> None:
+    """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
+
+    \b
+      fig3a  W0, N = 100K..6M: events/s (3a), memory (3c), loading time (3d)
+             for counting, propagation, propagation-wp, static, dynamic
+      fig3b  W1 and W2 for propagation-wp and dynamic
+      fig4   the equilibrium experiments (W3->W4, W5->W6), dynamic vs no-change
+      e2e    events topic -> notifications topic through the embedded broker,
+             1M W0 subscriptions: maximum events/s, latency at half of it
+      all    all of them (under an hour on the 2-core development machine)
+
+    Each writes <figure>.csv, .png and .md (the paper's values beside ours)
+    into --out, plus report.md for the whole run.
+    """
+    from bench.suite import FIGURES, run as run_suite
+
+    chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
+    outcome = run_suite(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush())
+    failed = {k: v for k, v in outcome.items() if v != "ok"}
+    click.echo(f"report: {out / 'report.md'}")
+    if failed:
+        raise click.ClickException("; ".join(f"{k}: {v}" for k, v in failed.items()))
 
 
 if __name__ == "__main__":

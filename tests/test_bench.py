@@ -1,0 +1,83 @@
+"""`pubsub bench --quick` runs every figure at small sizes and leaves CSV, PNG and markdown behind.
+
+The full sizes are the same code with larger plans (bench/fig3.py,
+bench/e2e.py, bench/suite.py); these tests keep that code from rotting.  No
+timing is asserted, only that each figure measured something sensible.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import fig3
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(out: Path, *figures: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "processor", "bench", *figures, "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
+    return done
+
+
+def rows(path: Path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def assert_figure(out: Path, name: str) -> None:
+    assert (out / f"{name}.png").read_bytes()[:8] == PNG, name
+
+
+def test_fig3_quick_sweeps_every_algorithm_and_puts_the_papers_values_beside_ours(tmp_path):
+    bench(tmp_path, "fig3a", "fig3b")
+    a = rows(tmp_path / "fig3a.csv")
+    assert {(r["algorithm"], int(r["n"])) for r in a} == {
+        (alg, n) for alg in fig3.FIG3A_ALGORITHMS for n in fig3.QUICK.ns}
+    assert all(float(r["encoded_events_per_s"]) > 0 and float(r["load_s"]) > 0 for r in a)
+    b = rows(tmp_path / "fig3b.csv")
+    assert {(r["workload"], r["algorithm"]) for r in b} == {(w, alg) for w in ("W1", "W2") for alg in fig3.FIG3B_ALGORITHMS}
+    for name in ("fig3a", "fig3b", "fig3c", "fig3d"):
+        assert_figure(tmp_path, name)
+    md = (tmp_path / "fig3a.md").read_text()
+    assert "| 6,000,000 | – | 602 |" in md  # dynamic at 6M in the paper; not measured at quick sizes
+    assert "load average" in md
+    report = (tmp_path / "report.md").read_text()
+    assert "Figures 3(a), 3(c), 3(d)" in report and "Figure 3(b)" in report
+
+
+def test_an_algorithm_whose_pass_is_too_slow_is_not_run_at_larger_n():
+    plan = fig3.Sweep((1000, 2000, 3000), events=20, repeat=1, stop_after_s=0.0)  # every pass is "too slow"
+    out = fig3.sweep("W0", ("propagation",), plan, progress=lambda _: None)
+    assert [r["stopped"] for r in out][0] == ""
+    assert all(r["stopped"] == "one pass took > 0 s at N=1,000" for r in out[1:])
+    assert "encoded_events_per_s" not in out[1]
+
+
+@pytest.mark.broker
+def test_e2e_quick_runs_through_the_broker_and_reports_latency_and_the_bound(tmp_path):
+    bench(tmp_path, "e2e")
+    (row,) = rows(tmp_path / "e2e.csv")
+    assert int(row["processor_events"]) == int(row["backlog_events"])  # phase 1's processor saw the backlog alone
+    assert float(row["max_events_per_s"]) > 0
+    assert 0.05 < float(row["match_rate"]) < 0.5  # the demo's hand-written subscriptions match ~15% of events
+    assert 0 < float(row["latency_p50_ms"]) <= float(row["latency_p99_ms"]) <= float(row["latency_max_ms"])
+    assert all(float(row[f"{s}_s"]) > 0 for s in ("decode", "match", "produce", "commit"))
+    assert_figure(tmp_path, "e2e")
+    assert "Bound: **" in (tmp_path / "e2e.md").read_text()
+
+
+def test_fig4_quick_runs_both_strategies_of_both_scenarios(tmp_path):
+    bench(tmp_path, "fig4")
+    for name, scenario in (("fig4a", "W3-W4"), ("fig4b", "W5-W6")):
+        got = rows(tmp_path / f"{name}.csv")
+        assert {r["strategy"] for r in got} == {"dynamic", "no-change"}
+        assert {r["scenario"] for r in got} == {scenario}
+        assert_figure(tmp_path, name)
+    assert "| dynamic |" in (tmp_path / "fig4a.md").read_text() and "| 350 |" in (tmp_path / "fig4a.md").read_text()
