@@ -122,6 +122,7 @@ class Processor:
         self.sub_offsets: dict[int, int] = {}  # partition of the subscriptions topic -> next offset to apply
         self.stored_notifications = 0  # notifications of new subscriptions for stored valid events
         self.snapshots = 0
+        self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
         self._unsnapshotted = 0  # subscription records applied since the last snapshot
         self._store_mark: tuple = ()
         self._last_snapshot = time.monotonic()
@@ -187,6 +188,9 @@ class Processor:
         if not self.config.snapshot_dir:
             return
         started = time.monotonic()
+        if not snapshot.path_of(self.config.snapshot_dir).exists():
+            log.info("no snapshot in %s yet: rebuilding from %s", self.config.snapshot_dir, SUBSCRIPTIONS)
+            return
         try:
             snap = snapshot.read(self.config.snapshot_dir, n_partitions, self.config.algorithm, self._new_store())
         except snapshot.SnapshotError as exc:
@@ -260,6 +264,7 @@ class Processor:
         started = time.monotonic()
         todo = {tp.partition for tp in partitions}
         start = {tp.partition: tp.offset for tp in partitions if tp.offset >= 0}  # from a snapshot
+        before = self._unsnapshotted
         meter = RateMeter(self.config.progress_interval)
         while todo and not self._stop.is_set():
             msgs = consumer.consume(num_messages=10_000, timeout=0.5)
@@ -275,9 +280,10 @@ class Processor:
                 meter.tick({})
                 log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
         self.delivery.commit()  # dead letters of invalid subscriptions
+        self.rebuild_records = self._unsnapshotted - before
         log.info(
-            "ready: %d subscriptions rebuilt from %s in %.1fs",
-            len(self.state), SUBSCRIPTIONS, time.monotonic() - started,
+            "ready: %d subscriptions, %d records of %s read in %.1fs",
+            len(self.state), self.rebuild_records, SUBSCRIPTIONS, time.monotonic() - started,
         )
 
     # --- events --------------------------------------------------------------
