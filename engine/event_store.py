@@ -185,6 +185,7 @@ class ValidEventStore:
     def load_arrays(self, arrays: Any, prefix: str = "events.") -> None:
         """Add the events :meth:`to_arrays` wrote (the bounds apply)."""
         batch = batch_from_arrays(EventBatch, arrays, prefix)
+        batch.validate()
         blob = np.asarray(arrays[f"{prefix}payloads"]).tobytes()
         ends = np.cumsum(arrays[f"{prefix}payloads.lengths"]).tolist()
         payloads = [blob[a:b] for a, b in zip([0] + ends[:-1], ends)]

@@ -238,7 +238,8 @@ class Matcher:
         ids = np.asarray(sub_ids, dtype=np.int64).reshape(-1)
         if len(ids) == 0:
             return
-        if len(np.unique(ids)) != len(ids):
+        ordered = np.sort(ids)
+        if np.any(ordered[1:] == ordered[:-1]):
             raise ValueError("remove_bulk: repeated subscription id")
         h = self.id_table.lookup(ids)
         if np.any(h < 0):

@@ -124,7 +124,7 @@ class Processor:
         self.snapshots = 0
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
         self._unsnapshotted = 0  # subscription records applied since the last snapshot
-        self._store_mark: tuple = ()
+        self._store_mark = self._store_state()
         self._last_snapshot = time.monotonic()
         self._partitions = 0
         self.events = 0
@@ -197,6 +197,7 @@ class Processor:
             log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
             return
         self.state, self.store, self.sub_offsets = snap.state, snap.store, snap.offsets
+        self._store_mark = self._store_state()
         log.info("snapshot loaded in %.1fs: %d subscriptions, %d valid events, offsets %s",
                  time.monotonic() - started, len(self.state), len(self.store), snap.offsets)
 
@@ -204,6 +205,7 @@ class Processor:
         self.state = SubscriptionState(self.config.algorithm)
         self.store = self._new_store()
         self.sub_offsets = {}
+        self._store_mark = self._store_state()
 
     def _start_state(self, consumer: Consumer) -> None:
         """The snapshot (if usable) plus the changes after its offsets, else a full rebuild; then a fresh snapshot.
