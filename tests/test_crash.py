@@ -15,7 +15,7 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from kafka_helpers import committed_events, notifications, send, wait_processed
+from kafka_helpers import committed_events, notifications, producer, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_subscriptions
 from test_scale_out import ProcessorProcess
 
@@ -29,7 +29,7 @@ class Changes:
     """Subscription changes that do not change which events match what."""
 
     def __init__(self, bootstrap: str, subs) -> None:
-        self.bootstrap, self.subs = bootstrap, dict(subs)
+        self.producer, self.subs = producer(bootstrap), dict(subs)
         self.live = set(self.subs)
         self.round = 0
 
@@ -42,7 +42,9 @@ class Changes:
         if r % 3 == 0 and new - 2 in self.live:
             records.append((str(new - 2), None))
             self.live.discard(new - 2)
-        send(self.bootstrap, topics.SUBSCRIPTIONS, records)
+        for key, value in records:
+            self.producer.produce(topics.SUBSCRIPTIONS, value, key)
+        assert self.producer.flush(30) == 0
 
 
 @pytest.mark.parametrize("delivery, snapshots", [("auto", False), ("at-least-once", False), ("auto", True)])
@@ -61,9 +63,12 @@ def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots
     try:
         first = ProcessorProcess(bootstrap, group_id, *options, "--batch-size", "10")
         deadline = time.monotonic() + 60
+        polls = 0
         while committed_events(bootstrap, group_id) < 100:  # kill it without warning once it has done some work
             assert time.monotonic() < deadline and first.proc.poll() is None, first.log[-5:]
-            changes.send()
+            polls += 1
+            if polls % 5 == 0:
+                changes.send()
             time.sleep(0.02)
         changes.send()
         os.kill(first.proc.pid, signal.SIGKILL)
@@ -72,6 +77,10 @@ def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots
             changes.send()
 
         second = ProcessorProcess(bootstrap, group_id, *options)
+        deadline = time.monotonic() + 60
+        while not any(" ready: " in line for line in second.log):  # it may stop only once it has started
+            assert time.monotonic() < deadline and second.proc.poll() is None, second.log[-5:]
+            time.sleep(0.05)
         wait_processed(bootstrap, group_id, timeout=120)
         stats = second.stop()
         assert 0 < stats["events"] < len(events)  # the first one did part of the work
