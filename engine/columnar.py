@@ -14,7 +14,7 @@ position order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -177,14 +177,19 @@ class SubscriptionBatch:
             raise ValueError("SubscriptionBatch: unknown operator code")
         if np.any(np.isnan(self.numbers[self.kinds == KIND_NUMBER])):
             raise ValueError("SubscriptionBatch: NaN is not a valid predicate value")
-        if len(np.unique(self.ids)) != len(self.ids):
+        ids = np.sort(self.ids)  # not np.unique: its hash path is several times slower on millions of ids
+        if np.any(ids[1:] == ids[:-1]):
             raise ValueError("SubscriptionBatch: duplicate subscription id in batch")
         if int(np.count_nonzero(self.kinds == KIND_STRING)) != len(self.strings):
             raise ValueError("SubscriptionBatch: one string is needed per string-kind predicate")
 
 
-def take_events(batch: EventBatch, rows: np.ndarray) -> EventBatch:
-    """The events ``rows`` of ``batch``, in that order, as a new batch."""
+_EVENT_PAIRS = ("attributes", "kinds", "numbers")
+_SUBSCRIPTION_PAIRS = ("attributes", "operators", "kinds", "numbers")
+
+
+def _take(batch: Any, rows: np.ndarray, pair_fields: tuple[str, ...]) -> dict[str, Any]:
+    """Offsets, strings and per-pair arrays of items ``rows`` of a CSR batch, in that order."""
     rows = np.asarray(rows, dtype=np.int64)
     starts, ends = batch.offsets[rows], batch.offsets[rows + 1]
     lengths = ends - starts
@@ -197,22 +202,90 @@ def take_events(batch: EventBatch, rows: np.ndarray) -> EventBatch:
         string_index = np.cumsum(kinds == KIND_STRING) - 1
         picked = pos[kinds[pos] == KIND_STRING]
         strings = tuple(batch.strings[i] for i in string_index[picked].tolist())
-    return EventBatch(batch.attribute_names, offsets, batch.attributes[pos], kinds[pos], batch.numbers[pos], strings)
+    return {"offsets": offsets, "strings": strings, **{f: np.asarray(getattr(batch, f))[pos] for f in pair_fields}}
 
 
-def concat_events(batches: Sequence[EventBatch]) -> EventBatch:
-    """One batch holding every event of ``batches`` in order (attribute names unified)."""
+def _concat(batches: Sequence[Any], pair_fields: tuple[str, ...]) -> dict[str, Any]:
+    """Offsets, unified attribute names, strings and per-pair arrays of ``batches`` one after the other."""
     names: dict[str, int] = {}
-    attrs, kinds, numbers, strings, lengths = [], [], [], [], []
+    parts: dict[str, list[np.ndarray]] = {f: [] for f in pair_fields}
+    strings: list[str] = []
+    lengths = []
     for b in batches:
         remap = np.array([names.setdefault(n, len(names)) for n in b.attribute_names], dtype=np.int32)
-        attrs.append(remap[b.attributes] if len(b.attributes) else np.zeros(0, np.int32))
-        kinds.append(np.asarray(b.kinds, dtype=np.int8))
-        numbers.append(np.asarray(b.numbers, dtype=np.float64))
+        for f in pair_fields:
+            parts[f].append(remap[b.attributes] if f == "attributes" and len(b.attributes) else np.asarray(getattr(b, f)))
         strings.extend(b.strings)
         lengths.append(np.diff(b.offsets))
     offsets = np.zeros(sum(len(x) for x in lengths) + 1, dtype=np.int64)
     if len(offsets) > 1:
         np.cumsum(np.concatenate(lengths), out=offsets[1:])
-    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt)  # noqa: E731
-    return EventBatch(tuple(names), offsets, cat(attrs, np.int32), cat(kinds, np.int8), cat(numbers, np.float64), tuple(strings))
+    dtypes = {"attributes": np.int32, "operators": np.int8, "kinds": np.int8, "numbers": np.float64}
+    arrays = {f: np.concatenate(xs).astype(dtypes[f], copy=False) if xs else np.zeros(0, dtypes[f])
+              for f, xs in parts.items()}
+    return {"attribute_names": tuple(names), "offsets": offsets, "strings": tuple(strings), **arrays}
+
+
+def take_events(batch: EventBatch, rows: np.ndarray) -> EventBatch:
+    """The events ``rows`` of ``batch``, in that order, as a new batch."""
+    return EventBatch(attribute_names=batch.attribute_names, **_take(batch, rows, _EVENT_PAIRS))
+
+
+def concat_events(batches: Sequence[EventBatch]) -> EventBatch:
+    """One batch holding every event of ``batches`` in order (attribute names unified)."""
+    return EventBatch(**_concat(batches, _EVENT_PAIRS))
+
+
+def take_subscriptions(batch: SubscriptionBatch, rows: np.ndarray) -> SubscriptionBatch:
+    """The subscriptions ``rows`` of ``batch``, in that order, as a new batch."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return SubscriptionBatch(ids=np.asarray(batch.ids)[rows], attribute_names=batch.attribute_names,
+                             **_take(batch, rows, _SUBSCRIPTION_PAIRS))
+
+
+def concat_subscriptions(batches: Sequence[SubscriptionBatch]) -> SubscriptionBatch:
+    """One batch holding every subscription of ``batches`` in order (attribute names unified)."""
+    ids = [np.asarray(b.ids, dtype=np.int64) for b in batches]
+    return SubscriptionBatch(ids=np.concatenate(ids) if ids else np.zeros(0, np.int64),
+                             **_concat(batches, _SUBSCRIPTION_PAIRS))
+
+
+# --- flat arrays (snapshots) ------------------------------------------------------
+
+
+def pack_strings(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings -> (UTF-8 bytes of all of them as uint8, int64 offsets in characters): two flat arrays."""
+    lengths = np.fromiter((len(x) for x in strings), dtype=np.int64, count=len(strings))
+    offsets = np.zeros(len(strings) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return np.frombuffer("".join(strings).encode("utf-8", "surrogatepass"), dtype=np.uint8), offsets
+
+
+def unpack_strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+    text = blob.tobytes().decode("utf-8", "surrogatepass")
+    off = offsets.tolist()
+    return [text[a:b] for a, b in zip(off[:-1], off[1:])]
+
+
+def batch_to_arrays(batch: EventBatch | SubscriptionBatch, prefix: str) -> dict[str, np.ndarray]:
+    """A batch as named flat arrays (``np.savez`` without pickles); inverse of :func:`batch_from_arrays`."""
+    out: dict[str, np.ndarray] = {}
+    for f in fields(batch):
+        value = getattr(batch, f.name)
+        if f.name in ("attribute_names", "strings"):
+            out[f"{prefix}{f.name}"], out[f"{prefix}{f.name}.offsets"] = pack_strings(list(value))
+        else:
+            out[f"{prefix}{f.name}"] = np.asarray(value)
+    return out
+
+
+def batch_from_arrays(cls: type, arrays: Any, prefix: str) -> Any:
+    """The ``cls`` batch :func:`batch_to_arrays` wrote under ``prefix``."""
+    values = {}
+    for f in fields(cls):
+        key = f"{prefix}{f.name}"
+        if f.name in ("attribute_names", "strings"):
+            values[f.name] = tuple(unpack_strings(arrays[key], arrays[f"{key}.offsets"]))
+        else:
+            values[f.name] = np.asarray(arrays[key])
+    return cls(**values)  # not validated here: Matcher.add_bulk / match_encoded validate what they are given

@@ -229,6 +229,30 @@ class Matcher:
         if self.maintenance is not None and self.maintenance.note_changes(1):
             self._maintain()
 
+    def remove_bulk(self, sub_ids: Any) -> None:
+        """Remove many subscriptions in one pass over the structures (expiry at equilibrium, Fabret section 1).
+
+        All or nothing: an unknown or repeated id raises (``KeyError`` /
+        ``ValueError``) before anything changes.
+        """
+        ids = np.asarray(sub_ids, dtype=np.int64).reshape(-1)
+        if len(ids) == 0:
+            return
+        ordered = np.sort(ids)
+        if np.any(ordered[1:] == ordered[:-1]):
+            raise ValueError("remove_bulk: repeated subscription id")
+        h = self.id_table.lookup(ids)
+        if np.any(h < 0):
+            raise KeyError(int(ids[h < 0][0]))
+        if self.maintenance is not None:
+            self.maintenance.forget(h)
+        pids = self.index.delete(h)
+        self.index.predicates_freed(self.preds.decref(pids))
+        self.id_table.delete(ids)
+        self.handles.release(h)
+        if self.maintenance is not None and self.maintenance.note_changes(len(ids)):
+            self._maintain()
+
     # -- events ----------------------------------------------------------
     def match_encoded(self, batch: EventBatch) -> Matches:
         """Match events given as an :class:`EventBatch` (the decoder's path); CSR result."""

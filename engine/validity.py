@@ -1,7 +1,8 @@
 """Validity intervals (Fabret et al., section 1): deadlines kept in event time.
 
 A subscription may carry ``valid_from`` and ``valid_until``; it matches only
-inside that interval and is dropped from the engine once it has expired.
+inside that interval and is dropped from the engine once it has expired (in
+bulk: ``Matcher.remove_bulk``).
 :class:`DeadlineQueue` holds one deadline per id and hands back, in bulk, the
 ids whose deadline has passed, so that at equilibrium expiry costs one heap
 pop per subscription and no scan.  Time is whatever the caller says it is:
@@ -53,6 +54,13 @@ class DeadlineQueue:
         self._heap.extend((d, k) for k, d in self._deadline.items())
         heapq.heapify(self._heap)
         self._maybe_rebuild()
+
+    def items(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, deadlines) of every scheduled id, ascending by id."""
+        keys = np.fromiter(self._deadline, dtype=np.int64, count=len(self._deadline))
+        values = np.fromiter(self._deadline.values(), dtype=np.int64, count=len(self._deadline))
+        order = np.argsort(keys)
+        return keys[order], values[order]
 
     def discard(self, key: int) -> None:
         self._deadline.pop(key, None)

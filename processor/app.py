@@ -23,6 +23,10 @@ from confluent_kafka import (
     OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition,
 )
 
+from engine.columnar import take_events
+from engine.event_store import ValidEventStore
+
+from . import snapshot
 from .codecs import DecodeError, decode_event, encode_attributes, encode_notification
 from .deadletter import DeadLetters
 from .delivery import Delivery
@@ -30,6 +34,7 @@ from .event_decoder import decode_events
 from .instance import InstanceSlot
 from .progress import RateMeter, human
 from .subscriptions import SubscriptionState
+from .valid_events import due, valid_until_of
 from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
 
 log = logging.getLogger("pubsub")
@@ -47,6 +52,11 @@ class ProcessorConfig:
     algorithm: str = "dynamic"
     transactional_id: str | None = None  # default: a stable per-host slot (processor.instance)
     client_config: dict[str, Any] = field(default_factory=dict)
+    max_valid_events: int = 100_000  # the valid-event store's bounds (engine.event_store)
+    max_valid_event_bytes: int = 256 << 20
+    snapshot_dir: str | None = None  # None: no snapshots, every start rebuilds from the topic
+    snapshot_every: float = 300.0  # seconds between snapshots (when something changed)
+    snapshot_changes: int = 100_000  # ... or after this many subscription changes, whichever comes first
 
 
 def event_id(msg: Message) -> str:
@@ -100,10 +110,23 @@ def _raise_if_fatal(msg: Message) -> bool:
     return False
 
 
+class _StaleSnapshot(Exception):
+    """The subscriptions topic is behind the snapshot (recreated or truncated): the snapshot does not apply."""
+
+
 class Processor:
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
         self.state = SubscriptionState(config.algorithm)
+        self.store = self._new_store()
+        self.sub_offsets: dict[int, int] = {}  # partition of the subscriptions topic -> next offset to apply
+        self.stored_notifications = 0  # notifications of new subscriptions for stored valid events
+        self.snapshots = 0
+        self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
+        self._unsnapshotted = 0  # subscription records applied since the last snapshot
+        self._store_mark = self._store_state()
+        self._last_snapshot = time.monotonic()
+        self._partitions = 0
         self.events = 0
         self.notifications = 0
         self.batches = 0
@@ -134,10 +157,106 @@ class Processor:
 
     # --- subscriptions -------------------------------------------------------
 
+    def _new_store(self) -> ValidEventStore:
+        return ValidEventStore(self.config.max_valid_events, self.config.max_valid_event_bytes)
+
     def _apply_subscriptions(self, msgs: list[Message]) -> None:
+        """Apply changes in one bulk step, then evaluate the new subscriptions against the stored valid events."""
         records = [msg for msg in msgs if _raise_if_fatal(msg)]
-        for i, exc in self.state.apply_many((msg.key(), msg.value()) for msg in records):
+        for msg in records:
+            self.sub_offsets[msg.partition()] = msg.offset() + 1
+        applied = self.state.apply_records([(msg.key(), msg.value()) for msg in records],
+                                           [event_time(msg) for msg in records])
+        for i, exc in applied.errors:
             self.dead_letters.send(records[i], str(exc))
+        self._unsnapshotted += len(records)
+        if len(applied.added) and len(self.store):
+            self._notify_stored(applied.added, dict(zip(applied.added.ids.tolist(), applied.times.tolist())))
+
+    def _notify_stored(self, added, times: dict[int, int]) -> None:
+        """New subscriptions x stored valid events, with the engine (processor.valid_events says which count)."""
+        fmt = self.config.output_format
+        found = self.store.match_bulk(added)
+        for j in due(found, times, self.state.valid_mask).tolist():
+            sid = int(found.subscription_ids[j])
+            owner = self.state.subscribers[sid]
+            self.delivery.produce(NOTIFICATIONS, owner.encode(), encode_notification(
+                sid, owner, found.event_ids[j], notification_attributes(found.payloads[j], fmt), fmt))
+            self.stored_notifications += 1
+            self.notifications += 1
+
+    def _load_snapshot(self, n_partitions: int) -> None:
+        """Start from the snapshot if there is a usable one (else log why not and start empty)."""
+        if not self.config.snapshot_dir:
+            return
+        started = time.monotonic()
+        if not snapshot.path_of(self.config.snapshot_dir).exists():
+            log.info("no snapshot in %s yet: rebuilding from %s", self.config.snapshot_dir, SUBSCRIPTIONS)
+            return
+        try:
+            snap = snapshot.read(self.config.snapshot_dir, n_partitions, self.config.algorithm, self._new_store())
+        except snapshot.SnapshotError as exc:
+            log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
+            return
+        self.state, self.store, self.sub_offsets = snap.state, snap.store, snap.offsets
+        self._store_mark = self._store_state()
+        log.info("snapshot loaded in %.1fs: %d subscriptions, %d valid events, offsets %s",
+                 time.monotonic() - started, len(self.state), len(self.store), snap.offsets)
+
+    def _reset_state(self) -> None:
+        self.state = SubscriptionState(self.config.algorithm)
+        self.store = self._new_store()
+        self.sub_offsets = {}
+        self._store_mark = self._store_state()
+
+    def _start_state(self, consumer: Consumer) -> None:
+        """The snapshot (if usable) plus the changes after its offsets, else a full rebuild; then a fresh snapshot.
+
+        Valid events: a change applied here is evaluated against the events the
+        store holds, like a live one.  Without a snapshot the store starts
+        empty, so a full rebuild notifies nothing; from a snapshot, the changes
+        after its offsets (which the previous run may not have got to) are
+        evaluated against the snapshot's events — repeats carry the same
+        notification ids.
+        """
+        self._load_snapshot(self._partitions)
+        try:
+            self._rebuild(consumer, self._assign(consumer))
+        except _StaleSnapshot as exc:
+            log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
+            self._reset_state()
+            self._rebuild(consumer, self._assign(consumer))
+        if self.config.snapshot_dir and self._unsnapshotted and not self._stop.is_set():
+            self.write_snapshot()
+
+    def _assign(self, consumer: Consumer) -> list[TopicPartition]:
+        partitions = [TopicPartition(SUBSCRIPTIONS, p, self.sub_offsets.get(p, OFFSET_BEGINNING))
+                      for p in range(self._partitions)]
+        consumer.assign(partitions)
+        return partitions
+
+    def _snapshot_due(self, force: bool = False) -> bool:
+        if not self.config.snapshot_dir:
+            return False
+        changed = self._unsnapshotted > 0 or self._store_mark != self._store_state()
+        return changed and (force or self._unsnapshotted >= self.config.snapshot_changes
+                            or time.monotonic() - self._last_snapshot >= self.config.snapshot_every)
+
+    def _store_state(self) -> tuple:
+        s = self.store.stats()
+        return s["added"], s["expired"], s["evicted"]
+
+    def write_snapshot(self) -> None:
+        """Snapshot the state; outputs not yet committed are committed first (the snapshot must not be ahead of them)."""
+        if self.delivery.pending():
+            self.delivery.commit()
+        meta = snapshot.write(self.config.snapshot_dir, self.state, self.store, self.sub_offsets, self._partitions)
+        self.snapshots += 1
+        self._unsnapshotted = 0
+        self._store_mark = self._store_state()
+        self._last_snapshot = time.monotonic()
+        log.info("snapshot written in %.1fs: %d subscriptions, %d valid events, %s bytes",
+                 meta["seconds"], meta["subscriptions"], meta["events"], human(meta["bytes"]))
 
     def _rebuild(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Read every partition of the subscriptions topic to its end.
@@ -148,20 +267,27 @@ class Processor:
         """
         started = time.monotonic()
         todo = {tp.partition for tp in partitions}
+        start = {tp.partition: tp.offset for tp in partitions if tp.offset >= 0}  # from a snapshot
+        before = self._unsnapshotted
         meter = RateMeter(self.config.progress_interval)
         while todo and not self._stop.is_set():
             msgs = consumer.consume(num_messages=10_000, timeout=0.5)
             for msg in msgs:
-                if msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF:
+                eof = msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF
+                if (eof or msg.error() is None) and msg.offset() < start.get(msg.partition(), 0):
+                    raise _StaleSnapshot(f"partition {msg.partition()} is at offset {msg.offset()}, "
+                                         f"before the snapshot's {start[msg.partition()]}")
+                if eof:
                     todo.discard(msg.partition())
             self._apply_subscriptions(msgs)
             if meter.due():
                 meter.tick({})
                 log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
         self.delivery.commit()  # dead letters of invalid subscriptions
+        self.rebuild_records = self._unsnapshotted - before
         log.info(
-            "ready: %d subscriptions rebuilt from %s in %.1fs",
-            len(self.state), SUBSCRIPTIONS, time.monotonic() - started,
+            "ready: %d subscriptions, %d records of %s read in %.1fs",
+            len(self.state), self.rebuild_records, SUBSCRIPTIONS, time.monotonic() - started,
         )
 
     # --- events --------------------------------------------------------------
@@ -170,16 +296,19 @@ class Processor:
         """Decode a batch into columns, match it in one call, produce its notifications, commit."""
         fmt = self.config.output_format
         t = time.perf_counter()
-        records, ids, next_offsets = [], [], {}
+        records, ids, until, next_offsets = [], [], [], {}
         for msg in msgs:
             if not _raise_if_fatal(msg):
                 continue
             next_offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
             try:
-                ids.append(event_id(msg))
-                records.append(msg)
+                eid, valid_until = event_id(msg), valid_until_of(msg.headers())
             except DecodeError as exc:
                 self.dead_letters.send(msg, str(exc))
+                continue
+            ids.append(eid)
+            until.append(valid_until)
+            records.append(msg)
         decoded = decode_events([msg.value() for msg in records])
         for i, reason in sorted(decoded.errors.items()):
             self.dead_letters.send(records[i], reason)
@@ -189,6 +318,7 @@ class Processor:
             rows = decoded.rows.tolist()
             times = [event_time(records[r]) for r in rows]
             self.state.expire(min(times))  # later events of the batch are checked with valid_at below
+            self.store.expire(min(times))
             matches = self.state.matcher.match_encoded(decoded.event_batch())
             t = self._lap("match", t)
             subscribers, valid_at = self.state.subscribers, self.state.valid_at
@@ -203,6 +333,7 @@ class Processor:
                     self.delivery.produce(NOTIFICATIONS, owner.encode(),
                                           encode_notification(sid, owner, ids[rows[e]], attributes, fmt))
                     produced += 1
+            self._keep_valid_events(decoded, records, ids, until, times)
         t = self._lap("produce", t)
         self.delivery.commit(consumer, [TopicPartition(tp, p, o) for (tp, p), o in next_offsets.items()])
         self._lap("commit", t)
@@ -214,6 +345,18 @@ class Processor:
         now = time.perf_counter()
         self.stage_seconds[stage] += now - since
         return now
+
+    def _keep_valid_events(self, decoded, records: list[Message], ids: list[str], until: list[int | None],
+                           times: list[int]) -> None:
+        """Store the batch's events that carry a ``valid_until`` after their own time (for new subscriptions)."""
+        rows = decoded.rows.tolist()
+        keep = [e for e, r in enumerate(rows) if until[r] is not None and until[r] > times[e]]
+        if not keep:
+            return
+        picked = np.array(keep, dtype=np.int64)
+        self.store.add(take_events(decoded.event_batch(), picked), [ids[rows[e]] for e in keep],
+                       np.array([until[rows[e]] for e in keep], dtype=np.int64), np.asarray(times)[picked],
+                       payloads=[records[rows[e]].value() for e in keep])
 
     # --- the loop ------------------------------------------------------------
 
@@ -227,16 +370,15 @@ class Processor:
         self.dead_letters = DeadLetters(self.delivery, cfg.output_format)
         log.info("delivery: %s%s", self.delivery.mode,
                  f" (transactional.id {transactional_id})" if self.delivery.mode == "transactional" else "")
-        # never commits, always from the beginning; end-of-partition events mark the end of the rebuild
+        # never commits; from the beginning or the snapshot's offsets; end-of-partition events mark the end of the rebuild
         subs = self._consumer(f"{cfg.group_id}.subscriptions-reader", **{"enable.partition.eof": True})
         events = self._consumer(cfg.group_id, **{"session.timeout.ms": cfg.session_timeout_ms})
         try:
             n_partitions = require(cfg.bootstrap_servers)  # all four topics, or a clear error
-            partitions = [TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING) for p in range(n_partitions[SUBSCRIPTIONS])]
-            subs.assign(partitions)
+            self._partitions = n_partitions[SUBSCRIPTIONS]
             # The group join proceeds in the background during the rebuild.
             events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))
-            self._rebuild(subs, partitions)
+            self._start_state(subs)
             self.ready.set()
             meter = RateMeter(cfg.progress_interval)
             while not self._stop.is_set():
@@ -252,6 +394,10 @@ class Processor:
                     self.busy_seconds += time.monotonic() - began
                 if meter.due():
                     self._log_progress(meter, events)
+                if self._snapshot_due():
+                    self.write_snapshot()
+            if self.config.snapshot_dir and self._snapshot_due(force=True):
+                self.write_snapshot()  # a clean stop: the next start replays nothing
         finally:
             try:
                 self.delivery.close()
@@ -287,6 +433,9 @@ class Processor:
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
             "dead_letters": dict(self.dead_letters.counts) if self.dead_letters else {},
             **self.state.stats(),
+            "stored_notifications": self.stored_notifications,
+            "valid_events": self.store.stats(),
+            "snapshots": self.snapshots,
             "matcher": self.state.matcher.algorithm,
         }
 

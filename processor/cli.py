@@ -131,12 +131,26 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
 @click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
               help="Consumer group session timeout (a join takes about half of it on Tansu).")
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
+@click.option("--snapshot-dir", type=click.Path(file_okay=False), default=None,
+              help="Directory of this instance's snapshot: loaded on start (then only later subscription changes "
+                   "are replayed), written periodically and on stop.  Default: none, every start rebuilds from "
+                   "pubsub.subscriptions.")
+@click.option("--snapshot-every", type=click.FloatRange(min=0.0), default=300.0, show_default=True,
+              help="Seconds between snapshots (only when something changed).")
+@click.option("--snapshot-changes", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="... or a snapshot after this many subscription changes, whichever comes first.")
+@click.option("--max-valid-events", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Bound of the valid-event store (events with a valid_until header); past it the events "
+                   "closest to expiry are dropped.")
+@click.option("--max-valid-event-bytes", type=click.IntRange(min=1), default=256 << 20, show_default=True,
+              help="Bound of the valid-event store in bytes (approximate: values, ids and per-attribute overhead).")
 @click.option("-X", "client_config", multiple=True, metavar="KEY=VALUE",
               help="Extra librdkafka setting for every client (e.g. -X security.protocol=SASL_SSL); repeatable.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
               help="Verbosity of the log on stderr.")
 def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, batch_size, session_timeout_ms,
-        progress_interval, client_config, log_level) -> None:
+        progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
+        client_config, log_level) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
@@ -155,7 +169,9 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
         extra[key] = value
     processor = Processor(ProcessorConfig(
         bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms, progress_interval,
-        client_config=extra, transactional_id=transactional_id,
+        client_config=extra, transactional_id=transactional_id, snapshot_dir=snapshot_dir,
+        snapshot_every=snapshot_every, snapshot_changes=snapshot_changes, max_valid_events=max_valid_events,
+        max_valid_event_bytes=max_valid_event_bytes,
     ))
     _on_signals(processor.stop)
     try:
@@ -167,13 +183,13 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
     click.echo(stats_json(stats))
 
 
-def _valid_until_ms(text: str | None) -> int | None:
+def _epoch_ms(text: str | None, option: str = "--valid-until") -> int | None:
     if text is None:
         return None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise click.BadParameter(f"not an ISO-8601 date/time: {text!r}", param_hint="--valid-until") from None
+        raise click.BadParameter(f"not an ISO-8601 date/time: {text!r}", param_hint=option) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
@@ -188,9 +204,12 @@ def _valid_until_ms(text: str | None) -> int | None:
 @click.option("--valid-until", default=None,
               help="ISO-8601 expiry in event time, e.g. 2030-01-01T00:00:00+00:00 (UTC if no zone): events "
                    "timestamped then or later do not match.")
+@click.option("--valid-from", default=None,
+              help="ISO-8601 start of validity in event time (UTC if no zone): events timestamped earlier do "
+                   "not match.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="Encoding of the subscription value.")
-def subscribe(bootstrap_servers, expression, sub_id, subscriber, valid_until, fmt) -> None:
+def subscribe(bootstrap_servers, expression, sub_id, subscriber, valid_until, valid_from, fmt) -> None:
     """Add or replace a subscription given as text, e.g.
 
     \b
@@ -205,7 +224,10 @@ def subscribe(bootstrap_servers, expression, sub_id, subscriber, valid_until, fm
         raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
     if sub_id is None:
         sub_id = uuid.uuid4().int >> 65  # positive, fits in a signed 64-bit integer
-    value = codecs.encode_subscription(codecs.Subscription(subscriber, predicates, _valid_until_ms(valid_until)), fmt)
+    start, end = _epoch_ms(valid_from, "--valid-from"), _epoch_ms(valid_until)
+    if start is not None and end is not None and start >= end:
+        raise click.BadParameter("must be before --valid-until", param_hint="--valid-from")
+    value = codecs.encode_subscription(codecs.Subscription(subscriber, predicates, end, start), fmt)
     _send(bootstrap_servers, topics.SUBSCRIPTIONS, str(sub_id).encode(), value)
     click.echo(f"subscription {sub_id} ({subscriber}): {format_predicates(predicates)}")
 

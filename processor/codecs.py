@@ -63,6 +63,17 @@ _NOTIFICATION_HEAD = fastavro.parse_schema(
         "fields": [f for f in _schema_json("notification")["fields"] if f["name"] != "event"],
     }
 )
+# Earlier versions of a schema, still accepted under the same schema id: a value
+# written without the fields added since is read with the old schema as the
+# writer's and the current one as the reader's (Avro schema resolution fills
+# the defaults).  Fields were only ever appended, so an old value is a strict
+# prefix of what the current schema expects and the two readings never both succeed.
+_PREVIOUS: dict[str, list[Any]] = {
+    "subscription": [fastavro.parse_schema({
+        **_schema_json("subscription"),
+        "fields": [f for f in _schema_json("subscription")["fields"] if f["name"] != "valid_from"],
+    })],
+}
 _ATTRIBUTE_MAP = fastavro.parse_schema({"type": "map", "values": ["long", "double", "string", "boolean"]})
 
 
@@ -72,7 +83,8 @@ class Subscription:
 
     subscriber: str
     predicates: list[Predicate]
-    valid_until: int | None = None  # milliseconds since the epoch, UTC
+    valid_until: int | None = None  # milliseconds since the epoch, UTC, exclusive
+    valid_from: int | None = None  # milliseconds since the epoch, UTC, inclusive
 
 
 # --- low-level helpers -------------------------------------------------------
@@ -103,13 +115,25 @@ def _avro_read(name: str, value: bytes) -> Any:
         raise DecodeError(
             f"unexpected Avro schema id {schema_id} for a {name.replace('_', ' ')} (expected {SCHEMA_IDS[name]})"
         )
+    try:
+        return _avro_body(SCHEMAS[name], None, value)
+    except DecodeError as exc:
+        for writer in _PREVIOUS.get(name, ()):
+            try:
+                return _avro_body(writer, SCHEMAS[name], value)
+            except DecodeError:
+                pass
+        raise DecodeError(f"invalid Avro {name.replace('_', ' ')}: {exc}") from None
+
+
+def _avro_body(writer: Any, reader: Any, value: bytes) -> Any:
     buf = io.BytesIO(value[5:])
     try:
-        datum = fastavro.schemaless_reader(buf, SCHEMAS[name])
+        datum = fastavro.schemaless_reader(buf, writer, reader)
     except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError...
-        raise DecodeError(f"invalid Avro {name.replace('_', ' ')}: {type(exc).__name__}: {exc}") from None
+        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
     if buf.tell() != len(value) - 5:
-        raise DecodeError(f"invalid Avro {name.replace('_', ' ')}: {len(value) - 5 - buf.tell()} trailing bytes")
+        raise DecodeError(f"{len(value) - 5 - buf.tell()} trailing bytes")
     return datum
 
 
@@ -150,7 +174,7 @@ def _sniff(value: bytes | None, what: str) -> str:
 def _check_subscription(obj: Any) -> Subscription:
     if not isinstance(obj, dict):
         raise DecodeError(f"a subscription must be an object, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - {"subscriber", "predicates", "valid_until"})
+    unknown = sorted(set(obj) - {"subscriber", "predicates", "valid_until", "valid_from"})
     if unknown:
         raise DecodeError(f"unknown subscription field(s): {', '.join(unknown)}")
     for field in ("subscriber", "predicates"):
@@ -159,14 +183,18 @@ def _check_subscription(obj: Any) -> Subscription:
     subscriber = obj["subscriber"]
     if not isinstance(subscriber, str) or not subscriber:
         raise DecodeError(f"subscriber must be a non-empty string, got {subscriber!r}")
-    valid_until = obj.get("valid_until")
-    if valid_until is not None and (isinstance(valid_until, bool) or not isinstance(valid_until, int)):
-        raise DecodeError(f"valid_until must be null or milliseconds since the epoch (an integer), got {valid_until!r}")
+    valid_until, valid_from = obj.get("valid_until"), obj.get("valid_from")
+    for field, t in (("valid_until", valid_until), ("valid_from", valid_from)):
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or not _INT64_MIN <= t <= _INT64_MAX):
+            raise DecodeError(f"{field} must be null or milliseconds since the epoch (a 64-bit integer), got {t!r}")
+    if valid_from is not None and valid_until is not None and valid_from >= valid_until:
+        raise DecodeError(f"valid_from ({valid_from}) must be before valid_until ({valid_until}): the subscription "
+                          "would never match")
     try:
         predicates = validate_predicates(obj["predicates"])
     except (ValueError, TypeError) as exc:
         raise DecodeError(f"invalid predicates: {exc}") from None
-    return Subscription(subscriber, predicates, valid_until)
+    return Subscription(subscriber, predicates, valid_until, valid_from)
 
 
 def decode_subscription(value: bytes) -> Subscription:
@@ -181,13 +209,13 @@ def decode_subscription(value: bytes) -> Subscription:
 
 def encode_subscription(sub: Subscription, fmt: str = "avro") -> bytes:
     if fmt == "json":
-        return json.dumps(
-            {"subscriber": sub.subscriber, "predicates": [list(p) for p in sub.predicates], "valid_until": sub.valid_until}
-        ).encode()
+        return json.dumps({"subscriber": sub.subscriber, "predicates": [list(p) for p in sub.predicates],
+                           "valid_until": sub.valid_until, "valid_from": sub.valid_from}).encode()
     datum = {
         "subscriber": sub.subscriber,
         "predicates": [{"attribute": a, "operator": op, "value": _avro_number(v)} for a, op, v in sub.predicates],
         "valid_until": sub.valid_until,
+        "valid_from": sub.valid_from,
     }
     return _wire("subscription", _avro_write(SCHEMAS["subscription"], datum))
 

@@ -1,0 +1,112 @@
+"""Snapshots: what is loaded matches what was written; anything doubtful is ignored (full rebuild)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kafka_helpers import send
+from random_workload import random_events, random_subscriptions
+
+from engine.columnar import EventBatch
+from engine.event_store import ValidEventStore
+from processor import codecs, snapshot, topics
+from processor.codecs import Subscription
+from processor.subscriptions import SubscriptionState
+
+
+def records(subs):
+    return [(str(sid).encode(), codecs.encode_subscription(s, "avro" if sid % 2 else "json")) for sid, s in subs]
+
+
+def a_state():
+    subs = random_subscriptions(300, seed=51)
+    subs = [(sid, Subscription(s.subscriber, s.predicates, valid_until=10_000 + sid if sid % 3 == 0 else None,
+                               valid_from=sid if sid % 5 == 0 else None)) for sid, s in subs]
+    state = SubscriptionState("dynamic")
+    state.apply_many(records(subs))
+    state.apply_many([(b"7", None), (b"8", codecs.encode_subscription(Subscription("zed", [("price", ">", 3)])))])
+    state.expire(10_000 + 30)  # drops 0, 3, ..., 27 (and 30 when the time reaches it)
+    return state
+
+
+def a_store():
+    store = ValidEventStore()
+    events = random_events(50, seed=52)
+    store.add(EventBatch.from_dicts(events), [f"k{e['n']}" for e in events], np.array([100 + e["n"] for e in events]),
+              now=np.arange(50), payloads=[codecs.encode_event(e) for e in events])
+    return store
+
+
+def test_round_trip_keeps_subscriptions_validity_and_valid_events(tmp_path):
+    state, store = a_state(), a_store()
+    meta = snapshot.write(tmp_path, state, store, {0: 17, 3: 5}, partitions=4)
+    assert meta["subscriptions"] == len(state) and meta["events"] == 50
+    snap = snapshot.read(tmp_path, 4, "propagation", ValidEventStore())
+    loaded = snap.state
+    assert snap.offsets == {0: 17, 3: 5}
+    assert loaded.subscribers == state.subscribers and loaded.stats() == state.stats()
+    assert sorted(loaded.live_batch().to_lists()) == sorted(state.live_batch().to_lists())
+    events = random_events(200, seed=53)
+    assert [r.tolist() for r in loaded.matcher.match_batch(events)] == [r.tolist() for r in state.matcher.match_batch(events)]
+    for sid in state.subscribers:
+        for t in (0, 9, 10_020, 10_500):
+            assert loaded.valid_at(sid, t) == state.valid_at(sid, t)
+    assert loaded.expire(20_000) == state.expire(20_000) > 0
+    new = records([(900, Subscription("x", [("price", ">=", 0)]))])
+    want = store.match_bulk(SubscriptionState().apply_records(new).added)
+    got = snap.store.match_bulk(loaded.apply_records(new).added)
+    assert got.event_ids == want.event_ids and got.payloads == want.payloads and np.array_equal(got.times, want.times)
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda b: b[:-10], "truncated"),
+    (lambda b: b[:40] + bytes([b[40] ^ 1]) + b[41:], "checksum"),
+    (lambda b: b"NOTASNAPSHOT" + b[12:], "not a snapshot"),
+    (lambda b: b[:10] + (99).to_bytes(4, "big") + b[14:], "format version 99"),
+    (lambda b: b"", "not a snapshot"),
+])
+def test_a_damaged_snapshot_is_refused_with_a_reason(tmp_path, damage, reason):
+    snapshot.write(tmp_path, a_state(), a_store(), {0: 1}, partitions=4)
+    path = snapshot.path_of(tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(snapshot.SnapshotError, match=reason):
+        snapshot.read(tmp_path, 4, "dynamic", ValidEventStore())
+
+
+def test_a_snapshot_for_another_partition_count_or_missing_is_refused(tmp_path):
+    with pytest.raises(snapshot.SnapshotError, match="no snapshot"):
+        snapshot.read(tmp_path, 4, "dynamic", ValidEventStore())
+    snapshot.write(tmp_path, a_state(), a_store(), {0: 1}, partitions=4)
+    with pytest.raises(snapshot.SnapshotError, match="4 partitions"):
+        snapshot.read(tmp_path, 8, "dynamic", ValidEventStore())
+    assert [p.name for p in tmp_path.iterdir()] == [snapshot.FILE_NAME]  # no temporary file left behind
+
+
+@pytest.mark.broker
+def test_restart_from_snapshot_replays_only_later_changes(bootstrap, group_id, start_processor, tmp_path, caplog):
+    subs = random_subscriptions(400, seed=54)
+    send(bootstrap, topics.SUBSCRIPTIONS, records(subs))
+    first = start_processor(snapshot_dir=str(tmp_path))
+    assert first.stop()["snapshots"] >= 1  # after the rebuild (and on stop if anything changed)
+    later = [(str(sid).encode(), None) for sid in range(0, 400, 7)] + records(random_subscriptions(30, seed=55))
+    send(bootstrap, topics.SUBSCRIPTIONS, later)  # removals, replacements of ids 0..29
+
+    caplog.set_level("INFO", logger="pubsub")
+    second = start_processor(snapshot_dir=str(tmp_path))
+    assert any("snapshot loaded" in r.getMessage() for r in caplog.records)
+    from_snapshot = second.state
+    assert second.processor.rebuild_records == len(later)  # not the 400 before them
+    second.stop()
+
+    rebuilt = start_processor()  # no snapshot: from the topic alone
+    assert rebuilt.state.subscribers == from_snapshot.subscribers
+    assert sorted(rebuilt.state.live_batch().to_lists()) == sorted(from_snapshot.live_batch().to_lists())
+    rebuilt.stop()
+
+    snapshot.path_of(tmp_path).write_bytes(b"PUBSUBSNAP garbage")
+    caplog.clear()
+    third = start_processor(snapshot_dir=str(tmp_path))
+    assert any("ignoring the snapshot" in r.getMessage() and "not a snapshot" in r.getMessage() for r in caplog.records)
+    assert third.state.subscribers == from_snapshot.subscribers
+    third.stop()
+    snapshot.read(tmp_path, 4, "dynamic", ValidEventStore())  # the fallback wrote a good one again
