@@ -29,6 +29,7 @@ from .delivery import Delivery
 from .event_decoder import decode_events
 from .instance import InstanceSlot
 from .progress import RateMeter, human
+from .statistics_feed import StatisticsFeed
 from .subscriptions import SubscriptionState
 from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
 
@@ -112,6 +113,7 @@ class Processor:
         self.ready = threading.Event()
         self.delivery: Delivery | None = None
         self.dead_letters: DeadLetters | None = None
+        self.statistics_feed: StatisticsFeed | None = None
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and close (safe from signal handlers and threads)."""
@@ -220,7 +222,10 @@ class Processor:
         subs = self._consumer(f"{cfg.group_id}.subscriptions-reader", **{"enable.partition.eof": True})
         events = self._consumer(cfg.group_id, **{"session.timeout.ms": cfg.session_timeout_ms})
         try:
-            n_partitions = require(cfg.bootstrap_servers)  # all four topics, or a clear error
+            n_partitions = require(cfg.bootstrap_servers)  # the four topics it cannot run without, or a clear error
+            # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
+            self.statistics_feed = StatisticsFeed(cfg.bootstrap_servers, lambda: self.state.matcher, cfg.client_config,
+                                                  dead_letter=self.dead_letters.send)
             partitions = [TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING) for p in range(n_partitions[SUBSCRIPTIONS])]
             subs.assign(partitions)
             # The group join proceeds in the background during the rebuild.
@@ -232,6 +237,7 @@ class Processor:
                 changes = subs.consume(num_messages=10_000, timeout=0)
                 if changes:
                     self._apply_subscriptions(changes)
+                self.statistics_feed.poll()
                 if self.delivery.pending():
                     self.delivery.commit()
                 batch = events.consume(num_messages=cfg.batch_size, timeout=0.2)
@@ -247,6 +253,8 @@ class Processor:
             finally:
                 events.close()
                 subs.close()
+                if self.statistics_feed is not None:
+                    self.statistics_feed.close()
                 if slot is not None:
                     slot.release()
         return self.stats()
@@ -276,6 +284,7 @@ class Processor:
             "dead_letters": dict(self.dead_letters.counts) if self.dead_letters else {},
             **self.state.stats(),
             "matcher": self.state.matcher.algorithm,
+            "statistics": self.statistics_feed.stats() if self.statistics_feed else None,
         }
 
 
