@@ -322,7 +322,7 @@ def stats(job_args) -> None:
 @click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="The processor's encoding of notifications.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Processor events per batch.")
-@click.option("--no-stats", is_flag=True, help="Skip the Spark statistics job (it adds about 20 s).")
+@click.option("--no-stats", is_flag=True, help="Skip the Spark statistics job (a JVM start and a dozen Spark jobs: about a minute on a loaded 2-core machine).")
 def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, no_stats) -> None:
     """Everything end to end on the embedded broker, then shut it all down.
 
