@@ -393,3 +393,17 @@ def test_no_topic_is_created_by_looking_for_it(broker, spark):
     with pytest.raises(RuntimeError, match="does not exist"):
         run_statistics_job(bs, missing, output=None, publish=False, spark=spark)
     assert missing not in AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10).topics
+
+
+def test_pubsub_stats_is_the_job_command_line():
+    from click.testing import CliRunner
+
+    from processor.cli import main
+
+    out = CliRunner().invoke(main, ["stats", "--help"])
+    assert out.exit_code == 0 and out.output.startswith("usage: pubsub stats")
+    for option in ("--bootstrap-servers", "PUBSUB_BOOTSTRAP_SERVERS", "default 127.0.0.1:9092", "--every", "--master",
+                   "--no-publish", "--output", "-X KEY=VALUE"):
+        assert option in out.output, option
+    bad = CliRunner().invoke(main, ["stats", "--every", "10m", "--from", "earliest"])
+    assert bad.exit_code == 2 and "--every reads what is new since the last run" in bad.output
