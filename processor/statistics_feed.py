@@ -59,7 +59,7 @@ def hash_tables(matcher: Matcher, stats: dict[str, Any] | None = None) -> dict[s
 
 
 def describe_change(before: dict[str, int], after: dict[str, int]) -> str:
-    """``+a0,a1 -a2,a3 (=4 kept)`` for the log."""
+    """``+a0,a1 -a2,a3 (4 kept)`` for the log: tables created (+) and dropped (-)."""
     created = sorted(set(after) - set(before))
     dropped = sorted(set(before) - set(after))
     parts = [f"+{t}" for t in created] + [f"-{t}" for t in dropped]
@@ -86,10 +86,10 @@ class StatisticsFeed:
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
-            "message.max.bytes": 16 * 2**20,
             **(client_config or {}),
         })
         self._assigned = False
+        self._partitions: list[int] = []
         self._next_look = 0.0
         self.adopted = 0
         self.bad = 0
@@ -115,7 +115,8 @@ class StatisticsFeed:
             log.warning("no topic %s (run `pubsub topics`): the engine uses its own statistics; "
                         "looking again every %.0fs", self._topic, self._recheck)
             return False
-        self._consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in sorted(metadata.partitions)])
+        self._partitions = sorted(metadata.partitions)
+        self._consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in self._partitions])
         self._assigned = True
         return True
 
@@ -123,16 +124,15 @@ class StatisticsFeed:
         """Read to end-of-partition and adopt the latest snapshot, if any (startup)."""
         if not self._assign():
             return
-        mine, deadline = [], time.monotonic() + timeout
+        mine, at_end, deadline = [], set(), time.monotonic() + timeout
         while time.monotonic() < deadline:
-            msgs = self._consumer.consume(num_messages=1000, timeout=0.5)
-            at_end = False
-            for msg in msgs:
+            for msg in self._consumer.consume(num_messages=1000, timeout=0.5):
                 if msg.error() is not None:
-                    at_end = at_end or self._consumer_error(msg)
+                    if self._consumer_error(msg):
+                        at_end.add(msg.partition())
                 elif self._mine(msg):
                     mine.append(msg)
-            if at_end:
+            if not self._assigned or at_end >= set(self._partitions):
                 break
         else:
             log.warning("statistics: no end of %s within %.0fs; later snapshots are read as they come", self._topic, timeout)
