@@ -11,6 +11,10 @@ the window if some joint set was not counted in the first; not on W0);
 Producing the events is not measured.
 
     python -m bench.spark_statistics --events 1000000
+
+``--counting`` times instead, in this process and without Kafka or Spark, what
+an executor does per batch of ``--batch`` W0 events (best of ``--repeat``):
+decoding, value counts, schema counts, choosing the joint sets, joint counts.
 """
 
 from __future__ import annotations
@@ -53,6 +57,30 @@ def produce_w0(bootstrap_servers: str, n: int, partitions: int, chunk: int = 100
         raise RuntimeError(f"{len(failed)} events were not delivered: {failed[0]}")
 
 
+def time_counting(n: int, repeat: int) -> None:
+    from processor.event_decoder import decode_events
+    from spark_jobs import partial_counts as pc
+
+    values = [encode_event(e) for e in generate_events(PRESETS["W0"], n, seed=3).to_dicts()]
+    opts = StatisticsOptions()
+    best: dict[str, float] = {}
+
+    def timed(name, f):
+        t = time.perf_counter()
+        out = f()
+        best[name] = min(best.get(name, float("inf")), time.perf_counter() - t)
+        return out
+
+    for _ in range(repeat + 1):  # the first round compiles or loads the numba kernels
+        decoded = timed("decode", lambda: decode_events(values))
+        timed("value counts", lambda: pc.value_counts(decoded))
+        schemas, counts = timed("schema counts", lambda: pc.schemas_of(decoded))
+        sets = timed("joint sets", lambda: pc.local_joint_sets(schemas, counts, opts.min_support, opts.joint_sets))
+        timed("joint counts", lambda: pc.joint_counts(decoded, sets))
+    print(f"one batch of {n:,} W0 events, best of {repeat}: "
+          + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in best.items()) + f" ({len(sets)} joint sets)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--events", type=int, default=1_000_000)
@@ -61,7 +89,12 @@ def main() -> None:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--split-size", type=int, default=50_000)
     p.add_argument("--joint-sets", type=int, default=StatisticsOptions().joint_sets)
+    p.add_argument("--counting", action="store_true", help="time the executors' counting per batch, in process")
+    p.add_argument("--batch", type=int, default=50_000, help="events per batch with --counting")
     args = p.parse_args()
+    if args.counting:
+        time_counting(args.batch, args.repeat)
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; master {args.master}")

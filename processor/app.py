@@ -33,6 +33,7 @@ from .delivery import Delivery
 from .event_decoder import decode_events
 from .instance import InstanceSlot
 from .progress import RateMeter, human
+from .statistics_feed import StatisticsFeed
 from .subscriptions import SubscriptionState
 from .valid_events import due, valid_until_of
 from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
@@ -137,6 +138,7 @@ class Processor:
         self.ready = threading.Event()
         self.delivery: Delivery | None = None
         self.dead_letters: DeadLetters | None = None
+        self.statistics_feed: StatisticsFeed | None = None
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and close (safe from signal handlers and threads)."""
@@ -374,17 +376,22 @@ class Processor:
         subs = self._consumer(f"{cfg.group_id}.subscriptions-reader", **{"enable.partition.eof": True})
         events = self._consumer(cfg.group_id, **{"session.timeout.ms": cfg.session_timeout_ms})
         try:
-            n_partitions = require(cfg.bootstrap_servers)  # all four topics, or a clear error
+            n_partitions = require(cfg.bootstrap_servers)  # the four topics it cannot run without, or a clear error
             self._partitions = n_partitions[SUBSCRIPTIONS]
+            # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
+            self.statistics_feed = StatisticsFeed(cfg.bootstrap_servers, lambda: self.state.matcher, cfg.client_config,
+                                                  dead_letter=self.dead_letters.send)
             # The group join proceeds in the background during the rebuild.
             events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))
             self._start_state(subs)
+            self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
             self.ready.set()
             meter = RateMeter(cfg.progress_interval)
             while not self._stop.is_set():
                 changes = subs.consume(num_messages=10_000, timeout=0)
                 if changes:
                     self._apply_subscriptions(changes)
+                self.statistics_feed.poll()
                 if self.delivery.pending():
                     self.delivery.commit()
                 batch = events.consume(num_messages=cfg.batch_size, timeout=0.2)
@@ -404,6 +411,8 @@ class Processor:
             finally:
                 events.close()
                 subs.close()
+                if self.statistics_feed is not None:
+                    self.statistics_feed.close()
                 if slot is not None:
                     slot.release()
         return self.stats()
@@ -437,6 +446,7 @@ class Processor:
             "valid_events": self.store.stats(),
             "snapshots": self.snapshots,
             "matcher": self.state.matcher.algorithm,
+            "statistics": self.statistics_feed.stats() if self.statistics_feed else None,
         }
 
 

@@ -98,9 +98,10 @@ def broker(port: int) -> None:
 @click.option("--partitions", type=int, default=4, show_default=True, help="Partitions of each new topic.")
 @click.option("--replication-factor", type=int, default=1, show_default=True, help="Replicas of each new topic.")
 def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int) -> None:
-    """Create the four topics (existing ones are left as they are).
+    """Create the five topics (existing ones are left as they are).
 
-    pubsub.subscriptions and pubsub.dead-letter are compacted; pubsub.events
+    pubsub.subscriptions, pubsub.dead-letter and pubsub.statistics are
+    compacted (the statistics topic always has one partition); pubsub.events
     and pubsub.notifications are deleted by retention.  Prints each topic with
     its partitions and the cleanup.policy the broker reports.
     """
@@ -315,6 +316,25 @@ def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout) 
         consumer.close()
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "help_option_names": []}, add_help_option=False)
+@click.argument("job_args", nargs=-1, type=click.UNPROCESSED, metavar="[OPTIONS]")
+def stats(job_args) -> None:
+    """Compute event statistics with Spark and publish them (`pubsub stats --help`).
+
+    Runs the PySpark job of spark_jobs (the same options as `python -m
+    spark_jobs`): reads a window of pubsub.events (default: everything since
+    the last run), computes per-attribute and per-attribute-set statistics,
+    publishes the snapshot to pubsub.statistics (running processors adopt it)
+    and writes it to out/statistics.json.  --every 10m runs it in a loop.
+    Needs the spark extra (pip install -e '.[spark]') and Java 17.
+    """
+    try:
+        from spark_jobs.statistics_job import main as job_main
+    except ImportError as exc:
+        raise click.ClickException(f"`pubsub stats` needs PySpark: pip install -e '.[spark]' ({exc})") from None
+    sys.exit(job_main(list(job_args), prog="pubsub stats", default_bootstrap=DEFAULT_BOOTSTRAP))
+
+
 @main.command()
 @click.option("--subscriptions", "n_subscriptions", type=int, default=100_000, show_default=True,
               help="Number of generated subscriptions.")
@@ -325,20 +345,23 @@ def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout) 
 @click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="The processor's encoding of notifications.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Processor events per batch.")
-def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size) -> None:
+@click.option("--no-stats", is_flag=True, help="Skip the Spark statistics job (a JVM start and a dozen Spark jobs: about a minute on a loaded 2-core machine).")
+def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, no_stats) -> None:
     """Everything end to end on the embedded broker, then shut it all down.
 
     Starts the broker, creates the topics, loads the generated subscriptions
     (plus a few hand-written ones so that notifications flow: W0 subscriptions
     have five equality predicates and rarely match), starts a processor,
-    streams events, prints live progress and a summary.
+    streams events, prints live progress, runs the Spark statistics job once
+    on the events and shows the processor's hash tables before and after it
+    adopted the snapshot (--no-stats skips that), and prints a summary.
 
     It always starts its own broker (no --bootstrap-servers): nothing is left
     behind, so it can be run again and again.
     """
     from .demo import Demo
 
-    sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size).run())
+    sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, not no_stats).run())
 
 
 @main.command("bench")

@@ -3,12 +3,16 @@
 Broker, topics, subscriptions (Fabret's workload, plus a few hand-written ones
 that match often enough to see notifications), a processor in its own
 process, events, live progress read from Kafka itself (committed offsets,
-watermarks, the notifications topic), a summary, and a clean shutdown.
+watermarks, the notifications topic), then the Spark statistics job run once
+on those events while the processor runs, the processor adopting its snapshot
+(the engine's hash tables before and after), a summary, and a clean shutdown.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +29,7 @@ from . import codecs, topics
 from .broker import EmbeddedBroker, child_preexec
 from .expression import format_predicates, parse
 from .progress import RateMeter, human
+from .statistics_feed import ADOPTED, describe_change
 
 GROUP = "pubsub-processor"
 SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 3%, 1.5% and 11% of events
@@ -36,12 +41,13 @@ SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 
 
 class Demo:
     def __init__(self, n_subscriptions: int, n_events: int, workload: str = "W0", seed: int = 1, port: int = 0,
-                 output_format: str = "avro", batch_size: int = 1000) -> None:
+                 output_format: str = "avro", batch_size: int = 1000, statistics: bool = True) -> None:
         if workload not in PRESETS:
             raise click.BadParameter(f"unknown workload {workload!r}; one of {', '.join(PRESETS)}", param_hint="--workload")
         self.n_subscriptions, self.n_events = n_subscriptions, n_events
         self.spec, self.seed, self.port = PRESETS[workload], seed, port
         self.output_format, self.batch_size = output_format, batch_size
+        self.statistics = statistics
         self._interrupted = False
 
     def _say(self, text: str) -> None:
@@ -101,7 +107,13 @@ class Demo:
             result = self._stream_and_watch(bootstrap, processor)
             if result is None:
                 return self._failed(processor, workdir, "interrupted" if self._interrupted else "the processor stopped")
-            self._say("6. shutting down")
+            step = 6
+            if self.statistics:
+                self._say(f"{step}. statistics: the Spark job (`pubsub stats`, local[2]) over the events, "
+                          "its snapshot adopted by the running processor")
+                result["statistics_seconds"] = self._statistics(bootstrap, workdir)
+                step += 1
+            self._say(f"{step}. shutting down")
             stats = _stop_processor(processor)
             processor = None
             self._summary(n_subs, result, stats, time.monotonic() - started)
@@ -111,6 +123,42 @@ class Demo:
                 _stop_processor(processor)
             broker.stop()
             self._say("  processor and broker stopped")
+
+    def _statistics(self, bootstrap: str, workdir: Path) -> float | None:
+        """Run the job once in its own process and wait until the processor has adopted the snapshot."""
+        if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
+            self._say("  skipped: needs PySpark (pip install -e '.[spark]') and Java 17")
+            return None
+        started = time.monotonic()
+        log_path, out = workdir / "spark.log", workdir / "statistics.json"
+        cmd = [sys.executable, "-m", "spark_jobs", "--bootstrap-servers", bootstrap, "--master", "local[2]",
+               "--output", str(out)]
+        with open(log_path, "wb") as log:
+            job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   preexec_fn=child_preexec)
+            while job.poll() is None and not self._interrupted:
+                time.sleep(0.2)
+            if job.poll() is None:
+                job.terminate()
+                job.wait(30)
+                return None
+        if job.returncode != 0:
+            lines = log_path.read_text(errors="replace").splitlines()[-10:]
+            self._say(f"  the job failed (exit {job.returncode}); last lines of {log_path}:\n    " + "\n    ".join(lines))
+            return None
+        snapshot = json.loads(out.read_text())
+        self._say(f"  {snapshot['event_count']:,} events, {snapshot['bad_records']} bad, {len(snapshot['attributes'])} "
+                  f"attributes, {len(snapshot['schemas'])} frequent attribute sets in {time.monotonic() - started:.1f}s "
+                  f"(log {log_path}, snapshot {out})")
+        processor_log = workdir / "processor.log"
+        deadline = time.monotonic() + 120
+        while ADOPTED not in processor_log.read_text(errors="replace"):
+            if time.monotonic() > deadline or self._interrupted:
+                self._say("  the processor did not adopt the snapshot within 120s")
+                return None
+            time.sleep(0.2)
+        self._say(f"  adopted by the processor ({time.monotonic() - started:.1f}s after the job started)")
+        return time.monotonic() - started
 
     def _interrupt(self, *_: object) -> None:
         self._interrupted = True
@@ -175,10 +223,26 @@ class Demo:
         dead = sum(stats.get("dead_letters", {}).values())
         self._say(f"  dead letters       {dead:>12,}")
         self._say(f"  delivery           {stats.get('delivery', '?')}; matcher: {stats.get('matcher', '?')}")
+        last = (stats.get("statistics") or {}).get("last_snapshot")
+        if last:
+            self._say(f"  statistics         {last['event_count']:>12,}  events in the adopted snapshot "
+                      f"({result.get('statistics_seconds') or 0:.1f}s from the job's start to its adoption)")
+            self._say(f"  hash tables before {_tables(last['tables_before'])}")
+            self._say(f"  hash tables after  {_tables(last['tables_after'])}")
+            self._say(f"  change             {describe_change(last['tables_before'], last['tables_after'])}, "
+                      f"{last['tables_created']} created, {last['tables_dropped']} dropped by the dynamic "
+                      f"maintenance in {last['seconds']:.2f}s")
         self._say(f"  wall time          {total_seconds:>11.1f}s")
         for n in result["samples"]:
             event = ", ".join(f"{k}={v}" for k, v in list(n["event"].items())[:5])
             self._say(f"  e.g. {n['notification_id']} -> {n['subscriber']}: {event}, ...")
+
+
+def _tables(tables: dict[str, int]) -> str:
+    """``{"a0,a1": 100003}`` -> ``(a0,a1): 100,003 subscriptions``; single-attribute tables are not listed."""
+    if not tables:
+        return "none with two or more attributes"
+    return "; ".join(f"({schema}): {n:,} subscriptions" for schema, n in sorted(tables.items()))
 
 
 def _produce(producer: Producer, topic: str, key: bytes, value: bytes) -> None:

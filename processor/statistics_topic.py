@@ -20,9 +20,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from engine.statistics import EventStatistics
 
 from .codecs import DecodeError, decode_statistics, encode_statistics
+from .topics import CONFIGS, STATISTICS
 
-STATISTICS = "pubsub.statistics"
-CONFIG = {"cleanup.policy": "compact"}
+CONFIG = CONFIGS[STATISTICS]
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The four topics: names, configurations, and idempotent creation."""
+"""The five topics: names, configurations, and idempotent creation."""
 
 from __future__ import annotations
 
@@ -11,16 +11,23 @@ SUBSCRIPTIONS = "pubsub.subscriptions"
 EVENTS = "pubsub.events"
 NOTIFICATIONS = "pubsub.notifications"
 DEAD_LETTER = "pubsub.dead-letter"
-ALL = (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER)
+STATISTICS = "pubsub.statistics"
+ALL = (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER, STATISTICS)
+REQUIRED = (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER)  # the processor cannot run without these
 
 # Subscriptions are state (latest value per id), dead letters are keyed by
-# their source position so replays collapse: both compacted.
+# their source position so replays collapse, statistics snapshots are keyed by
+# their source topic (the latest per topic is what counts): all compacted.
 CONFIGS: dict[str, dict[str, str]] = {
     SUBSCRIPTIONS: {"cleanup.policy": "compact"},
     EVENTS: {"cleanup.policy": "delete"},
     NOTIFICATIONS: {"cleanup.policy": "delete"},
     DEAD_LETTER: {"cleanup.policy": "compact"},
+    STATISTICS: {"cleanup.policy": "compact"},
 }
+# Partitions fixed by design, whatever `--partitions` says: one for the
+# statistics, so that the latest snapshot is simply the last record.
+FIXED_PARTITIONS: dict[str, int] = {STATISTICS: 1}
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ def admin(bootstrap_servers: str) -> AdminClient:
 def create_topics(bootstrap_servers: str, partitions: int = 4, replication_factor: int = 1, timeout: float = 30.0) -> list[TopicStatus]:
     """Create the topics that do not exist yet; report every topic as the broker sees it."""
     client = admin(bootstrap_servers)
-    new = [NewTopic(name, partitions, replication_factor, config=CONFIGS[name]) for name in ALL]
+    new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=CONFIGS[name]) for name in ALL]
     created = {}
     for name, future in client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
         try:
@@ -70,7 +77,7 @@ def cleanup_policies(client: AdminClient, timeout: float = 10.0) -> dict[str, st
     return out
 
 
-def require(bootstrap_servers: str, names: tuple[str, ...] = ALL, timeout: float = 10.0) -> dict[str, int]:
+def require(bootstrap_servers: str, names: tuple[str, ...] = REQUIRED, timeout: float = 10.0) -> dict[str, int]:
     """Partitions of each topic; a clear error if one is missing.
 
     Lists all topics rather than asking for these: asking for a topic by name

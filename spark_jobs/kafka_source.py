@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 DEFAULT_SPLIT_SIZE = 50_000
-DEFAULT_BATCH_SIZE = 20_000
+DEFAULT_BATCH_SIZE = 50_000
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ Values are normalised as Spark groups them: one NaN, ``-0.0`` is ``0.0``,
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from itertools import combinations
 from typing import Sequence
@@ -165,8 +166,64 @@ def _positions(offsets, attributes, column, width):
     return pos
 
 
+@numba.njit(cache=True)
+def _dense_ids(keys, kinds):
+    """Ids 0.. of the distinct (``kinds``, ``keys``) in order of first appearance (open addressing),
+    and each id's first index."""
+    n = len(keys)
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    slot_key = np.empty(size, np.int64)
+    slot_kind = np.empty(size, np.int8)
+    slot_id = np.full(size, -1, np.int64)
+    ids = np.empty(n, np.int64)
+    first = np.empty(n, np.int64)
+    m = 0
+    mask = np.uint64(size - 1)
+    for i in range(n):
+        k, t = keys[i], kinds[i]
+        h = ((np.uint64(k) ^ np.uint64(t)) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)
+        j = np.int64(h & mask)
+        while slot_id[j] >= 0 and (slot_key[j] != k or slot_kind[j] != t):
+            j = (j + 1) & (size - 1)
+        if slot_id[j] < 0:
+            slot_key[j] = k
+            slot_kind[j] = t
+            slot_id[j] = m
+            first[m] = i
+            m += 1
+        ids[i] = slot_id[j]
+    return ids, first[:m]
+
+
+@numba.njit(cache=True)
+def _column_value_ids(pos, kinds, bits):
+    """Per column of ``pos`` (pairs, -1: absent): dense value ids of its pairs (-1: absent) and a
+    representative pair of each id (``reps[c, :n_values[c]]``)."""
+    n, w = pos.shape
+    ids = np.full((n, w), -1, np.int64)
+    reps = np.empty((w, n), np.int64)
+    n_values = np.zeros(w, np.int64)
+    for c in range(w):
+        rows = np.flatnonzero(pos[:, c] >= 0)
+        p = pos[rows, c]
+        v, first = _dense_ids(bits[p], kinds[p])
+        for i in range(len(rows)):
+            ids[rows[i], c] = v[i]
+        n_values[c] = len(first)
+        for i in range(len(first)):
+            reps[c, i] = p[first[i]]
+    return ids, reps, n_values
+
+
 def joint_counts(decoded: DecodedEvents, sets: Sequence[Sequence[str]]) -> list[pa.RecordBatch]:
-    """Events per combination of values of each set (sorted names) of the batch, and the ``cover`` rows."""
+    """Events per combination of values of each set (sorted names) of the batch, and the ``cover`` rows.
+
+    Each attribute's values get dense ids (``np.unique``), a combination is one
+    mixed-radix integer of its ids, and combinations are counted with
+    ``np.unique`` too: no hash aggregation over many key columns per set.
+    """
     if not sets:
         return []
     out = [_rows("cover", len(sets), schema=pa.array([list(s) for s in sets], pa.list_(pa.string())),
@@ -181,26 +238,43 @@ def joint_counts(decoded: DecodedEvents, sets: Sequence[Sequence[str]]) -> list[
     pos = _positions(decoded.offsets, decoded.attributes, column, len(wanted))
     col_of = {a: c for c, a in enumerate(wanted)}
     kinds, numbers, strings = decoded.kinds, _numbers(decoded), decoded.string_array()
+    string_ids = np.zeros(len(kinds), np.int64)
+    if np.any(kinds == KIND_STRING):
+        encoded = strings.dictionary_encode().indices
+        string_ids = np.asarray(encoded.fill_null(0), dtype=np.int64)
+    bits = np.where(kinds == KIND_STRING, string_ids, numbers.view(np.int64))
+    # per column: value id of each event (-1: absent), representative pair of each id
+    id_matrix, rep_matrix, n_values = _column_value_ids(pos, kinds, bits)
+    ids = {c: id_matrix[:, c] for c in range(len(wanted))}
+    reps = {c: rep_matrix[c, : n_values[c]] for c in range(len(wanted))}
     for attrs in sets:
         if not all(a in col_of for a in attrs):
             continue
-        p = pos[:, [col_of[a] for a in attrs]]
-        p = p[(p >= 0).all(axis=1)]
-        if not len(p):
+        cols = [col_of[a] for a in attrs]
+        rows = np.flatnonzero(np.all([ids[c] >= 0 for c in cols], axis=0))
+        if not len(rows):
             continue
-        keys = {}
-        for j in range(len(attrs)):
-            keys[f"k{j}"] = pa.array(kinds[p[:, j]], pa.int8())
-            keys[f"n{j}"] = pa.array(numbers[p[:, j]])
-            keys[f"s{j}"] = strings.take(pa.array(p[:, j]))
-        counts = pa.table(keys).group_by(list(keys), use_threads=False).aggregate([([], "count_all")])
-        w, n = len(attrs), counts.num_rows
+        radix = [len(reps[c]) for c in cols]
+        w = len(attrs)
+        if math.prod(radix) < 2**62:  # one integer per combination
+            key = np.zeros(len(rows), np.int64)
+            for c, r in zip(cols, radix):
+                key = key * r + ids[c][rows]
+            inverse, first = _dense_ids(key, np.zeros(len(key), np.int8))
+            combos, counts = key[first], np.bincount(inverse, minlength=len(first))
+            value_ids = np.empty((len(combos), w), np.int64)
+            for j in range(w - 1, -1, -1):
+                combos, value_ids[:, j] = np.divmod(combos, radix[j])
+        else:  # many attributes (--joint): rows of ids
+            value_ids, counts = np.unique(np.stack([ids[c][rows] for c in cols], axis=1), axis=0, return_counts=True)
+        n = len(value_ids)
+        # the representative pair of each value of each combination
+        flat_pairs = np.stack([reps[c][value_ids[:, j]] for j, c in enumerate(cols)], axis=1).ravel()
         flat = pa.StructArray.from_arrays(
-            [pa.concat_arrays([counts[f"{c}{j}"].combine_chunks() for j in range(w)]).take(
-                pa.array(np.arange(n * w).reshape(w, n).T.ravel())) for c in ("k", "n", "s")],
+            [pa.array(kinds[flat_pairs], pa.int8()), pa.array(numbers[flat_pairs]), strings.take(pa.array(flat_pairs))],
             fields=list(_VALUE),
         )
         values = pa.ListArray.from_arrays(pa.array(np.arange(0, n * w + 1, w, dtype=np.int32)), flat)
         out.append(_rows("joint", n, schema=pa.array([list(attrs)] * n, pa.list_(pa.string())), values=values,
-                         count=counts["count_all"].combine_chunks()))
+                         count=pa.array(counts.astype(np.int64))))
     return out

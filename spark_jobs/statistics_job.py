@@ -173,10 +173,11 @@ def _joint_sets(text: str) -> list[tuple[str, ...]]:
     return [tuple(a.strip() for a in s.split(",")) for s in text.split(";") if s.strip()]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m spark_jobs", description=__doc__.split("\n\n")[0])
-    p.add_argument("--bootstrap-servers", default=os.environ.get("PUBSUB_BOOTSTRAP_SERVERS"),
-                   help="Kafka bootstrap servers (env PUBSUB_BOOTSTRAP_SERVERS)")
+def build_parser(prog: str = "python -m spark_jobs", default_bootstrap: str | None = None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap-servers", "-b", default=os.environ.get("PUBSUB_BOOTSTRAP_SERVERS", default_bootstrap),
+                   help="Kafka bootstrap servers (env PUBSUB_BOOTSTRAP_SERVERS%s)"
+                        % (f"; default {default_bootstrap}" if default_bootstrap else ""))
     p.add_argument("--topic", default=EVENTS, help="events topic (default %(default)s)")
     p.add_argument("--statistics-topic", default=STATISTICS, help="snapshot topic (default %(default)s)")
     w = p.add_argument_group("window (default: everything since the last run)")
@@ -206,10 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m spark_jobs", default_bootstrap: str | None = None) -> int:
+    """The command line (``python -m spark_jobs``, ``pubsub stats``: the same options)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    parser = build_parser()
+    parser = build_parser(prog, default_bootstrap)
     args = parser.parse_args(argv)
     if not args.bootstrap_servers:
         parser.error("--bootstrap-servers (or PUBSUB_BOOTSTRAP_SERVERS) is required")

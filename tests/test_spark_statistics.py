@@ -18,10 +18,14 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka_helpers import send
+from statistics_helpers import N_SUBSCRIPTIONS, events_without_a1, w0_subscriptions
 
 from engine.statistics import EventStatistics
+from processor import codecs, topics
 from processor.codecs import decode_statistics, encode_event, encode_statistics
 from processor.event_decoder import decode_events
+from processor.statistics_feed import hash_tables
 from processor.statistics_topic import latest_snapshot
 from spark_jobs import partial_counts as pc
 from spark_jobs.event_statistics import StatisticsOptions, compute_statistics, summarize
@@ -320,6 +324,38 @@ def test_job_end_to_end_through_the_broker(broker, spark, tmp_path):
     assert_same_statistics(part, reference_statistics(events[100:120], opts))
 
 
+def test_the_snapshot_reaches_a_running_processor_and_the_clustering_reacts(bootstrap, start_processor, spark, tmp_path):
+    """W0 subscriptions build an (a0, a1) table; the job's snapshot of events without a1 makes the processor drop it."""
+    w0_subscriptions(bootstrap)
+    p = start_processor()
+    matcher = p.state.matcher
+    assert len(matcher) == N_SUBSCRIPTIONS
+    assert "a0,a1" in hash_tables(p.state.matcher), "uniform statistics: W0's two fixed equalities call for an (a0, a1) table"
+    assert p.processor.statistics_feed.adopted == 0 and matcher.statistics.source != "spark"
+
+    events = events_without_a1(1500)  # under 2000: too few for the online statistics to take over (engine.matcher)
+    bad = [b"garbage", b'{"a0": [1]}']
+    send(bootstrap, topics.EVENTS, [(f"e{i}", codecs.encode_event(e)) for i, e in enumerate(events)]
+         + [(None, b) for b in bad])
+    p.wait_for(lambda: p.processor.events == len(events), timeout=60, what="the events matched")
+
+    job = run_statistics_job(bootstrap, output=tmp_path / "statistics.json", spark=spark)
+    assert job.records == len(events) + len(bad) and job.statistics.bad_records == len(bad)
+    assert job.published is not None
+
+    feed = p.processor.statistics_feed
+    p.wait_for(lambda: feed.adopted == 1, what="the snapshot adopted by the running processor")
+    assert matcher.statistics.source == "spark" and matcher.statistics.event_count == len(events)
+    assert matcher.statistics.presence("a1") == 0.0 and matcher.statistics.presence("a0") == 1.0
+    last = feed.last
+    assert last["event_count"] == len(events) and last["at"] == f"{topics.STATISTICS}[0]@{job.published[1]}"
+    assert "a0,a1" in last["tables_before"] and "a0,a1" not in last["tables_after"]
+    assert last["tables_dropped"] >= 1 and "a0,a1" not in hash_tables(p.state.matcher)
+    stats = p.stop()
+    assert stats["statistics"]["snapshots_adopted"] == 1 and stats["statistics"]["bad_snapshots"] == 0
+    assert stats["dead_letters"] == {topics.EVENTS: len(bad)}  # the processor's own verdict on the bad events
+
+
 def test_command_line_values():
     assert parse_duration("10m") == 600 and parse_duration("90s") == 90 and parse_duration("2h") == 7200
     assert parse_offsets("0:10, 3:7") == {0: 10, 3: 7}
@@ -357,3 +393,17 @@ def test_no_topic_is_created_by_looking_for_it(broker, spark):
     with pytest.raises(RuntimeError, match="does not exist"):
         run_statistics_job(bs, missing, output=None, publish=False, spark=spark)
     assert missing not in AdminClient({"bootstrap.servers": bs}).list_topics(timeout=10).topics
+
+
+def test_pubsub_stats_is_the_job_command_line():
+    from click.testing import CliRunner
+
+    from processor.cli import main
+
+    out = CliRunner().invoke(main, ["stats", "--help"])
+    assert out.exit_code == 0 and out.output.startswith("usage: pubsub stats")
+    for option in ("--bootstrap-servers", "PUBSUB_BOOTSTRAP_SERVERS", "default 127.0.0.1:9092", "--every", "--master",
+                   "--no-publish", "--output", "-X KEY=VALUE"):
+        assert option in out.output, option
+    bad = CliRunner().invoke(main, ["stats", "--every", "10m", "--from", "earliest"])
+    assert bad.exit_code == 2 and "--every reads what is new since the last run" in bad.output
