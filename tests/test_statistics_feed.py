@@ -66,3 +66,14 @@ def test_the_processor_runs_without_the_statistics_topic(bootstrap, start_proces
 def test_configuration_changes_read_as_created_and_dropped_tables():
     assert describe_change({"a0,a1": 5}, {"a0,a1": 5}) == "unchanged (1 tables)"
     assert describe_change({"a0,a1": 5, "a2,a3": 1}, {"a2,a3": 6, "a4,a5:string": 2}) == "+a4,a5:string -a0,a1 (1 kept)"
+
+
+def test_a_state_restored_from_a_processor_snapshot_gets_the_adopted_statistics(bootstrap, start_processor, tmp_path):
+    w0_subscriptions(bootstrap, 2_000)
+    publish_snapshot(bootstrap, snapshot_of(events_without_a1(300), 300))
+    first = start_processor(snapshot_dir=str(tmp_path))
+    first.stop()  # a clean stop writes a processor snapshot
+    again = start_processor(snapshot_dir=str(tmp_path))
+    assert again.processor.rebuild_records == 0  # the state came from the snapshot, not the topic
+    assert again.state.matcher.statistics.presence("a1") == 0.0
+    again.stop()
