@@ -28,6 +28,8 @@ from .deadletter import DeadLetters
 from .delivery import Delivery
 from .event_decoder import decode_events
 from .instance import InstanceSlot
+from .metrics import Metrics, consumer_lag
+from .queues import QueueBounds
 from .progress import RateMeter, human
 from .subscriptions import SubscriptionState
 from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
@@ -47,6 +49,7 @@ class ProcessorConfig:
     algorithm: str = "dynamic"
     transactional_id: str | None = None  # default: a stable per-host slot (processor.instance)
     client_config: dict[str, Any] = field(default_factory=dict)
+    queue_bounds: QueueBounds = field(default_factory=QueueBounds)  # back-pressure (processor.queues)
 
 
 def event_id(msg: Message) -> str:
@@ -112,6 +115,7 @@ class Processor:
         self.ready = threading.Event()
         self.delivery: Delivery | None = None
         self.dead_letters: DeadLetters | None = None
+        self.metrics = Metrics()  # read by processor.metrics.MetricsServer
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and close (safe from signal handlers and threads)."""
@@ -126,6 +130,7 @@ class Processor:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
+            **self.config.queue_bounds.consumer(),
             **self.config.client_config,
             **extra,
         })
@@ -153,6 +158,7 @@ class Processor:
                 if msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF:
                     todo.discard(msg.partition())
             self._apply_subscriptions(msgs)
+            self.metrics.beat()
             if meter.due():
                 meter.tick({})
                 log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
@@ -212,7 +218,7 @@ class Processor:
         client = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config}
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
         transactional_id = cfg.transactional_id or slot.transactional_id
-        self.delivery = Delivery(client, cfg.delivery, transactional_id=transactional_id)
+        self.delivery = Delivery(client, cfg.delivery, transactional_id=transactional_id, bounds=cfg.queue_bounds)
         self.dead_letters = DeadLetters(self.delivery, cfg.output_format)
         log.info("delivery: %s%s", self.delivery.mode,
                  f" (transactional.id {transactional_id})" if self.delivery.mode == "transactional" else "")
@@ -239,6 +245,8 @@ class Processor:
                     began = time.monotonic()
                     self._process_events(batch, events)
                     self.busy_seconds += time.monotonic() - began
+                    self.metrics.batch_seconds.observe(time.monotonic() - began)
+                self.metrics.after_iteration(self, events)
                 if meter.due():
                     self._log_progress(meter, events)
         finally:
@@ -253,13 +261,7 @@ class Processor:
 
     def _log_progress(self, meter: RateMeter, consumer: Consumer) -> None:
         rates = meter.tick({"events": self.events, "notifications": self.notifications})
-        lag = 0
-        assignment = consumer.assignment()
-        if assignment:
-            for tp in consumer.position(assignment):
-                high = consumer.get_watermark_offsets(tp, cached=True)[1]
-                if tp.offset >= 0 and high >= 0:
-                    lag += max(high - tp.offset, 0)
+        lag, assignment = consumer_lag(consumer), consumer.assignment()
         log.info(
             "%s events/s, %s notifications/s, lag %s, %d partitions, %s subscriptions, %d dead letters",
             human(rates["events"]), human(rates["notifications"]), human(lag), len(assignment),

@@ -10,12 +10,18 @@ and only then are the input offsets committed.  A crash in between replays
 the batch; the replayed notifications carry the same ``notification_id``.
 
 Either way nothing is lost: offsets never move past unacknowledged output.
+
+Back-pressure: the producer's queue is bounded (``processor.queues``); when it
+is full, :meth:`Delivery.produce` waits for acknowledgements and retries, never
+drops, and counts the waits (``queue_full_waits``, a metric).
 """
 
 from __future__ import annotations
 
 import logging
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from .queues import QueueBounds
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +33,11 @@ class DeliveryError(RuntimeError):
 
 
 class Delivery:
-    def __init__(self, config: dict, mode: str = "auto", transactional_id: str = "pubsub", init_timeout: float = 15.0) -> None:
+    def __init__(self, config: dict, mode: str = "auto", transactional_id: str = "pubsub", init_timeout: float = 15.0,
+                 bounds: QueueBounds = QueueBounds()) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown delivery mode {mode!r}; expected one of {', '.join(MODES)}")
-        base = {**config, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000, "acks": "all"}
+        base = {"linger.ms": 5, **bounds.producer(), **config, "acks": "all"}
         self.mode = "at-least-once"
         if mode in ("auto", "transactional"):
             producer = Producer({**base, "transactional.id": transactional_id, "transaction.timeout.ms": 60_000})
@@ -45,6 +52,8 @@ class Delivery:
             self.producer = Producer({**base, "enable.idempotence": True})
         self._in_transaction = False
         self._failures: list[str] = []
+        self.bound = bounds.producer_messages
+        self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
 
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
@@ -58,8 +67,9 @@ class Delivery:
             try:
                 self.producer.produce(topic, value, key, on_delivery=self._on_delivery)
                 break
-            except BufferError:  # local queue full: let deliveries drain
-                self.producer.poll(0.1)
+            except BufferError:  # local queue full: serve acknowledgements until there is room, never drop
+                self.queue_full_waits += 1
+                self.producer.poll(0.05)
 
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0
