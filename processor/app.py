@@ -25,7 +25,7 @@ from confluent_kafka import (
 
 from .codecs import DecodeError, decode_event, encode_attributes, encode_notification
 from .deadletter import DeadLetters
-from .delivery import Delivery
+from .delivery import Delivery, DeliveryError
 from .event_decoder import decode_events
 from .instance import InstanceSlot
 from .metrics import Metrics, consumer_lag
@@ -239,11 +239,11 @@ class Processor:
                 if changes:
                     self._apply_subscriptions(changes)
                 if self.delivery.pending():
-                    self.delivery.commit()
+                    self._deliver(events, self.delivery.commit)
                 batch = events.consume(num_messages=cfg.batch_size, timeout=0.2)
                 if batch:
                     began = time.monotonic()
-                    self._process_events(batch, events)
+                    self._deliver(events, self._process_events, batch, events)
                     self.busy_seconds += time.monotonic() - began
                     self.metrics.batch_seconds.observe(time.monotonic() - began)
                 self.metrics.after_iteration(self, events)
@@ -258,6 +258,14 @@ class Processor:
                 if slot is not None:
                     slot.release()
         return self.stats()
+
+    def _deliver(self, events: Consumer, step, *args: Any) -> None:
+        """Run a step that produces and commits; if it fails, replay from the committed offsets (processor.delivery)."""
+        try:
+            step(*args)
+        except DeliveryError as exc:
+            log.error("not delivered (%s): new producer, events again from the committed offsets", exc)
+            self.delivery.recover(events, self._stop.is_set, self.metrics.beat)
 
     def _log_progress(self, meter: RateMeter, consumer: Consumer) -> None:
         rates = meter.tick({"events": self.events, "notifications": self.notifications})
