@@ -29,8 +29,8 @@ from .delivery import Delivery, DeliveryError
 from .event_decoder import decode_events
 from .instance import InstanceSlot
 from .metrics import Metrics, consumer_lag
-from .queues import QueueBounds
 from .progress import RateMeter, human
+from .queues import QueueBounds
 from .subscriptions import SubscriptionState
 from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
 
