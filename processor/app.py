@@ -29,11 +29,13 @@ from engine.event_store import ValidEventStore
 from . import snapshot
 from .codecs import DecodeError, decode_event, encode_attributes, encode_notification
 from .deadletter import DeadLetters
-from .delivery import Delivery
+from .delivery import Delivery, DeliveryError
 from .event_decoder import decode_events
 from .instance import InstanceSlot
+from .metrics import Metrics, consumer_lag
 from .progress import RateMeter, human
 from .statistics_feed import StatisticsFeed
+from .queues import QueueBounds
 from .subscriptions import SubscriptionState
 from .valid_events import due, valid_until_of
 from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
@@ -58,6 +60,7 @@ class ProcessorConfig:
     snapshot_dir: str | None = None  # None: no snapshots, every start rebuilds from the topic
     snapshot_every: float = 300.0  # seconds between snapshots (when something changed)
     snapshot_changes: int = 100_000  # ... or after this many subscription changes, whichever comes first
+    queue_bounds: QueueBounds = field(default_factory=QueueBounds)  # back-pressure (processor.queues)
 
 
 def event_id(msg: Message) -> str:
@@ -139,6 +142,7 @@ class Processor:
         self.delivery: Delivery | None = None
         self.dead_letters: DeadLetters | None = None
         self.statistics_feed: StatisticsFeed | None = None
+        self.metrics = Metrics()  # read by processor.metrics.MetricsServer
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and close (safe from signal handlers and threads)."""
@@ -153,6 +157,7 @@ class Processor:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
+            **self.config.queue_bounds.consumer(),
             **self.config.client_config,
             **extra,
         })
@@ -282,6 +287,7 @@ class Processor:
                 if eof:
                     todo.discard(msg.partition())
             self._apply_subscriptions(msgs)
+            self.metrics.beat()
             if meter.due():
                 meter.tick({})
                 log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
@@ -368,7 +374,7 @@ class Processor:
         client = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config}
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
         transactional_id = cfg.transactional_id or slot.transactional_id
-        self.delivery = Delivery(client, cfg.delivery, transactional_id=transactional_id)
+        self.delivery = Delivery(client, cfg.delivery, transactional_id=transactional_id, bounds=cfg.queue_bounds)
         self.dead_letters = DeadLetters(self.delivery, cfg.output_format)
         log.info("delivery: %s%s", self.delivery.mode,
                  f" (transactional.id {transactional_id})" if self.delivery.mode == "transactional" else "")
@@ -393,12 +399,14 @@ class Processor:
                     self._apply_subscriptions(changes)
                 self.statistics_feed.poll()
                 if self.delivery.pending():
-                    self.delivery.commit()
+                    self._deliver(events, self.delivery.commit)
                 batch = events.consume(num_messages=cfg.batch_size, timeout=0.2)
                 if batch:
                     began = time.monotonic()
-                    self._process_events(batch, events)
+                    self._deliver(events, self._process_events, batch, events)
                     self.busy_seconds += time.monotonic() - began
+                    self.metrics.batch_seconds.observe(time.monotonic() - began)
+                self.metrics.after_iteration(self, events)
                 if meter.due():
                     self._log_progress(meter, events)
                 if self._snapshot_due():
@@ -417,15 +425,17 @@ class Processor:
                     slot.release()
         return self.stats()
 
+    def _deliver(self, events: Consumer, step, *args: Any) -> None:
+        """Run a step that produces and commits; if it fails, replay from the committed offsets (processor.delivery)."""
+        try:
+            step(*args)
+        except DeliveryError as exc:
+            log.error("not delivered (%s): new producer, events again from the committed offsets", exc)
+            self.delivery.recover(events, self._stop.is_set, self.metrics.beat)
+
     def _log_progress(self, meter: RateMeter, consumer: Consumer) -> None:
         rates = meter.tick({"events": self.events, "notifications": self.notifications})
-        lag = 0
-        assignment = consumer.assignment()
-        if assignment:
-            for tp in consumer.position(assignment):
-                high = consumer.get_watermark_offsets(tp, cached=True)[1]
-                if tp.offset >= 0 and high >= 0:
-                    lag += max(high - tp.offset, 0)
+        lag, assignment = consumer_lag(consumer), consumer.assignment()
         log.info(
             "%s events/s, %s notifications/s, lag %s, %d partitions, %s subscriptions, %d dead letters",
             human(rates["events"]), human(rates["notifications"]), human(lag), len(assignment),

@@ -20,6 +20,9 @@ from pathlib import Path
 import click
 
 from . import codecs, topics
+from .dedup import DEFAULT_CAPACITY, Deduplicator
+from .metrics import DEFAULT_STALL_SECONDS
+from .queues import MIN_CONSUMER_KBYTES, QueueBounds
 from .expression import ExpressionError, format_predicates, parse
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -149,9 +152,23 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
               help="Extra librdkafka setting for every client (e.g. -X security.protocol=SASL_SSL); repeatable.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
               help="Verbosity of the log on stderr.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Serve /metrics (Prometheus), /healthz (liveness) and /readyz on this port; 0: no server.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="Address the metrics server binds (0.0.0.0 in a container).")
+@click.option("--stall-seconds", type=click.FloatRange(min=1), default=DEFAULT_STALL_SECONDS, show_default=True,
+              help="/healthz answers 503 once the loop has made no progress for this long.")
+@click.option("--producer-queue-messages", type=click.IntRange(min=1), default=QueueBounds.producer_messages,
+              show_default=True, help="Most notifications and dead letters held awaiting acknowledgement; when full, "
+                                      "the loop waits (back-pressure), nothing is dropped.")
+@click.option("--producer-queue-kbytes", type=click.IntRange(min=1), default=QueueBounds.producer_kbytes,
+              show_default=True, help="The same bound in kilobytes.")
+@click.option("--consumer-queue-kbytes", type=click.IntRange(min=MIN_CONSUMER_KBYTES), default=QueueBounds.consumer_kbytes,
+              show_default=True, help="Most kilobytes each consumer fetches ahead of the loop.")
 def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, batch_size, session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
-        client_config, log_level) -> None:
+        client_config, log_level, metrics_port, metrics_host, stall_seconds,
+        producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
@@ -160,6 +177,7 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
     final statistics are printed to stdout as one JSON line.
     """
     from .app import Processor, ProcessorConfig, stats_json
+    from .metrics import Metrics, MetricsServer
 
     _setup_logging(log_level)
     extra = {}
@@ -173,7 +191,15 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
         client_config=extra, transactional_id=transactional_id, snapshot_dir=snapshot_dir,
         snapshot_every=snapshot_every, snapshot_changes=snapshot_changes, max_valid_events=max_valid_events,
         max_valid_event_bytes=max_valid_event_bytes,
+        queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
     ))
+    processor.metrics = Metrics(stall_seconds)
+    server = None
+    if metrics_port:
+        try:
+            server = MetricsServer(processor, metrics_port, metrics_host).start()
+        except OSError as exc:
+            raise click.ClickException(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}") from None
     _on_signals(processor.stop)
     try:
         stats = processor.run()
@@ -181,6 +207,9 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
         logging.getLogger("pubsub").error("stopping: %s", exc)
         click.echo(stats_json(processor.stats()))
         sys.exit(1)
+    finally:
+        if server is not None:
+            server.stop()
     click.echo(stats_json(stats))
 
 
@@ -276,9 +305,20 @@ def publish(bootstrap_servers, event, key, fmt) -> None:
 @click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of the end.")
 @click.option("--max", "max_records", type=int, default=None, help="Stop after this many records.")
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds without a record.")
-def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout) -> None:
-    """Print notifications (or dead letters) as JSON lines, Avro or JSON alike."""
+@click.option("--dedup/--no-dedup", default=True, show_default=True,
+              help="Drop notifications whose notification_id was already printed (redeliveries after a failure). "
+                   "Dead letters are never de-duplicated.")
+@click.option("--dedup-capacity", type=click.IntRange(min=1), default=DEFAULT_CAPACITY, show_default=True,
+              help="How many recent notification ids --dedup remembers (bounded memory, ~170 bytes per id).")
+def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
+    """Print notifications (or dead letters) as JSON lines, Avro or JSON alike.
+
+    Notifications are de-duplicated by notification_id by default (see
+    --dedup); on exit the number of duplicates dropped goes to stderr.
+    """
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+    dedup = Deduplicator(dedup_capacity) if dedup and not dead_letters else None
 
     topic = topics.DEAD_LETTER if dead_letters else topics.NOTIFICATIONS
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "pubsub-tail", "enable.auto.commit": False,
@@ -310,10 +350,14 @@ def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout) 
                     out = codecs.decode_notification(msg.value())
             except codecs.DecodeError as exc:
                 out = {"undecodable": str(exc), "partition": msg.partition(), "offset": msg.offset()}
+            if dedup is not None and "notification_id" in out and dedup.seen(str(out["notification_id"])):
+                continue
             click.echo(json.dumps(out))
             seen += 1
     finally:
         consumer.close()
+        if dedup is not None:
+            click.echo(f"{dedup.dropped} duplicate notification(s) dropped (of {dedup.passed + dedup.dropped})", err=True)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "help_option_names": []}, add_help_option=False)

@@ -38,6 +38,13 @@ SCHEMA_IDS: dict[str, int] = {
 
 FORMATS = ("avro", "json")
 MAGIC = 0
+#: Longest attribute name, in UTF-8 bytes, in events and subscriptions.  Names of
+#: subscriptions are interned by the matcher for good; an untrusted producer must
+#: not be able to grow that dictionary by megabytes per record.  Whole records are
+#: bounded by the broker (``message.max.bytes``, 1 MB by default).
+MAX_ATTRIBUTE_BYTES = 1024
+#: Deepest JSON nesting accepted (a valid record needs 3: subscription, predicates, predicate).
+MAX_JSON_DEPTH = 32
 _HEADER = struct.Struct(">bI")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -147,12 +154,60 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _json_read(value: bytes) -> Any:
+    # json.loads recurses per nesting level: check the depth bound first (cheap: only for values with many brackets)
+    if value.count(b"[") + value.count(b"{") > MAX_JSON_DEPTH and _json_depth(value) > MAX_JSON_DEPTH:
+        raise DecodeError(f"invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep")
     try:
-        return json.loads(value.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+        text = value.decode("utf-8")
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except UnicodeDecodeError as exc:
         raise DecodeError(f"JSON value is not UTF-8: {exc}") from None
     except json.JSONDecodeError as exc:
         raise DecodeError(f"invalid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    if "\\u" in text:  # escapes may spell lone surrogates, which no UTF-8 output can carry
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise DecodeError("invalid JSON: a string holds a lone surrogate (\\ud800-\\udfff escape)") from None
+    return obj
+
+
+def _json_depth(value: bytes) -> int:
+    """Deepest bracket nesting outside strings (an upper bound is enough: escapes are skipped roughly)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in value:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:  # backslash
+                escaped = True
+            elif c == 0x22:
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _check_pairs(pairs: Any, what: str) -> None:
+    """Limits beyond engine.semantics: attribute name length, integers a double can hold (JSON has no bound)."""
+    for name, value in pairs:
+        if len(name) * 4 > MAX_ATTRIBUTE_BYTES and len(name.encode("utf-8", "surrogatepass")) > MAX_ATTRIBUTE_BYTES:
+            raise DecodeError(f"{what}: attribute name too long: {len(name.encode('utf-8', 'surrogatepass'))} bytes "
+                              f"(at most {MAX_ATTRIBUTE_BYTES}), starting {name[:40]!r}")
+        if type(value) is int and value.bit_length() > 1000:
+            try:
+                float(value)
+            except OverflowError:
+                raise DecodeError(f"{what}: {name!r}: integer too large for a double "
+                                  f"({len(str(abs(value)))} digits)") from None
 
 
 def _sniff(value: bytes | None, what: str) -> str:
@@ -186,14 +241,16 @@ def _check_subscription(obj: Any) -> Subscription:
     valid_until, valid_from = obj.get("valid_until"), obj.get("valid_from")
     for field, t in (("valid_until", valid_until), ("valid_from", valid_from)):
         if t is not None and (isinstance(t, bool) or not isinstance(t, int) or not _INT64_MIN <= t <= _INT64_MAX):
-            raise DecodeError(f"{field} must be null or milliseconds since the epoch (a 64-bit integer), got {t!r}")
+            raise DecodeError(f"{field} must be null or milliseconds since the epoch (a 64-bit integer), "
+                              f"got {str(t)[:40]}")
     if valid_from is not None and valid_until is not None and valid_from >= valid_until:
         raise DecodeError(f"valid_from ({valid_from}) must be before valid_until ({valid_until}): the subscription "
                           "would never match")
     try:
         predicates = validate_predicates(obj["predicates"])
     except (ValueError, TypeError) as exc:
-        raise DecodeError(f"invalid predicates: {exc}") from None
+        raise DecodeError(f"invalid predicates: {str(exc)[:500]}") from None
+    _check_pairs(((a, v) for a, _, v in predicates), "invalid predicates")
     return Subscription(subscriber, predicates, valid_until, valid_from)
 
 
@@ -230,9 +287,11 @@ def decode_event(value: bytes) -> dict[str, Any]:
     else:
         event = _avro_read("event", value)["attributes"]
     try:
-        return validate_event(event)
+        event = validate_event(event)
     except ValueError as exc:
-        raise DecodeError(f"invalid event: {exc}") from None
+        raise DecodeError(f"invalid event: {str(exc)[:500]}") from None
+    _check_pairs(event.items(), "invalid event")
+    return event
 
 
 def encode_attributes(event: dict[str, Any], fmt: str) -> bytes:

@@ -10,12 +10,27 @@ and only then are the input offsets committed.  A crash in between replays
 the batch; the replayed notifications carry the same ``notification_id``.
 
 Either way nothing is lost: offsets never move past unacknowledged output.
+
+Recovery: a batch whose outputs or commit fail (broker gone, producer fenced
+or desynchronised, e.g. by a broker that restarted and forgot its producer
+ids) raises :class:`DeliveryError`; :meth:`Delivery.recover` then replaces the
+producer and rewinds the consumer to its committed offsets, so the batch is
+matched and delivered again: nothing lost, duplicates only of that batch.
+
+Back-pressure: the producer's queue is bounded (``processor.queues``); when it
+is full, :meth:`Delivery.produce` waits for acknowledgements and retries, never
+drops, and counts the waits (``queue_full_waits``, a metric).
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from typing import Callable
+
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from .queues import QueueBounds
 
 log = logging.getLogger(__name__)
 
@@ -27,39 +42,57 @@ class DeliveryError(RuntimeError):
 
 
 class Delivery:
-    def __init__(self, config: dict, mode: str = "auto", transactional_id: str = "pubsub", init_timeout: float = 15.0) -> None:
+    def __init__(self, config: dict, mode: str = "auto", transactional_id: str = "pubsub", init_timeout: float = 15.0,
+                 bounds: QueueBounds = QueueBounds()) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown delivery mode {mode!r}; expected one of {', '.join(MODES)}")
-        base = {**config, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000, "acks": "all"}
+        # message.timeout.ms under the 60 s commit timeout: a record the broker never takes fails the batch
+        # (which is then replayed, see recover) instead of a commit waiting on it
+        base = {"linger.ms": 5, "message.timeout.ms": 30_000, **bounds.producer(), **config, "acks": "all"}
+        self._transactional = {**base, "transactional.id": transactional_id, "transaction.timeout.ms": 60_000}
+        self._idempotent = {**base, "enable.idempotence": True}
+        self._init_timeout = init_timeout
         self.mode = "at-least-once"
         if mode in ("auto", "transactional"):
-            producer = Producer({**base, "transactional.id": transactional_id, "transaction.timeout.ms": 60_000})
             try:
-                producer.init_transactions(init_timeout)
-                self.producer, self.mode = producer, "transactional"
+                self.producer, self.mode = self._new_producer("transactional"), "transactional"
             except KafkaException as exc:
                 if mode == "transactional":
                     raise
                 log.warning("broker does not support transactions (%s); falling back to at-least-once", exc.args[0])
         if self.mode == "at-least-once":
-            self.producer = Producer({**base, "enable.idempotence": True})
+            self.producer = self._new_producer("at-least-once")
+        self.recoveries = 0  # producers replaced after a failed batch
         self._in_transaction = False
         self._failures: list[str] = []
+        self.bound = bounds.producer_messages
+        self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
+
+    def _new_producer(self, mode: str) -> Producer:
+        if mode == "at-least-once":
+            return Producer(self._idempotent)
+        producer = Producer(self._transactional)
+        producer.init_transactions(self._init_timeout)  # also ends a transaction a predecessor left open
+        return producer
 
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
             self._failures.append(str(err))
 
     def produce(self, topic: str, key: bytes | str | None, value: bytes) -> None:
-        if self.mode == "transactional" and not self._in_transaction:
-            self.producer.begin_transaction()
-            self._in_transaction = True
-        while True:
-            try:
-                self.producer.produce(topic, value, key, on_delivery=self._on_delivery)
-                break
-            except BufferError:  # local queue full: let deliveries drain
-                self.producer.poll(0.1)
+        try:
+            if self.mode == "transactional" and not self._in_transaction:
+                self.producer.begin_transaction()
+                self._in_transaction = True
+            while True:
+                try:
+                    self.producer.produce(topic, value, key, on_delivery=self._on_delivery)
+                    break
+                except BufferError:  # local queue full: serve acknowledgements until there is room, never drop
+                    self.queue_full_waits += 1
+                    self.producer.poll(0.05)
+        except KafkaException as exc:  # a producer in a fatal or abortable state
+            raise DeliveryError(f"produce failed: {exc.args[0]}") from None
 
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0
@@ -68,10 +101,18 @@ class Delivery:
         """Make the outputs durable, then (atomically, if transactional) commit ``offsets`` of ``consumer``."""
         if self.mode == "transactional":
             if offsets:
-                if not self._in_transaction:
-                    self.producer.begin_transaction()
-                    self._in_transaction = True
-                self.producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout)
+                # Outputs first: after a broker restart the transaction failed and send_offsets_to_transaction
+                # then hung, whatever its timeout; failed records show the failure before that call.
+                if self._in_transaction and self.producer.flush(timeout):
+                    raise DeliveryError(f"records not acknowledged within {timeout:.0f}s")
+                self._raise_failures()
+                try:
+                    if not self._in_transaction:
+                        self.producer.begin_transaction()
+                        self._in_transaction = True
+                    self.producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout)
+                except KafkaException as exc:
+                    raise DeliveryError(f"sending offsets to the transaction failed: {exc.args[0]}") from None
             if self._in_transaction:
                 try:
                     self.producer.commit_transaction(timeout)
@@ -86,7 +127,44 @@ class Delivery:
             raise DeliveryError(f"{remaining} records not acknowledged within {timeout:.0f}s")
         self._raise_failures()
         if offsets:
-            consumer.commit(offsets=offsets, asynchronous=False)
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
+
+    def recover(self, consumer: Consumer | None, should_stop: Callable[[], bool] = lambda: False,
+                on_wait: Callable[[], None] = lambda: None) -> bool:
+        """After a :class:`DeliveryError`: a new producer, and ``consumer`` back at its committed offsets.
+
+        The failed batch's outputs are abandoned (aborted, or left to the
+        broker: they may show up as duplicates, never as losses) and its events
+        are fetched again.  Retries every second until the broker answers
+        (``on_wait`` is called meanwhile) or ``should_stop``; False if stopped.
+        """
+        old, in_transaction, self._in_transaction = self.producer, self._in_transaction, False
+        try:
+            if in_transaction:
+                old.abort_transaction(5)
+        except KafkaException as exc:  # fatal: the next init_transactions with the same id ends it
+            log.debug("abort before recovery: %s", exc.args[0])
+        try:
+            old.purge()  # nothing of the failed batch is waited for
+            old.flush(0)
+        except (KafkaException, RuntimeError, SystemError) as exc:
+            log.debug("discarding the old producer: %s", exc)
+        self._failures.clear()  # including the old producer's "purged" reports
+        while not should_stop():
+            try:
+                if consumer is not None:
+                    rewind(consumer)
+                self.producer = self._new_producer(self.mode)
+                self.recoveries += 1
+                return True
+            except KafkaException as exc:
+                log.warning("recovery: %s; retrying in 1s", exc.args[0])
+                on_wait()
+                time.sleep(1)
+        return False
 
     def _raise_failures(self) -> None:
         if self._failures:
@@ -96,6 +174,21 @@ class Delivery:
 
     def close(self) -> None:
         if self.mode == "transactional" and self._in_transaction:
-            self.producer.abort_transaction(10)
             self._in_transaction = False
+            try:
+                self.producer.abort_transaction(10)
+            except KafkaException as exc:  # a failed producer: its transaction ends with it
+                log.warning("abort on close: %s", exc.args[0])
         self.producer.flush(10)
+
+
+def rewind(consumer: Consumer, timeout: float = 10.0) -> None:
+    """Seek every assigned partition back to its committed offset (the log's start if none: auto.offset.reset)."""
+    assignment = consumer.assignment()
+    if not assignment:
+        return
+    for tp in consumer.committed(assignment, timeout=timeout):
+        if tp.offset < 0:  # nothing committed: the log's start (an explicit offset; seeking to a logical one stalled)
+            tp.offset = consumer.get_watermark_offsets(tp, timeout=timeout)[0]
+        log.info("rewinding %s [%d] to offset %d", tp.topic, tp.partition, tp.offset)
+        consumer.seek(tp)

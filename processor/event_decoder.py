@@ -6,7 +6,8 @@ millions.  :func:`decode_events` takes a list of raw values and returns the
 engine's columnar format directly: a numba kernel walks the Confluent wire
 format + Avro map encoding of ``schemas/event.avsc`` for every record it can
 prove well-formed, and hands every other record (JSON, other schema ids,
-malformed Avro, duplicate map keys, non-canonical booleans, ...) to
+malformed Avro, duplicate map keys, non-canonical booleans, attribute names
+longer than ``codecs.MAX_ATTRIBUTE_BYTES``, ...) to
 ``processor.codecs.decode_event``.  So for every record the result is, by
 construction, what ``codecs.decode_event`` says: the same event, or a
 :class:`~processor.codecs.DecodeError` with the same reason.
@@ -28,7 +29,7 @@ import numpy as np
 from engine.columnar import EventBatch
 from engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING
 
-from .codecs import SCHEMA_IDS, DecodeError, decode_event
+from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event
 
 _EVENT_SCHEMA_ID = SCHEMA_IDS["event"]
 _FAST, _SLOW = 0, 1
@@ -97,7 +98,7 @@ def _utf8_ok(buf, start, n):
 
 
 @numba.njit(cache=True)
-def _decode_avro(buf, starts, ends, schema_id, max_names):
+def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
     """Decode every well-formed Avro event; mark the others for the slow path.
 
     Returns per record a status, and per pair: record index, attribute id,
@@ -148,7 +149,7 @@ def _decode_avro(buf, starts, ends, schema_id, max_names):
                     break
             for _j in range(count):
                 klen, pos, ok = _varint(buf, pos, e)
-                if not ok or klen <= 0 or pos + klen > e or not _utf8_ok(buf, pos, klen):
+                if not ok or klen <= 0 or klen > max_name_bytes or pos + klen > e or not _utf8_ok(buf, pos, klen):
                     ok = False
                     break
                 h = np.uint64(14695981039346656037)
@@ -303,7 +304,7 @@ def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
     max_names = 1024
     while True:
         status, rec, attr, kind, number, sstart, slen, nstart, nlen, overflow = _decode_avro(
-            buf, starts, ends, _EVENT_SCHEMA_ID, max_names)
+            buf, starts, ends, _EVENT_SCHEMA_ID, max_names, MAX_ATTRIBUTE_BYTES)
         if not overflow:
             break
         max_names *= 4

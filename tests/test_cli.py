@@ -21,7 +21,7 @@ pytestmark = pytest.mark.broker
 def invoke(*args: str, input: str | None = None) -> str:
     result = CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 def test_subscribe_publish_tail(bootstrap, group_id, start_processor):
@@ -102,3 +102,16 @@ def test_run_refuses_to_start_without_the_topics():
         assert done.returncode == 1
         assert "topic pubsub.subscriptions does not exist" in done.stderr and "run `pubsub topics` first" in done.stderr
         assert topics.ALL[0] not in topics.admin(empty.bootstrap_servers).list_topics(timeout=10).topics
+
+
+def test_tail_drops_redelivered_notifications(bootstrap):
+    b = ["--bootstrap-servers", bootstrap]
+    note = lambda eid, sid: codecs.encode_notification(sid, "alice", eid, codecs.encode_attributes({"p": 1}, "json"), "json")  # noqa: E731
+    records = [(b"alice", note("e1", 1)), (b"alice", note("e1", 2)), (b"alice", note("e1", 1)),  # a replayed batch
+               (b"alice", note("e2", 1)), (b"alice", note("e1", 2))]
+    send(bootstrap, topics.NOTIFICATIONS, [(k, v) for k, v in records])
+    result = CliRunner().invoke(main, ["tail", *b, "--from-beginning", "--timeout", "3"], catch_exceptions=False)
+    assert sorted(json.loads(line)["notification_id"] for line in result.stdout.splitlines()) == ["e1/1", "e1/2", "e2/1"]
+    assert "2 duplicate notification(s) dropped (of 5)" in result.stderr
+    raw = invoke("tail", *b, "--from-beginning", "--timeout", "3", "--no-dedup").splitlines()
+    assert len(raw) == 5

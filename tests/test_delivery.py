@@ -99,6 +99,17 @@ def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):
     assert d.mode == "transactional" and d.producer.config["transactional.id"] == "g-host-0"
     d.produce("pubsub.notifications", b"alice", b"n")
     d.commit(consumer, OFFSETS)
-    assert d.producer.calls == ["init_transactions", "begin", ("produce", "pubsub.notifications"), "send_offsets",
-                                "flush", "commit_transaction"]
+    assert d.producer.calls == ["init_transactions", "begin", ("produce", "pubsub.notifications"), "flush",
+                                "send_offsets", "flush", "commit_transaction"]
     assert consumer.committed == [] and not d.pending()
+
+
+def test_a_failed_transaction_never_reaches_send_offsets(fake):
+    """After a broker restart a failed transaction made send_offsets_to_transaction hang: failures surface first."""
+    fake.transactions = True
+    d, consumer = Delivery({}, "transactional"), FakeConsumer()
+    fake.fail = True
+    d.produce("pubsub.notifications", b"alice", b"n")
+    with pytest.raises(DeliveryError, match="1 records failed delivery"):
+        d.commit(consumer, OFFSETS)
+    assert "send_offsets" not in d.producer.calls and consumer.committed == []

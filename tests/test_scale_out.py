@@ -12,7 +12,7 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from kafka_helpers import notifications, wait_processed
+from kafka_helpers import committed_events, notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_subscriptions
 
 from processor import codecs, topics
@@ -82,3 +82,48 @@ def test_two_processes_share_the_events(bootstrap, group_id):
     notes = notifications(bootstrap)
     assert by_event(notes) == {n: s for n, s in expected_matches(subs, events).items() if s}
     assert len({n["notification_id"] for n in notes}) == len(notes)
+
+
+def test_killing_one_of_two_moves_its_partitions_to_the_other(bootstrap, group_id):
+    """kill -9 one instance mid-stream: the survivor takes its partitions; nothing is lost (oracle, after dedup).
+
+    At-least-once delivery: on Tansu a killed transactional producer's open
+    transaction stays open until a producer with the same transactional.id
+    starts (docs/processor.md), which a lone survivor never is; test_crash.py
+    covers that restart.
+    """
+    from test_crash import expected_ids, report
+
+    from processor.dedup import deduplicate
+
+    subs = random_subscriptions(300, seed=41)
+    events = random_events(1500, seed=42)
+    send_subscriptions(bootstrap, subs)
+    opts = ("--delivery", "at-least-once", "--batch-size", "10")
+    procs = [ProcessorProcess(bootstrap, group_id, *opts) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while not (all(p.assigned for p in procs) and sum(p.assigned for p in procs) == 4):
+            assert time.monotonic() < deadline and all(p.proc.poll() is None for p in procs), [p.log[-5:] for p in procs]
+            time.sleep(0.1)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for e in events:
+            producer.produce(topics.EVENTS, codecs.encode_event(e), f"k{e['n']}", partition=e["n"] % 4)
+        assert producer.flush(30) == 0
+        while committed_events(bootstrap, group_id) < 200:
+            assert time.monotonic() < deadline, [p.log[-5:] for p in procs]
+            time.sleep(0.02)
+        victim, survivor = procs
+        victim.kill()  # SIGKILL
+        wait_processed(bootstrap, group_id, timeout=90)
+        assert survivor.assigned == 4
+        stats = survivor.stop()
+    finally:
+        for p in procs:
+            p.kill()
+
+    assert 0 < stats["events"] < len(events) + 10 * 4  # the victim did part of the work
+    notes = notifications(bootstrap)
+    expected = expected_ids(subs, events)
+    report("scale-out kill (at-least-once)", notes, expected, 1)
+    assert sorted(n["notification_id"] for n in deduplicate(notes)) == expected

@@ -1,0 +1,236 @@
+"""``/metrics`` (Prometheus text format), ``/healthz`` (liveness) and ``/readyz`` of a running processor.
+
+The processor's loop owns every number; this module only reads them.  Values
+that need the Kafka clients or the matcher (consumer lag, the engine's
+configuration) are sampled by the loop itself, at most once a second and once
+every ``ENGINE_EVERY`` seconds, through :meth:`Metrics.after_iteration`: the
+HTTP thread never touches a client or the matcher while the loop mutates it.
+
+Liveness means "the loop turns": ``/healthz`` answers 200 while the loop has
+finished an iteration (or a rebuild step) within ``stall_seconds``, 503 after.
+The loop turns even while the broker is unreachable (consume returns empty),
+so a broker outage is not a liveness failure; a loop stuck in one call (a
+wedged commit, a matcher that never returns) is.  ``/readyz`` is 200 once the
+subscriptions are rebuilt and events are being matched.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer
+
+if TYPE_CHECKING:
+    from .app import Processor
+
+log = logging.getLogger(__name__)
+
+#: Batch latency histogram buckets (seconds): one batch is decode + match + produce + commit.
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LAG_EVERY = 1.0
+ENGINE_EVERY = 10.0
+DEFAULT_STALL_SECONDS = 90.0  # above the 60 s a transaction commit may take before it fails
+
+
+class Histogram:
+    """Cumulative-bucket histogram as Prometheus expects (``_bucket{le=...}``, ``_sum``, ``_count``)."""
+
+    def __init__(self, buckets: tuple[float, ...] = BUCKETS) -> None:
+        self.buckets = buckets
+        self.counts = [0] * (len(buckets) + 1)  # the last one is +Inf
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def lines(self, name: str) -> list[str]:
+        out, running = [], 0
+        for bound, n in zip((*self.buckets, float("inf")), self.counts):
+            running += n
+            out.append(f'{name}_bucket{{le="{_number(bound)}"}} {running}')
+        out += [f"{name}_sum {_number(self.sum)}", f"{name}_count {self.count}"]
+        return out
+
+
+def consumer_lag(consumer: Consumer) -> int:
+    """Records between the consumer's positions and the high watermarks of its assigned partitions.
+
+    Uses the watermarks cached from fetch responses: ListOffsets is wrong on
+    Tansu 0.6 (docs/processor.md).
+    """
+    lag = 0
+    assignment = consumer.assignment()
+    if assignment:
+        for tp in consumer.position(assignment):
+            high = consumer.get_watermark_offsets(tp, cached=True)[1]
+            if tp.offset >= 0 and high >= 0:
+                lag += max(high - tp.offset, 0)
+    return lag
+
+
+class Metrics:
+    """Numbers the loop reports that it does not keep itself: latency, lag, heartbeat, engine snapshot."""
+
+    def __init__(self, stall_seconds: float = DEFAULT_STALL_SECONDS) -> None:
+        self.stall_seconds = stall_seconds
+        self.batch_seconds = Histogram()
+        self.lag = 0
+        self.partitions = 0
+        self.engine: dict[str, Any] = {}
+        self.last_beat = time.monotonic()
+        self.started = time.monotonic()
+        self._lag_at = self._engine_at = float("-inf")
+
+    def beat(self) -> None:
+        """The loop made progress (an iteration or a rebuild step)."""
+        self.last_beat = time.monotonic()
+
+    def after_iteration(self, processor: "Processor", events: Consumer) -> None:
+        """Called by the loop after each iteration: heartbeat, and sample lag and engine stats when due."""
+        now = self.last_beat = time.monotonic()
+        if now - self._lag_at >= LAG_EVERY:
+            self._lag_at = now
+            self.lag = consumer_lag(events)
+            self.partitions = len(events.assignment())
+        if now - self._engine_at >= ENGINE_EVERY:
+            self._engine_at = now
+            self.engine = processor.state.matcher.stats()
+
+    def alive(self) -> bool:
+        return time.monotonic() - self.last_beat < self.stall_seconds
+
+
+# --- the exposition ---------------------------------------------------------------
+
+
+def _number(v: float) -> str:
+    if v == float("inf"):
+        return "+Inf"
+    return repr(float(v)) if isinstance(v, float) else str(v)
+
+
+def _label(v: Any) -> str:
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _metric(out: list[str], name: str, kind: str, help_: str, samples: list[tuple[dict[str, Any], float]]) -> None:
+    out.append(f"# HELP {name} {help_}")
+    out.append(f"# TYPE {name} {kind}")
+    for labels, value in samples:
+        text = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+        out.append(f"{name}{{{text}}} {_number(value)}" if text else f"{name} {_number(value)}")
+
+
+def _engine_numbers(stats: dict[str, Any], prefix: str = "") -> list[tuple[str, float]]:
+    """Numeric leaves of ``matcher.stats()``, flattened with ``_`` (lists and strings left out)."""
+    out = []
+    for key, value in stats.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            if key != "cluster_size_histogram":  # size -> count: shown as its own labelled metric
+                out += _engine_numbers(value, f"{name}_")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append((name, value))
+    return out
+
+
+def render(processor: "Processor") -> str:
+    """The Prometheus text exposition (format 0.0.4) of ``processor`` now."""
+    p, m = processor, processor.metrics
+    out: list[str] = []
+    _metric(out, "pubsub_events_total", "counter", "Events decoded and matched.", [({}, p.events)])
+    _metric(out, "pubsub_notifications_total", "counter", "Notifications produced.", [({}, p.notifications)])
+    _metric(out, "pubsub_batches_total", "counter", "Event batches processed and committed.", [({}, p.batches)])
+    dl = p.dead_letters
+    _metric(out, "pubsub_dead_letters_total", "counter", "Bad input records sent to pubsub.dead-letter, by source and reason class.",
+            [({"topic": t, "reason": r}, n) for (t, r), n in sorted(dict.copy(dl.by_reason).items())] if dl else [])
+    _metric(out, "pubsub_consumer_lag", "gauge", "Events between the group's positions and the high watermarks.", [({}, m.lag)])
+    _metric(out, "pubsub_assigned_partitions", "gauge", "Event partitions assigned to this instance.", [({}, m.partitions)])
+    out += ["# HELP pubsub_batch_seconds Time to decode, match, produce and commit one event batch.",
+            "# TYPE pubsub_batch_seconds histogram", *m.batch_seconds.lines("pubsub_batch_seconds")]
+    _metric(out, "pubsub_busy_seconds_total", "counter", "Time spent on event batches.", [({}, p.busy_seconds)])
+    _metric(out, "pubsub_subscriptions", "gauge", "Subscriptions in the matcher.", [({}, len(p.state))])
+    st = p.state
+    _metric(out, "pubsub_subscription_changes_total", "counter", "Subscription changes applied, by kind.",
+            [({"change": k}, getattr(st, k)) for k in ("added", "replaced", "removed", "expired")])
+    d = p.delivery
+    if d is not None:
+        _metric(out, "pubsub_producer_queue_messages", "gauge", "Outputs waiting for the broker's acknowledgement.",
+                [({}, len(d.producer))])
+        _metric(out, "pubsub_producer_queue_bound", "gauge", "Bound of that queue (queue.buffering.max.messages).",
+                [({}, d.bound)])
+        _metric(out, "pubsub_producer_queue_full_total", "counter", "Times a produce found the queue full and waited.",
+                [({}, d.queue_full_waits)])
+    _metric(out, "pubsub_info", "gauge", "Configuration of this instance.",
+            [({"algorithm": st.matcher.algorithm, "delivery": d.mode if d else "", "group_id": p.config.group_id}, 1)])
+    _metric(out, "pubsub_ready", "gauge", "1 once the subscriptions are rebuilt and events are matched.",
+            [({}, int(p.ready.is_set()))])
+    _metric(out, "pubsub_seconds_since_progress", "gauge", "Seconds since the loop last made progress.",
+            [({}, round(time.monotonic() - m.last_beat, 3))])
+    for name, value in _engine_numbers({k: v for k, v in m.engine.items() if k not in ("subscriptions", "algorithm")}):
+        _metric(out, f"pubsub_engine_{name}", "gauge", f"matcher.stats()['{name}'] (sampled every {ENGINE_EVERY:.0f}s).",
+                [({}, value)])
+    histogram = m.engine.get("cluster_size_histogram")
+    if histogram:
+        _metric(out, "pubsub_engine_clusters_by_size", "gauge", "Clusters per size class (matcher.stats()).",
+                [({"size": k}, v) for k, v in histogram.items()])
+    return "\n".join(out) + "\n"
+
+
+# --- the server ---------------------------------------------------------------------
+
+
+class MetricsServer:
+    """A daemon thread serving ``/metrics``, ``/healthz`` and ``/readyz`` for ``processor`` on host:port."""
+
+    def __init__(self, processor: "Processor", port: int, host: str = "127.0.0.1") -> None:
+        target = processor
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._answer(200, render(target), "text/plain; version=0.0.4; charset=utf-8")
+                elif path == "/healthz":
+                    ok = target.metrics.alive()
+                    self._answer(200 if ok else 503, "ok\n" if ok else
+                                 f"stalled: no progress for {time.monotonic() - target.metrics.last_beat:.0f}s\n")
+                elif path == "/readyz":
+                    ok = target.ready.is_set()
+                    self._answer(200 if ok else 503, "ready\n" if ok else "rebuilding subscriptions\n")
+                else:
+                    self._answer(404, "not found: try /metrics, /healthz or /readyz\n")
+
+            def _answer(self, code: int, body: str, ctype: str = "text/plain; charset=utf-8") -> None:
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:  # scrapes are not worth a log line each
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True)
+
+    def start(self) -> "MetricsServer":
+        self._thread.start()
+        log.info("metrics on http://%s:%d/metrics (liveness /healthz, readiness /readyz)", *self._server.server_address[:2])
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
