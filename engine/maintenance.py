@@ -61,7 +61,7 @@ from .idpool import grow
 @dataclass
 class Thresholds:
     bm_max_factor: float = 1.0  # BMmax, in expected checks per event
-    create_factor: float = SAFETY_MARGIN  # Bcreate = create_factor * table cost (in checks)
+    create_factor: float = 1.5 * SAFETY_MARGIN  # Bcreate = create_factor * table cost (in checks); docs/clustering.md
     delete_factor: float = 1.0  # Bdelete = delete_factor * table cost (in checks)
     refresh_changes: int = 10_000  # subscription changes between refreshes
     refresh_events: int = 200_000  # events between refreshes
@@ -121,6 +121,7 @@ class Maintenance:
         self.created = 0
         self.dropped = 0
         self.seconds = 0.0
+        self.statistics_changes = 0
         self.frozen = False  # the "no change" strategy of section 6.2.2: see Matcher.freeze_clustering
 
     # -- triggers ----------------------------------------------------------
@@ -136,6 +137,7 @@ class Maintenance:
 
     def statistics_changed(self) -> None:
         """New probabilities: every potential benefit and mark is stale."""
+        self.statistics_changes += 1
         self.potential.clear()
         self.mark_nu[:] = 0.0
         self.index.refresh_probabilities()
@@ -348,6 +350,7 @@ class Maintenance:
             "tables_created": self.created,
             "tables_dropped": self.dropped,
             "potential_tables": len(self.potential.benefit),
+            "statistics_changes": self.statistics_changes,
             "marked_subscriptions": int(np.count_nonzero(self.mark_nu > 0)),
             "maintenance_seconds": round(self.seconds, 6),
             "thresholds": {"bm_max": self.bm_max, "create_factor": self.t.create_factor,

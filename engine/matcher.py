@@ -304,7 +304,7 @@ class Matcher:
         """Switch to the online statistics when they disagree with the ones in use (a shifted stream).
 
         Disagreement is ``ADOPT_RATIO`` for some live equality predicate, on
-        probabilities floored at the uniform one of their field (1 / its
+        probabilities plus a tenth of the uniform one of their field (1 / its
         distinct constants): a value far rarer than uniform becoming rarer
         still changes no cost worth re-planning for, and each adoption
         restarts the potential tables' votes (engine/maintenance.py).
@@ -320,7 +320,7 @@ class Matcher:
         current, self.statistics = self.statistics, snapshot
         new = self._eq_probabilities(live)
         field = self.preds.field[live]
-        floor = 1.0 / np.bincount(field)[field]
+        floor = 0.1 / np.bincount(field)[field]
         if np.max(np.abs(np.log((new + floor) / (old + floor)))) > np.log(ADOPT_RATIO):
             self.maintenance.statistics_changed()
         else:
