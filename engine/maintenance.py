@@ -61,7 +61,7 @@ from .idpool import grow
 @dataclass
 class Thresholds:
     bm_max_factor: float = 1.0  # BMmax, in expected checks per event
-    create_factor: float = SAFETY_MARGIN  # Bcreate = create_factor * table cost (in checks)
+    create_factor: float = 1.5 * SAFETY_MARGIN  # Bcreate = create_factor * table cost (in checks); docs/clustering.md
     delete_factor: float = 1.0  # Bdelete = delete_factor * table cost (in checks)
     refresh_changes: int = 10_000  # subscription changes between refreshes
     refresh_events: int = 200_000  # events between refreshes
@@ -121,18 +121,23 @@ class Maintenance:
         self.created = 0
         self.dropped = 0
         self.seconds = 0.0
+        self.statistics_changes = 0
+        self.frozen = False  # the "no change" strategy of section 6.2.2: see Matcher.freeze_clustering
 
     # -- triggers ----------------------------------------------------------
     def note_changes(self, n: int) -> bool:
+        """Count subscription changes; True when a round is due (never while frozen)."""
         self.changes += n
-        return self.changes >= self.t.refresh_changes
+        return not self.frozen and self.changes >= self.t.refresh_changes
 
     def note_events(self, n: int) -> bool:
+        """Count matched events; True when a round is due (never while frozen)."""
         self.events += n
-        return self.events >= self.t.refresh_events
+        return not self.frozen and self.events >= self.t.refresh_events
 
     def statistics_changed(self) -> None:
         """New probabilities: every potential benefit and mark is stale."""
+        self.statistics_changes += 1
         self.potential.clear()
         self.mark_nu[:] = 0.0
         self.index.refresh_probabilities()
@@ -194,26 +199,33 @@ class Maintenance:
         self.mark_nu = grow(self.mark_nu, ix.handles_high, 0.0)
         moved_before = ix.moved
 
-        # 1: cluster_distribute the hot cluster lists, hottest first, within the budget
+        # 1: cluster_distribute the hot cluster lists, least recently examined first, then hottest, within
+        # the budget.  Only unmarked subscriptions are examined: a marked one was put in its best
+        # configured schema when marked, and stays there until a table is created (its candidate lists
+        # are redistributed), dropped (its subscriptions re-filed) or the statistics change (marks cleared).
         live, nu, bm = self._key_metrics()
         hot = np.flatnonzero(bm > self.bm_max)
-        # least recently examined first, then hottest: over rounds the budget reaches every hot list
         self.examined = grow(self.examined, ix.keys.ids.high, -1)
         hot = hot[np.lexsort((-bm[hot], self.examined[live[hot]]))]
-        refs = ix.keys.refs[live[hot]]
-        within = np.cumsum(refs) <= max(self.t.budget, int(refs[0]) if len(refs) else 0)
-        hot_keys, hot_nu = live[hot][within], nu[hot][within]
-        self.examined[hot_keys] = self.refreshes
+        hot_keys, hot_nu, refs = live[hot], nu[hot], ix.keys.refs[live[hot]]
         voters = np.zeros(0, np.int64)
         voter_nu = np.zeros(0)
         voter_key = np.zeros(0, np.int64)
+        n_examined = 0
         if len(hot_keys):
             handles = ix.members_of(hot_keys)  # grouped by key, in hot_keys order
-            which = np.repeat(np.arange(len(hot_keys)), ix.keys.refs[hot_keys])
+            which = np.repeat(np.arange(len(hot_keys)), refs)
+            fresh = self.mark_nu[handles] <= 0
+            per_list = np.bincount(which[fresh], minlength=len(hot_keys))
+            within = np.cumsum(per_list) <= max(self.t.budget, int(per_list[0]))
+            self.examined[hot_keys[within]] = self.refreshes
+            take = fresh & within[which]
+            handles, which = handles[take], which[take]
+            n_examined = int(within.sum())
             stays = self._distribute(handles, hot_nu[which])
-            # 2: lists still hot after it: their unmarked subscriptions vote for potential tables
-            still_hot = (hot_nu * np.bincount(which[stays], minlength=len(hot_keys)) > self.bm_max)[which]
-            sel = stays & still_hot & (self.mark_nu[handles] <= 0)
+            # 2: lists still hot after it: their subscriptions that stayed vote for potential tables
+            left = refs - np.bincount(which[~stays], minlength=len(hot_keys))
+            sel = stays & (hot_nu * left > self.bm_max)[which]
             voters, voter_nu, voter_key = handles[sel], hot_nu[which[sel]], hot_keys[which[sel]]
 
         # 3: create the potential tables whose benefit reaches Bcreate, best first
@@ -225,7 +237,7 @@ class Maintenance:
         self.refreshes += 1
         dt = time.perf_counter() - t0
         self.seconds += dt
-        return {"hot_lists": int(len(hot_keys)), "voters": int(len(voters)), "moved": int(ix.moved - moved_before),
+        return {"hot_lists": n_examined, "voters": int(len(voters)), "moved": int(ix.moved - moved_before),
                 "created": created, "dropped": dropped, "seconds": dt}
 
     def _create(self, voters: np.ndarray, voter_nu: np.ndarray, voter_key: np.ndarray) -> list[tuple[int, ...]]:
@@ -333,10 +345,12 @@ class Maintenance:
 
     def stats(self) -> dict:
         return {
+            "frozen": self.frozen,
             "refreshes": self.refreshes,
             "tables_created": self.created,
             "tables_dropped": self.dropped,
             "potential_tables": len(self.potential.benefit),
+            "statistics_changes": self.statistics_changes,
             "marked_subscriptions": int(np.count_nonzero(self.mark_nu > 0)),
             "maintenance_seconds": round(self.seconds, 6),
             "thresholds": {"bm_max": self.bm_max, "create_factor": self.t.create_factor,

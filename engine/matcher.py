@@ -14,6 +14,7 @@ batch kernel call (``match`` and ``match_batch`` build an
 
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -36,6 +37,7 @@ from .semantics import KIND_BOOL, KIND_STRING, KINDS, OP_EQ, validate_predicates
 ALGORITHMS = ("counting", "propagation", "propagation-wp", "static", "dynamic")
 _MAX_SETTLE_ROUNDS = 200  # maintenance rounds after new statistics, at most (dynamic)
 _OBSERVE_EVERY = 4  # the online statistics sample one event batch in this many (dynamic)
+ADOPT_RATIO = 1.5  # online statistics are adopted when some nu differs this much (dynamic; see below)
 
 
 class Matches(NamedTuple):
@@ -286,7 +288,8 @@ class Matcher:
         if isinstance(self.index, ClusteredIndex):
             if self.maintenance is not None:
                 self.maintenance.statistics_changed()
-                self._maintain(until_quiet=True)
+                if not self.maintenance.frozen:
+                    self._maintain(until_quiet=True)
             else:
                 self.index.refresh_probabilities()
 
@@ -297,25 +300,52 @@ class Matcher:
         self.index.refresh_probabilities()
         return self.index.reorganize()
 
+    def freeze_clustering(self, frozen: bool = True) -> None:
+        """Keep (or, with ``False``, stop keeping) the current hashing configuration (dynamic only).
+
+        Frozen, the maintenance runs no rounds: no table is created or dropped,
+        no subscription moves, online statistics are not adopted; a new
+        subscription is still filed under the configured schema that is best
+        for it.  This is the "no change" strategy Fabret et al. compare the
+        dynamic one with (section 6.2.2, figure 4; ``bench/equilibrium.py``).
+        """
+        if self.maintenance is None:
+            raise ValueError(f"freeze_clustering() applies to the dynamic algorithm, not {self.algorithm!r}")
+        self.maintenance.frozen = bool(frozen)
+
     def _maintain(self, until_quiet: bool = False) -> None:
+        if self.maintenance.frozen:
+            return
+        t0 = time.perf_counter()
         self._adopt_online_statistics()
+        self.maintenance.seconds += time.perf_counter() - t0  # the rounds add their own time
         for _ in range(_MAX_SETTLE_ROUNDS if until_quiet else 1):
             report = self.maintenance.refresh()
             if not (report["moved"] or report["created"] or report["dropped"]):
                 break
 
     def _adopt_online_statistics(self) -> None:
-        """Switch to the online statistics when they disagree with the ones in use (a shifted stream)."""
+        """Switch to the online statistics when they disagree with the ones in use (a shifted stream).
+
+        Disagreement is ``ADOPT_RATIO`` for some live equality predicate, on
+        probabilities plus a tenth of the uniform one of their field (1 / its
+        distinct constants): a value far rarer than uniform becoming rarer
+        still changes no cost worth re-planning for, and each adoption
+        restarts the potential tables' votes (engine/maintenance.py).
+        """
         if self._external_statistics or self.collector is None or self.collector.observed < 2000:
             return
-        snapshot = self.collector.snapshot()
-        live = np.flatnonzero((self.preds.refcount[: self.preds.n_ids] > 0) & (self.preds.op[: self.preds.n_ids] == OP_EQ))
+        top = self.preds.n_ids
+        live = np.flatnonzero((self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ))
         if len(live) == 0:
             return
+        snapshot = self.collector.snapshot()
         old = self._eq_probabilities(live)
         current, self.statistics = self.statistics, snapshot
         new = self._eq_probabilities(live)
-        if np.max(np.abs(np.log(new / old))) > np.log(1.5):
+        field = self.preds.field[live]
+        floor = 0.1 / np.bincount(field)[field]
+        if np.max(np.abs(np.log((new + floor) / (old + floor)))) > np.log(ADOPT_RATIO):
             self.maintenance.statistics_changed()
         else:
             self.statistics = current

@@ -275,17 +275,19 @@ class StatisticsCollector:
             name = names[int(code)]
             self._presence[name] = self._presence.get(name, 0.0) + float(count)
         # numbers and booleans, grouped by (attribute, kind, value)
-        plain = kinds != KIND_STRING
+        plain = (kinds != KIND_STRING) & ~np.isnan(numbers)
         if plain.any():
-            keys = np.stack([attrs[plain].astype(np.float64), kinds[plain].astype(np.float64), numbers[plain]], axis=1)
-            uniq, counts = np.unique(keys, axis=0, return_counts=True)
-            for (a, k, x), c in zip(uniq.tolist(), counts.tolist()):
-                if isinstance(x, float) and math.isnan(x):
-                    continue
-                key = (2, bool(x)) if int(k) == KIND_BOOL else (0, float(x))
-                table = self._values.setdefault(names[int(a)], {})
+            # distinct (attribute, kind, value) rows by one lexsort (np.unique(axis=0) is ~10x slower)
+            a, k, x = attrs[plain], kinds[plain], numbers[plain]
+            order = np.lexsort((x, k, a))
+            a, k, x = a[order], k[order], x[order]
+            first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (k[1:] != k[:-1]) | (x[1:] != x[:-1])])
+            counts = np.diff(np.r_[first, len(a)])
+            for ai, ki, xi, c in zip(a[first].tolist(), k[first].tolist(), x[first].tolist(), counts.tolist()):
+                key = (2, bool(xi)) if ki == KIND_BOOL else (0, float(xi))
+                table = self._values.setdefault(names[ai], {})
                 table[key] = table.get(key, 0.0) + c
-        for p in np.flatnonzero(~plain).tolist():
+        for p in np.flatnonzero(kinds == KIND_STRING).tolist():
             name = names[int(attrs[p])]
             key = (1, batch.strings[int(string_index[pos[p]])])
             table = self._values.setdefault(name, {})

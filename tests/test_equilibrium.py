@@ -1,0 +1,73 @@
+"""The equilibrium experiment (Fabret et al. section 6.2.2, bench/equilibrium.py) and the no-change strategy."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from bench import equilibrium as eq
+from engine import Matcher
+from engine.maintenance import Thresholds
+from engine.workload import PRESETS, generate_subscriptions
+
+# cheap tables: at a few thousand subscriptions the default thresholds create none
+EAGER = Thresholds(create_factor=0.05, delete_factor=0.02, refresh_changes=2000)
+
+
+def test_quick_mode_writes_rows_and_plots_and_its_matches_agree_with_the_oracle(tmp_path):
+    eq.main(["--quick", "--n", "10000", "--out", str(tmp_path)])
+    with open(tmp_path / "equilibrium.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert set(rows[0]) == set(eq.FIELDS)
+    for scenario in eq.SCENARIOS:
+        assert (tmp_path / eq.image_name(scenario)).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        for strategy in eq.STRATEGIES:
+            rs = [r for r in rows if r["scenario"] == scenario and r["strategy"] == strategy]
+            ticks = [int(r["tick"]) for r in rs]
+            turned = [float(r["turned_over"]) for r in rs]
+            assert ticks == sorted(set(ticks)) and turned == sorted(turned) and turned[-1] == 1.0
+            assert [r["phase"] for r in rs][0] == "before" and rs[-1]["phase"] == "after"
+            assert all(float(r["events_per_s"]) > 0 and int(r["events"]) > 0 for r in rs)
+            # the oracle checked matches of both strategies during the run (a mismatch raises)
+            assert sum(int(r["verified_events"]) for r in rs) >= 10
+
+
+def test_no_change_keeps_its_configuration_while_dynamic_adapts_to_the_shift():
+    setup = eq.Setup(per_tick=400, events_per_tick=20, before=5, lifetime=40, after=5, window=5,
+                     verify_every=10, thresholds=EAGER)
+    rows = eq.simulate("W3-W4", eq.STRATEGIES, 16_000, setup)
+    dyn = [r for r in rows if r["strategy"] == "dynamic"]
+    frozen = [r for r in rows if r["strategy"] == "no-change"]
+    assert frozen[0]["tables"] > 0  # W3 gave it multi-attribute tables to keep
+    assert {(r["tables"], r["tables_created"], r["tables_dropped"]) for r in frozen} == {
+        (frozen[0]["tables"], frozen[0]["tables_created"], frozen[0]["tables_dropped"])}
+    assert all(r["moved"] == 0 and r["maintenance_seconds"] == 0 for r in frozen)
+    # dynamic creates W4 tables and drops the W3 ones as the population turns over
+    assert dyn[-1]["tables_created"] > dyn[0]["tables_created"]
+    assert dyn[-1]["tables_dropped"] > dyn[0]["tables_dropped"]
+    assert sum(r["moved"] for r in dyn) > 0
+
+
+def test_freeze_clustering_stops_the_maintenance_until_thawed():
+    m = Matcher("dynamic", thresholds=EAGER)
+    m.add_bulk(generate_subscriptions(PRESETS["W3"], 4000, seed=1))
+    m.freeze_clustering()
+    schemas, moved = m.index.schemas.copy(), m.stats()["subscriptions_moved"]
+    m.add_bulk(generate_subscriptions(PRESETS["W4"], 8000, seed=2, first_id=4000))
+    for sid in range(4000):
+        m.remove(sid)
+    assert np.array_equal(m.index.schemas, schemas) and m.stats()["maintenance"]["frozen"]
+    # new subscriptions still go to the best configured schema; nothing else moved
+    assert m.stats()["subscriptions_moved"] == moved
+    m.freeze_clustering(False)
+    m.add_bulk(generate_subscriptions(PRESETS["W4"], 2000, seed=3, first_id=20_000))
+    assert not np.array_equal(m.index.schemas, schemas)
+    with pytest.raises(ValueError, match="dynamic"):
+        Matcher("static").freeze_clustering()
+
+
+def test_unknown_scenario_or_strategy_is_refused():
+    with pytest.raises(ValueError, match="scenario"):
+        eq.run("W0-W1", "dynamic", 10_000, quick=True)
+    with pytest.raises(ValueError, match="strategy"):
+        eq.run("W3-W4", "static", 10_000, quick=True)
