@@ -100,15 +100,6 @@ def setup_for(n: int, quick: bool = False) -> Setup:
     return Setup(before=lifetime // 8, lifetime=lifetime, after=lifetime // 8, window=max(1, total // 50))
 
 
-def _remove_oldest(m: Matcher, ids: np.ndarray) -> None:
-    bulk = getattr(m, "remove_bulk", None)  # the bulk path, where the engine has it
-    if bulk is not None:
-        bulk(ids)
-        return
-    for sid in ids.tolist():
-        m.remove(sid)
-
-
 class _Run:
     """One strategy's matcher and the measurements of its current window."""
 
@@ -126,7 +117,7 @@ class _Run:
     def tick(self, old: np.ndarray, new, events) -> object:
         m, mnt = self.m, self.m.maintenance
         s0, a = mnt.seconds, time.perf_counter()
-        _remove_oldest(m, old)
+        m.remove_bulk(old)
         m.add_bulk(new)
         s1, b = mnt.seconds, time.perf_counter()
         res = m.match_encoded(events)

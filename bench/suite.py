@@ -45,10 +45,8 @@ def fig4(out: Path, quick: bool = False, progress: Callable[[str], None] = print
     n = FIG4_N[quick]
     everything = []
     for name, scenario in FIG4_SCENARIOS:
-        rows = []
-        for strategy in FIG4_STRATEGIES:
-            progress(f"{name}: {scenario}, {strategy}, N={n:,}")
-            rows += equilibrium.run(scenario, strategy, n, quick=quick, progress=progress)
+        progress(f"{name}: {scenario}, {' and '.join(FIG4_STRATEGIES)} in lockstep, N={n:,}")
+        rows = equilibrium.simulate(scenario, FIG4_STRATEGIES, n, equilibrium.setup_for(n, quick), progress=progress)
         report.write_csv(rows, out / f"{name}.csv")
         equilibrium.plot(rows, out / f"{name}.png")
         summary = []
