@@ -8,7 +8,8 @@ handles become ascending ids.  One numba call per batch, CSR result.
 Every algorithm passes the same ``state`` tuple (unused arrays empty), so
 that one loop serves all: ``(bits, pred_key, key_head, c_next, c_base,
 c_cap, c_len, c_k, arena, need, cnt)`` followed, for static and dynamic, by
-the conjunction probing arrays of :func:`~engine.clustered.clustered_phase2`.  The algorithm and the scan
+the conjunction probing arrays of :func:`~engine.clustered.clustered_events`, which runs
+static and dynamic batches itself (their probes are staged over groups of events).  The algorithm and the scan
 parameters are constants captured by the entry function of
 :func:`batch_kernel`; numba specialises the whole call tree on them.  The
 closures capture plain ints only, which keeps numba's on-disk cache valid
@@ -22,7 +23,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from .clustered import clustered_phase2
+from .clustered import clustered_events
 from .counting import counting_phase2
 from .predicates import satisfied_predicates
 from .scan import finish_event, propagation_phase2
@@ -32,6 +33,9 @@ PROPAGATION, COUNTING, CLUSTERED = 0, 1, 2
 
 @njit(cache=True)
 def run_events(algo, pf, unfold, lookahead, ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, state, handle_id):
+    if algo == CLUSTERED:
+        return clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, state, handle_id,
+                                pf, unfold, lookahead)
     tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids = phase1
     n_ev = ev_off.shape[0] - 1
     sat = np.empty(max(n_pred_ids, 1), dtype=np.int64)
@@ -44,8 +48,6 @@ def run_events(algo, pf, unfold, lookahead, ev_off, ev_field, ev_code, ev_eqbits
         start = nout
         if algo == PROPAGATION:
             out, nout = propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead)
-        elif algo == CLUSTERED:
-            out, nout = clustered_phase2(sat, ns, state, out, nout, pf, unfold, lookahead)
         else:
             out, nout = counting_phase2(sat, ns, state, out, nout)
         finish_event(out, start, nout, handle_id)

@@ -38,8 +38,8 @@ from .clusters import OP_RANK, ClusterStore, order_columns
 from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
-from .predicates import PredicateTable
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, prefetch, scan_list, scan_predicate_keys
+from .predicates import PredicateTable, satisfied_predicates
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, ensure_room, finish_event, prefetch, scan_list, scan_predicate_keys
 from .semantics import OP_EQ
 
 @njit(cache=True)
@@ -94,86 +94,139 @@ def access_of(off, pids, pred_field, pred_op, schema_fields):
     return access
 
 
-@njit(cache=True)
-def clustered_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
-    """Phase 2 of static and dynamic: propagation's keys, then one conjunction probe per schema.
+#: Events whose probes are staged together (:func:`clustered_events`).
+GROUP = 16
+#: Lists of one cluster up to this size are checked inline by :func:`clustered_events`.
+SMALL_CLUSTER = 16
 
-    The bits (and the equality predicate of each field) are set once for both.
+
+@njit(cache=True)
+def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, state, handle_id, pf, unfold, lookahead):
+    """Static and dynamic over a batch of events: phase 1, then the conjunction probes of ``GROUP`` events at a time.
 
     ``state`` is propagation's (engine/batch.py) followed by ``pred_field,
-    pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe``.
+    pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe``
+    (``probe`` has room for ``GROUP`` events' probes).
 
-    A probe is a chain of dependent loads that miss the cache once the
-    configuration is large: the table slot, the key's list head, the
-    cluster's bookkeeping, the cluster's rows.  The probes of one event are
-    independent, so they run in stages, each stage prefetching for the next
-    over all of the event's probes: the misses of one stage overlap instead of
-    adding up (measured in docs/benchmarks.md, "Clustering").
+    A probe that finds its key is a chain of dependent loads that miss the
+    cache once the configuration is large: the table slot, the key's list
+    head, the cluster's bookkeeping, the cluster's rows.  Probes are
+    independent of each other, so they run in stages over all the probes of
+    a group of events -- the tables "probed in batch for many events at once"
+    -- each stage prefetching what the next one reads: the misses of a stage
+    overlap instead of adding up (docs/clustering.md, "Probing").  Then each
+    event in turn sets its bits, scans its single-predicate lists and the
+    lists its probes found, and clears its bits.
     """
+    tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids = phase1
     bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
     pred_field, pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe = state[11:18]
+    n_ev = ev_off.shape[0] - 1
     n_sch = sch_fields.shape[0]
-    for t in range(ns):
-        p = sat[t]
-        bits[p] = 1
-        if pred_op[p] == 0:
-            eq_of_field[pred_field[p]] = p
-    out, nout = scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead)
     n_keys = key_head.shape[0]
     conj_flat = conj_keys.ravel()
     mask = conj_vals.shape[0] - 1
-    # stage 1: the keys the event has, their home slots prefetched
-    n_probe = 0
-    for s in range(n_sch):
-        p0 = eq_of_field[sch_fields[s, 0]]
-        if p0 < 0:
-            continue
-        p1 = eq_of_field[sch_fields[s, 1]]
-        if p1 < 0:
-            continue
-        p2 = -1
-        if sch_fields[s, 2] >= 0:
-            p2 = eq_of_field[sch_fields[s, 2]]
-            if p2 < 0:
-                continue
-        slot = ht_slot3(mask, p0, p1, p2)
-        prefetch(conj_flat, slot * 3)
-        prefetch(conj_vals, slot)
-        probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
-        n_probe += 1
-    # stage 2: look the keys up, prefetch their list heads (probe[t, 0] becomes the key, -1 if absent)
-    n_found = 0
-    for t in range(n_probe):
-        q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
-        if 0 <= q < n_keys:
-            prefetch(key_head, q)
-            probe[n_found, 0] = q
-            n_found += 1
-    # stage 3: the first cluster of each list, prefetch its bookkeeping (probe[t, 1])
-    for t in range(n_found):
-        c = key_head[probe[t, 0]]
-        probe[t, 1] = c
-        if c >= 0:
-            prefetch(c_base, c)
-            prefetch(c_cap, c)
-            prefetch(c_len, c)
-            prefetch(c_k, c)
-            prefetch(c_next, c)
-    # stage 4: prefetch the first rows of each cluster (its first column and its line)
-    for t in range(n_found):
-        c = probe[t, 1]
-        if c >= 0 and c_len[c] > 0:
-            prefetch(arena, c_base[c])
-            prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
-    # stage 5: scan
-    for t in range(n_found):
-        out, nout = scan_list(probe[t, 0], key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout,
-                              pf, unfold, lookahead)
-    for t in range(ns):
-        p = sat[t]
-        bits[p] = 0
-        eq_of_field[pred_field[p]] = -1
-    return out, nout
+    sat = np.empty(max(n_pred_ids, 1), dtype=np.int64)
+    gsat = np.empty(1024, dtype=np.int64)  # the group's satisfied predicates, event after event
+    gs_off = np.zeros(GROUP + 1, dtype=np.int64)
+    gp_off = np.zeros(GROUP + 1, dtype=np.int64)
+    out = np.empty(1024, dtype=np.int64)
+    out_off = np.zeros(n_ev + 1, dtype=np.int64)
+    nout = 0
+    for g0 in range(0, n_ev, GROUP):
+        g1 = min(n_ev, g0 + GROUP)
+        # phase 1, and stage 1: the keys each event has, their home slots prefetched
+        n_sat = 0
+        n_probe = 0
+        for e in range(g0, g1):
+            ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
+                                      group_of, g_start, g_end, g_vals, g_pids, sat)
+            gsat = ensure_room(gsat, n_sat, ns)
+            for t in range(ns):
+                p = sat[t]
+                gsat[n_sat + t] = p
+                if pred_op[p] == 0:
+                    eq_of_field[pred_field[p]] = p
+            for s in range(n_sch):
+                p0 = eq_of_field[sch_fields[s, 0]]
+                if p0 < 0:
+                    continue
+                p1 = eq_of_field[sch_fields[s, 1]]
+                if p1 < 0:
+                    continue
+                p2 = -1
+                if sch_fields[s, 2] >= 0:
+                    p2 = eq_of_field[sch_fields[s, 2]]
+                    if p2 < 0:
+                        continue
+                slot = ht_slot3(mask, p0, p1, p2)
+                prefetch(conj_flat, slot * 3)
+                prefetch(conj_vals, slot)
+                probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+                n_probe += 1
+            for t in range(ns):
+                eq_of_field[pred_field[sat[t]]] = -1
+            n_sat += ns
+            gs_off[e - g0 + 1] = n_sat
+            gp_off[e - g0 + 1] = n_probe
+        # stage 2: look the keys up, prefetch their list heads (probe[t, 0] becomes the key, -1 if absent)
+        for t in range(n_probe):
+            q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
+            if 0 <= q < n_keys:
+                prefetch(key_head, q)
+            else:
+                q = -1
+            probe[t, 0] = q
+        # stage 3: the first cluster of each list, prefetch its bookkeeping (probe[t, 1])
+        for t in range(n_probe):
+            c = key_head[probe[t, 0]] if probe[t, 0] >= 0 else -1
+            probe[t, 1] = c
+            if c >= 0:
+                prefetch(c_base, c)
+                prefetch(c_cap, c)
+                prefetch(c_len, c)
+                prefetch(c_k, c)
+                prefetch(c_next, c)
+        # stage 4: prefetch the first rows of each cluster (its first column and its line)
+        for t in range(n_probe):
+            c = probe[t, 1]
+            if c >= 0 and c_len[c] > 0:
+                prefetch(arena, c_base[c])
+                prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
+        # stage 5, event by event: bits, single-predicate lists, the lists the probes found
+        for e in range(g0, g1):
+            i = e - g0
+            esat = gsat[gs_off[i] : gs_off[i + 1]]
+            ns = esat.shape[0]
+            for t in range(ns):
+                bits[esat[t]] = 1
+            start = nout
+            out, nout = scan_predicate_keys(esat, ns, state, out, nout, pf, unfold, lookahead)
+            for t in range(gp_off[i], gp_off[i + 1]):
+                c = probe[t, 1]
+                if c < 0:
+                    continue
+                n = c_len[c]
+                if n <= SMALL_CLUSTER and c_next[c] < 0:
+                    # the common case of the small lists a conjunction finds: checked here, without the
+                    # call into the cluster kernels (whose fixed cost dwarfs a few entries)
+                    out = ensure_room(out, nout, n)
+                    k, base, cap = c_k[c], c_base[c], c_cap[c]
+                    for j in range(n):
+                        r = 0
+                        while r < k and bits[arena[base + r * cap + j]] != 0:
+                            r += 1
+                        if r == k:
+                            out[nout] = arena[base + k * cap + j]
+                            nout += 1
+                else:
+                    out, nout = scan_list(probe[t, 0], key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits,
+                                          out, nout, pf, unfold, lookahead)
+            for t in range(ns):
+                bits[esat[t]] = 0
+            finish_event(out, start, nout, handle_id)
+            out_off[e + 1] = nout
+    return out_off, out[:nout].copy()
 
 
 def no_conjunctions() -> tuple:
@@ -369,10 +422,10 @@ class ClusteredIndex:
 
     # -- matching ----------------------------------------------------------
     def state(self) -> tuple:
-        """The arrays :func:`clustered_phase2` reads (see engine/batch.py)."""
+        """The arrays :func:`clustered_events` reads (see engine/batch.py)."""
         p = self.preds
         self.eq_of_field = grow(self.eq_of_field, max(p.n_fields, 1), -1)
-        probe = np.empty((max(len(self.schemas), 1), MAX_MEMBERS), dtype=np.int64)
+        probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_MEMBERS), dtype=np.int64)
         no_counts = np.zeros(0, dtype=np.int32)
         return (p.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts,
                 p.field, p.op, self.sch_fields, self.keys.conj.keys, self.keys.conj.vals, self.eq_of_field, probe)
