@@ -1,7 +1,7 @@
 """What one more multi-attribute table costs per event, measured on the clustered matcher itself.
 
     python -m bench.probes --n 1000000 --c-h 5          # many tables: the greedy thinks probes are cheap
-    python -m bench.probes --n 6000000 --c-h 20 --steps 0,1,2,4,8,16
+    python -m bench.probes --n 6000000 --c-h 20 --steps 0,1,2,4,8,all
 
 Loads W0 into a ``static`` matcher whose cost model has the given ``C_h``
 (a small one makes the greedy configure many (a0, a1, x) tables), then
@@ -41,6 +41,7 @@ def measure(n: int, c_h: float, steps: list[int], n_events: int = 2000, repeat: 
     all_schemas = state[SCHEMA_FIELDS]
     rows = []
     for k in steps:
+        k = len(all_schemas) if k < 0 else k
         if k > len(all_schemas):
             break
         trimmed = list(state)
@@ -61,10 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.probes", description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000, help="W0 subscriptions")
     ap.add_argument("--c-h", type=float, default=5.0, help="C_h (ns) given to the static greedy")
-    ap.add_argument("--steps", default="0,1,2,4,8,15", help="numbers of schemas to time")
+    ap.add_argument("--steps", default="0,1,2,4,8,15", help="numbers of schemas to time; 'all': every configured one")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
-    steps = [int(x) for x in args.steps.split(",")]
+    steps = [-1 if x == "all" else int(x) for x in args.steps.split(",")]
     print("| N | schemas | events/s | µs/event |")
     print("|---|---|---|---|")
     for r in measure(args.n, args.c_h, steps, repeat=args.repeat):
