@@ -5,10 +5,10 @@ Entry points: :func:`run_statistics_job` (what ``pubsub stats`` calls),
 (both :func:`main`).  One run: resolve the window (default: everything since
 the last snapshot of this topic), read it through the Python data source into
 partial counts per decoded batch ("first pass": Kafka, decoding, counting in
-the executors), merge and derive the statistics in Spark, with a second pass
-over the window only for joint sets the batches did not all guess
-("statistics"), then publish the snapshot and write it as JSON.
-Nothing new in the window: nothing is published.  A failed run publishes
+the executors), merge them in one Spark job and derive the statistics on the
+driver (groups too big for it in Spark), with a second pass over the window
+only for joint sets the batches did not all guess ("statistics"), then
+publish the snapshot and write it as JSON.  Nothing new in the window: nothing is published.  A failed run publishes
 nothing either, so the next run covers its window again.
 """
 
@@ -42,7 +42,7 @@ class JobResult:
     statistics: EventStatistics | None  # None: nothing new in the window
     records: int
     first_pass_seconds: float  # window resolution + Kafka + decoding + partial counts in the executors
-    statistics_seconds: float  # Spark merging and deriving, and the joint pass if one is needed
+    statistics_seconds: float  # merging (Spark) and deriving (driver), and the joint pass if one is needed
     published: tuple[int, int] | None  # (partition, offset) on the statistics topic
     output: Path | None
 
@@ -196,6 +196,9 @@ def build_parser(prog: str = "python -m spark_jobs", default_bootstrap: str | No
     s.add_argument("--joint-sets", type=int, default=d.joint_sets, help="most frequent sets given joint value frequencies (default %(default)s)")
     s.add_argument("--joint-top-k", type=int, default=d.joint_top_k, help="value combinations per joint set (default %(default)s)")
     s.add_argument("--joint", type=_joint_sets, default=[], metavar="A,B[;C,D,E]", help="explicit joint sets instead of the most frequent")
+    s.add_argument("--driver-rows", type=int, default=d.driver_rows,
+                   help="merged rows per attribute / schema table / joint set derived on the driver; "
+                        "bigger ones stay in Spark (default %(default)s)")
     o = p.add_argument_group("run")
     o.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON file of the snapshot (default %(default)s; '' for none)")
     o.add_argument("--no-publish", action="store_true", help="do not publish to the statistics topic")
@@ -219,7 +222,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m spark_jobs", defa
         window = WindowSpec(args.start_from, parse_offsets(args.start_offsets), parse_offsets(args.end_offsets),
                             parse_time(args.start_time), parse_time(args.end_time))
         options = StatisticsOptions(args.top_k, args.quantiles, args.min_support, args.max_sets, args.joint_sets,
-                                    args.joint_top_k, args.joint)
+                                    args.joint_top_k, args.joint, args.driver_rows)
     except ValueError as exc:
         parser.error(str(exc))
     kafka_config = dict(kv.split("=", 1) for kv in args.kafka_config if "=" in kv)

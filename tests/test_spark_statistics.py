@@ -219,6 +219,25 @@ def test_joint_values_in_one_pass_when_batches_agree_and_two_when_not(spark):
     assert_same_statistics(got, reference_statistics(disagree, opts))
 
 
+def test_groups_too_big_for_the_driver_are_derived_in_spark_with_the_same_result(spark, caplog):
+    """At most ``driver_rows`` merged rows per attribute, schema table and joint set reach the driver;
+    bigger groups (here: price, movie, mixed, the schemas, the joint pairs) take the Spark path."""
+    events = known_events()
+    opts = StatisticsOptions(top_k=3, quantiles=5, min_support=0.05, joint_sets=4, joint_top_k=4, driver_rows=4)
+    partials, joint = partials_of(spark, [encode_event(e) for e in events], opts)
+    with caplog.at_level("INFO", logger="spark_jobs.event_statistics"):
+        got = compute_statistics(partials, opts, summarize(partials), joint)
+    assert_same_statistics(got, reference_statistics(events, opts))
+    assert {a for a, st in got.attributes.items() if st.distinct > 4} == {"price", "movie", "mixed"}
+    assert {a for a, st in got.attributes.items() if st.distinct <= 4} == {"vip", "a", "b", "c", "rare"}
+    log = caplog.text
+    assert "3 attribute(s) with more than 4 distinct values derived in Spark" in log
+    assert "more than 4 distinct schemas: frequent sets in Spark" in log
+    assert "joint set(s) with more than 4 value combinations ranked in Spark" in log
+    with pytest.raises(ValueError, match="driver-rows"):
+        StatisticsOptions(driver_rows=0)
+
+
 # --- Kafka ---------------------------------------------------------------------------------
 
 
