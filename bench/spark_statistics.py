@@ -4,8 +4,9 @@ Starts the embedded broker, produces ``--events`` W0 events (Avro) to
 pubsub.events, then runs the job ``--repeat`` times over the whole topic
 (``--from earliest``) on one SparkSession and reports every run and the best.
 "first pass" is window resolution + Kafka + decoding + partial counts in the
-executors; "statistics" is Spark merging and deriving (and a second pass over
-the window if some joint set was not counted in the first; not on W0);
+executors; "statistics" is one Spark job merging the counts and the driver
+deriving the statistics (and a second pass over the window if some joint set
+was not counted in the first; not on W0);
 "total" is the job call.  Then reading alone
 (the same splits, Kafka + decoding, only records counted) is timed.
 Producing the events is not measured.
