@@ -14,7 +14,7 @@ from engine.statistics import EventStatistics, PartitionOffsets, SourceWindow, S
 from engine.workload import PRESETS, generate_events, generate_subscriptions
 from processor import codecs, topics
 
-N_SUBSCRIPTIONS = 20_000
+N_SUBSCRIPTIONS = 50_000  # enough that (a0, a1) clears the dynamic creation threshold (engine.maintenance)
 
 
 def w0_subscriptions(bootstrap: str, n: int = N_SUBSCRIPTIONS) -> None:
