@@ -39,7 +39,8 @@ from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable, satisfied_predicates
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, ensure_room, finish_event, prefetch, scan_list, scan_predicate_keys
+from .scan import (LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event, prefetch, scan_list,
+                   scan_predicate_keys)
 from .semantics import OP_EQ
 
 @njit(cache=True)
@@ -213,10 +214,7 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                     out = ensure_room(out, nout, n)
                     k, base, cap = c_k[c], c_base[c], c_cap[c]
                     for j in range(n):
-                        r = 0
-                        while r < k and bits[arena[base + r * cap + j]] != 0:
-                            r += 1
-                        if r == k:
+                        if entry_matches(-1, k, arena, bits, base, cap, j):
                             out[nout] = arena[base + k * cap + j]
                             nout += 1
                 else:

@@ -222,14 +222,7 @@ class Matcher:
         h = self.id_table.lookup(key)
         if h[0] < 0:
             raise KeyError(sub_id)
-        if self.maintenance is not None:
-            self.maintenance.forget(h)
-        pids = self.index.delete(h)
-        self.index.predicates_freed(self.preds.decref(pids))
-        self.id_table.delete(key)
-        self.handles.release(h)
-        if self.maintenance is not None and self.maintenance.note_changes(1):
-            self._maintain()
+        self._remove_found(key, h)
 
     def remove_bulk(self, sub_ids: Any) -> None:
         """Remove many subscriptions in one pass over the structures (expiry at equilibrium, Fabret section 1).
@@ -246,6 +239,10 @@ class Matcher:
         h = self.id_table.lookup(ids)
         if np.any(h < 0):
             raise KeyError(int(ids[h < 0][0]))
+        self._remove_found(ids, h)
+
+    def _remove_found(self, ids: np.ndarray, h: np.ndarray) -> None:
+        """Take out live subscriptions (distinct ids and their handles): index, predicates, id table, maintenance."""
         if self.maintenance is not None:
             self.maintenance.forget(h)
         pids = self.index.delete(h)

@@ -63,7 +63,8 @@ def prefetch(typingctx, arr, idx):
 
 
 @njit(cache=True, inline="always")
-def _entry_matches(K, k, arena, bits, base, cap, j):
+def entry_matches(K, k, arena, bits, base, cap, j):
+    """Entry ``j`` of a cluster has the bit of every one of its ``k`` columns set (``K`` >= 0: ``k`` as a constant)."""
     # unsigned indexes: no negative-index wraparound code in the hot loop
     for r in range(k if K < 0 else K):
         if bits[np.uint64(arena[np.uint64(base + r * cap + j)])] == 0:
@@ -90,12 +91,12 @@ def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, no
             for r in range(npf):
                 prefetch(arena, base + r * cap + j + lookahead)
             for jj in range(j, j + unfold):
-                if _entry_matches(K, kk, arena, bits, base, cap, jj):
+                if entry_matches(K, kk, arena, bits, base, cap, jj):
                     out[nout] = arena[np.uint64(line + jj)]
                     nout += 1
             j += unfold
     for jj in range(j, n):
-        if _entry_matches(K, kk, arena, bits, base, cap, jj):
+        if entry_matches(K, kk, arena, bits, base, cap, jj):
             out[nout] = arena[np.uint64(line + jj)]
             nout += 1
     return nout
