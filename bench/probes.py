@@ -22,11 +22,12 @@ import time
 import numpy as np
 
 from engine import Matcher
+from engine.clustered import CONJ_STATE
 from engine.cost import calibrated_model
 from engine.encoding import encode_batch
 from engine.workload import PRESETS, generate_events, generate_subscriptions
 
-SCHEMA_FIELDS = 13  # index of ``sch_fields`` in the clustered state tuple (engine/batch.py)
+SCHEMA_FIELDS = CONJ_STATE + 2  # index of ``sch_fields`` in the clustered state tuple (engine/batch.py)
 
 
 def measure(n: int, c_h: float, steps: list[int], n_events: int = 2000, repeat: int = 5, seed: int = 1) -> list[dict]:

@@ -7,7 +7,7 @@ handles become ascending ids.  One numba call per batch, CSR result.
 
 Every algorithm passes the same ``state`` tuple (unused arrays empty), so
 that one loop serves all: ``(bits, pred_key, key_head, c_next, c_base,
-c_cap, c_len, c_k, arena, need, cnt)`` followed, for static and dynamic, by
+c_cap, c_len, c_k, c_sorted, c_runs, arena, need, cnt)`` followed, for static and dynamic, by
 the conjunction probing arrays of :func:`~engine.clustered.clustered_events`, which runs
 static and dynamic batches itself (their probes are staged over groups of events).  The algorithm and the scan
 parameters are constants captured by the entry function of

@@ -34,7 +34,7 @@ from numba import njit
 
 from .access import CATCH_ALL, MAX_MEMBERS, AccessKeys
 from .clustering import EqualityProfile, best_assignment, greedy_configuration, unpack_schema
-from .clusters import OP_RANK, ClusterStore, order_columns
+from .clusters import OP_RANK, RUN_MIN, ClusterStore, order_columns
 from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
@@ -97,6 +97,9 @@ def access_of(off, pids, pred_field, pred_op, schema_fields):
 
 #: Events whose probes are staged together (:func:`clustered_events`).
 GROUP = 16
+#: Where the conjunction part of the batch state starts (engine/batch.py); ``sch_fields`` is its third array.
+CONJ_STATE = 13
+
 #: Lists of one cluster up to this size are checked inline by :func:`clustered_events`.
 SMALL_CLUSTER = 16
 
@@ -120,8 +123,8 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
     lists its probes found, and clears its bits.
     """
     tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids = phase1
-    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
-    pred_field, pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe = state[11:18]
+    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena = state[:11]
+    pred_field, pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe = state[13:20]  # CONJ_STATE: numba slices need literals
     n_ev = ev_off.shape[0] - 1
     n_sch = sch_fields.shape[0]
     n_keys = key_head.shape[0]
@@ -218,8 +221,8 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                             out[nout] = arena[base + k * cap + j]
                             nout += 1
                 else:
-                    out, nout = scan_list(probe[t, 0], key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits,
-                                          out, nout, pf, unfold, lookahead)
+                    out, nout = scan_list(probe[t, 0], key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs,
+                                          arena, bits, out, nout, pf, unfold, lookahead)
             for t in range(ns):
                 bits[esat[t]] = 0
             finish_event(out, start, nout, handle_id)
@@ -253,14 +256,15 @@ class ClusteredIndex:
 
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: Callable[[np.ndarray], np.ndarray],
                  mu: Callable[[tuple[int, ...]], float], *, prefetch_columns: int = PREFETCH_COLUMNS,
-                 unfold: int = UNFOLD, lookahead: int = LOOKAHEAD, max_space: float | None = None) -> None:
+                 unfold: int = UNFOLD, lookahead: int = LOOKAHEAD, max_space: float | None = None,
+                 runs: int = RUN_MIN) -> None:
         self.preds = preds
         self.model = model
         self.probabilities = probabilities
         self.mu = mu
         self.max_space = max_space
         self.keys = AccessKeys()
-        self.store = ClusterStore()
+        self.store = ClusterStore(runs=runs)
         self.scan_options = (prefetch_columns, unfold, lookahead)
         self.schemas = np.zeros(0, dtype=np.int64)  # configured multi-field schemas (packed, sorted)
         self.sch_fields = np.zeros((0, MAX_MEMBERS), dtype=np.int64)
@@ -480,7 +484,7 @@ def _interleave(pids, off, cols, col_off, members):
 
 
 @njit(cache=True)
-def _members(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena):
+def _members(keys, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena):
     total = 0
     for q in keys:
         c = key_head[q] if q < key_head.shape[0] else -1

@@ -21,6 +21,20 @@ identifier of the cluster that contains it").  A full cluster is moved to the
 end of the arena with doubled capacity; the holes left behind are reclaimed
 by :meth:`ClusterStore.compact` once they outweigh the live data.  The same
 store holds the counting algorithm's per-predicate subscription lists.
+
+*Runs* (ours, not in the paper; ``ClusterStore(runs=RUN_MIN)``, used by
+static and dynamic).  A cluster's first ``c_sorted`` entries are kept sorted by
+their first column, and two more rows list the distinct first-column
+predicates of that prefix and where each run of equal ones starts.  The scan
+then tests one bit per run instead of one per entry, which bounds the cost
+of a long cluster by the number of distinct predicates its first column can
+hold (30 x 35 for W0's (a0, a1) lists) rather than by its size, the growth
+the paper's dynamic algorithm answers with more hash tables
+(docs/clustering.md, "Runs").  New entries go to an unsorted tail, scanned
+entry by entry, which is merged in once it outgrows ``c_sorted / 8``; a
+removal from the sorted prefix shifts one entry per later run so the runs
+stay contiguous.  Every entry keeps all its columns, so scanning the whole
+cluster entry by entry stays correct whatever its order.
 """
 
 from __future__ import annotations
@@ -33,12 +47,26 @@ from .idpool import IdPool, grow
 from .semantics import OP_EQ, OP_NE
 
 
+#: Clusters shorter than this are not sorted into runs (the default of ``ClusterStore(runs=...)``).
+RUN_MIN = 64
+#: The unsorted tail is merged into the runs once longer than max(run_min / 4, c_sorted >> RUN_TAIL_SHIFT).
+RUN_TAIL_SHIFT = 3
+
+
 @njit(cache=True, inline="always")
-def _move(src, dst, c, c_base, c_cap, c_len, c_k, used, new_cap):
+def n_rows(k, run_rows):
+    """Arena rows of a cluster with ``k`` columns: the columns, the line, and the two run rows if it can have runs."""
+    return k + 1 + (run_rows if k >= 1 else 0)
+
+
+@njit(cache=True, inline="always")
+def _move(src, dst, c, c_base, c_cap, c_len, c_k, c_runs, run_rows, used, new_cap):
     """Copy cluster ``c``'s rows to ``dst[used:]`` with capacity ``new_cap``; returns the new ``used``."""
-    rows = c_k[c] + 1
-    ob, oc, n = c_base[c], c_cap[c], c_len[c]
+    k = c_k[c]
+    rows = n_rows(k, run_rows)
+    ob, oc = c_base[c], c_cap[c]
     for r in range(rows):
+        n = c_len[c] if r <= k else c_runs[c]
         dst[used + r * new_cap : used + r * new_cap + n] = src[ob + r * oc : ob + r * oc + n]
     c_base[c] = used
     c_cap[c] = new_cap
@@ -46,10 +74,70 @@ def _move(src, dst, c, c_base, c_cap, c_len, c_k, used, new_cap):
 
 
 @njit(cache=True)
-def _relocate(arena, used, c_base, c_cap, c_len, c_k, clusters, new_caps):
+def _relocate(arena, used, c_base, c_cap, c_len, c_k, c_runs, run_rows, clusters, new_caps):
     for i in range(clusters.shape[0]):
-        used = _move(arena, arena, clusters[i], c_base, c_cap, c_len, c_k, used, new_caps[i])
+        used = _move(arena, arena, clusters[i], c_base, c_cap, c_len, c_k, c_runs, run_rows, used, new_caps[i])
     return used
+
+
+@njit(cache=True, inline="always")
+def _copy_entry(arena, b, cap, k, src, dst, e_pos):
+    """Move the entry at position ``src`` of a cluster to position ``dst`` (rows 0..k) and record where it went."""
+    for r in range(k + 1):
+        arena[b + r * cap + dst] = arena[b + r * cap + src]
+    e_pos[arena[b + k * cap + dst]] = dst
+
+
+@njit(cache=True)
+def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos):
+    """Merge cluster ``c``'s unsorted tail into its sorted prefix and rebuild the run rows."""
+    b, cap, k = c_base[c], c_cap[c], c_k[c]
+    n, ns = c_len[c], c_sorted[c]
+    t = n - ns
+    tkeys = np.empty(t, dtype=np.int64)
+    for j in range(t):
+        tkeys[j] = arena[b + ns + j]
+    order = np.argsort(tkeys)
+    perm = np.empty(n, dtype=np.int64)
+    i = 0
+    j = 0
+    for w in range(n):
+        if j >= t or (i < ns and arena[b + i] <= tkeys[order[j]]):
+            perm[w] = i
+            i += 1
+        else:
+            perm[w] = ns + order[j]
+            j += 1
+    buf = np.empty(n, dtype=arena.dtype)
+    for r in range(k + 1):
+        row = b + r * cap
+        for w in range(n):
+            buf[w] = arena[row + perm[w]]
+        arena[row : row + n] = buf
+    line = b + k * cap
+    for w in range(n):
+        e_pos[arena[line + w]] = w
+    pr, sr = b + (k + 1) * cap, b + (k + 2) * cap
+    nr = 0
+    for w in range(n):
+        p = arena[b + w]
+        if w == 0 or p != arena[pr + nr - 1]:
+            arena[pr + nr] = p
+            arena[sr + nr] = w
+            nr += 1
+    c_sorted[c] = n
+    c_runs[c] = nr
+
+
+@njit(cache=True)
+def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, clusters, run_min):
+    """Sort the unsorted tails of the given clusters that have outgrown their limit (see the module docstring)."""
+    for i in range(clusters.shape[0]):
+        c = clusters[i]
+        if c_k[c] < 1 or c_len[c] < run_min:
+            continue
+        if c_len[c] - c_sorted[c] > max(run_min >> 2, c_sorted[c] >> RUN_TAIL_SHIFT):
+            _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos)
 
 
 @njit(cache=True)
@@ -68,17 +156,43 @@ def _append(arena, c_base, c_cap, c_len, c_k, e_cluster, e_pos, clusters, entrie
 
 
 @njit(cache=True)
-def _remove(arena, c_base, c_cap, c_len, c_k, e_cluster, e_pos, entries):
+def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_cluster, e_pos, entries):
     for i in range(entries.shape[0]):
         e = entries[i]
         c = e_cluster[e]
         p = e_pos[e]
         b, cap, k = c_base[c], c_cap[c], c_k[c]
+        hole = p
+        ns = c_sorted[c]
+        if p < ns:
+            # close the hole run by run: each later run gives up its last entry to the slot before it
+            pr, sr = b + (k + 1) * cap, b + (k + 2) * cap
+            nr = c_runs[c]
+            lo, hi = 0, nr - 1
+            while lo < hi:  # the run holding p: the last one starting at or before it
+                mid = (lo + hi + 1) >> 1
+                if arena[sr + mid] <= p:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            r = lo
+            end = arena[sr + r + 1] if r + 1 < nr else ns
+            d = 1 if end - arena[sr + r] == 1 else 0  # run r empties
+            if end - 1 != hole:
+                _copy_entry(arena, b, cap, k, end - 1, hole, e_pos)
+            hole = end - 1
+            for r2 in range(r + 1, nr):
+                e2 = arena[sr + r2 + 1] if r2 + 1 < nr else ns
+                if e2 - 1 != hole:
+                    _copy_entry(arena, b, cap, k, e2 - 1, hole, e_pos)
+                arena[sr + r2 - d] = arena[sr + r2] - 1
+                arena[pr + r2 - d] = arena[pr + r2]
+                hole = e2 - 1
+            c_runs[c] = nr - d
+            c_sorted[c] = ns - 1  # == hole: the first slot of the tail
         last = c_len[c] - 1
-        if p != last:
-            for r in range(k + 1):
-                arena[b + r * cap + p] = arena[b + r * cap + last]
-            e_pos[arena[b + k * cap + p]] = p
+        if hole != last:
+            _copy_entry(arena, b, cap, k, last, hole, e_pos)
         c_len[c] = last
         e_cluster[e] = -1
 
@@ -99,12 +213,12 @@ def _payload(arena, c_base, c_cap, c_k, e_cluster, e_pos, entries):
 
 
 @njit(cache=True)
-def _compact(arena, new_arena, c_base, c_cap, c_len, c_k, n_clusters, slack):
+def _compact(arena, new_arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters, slack):
     used = 0
     for c in range(n_clusters):
         if c_k[c] >= 0:  # (free cluster ids have k = -1)
             n = c_len[c]
-            used = _move(arena, new_arena, c, c_base, c_cap, c_len, c_k, used, n + (n >> slack))
+            used = _move(arena, new_arena, c, c_base, c_cap, c_len, c_k, c_runs, run_rows, used, n + (n >> slack))
     return used
 
 
@@ -151,9 +265,14 @@ def order_columns(off, pids, op, access, op_rank):
 
 
 class ClusterStore:
-    """Clusters (key, k) of column-stored entries; see the module docstring."""
+    """Clusters (key, k) of column-stored entries; see the module docstring.
 
-    def __init__(self) -> None:
+    ``runs``: clusters of at least this many entries keep sorted runs (0: none, the paper's plain clusters).
+    """
+
+    def __init__(self, runs: int = 0) -> None:
+        self.run_min = int(runs)
+        self.run_rows = 2 if runs else 0
         self.arena = np.zeros(1 << 12, dtype=np.int32)
         self.used = 0  # arena[:used] is allocated to clusters
         self.garbage = 0  # allocated but abandoned by relocations
@@ -163,6 +282,8 @@ class ClusterStore:
         self.c_cap = np.zeros(0, dtype=np.int64)
         self.c_len = np.zeros(0, dtype=np.int64)
         self.c_k = np.full(0, -1, dtype=np.int64)
+        self.c_sorted = np.zeros(0, dtype=np.int64)  # entries in the sorted prefix (0 without runs)
+        self.c_runs = np.zeros(0, dtype=np.int64)  # runs in the sorted prefix
         self.c_key = np.full(0, -1, dtype=np.int64)
         self.c_next = np.full(0, -1, dtype=np.int64)
         self.key_head = np.full(0, -1, dtype=np.int64)
@@ -181,9 +302,11 @@ class ClusterStore:
             self.c_base, self.c_cap = grow(self.c_base, top, 0), grow(self.c_cap, top, 0)
             self.c_len, self.c_k = grow(self.c_len, top, 0), grow(self.c_k, top, -1)
             self.c_key, self.c_next = grow(self.c_key, top, -1), grow(self.c_next, top, -1)
+            self.c_sorted, self.c_runs = grow(self.c_sorted, top, 0), grow(self.c_runs, top, 0)
             self.key_head = grow(self.key_head, int(keys.max()) + 1, -1)
             nk, nkk = rows[first, 0], rows[first, 1]
             self.c_base[ids], self.c_cap[ids], self.c_len[ids] = self.used, 0, 0
+            self.c_sorted[ids], self.c_runs[ids] = 0, 0
             self.c_k[ids], self.c_key[ids] = nkk, nk
             for c, q in zip(ids.tolist(), nk.tolist()):  # one step per *new cluster*
                 self.c_next[c] = self.key_head[q]
@@ -204,9 +327,11 @@ class ClusterStore:
         f = np.array(freed, dtype=np.int64)
         rows = np.stack([self.c_key[f], self.c_k[f]], axis=1)
         self.index.delete(rows)
-        self.garbage += int(np.sum((self.c_k[f] + 1) * self.c_cap[f]))
+        self.garbage += int(np.sum(self.rows(self.c_k[f]) * self.c_cap[f]))
         self.c_cap[f] = 0
         self.c_len[f] = 0
+        self.c_sorted[f] = 0
+        self.c_runs[f] = 0
         self.c_k[f] = -1
         self.c_next[f] = -1
         self.key_head[key] = -1
@@ -221,7 +346,7 @@ class ClusterStore:
         cl = clusters[small]
         old_cap = self.c_cap[cl]
         new_cap = np.where(old_cap == 0, need[small], np.maximum(need[small], 2 * old_cap))
-        rows = self.c_k[cl] + 1
+        rows = self.rows(self.c_k[cl])
         total = self.used + int(np.sum(rows * new_cap))
         if self.garbage > max(self.used - self.garbage, 1 << 20):
             self.compact()
@@ -231,17 +356,18 @@ class ClusterStore:
             arena[: self.used] = self.arena[: self.used]
             self.arena = arena
         self.garbage += int(np.sum(rows * old_cap))
-        self.used = int(_relocate(self.arena, self.used, self.c_base, self.c_cap, self.c_len, self.c_k,
-                                  cl.astype(np.int64), new_cap.astype(np.int64)))
+        self.used = int(_relocate(self.arena, self.used, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_runs,
+                                  self.run_rows, cl.astype(np.int64), new_cap.astype(np.int64)))
 
     def compact(self, slack: int = 3) -> None:
         """Rewrite the arena densely (each cluster keeps len + len/2**slack room)."""
         live = self.c_k[: self.ids.high] >= 0
-        rows = self.c_k[: self.ids.high][live] + 1
+        rows = self.rows(self.c_k[: self.ids.high][live])
         n = self.c_len[: self.ids.high][live]
         size = int(np.sum(rows * (n + (n >> slack))))
         new = np.empty(max(size, 1 << 12), dtype=np.int32)
-        self.used = int(_compact(self.arena, new, self.c_base, self.c_cap, self.c_len, self.c_k, self.ids.high, slack))
+        self.used = int(_compact(self.arena, new, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_runs, self.run_rows,
+                                 self.ids.high, slack))
         self.arena = new
         self.garbage = 0
 
@@ -254,20 +380,42 @@ class ClusterStore:
         self.e_cluster, self.e_pos = grow(self.e_cluster, top, -1), grow(self.e_pos, top, 0)
         _append(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.e_cluster, self.e_pos,
                 clusters.astype(np.int64), entries.astype(np.int64), payload.astype(np.int32), payload_off.astype(np.int64))
+        if self.run_rows:
+            _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
+                    uc.astype(np.int64), self.run_min)
 
     def payload(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(flat columns, offsets) of entries, e.g. to drop their predicate references."""
         return _payload(self.arena, self.c_base, self.c_cap, self.c_k, self.e_cluster, self.e_pos, entries.astype(np.int64))
 
     def remove(self, entries: np.ndarray) -> None:
-        """Swap-remove entries (O(k) each)."""
-        _remove(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.e_cluster, self.e_pos, entries.astype(np.int64))
+        """Swap-remove entries (O(k) each; O(k x runs) from a sorted prefix).
+
+        A cluster losing many entries at once is unsorted first (its entries
+        all become tail, removed in O(k) each) and sorted again afterwards.
+        """
+        entries = entries.astype(np.int64)
+        if self.run_rows and len(entries) > 1:
+            uc, counts = np.unique(self.e_cluster[entries], return_counts=True)
+            heavy = uc[counts > np.maximum(4, self.c_sorted[uc] >> 4)]
+            self.c_sorted[heavy] = 0
+            self.c_runs[heavy] = 0
+        _remove(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs,
+                self.e_cluster, self.e_pos, entries)
+        if self.run_rows and len(entries) > 1 and len(heavy):
+            _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
+                    heavy, self.run_min)
+
+    def rows(self, k: np.ndarray) -> np.ndarray:
+        """Arena rows of clusters with ``k`` columns (see :func:`n_rows`)."""
+        return k + 1 + np.where(k >= 1, self.run_rows, 0)
 
     def key_of(self, entries: np.ndarray) -> np.ndarray:
         return self.c_key[self.e_cluster[entries]]
 
     def scan_args(self) -> tuple:
-        return (self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, self.arena)
+        return (self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs,
+                self.arena)
 
     def stats(self) -> dict:
         live = self.c_k[: self.ids.high] >= 0
@@ -275,10 +423,12 @@ class ClusterStore:
         return {
             "clusters": int(np.count_nonzero(live)),
             "nonempty_clusters": int(np.count_nonzero(sizes)),
+            "sorted_entries": int(self.c_sorted[: self.ids.high][live].sum()),
+            "runs": int(self.c_runs[: self.ids.high][live].sum()),
             "largest_cluster": int(sizes.max()) if len(sizes) else 0,
             "arena_used": self.used,
             "arena_garbage": self.garbage,
             "cluster_hash_slots": len(self.index.vals),
             "memory_bytes": int(self.arena.nbytes + self.index.nbytes + self.e_cluster.nbytes + self.e_pos.nbytes
-                                + 6 * 8 * len(self.c_base) + self.key_head.nbytes),
+                                + 8 * 8 * len(self.c_base) + self.key_head.nbytes),
         }

@@ -28,7 +28,7 @@ from .scan import ensure_room
 @njit(cache=True)
 def counting_phase2(sat, ns, state, out, nout):
     """Count hits per subscription on the lists of satisfied predicates; reset the counters touched."""
-    _, _, key_head, c_next, c_base, c_cap, c_len, c_k, arena, need, cnt = state[:11]
+    _, _, key_head, c_next, c_base, c_cap, c_len, c_k, _, _, arena, need, cnt = state[:13]
     n_keys = key_head.shape[0]
     for t in range(ns):
         p = sat[t]

@@ -145,7 +145,7 @@ def propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
 @njit(cache=True, inline="always")
 def scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead):
     """Scan the catch-all list and the lists of satisfied single-predicate access keys (bits already set)."""
-    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, arena = state[:9]
+    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena = state[:11]
     n_keys = key_head.shape[0]
     for t in range(-1, ns):
         if t < 0:
@@ -155,21 +155,53 @@ def scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead):
             q = pred_key[p] if p < pred_key.shape[0] else -1
         if q < 0 or q >= n_keys:
             continue
-        out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout, pf, unfold, lookahead)
+        out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
+                              pf, unfold, lookahead)
     return out, nout
 
 
 @njit(cache=True, inline="always")
-def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, arena, bits, out, nout, pf, unfold, lookahead):
-    """Scan every cluster of access key ``q``'s list (one per number of columns left)."""
+def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
+              pf, unfold, lookahead):
+    """Scan every cluster of access key ``q``'s list (one per number of columns left): runs, then the tail."""
     c = key_head[q]
     while c >= 0:
         n = c_len[c]
         if n > 0:
             out = ensure_room(out, nout, n)
-            nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c], c_cap[c], n, out, nout)
+            ns = c_sorted[c]
+            if ns > 0:
+                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout)
+            if n > ns:
+                # the tail as a cluster of its own: entry j of it is entry ns + j
+                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
+                                     out, nout)
         c = c_next[c]
     return out, nout
+
+
+@njit(cache=True)
+def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout):
+    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/clusters.py).
+
+    One bit test per run of entries sharing their first column; the other
+    columns are read only for the entries of the runs that pass.
+    """
+    pr, sr, line = base + (k + 1) * cap, base + (k + 2) * cap, base + k * cap
+    for r in range(nr):
+        if bits[np.uint64(arena[np.uint64(pr + r)])] == 0:
+            continue
+        end = arena[sr + r + 1] if r + 1 < nr else ns
+        for j in range(arena[sr + r], end):
+            ok = True
+            for col in range(1, k):
+                if bits[np.uint64(arena[np.uint64(base + col * cap + j)])] == 0:
+                    ok = False
+                    break
+            if ok:
+                out[nout] = arena[line + j]
+                nout += 1
+    return nout
 
 
 @njit(cache=True, inline="always")

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine import Matcher, OracleMatcher
+from engine.clusters import RUN_MIN
 from engine.columnar import EventBatch
 from engine.cost import CostModel
 from engine.maintenance import Thresholds
@@ -42,11 +43,13 @@ def statistics(presence: dict[str, float]) -> EventStatistics:
     return EventStatistics(event_count=1000, attributes=attrs, source="test")
 
 
+@pytest.mark.parametrize("runs", [RUN_MIN, 2], ids=["runs-from-64", "runs-from-2"])
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=40))
-def test_long_interleavings_agree_with_the_oracle(algorithm, steps):
-    m, o = Matcher(algorithm, **EAGER), OracleMatcher()
+def test_long_interleavings_agree_with_the_oracle(algorithm, runs, steps):
+    """``runs=2``: even tiny clusters are sorted into runs (engine/clusters.py), so every step crosses that path."""
+    m, o = Matcher(algorithm, runs=runs, **EAGER), OracleMatcher()
     for kind, a, b in steps:
         if kind == "add":
             if a in o:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.clusters import ClusterStore
 from engine.encoding import StringDictionary
@@ -11,7 +13,7 @@ from engine.hashtable import HashTable
 from engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
 from engine.clusters import OP_RANK, order_columns
 from engine.propagation import choose_access
-from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch
+from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list
 from engine.semantics import OPERATORS, compare
 
 
@@ -128,3 +130,93 @@ def test_cluster_store_swap_remove_and_compaction():
     assert s.key_of(rest).tolist() == [model[e][0] for e in rest.tolist()]
     assert [cols[off[i] : off[i + 1]].tolist() for i in range(len(rest))] == [model[e][1] for e in rest.tolist()]
     assert int(s.c_len[: s.ids.high].sum()) == 50
+
+
+def check_runs(s: ClusterStore) -> None:
+    """The run invariant of every cluster: sorted prefix, run rows describing it exactly, positions recorded."""
+    for c in np.flatnonzero(s.c_k[: s.ids.high] >= 0):
+        b, cap, k, n, ns, nr = (int(x[c]) for x in (s.c_base, s.c_cap, s.c_k, s.c_len, s.c_sorted, s.c_runs))
+        line = s.arena[b + k * cap : b + k * cap + n]
+        assert (s.e_pos[line] == np.arange(n)).all() and (s.e_cluster[line] == c).all()
+        if ns == 0:
+            assert nr == 0
+            continue
+        first = s.arena[b : b + ns]
+        assert (np.diff(first) >= 0).all()
+        starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
+        assert nr == len(starts)
+        assert s.arena[b + (k + 2) * cap : b + (k + 2) * cap + nr].tolist() == starts.tolist()
+        assert s.arena[b + (k + 1) * cap : b + (k + 1) * cap + nr].tolist() == first[starts].tolist()
+
+
+def scan_all(s: ClusterStore, bits: np.ndarray, keys) -> list[int]:
+    out = np.zeros(16, dtype=np.int64)
+    nout = 0
+    args = s.scan_args()
+    for q in keys:
+        if q < len(s.key_head):
+            out, nout = scan_list(q, *args, bits, out, nout, 2, 4, 8)
+    return sorted(out[:nout].tolist())
+
+
+@pytest.mark.parametrize("run_min", [2, 64])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31), ops=st.lists(st.tuples(st.sampled_from(["add", "remove", "bulk"]),
+                                                         st.integers(1, 300)), min_size=1, max_size=12))
+def test_cluster_runs_stay_sorted_and_scan_like_plain_clusters(run_min, seed, ops):
+    """Appends, single removes (the run-shifting path) and bulk removes (unsort, then sort again)."""
+    rng = np.random.default_rng(seed)
+    s = ClusterStore(runs=run_min)
+    model: dict[int, tuple[int, list[int]]] = {}
+    next_entry = 0
+    n_bits = 12  # few distinct first columns: long runs
+    for kind, count in ops:
+        if kind == "add":
+            entries = np.arange(next_entry, next_entry + count, dtype=np.int64)
+            next_entry += count
+            keys = rng.integers(1, 4, count)
+            ks = rng.integers(0, 4, count)
+            payload_off = np.r_[0, np.cumsum(ks)]
+            payload = rng.integers(0, n_bits, payload_off[-1])
+            s.append(s.clusters_for(keys, ks), entries, payload, payload_off)
+            for i, e in enumerate(entries.tolist()):
+                model[e] = (int(keys[i]), payload[payload_off[i] : payload_off[i + 1]].tolist())
+        elif model:
+            live = np.array(sorted(model), dtype=np.int64)
+            gone = rng.permutation(live)[: min(count, len(live))]
+            if kind == "remove":
+                for e in gone[:40]:
+                    s.remove(np.array([e]))
+                    del model[int(e)]
+            else:
+                s.remove(gone)
+                for e in gone.tolist():
+                    del model[e]
+        check_runs(s)
+        bits = (rng.random(n_bits) < 0.6).astype(np.uint8)
+        want = sorted(e for e, (q, cols) in model.items() if all(bits[p] for p in cols))
+        assert scan_all(s, bits, [1, 2, 3]) == want
+    s.compact()
+    check_runs(s)
+    live = np.array(sorted(model), dtype=np.int64)
+    if len(live):
+        cols, off = s.payload(live)
+        assert [cols[off[i] : off[i + 1]].tolist() for i in range(len(live))] == [model[e][1] for e in live.tolist()]
+
+
+def test_a_long_cluster_is_scanned_run_by_run():
+    """300 entries on 12 first-column predicates: 12 runs, sorted, and the tail merged in past an eighth."""
+    s = ClusterStore(runs=64)
+    rng = np.random.default_rng(3)
+    payload = rng.integers(0, 12, 600)
+    s.append(s.clusters_for(np.ones(300, np.int64), np.full(300, 2)), np.arange(300), payload, np.arange(0, 601, 2))
+    c = int(s.e_cluster[0])
+    assert s.c_sorted[c] == 300 and s.c_runs[c] == 12
+    s.append(s.clusters_for(np.ones(30, np.int64), np.full(30, 2)), np.arange(300, 330), payload[:60], np.arange(0, 61, 2))
+    assert s.c_sorted[c] == 300 and s.c_len[c] == 330  # a tail of 30 <= 300 / 8 waits
+    s.append(s.clusters_for(np.ones(10, np.int64), np.full(10, 2)), np.arange(330, 340), payload[:20], np.arange(0, 21, 2))
+    assert s.c_sorted[c] == 340  # 40 > 300 / 8: merged
+    check_runs(s)
+    s.remove(np.array([5]))  # one removal from the sorted prefix shifts the later runs
+    assert s.c_sorted[c] == 339
+    check_runs(s)
