@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--grid", default=None, help="tuning grid as pc:unfold:lookahead,... (default: TUNE_GRID)")
     ap.add_argument("--create-factor", type=float, default=None,
                     help="dynamic: Bcreate as a multiple of a table's cost (default: engine.maintenance.Thresholds)")
+    ap.add_argument("--runs", type=int, default=None,
+                    help="static/dynamic: clusters of at least this many entries keep sorted runs "
+                         "(0: plain clusters as in the paper; default: engine.clusters.RUN_MIN)")
     ap.add_argument("--out", default="bench/results/engine.json")
     args = ap.parse_args(argv)
     ns = [int(x) for x in args.n.split(",")]
@@ -184,7 +187,8 @@ def main(argv: list[str] | None = None) -> None:
                     if args.counting_events:
                         ev = generate_events(PRESETS["W0"], n=args.counting_events, seed=2)
                         dc = ev.to_dicts()
-                row = run_one(algorithm, subs, ev, dc, args.repeat, create_factor=args.create_factor)
+                opts = {"runs": args.runs} if args.runs is not None and algorithm in ("static", "dynamic") else {}
+                row = run_one(algorithm, subs, ev, dc, args.repeat, create_factor=args.create_factor, **opts)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             del subs

@@ -191,15 +191,26 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                 prefetch(c_len, c)
                 prefetch(c_k, c)
                 prefetch(c_next, c)
-        # stage 4: prefetch the first rows of each cluster (its first column and its line)
+        # stage 4: prefetch the first rows of each cluster (its first column and its line, or its run row)
         for t in range(n_probe):
             c = probe[t, 1]
             if c >= 0 and c_len[c] > 0:
-                prefetch(arena, c_base[c])
-                prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
+                if c_sorted[c] > 0:
+                    prefetch(arena, c_base[c] + (c_k[c] + 1) * c_cap[c])
+                else:
+                    prefetch(arena, c_base[c])
+                    prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
         # stage 5, event by event: bits, single-predicate lists, the lists the probes found
         for e in range(g0, g1):
             i = e - g0
+            if e + 1 < g1:
+                # the run rows the next event will stream, fetched while this one is scanned
+                for t in range(gp_off[i + 1], gp_off[i + 2]):
+                    c = probe[t, 1]
+                    if c >= 0 and c_sorted[c] > 0:
+                        pr = c_base[c] + (c_k[c] + 1) * c_cap[c]
+                        for r in range(16, c_runs[c], 16):
+                            prefetch(arena, pr + r)
             esat = gsat[gs_off[i] : gs_off[i + 1]]
             ns = esat.shape[0]
             for t in range(ns):

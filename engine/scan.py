@@ -33,6 +33,10 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 MAX_SPECIALISED = 10
+#: A sorted prefix is scanned run by run only if it has at least this many entries per run: a run test
+#: (two dependent cache misses when it passes) costs about as much as three plain entry tests
+#: (docs/benchmarks.md, "Runs").
+RUN_GAIN = 3
 UNFOLD = 8
 LOOKAHEAD = 256
 PREFETCH_COLUMNS = 3
@@ -170,8 +174,10 @@ def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, 
         if n > 0:
             out = ensure_room(out, nout, n)
             ns = c_sorted[c]
+            if RUN_GAIN * c_runs[c] > ns:
+                ns = 0  # runs of about one entry: a run costs more than an entry, scan entry by entry
             if ns > 0:
-                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout)
+                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead)
             if n > ns:
                 # the tail as a cluster of its own: entry j of it is entry ns + j
                 nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
@@ -181,16 +187,36 @@ def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, 
 
 
 @njit(cache=True)
-def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout):
+def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead):
     """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/clusters.py).
 
     One bit test per run of entries sharing their first column; the other
-    columns are read only for the entries of the runs that pass.
+    columns are read only for the entries of the runs that pass.  Both are
+    cache misses that no hardware prefetcher foresees (the run rows are
+    short cold streams, the passing runs scattered), so the run rows are
+    prefetched ``lookahead`` runs ahead, and the passing runs are collected
+    first and their columns prefetched together before any is read.
     """
     pr, sr, line = base + (k + 1) * cap, base + (k + 2) * cap, base + k * cap
-    for r in range(nr):
-        if bits[np.uint64(arena[np.uint64(pr + r)])] == 0:
-            continue
+    for r in range(0, min(nr, lookahead), 16):
+        prefetch(arena, pr + r)
+    hits = np.empty(nr, dtype=np.int64)
+    nh = 0
+    r0 = 0
+    while r0 < nr:
+        prefetch(arena, pr + r0 + lookahead)
+        for r in range(r0, min(nr, r0 + 16)):
+            if bits[np.uint64(arena[np.uint64(pr + r)])] != 0:
+                hits[nh] = r
+                nh += 1
+        r0 += 16
+    for h in range(nh):
+        prefetch(arena, sr + hits[h])
+    for h in range(nh):
+        # the second column (the line if there is none): the next read, which few entries get past
+        prefetch(arena, base + cap + arena[sr + hits[h]])
+    for h in range(nh):
+        r = hits[h]
         end = arena[sr + r + 1] if r + 1 < nr else ns
         for j in range(arena[sr + r], end):
             ok = True
