@@ -371,6 +371,13 @@ class ClusterStore:
         self.arena = new
         self.garbage = 0
 
+    def trim(self) -> None:
+        """Compact if the arena is over twice the size of the live entries (a bulk load's relocations leave that)."""
+        live = self.c_k[: self.ids.high] >= 0
+        size = int(np.sum(self.rows(self.c_k[: self.ids.high][live]) * self.c_len[: self.ids.high][live]))
+        if len(self.arena) > 2 * size + (1 << 20):
+            self.compact()
+
     # -- entries ---------------------------------------------------------
     def append(self, clusters: np.ndarray, entries: np.ndarray, payload: np.ndarray, payload_off: np.ndarray) -> None:
         """Add entry ``entries[i]`` with columns ``payload[payload_off[i]:payload_off[i+1]]`` to ``clusters[i]``."""

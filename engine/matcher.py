@@ -179,10 +179,11 @@ class Matcher:
         self.handle_id[handles] = batch.ids
         if self.maintenance is not None:
             self._insert_dynamic(handles, off, pids)
-            return
-        self.index.insert(handles, off, pids)
-        if self.algorithm == "static" and n > 1:
-            self.index.reorganize()
+        else:
+            self.index.insert(handles, off, pids)
+            if self.algorithm == "static" and n > 1:
+                self.index.reorganize()
+        self.index.store.trim()
 
     def _insert_dynamic(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File new subscriptions in chunks of growing size with a maintenance round after each.

@@ -220,3 +220,25 @@ def test_a_long_cluster_is_scanned_run_by_run():
     s.remove(np.array([5]))  # one removal from the sorted prefix shifts the later runs
     assert s.c_sorted[c] == 339
     check_runs(s)
+
+
+def test_trim_compacts_what_a_chunked_load_left_behind():
+    """Clusters grown chunk by chunk leave relocated copies; trim rewrites the arena once it is over twice the data."""
+    s = ClusterStore(runs=64)
+    rng = np.random.default_rng(5)
+    model = {}
+    for chunk in range(12):
+        entries = np.arange(chunk * 40_000, (chunk + 1) * 40_000)
+        keys = rng.integers(1, 50, len(entries))
+        payload = rng.integers(0, 200, 2 * len(entries))
+        s.append(s.clusters_for(keys, np.full(len(entries), 2)), entries, payload, np.arange(0, 2 * len(entries) + 1, 2))
+        model.update({int(e): payload[2 * i : 2 * i + 2].tolist() for i, e in enumerate(entries)})
+    before = len(s.arena)
+    s.trim()
+    assert len(s.arena) < before / 2 and s.garbage == 0
+    check_runs(s)
+    live = np.array(sorted(model), dtype=np.int64)
+    cols, off = s.payload(live)
+    assert cols.reshape(-1, 2).tolist() == [model[e] for e in live.tolist()]
+    s.trim()  # nothing left to gain: no rewrite
+    assert s.garbage == 0
