@@ -39,8 +39,8 @@ from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable, satisfied_predicates
-from .scan import (LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event, prefetch, scan_list,
-                   scan_predicate_keys)
+from .scan import (LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event, prefetch, run_path,
+                   scan_list, scan_predicate_keys, BY_INDEX, BY_RUN, PLAIN)
 from .semantics import OP_EQ
 
 @njit(cache=True)
@@ -191,26 +191,36 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                 prefetch(c_len, c)
                 prefetch(c_k, c)
                 prefetch(c_next, c)
-        # stage 4: prefetch the first rows of each cluster (its first column and its line, or its run row)
-        for t in range(n_probe):
-            c = probe[t, 1]
-            if c >= 0 and c_len[c] > 0:
-                if c_sorted[c] > 0:
-                    prefetch(arena, c_base[c] + (c_k[c] + 1) * c_cap[c])
-                else:
-                    prefetch(arena, c_base[c])
-                    prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
+        # stage 4: prefetch the first rows each cluster's scan reads (its first column and its line, or its runs)
+        for i in range(g1 - g0):
+            nsat = gs_off[i + 1] - gs_off[i]
+            for t in range(gp_off[i], gp_off[i + 1]):
+                c = probe[t, 1]
+                if c >= 0 and c_len[c] > 0:
+                    path = run_path(c_sorted[c], c_runs[c], nsat)
+                    if path == PLAIN:
+                        prefetch(arena, c_base[c])
+                        prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
+                    else:
+                        prefetch(arena, c_base[c] + (c_k[c] + (3 if path == BY_INDEX else 1)) * c_cap[c])
         # stage 5, event by event: bits, single-predicate lists, the lists the probes found
         for e in range(g0, g1):
             i = e - g0
             if e + 1 < g1:
-                # the run rows the next event will stream, fetched while this one is scanned
+                # the run rows the next event will read, fetched while this one is scanned
+                nsat = gs_off[i + 2] - gs_off[i + 1]
                 for t in range(gp_off[i + 1], gp_off[i + 2]):
                     c = probe[t, 1]
-                    if c >= 0 and c_sorted[c] > 0:
-                        pr = c_base[c] + (c_k[c] + 1) * c_cap[c]
-                        for r in range(16, c_runs[c], 16):
-                            prefetch(arena, pr + r)
+                    if c >= 0:
+                        path = run_path(c_sorted[c], c_runs[c], nsat)
+                        if path == BY_INDEX:
+                            ir = c_base[c] + (c_k[c] + 3) * c_cap[c]
+                            for r in range(16, 2 + 2 * arena[ir + 1], 16):
+                                prefetch(arena, ir + r)
+                        elif path == BY_RUN:
+                            pr = c_base[c] + (c_k[c] + 1) * c_cap[c]
+                            for r in range(16, c_runs[c], 16):
+                                prefetch(arena, pr + r)
             esat = gsat[gs_off[i] : gs_off[i + 1]]
             ns = esat.shape[0]
             for t in range(ns):
@@ -233,7 +243,7 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                             nout += 1
                 else:
                     out, nout = scan_list(probe[t, 0], key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs,
-                                          arena, bits, out, nout, pf, unfold, lookahead)
+                                          arena, bits, out, nout, pf, unfold, lookahead, esat, ns)
             for t in range(ns):
                 bits[esat[t]] = 0
             finish_event(out, start, nout, handle_id)

@@ -35,6 +35,13 @@ entry by entry, which is merged in once it outgrows ``c_sorted / 8``; a
 removal from the sorted prefix shifts one entry per later run so the runs
 stay contiguous.  Every entry keeps all its columns, so scanning the whole
 cluster entry by entry stays correct whatever its order.
+
+A third extra row, the *run index*, maps a predicate id to its run without
+reading the run row: ``[lo, W, W bitmap words, W ranks]``, bit ``p - lo`` set
+iff a run has first column ``p``, rank = runs before the word.  An event
+then looks up its own satisfied predicates (a few dozen) instead of
+streaming a thousand runs.  It is built when the runs are sorted (``W = 0``
+when the ids span more than the row holds) and kept by removals.
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ from .semantics import OP_EQ, OP_NE
 
 #: Clusters shorter than this are not sorted into runs (the default of ``ClusterStore(runs=...)``).
 RUN_MIN = 64
+#: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
+RUN_ROWS = 3
 #: The unsorted tail is merged into the runs once longer than max(run_min / 4, c_sorted >> RUN_TAIL_SHIFT).
 RUN_TAIL_SHIFT = 3
 
@@ -60,13 +69,24 @@ def n_rows(k, run_rows):
 
 
 @njit(cache=True, inline="always")
+def _index_len(arena, ir, nr):
+    """Used length of a run index row at ``ir`` (nothing if there are no runs)."""
+    return 2 + 2 * arena[ir + 1] if nr > 0 else 0
+
+
+@njit(cache=True, inline="always")
 def _move(src, dst, c, c_base, c_cap, c_len, c_k, c_runs, run_rows, used, new_cap):
     """Copy cluster ``c``'s rows to ``dst[used:]`` with capacity ``new_cap``; returns the new ``used``."""
     k = c_k[c]
     rows = n_rows(k, run_rows)
     ob, oc = c_base[c], c_cap[c]
     for r in range(rows):
-        n = c_len[c] if r <= k else c_runs[c]
+        if r <= k:
+            n = c_len[c]
+        elif r < k + 3:
+            n = c_runs[c]
+        else:
+            n = _index_len(src, ob + r * oc, c_runs[c])
         dst[used + r * new_cap : used + r * new_cap + n] = src[ob + r * oc : ob + r * oc + n]
     c_base[c] = used
     c_cap[c] = new_cap
@@ -127,6 +147,66 @@ def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos):
             nr += 1
     c_sorted[c] = n
     c_runs[c] = nr
+    _build_index(arena, b + (k + 3) * cap, cap, arena[pr], arena[pr + nr - 1], arena[pr : pr + nr])
+
+
+@njit(cache=True, inline="always")
+def _build_index(arena, ir, cap, lo, hi, pids):
+    """Write the run index of sorted distinct ``pids`` (``lo`` .. ``hi``) at row ``ir``; ``W = 0`` if it does not fit."""
+    w = ((hi - lo) >> 5) + 1
+    if 2 + 2 * w > cap:
+        arena[ir], arena[ir + 1] = lo, 0
+        return
+    arena[ir], arena[ir + 1] = lo, w
+    arena[ir + 2 : ir + 2 + 2 * w] = 0
+    for r in range(pids.shape[0]):
+        o = pids[r] - lo
+        word = ir + 2 + (o >> 5)
+        arena[word] = np.int32(_word(arena[word]) | (np.int64(1) << (o & 31)))
+    for j in range(1, w):
+        arena[ir + 2 + w + j] = arena[ir + 2 + w + j - 1] + popcount32(_word(arena[ir + 2 + j - 1]))
+
+
+@njit(cache=True, inline="always")
+def _word(x):
+    """An int32 bitmap word as its 32 bits in a non-negative int64."""
+    return np.int64(x) & 0xFFFFFFFF
+
+
+@njit(cache=True, inline="always")
+def popcount32(v):
+    """Set bits of a 32-bit word held in a non-negative int64 (SWAR)."""
+    v = v - ((v >> 1) & 0x55555555)
+    v = (v & 0x33333333) + ((v >> 2) & 0x33333333)
+    v = (v + (v >> 4)) & 0x0F0F0F0F
+    return ((v * 0x01010101) >> 24) & 0xFF
+
+
+@njit(cache=True, inline="always")
+def _unindex(arena, ir, p):
+    """Drop predicate ``p``'s run from the run index at ``ir`` (its bit, and one from the later ranks)."""
+    w = arena[ir + 1]
+    if w == 0:
+        return
+    o = p - arena[ir]
+    word = ir + 2 + (o >> 5)
+    arena[word] = np.int32(_word(arena[word]) & ~(np.int64(1) << (o & 31)))
+    for j in range((o >> 5) + 1, w):
+        arena[ir + 2 + w + j] -= 1
+
+
+@njit(cache=True, inline="always")
+def index_run(arena, ir, p):
+    """The run whose first column is predicate ``p``, from the run index at ``ir``; -1 if none (or no index)."""
+    w = arena[ir + 1]
+    o = p - arena[ir]
+    if o < 0 or o >= w * 32:
+        return -1
+    word = _word(arena[ir + 2 + (o >> 5)])
+    bit = np.int64(1) << (o & 31)
+    if word & bit == 0:
+        return -1
+    return arena[ir + 2 + w + (o >> 5)] + popcount32(word & (bit - 1))
 
 
 @njit(cache=True)
@@ -178,6 +258,7 @@ def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_cluster, e_pos
             r = lo
             end = arena[sr + r + 1] if r + 1 < nr else ns
             d = 1 if end - arena[sr + r] == 1 else 0  # run r empties
+            gone = arena[pr + r]
             if end - 1 != hole:
                 _copy_entry(arena, b, cap, k, end - 1, hole, e_pos)
             hole = end - 1
@@ -190,6 +271,8 @@ def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_cluster, e_pos
                 hole = e2 - 1
             c_runs[c] = nr - d
             c_sorted[c] = ns - 1  # == hole: the first slot of the tail
+            if d == 1:
+                _unindex(arena, b + (k + 3) * cap, gone)
         last = c_len[c] - 1
         if hole != last:
             _copy_entry(arena, b, cap, k, last, hole, e_pos)
@@ -213,12 +296,24 @@ def _payload(arena, c_base, c_cap, c_k, e_cluster, e_pos, entries):
 
 
 @njit(cache=True)
-def _compact(arena, new_arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters, slack):
-    used = 0
+def _compact_caps(arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters, slack):
+    """Capacity of each cluster after compaction: len + len/2**slack, and room for its run index."""
+    caps = np.zeros(n_clusters, dtype=np.int64)
     for c in range(n_clusters):
         if c_k[c] >= 0:  # (free cluster ids have k = -1)
             n = c_len[c]
-            used = _move(arena, new_arena, c, c_base, c_cap, c_len, c_k, c_runs, run_rows, used, n + (n >> slack))
+            caps[c] = n + (n >> slack)
+            if run_rows and c_k[c] >= 1:
+                caps[c] = max(caps[c], _index_len(arena, c_base[c] + (c_k[c] + 3) * c_cap[c], c_runs[c]))
+    return caps
+
+
+@njit(cache=True)
+def _compact(arena, new_arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, caps):
+    used = 0
+    for c in range(caps.shape[0]):
+        if c_k[c] >= 0:
+            used = _move(arena, new_arena, c, c_base, c_cap, c_len, c_k, c_runs, run_rows, used, caps[c])
     return used
 
 
@@ -272,7 +367,7 @@ class ClusterStore:
 
     def __init__(self, runs: int = 0) -> None:
         self.run_min = int(runs)
-        self.run_rows = 2 if runs else 0
+        self.run_rows = RUN_ROWS if runs else 0
         self.arena = np.zeros(1 << 12, dtype=np.int32)
         self.used = 0  # arena[:used] is allocated to clusters
         self.garbage = 0  # allocated but abandoned by relocations
@@ -361,13 +456,13 @@ class ClusterStore:
 
     def compact(self, slack: int = 3) -> None:
         """Rewrite the arena densely (each cluster keeps len + len/2**slack room)."""
-        live = self.c_k[: self.ids.high] >= 0
-        rows = self.rows(self.c_k[: self.ids.high][live])
-        n = self.c_len[: self.ids.high][live]
-        size = int(np.sum(rows * (n + (n >> slack))))
+        top = self.ids.high
+        caps = _compact_caps(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_runs, self.run_rows, top, slack)
+        live = self.c_k[:top] >= 0
+        size = int(np.sum(self.rows(self.c_k[:top][live]) * caps[live]))
         new = np.empty(max(size, 1 << 12), dtype=np.int32)
         self.used = int(_compact(self.arena, new, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_runs, self.run_rows,
-                                 self.ids.high, slack))
+                                 caps))
         self.arena = new
         self.garbage = 0
 

@@ -32,11 +32,16 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .clusters import index_run
+
 MAX_SPECIALISED = 10
 #: A sorted prefix is scanned run by run only if it has at least this many entries per run: a run test
 #: (two dependent cache misses when it passes) costs about as much as three plain entry tests
 #: (docs/benchmarks.md, "Runs").
 RUN_GAIN = 3
+#: The run index is used when the sorted prefix has this many times more entries than the event has
+#: satisfied predicates to look up.
+INDEX_GAIN = 4
 UNFOLD = 8
 LOOKAHEAD = 256
 PREFETCH_COLUMNS = 3
@@ -160,24 +165,30 @@ def scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead):
         if q < 0 or q >= n_keys:
             continue
         out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
-                              pf, unfold, lookahead)
+                              pf, unfold, lookahead, sat, ns)
     return out, nout
 
 
 @njit(cache=True, inline="always")
 def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
-              pf, unfold, lookahead):
-    """Scan every cluster of access key ``q``'s list (one per number of columns left): runs, then the tail."""
+              pf, unfold, lookahead, sat, nsat):
+    """Scan every cluster of access key ``q``'s list (one per number of columns left): runs, then the tail.
+
+    ``sat[:nsat]`` are the event's satisfied predicates (the set bits), which
+    the run index looks up.
+    """
     c = key_head[q]
     while c >= 0:
         n = c_len[c]
         if n > 0:
             out = ensure_room(out, nout, n)
             ns = c_sorted[c]
-            if RUN_GAIN * c_runs[c] > ns:
-                ns = 0  # runs of about one entry: a run costs more than an entry, scan entry by entry
-            if ns > 0:
-                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead)
+            path = run_path(ns, c_runs[c], nsat)
+            if path == PLAIN:
+                ns = 0
+            else:
+                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead,
+                                 path == BY_INDEX, sat, nsat)
             if n > ns:
                 # the tail as a cluster of its own: entry j of it is entry ns + j
                 nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
@@ -186,30 +197,58 @@ def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, 
     return out, nout
 
 
+PLAIN, BY_RUN, BY_INDEX = 0, 1, 2
+
+
+@njit(cache=True, inline="always")
+def run_path(ns, nr, nsat):
+    """How to scan a sorted prefix of ``ns`` entries in ``nr`` runs for an event with ``nsat`` satisfied predicates.
+
+    Decided from the cluster's bookkeeping alone, so that a cluster scanned
+    entry by entry costs no read of its run rows.
+    """
+    if ns == 0:
+        return PLAIN
+    if INDEX_GAIN * nsat < ns:
+        return BY_INDEX
+    if RUN_GAIN * nr <= ns:
+        return BY_RUN
+    return PLAIN
+
+
 @njit(cache=True)
-def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead):
+def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, nsat):
     """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/clusters.py).
 
-    One bit test per run of entries sharing their first column; the other
-    columns are read only for the entries of the runs that pass.  Both are
-    cache misses that no hardware prefetcher foresees (the run rows are
-    short cold streams, the passing runs scattered), so the run rows are
+    The runs that pass are found either by one bit test per run or, with
+    ``by_index``, by looking the event's satisfied predicates up in the run
+    index; the other columns are read only for the entries of those runs.
+    All are cache misses that no hardware prefetcher foresees (the run row
+    is a short cold stream, the passing runs scattered), so the run row is
     prefetched ``lookahead`` runs ahead, and the passing runs are collected
     first and their columns prefetched together before any is read.
     """
-    pr, sr, line = base + (k + 1) * cap, base + (k + 2) * cap, base + k * cap
-    for r in range(0, min(nr, lookahead), 16):
-        prefetch(arena, pr + r)
-    hits = np.empty(nr, dtype=np.int64)
+    pr, sr, line, ir = base + (k + 1) * cap, base + (k + 2) * cap, base + k * cap, base + (k + 3) * cap
+    by_index = by_index and arena[ir + 1] > 0  # (no index: its ids spanned more than the row holds)
+    hits = np.empty(min(nr, nsat) if by_index else nr, dtype=np.int64)
     nh = 0
-    r0 = 0
-    while r0 < nr:
-        prefetch(arena, pr + r0 + lookahead)
-        for r in range(r0, min(nr, r0 + 16)):
-            if bits[np.uint64(arena[np.uint64(pr + r)])] != 0:
+    if by_index:
+        for t in range(nsat):
+            r = index_run(arena, ir, sat[t])
+            if r >= 0:
                 hits[nh] = r
                 nh += 1
-        r0 += 16
+    else:
+        for r in range(0, min(nr, lookahead), 16):
+            prefetch(arena, pr + r)
+        r0 = 0
+        while r0 < nr:
+            prefetch(arena, pr + r0 + lookahead)
+            for r in range(r0, min(nr, r0 + 16)):
+                if bits[np.uint64(arena[np.uint64(pr + r)])] != 0:
+                    hits[nh] = r
+                    nh += 1
+            r0 += 16
     for h in range(nh):
         prefetch(arena, sr + hits[h])
     for h in range(nh):

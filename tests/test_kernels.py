@@ -7,13 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.clusters import ClusterStore
+from engine.clusters import ClusterStore, index_run
 from engine.encoding import StringDictionary
 from engine.hashtable import HashTable
 from engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
 from engine.clusters import OP_RANK, order_columns
 from engine.propagation import choose_access
-from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list
+from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
 from engine.semantics import OPERATORS, compare
 
 
@@ -147,15 +147,22 @@ def check_runs(s: ClusterStore) -> None:
         assert nr == len(starts)
         assert s.arena[b + (k + 2) * cap : b + (k + 2) * cap + nr].tolist() == starts.tolist()
         assert s.arena[b + (k + 1) * cap : b + (k + 1) * cap + nr].tolist() == first[starts].tolist()
+        ir = b + (k + 3) * cap
+        if s.arena[ir + 1] > 0:  # the run index: every predicate id in range maps to its run or to -1
+            lo = int(s.arena[ir])
+            run_of = {int(p): r for r, p in enumerate(first[starts])}
+            for p in range(lo - 2, lo + 32 * int(s.arena[ir + 1]) + 2):
+                assert index_run(s.arena, ir, p) == run_of.get(p, -1)
 
 
 def scan_all(s: ClusterStore, bits: np.ndarray, keys) -> list[int]:
     out = np.zeros(16, dtype=np.int64)
     nout = 0
     args = s.scan_args()
+    sat = np.flatnonzero(bits).astype(np.int64)
     for q in keys:
         if q < len(s.key_head):
-            out, nout = scan_list(q, *args, bits, out, nout, 2, 4, 8)
+            out, nout = scan_list(q, *args, bits, out, nout, 2, 4, 8, sat, len(sat))
     return sorted(out[:nout].tolist())
 
 
@@ -220,6 +227,15 @@ def test_a_long_cluster_is_scanned_run_by_run():
     s.remove(np.array([5]))  # one removal from the sorted prefix shifts the later runs
     assert s.c_sorted[c] == 339
     check_runs(s)
+    b, cap, k, ns, nr = (int(x[c]) for x in (s.c_base, s.c_cap, s.c_k, s.c_sorted, s.c_runs))
+    for trial in range(20):  # both ways of finding the passing runs, against the naive scan
+        bits = (rng.random(12) < 0.3).astype(np.uint8)
+        sat = np.flatnonzero(bits).astype(np.int64)
+        want = sorted(naive_scan(k, s.arena, bits, b, cap, ns))
+        for by_index in (False, True):
+            out = np.zeros(ns, dtype=np.int64)
+            got = scan_runs(k, s.arena, bits, b, cap, ns, nr, out, 0, 8, by_index, sat, len(sat))
+            assert sorted(out[:got].tolist()) == want
 
 
 def test_trim_compacts_what_a_chunked_load_left_behind():
