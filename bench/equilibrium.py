@@ -132,12 +132,13 @@ class _Run:
 
 
 def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, seed: int = 0,
-             progress: Callable[[str], None] | None = None) -> list[dict]:
+             progress: Callable[[str], None] | None = None, cluster_runs: int = 0) -> list[dict]:
     """Equilibrium runs of several strategies in lockstep; one row per strategy and ``setup.window`` ticks.
 
     The strategies take turns tick by tick (alternating who goes first) on
     the same subscriptions and events, so that bursts of load from other
-    processes on the shared machine hit them alike.
+    processes on the shared machine hit them alike.  ``cluster_runs``: the matchers'
+    sorted-run threshold (engine/clusters.py; 0, the default: the paper's plain clusters).
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; expected one of {', '.join(SCENARIOS)}")
@@ -150,7 +151,7 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
     runs = []
     for strategy in strategies:
         t0 = time.perf_counter()
-        m = Matcher("dynamic", thresholds=setup.thresholds)
+        m = Matcher("dynamic", thresholds=setup.thresholds, runs=cluster_runs)
         m.add_bulk(subs)
         m.match_encoded(generate_events(first, setup.events_per_tick, seed=[seed, 9]))  # numba dispatch warm-up
         if strategy == "no-change":
@@ -340,6 +341,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="bench/results", help="directory of equilibrium.csv (and the plots)")
     ap.add_argument("--img", default=None, help="directory of the PNG plots (default: --out)")
+    ap.add_argument("--runs", type=int, default=0,
+                    help="clusters of at least this many entries keep sorted runs (default 0: plain clusters)")
     args = ap.parse_args(argv)
     n = args.n if args.n is not None else QUICK_N if args.quick else 1_000_000
     scenarios = [s for s in args.scenarios.split(",") if s]
@@ -356,7 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict] = []
     t0 = time.perf_counter()
     for scenario in scenarios:  # strategies in lockstep (see simulate)
-        rows += simulate(scenario, strategies, n, setup, seed=args.seed, progress=_stderr)
+        rows += simulate(scenario, strategies, n, setup, seed=args.seed, progress=_stderr, cluster_runs=args.runs)
     out, img = Path(args.out), Path(args.img or args.out)
     write_csv(rows, out / "equilibrium.csv")
     for scenario in scenarios:

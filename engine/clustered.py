@@ -34,7 +34,7 @@ from numba import njit
 
 from .access import CATCH_ALL, MAX_MEMBERS, AccessKeys
 from .clustering import EqualityProfile, best_assignment, greedy_configuration, unpack_schema
-from .clusters import OP_RANK, RUN_MIN, ClusterStore, order_columns
+from .clusters import OP_RANK, ClusterStore, order_columns
 from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
@@ -191,6 +191,8 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                 prefetch(c_len, c)
                 prefetch(c_k, c)
                 prefetch(c_next, c)
+                prefetch(c_sorted, c)
+                prefetch(c_runs, c)
         # stage 4: prefetch the first rows each cluster's scan reads (its first column and its line, or its runs)
         for i in range(g1 - g0):
             nsat = gs_off[i + 1] - gs_off[i]
@@ -272,13 +274,15 @@ class ClusteredIndex:
 
     ``probabilities(pids)`` (given by the matcher) returns nu of equality
     predicates and ``mu(fields)`` the probability that an event carries a set
-    of fields, from the current event statistics.
+    of fields, from the current event statistics.  ``runs`` (0: off, the
+    default) keeps clusters of that many entries or more sorted into runs
+    (engine/clusters.py; ``Matcher("dynamic", runs=RUN_MIN)``).
     """
 
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: Callable[[np.ndarray], np.ndarray],
                  mu: Callable[[tuple[int, ...]], float], *, prefetch_columns: int = PREFETCH_COLUMNS,
                  unfold: int = UNFOLD, lookahead: int = LOOKAHEAD, max_space: float | None = None,
-                 runs: int = RUN_MIN) -> None:
+                 runs: int = 0) -> None:
         self.preds = preds
         self.model = model
         self.probabilities = probabilities

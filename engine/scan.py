@@ -41,7 +41,7 @@ MAX_SPECIALISED = 10
 RUN_GAIN = 3
 #: The run index is used when the sorted prefix has this many times more entries than the event has
 #: satisfied predicates to look up.
-INDEX_GAIN = 4
+INDEX_GAIN = 12
 UNFOLD = 8
 LOOKAHEAD = 256
 PREFETCH_COLUMNS = 3
