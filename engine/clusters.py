@@ -467,11 +467,15 @@ class ClusterStore:
         self.garbage = 0
 
     def trim(self) -> None:
-        """Compact if the arena is over twice the size of the live entries (a bulk load's relocations leave that)."""
-        live = self.c_k[: self.ids.high] >= 0
-        size = int(np.sum(self.rows(self.c_k[: self.ids.high][live]) * self.c_len[: self.ids.high][live]))
-        if len(self.arena) > 2 * size + (1 << 20):
-            self.compact()
+        """Compact once relocations have abandoned over half as much arena as the clusters hold (O(1) test).
+
+        A chunked bulk load leaves about that much behind.  Clusters keep half
+        their length as room: with an eighth, the inserts that follow (W3 at
+        equilibrium, 50 per tick) relocated clusters so often that matching
+        slowed by a fifth (docs/benchmarks.md, "Runs").
+        """
+        if self.used > (1 << 20) and 2 * self.garbage > self.used - self.garbage:
+            self.compact(slack=1)
 
     # -- entries ---------------------------------------------------------
     def append(self, clusters: np.ndarray, entries: np.ndarray, payload: np.ndarray, payload_off: np.ndarray) -> None:

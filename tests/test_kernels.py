@@ -239,7 +239,7 @@ def test_a_long_cluster_is_scanned_run_by_run():
 
 
 def test_trim_compacts_what_a_chunked_load_left_behind():
-    """Clusters grown chunk by chunk leave relocated copies; trim rewrites the arena once it is over twice the data."""
+    """Clusters grown chunk by chunk leave relocated copies behind; trim rewrites the arena densely."""
     s = ClusterStore(runs=64)
     rng = np.random.default_rng(5)
     model = {}
