@@ -191,15 +191,16 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                 prefetch(c_len, c)
                 prefetch(c_k, c)
                 prefetch(c_next, c)
-                prefetch(c_sorted, c)
-                prefetch(c_runs, c)
+                if c_sorted.shape[0]:
+                    prefetch(c_sorted, c)
+                    prefetch(c_runs, c)
         # stage 4: prefetch the first rows each cluster's scan reads (its first column and its line, or its runs)
         for i in range(g1 - g0):
             nsat = gs_off[i + 1] - gs_off[i]
             for t in range(gp_off[i], gp_off[i + 1]):
                 c = probe[t, 1]
                 if c >= 0 and c_len[c] > 0:
-                    path = run_path(c_sorted[c], c_runs[c], nsat)
+                    path = run_path(c_sorted, c_runs, c, nsat)
                     if path == PLAIN:
                         prefetch(arena, c_base[c])
                         prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
@@ -214,7 +215,7 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                 for t in range(gp_off[i + 1], gp_off[i + 2]):
                     c = probe[t, 1]
                     if c >= 0:
-                        path = run_path(c_sorted[c], c_runs[c], nsat)
+                        path = run_path(c_sorted, c_runs, c, nsat)
                         if path == BY_INDEX:
                             ir = c_base[c] + (c_k[c] + 3) * c_cap[c]
                             for r in range(16, 2 + 2 * arena[ir + 1], 16):

@@ -520,8 +520,11 @@ class ClusterStore:
         return self.c_key[self.e_cluster[entries]]
 
     def scan_args(self) -> tuple:
-        return (self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs,
-                self.arena)
+        if self.run_rows:
+            sorted_, runs = self.c_sorted, self.c_runs
+        else:  # empty: the kernels then read nothing of runs (engine.scan.run_path)
+            sorted_ = runs = np.zeros(0, dtype=np.int64)
+        return (self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, sorted_, runs, self.arena)
 
     def stats(self) -> dict:
         live = self.c_k[: self.ids.high] >= 0

@@ -182,11 +182,10 @@ def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, 
         n = c_len[c]
         if n > 0:
             out = ensure_room(out, nout, n)
-            ns = c_sorted[c]
-            path = run_path(ns, c_runs[c], nsat)
-            if path == PLAIN:
-                ns = 0
-            else:
+            path = run_path(c_sorted, c_runs, c, nsat)
+            ns = 0
+            if path != PLAIN:
+                ns = c_sorted[c]
                 nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead,
                                  path == BY_INDEX, sat, nsat)
             if n > ns:
@@ -201,12 +200,17 @@ PLAIN, BY_RUN, BY_INDEX = 0, 1, 2
 
 
 @njit(cache=True, inline="always")
-def run_path(ns, nr, nsat):
-    """How to scan a sorted prefix of ``ns`` entries in ``nr`` runs for an event with ``nsat`` satisfied predicates.
+def run_path(c_sorted, c_runs, c, nsat):
+    """How to scan cluster ``c``'s sorted prefix for an event with ``nsat`` satisfied predicates.
 
     Decided from the cluster's bookkeeping alone, so that a cluster scanned
-    entry by entry costs no read of its run rows.
+    entry by entry costs no read of its run rows.  A store without runs
+    passes empty ``c_sorted`` / ``c_runs`` (:meth:`ClusterStore.scan_args`):
+    nothing more to read per cluster than the paper's plain clusters.
     """
+    if c_sorted.shape[0] == 0:
+        return PLAIN
+    ns, nr = c_sorted[c], c_runs[c]
     if ns == 0:
         return PLAIN
     if INDEX_GAIN * nsat < ns:
