@@ -81,3 +81,10 @@ def test_fig4_quick_runs_both_strategies_of_both_scenarios(tmp_path):
         assert {r["scenario"] for r in got} == {scenario}
         assert_figure(tmp_path, name)
     assert "| dynamic |" in (tmp_path / "fig4a.md").read_text() and "| 350 |" in (tmp_path / "fig4a.md").read_text()
+
+
+def test_churn_bench_times_matching_on_a_churned_matcher():
+    from bench.churn import churn
+
+    row = churn("W3", 2_000, 8, runs=0, events=50)
+    assert row["ticks"] == 8 and row["median_us_per_event"] > 0 and row["last_100"] > 0
