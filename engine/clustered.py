@@ -39,8 +39,8 @@ from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable, satisfied_predicates
-from .scan import (LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event, prefetch, run_path,
-                   scan_list, scan_predicate_keys, BY_INDEX, BY_RUN, PLAIN)
+from .scan import (BY_INDEX, BY_RUN, LOOKAHEAD, PLAIN, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event,
+                   prefetch, run_path, scan_list, scan_predicate_keys)
 from .semantics import OP_EQ
 
 @njit(cache=True)
