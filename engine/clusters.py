@@ -54,8 +54,10 @@ from .idpool import IdPool, grow
 from .semantics import OP_EQ, OP_NE
 
 
-#: Clusters shorter than this are not sorted into runs (the default of ``ClusterStore(runs=...)``).
-RUN_MIN = 64
+#: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
+#: sorted cluster is scanned plainly anyway (``engine.scan.run_path``), so sorting would only cost:
+#: with 64, W3 at equilibrium matched 13% slower than plain clusters, with 256 4% (docs/benchmarks.md).
+RUN_MIN = 256
 #: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
 RUN_ROWS = 3
 #: The unsorted tail is merged into the runs once longer than max(run_min / 4, c_sorted >> RUN_TAIL_SHIFT).

@@ -43,7 +43,7 @@ def statistics(presence: dict[str, float]) -> EventStatistics:
     return EventStatistics(event_count=1000, attributes=attrs, source="test")
 
 
-@pytest.mark.parametrize("runs", [RUN_MIN, 2], ids=["runs-from-64", "runs-from-2"])
+@pytest.mark.parametrize("runs", [RUN_MIN, 2], ids=["runs-from-RUN_MIN", "runs-from-2"])
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=40))
