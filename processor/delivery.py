@@ -91,7 +91,7 @@ class Delivery:
                 except BufferError:  # local queue full: serve acknowledgements until there is room, never drop
                     self.queue_full_waits += 1
                     self.producer.poll(0.05)
-        except KafkaException as exc:  # a producer in a fatal or abortable state
+        except (KafkaException, SystemError) as exc:  # a producer in a fatal or abortable state (see _flush)
             raise DeliveryError(f"produce failed: {exc.args[0]}") from None
 
     def pending(self) -> bool:
@@ -103,7 +103,7 @@ class Delivery:
             if offsets:
                 # Outputs first: after a broker restart the transaction failed and send_offsets_to_transaction
                 # then hung, whatever its timeout; failed records show the failure before that call.
-                if self._in_transaction and self.producer.flush(timeout):
+                if self._in_transaction and self._flush(timeout):
                     raise DeliveryError(f"records not acknowledged within {timeout:.0f}s")
                 self._raise_failures()
                 try:
@@ -122,7 +122,7 @@ class Delivery:
                     self._in_transaction = False
             self._raise_failures()
             return
-        remaining = self.producer.flush(timeout)
+        remaining = self._flush(timeout)
         if remaining:
             raise DeliveryError(f"{remaining} records not acknowledged within {timeout:.0f}s")
         self._raise_failures()
@@ -165,6 +165,21 @@ class Delivery:
                 on_wait()
                 time.sleep(1)
         return False
+
+    def _flush(self, timeout: float) -> int:
+        """``producer.flush``; a producer that turned fatal meanwhile is a :class:`DeliveryError`.
+
+        After a broker that lost its state comes back, the idempotent producer
+        can fail with "out of order sequence number" while serving delivery
+        reports; confluent-kafka then raises ``SystemError`` ("returned a
+        result with an exception set") from the call that served them.  Seen
+        once in ``test_broker_restart`` on Tansu; it stopped the processor
+        instead of replacing its producer.
+        """
+        try:
+            return self.producer.flush(timeout)
+        except (KafkaException, SystemError) as exc:
+            raise DeliveryError(f"flush failed: {exc}") from None
 
     def _raise_failures(self) -> None:
         if self._failures:
