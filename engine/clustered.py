@@ -34,7 +34,7 @@ from numba import njit
 
 from .access import CATCH_ALL, MAX_MEMBERS, AccessKeys
 from .clustering import EqualityProfile, best_assignment, greedy_configuration, unpack_schema
-from .clusters import OP_RANK, ClusterStore, order_columns
+from .clusters import INDEX_ROW, OP_RANK, PIDS_ROW, ClusterStore, order_columns, run_row
 from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
@@ -205,7 +205,8 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                         prefetch(arena, c_base[c])
                         prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
                     else:
-                        prefetch(arena, c_base[c] + (c_k[c] + (3 if path == BY_INDEX else 1)) * c_cap[c])
+                        row = INDEX_ROW if path == BY_INDEX else PIDS_ROW
+                        prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], row))
         # stage 5, event by event: bits, single-predicate lists, the lists the probes found
         for e in range(g0, g1):
             i = e - g0
@@ -217,11 +218,11 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                     if c >= 0:
                         path = run_path(c_sorted, c_runs, c, nsat)
                         if path == BY_INDEX:
-                            ir = c_base[c] + (c_k[c] + 3) * c_cap[c]
+                            ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
                             for r in range(16, 2 + 2 * arena[ir + 1], 16):
                                 prefetch(arena, ir + r)
                         elif path == BY_RUN:
-                            pr = c_base[c] + (c_k[c] + 1) * c_cap[c]
+                            pr = run_row(c_base[c], c_cap[c], c_k[c], PIDS_ROW)
                             for r in range(16, c_runs[c], 16):
                                 prefetch(arena, pr + r)
             esat = gsat[gs_off[i] : gs_off[i + 1]]

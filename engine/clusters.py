@@ -60,14 +60,22 @@ from .semantics import OP_EQ, OP_NE
 RUN_MIN = 256
 #: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
 RUN_ROWS = 3
+#: Those rows, as offsets past row ``k`` (the line); see :func:`run_row`.
+PIDS_ROW, STARTS_ROW, INDEX_ROW = 1, 2, 3
 #: The unsorted tail is merged into the runs once longer than max(run_min / 4, c_sorted >> RUN_TAIL_SHIFT).
 RUN_TAIL_SHIFT = 3
 
 
 @njit(cache=True, inline="always")
 def n_rows(k, run_rows):
-    """Arena rows of a cluster with ``k`` columns: the columns, the line, and the two run rows if it can have runs."""
+    """Arena rows of a cluster with ``k`` columns: the columns, the line, and the run rows if it can have runs."""
     return k + 1 + (run_rows if k >= 1 else 0)
+
+
+@njit(cache=True, inline="always")
+def run_row(base, cap, k, which):
+    """Where run row ``which`` (``PIDS_ROW``, ``STARTS_ROW``, ``INDEX_ROW``) of a cluster at ``base`` starts."""
+    return base + (k + which) * cap
 
 
 @njit(cache=True, inline="always")
@@ -85,7 +93,7 @@ def _move(src, dst, c, c_base, c_cap, c_len, c_k, c_runs, run_rows, used, new_ca
     for r in range(rows):
         if r <= k:
             n = c_len[c]
-        elif r < k + 3:
+        elif r < k + INDEX_ROW:
             n = c_runs[c]
         else:
             n = _index_len(src, ob + r * oc, c_runs[c])
@@ -139,7 +147,7 @@ def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos):
     line = b + k * cap
     for w in range(n):
         e_pos[arena[line + w]] = w
-    pr, sr = b + (k + 1) * cap, b + (k + 2) * cap
+    pr, sr = run_row(b, cap, k, PIDS_ROW), run_row(b, cap, k, STARTS_ROW)
     nr = 0
     for w in range(n):
         p = arena[b + w]
@@ -149,7 +157,7 @@ def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos):
             nr += 1
     c_sorted[c] = n
     c_runs[c] = nr
-    _build_index(arena, b + (k + 3) * cap, cap, arena[pr], arena[pr + nr - 1], arena[pr : pr + nr])
+    _build_index(arena, run_row(b, cap, k, INDEX_ROW), cap, arena[pr], arena[pr + nr - 1], arena[pr : pr + nr])
 
 
 @njit(cache=True, inline="always")
@@ -248,7 +256,7 @@ def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_cluster, e_pos
         ns = c_sorted[c]
         if p < ns:
             # close the hole run by run: each later run gives up its last entry to the slot before it
-            pr, sr = b + (k + 1) * cap, b + (k + 2) * cap
+            pr, sr = run_row(b, cap, k, PIDS_ROW), run_row(b, cap, k, STARTS_ROW)
             nr = c_runs[c]
             lo, hi = 0, nr - 1
             while lo < hi:  # the run holding p: the last one starting at or before it
@@ -274,7 +282,7 @@ def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_cluster, e_pos
             c_runs[c] = nr - d
             c_sorted[c] = ns - 1  # == hole: the first slot of the tail
             if d == 1:
-                _unindex(arena, b + (k + 3) * cap, gone)
+                _unindex(arena, run_row(b, cap, k, INDEX_ROW), gone)
         last = c_len[c] - 1
         if hole != last:
             _copy_entry(arena, b, cap, k, last, hole, e_pos)
@@ -306,7 +314,7 @@ def _compact_caps(arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters
             n = c_len[c]
             caps[c] = n + (n >> slack)
             if run_rows and c_k[c] >= 1:
-                caps[c] = max(caps[c], _index_len(arena, c_base[c] + (c_k[c] + 3) * c_cap[c], c_runs[c]))
+                caps[c] = max(caps[c], _index_len(arena, run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW), c_runs[c]))
     return caps
 
 
@@ -370,6 +378,7 @@ class ClusterStore:
     def __init__(self, runs: int = 0) -> None:
         self.run_min = int(runs)
         self.run_rows = RUN_ROWS if runs else 0
+        self._no_runs = np.zeros(0, dtype=np.int64)  # what scan_args hands the kernels without runs
         self.arena = np.zeros(1 << 12, dtype=np.int32)
         self.used = 0  # arena[:used] is allocated to clusters
         self.garbage = 0  # allocated but abandoned by relocations
@@ -474,7 +483,7 @@ class ClusterStore:
         A chunked bulk load leaves about that much behind.  Clusters keep half
         their length as room: with an eighth, the inserts that follow (W3 at
         equilibrium, 50 per tick) relocated clusters so often that matching
-        slowed by a fifth (docs/benchmarks.md, "Runs").
+        slowed by a quarter (docs/benchmarks.md, "Runs").
         """
         if self.used > (1 << 20) and 2 * self.garbage > self.used - self.garbage:
             self.compact(slack=1)
@@ -503,6 +512,7 @@ class ClusterStore:
         all become tail, removed in O(k) each) and sorted again afterwards.
         """
         entries = entries.astype(np.int64)
+        heavy = self._no_runs
         if self.run_rows and len(entries) > 1:
             uc, counts = np.unique(self.e_cluster[entries], return_counts=True)
             heavy = uc[counts > np.maximum(4, self.c_sorted[uc] >> 4)]
@@ -510,7 +520,7 @@ class ClusterStore:
             self.c_runs[heavy] = 0
         _remove(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs,
                 self.e_cluster, self.e_pos, entries)
-        if self.run_rows and len(entries) > 1 and len(heavy):
+        if len(heavy):
             _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
                     heavy, self.run_min)
 
@@ -525,7 +535,7 @@ class ClusterStore:
         if self.run_rows:
             sorted_, runs = self.c_sorted, self.c_runs
         else:  # empty: the kernels then read nothing of runs (engine.scan.run_path)
-            sorted_ = runs = np.zeros(0, dtype=np.int64)
+            sorted_ = runs = self._no_runs
         return (self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, sorted_, runs, self.arena)
 
     def stats(self) -> dict:

@@ -32,7 +32,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .clusters import index_run
+from .clusters import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
 
 MAX_SPECIALISED = 10
 #: A sorted prefix is scanned run by run only if it has at least this many entries per run: a run test
@@ -232,7 +232,8 @@ def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index,
     prefetched ``lookahead`` runs ahead, and the passing runs are collected
     first and their columns prefetched together before any is read.
     """
-    pr, sr, line, ir = base + (k + 1) * cap, base + (k + 2) * cap, base + k * cap, base + (k + 3) * cap
+    pr, sr, ir = run_row(base, cap, k, PIDS_ROW), run_row(base, cap, k, STARTS_ROW), run_row(base, cap, k, INDEX_ROW)
+    line = base + k * cap
     by_index = by_index and arena[ir + 1] > 0  # (no index: its ids spanned more than the row holds)
     hits = np.empty(min(nr, nsat) if by_index else nr, dtype=np.int64)
     nh = 0
@@ -262,12 +263,7 @@ def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index,
         r = hits[h]
         end = arena[sr + r + 1] if r + 1 < nr else ns
         for j in range(arena[sr + r], end):
-            ok = True
-            for col in range(1, k):
-                if bits[np.uint64(arena[np.uint64(base + col * cap + j)])] == 0:
-                    ok = False
-                    break
-            if ok:
+            if entry_matches(-1, k - 1, arena, bits, base + cap, cap, j):  # the columns after the first
                 out[nout] = arena[line + j]
                 nout += 1
     return nout
