@@ -34,13 +34,13 @@ from numba import njit
 
 from .access import CATCH_ALL, MAX_MEMBERS, AccessKeys
 from .clustering import EqualityProfile, best_assignment, greedy_configuration, unpack_schema
-from .clusters import INDEX_ROW, OP_RANK, PIDS_ROW, ClusterStore, order_columns, run_row
+from .clusters import INDEX_ROW, OP_RANK, PIDS_ROW, STARTS_ROW, ClusterStore, index_run, order_columns, run_row
 from .cost import CostModel
 from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable, satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, LOOKAHEAD, PLAIN, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event,
-                   prefetch, run_path, scan_list, scan_predicate_keys)
+                   prefetch, run_path, scan_clusters, scan_dispatch, scan_list, scan_predicate_keys)
 from .semantics import OP_EQ
 
 @njit(cache=True)
@@ -104,13 +104,113 @@ CONJ_STATE = 13
 SMALL_CLUSTER = 16
 
 
+#: ``probe[t, 2]`` of a probe whose first cluster's sorted prefix :func:`stage_runs` scans (no predicate id
+#: or -1, which that column held before).
+STAGED = -2
+#: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).
+RUN_AHEAD = 8
+
+
+@njit(cache=True, inline="always")
+def grow_rows(a, n, extra):
+    """``a`` (2-d) with room for ``extra`` more rows after its first ``n`` (amortised doubling)."""
+    if n + extra <= a.shape[0]:
+        return a
+    bigger = np.empty((max(2 * a.shape[0], n + extra), a.shape[1]), dtype=a.dtype)
+    bigger[:n] = a[:n]
+    return bigger
+
+
+@njit(cache=True)
+def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, c_len, c_base, c_cap, c_k, c_sorted, c_runs, arena, hit, sv,
+               sv_off):
+    """The run index lookups of a group's indexed clusters, in stages over the whole group (docs/clustering.md, "Runs").
+
+    An indexed cluster's scan is a chain of dependent misses: the index row,
+    the start of each run the event's predicates find, the run's entries in
+    the second column, the few that pass in the third.  Per event they add
+    up; here each link is taken for every event of the group before the
+    next, prefetching what the next reads, so the misses overlap.  The
+    second column is checked with ``gmask`` (bit ``i`` of ``gmask[p]``:
+    event ``i`` of the group satisfies ``p``), as the per-event bits are set
+    one event at a time.  Marks the probes it takes with ``probe[t, 2] =
+    STAGED`` and leaves in ``sv[sv_off[i]:sv_off[i + 1]]`` the (cluster,
+    entry) pairs of event ``i`` still to check from the third column on.
+    Returns the scratch arrays, grown if needed.
+    """
+    for i in range(n_grp):
+        nsat = gs_off[i + 1] - gs_off[i]
+        for s in range(gs_off[i], gs_off[i + 1]):
+            gmask[gsat[s]] |= np.uint16(1 << i)
+        for t in range(gp_off[i], gp_off[i + 1]):
+            c = probe[t, 1]
+            if c >= 0 and c_len[c] > 0 and run_path(c_sorted, c_runs, c, nsat) == BY_INDEX:
+                ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
+                w = arena[ir + 1]  # (0: no index, its ids spanned more than the row holds)
+                if w > 0:
+                    probe[t, 2] = STAGED
+                    for r in range(16, 2 + 2 * w, 16):
+                        prefetch(arena, ir + r)
+    # the runs each event's satisfied predicates find; their starts prefetched
+    nh = 0
+    for i in range(n_grp):
+        nsat = gs_off[i + 1] - gs_off[i]
+        for t in range(gp_off[i], gp_off[i + 1]):
+            if probe[t, 2] != STAGED:
+                continue
+            c = probe[t, 1]
+            ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
+            hit = grow_rows(hit, nh, nsat)
+            for s in range(gs_off[i], gs_off[i + 1]):
+                r = index_run(arena, ir, gsat[s])
+                if r >= 0:
+                    hit[nh, 0], hit[nh, 1], hit[nh, 2] = i, c, r
+                    nh += 1
+    # a pipeline over the runs found: run h's second column is checked while run h + AHEAD's bounds are read
+    # (its second column prefetched) and run h + 2 AHEAD's start is prefetched
+    nsv = 0
+    sv_off[:] = 0
+    for h in range(-2 * RUN_AHEAD, nh):
+        h2 = h + 2 * RUN_AHEAD
+        if h2 < nh:
+            c = hit[h2, 1]
+            prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW) + hit[h2, 2])
+        h1 = h + RUN_AHEAD
+        if 0 <= h1 < nh:
+            c, r = hit[h1, 1], hit[h1, 2]
+            sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
+            start = arena[sr + r]
+            hit[h1, 2] = start
+            hit[h1, 3] = arena[sr + r + 1] if r + 1 < c_runs[c] else c_sorted[c]
+            prefetch(arena, c_base[c] + c_cap[c] + start)
+        if h < 0:
+            continue
+        i, c, start, end = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3]
+        k, base, cap = c_k[c], c_base[c], c_cap[c]
+        sv = grow_rows(sv, nsv, end - start)
+        ebit = np.uint16(1 << i)
+        for j in range(start, end):
+            if k >= 2 and gmask[np.uint64(arena[np.uint64(base + cap + j)])] & ebit == 0:
+                continue
+            sv[nsv, 0], sv[nsv, 1] = c, j
+            nsv += 1
+            prefetch(arena, base + min(2, k) * cap + j)
+            sv_off[i + 1] += 1
+    for i in range(n_grp):
+        sv_off[i + 1] += sv_off[i]
+        for s in range(gs_off[i], gs_off[i + 1]):
+            gmask[gsat[s]] = 0
+    return hit, sv
+
+
 @njit(cache=True)
 def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, state, handle_id, pf, unfold, lookahead):
     """Static and dynamic over a batch of events: phase 1, then the conjunction probes of ``GROUP`` events at a time.
 
     ``state`` is propagation's (engine/batch.py) followed by ``pred_field,
-    pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe``
-    (``probe`` has room for ``GROUP`` events' probes).
+    pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe, gmask``
+    (``probe`` has room for ``GROUP`` events' probes; ``gmask``, one entry
+    per predicate id, is :func:`stage_runs`' group bit vector).
 
     A probe that finds its key is a chain of dependent loads that miss the
     cache once the configuration is large: the table slot, the key's list
@@ -137,6 +237,10 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
+    gmask = state[20]
+    hit = np.empty((256, 4), dtype=np.int64)  # stage_runs' scratch: the runs found, the entries that pass them
+    sv = np.empty((256, 2), dtype=np.int64)
+    sv_off = np.zeros(GROUP + 1, dtype=np.int64)
     for g0 in range(0, n_ev, GROUP):
         g1 = min(n_ev, g0 + GROUP)
         # phase 1, and stage 1: the keys each event has, their home slots prefetched
@@ -185,6 +289,7 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
         for t in range(n_probe):
             c = key_head[probe[t, 0]] if probe[t, 0] >= 0 else -1
             probe[t, 1] = c
+            probe[t, 2] = 0  # (STAGED once stage_runs takes it)
             if c >= 0:
                 prefetch(c_base, c)
                 prefetch(c_cap, c)
@@ -207,6 +312,9 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                     else:
                         row = INDEX_ROW if path == BY_INDEX else PIDS_ROW
                         prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], row))
+        if c_sorted.shape[0]:
+            hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, gmask, c_len, c_base, c_cap, c_k, c_sorted,
+                                 c_runs, arena, hit, sv, sv_off)
         # stage 5, event by event: bits, single-predicate lists, the lists the probes found
         for e in range(g0, g1):
             i = e - g0
@@ -217,11 +325,7 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                     c = probe[t, 1]
                     if c >= 0:
                         path = run_path(c_sorted, c_runs, c, nsat)
-                        if path == BY_INDEX:
-                            ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
-                            for r in range(16, 2 + 2 * arena[ir + 1], 16):
-                                prefetch(arena, ir + r)
-                        elif path == BY_RUN:
+                        if path == BY_RUN:
                             pr = run_row(c_base[c], c_cap[c], c_k[c], PIDS_ROW)
                             for r in range(16, c_runs[c], 16):
                                 prefetch(arena, pr + r)
@@ -231,12 +335,30 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                 bits[esat[t]] = 1
             start = nout
             out, nout = scan_predicate_keys(esat, ns, state, out, nout, pf, unfold, lookahead)
+            if c_sorted.shape[0]:
+                # the entries of the runs stage_runs found: the columns after the second
+                for h in range(sv_off[i], sv_off[i + 1]):
+                    c, j = sv[h, 0], sv[h, 1]
+                    k, base, cap = c_k[c], c_base[c], c_cap[c]
+                    r0 = min(2, k)
+                    if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
+                        out = ensure_room(out, nout, 1)
+                        out[nout] = arena[base + k * cap + j]
+                        nout += 1
             for t in range(gp_off[i], gp_off[i + 1]):
                 c = probe[t, 1]
                 if c < 0:
                     continue
                 n = c_len[c]
-                if n <= SMALL_CLUSTER and c_next[c] < 0:
+                if probe[t, 2] == STAGED:
+                    # the sorted prefix is done (above); its unsorted tail, then the list's other clusters
+                    done = c_sorted[c]
+                    out = ensure_room(out, nout, n - done)
+                    nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + done, c_cap[c],
+                                         n - done, out, nout)
+                    out, nout = scan_clusters(c_next[c], c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena,
+                                              bits, out, nout, pf, unfold, lookahead, esat, ns)
+                elif n <= SMALL_CLUSTER and c_next[c] < 0:
                     # the common case of the small lists a conjunction finds: checked here, without the
                     # call into the cluster kernels (whose fixed cost dwarfs a few entries)
                     out = ensure_room(out, nout, n)
@@ -259,7 +381,7 @@ def no_conjunctions() -> tuple:
     """The conjunction part of the batch state for algorithms without it (empty, same types)."""
     i64 = np.zeros(0, dtype=np.int64)
     rows = np.zeros((0, MAX_MEMBERS), dtype=np.int64)
-    return (i64, np.zeros(0, dtype=np.int8), rows, rows, i64, i64, rows)
+    return (i64, np.zeros(0, dtype=np.int8), rows, rows, i64, i64, rows, np.zeros(0, dtype=np.uint16))
 
 
 def schema_fields(schemas: np.ndarray) -> np.ndarray:
@@ -298,6 +420,7 @@ class ClusteredIndex:
         self.pred_prob = np.zeros(0, dtype=np.float64)  # nu of each equality predicate id
         self._prob_known = np.zeros(0, dtype=bool)
         self.eq_of_field = np.full(0, -1, dtype=np.int64)
+        self.gmask = np.zeros(0, dtype=np.uint16)  # stage_runs' group bit vector (all zero between batches)
         self.moved = 0  # subscriptions re-filed since creation
         self.reorganize_seconds = 0.0
         self.handles_high = 0
@@ -455,9 +578,11 @@ class ClusteredIndex:
         p = self.preds
         self.eq_of_field = grow(self.eq_of_field, max(p.n_fields, 1), -1)
         probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_MEMBERS), dtype=np.int64)
+        self.gmask = grow(self.gmask, len(p.bits), 0)
         no_counts = np.zeros(0, dtype=np.int32)
         return (p.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts,
-                p.field, p.op, self.sch_fields, self.keys.conj.keys, self.keys.conj.vals, self.eq_of_field, probe)
+                p.field, p.op, self.sch_fields, self.keys.conj.keys, self.keys.conj.vals, self.eq_of_field, probe,
+                self.gmask)
 
     def stats(self) -> dict:
         s = self.store.stats()

@@ -177,7 +177,14 @@ def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, 
     ``sat[:nsat]`` are the event's satisfied predicates (the set bits), which
     the run index looks up.
     """
-    c = key_head[q]
+    return scan_clusters(key_head[q], c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
+                         pf, unfold, lookahead, sat, nsat)
+
+
+@njit(cache=True, inline="always")
+def scan_clusters(c, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
+                  pf, unfold, lookahead, sat, nsat):
+    """Scan cluster ``c`` and the clusters after it in its list (see :func:`scan_list`)."""
     while c >= 0:
         n = c_len[c]
         if n > 0:
