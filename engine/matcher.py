@@ -110,6 +110,13 @@ class Matcher:
                  thresholds: Thresholds | None = None, max_space: float | None = None, **scan_options: int) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+        runs = scan_options.get("runs", 0)
+        if runs and algorithm not in ("static", "dynamic"):
+            raise ValueError(f"runs (sorted clusters) is an option of static and dynamic, not of {algorithm}")
+        if not isinstance(runs, (int, np.integer)) or runs < 0:
+            raise ValueError(f"runs must be a non-negative integer (0: off), not {runs!r}")
+        if scan_options and algorithm == "counting":
+            raise ValueError(f"counting has no scan options ({', '.join(scan_options)})")
         self.algorithm = algorithm
         self.attributes = AttributeDictionary()
         self.strings = StringDictionary()

@@ -53,6 +53,7 @@ class ProcessorConfig:
     session_timeout_ms: int = 6000
     progress_interval: float = 5.0
     algorithm: str = "dynamic"
+    runs: int = 0  # static/dynamic: clusters of this many entries keep sorted runs (0: off; engine.clusters.RUN_MIN)
     transactional_id: str | None = None  # default: a stable per-host slot (processor.instance)
     client_config: dict[str, Any] = field(default_factory=dict)
     max_valid_events: int = 100_000  # the valid-event store's bounds (engine.event_store)
@@ -121,7 +122,7 @@ class _StaleSnapshot(Exception):
 class Processor:
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
-        self.state = SubscriptionState(config.algorithm)
+        self.state = SubscriptionState(config.algorithm, config.runs)
         self.store = self._new_store()
         self.sub_offsets: dict[int, int] = {}  # partition of the subscriptions topic -> next offset to apply
         self.stored_notifications = 0  # notifications of new subscriptions for stored valid events
@@ -201,7 +202,8 @@ class Processor:
             log.info("no snapshot in %s yet: rebuilding from %s", self.config.snapshot_dir, SUBSCRIPTIONS)
             return
         try:
-            snap = snapshot.read(self.config.snapshot_dir, n_partitions, self.config.algorithm, self._new_store())
+            snap = snapshot.read(self.config.snapshot_dir, n_partitions, self.config.algorithm, self._new_store(),
+                                 self.config.runs)
         except snapshot.SnapshotError as exc:
             log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
             return
@@ -211,7 +213,7 @@ class Processor:
                  time.monotonic() - started, len(self.state), len(self.store), snap.offsets)
 
     def _reset_state(self) -> None:
-        self.state = SubscriptionState(self.config.algorithm)
+        self.state = SubscriptionState(self.config.algorithm, self.config.runs)
         self.store = self._new_store()
         self.sub_offsets = {}
         self._store_mark = self._store_state()
@@ -456,6 +458,7 @@ class Processor:
             "valid_events": self.store.stats(),
             "snapshots": self.snapshots,
             "matcher": self.state.matcher.algorithm,
+            "runs": self.config.runs,
             "statistics": self.statistics_feed.stats() if self.statistics_feed else None,
         }
 

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import click
 
+from engine import ALGORITHMS
+from engine.clusters import RUN_MIN
+
 from . import codecs, topics
 from .dedup import DEFAULT_CAPACITY, Deduplicator
 from .metrics import DEFAULT_STALL_SECONDS
@@ -132,6 +135,13 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
               help="transactional.id of this instance; must differ between live instances and should be reused by "
                    "a restarted one.  Default: <group-id>-<hostname>-<lowest free slot on this host>.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Events per match_batch and commit.")
+@click.option("--algorithm", type=click.Choice(ALGORITHMS), default="dynamic", show_default=True,
+              help="Matching algorithm (docs/engine.md): dynamic adapts its hash tables to the subscriptions and "
+                   "the event statistics; the others are for comparison.")
+@click.option("--runs", type=click.IntRange(min=0), default=0, show_default=True,
+              help=f"static/dynamic: keep clusters of at least this many subscriptions sorted, with a run index "
+                   f"(0: off; {RUN_MIN} is the tested value).  Faster on large, stable populations, slower under "
+                   f"heavy churn (docs/clustering.md, \"Runs\").")
 @click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
               help="Consumer group session timeout (a join takes about half of it on Tansu).")
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
@@ -165,7 +175,8 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
               show_default=True, help="The same bound in kilobytes.")
 @click.option("--consumer-queue-kbytes", type=click.IntRange(min=MIN_CONSUMER_KBYTES), default=QueueBounds.consumer_kbytes,
               show_default=True, help="Most kilobytes each consumer fetches ahead of the loop.")
-def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, batch_size, session_timeout_ms,
+def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, batch_size, algorithm, runs,
+        session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         client_config, log_level, metrics_port, metrics_host, stall_seconds,
         producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes) -> None:
@@ -186,13 +197,16 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
         if not sep:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="-X")
         extra[key] = value
-    processor = Processor(ProcessorConfig(
-        bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms, progress_interval,
-        client_config=extra, transactional_id=transactional_id, snapshot_dir=snapshot_dir,
-        snapshot_every=snapshot_every, snapshot_changes=snapshot_changes, max_valid_events=max_valid_events,
-        max_valid_event_bytes=max_valid_event_bytes,
-        queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
-    ))
+    try:
+        processor = Processor(ProcessorConfig(
+            bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms, progress_interval,
+            algorithm=algorithm, runs=runs, client_config=extra, transactional_id=transactional_id,
+            snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
+            max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
+            queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
+        ))
+    except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
+        raise click.UsageError(str(exc)) from None
     processor.metrics = Metrics(stall_seconds)
     server = None
     if metrics_port:

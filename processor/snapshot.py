@@ -87,7 +87,7 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     return {**meta, "bytes": len(body) + len(MAGIC) + _HEAD.size, "seconds": round(time.monotonic() - started, 3)}
 
 
-def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore) -> Snapshot:
+def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0) -> Snapshot:
     """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be."""
     path = path_of(directory)
     try:
@@ -113,7 +113,7 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
             if meta.get("partitions") != partitions:
                 raise SnapshotError(f"{path} is for {meta.get('partitions')} partitions of the subscriptions topic, "
                                     f"which now has {partitions}")
-            state = SubscriptionState.from_arrays(arrays, algorithm)
+            state = SubscriptionState.from_arrays(arrays, algorithm, runs)
             store.load_arrays(arrays)
     except SnapshotError:
         raise

@@ -62,8 +62,8 @@ class Applied:
 class SubscriptionState:
     """What the processor matches against."""
 
-    def __init__(self, algorithm: str = "dynamic") -> None:
-        self.matcher = Matcher(algorithm)
+    def __init__(self, algorithm: str = "dynamic", runs: int = 0) -> None:
+        self.matcher = Matcher(algorithm, runs=runs) if runs else Matcher(algorithm)
         self.subscribers: dict[int, str] = {}
         self._deadlines = DeadlineQueue()  # id -> valid_until, for those that have one
         self._starts: dict[int, int] = {}  # id -> valid_from, for those that have one
@@ -189,9 +189,9 @@ class SubscriptionState:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic") -> "SubscriptionState":
+    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int = 0) -> "SubscriptionState":
         """The state :meth:`to_arrays` wrote, loaded with one ``add_bulk``; ``ValueError`` if inconsistent."""
-        state = cls(algorithm)
+        state = cls(algorithm, runs)
         batch = batch_from_arrays(SubscriptionBatch, arrays, "subscriptions.")
         names = unpack_strings(arrays["subscribers.names"], arrays["subscribers.names.offsets"])
         owner = np.asarray(arrays["subscribers.index"])

@@ -95,6 +95,13 @@ def test_broker_refuses_a_busy_port(broker):
     assert result.exit_code == 1 and "already in use" in result.output
 
 
+def test_run_refuses_matcher_options_that_do_not_go_together():
+    result = CliRunner().invoke(main, ["run", "-b", "127.0.0.1:1", "--algorithm", "propagation", "--runs", "256"])
+    assert result.exit_code == 2 and "option of static and dynamic" in result.output
+    result = CliRunner().invoke(main, ["run", "-b", "127.0.0.1:1", "--runs", "-1"])
+    assert result.exit_code == 2 and "--runs" in result.output
+
+
 def test_run_refuses_to_start_without_the_topics():
     with EmbeddedBroker() as empty:  # a broker of its own: the session one has the topics
         done = subprocess.run([sys.executable, "-m", "processor", "run", "-b", empty.bootstrap_servers],

@@ -241,6 +241,18 @@ def test_stats():
         Matcher("rete")
 
 
+@pytest.mark.parametrize("algorithm, options, reason", [
+    ("propagation", {"runs": 256}, "option of static and dynamic"),
+    ("counting", {"runs": 256}, "option of static and dynamic"),
+    ("dynamic", {"runs": -1}, "non-negative integer"),
+    ("static", {"runs": 2.5}, "non-negative integer"),
+    ("counting", {"prefetch_columns": 2}, "counting has no scan options"),
+])
+def test_scan_options_an_algorithm_does_not_have_are_refused(algorithm, options, reason):
+    with pytest.raises(ValueError, match=reason):
+        Matcher(algorithm, **options)
+
+
 def test_batch_from_dicts_equals_columnar_from_dicts():
     events = [{"a": 1, "b": "x", "c": True}, {}, {"d": 2.5, "a": -7, "e": np.float64(1.5)}, {"s": LONG}]
     fast, ref = batch_from_dicts(events), EventBatch.from_dicts(events)

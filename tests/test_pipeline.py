@@ -14,12 +14,16 @@ from processor.codecs import Subscription
 
 pytestmark = pytest.mark.broker
 
-@pytest.mark.parametrize("output_format, delivery", [("avro", "auto"), ("json", "at-least-once")])
-def test_notifications_equal_the_oracle(bootstrap, group_id, start_processor, output_format, delivery):
+@pytest.mark.parametrize("output_format, delivery, matcher", [
+    ("avro", "auto", {}),
+    ("json", "at-least-once", {}),
+    ("avro", "auto", {"algorithm": "static", "runs": 2}),  # every cluster of 2 or more sorted into runs
+])
+def test_notifications_equal_the_oracle(bootstrap, group_id, start_processor, output_format, delivery, matcher):
     subs = random_subscriptions(1500, seed=1)
     events = random_events(300, seed=2)
     send_subscriptions(bootstrap, subs)
-    p = start_processor(output_format=output_format, delivery=delivery)
+    p = start_processor(output_format=output_format, delivery=delivery, **matcher)
     assert len(p.state) == len(subs)  # rebuilt before matching anything
     send_events(bootstrap, events)
     wait_processed(bootstrap, group_id)
@@ -43,6 +47,7 @@ def test_notifications_equal_the_oracle(bootstrap, group_id, start_processor, ou
         assert n["notification_id"] == f"{n['event_id']}/{n['subscription_id']}"
     assert stats["events"] == len(events) and stats["notifications"] == len(notes)
     assert stats["delivery"] == ("transactional" if delivery == "auto" else "at-least-once")
+    assert (stats["matcher"], stats["runs"]) == (matcher.get("algorithm", "dynamic"), matcher.get("runs", 0))
 
 
 def test_removal_and_replacement_take_effect_and_restart_rebuilds(bootstrap, group_id, start_processor):
