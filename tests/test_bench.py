@@ -88,3 +88,15 @@ def test_churn_bench_times_matching_on_a_churned_matcher():
 
     row = churn("W3", 2_000, 8, runs=0, events=50)
     assert row["ticks"] == 8 and row["median_us_per_event"] > 0 and row["last_100"] > 0
+
+
+def test_memory_bench_gathers_every_read():
+    import numpy as np
+
+    from bench.memory import gather, measure
+
+    a = np.arange(1000, dtype=np.int32)
+    idx = np.array([3, 999, 0, 3], dtype=np.int64)
+    assert gather(a, idx, 0) == gather(a, idx, 2) == 3 + 999 + 0 + 3
+    rows = measure(1, 1000, [0, 8])
+    assert [r["distance"] for r in rows] == [0, 8] and all(r["ns_per_read"] > 0 for r in rows)
