@@ -180,9 +180,10 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, c_len, c_base, c_cap, 
             c, r = hit[h1, 1], hit[h1, 2]
             sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
             start = arena[sr + r]
-            hit[h1, 2] = start
-            hit[h1, 3] = arena[sr + r + 1] if r + 1 < c_runs[c] else c_sorted[c]
+            end = arena[sr + r + 1] if r + 1 < c_runs[c] else c_sorted[c]
+            hit[h1, 2], hit[h1, 3] = start, end
             prefetch(arena, c_base[c] + c_cap[c] + start)
+            prefetch(arena, c_base[c] + c_cap[c] + end - 1)  # (the same line, unless the run crosses one)
         if h < 0:
             continue
         i, c, start, end = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3]
