@@ -95,7 +95,7 @@ def access_of(off, pids, pred_field, pred_op, schema_fields):
     return access
 
 
-#: Events whose probes are staged together (:func:`clustered_events`).
+#: Events whose probes are staged together (:func:`clustered_events`); at most 16, the bits of ``gmask``.
 GROUP = 16
 #: Where the conjunction part of the batch state starts (engine/batch.py); ``sch_fields`` is its third array.
 CONJ_STATE = 13
@@ -580,6 +580,7 @@ class ClusteredIndex:
         self.eq_of_field = grow(self.eq_of_field, max(p.n_fields, 1), -1)
         probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_MEMBERS), dtype=np.int64)
         self.gmask = grow(self.gmask, len(p.bits), 0)
+        assert GROUP <= 8 * self.gmask.itemsize  # one bit per event of a group
         no_counts = np.zeros(0, dtype=np.int32)
         return (p.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts,
                 p.field, p.op, self.sch_fields, self.keys.conj.keys, self.keys.conj.vals, self.eq_of_field, probe,
