@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 from engine import Matcher, OracleMatcher
 from engine.clusters import RUN_MIN
-from engine.columnar import EventBatch
+from engine.columnar import EventBatch, concat_subscriptions
 from engine.cost import CostModel
 from engine.maintenance import Thresholds
 from engine.scan import INDEX_GAIN
@@ -131,12 +133,17 @@ def test_static_greedy_builds_the_configuration_and_matches():
 
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 def test_indexed_runs_of_conjunction_clusters_agree_with_the_oracle(algorithm):
-    """(a0, a1) clusters of about 550 entries take the run index, looked up for a group of events at a time.
+    """(a0, a1) clusters of about 300 entries take the run index, looked up for a group of events at a time.
 
-    Then churn leaves unsorted tails and shifted runs, and events lacking a
-    fixed attribute skip the table, before matching again.
+    Subscriptions of 3, 4 and 5 predicates put three clusters (1, 2 and 3
+    columns left) in each (a0, a1) list: the first is scanned in stages, the
+    others event by event.  Then churn leaves unsorted tails and shifted
+    runs, and events lacking a fixed attribute skip the table, before
+    matching again.
     """
-    spec, subs = small_w0(20_000)
+    spec = small_spec("w0-small")
+    subs = concat_subscriptions([generate_subscriptions(replace(spec, n_predicates=n_p), 10_000, seed=n_p,
+                                                        first_id=10_000 * (n_p - 3)) for n_p in (3, 4, 5)])
     m = Matcher(algorithm, runs=RUN_MIN, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
     m.add_bulk(subs)
     assert [t["fields"] for t in m.stats()["hash_tables"]["schemas"]] == [[0, 3]]  # (a0, a1) only
@@ -152,7 +159,7 @@ def test_indexed_runs_of_conjunction_clusters_agree_with_the_oracle(algorithm):
     m.remove_bulk(gone[200:])  # many from one cluster: unsorted, then sorted again
     for sid in gone.tolist():
         o.remove(sid)
-    more = generate_subscriptions(spec, 2_000, seed=7, first_id=20_000)
+    more = generate_subscriptions(spec, 2_000, seed=7, first_id=30_000)
     m.add_bulk(more)
     for sid, preds in more.to_lists():
         o.add(sid, preds)
