@@ -26,7 +26,7 @@ from numba import njit
 
 from .cost import CostModel, save_model
 from .hashtable import HashTable, ht_find3
-from .scan import PREFETCH_COLUMNS, make_dispatch
+from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, scan_dispatch
 
 
 @njit(cache=True)
@@ -69,9 +69,9 @@ def measure(repeat: int = 5, seed: int = 0) -> CostModel:
     arena = rng.integers(0, 100_000, size=(k + 1) * n, dtype=np.int64).astype(np.int32)
     bits = np.zeros(100_000, dtype=np.uint8)
     out = np.empty(n, dtype=np.int64)
-    dispatch = make_dispatch(PREFETCH_COLUMNS)
-    dispatch(k, arena, bits, 0, n, 1000, out, 0)  # compile
-    k_c = _best(lambda: dispatch(k, arena, bits, 0, n, n, out, 0), repeat) / n
+    scan_options = (PREFETCH_COLUMNS, UNFOLD, LOOKAHEAD)
+    scan_dispatch(*scan_options, k, arena, bits, 0, n, 1000, out, 0)  # compile
+    k_c = _best(lambda: scan_dispatch(*scan_options, k, arena, bits, 0, n, n, out, 0), repeat) / n
 
     # K_r: 4096 schemas whose first field the event lacks
     n_fields = 4096

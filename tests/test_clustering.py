@@ -118,3 +118,19 @@ def test_subscriptions_without_equalities_go_to_the_catch_all():
     cfg = greedy_configuration(prof, mu=lambda a: 1.0, model=MODEL)
     assert cfg.key.tolist() == [0, pack_schema([0])]
     assert cfg.nu.tolist() == [1.0, 0.01]
+
+
+def test_calibration_measures_every_constant_and_saves_where_the_matcher_looks(tmp_path, monkeypatch, capsys):
+    """``python -m engine.calibration --save``: the model the cost-based algorithms use (engine/cost.py)."""
+    import json
+
+    from engine import calibration
+    from engine.cost import MODEL_PATH_ENV, calibrated_model
+
+    path = tmp_path / "model.json"
+    monkeypatch.setenv(MODEL_PATH_ENV, str(path))
+    calibration.main(["--repeat", "1", "--save"])
+    printed = json.loads(capsys.readouterr().out.split("saved to")[0])
+    model = calibrated_model()
+    assert model.as_dict() == printed and json.loads(path.read_text()) == printed
+    assert model.K_r > 0 and model.C_h > 0 and model.K_c > 0 and model.K_h >= 0
