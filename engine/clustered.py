@@ -40,7 +40,7 @@ from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable, satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, LOOKAHEAD, PLAIN, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event,
-                   prefetch, run_path, scan_clusters, scan_dispatch, scan_list, scan_predicate_keys)
+                   prefetch, run_path, scan_clusters, scan_dispatch, scan_list)
 from .semantics import OP_EQ
 
 @njit(cache=True)
@@ -104,6 +104,9 @@ CONJ_STATE = 13
 SMALL_CLUSTER = 16
 
 
+#: ``probe[t, 1]`` of a list whose key the event knows without probing a table (catch-all, single predicate;
+#: no predicate id, which that column holds for a conjunction to look up).
+KNOWN_KEY = -3
 #: ``probe[t, 2]`` of a probe whose first cluster's sorted prefix :func:`stage_runs` scans (no predicate id
 #: or -1, which that column held before).
 STAGED = -2
@@ -219,9 +222,11 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
     independent of each other, so they run in stages over all the probes of
     a group of events -- the tables "probed in batch for many events at once"
     -- each stage prefetching what the next one reads: the misses of a stage
-    overlap instead of adding up (docs/clustering.md, "Probing").  Then each
-    event in turn sets its bits, scans its single-predicate lists and the
-    lists its probes found, and clears its bits.
+    overlap instead of adding up (docs/clustering.md, "Probing").  The
+    catch-all and the event's single-predicate lists join the probes with
+    their keys already known (``KNOWN_KEY``), so they take the same stages.
+    Then each event in turn sets its bits, scans the lists it reached, and
+    clears its bits.
     """
     tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids = phase1
     bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena = state[:11]
@@ -251,11 +256,21 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
             ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals,
                                       group_of, g_start, g_end, g_vals, g_pids, sat)
             gsat = ensure_room(gsat, n_sat, ns)
-            for t in range(ns):
-                p = sat[t]
-                gsat[n_sat + t] = p
-                if pred_op[p] == 0:
-                    eq_of_field[pred_field[p]] = p
+            probe = grow_rows(probe, n_probe, n_sch + ns + 1)
+            for t in range(-1, ns):
+                # the catch-all and the single-predicate lists: their keys are known, no table to probe
+                if t < 0:
+                    q = 0
+                else:
+                    p = sat[t]
+                    gsat[n_sat + t] = p
+                    if pred_op[p] == 0:
+                        eq_of_field[pred_field[p]] = p
+                    q = pred_key[p] if p < pred_key.shape[0] else -1
+                if 0 <= q < n_keys:
+                    prefetch(key_head, q)
+                    probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
+                    n_probe += 1
             for s in range(n_sch):
                 p0 = eq_of_field[sch_fields[s, 0]]
                 if p0 < 0:
@@ -280,6 +295,8 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
             gp_off[e - g0 + 1] = n_probe
         # stage 2: look the keys up, prefetch their list heads (probe[t, 0] becomes the key, -1 if absent)
         for t in range(n_probe):
+            if probe[t, 1] == KNOWN_KEY:
+                continue
             q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
             if 0 <= q < n_keys:
                 prefetch(key_head, q)
@@ -316,7 +333,7 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
         if c_sorted.shape[0]:
             hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, gmask, c_len, c_base, c_cap, c_k, c_sorted,
                                  c_runs, arena, hit, sv, sv_off)
-        # stage 5, event by event: bits, single-predicate lists, the lists the probes found
+        # stage 5, event by event: bits, the lists the event reached (single-predicate and conjunction keys)
         for e in range(g0, g1):
             i = e - g0
             if e + 1 < g1:
@@ -335,7 +352,6 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
             for t in range(ns):
                 bits[esat[t]] = 1
             start = nout
-            out, nout = scan_predicate_keys(esat, ns, state, out, nout, pf, unfold, lookahead)
             if c_sorted.shape[0]:
                 # the entries of the runs stage_runs found: the columns after the second
                 for h in range(sv_off[i], sv_off[i + 1]):
