@@ -213,8 +213,9 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
 
     ``state`` is propagation's (engine/batch.py) followed by ``pred_field,
     pred_op, sch_fields, conj_keys, conj_vals, eq_of_field, probe, gmask``
-    (``probe`` has room for ``GROUP`` events' probes; ``gmask``, one entry
-    per predicate id, is :func:`stage_runs`' group bit vector).
+    (``probe``: a row per list a group's events reach, grown here as
+    needed; ``gmask``, one entry per predicate id, is :func:`stage_runs`'
+    group bit vector).
 
     A probe that finds its key is a chain of dependent loads that miss the
     cache once the configuration is large: the table slot, the key's list
@@ -244,7 +245,8 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     gmask = state[20]
-    hit = np.empty((256, 4), dtype=np.int64)  # stage_runs' scratch: the runs found, the entries that pass them
+    # stage_runs' scratch: the runs found (event, cluster, run -- then its start --, end), the entries that pass
+    hit = np.empty((256, 4), dtype=np.int64)
     sv = np.empty((256, 2), dtype=np.int64)
     sv_off = np.zeros(GROUP + 1, dtype=np.int64)
     for g0 in range(0, n_ev, GROUP):
@@ -354,12 +356,12 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
             start = nout
             if c_sorted.shape[0]:
                 # the entries of the runs stage_runs found: the columns after the second
+                out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
                 for h in range(sv_off[i], sv_off[i + 1]):
                     c, j = sv[h, 0], sv[h, 1]
                     k, base, cap = c_k[c], c_base[c], c_cap[c]
                     r0 = min(2, k)
                     if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
-                        out = ensure_room(out, nout, 1)
                         out[nout] = arena[base + k * cap + j]
                         nout += 1
             for t in range(gp_off[i], gp_off[i + 1]):

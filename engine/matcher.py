@@ -110,7 +110,7 @@ class Matcher:
                  thresholds: Thresholds | None = None, max_space: float | None = None, **scan_options: int) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-        runs = scan_options.get("runs", 0)
+        runs = scan_options.pop("runs", 0)  # ClusteredIndex's alone; 0 is every algorithm's default
         if runs and algorithm not in ("static", "dynamic"):
             raise ValueError(f"runs (sorted clusters) is an option of static and dynamic, not of {algorithm}")
         if not isinstance(runs, (int, np.integer)) or runs < 0:
@@ -134,7 +134,7 @@ class Matcher:
             self._kernel = batch_kernel(COUNTING)
         elif algorithm in ("static", "dynamic"):
             self.index = ClusteredIndex(self.preds, model or calibrated_model(), self._eq_probabilities, self._mu,
-                                        max_space=max_space, **scan_options)
+                                        max_space=max_space, runs=runs, **scan_options)
             self._kernel = batch_kernel(CLUSTERED, *self.index.scan_options)
             if algorithm == "dynamic":
                 self.maintenance = Maintenance(self.index, thresholds)

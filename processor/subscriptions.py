@@ -63,7 +63,7 @@ class SubscriptionState:
     """What the processor matches against."""
 
     def __init__(self, algorithm: str = "dynamic", runs: int = 0) -> None:
-        self.matcher = Matcher(algorithm, runs=runs) if runs else Matcher(algorithm)
+        self.matcher = Matcher(algorithm, runs=runs)
         self.subscribers: dict[int, str] = {}
         self._deadlines = DeadlineQueue()  # id -> valid_until, for those that have one
         self._starts: dict[int, int] = {}  # id -> valid_from, for those that have one

@@ -253,6 +253,14 @@ def test_scan_options_an_algorithm_does_not_have_are_refused(algorithm, options,
         Matcher(algorithm, **options)
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_runs_off_is_every_algorithms_default(algorithm):
+    """``runs=0`` is accepted everywhere, so a caller (the processor) can always pass its setting."""
+    m = Matcher(algorithm, runs=0)
+    m.add(1, [("a", "=", 1)])
+    assert m.match({"a": 1}).tolist() == [1]
+
+
 def test_batch_from_dicts_equals_columnar_from_dicts():
     events = [{"a": 1, "b": "x", "c": True}, {}, {"d": 2.5, "a": -7, "e": np.float64(1.5)}, {"s": LONG}]
     fast, ref = batch_from_dicts(events), EventBatch.from_dicts(events)
