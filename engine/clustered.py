@@ -40,7 +40,7 @@ from .hashtable import ht_find3, ht_slot3
 from .idpool import grow
 from .predicates import PredicateTable, satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, LOOKAHEAD, PLAIN, PREFETCH_COLUMNS, UNFOLD, ensure_room, entry_matches, finish_event,
-                   prefetch, run_path, scan_clusters, scan_dispatch, scan_list)
+                   predicate_list_key, prefetch, run_path, scan_clusters, scan_dispatch)
 from .semantics import OP_EQ
 
 @njit(cache=True)
@@ -260,15 +260,13 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
             gsat = ensure_room(gsat, n_sat, ns)
             probe = grow_rows(probe, n_probe, n_sch + ns + 1)
             for t in range(-1, ns):
-                # the catch-all and the single-predicate lists: their keys are known, no table to probe
-                if t < 0:
-                    q = 0
-                else:
+                if t >= 0:
                     p = sat[t]
                     gsat[n_sat + t] = p
                     if pred_op[p] == 0:
                         eq_of_field[pred_field[p]] = p
-                    q = pred_key[p] if p < pred_key.shape[0] else -1
+                # the catch-all and the single-predicate lists: their keys are known, no table to probe
+                q = predicate_list_key(pred_key, sat, t)
                 if 0 <= q < n_keys:
                     prefetch(key_head, q)
                     probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
@@ -386,9 +384,9 @@ def clustered_events(ev_off, ev_field, ev_code, ev_eqbits, phase1, n_pred_ids, s
                         if entry_matches(-1, k, arena, bits, base, cap, j):
                             out[nout] = arena[base + k * cap + j]
                             nout += 1
-                else:
-                    out, nout = scan_list(probe[t, 0], key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs,
-                                          arena, bits, out, nout, pf, unfold, lookahead, esat, ns)
+                else:  # (c is the head of the list stage 3 found)
+                    out, nout = scan_clusters(c, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out,
+                                              nout, pf, unfold, lookahead, esat, ns)
             for t in range(ns):
                 bits[esat[t]] = 0
             finish_event(out, start, nout, handle_id)

@@ -152,16 +152,22 @@ def propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
 
 
 @njit(cache=True, inline="always")
+def predicate_list_key(pred_key, sat, t):
+    """Access key of the list an event reaches without a table: the catch-all (key 0) for ``t = -1``, else the
+    single-predicate key of its satisfied predicate ``sat[t]`` (-1 if none)."""
+    if t < 0:
+        return 0
+    p = sat[t]
+    return pred_key[p] if p < pred_key.shape[0] else -1
+
+
+@njit(cache=True, inline="always")
 def scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead):
     """Scan the catch-all list and the lists of satisfied single-predicate access keys (bits already set)."""
     bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena = state[:11]
     n_keys = key_head.shape[0]
     for t in range(-1, ns):
-        if t < 0:
-            q = 0  # catch-all
-        else:
-            p = sat[t]
-            q = pred_key[p] if p < pred_key.shape[0] else -1
+        q = predicate_list_key(pred_key, sat, t)
         if q < 0 or q >= n_keys:
             continue
         out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
