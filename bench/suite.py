@@ -4,8 +4,8 @@ Every figure writes ``<name>.csv``, ``<name>.png`` and ``<name>.md`` (a
 section to paste into docs/benchmarks.md) into the output directory; a run
 also writes ``report.md``, the sections of that run in order.  ``--quick``
 runs every figure at small sizes (minutes, for the tests); the full sizes are
-the paper's for Figure 3 (up to 6M subscriptions); Figure 4 at 1M (the paper: 3M)
-and end to end at 1M.
+the paper's for Figure 3 (up to 6M subscriptions); the scaling sweep of
+``bench.scaling`` up to 10M; Figure 4 at 1M (the paper: 3M) and end to end at 1M.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from . import e2e as e2e_mod
-from . import fig3, report
+from . import fig3, report, scaling
 
-FIGURES = ("fig3a", "fig3b", "fig4", "e2e")
+FIGURES = ("fig3a", "fig3b", "scaling", "fig4", "e2e")
 FIG4_SCENARIOS = (("fig4a", "W3-W4"), ("fig4b", "W5-W6"))
 FIG4_STRATEGIES = ("dynamic", "no-change")
 FIG4_N = {False: 1_000_000, True: 20_000}  # the paper: 3M; 1M keeps `all` under an hour
@@ -73,9 +73,11 @@ def fig4(out: Path, quick: bool = False, progress: Callable[[str], None] = print
     return everything
 
 
-RUNNERS = {"fig3a": fig3.fig3a, "fig3b": fig3.fig3b, "fig4": fig4, "e2e": e2e_mod.e2e}
-OUTPUTS = {"fig3a": ("fig3a", "fig3c", "fig3d"), "fig3b": ("fig3b",), "fig4": ("fig4a", "fig4b"), "e2e": ("e2e",)}
-MARKDOWN = {"fig3a": ("fig3a",), "fig3b": ("fig3b",), "fig4": ("fig4a", "fig4b"), "e2e": ("e2e",)}
+RUNNERS = {"fig3a": fig3.fig3a, "fig3b": fig3.fig3b, "scaling": scaling.scaling, "fig4": fig4, "e2e": e2e_mod.e2e}
+OUTPUTS = {"fig3a": ("fig3a", "fig3c", "fig3d"), "fig3b": ("fig3b",), "scaling": ("scaling",), "fig4": ("fig4a", "fig4b"),
+           "e2e": ("e2e",)}
+MARKDOWN = {"fig3a": ("fig3a",), "fig3b": ("fig3b",), "scaling": ("scaling",), "fig4": ("fig4a", "fig4b"),
+            "e2e": ("e2e",)}
 
 
 def run(figures: list[str], out: Path, quick: bool = False, img_dir: Path | None = None,

@@ -423,7 +423,7 @@ def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_s
 
 
 @main.command("bench")
-@click.argument("figures", nargs=-1, required=True, type=click.Choice(["fig3a", "fig3b", "fig4", "e2e", "all"]))
+@click.argument("figures", nargs=-1, required=True, type=click.Choice(["fig3a", "fig3b", "scaling", "fig4", "e2e", "all"]))
 @click.option("--quick", is_flag=True, help="Small sizes: every figure in a few minutes (what the tests run).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("bench/results"),
               show_default=True, help="Directory for the CSV, PNG and markdown of each figure, and report.md.")
@@ -436,6 +436,8 @@ def bench_cmd(figures, quick, out, img_dir) -> None:
       fig3a  W0, N = 100K..6M: events/s (3a), memory (3c), loading time (3d)
              for counting, propagation, propagation-wp, static, dynamic
       fig3b  W1 and W2 for propagation-wp and dynamic
+      scaling  W0, N = 1M..10M: dynamic on plain clusters and with runs,
+             events/s encoded and as dicts, each relative to 1M
       fig4   the equilibrium experiments (W3->W4, W5->W6), dynamic vs no-change
       e2e    events topic -> notifications topic through the embedded broker,
              1M W0 subscriptions: maximum events/s, latency at half of it

@@ -52,6 +52,28 @@ def test_fig3_quick_sweeps_every_algorithm_and_puts_the_papers_values_beside_our
     assert "Figures 3(a), 3(c), 3(d)" in report and "Figure 3(b)" in report
 
 
+def test_scaling_quick_sweeps_plain_and_runs_and_gives_each_relative_to_its_smallest_n(tmp_path):
+    from bench import scaling
+
+    bench(tmp_path, "scaling")
+    got = rows(tmp_path / "scaling.csv")
+    assert {(int(r["runs"]), int(r["n"])) for r in got} == {(runs, n) for runs in scaling.QUICK.runs for n in scaling.QUICK.ns}
+    for runs in scaling.QUICK.runs:
+        mine = sorted((r for r in got if int(r["runs"]) == runs), key=lambda r: int(r["n"]))
+        assert float(mine[0]["encoded_vs_first"]) == 1.0 and float(mine[0]["dicts_vs_first"]) == 1.0
+        for r in mine[1:]:
+            assert float(r["encoded_vs_first"]) == pytest.approx(
+                float(r["encoded_events_per_s"]) / float(mine[0]["encoded_events_per_s"]), abs=1e-3)
+            assert float(r["dicts_vs_first"]) == pytest.approx(
+                float(r["dict_events_per_s"]) / float(mine[0]["dict_events_per_s"]), abs=1e-3)
+    for n in scaling.QUICK.ns:  # both cluster layouts found the same matches (run_one checks dicts against encoded)
+        assert len({r["matches_per_event"] for r in got if int(r["n"]) == n}) == 1
+    assert_figure(tmp_path, "scaling")
+    md = (tmp_path / "scaling.md").read_text()
+    assert "| plain clusters | 5,000 |" in md and "| runs from 256 | 20,000 |" in md
+    assert "Scaling with N" in (tmp_path / "report.md").read_text()
+
+
 def test_an_algorithm_whose_pass_is_too_slow_is_not_run_at_larger_n():
     plan = fig3.Sweep((1000, 2000, 3000), events=20, repeat=1, stop_after_s=0.0)  # every pass is "too slow"
     out = fig3.sweep("W0", ("propagation",), plan, progress=lambda _: None)
