@@ -5,6 +5,7 @@
     python -m bench.engine --n 6000000 --algorithms dynamic --create-factor 1.0   # a maintenance threshold
     python -m bench.engine --n 1000000 --algorithms propagation,propagation-wp --repeat 5
     python -m bench.engine --tune --n 6000000    # UNFOLD / LOOKAHEAD / prefetched columns grid
+    python -m bench.engine --n 6000000 --algorithms dynamic --skew 2-16:1-2   # W0 with a2..a16 on 2 values
 
 Per algorithm and N it reports: bulk load time (``add_bulk``), events/s on
 ``match_encoded`` and on ``match_batch`` (dicts), the time to encode the dicts
@@ -23,6 +24,7 @@ import json
 import os
 import platform
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -195,29 +197,37 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=None,
                     help="static/dynamic: clusters of at least this many entries keep sorted runs "
                          "(0: plain clusters as in the paper; default: engine.clusters.RUN_MIN)")
+    ap.add_argument("--skew", default=None, metavar="FIRST-LAST:LO-HI",
+                    help="W0 with attributes FIRST..LAST narrowed to values LO..HI, in subscriptions and events "
+                         "(e.g. 2-16:1-2: half the free attributes on 2 values)")
     ap.add_argument("--out", default="bench/results/engine.json")
     args = ap.parse_args(argv)
     ns = [int(x) for x in args.n.split(",")]
+    spec = PRESETS["W0"]
+    if args.skew:
+        (first, last), (lo, hi) = (tuple(int(v) for v in part.split("-")) for part in args.skew.split(":"))
+        spec = replace(spec, name=f"W0, a{first}..a{last} on {lo}..{hi}",
+                       skew={a: (lo, hi) for a in range(first, last + 1)})
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
     if args.tune:
         grid = [tuple(int(v) for v in g.split(":")) for g in args.grid.split(",")] if args.grid else TUNE_GRID
         rows = tune(ns[0], args.events, args.repeat, grid)
     else:
         rows = []
-        events = generate_events(PRESETS["W0"], n=args.events, seed=2)
+        events = generate_events(spec, n=args.events, seed=2)
         dicts = events.to_dicts()
         for n in ns:
-            subs = generate_subscriptions(PRESETS["W0"], n=n, seed=1)
+            subs = generate_subscriptions(spec, n=n, seed=1)
             for algorithm in args.algorithms.split(","):
                 ev, dc = events, dicts
                 if algorithm == "counting":
                     if args.counting_max_n is not None and n > args.counting_max_n:
                         continue
                     if args.counting_events:
-                        ev = generate_events(PRESETS["W0"], n=args.counting_events, seed=2)
+                        ev = generate_events(spec, n=args.counting_events, seed=2)
                         dc = ev.to_dicts()
                 opts = {"runs": args.runs} if args.runs is not None and algorithm in ("static", "dynamic") else {}
-                row = run_one(algorithm, subs, ev, dc, args.repeat, create_factor=args.create_factor, **opts)
+                row = run_one(algorithm, subs, ev, dc, args.repeat, create_factor=args.create_factor, spec=spec, **opts)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             del subs

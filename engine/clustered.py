@@ -483,7 +483,8 @@ class ClusteredIndex:
     def file(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray, schemas: np.ndarray) -> None:
         """File subscriptions (distinct predicate ids in CSR) under the given packed schemas."""
         access = access_of(off, pids, self.preds.field, self.preds.op, schema_fields(schemas))
-        ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK)
+        self._ensure_probabilities(pids)
+        ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK, self.pred_prob)
         n_members = (access >= 0).sum(axis=1)
         keys = np.full(len(handles), CATCH_ALL, dtype=np.int64)
         single = n_members == 1

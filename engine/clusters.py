@@ -333,12 +333,16 @@ OP_RANK[OP_EQ], OP_RANK[OP_NE] = 0, 2
 
 
 @njit(cache=True)
-def order_columns(off, pids, op, access, op_rank):
+def order_columns(off, pids, op, access, op_rank, prob):
     """Per subscription: its predicates other than the access ones, as cluster columns.
 
     ``access[i]`` lists row ``i``'s access predicates (-1 padded).  Columns
-    are ordered by ``op_rank`` so that the test most likely to fail is read
-    first (section 2.2, "Cache performance").  Returns (k, columns, column offsets).
+    are ordered by ``op_rank``, then, within a rank, by ``prob[p]`` (the
+    probability that an event satisfies ``p``; empty: keep the given order),
+    so that the test most likely to fail is read first (section 2.2, "Cache
+    performance"): fewer entries reach the second column, and with runs the
+    first column, which the run index reads, is the most selective one.
+    Ties keep the given order.  Returns (k, columns, column offsets).
     """
     n = off.shape[0] - 1
     ks = np.empty(n, dtype=np.int64)
@@ -352,9 +356,11 @@ def order_columns(off, pids, op, access, op_rank):
     for i in range(n):
         col_off[i + 1] = col_off[i] + ks[i]
     cols = np.empty(col_off[n], dtype=np.int64)
+    by_prob = prob.shape[0] > 0
     for i in range(n):
         w = col_off[i]
         for rank in range(3):
+            first = w
             for j in range(off[i], off[i + 1]):
                 p = pids[j]
                 if op_rank[op[p]] != rank:
@@ -366,7 +372,19 @@ def order_columns(off, pids, op, access, op_rank):
                 if not is_access:
                     cols[w] = p
                     w += 1
+            if by_prob:  # insertion sort of this rank's few columns, stable
+                for a in range(first + 1, w):
+                    p = cols[a]
+                    b = a
+                    while b > first and prob[cols[b - 1]] > prob[p]:
+                        cols[b] = cols[b - 1]
+                        b -= 1
+                    cols[b] = p
     return ks, cols, col_off
+
+
+#: ``order_columns``' ``prob`` when no probabilities are known: columns keep the given order within a rank.
+NO_PROBABILITIES = np.zeros(0, dtype=np.float64)
 
 
 class ClusterStore:

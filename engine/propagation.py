@@ -21,7 +21,7 @@ from numba import njit
 
 from .access import CATCH_ALL, AccessKeys
 from .clustered import no_conjunctions
-from .clusters import OP_RANK, ClusterStore, order_columns
+from .clusters import NO_PROBABILITIES, OP_RANK, ClusterStore, order_columns
 from .predicates import PredicateTable
 from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
 
@@ -58,7 +58,7 @@ class PropagationIndex:
     def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File subscriptions (distinct predicate ids in CSR, already referenced)."""
         access = choose_access(off, pids, self.preds.op, self.preds.refcount)
-        ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK)
+        ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK, NO_PROBABILITIES)
         has = access[:, 0] >= 0
         keys = np.full(len(handles), CATCH_ALL, dtype=np.int64)
         if np.any(has):

@@ -11,7 +11,7 @@ from engine.clusters import ClusterStore, index_run
 from engine.encoding import StringDictionary
 from engine.hashtable import HashTable
 from engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
-from engine.clusters import OP_RANK, order_columns
+from engine.clusters import NO_PROBABILITIES, OP_RANK, order_columns
 from engine.propagation import choose_access
 from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
 from engine.semantics import OPERATORS, compare
@@ -102,13 +102,28 @@ def test_access_choice_and_column_order():
     off = np.array([0, 4, 6])
     pids = np.array([1, 0, 2, 3, 1, 2])
     access = choose_access(off, pids, op, refcount)
-    ks, cols, col_off = order_columns(off, pids, op, access, OP_RANK)
+    ks, cols, col_off = order_columns(off, pids, op, access, OP_RANK, NO_PROBABILITIES)
     assert access[:, 0].tolist() == [3, -1] and ks.tolist() == [3, 2]
     assert cols[col_off[0] : col_off[1]].tolist() == [0, 2, 1]  # =, <, != : likely-false first
     assert cols[col_off[1] : col_off[2]].tolist() == [2, 1]
     # a conjunction as access: both of its predicates leave the columns
-    ks, cols, col_off = order_columns(off, pids, op, np.array([[0, 3, -1], [-1, -1, -1]]), OP_RANK)
+    ks, cols, col_off = order_columns(off, pids, op, np.array([[0, 3, -1], [-1, -1, -1]]), OP_RANK, NO_PROBABILITIES)
     assert ks.tolist() == [2, 2] and cols[col_off[0] : col_off[1]].tolist() == [2, 1]
+
+
+def test_columns_of_one_rank_go_rarest_first_and_ties_keep_their_order():
+    # four equalities (0, 2, 3, 5), a range (1) and a !=  (4); no access predicate
+    op = np.array([0, 2, 0, 0, 1, 0], dtype=np.int8)
+    prob = np.array([0.5, 1.0, 0.02, 0.5, 1.0, 0.1])
+    off = np.array([0, 6])
+    pids = np.array([0, 1, 2, 3, 4, 5])
+    none = np.full((1, 1), -1, dtype=np.int64)
+    ks, cols, _ = order_columns(off, pids, op, none, OP_RANK, prob)
+    assert cols.tolist() == [2, 5, 0, 3, 1, 4]  # equalities by probability (0 before 3: a tie), then <, then !=
+    _, cols, _ = order_columns(off, pids[::-1].copy(), op, none, OP_RANK, prob)
+    assert cols.tolist() == [2, 5, 3, 0, 1, 4]  # the tie now in the other order
+    _, cols, _ = order_columns(off, pids, op, none, OP_RANK, NO_PROBABILITIES)
+    assert cols.tolist() == [0, 2, 3, 5, 1, 4]
 
 
 def test_cluster_store_swap_remove_and_compaction():
