@@ -21,6 +21,13 @@ Two strategies, both ``Matcher("dynamic")`` loaded the same way:
 * ``no-change``: :meth:`engine.Matcher.freeze_clustering` right after the
   load keeps the initial (adapted to the first workload) configuration.
 
+With ``dynamic``, a third matcher, ``dynamic at the shift``, takes the same
+ticks as ``dynamic`` until the shift and is frozen there; after the
+turnover it matches the same events as the others, in the same ticks.  Its
+matching time is dynamic's "before the shift" measured at the same moment
+as dynamic's end, so the ratio of the two does not depend on how fast the
+shared machine happened to run an hour earlier (``end_over_shift_state``).
+
 Throughput is the paper's: each tick is one second in which the
 subscription changes and the maintenance run first, and "we use the
 remaining time before the next second tick to send events to the system";
@@ -53,6 +60,8 @@ from engine.workload import PRESETS, WorkloadSpec, generate_events, generate_sub
 
 SCENARIOS: dict[str, tuple[str, str]] = {"W3-W4": ("W3", "W4"), "W5-W6": ("W5", "W6")}
 STRATEGIES = ("dynamic", "no-change")
+#: The rows of dynamic's twin frozen at the shift (see the module docstring).
+AT_SHIFT = "dynamic at the shift"
 FIELDS = ("scenario", "strategy", "n", "phase", "tick", "sim_hours", "turned_over", "events_per_s",
           "busy_events_per_s", "match_us_per_event", "update_seconds", "maintenance_seconds", "tables",
           "moved", "tables_created", "tables_dropped", "events", "verified_events")
@@ -130,15 +139,28 @@ class _Run:
         self.per_event.append(match / len(events))
         return res
 
+    def match_only(self, events) -> object:
+        """A tick without changes (the twin frozen at the shift): only the matching is timed."""
+        b = time.perf_counter()
+        res = self.m.match_encoded(events)
+        match = time.perf_counter() - b
+        self.match += match
+        self.events += len(events)
+        self.per_event.append(match / len(events))
+        return res
+
 
 def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, seed: int = 0,
-             progress: Callable[[str], None] | None = None, cluster_runs: int = 0) -> list[dict]:
+             progress: Callable[[str], None] | None = None, cluster_runs: int = 0,
+             at_shift: bool = True) -> list[dict]:
     """Equilibrium runs of several strategies in lockstep; one row per strategy and ``setup.window`` ticks.
 
     The strategies take turns tick by tick (alternating who goes first) on
     the same subscriptions and events, so that bursts of load from other
     processes on the shared machine hit them alike.  ``cluster_runs``: the matchers'
     sorted-run threshold (engine/clusters.py; 0, the default: the paper's plain clusters).
+    ``at_shift`` (with ``dynamic``): also run dynamic's twin frozen at the shift
+    (``AT_SHIFT`` rows, before the shift and after the turnover).
     """
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; expected one of {', '.join(SCENARIOS)}")
@@ -149,7 +171,8 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
     n = setup.per_tick * (n // setup.per_tick)
     subs = generate_subscriptions(first, n, seed=[seed, 0])
     runs = []
-    for strategy in strategies:
+    twin = at_shift and "dynamic" in strategies
+    for strategy in list(strategies) + ([AT_SHIFT] if twin else []):
         t0 = time.perf_counter()
         m = Matcher("dynamic", thresholds=setup.thresholds, runs=cluster_runs)
         m.add_bulk(subs)
@@ -173,8 +196,13 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
         old = np.arange(tick * setup.per_tick, (tick + 1) * setup.per_tick, dtype=np.int64)
         new = generate_subscriptions(spec, setup.per_tick, seed=[seed, 1, tick], first_id=n + tick * setup.per_tick)
         events = generate_events(spec, setup.events_per_tick, seed=[seed, 2, tick])
-        order = runs if tick % 2 == 0 else runs[::-1]
-        results = {r.strategy: r.tick(old, new, events) for r in order}
+        if twin and tick == setup.before:
+            runs[-1].m.freeze_clustering()  # the twin keeps dynamic's state at the shift from here on
+        after = tick >= setup.before + setup.lifetime
+        live = runs[:-1] if twin and setup.before <= tick and not after else runs
+        order = live if tick % 2 == 0 else live[::-1]
+        results = {r.strategy: r.match_only(events) if r.strategy == AT_SHIFT and after else r.tick(old, new, events)
+                   for r in order}
         if oracle is not None:
             for sid in old.tolist():
                 oracle.remove(sid)
@@ -183,14 +211,15 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
             if (tick + 1) % setup.verify_every == 0:
                 k = min(setup.verify_events, len(events))
                 want = [w.tolist() for w in oracle.match_batch(events.to_dicts()[:k])]
-                for r in runs:
+                for r in (r for r in runs if r.strategy in results and r.strategy != AT_SHIFT):
                     got = [g.tolist() for g in results[r.strategy].split()[:k]]
                     if got != want:
                         raise AssertionError(f"{scenario} {r.strategy}: tick {tick}: matcher {got} != oracle {want}")
                     r.verified += k
         if (tick + 1) % setup.window == 0 or tick + 1 == setup.ticks:
             for r in runs:
-                r.rows.append(_row(scenario, n, setup, tick + 1, r))
+                if r.per_event:  # (the twin has no ticks between the shift and the end of the turnover)
+                    r.rows.append(_row(scenario, n, setup, tick + 1, r))
                 r.reset()
                 r.moved0 = r.m.index.moved
         if progress and time.perf_counter() - last_report >= 5.0:
@@ -267,6 +296,12 @@ def summarize(rows: list[dict]) -> dict[str, dict]:
         if "dynamic" in s:
             d = s["dynamic"]
             d["end_over_before"] = d["end"] / d["before"]
+            twin = [r for r in rows if r["scenario"] == scenario and r["strategy"] == AT_SHIFT and r["phase"] == "after"]
+            if twin:
+                mine = [r for r in rows if r["scenario"] == scenario and r["strategy"] == "dynamic"
+                        and r["phase"] == "after"]
+                d["end_over_shift_state"] = (float(np.mean([r["match_us_per_event"] for r in twin]))
+                                             / float(np.mean([r["match_us_per_event"] for r in mine])))
         if "dynamic" in s and "no-change" in s:
             s["end_ratio"] = s["dynamic"]["end"] / s["no-change"]["end"]
             if scenario == "W3-W4":
@@ -289,8 +324,9 @@ def plot(rows: list[dict], path: str) -> None:
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for scenario in scenarios:
-        for strategy, style in zip(STRATEGIES, ("-", "--")):
-            rs = [r for r in rows if r["scenario"] == scenario and r["strategy"] == strategy]
+        for strategy, style in zip(STRATEGIES + (AT_SHIFT,), ("-", "--", ":")):
+            rs = [r for r in rows if r["scenario"] == scenario and r["strategy"] == strategy
+                  and (strategy != AT_SHIFT or r["phase"] == "after")]  # (before the shift it is dynamic)
             if rs:
                 label = strategy if len(scenarios) == 1 else f"{scenario} {strategy}"
                 ax.plot([r["sim_hours"] for r in rs], [r["events_per_s"] / 1000 for r in rs], style, marker=".",
@@ -372,6 +408,9 @@ def main(argv: list[str] | None = None) -> None:
         if "end_ratio" in s:
             print(f"  dynamic / no-change at the end: {s['end_ratio']:.2f}; dynamic end / before: "
                   f"{s['dynamic']['end_over_before']:.2f}; target met: {s['target_met']}")
+        if "end_over_shift_state" in s.get("dynamic", {}):
+            print(f"  dynamic's matching at the end / its state at the shift, timed in the same ticks: "
+                  f"{s['dynamic']['end_over_shift_state']:.2f}")
         print(f"  paper: {PAPER[scenario]}")
     print(f"# {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()[0]:.2f}; "
           f"wrote {out / 'equilibrium.csv'} and {', '.join(str(img / image_name(s)) for s in scenarios)}")

@@ -99,7 +99,7 @@ def test_fig4_quick_runs_both_strategies_of_both_scenarios(tmp_path):
     bench(tmp_path, "fig4")
     for name, scenario in (("fig4a", "W3-W4"), ("fig4b", "W5-W6")):
         got = rows(tmp_path / f"{name}.csv")
-        assert {r["strategy"] for r in got} == {"dynamic", "no-change"}
+        assert {r["strategy"] for r in got} == {"dynamic", "no-change", "dynamic at the shift"}
         assert {r["scenario"] for r in got} == {scenario}
         assert_figure(tmp_path, name)
     assert "| dynamic |" in (tmp_path / "fig4a.md").read_text() and "| 350 |" in (tmp_path / "fig4a.md").read_text()

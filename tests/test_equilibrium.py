@@ -48,6 +48,24 @@ def test_no_change_keeps_its_configuration_while_dynamic_adapts_to_the_shift():
     assert sum(r["moved"] for r in dyn) > 0
 
 
+def test_dynamics_twin_is_frozen_at_the_shift_and_timed_in_the_same_ticks_after_the_turnover():
+    setup = eq.Setup(per_tick=400, events_per_tick=20, before=5, lifetime=40, after=5, window=5, thresholds=EAGER)
+    rows = eq.simulate("W3-W4", eq.STRATEGIES, 16_000, setup)
+    dyn = {r["tick"]: r for r in rows if r["strategy"] == "dynamic"}
+    twin = [r for r in rows if r["strategy"] == eq.AT_SHIFT]
+    assert [(r["phase"], r["tick"]) for r in twin] == [("before", 5), ("after", 50)]  # nothing in between
+    shift, end = twin
+    same = ("tables", "tables_created", "tables_dropped", "moved", "events")
+    assert {k: shift[k] for k in same} == {k: dyn[5][k] for k in same}  # the same ticks as dynamic up to the shift
+    assert (end["tables"], end["tables_created"], end["tables_dropped"]) == (
+        shift["tables"], shift["tables_created"], shift["tables_dropped"])  # then frozen
+    assert end["moved"] == 0 and end["update_seconds"] == 0 and end["events"] == dyn[50]["events"]
+    assert dyn[50]["tables_created"] > shift["tables_created"]  # while dynamic went on adapting
+    ratio = eq.summarize(rows)["W3-W4"]["dynamic"]["end_over_shift_state"]
+    assert ratio == pytest.approx(end["match_us_per_event"] / dyn[50]["match_us_per_event"])
+    assert not [r for r in eq.simulate("W3-W4", ["no-change"], 16_000, setup) if r["strategy"] == eq.AT_SHIFT]
+
+
 def test_freeze_clustering_stops_the_maintenance_until_thawed():
     m = Matcher("dynamic", thresholds=EAGER)
     m.add_bulk(generate_subscriptions(PRESETS["W3"], 4000, seed=1))
