@@ -23,9 +23,10 @@ Two strategies, both ``Matcher("dynamic")`` loaded the same way:
 
 With ``dynamic``, a third matcher, ``dynamic at the shift``, takes the same
 ticks as ``dynamic`` until the shift and is frozen there; after the
-turnover it matches the same events as the others, in the same ticks.  Its
-matching time is dynamic's "before the shift" measured at the same moment
-as dynamic's end, so the ratio of the two does not depend on how fast the
+turnover, in the same ticks as the others, it matches as many events of
+the first workload (its own conditions before the shift).  Its matching
+time is dynamic's "before the shift" measured at the same moment as
+dynamic's end, so the ratio of the two does not depend on how fast the
 shared machine happened to run an hour earlier (``end_over_shift_state``).
 
 Throughput is the paper's: each tick is one second in which the
@@ -201,7 +202,9 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
         after = tick >= setup.before + setup.lifetime
         live = runs[:-1] if twin and setup.before <= tick and not after else runs
         order = live if tick % 2 == 0 else live[::-1]
-        results = {r.strategy: r.match_only(events) if r.strategy == AT_SHIFT and after else r.tick(old, new, events)
+        # after the turnover the twin matches events of the first workload: its own "before" conditions
+        own = generate_events(first, setup.events_per_tick, seed=[seed, 2, tick]) if twin and after else None
+        results = {r.strategy: r.match_only(own) if r.strategy == AT_SHIFT and after else r.tick(old, new, events)
                    for r in order}
         if oracle is not None:
             for sid in old.tolist():
