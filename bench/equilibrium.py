@@ -130,21 +130,19 @@ class _Run:
         m.remove_bulk(old)
         m.add_bulk(new)
         s1, b = mnt.seconds, time.perf_counter()
-        res = m.match_encoded(events)
-        s2, c = mnt.seconds, time.perf_counter()
-        match = (c - b) - (s2 - s1)
         self.update += (b - a) - (s1 - s0)
-        self.maint += s2 - s0
-        self.match += match
-        self.events += len(events)
-        self.per_event.append(match / len(events))
-        return res
+        self.maint += s1 - s0
+        return self.match_only(events)
 
     def match_only(self, events) -> object:
-        """A tick without changes (the twin frozen at the shift): only the matching is timed."""
-        b = time.perf_counter()
+        """Match and time ``events``; maintenance that runs meanwhile is counted apart.  Alone, a tick without
+        changes (the twin frozen at the shift)."""
+        mnt = self.m.maintenance
+        s1, b = mnt.seconds, time.perf_counter()
         res = self.m.match_encoded(events)
-        match = time.perf_counter() - b
+        s2, c = mnt.seconds, time.perf_counter()
+        match = (c - b) - (s2 - s1)
+        self.maint += s2 - s1
         self.match += match
         self.events += len(events)
         self.per_event.append(match / len(events))

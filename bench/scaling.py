@@ -34,7 +34,7 @@ from engine.clusters import RUN_MIN
 from engine.workload import PRESETS, generate_events, generate_subscriptions
 
 from . import report
-from .engine import fill_timings, load_one, timed_pass
+from .engine import best_passes, fill_timings, load_one
 
 
 @dataclass(frozen=True)
@@ -65,15 +65,9 @@ def sweep(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) ->
         subs = generate_subscriptions(spec, n=n, seed=seed)
         loaded = [load_one(plan.algorithm, subs, events, spec=spec, runs=runs) for runs in plan.runs]
         del subs
-        # passes alternate between the configurations, so that a slow spell of the shared machine
-        # hits all of them rather than one; each keeps its best pass
-        best = [[float("inf"), float("inf")] for _ in loaded]
-        for _ in range(plan.repeat):
-            for b, (m, _row) in zip(best, loaded):
-                t_enc, t_dict = timed_pass(m, events, dicts)
-                b[0], b[1] = min(b[0], t_enc), min(b[1], t_dict)
-        for runs, b, (m, row) in zip(plan.runs, best, loaded):
-            fill_timings(row, m, events, dicts, b[0], b[1])
+        best = best_passes([m for m, _ in loaded], events, dicts, plan.repeat)
+        for runs, timings, (m, row) in zip(plan.runs, best, loaded):
+            fill_timings(row, m, events, dicts, plan.repeat, *timings)
             row.pop("scan_options", None)
             row["clusters"] = label(runs)
             row["runs"] = runs
