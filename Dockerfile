@@ -2,10 +2,7 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
-COPY engine ./engine
-COPY processor ./processor
-COPY schemas ./schemas
-COPY spark_jobs ./spark_jobs
+COPY src ./src
 # Editable install: the processor reads the Avro schemas from /app/schemas.
 RUN pip install --no-cache-dir -e .
 ENTRYPOINT []

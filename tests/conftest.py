@@ -14,9 +14,9 @@ from typing import Any, Iterator
 import pytest
 from kafka_helpers import RunningProcessor
 
-from processor import topics
-from processor.app import ProcessorConfig
-from processor.broker import EmbeddedBroker
+from fastpubsub.processor import topics
+from fastpubsub.processor.app import ProcessorConfig
+from fastpubsub.processor.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from processor import codecs, topics
-from processor.app import Processor, ProcessorConfig
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.app import Processor, ProcessorConfig
 
 
 class RunningProcessor:

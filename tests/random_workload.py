@@ -6,10 +6,10 @@ import random
 
 from kafka_helpers import send
 
-from engine.oracle import OracleMatcher
-from engine.semantics import OPERATORS
-from processor import codecs, topics
-from processor.codecs import Subscription
+from fastpubsub.engine.oracle import OracleMatcher
+from fastpubsub.engine.semantics import OPERATORS
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.codecs import Subscription
 
 # Attribute -> kind of the values events usually carry; predicates and events
 # sometimes use another kind, so "not comparable" is exercised too.

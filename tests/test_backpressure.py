@@ -7,9 +7,9 @@ import json
 import pytest
 from kafka_helpers import notifications, send, wait_processed
 
-from processor import codecs, topics
-from processor.codecs import Subscription
-from processor.queues import QueueBounds
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.codecs import Subscription
+from fastpubsub.processor.queues import QueueBounds
 
 pytestmark = pytest.mark.broker
 

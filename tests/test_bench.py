@@ -1,7 +1,7 @@
 """`pubsub bench --quick` runs every figure at small sizes and leaves CSV, PNG and markdown behind.
 
-The full sizes are the same code with larger plans (bench/fig3.py,
-bench/e2e.py, bench/suite.py); these tests keep that code from rotting.  No
+The full sizes are the same code with larger plans (benchmarks/fig3.py,
+benchmarks/e2e.py, benchmarks/suite.py); these tests keep that code from rotting.  No
 timing is asserted, only that each figure measured something sensible.
 """
 
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from bench import fig3
+from benchmarks import fig3
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def bench(out: Path, *figures: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "processor", "bench", *figures, "--quick", "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "fastpubsub.processor", "bench", *figures, "--quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
     return done
@@ -53,7 +53,7 @@ def test_fig3_quick_sweeps_every_algorithm_and_puts_the_papers_values_beside_our
 
 
 def test_scaling_quick_sweeps_plain_and_runs_and_gives_each_relative_to_its_smallest_n(tmp_path):
-    from bench import scaling
+    from benchmarks import scaling
 
     bench(tmp_path, "scaling")
     got = rows(tmp_path / "scaling.csv")
@@ -106,7 +106,7 @@ def test_fig4_quick_runs_both_strategies_of_both_scenarios(tmp_path):
 
 
 def test_churn_bench_times_matching_on_a_churned_matcher():
-    from bench.churn import churn
+    from benchmarks.churn import churn
 
     row = churn("W3", 2_000, 8, runs=0, events=50)
     assert row["ticks"] == 8 and row["median_us_per_event"] > 0 and row["last_100"] > 0
@@ -115,7 +115,7 @@ def test_churn_bench_times_matching_on_a_churned_matcher():
 def test_memory_bench_gathers_every_read():
     import numpy as np
 
-    from bench.memory import gather, measure
+    from benchmarks.memory import gather, measure
 
     a = np.arange(1000, dtype=np.int32)
     idx = np.array([3, 999, 0, 3], dtype=np.int64)

@@ -15,8 +15,8 @@ from kafka_helpers import notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 from test_scale_out import ProcessorProcess
 
-from processor import topics
-from processor.broker import EmbeddedBroker, free_port
+from fastpubsub.processor import topics
+from fastpubsub.processor.broker import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
 

@@ -17,13 +17,13 @@ import pytest
 from kafka_helpers import notifications, producer, wait_processed
 from random_workload import random_events, random_subscriptions
 
-from engine.columnar import EventBatch
-from engine.event_store import ValidEventStore
-from engine.oracle import OracleMatcher
-from processor import codecs, topics
-from processor.codecs import Subscription
-from processor.dedup import deduplicate
-from processor.subscriptions import SubscriptionState
+from fastpubsub.engine.columnar import EventBatch
+from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine.oracle import OracleMatcher
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.codecs import Subscription
+from fastpubsub.processor.dedup import deduplicate
+from fastpubsub.processor.subscriptions import SubscriptionState
 
 ROUNDS, WARM_UP = 400, 100
 STEP = 100  # ms of event time per round

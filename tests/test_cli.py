@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from kafka_helpers import read_all, send, wait_processed
 
-from processor import codecs, topics
-from processor.broker import EmbeddedBroker, free_port, port_in_use
-from processor.cli import main
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.broker import EmbeddedBroker, free_port, port_in_use
+from fastpubsub.processor.cli import main
 
 pytestmark = pytest.mark.broker
 
@@ -79,7 +79,7 @@ def test_every_subcommand_has_help(command):
 
 def test_broker_prints_its_address_and_stops_on_sigterm():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "processor", "broker", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub.processor", "broker", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == f"127.0.0.1:{port}"
@@ -104,7 +104,7 @@ def test_run_refuses_matcher_options_that_do_not_go_together():
 
 def test_run_refuses_to_start_without_the_topics():
     with EmbeddedBroker() as empty:  # a broker of its own: the session one has the topics
-        done = subprocess.run([sys.executable, "-m", "processor", "run", "-b", empty.bootstrap_servers],
+        done = subprocess.run([sys.executable, "-m", "fastpubsub.processor", "run", "-b", empty.bootstrap_servers],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1
         assert "topic pubsub.subscriptions does not exist" in done.stderr and "run `pubsub topics` first" in done.stderr

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Matcher, OracleMatcher
-from engine.clusters import RUN_MIN
-from engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
-from engine.cost import CostModel
-from engine.maintenance import Thresholds
-from engine.scan import INDEX_GAIN
-from engine.semantics import OPERATORS
-from engine.statistics import AttributeStats, EventStatistics
-from engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine.clusters import RUN_MIN
+from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
+from fastpubsub.engine.cost import CostModel
+from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.scan import INDEX_GAIN
+from fastpubsub.engine.semantics import OPERATORS
+from fastpubsub.engine.statistics import AttributeStats, EventStatistics
+from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 
 # tables cost almost nothing and maintenance runs after every few changes: the configuration churns
 EAGER = dict(model=CostModel(K_r=0.001, C_h=0.001, K_h=0.0, K_c=1.0),

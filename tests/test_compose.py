@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from processor.cli import main
+from fastpubsub.processor.cli import main
 
 COMPOSE = yaml.safe_load((Path(__file__).parent.parent / "docker-compose.yml").read_text())
 

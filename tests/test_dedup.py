@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from processor.dedup import Deduplicator, deduplicate
+from fastpubsub.processor.dedup import Deduplicator, deduplicate
 
 
 def first_occurrences(ids):

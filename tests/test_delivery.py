@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from processor import delivery
-from processor.delivery import Delivery, DeliveryError
+from fastpubsub.processor import delivery
+from fastpubsub.processor.delivery import Delivery, DeliveryError
 
 
 class FakeProducer:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import ALGORITHMS, Matcher, OracleMatcher
-from engine.columnar import EventBatch, SubscriptionBatch
-from engine.encoding import SPACING, batch_from_dicts
-from engine.semantics import OPERATORS
+from fastpubsub.engine import ALGORITHMS, Matcher, OracleMatcher
+from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
+from fastpubsub.engine.encoding import SPACING, batch_from_dicts
+from fastpubsub.engine.semantics import OPERATORS
 
 ATTRS = ["a", "b", "c", "d"]
 LONG = "x" * 5000

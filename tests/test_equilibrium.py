@@ -1,14 +1,14 @@
-"""The equilibrium experiment (Fabret et al. section 6.2.2, bench/equilibrium.py) and the no-change strategy."""
+"""The equilibrium experiment (Fabret et al. section 6.2.2, benchmarks/equilibrium.py) and the no-change strategy."""
 
 import csv
 
 import numpy as np
 import pytest
 
-from bench import equilibrium as eq
-from engine import Matcher
-from engine.maintenance import Thresholds
-from engine.workload import PRESETS, generate_subscriptions
+from benchmarks import equilibrium as eq
+from fastpubsub.engine import Matcher
+from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.workload import PRESETS, generate_subscriptions
 
 # cheap tables: at a few thousand subscriptions the default thresholds create none
 EAGER = Thresholds(create_factor=0.05, delete_factor=0.02, refresh_changes=2000)

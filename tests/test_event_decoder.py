@@ -7,9 +7,9 @@ import struct
 import numpy as np
 import pytest
 
-from engine.workload import PRESETS, generate_events
-from processor.codecs import DecodeError, decode_event, encode_event
-from processor.event_decoder import decode_events
+from fastpubsub.engine.workload import PRESETS, generate_events
+from fastpubsub.processor.codecs import DecodeError, decode_event, encode_event
+from fastpubsub.processor.event_decoder import decode_events
 
 
 def _zigzag(n: int) -> bytes:

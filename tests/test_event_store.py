@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.columnar import EventBatch, concat_events, take_events
-from engine.event_store import ValidEventStore
-from engine.semantics import OPERATORS, compare
+from fastpubsub.engine.columnar import EventBatch, concat_events, take_events
+from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine.semantics import OPERATORS, compare
 
 ATTRS = ["a", "b", "c"]
 values = st.one_of(

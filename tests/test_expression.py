@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from processor.expression import ExpressionError, format_predicates, parse
+from fastpubsub.processor.expression import ExpressionError, format_predicates, parse
 
 
 @pytest.mark.parametrize(

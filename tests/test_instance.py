@@ -3,7 +3,7 @@
 import socket
 import uuid
 
-from processor.instance import InstanceSlot
+from fastpubsub.processor.instance import InstanceSlot
 
 
 def test_slots_are_exclusive_and_reused():

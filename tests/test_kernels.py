@@ -7,14 +7,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.clusters import ClusterStore, index_run
-from engine.encoding import StringDictionary
-from engine.hashtable import HashTable
-from engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
-from engine.clusters import NO_PROBABILITIES, OP_RANK, order_columns
-from engine.propagation import choose_access
-from engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
-from engine.semantics import OPERATORS, compare
+from fastpubsub.engine.clusters import ClusterStore, index_run
+from fastpubsub.engine.encoding import StringDictionary
+from fastpubsub.engine.hashtable import HashTable
+from fastpubsub.engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
+from fastpubsub.engine.clusters import NO_PROBABILITIES, OP_RANK, order_columns
+from fastpubsub.engine.propagation import choose_access
+from fastpubsub.engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
+from fastpubsub.engine.semantics import OPERATORS, compare
 
 
 def naive_scan(k, arena, bits, base, cap, n):

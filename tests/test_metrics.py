@@ -10,9 +10,9 @@ import urllib.request
 import pytest
 from kafka_helpers import send, wait_processed
 
-from processor import codecs, topics
-from processor.codecs import Subscription
-from processor.metrics import MetricsServer, render
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.codecs import Subscription
+from fastpubsub.processor.metrics import MetricsServer, render
 
 pytestmark = pytest.mark.broker
 
@@ -94,7 +94,7 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
 
 
 def test_render_before_the_loop_starts():
-    from processor.app import Processor, ProcessorConfig
+    from fastpubsub.processor.app import Processor, ProcessorConfig
 
     metrics = parse(render(Processor(ProcessorConfig("127.0.0.1:1"))))
     assert metrics["pubsub_ready", frozenset()] == 0 and metrics["pubsub_subscriptions", frozenset()] == 0

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_engine import SETTINGS, _check, event, subscription_sets
 
-from engine import ALGORITHMS, Matcher, OracleMatcher
-from engine.columnar import SubscriptionBatch
+from fastpubsub.engine import ALGORITHMS, Matcher, OracleMatcher
+from fastpubsub.engine.columnar import SubscriptionBatch
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from engine.columnar import EventBatch, SubscriptionBatch
-from engine.oracle import OracleMatcher
-from engine.semantics import compare, validate_predicates
+from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
+from fastpubsub.engine.oracle import OracleMatcher
+from fastpubsub.engine.semantics import compare, validate_predicates
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ import pytest
 from kafka_helpers import send
 from random_workload import random_events, random_subscriptions
 
-from engine.columnar import EventBatch
-from engine.event_store import ValidEventStore
-from processor import codecs, snapshot, topics
-from processor.codecs import Subscription
-from processor.subscriptions import SubscriptionState
+from fastpubsub.engine.columnar import EventBatch
+from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.processor import codecs, snapshot, topics
+from fastpubsub.processor.codecs import Subscription
+from fastpubsub.processor.subscriptions import SubscriptionState
 
 
 def records(subs):

@@ -21,17 +21,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_helpers import send
 from statistics_helpers import N_SUBSCRIPTIONS, events_without_a1, w0_subscriptions
 
-from engine.statistics import EventStatistics
-from processor import codecs, topics
-from processor.codecs import decode_statistics, encode_event, encode_statistics
-from processor.event_decoder import decode_events
-from processor.statistics_feed import hash_tables
-from processor.statistics_topic import latest_snapshot
-from spark_jobs import partial_counts as pc
-from spark_jobs.event_statistics import StatisticsOptions, compute_statistics, summarize
-from spark_jobs.kafka_source import OffsetRange, read_offset_range
-from spark_jobs.statistics_job import parse_duration, run_statistics_job, spark_session
-from spark_jobs.window import WindowSpec, log_bounds, parse_offsets, parse_time
+from fastpubsub.engine.statistics import EventStatistics
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.codecs import decode_statistics, encode_event, encode_statistics
+from fastpubsub.processor.event_decoder import decode_events
+from fastpubsub.processor.statistics_feed import hash_tables
+from fastpubsub.processor.statistics_topic import latest_snapshot
+from fastpubsub.stats_job import partial_counts as pc
+from fastpubsub.stats_job.event_statistics import StatisticsOptions, compute_statistics, summarize
+from fastpubsub.stats_job.kafka_source import OffsetRange, read_offset_range
+from fastpubsub.stats_job.statistics_job import parse_duration, run_statistics_job, spark_session
+from fastpubsub.stats_job.window import WindowSpec, log_bounds, parse_offsets, parse_time
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -85,7 +85,7 @@ def reference_statistics(events: list[dict], opts: StatisticsOptions) -> EventSt
     )
     long["nan"] = (long["kind"] == 0) & long["number"].isna()
     stats = EventStatistics(event_count=n, source="spark")
-    from engine.statistics import AttributeStats
+    from fastpubsub.engine.statistics import AttributeStats
 
     for attr, g in long.groupby("attribute"):
         present = len(g)
@@ -225,7 +225,7 @@ def test_groups_too_big_for_the_driver_are_derived_in_spark_with_the_same_result
     events = known_events()
     opts = StatisticsOptions(top_k=3, quantiles=5, min_support=0.05, joint_sets=4, joint_top_k=4, driver_rows=4)
     partials, joint = partials_of(spark, [encode_event(e) for e in events], opts)
-    with caplog.at_level("INFO", logger="spark_jobs.event_statistics"):
+    with caplog.at_level("INFO", logger="fastpubsub.stats_job.event_statistics"):
         got = compute_statistics(partials, opts, summarize(partials), joint)
     assert_same_statistics(got, reference_statistics(events, opts))
     assert {a for a, st in got.attributes.items() if st.distinct > 4} == {"price", "movie", "mixed"}
@@ -395,11 +395,11 @@ def test_the_compose_service_runs_a_valid_job_command():
 
     import yaml
 
-    from spark_jobs.statistics_job import build_parser
+    from fastpubsub.stats_job.statistics_job import build_parser
 
     compose = yaml.safe_load((Path(__file__).parent.parent / "docker-compose.yml").read_text())
     command = compose["services"]["statistics"]["command"]
-    assert command[:3] == ["python", "-m", "spark_jobs"]
+    assert command[:3] == ["python", "-m", "fastpubsub.stats_job"]
     args = build_parser().parse_args(command[3:])
     assert args.every == 600 and args.bootstrap_servers == "kafka:9092"
 
@@ -417,7 +417,7 @@ def test_no_topic_is_created_by_looking_for_it(broker, spark):
 def test_pubsub_stats_is_the_job_command_line():
     from click.testing import CliRunner
 
-    from processor.cli import main
+    from fastpubsub.processor.cli import main
 
     out = CliRunner().invoke(main, ["stats", "--help"])
     assert out.exit_code == 0 and out.output.startswith("usage: pubsub stats")

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from engine.columnar import EventBatch
-from engine.statistics import AttributeStats, EventStatistics, StatisticsCollector
-from engine.workload import PRESETS, generate_events
+from fastpubsub.engine.columnar import EventBatch
+from fastpubsub.engine.statistics import AttributeStats, EventStatistics, StatisticsCollector
+from fastpubsub.engine.workload import PRESETS, generate_events
 
 
 def test_uniform_statistics_before_any_event():

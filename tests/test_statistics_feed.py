@@ -15,10 +15,10 @@ import pytest
 from kafka_helpers import dead_letters, send
 from statistics_helpers import events_without_a1, snapshot_of, w0_subscriptions
 
-from engine.workload import PRESETS, generate_events
-from processor import codecs, topics
-from processor.statistics_feed import describe_change
-from processor.statistics_topic import publish_snapshot
+from fastpubsub.engine.workload import PRESETS, generate_events
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.statistics_feed import describe_change
+from fastpubsub.processor.statistics_topic import publish_snapshot
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from processor.codecs import DecodeError, Subscription, encode_subscription
-from processor.subscriptions import SubscriptionState, parse_subscription_id
+from fastpubsub.processor.codecs import DecodeError, Subscription, encode_subscription
+from fastpubsub.processor.subscriptions import SubscriptionState, parse_subscription_id
 
 
 def value(subscriber="alice", preds=(("a", "=", 1),), valid_until=None, fmt="avro"):

@@ -8,12 +8,12 @@ import fastavro
 import numpy as np
 import pytest
 
-from engine.columnar import EventBatch
-from engine.event_store import ValidEventStore
-from processor import codecs
-from processor.codecs import DecodeError, Subscription
-from processor.subscriptions import SubscriptionState
-from processor.valid_events import valid_until_of
+from fastpubsub.engine.columnar import EventBatch
+from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.processor import codecs
+from fastpubsub.processor.codecs import DecodeError, Subscription
+from fastpubsub.processor.subscriptions import SubscriptionState
+from fastpubsub.processor.valid_events import valid_until_of
 
 
 @pytest.mark.parametrize("fmt", codecs.FORMATS)

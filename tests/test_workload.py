@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from engine.semantics import OP_CODE
-from engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+from fastpubsub.engine.semantics import OP_CODE
+from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 
 
 def _rows(batch, k):

@@ -1,0 +1,323 @@
+"""End to end through the embedded broker: events topic -> processor -> notifications topic.
+
+Set-up as ``pubsub demo`` (and with its helpers): an embedded Tansu broker,
+the four topics, N W0 subscriptions plus the demo's three hand-written ones
+(``processor.demo.SHOWCASE``; W0 subscriptions almost never match), a
+processor in its own process (``pubsub run``, dynamic matcher, transactional
+delivery when the broker offers it).  Two phases:
+
+1. **Maximum throughput.**  A backlog of events is written before the
+   processor starts; once it has rebuilt its subscriptions it drains the
+   backlog as fast as it can.  Events/s = events committed by the processor's
+   group (its notifications are in the same transactions) between the first
+   and the last commit we observe, divided by the time between them.
+2. **Latency at half that rate.**  A rate-limited producer offers events at
+   half the measured maximum for a fixed duration; each record carries an
+   explicit timestamp (the moment it is handed to the producer).  *Latency* of
+   an event = the arrival of its first notification at a consumer
+   (read_committed, on its own thread) minus that timestamp; the
+   *processor-side* latency uses the notification record's own timestamp
+   (set when the processor produced it) instead of the arrival.  Percentiles
+   are over the events that caused a notification.
+
+What bounds the maximum comes from the processor's busy time by stage
+(``stage_seconds`` in its final statistics: decode, match, produce, commit),
+so the processor of phase 1 is stopped after the backlog and a second one
+(same group, subscriptions rebuilt again) serves phase 2.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from fastpubsub.engine.workload import PRESETS, generate_events
+
+from fastpubsub.processor import codecs, topics
+from fastpubsub.processor.app import ProcessorConfig
+from fastpubsub.processor.broker import EmbeddedBroker
+from fastpubsub.processor.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
+
+from . import report
+from .engine import warm_up
+
+ALGORITHM = ProcessorConfig.algorithm  # what `pubsub run` matches with
+
+
+@dataclass(frozen=True)
+class Plan:
+    subscriptions: int
+    backlog: int  # events of the maximum-throughput phase
+    latency_seconds: float  # duration of the rate-limited phase
+
+
+FULL = Plan(1_000_000, 200_000, 30.0)
+QUICK = Plan(20_000, 20_000, 4.0)
+
+
+class _NotificationClock(threading.Thread):
+    """Reads the notifications topic on its own thread and keeps, per event id, the first (arrival, record time)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pubsub-bench-e2e",
+                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
+        n = topics.partitions_of(bootstrap, topics.NOTIFICATIONS)
+        self._consumer.assign([TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n)])
+        self.first: dict[str, tuple[float, int]] = {}
+        self.count = 0
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                for msg in self._consumer.consume(num_messages=10_000, timeout=0.05):
+                    if msg.error():
+                        continue
+                    arrived = time.time()
+                    self.count += 1
+                    eid = codecs.decode_notification(msg.value())["event_id"]
+                    if eid not in self.first:
+                        self.first[eid] = (arrived, msg.timestamp()[1])
+        finally:
+            self._consumer.close()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(30)
+
+
+def _encoded_events(n: int, seed: int) -> list[bytes]:
+    return [codecs.encode_event(e, "avro") for e in generate_events(PRESETS["W0"], n, seed).to_dicts()]
+
+
+def _wait_committed(watcher: _Watcher, total: int, processor, timeout: float,
+                    progress: Callable[[str], None]) -> list[tuple[float, int]]:
+    """(time, committed events) samples until the group has committed ``total`` events."""
+    samples: list[tuple[float, int]] = []
+    deadline = time.monotonic() + timeout
+    last_say = 0.0
+    while True:
+        processed, _ = watcher.progress(total)
+        now = time.monotonic()
+        if not samples or processed != samples[-1][1]:
+            samples.append((now, processed))
+        if processed >= total:
+            return samples
+        if processor.poll() is not None:
+            raise RuntimeError("the processor stopped")
+        if now > deadline:
+            raise TimeoutError(f"only {processed:,} of {total:,} events processed within {timeout:.0f}s")
+        if now - last_say > 5:
+            progress(f"  processed {processed:,} / {total:,} events")
+            last_say = now
+        time.sleep(0.1)
+
+
+def _wait_ready(log: Path, processor, timeout: float) -> None:
+    """Until the processor's log says it has rebuilt its subscriptions and been assigned the event partitions."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if " ready: " in text and " assigned " in text:
+            return
+        if processor.poll() is not None:
+            raise RuntimeError(f"the processor stopped; see {log}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the processor was not ready within {timeout:.0f}s; see {log}")
+        time.sleep(0.2)
+
+
+def _rate_limited(producer: Producer, values: list[bytes], rate: float, seconds: float) -> list[int]:
+    """Offer events at ``rate``/s for ``seconds`` (keys L0, L1, ...); returns each one's timestamp (ms)."""
+    start = time.time()
+    stamps: list[int] = []
+    while True:
+        elapsed = time.time() - start
+        if elapsed >= seconds:
+            return stamps
+        due = min(int(elapsed * rate), len(values))
+        while len(stamps) < due:
+            i = len(stamps)
+            stamps.append(_produce_at(producer, f"L{i}".encode(), values[i]))
+        producer.poll(0)
+        time.sleep(0.002)
+
+
+def _produce_at(producer: Producer, key: bytes, value: bytes) -> int:
+    while True:
+        ms = int(time.time() * 1000)
+        try:
+            producer.produce(topics.EVENTS, value, key, timestamp=ms)
+            return ms
+        except BufferError:
+            producer.poll(0.01)
+
+
+def percentiles(ms: np.ndarray) -> dict[str, float]:
+    if len(ms) == 0:
+        return {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "max": float(ms.max())}
+
+
+def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) -> dict:
+    workdir = Path(tempfile.mkdtemp(prefix="pubsub-bench-e2e-"))
+    broker = EmbeddedBroker(log=workdir / "broker.log")
+    demo = Demo(plan.subscriptions, 0, "W0", seed)  # its subscription loading and processor start
+    processor = clock = watcher = producer = None
+    try:
+        broker.start()
+        bootstrap = broker.bootstrap_servers
+        topics.create_topics(bootstrap)
+        progress(f"e2e: broker {bootstrap}; {plan.subscriptions:,} W0 subscriptions + {len(SHOWCASE)} hand-written")
+        n_subs = demo._load_subscriptions(bootstrap)
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        backlog = _encoded_events(plan.backlog, seed + 1)
+        for i, value in enumerate(backlog):
+            _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
+        if producer.flush(60):
+            raise RuntimeError("the broker did not acknowledge the backlog")
+        progress(f"  backlog of {plan.backlog:,} W0 events written; starting the processor (it rebuilds first)")
+        warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, seed))  # numba's disk cache, which the processor loads
+        clock = _NotificationClock(bootstrap)
+        clock.start()
+        started = time.monotonic()
+        processor = demo._start_processor(bootstrap, workdir / "processor.log")
+        watcher = _Watcher(bootstrap)
+        samples = _wait_committed(watcher, plan.backlog, processor, 600 + plan.subscriptions / 1000, progress)
+        # from the first commit we see (the rebuild and the first batch before it are not throughput)
+        (t0, c0), (t1, c1) = next(s for s in samples if s[1] > 0), samples[-1]
+        max_rate = (c1 - c0) / max(t1 - t0, 1e-9)
+        ready = t0 - started
+        progress(f"  maximum: {max_rate:,.0f} events/s ({c1 - c0:,} events in {t1 - t0:.1f} s)")
+        stats = _stop_processor(processor)  # its busy time by stage covers the backlog alone
+        processor = demo._start_processor(bootstrap, workdir / "processor-latency.log")
+        _wait_ready(workdir / "processor-latency.log", processor, 600 + plan.subscriptions / 1000)
+
+        offered = max_rate / 2
+        values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2)
+        progress(f"  latency phase: offering {offered:,.0f} events/s for {plan.latency_seconds:g} s")
+        stamps = _rate_limited(producer, values, offered, plan.latency_seconds)
+        if producer.flush(60):
+            raise RuntimeError("the broker did not acknowledge the latency phase's events")
+        _wait_committed(watcher, plan.backlog + len(stamps), processor, 300, progress)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the last notifications (all produced before the last commit)
+            before = clock.count
+            time.sleep(1.0)
+            if clock.count == before:
+                break
+        _stop_processor(processor)
+        processor = None
+    finally:
+        if processor is not None:
+            _stop_processor(processor)
+        if clock is not None:
+            clock.stop()
+        if watcher is not None:
+            watcher.close()
+        producer = None  # closed before the broker goes, or librdkafka logs the disconnection
+        broker.stop()
+
+    latency, processor_side = [], []
+    for i, ms in enumerate(stamps):
+        seen = clock.first.get(f"L{i}")
+        if seen is not None:
+            latency.append(seen[0] * 1000 - ms)
+            processor_side.append(seen[1] - ms)
+    lat, proc = percentiles(np.array(latency)), percentiles(np.array(processor_side))
+    busy = stats.get("busy_seconds") or 0.0
+    stages = stats.get("stage_seconds", {})
+    return {
+        "subscriptions": n_subs,
+        "backlog_events": plan.backlog,
+        "max_events_per_s": round(max_rate, 1),
+        "rebuild_and_join_s": round(ready, 1),
+        "offered_events_per_s": round(offered, 1),
+        "latency_events": len(stamps),
+        "achieved_events_per_s": round(len(stamps) / plan.latency_seconds, 1),
+        "events_notified": len(latency),
+        "match_rate": round(len(latency) / max(len(stamps), 1), 4),
+        "backlog_match_rate": round(sum(1 for e in clock.first if e.startswith("e")) / plan.backlog, 4),
+        "notifications": clock.count,
+        "latency_p50_ms": round(lat["p50"], 1),
+        "latency_p99_ms": round(lat["p99"], 1),
+        "latency_max_ms": round(lat["max"], 1),
+        "processor_latency_p50_ms": round(proc["p50"], 1),
+        "processor_latency_p99_ms": round(proc["p99"], 1),
+        "delivery": stats.get("delivery"),
+        "matcher": stats.get("matcher"),
+        "processor_events": stats.get("events"),
+        "busy_s": busy,
+        **{f"{k}_s": v for k, v in stages.items()},
+        "workdir": str(workdir),
+    }, latency
+
+
+STAGES = ("decode", "match", "produce", "commit")
+
+
+def bound(row: dict) -> tuple[list[dict], str]:
+    """Per-event cost of each stage during the backlog drain, and the stage that bounds the maximum."""
+    n = max(row["processor_events"] or 0, 1)
+    wall_us = 1e6 / row["max_events_per_s"]
+    table = [{"stage": s, "us_per_event": round(row[f"{s}_s"] / n * 1e6, 1)} for s in STAGES]
+    other = wall_us - sum(r["us_per_event"] for r in table)
+    table.append({"stage": "rest (consume from librdkafka, loop, idle)", "us_per_event": round(other, 1)})
+    for r in table:
+        r["share"] = f"{r['us_per_event'] / wall_us:.0%}"
+    top = max(table, key=lambda r: r["us_per_event"])
+    return table, top["stage"]
+
+
+def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print, command: str = "") -> dict:
+    plan = QUICK if quick else FULL
+    row, latency = run(plan, progress)
+    report.write_csv([row], out / "e2e.csv")
+    stages, top = bound(row)
+    fig, (left, right) = report.subplots(2, width=6)
+    if latency:
+        xs = np.sort(np.array(latency))
+        left.plot(xs, np.arange(1, len(xs) + 1) / len(xs))
+        left.set_xscale("log")
+    left.set_title(f"notification latency at {row['achieved_events_per_s']:,.0f} events/s offered")
+    left.set_xlabel("ms from the event's timestamp to the notification's arrival")
+    left.set_ylabel("fraction of notified events")
+    left.grid(True, which="both", alpha=0.3)
+    right.bar([r["stage"].split(" ")[0] for r in stages], [r["us_per_event"] for r in stages])
+    right.set_title(f"processor time per event at the maximum ({row['max_events_per_s']:,.0f} events/s)")
+    right.set_ylabel("µs per event")
+    report.save(fig, out / "e2e.png")
+    body = (
+        f"{row['subscriptions']:,} subscriptions ({plan.subscriptions:,} W0 + the demo's three hand-written ones, "
+        f"`processor.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
+        f"processor batch 1,000 events, Avro in and out.\n\n"
+        + report.markdown_table([
+            {"what": "maximum throughput, events topic → notifications topic (backlog of "
+                     f"{row['backlog_events']:,} events drained)", "value": f"{row['max_events_per_s']:,.0f} events/s"},
+            {"what": "offered load (half the maximum; achieved by the rate-limited producer)",
+             "value": f"{row['offered_events_per_s']:,.0f} ({row['achieved_events_per_s']:,.0f}) events/s"},
+            {"what": "events that caused a notification (match rate)",
+             "value": f"{row['match_rate']:.1%} (backlog: {row['backlog_match_rate']:.1%})"},
+            {"what": "latency p50 / p99 / max: event timestamp → notification arrives at a consumer",
+             "value": f"{row['latency_p50_ms']:,.1f} / {row['latency_p99_ms']:,.1f} / {row['latency_max_ms']:,.1f} ms"},
+            {"what": "processor-side p50 / p99: event timestamp → notification record timestamp",
+             "value": f"{row['processor_latency_p50_ms']:,.1f} / {row['processor_latency_p99_ms']:,.1f} ms"},
+            {"what": "start of the processor to its first commit (rebuild of the subscriptions, group join)",
+             "value": f"{row['rebuild_and_join_s']:,.1f} s"},
+        ], [("what", "measure"), ("value", "value")])
+        + "\n\nWhere the time goes while draining the backlog (the processor's busy time by stage, per event; "
+        "*rest* = wall time per event at the maximum minus the four stages):\n\n"
+        + report.markdown_table(stages, [("stage", "stage"), ("us_per_event", "µs/event"), ("share", "share")])
+        + f"\n\nBound: **{top}**. The paper measured no Kafka path (its figures include inter-process "
+        "communication with the workload generator on the same machine).\n\n![end to end](img/e2e.png)\n"
+    )
+    report.write_markdown(out / "e2e.md", "End to end through the broker", command, body)
+    return row

@@ -1,0 +1,421 @@
+"""Fabret et al.'s equilibrium experiments (section 6.2.2, figure 4), scaled to this machine.
+
+    python -m benchmarks.equilibrium --out benchmarks/results --img docs/img   # 1M subscriptions, ~20 min
+    python -m benchmarks.equilibrium --quick --out /tmp/eq                  # 20K subscriptions, < 1 min
+    python -m benchmarks.equilibrium --n 300000 --scenarios W5-W6 --strategies dynamic
+
+The system is loaded with ``n`` subscriptions of the first workload (W3, or
+W5), then runs at *equilibrium*: every tick (one simulated second) the
+``per_tick`` = 50 oldest subscriptions are deleted and 50 new ones inserted,
+and events are matched.  After ``lifetime / 8`` ticks (the paper's 2 hours of
+a 16-hour lifetime) new subscriptions and events follow the second workload
+(W4: the other 16 attributes; W6: the first fixed attribute skewed to 2
+values, subscriptions and events alike; W3's and W4's events have the same
+distribution, all 32 attributes uniform, as in the paper).  The run goes on
+until the whole population has turned over (``lifetime = n / per_tick``
+ticks), then ``lifetime / 8`` ticks more.
+
+Two strategies, both ``Matcher("dynamic")`` loaded the same way:
+
+* ``dynamic``: the maintenance of section 4 keeps adapting the clustering;
+* ``no-change``: :meth:`engine.Matcher.freeze_clustering` right after the
+  load keeps the initial (adapted to the first workload) configuration.
+
+With ``dynamic``, a third matcher, ``dynamic at the shift``, takes the same
+ticks as ``dynamic`` until the shift and is frozen there; after the
+turnover, in the same ticks as the others, it matches as many events of
+the first workload (its own conditions before the shift).  Its matching
+time is dynamic's "before the shift" measured at the same moment as
+dynamic's end, so the ratio of the two does not depend on how fast the
+shared machine happened to run an hour earlier (``end_over_shift_state``).
+
+Throughput is the paper's: each tick is one second in which the
+subscription changes and the maintenance run first, and "we use the
+remaining time before the next second tick to send events to the system";
+``events_per_s`` = (seconds of the window - update and maintenance seconds)
+/ matching seconds per event, the per-event matching time measured on
+``events_per_tick`` real events per tick.  ``busy_events_per_s`` is the raw
+rate of the ticks as run (events / all the time spent), which also counts
+the 50 deletions and insertions against only ``events_per_tick`` events.
+Rows average ``window`` ticks (the paper averages every two hours).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from fastpubsub.engine import Matcher
+from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.oracle import OracleMatcher
+from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+
+SCENARIOS: dict[str, tuple[str, str]] = {"W3-W4": ("W3", "W4"), "W5-W6": ("W5", "W6")}
+STRATEGIES = ("dynamic", "no-change")
+#: The rows of dynamic's twin frozen at the shift (see the module docstring).
+AT_SHIFT = "dynamic at the shift"
+FIELDS = ("scenario", "strategy", "n", "phase", "tick", "sim_hours", "turned_over", "events_per_s",
+          "busy_events_per_s", "match_us_per_event", "update_seconds", "maintenance_seconds", "tables",
+          "moved", "tables_created", "tables_dropped", "events", "verified_events")
+#: Fabret et al.'s figure 4 (3M subscriptions, 2001 hardware), events/s, where the text gives them.
+PAPER = {
+    "W3-W4": "no change ends at half its initial throughput; in the last two hours dynamic 350 events/s, no change 200",
+    "W5-W6": "no change loses 20%; dynamic ends at almost its initial throughput",
+}
+QUICK_N = 20_000
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How an equilibrium run is scaled (see the module docstring)."""
+
+    per_tick: int = 50  # subscriptions deleted and inserted per tick
+    events_per_tick: int = 200  # events matched per tick (measures the matching time per event)
+    before: int = 2_500  # ticks before the shift
+    lifetime: int = 20_000  # ticks for the whole population to turn over (n / per_tick)
+    after: int = 2_500  # ticks after the turnover
+    window: int = 500  # ticks per row
+    verify_every: int = 0  # check matches against engine/oracle.py every this many ticks (0: never)
+    verify_events: int = 3  # events checked per verified tick
+    thresholds: Thresholds | None = None  # the dynamic maintenance's (None: engine defaults)
+
+    @property
+    def ticks(self) -> int:
+        return self.before + self.lifetime + self.after
+
+
+def setup_for(n: int, quick: bool = False) -> Setup:
+    """The paper's proportions: 2 h before the shift, a 16 h lifetime, 2 h after; 50 rows per run.
+
+    ``quick``: 100-tick lifetime (more changes per tick), oracle checks on 6 ticks.
+    """
+    if n < 1000:
+        raise ValueError(f"n must be at least 1000, got {n}")
+    if quick:
+        per_tick = max(50, n // 100)
+        lifetime = n // per_tick
+        return Setup(per_tick=per_tick, events_per_tick=100, before=lifetime // 8, lifetime=lifetime,
+                     after=lifetime // 8, window=5, verify_every=max(1, (lifetime * 5 // 4) // 6))
+    lifetime = n // 50
+    total = lifetime + 2 * (lifetime // 8)
+    return Setup(before=lifetime // 8, lifetime=lifetime, after=lifetime // 8, window=max(1, total // 50))
+
+
+class _Run:
+    """One strategy's matcher and the measurements of its current window."""
+
+    def __init__(self, strategy: str, m: Matcher) -> None:
+        self.strategy, self.m = strategy, m
+        self.rows: list[dict] = []
+        self.moved0 = m.index.moved
+        self.reset()
+
+    def reset(self) -> None:
+        self.update = self.maint = self.match = 0.0
+        self.events = self.verified = 0
+        self.per_event: list[float] = []
+
+    def tick(self, old: np.ndarray, new, events) -> object:
+        m, mnt = self.m, self.m.maintenance
+        s0, a = mnt.seconds, time.perf_counter()
+        m.remove_bulk(old)
+        m.add_bulk(new)
+        s1, b = mnt.seconds, time.perf_counter()
+        self.update += (b - a) - (s1 - s0)
+        self.maint += s1 - s0
+        return self.match_only(events)
+
+    def match_only(self, events) -> object:
+        """Match and time ``events``; maintenance that runs meanwhile is counted apart.  Alone, a tick without
+        changes (the twin frozen at the shift)."""
+        mnt = self.m.maintenance
+        s1, b = mnt.seconds, time.perf_counter()
+        res = self.m.match_encoded(events)
+        s2, c = mnt.seconds, time.perf_counter()
+        match = (c - b) - (s2 - s1)
+        self.maint += s2 - s1
+        self.match += match
+        self.events += len(events)
+        self.per_event.append(match / len(events))
+        return res
+
+
+def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, seed: int = 0,
+             progress: Callable[[str], None] | None = None, cluster_runs: int = 0,
+             at_shift: bool = True) -> list[dict]:
+    """Equilibrium runs of several strategies in lockstep; one row per strategy and ``setup.window`` ticks.
+
+    The strategies take turns tick by tick (alternating who goes first) on
+    the same subscriptions and events, so that bursts of load from other
+    processes on the shared machine hit them alike.  ``cluster_runs``: the matchers'
+    sorted-run threshold (engine/clusters.py; 0, the default: the paper's plain clusters).
+    ``at_shift`` (with ``dynamic``): also run dynamic's twin frozen at the shift
+    (``AT_SHIFT`` rows, before the shift and after the turnover).
+    """
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; expected one of {', '.join(SCENARIOS)}")
+    for strategy in strategies:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; expected one of {', '.join(STRATEGIES)}")
+    first, second = (PRESETS[w] for w in SCENARIOS[scenario])
+    n = setup.per_tick * (n // setup.per_tick)
+    subs = generate_subscriptions(first, n, seed=[seed, 0])
+    runs = []
+    twin = at_shift and "dynamic" in strategies
+    for strategy in list(strategies) + ([AT_SHIFT] if twin else []):
+        t0 = time.perf_counter()
+        m = Matcher("dynamic", thresholds=setup.thresholds, runs=cluster_runs)
+        m.add_bulk(subs)
+        m.match_encoded(generate_events(first, setup.events_per_tick, seed=[seed, 9]))  # numba dispatch warm-up
+        if strategy == "no-change":
+            m.freeze_clustering()
+        runs.append(_Run(strategy, m))
+        if progress:
+            progress(f"{scenario} {strategy}: loaded {n:,} {first.name} subscriptions in "
+                     f"{time.perf_counter() - t0:.1f} s, {len(m.index.schemas)} multi-attribute tables")
+    oracle = None
+    if setup.verify_every:
+        oracle = OracleMatcher()
+        for sid, preds in subs.to_lists():
+            oracle.add(sid, preds)
+    del subs
+
+    start = last_report = time.perf_counter()
+    for tick in range(setup.ticks):
+        spec = first if tick < setup.before else second
+        old = np.arange(tick * setup.per_tick, (tick + 1) * setup.per_tick, dtype=np.int64)
+        new = generate_subscriptions(spec, setup.per_tick, seed=[seed, 1, tick], first_id=n + tick * setup.per_tick)
+        events = generate_events(spec, setup.events_per_tick, seed=[seed, 2, tick])
+        if twin and tick == setup.before:
+            runs[-1].m.freeze_clustering()  # the twin keeps dynamic's state at the shift from here on
+        after = tick >= setup.before + setup.lifetime
+        live = runs[:-1] if twin and setup.before <= tick and not after else runs
+        order = live if tick % 2 == 0 else live[::-1]
+        # after the turnover the twin matches events of the first workload: its own "before" conditions
+        own = generate_events(first, setup.events_per_tick, seed=[seed, 2, tick]) if twin and after else None
+        results = {r.strategy: r.match_only(own) if r.strategy == AT_SHIFT and after else r.tick(old, new, events)
+                   for r in order}
+        if oracle is not None:
+            for sid in old.tolist():
+                oracle.remove(sid)
+            for sid, preds in new.to_lists():
+                oracle.add(sid, preds)
+            if (tick + 1) % setup.verify_every == 0:
+                k = min(setup.verify_events, len(events))
+                want = [w.tolist() for w in oracle.match_batch(events.to_dicts()[:k])]
+                for r in (r for r in runs if r.strategy in results and r.strategy != AT_SHIFT):
+                    got = [g.tolist() for g in results[r.strategy].split()[:k]]
+                    if got != want:
+                        raise AssertionError(f"{scenario} {r.strategy}: tick {tick}: matcher {got} != oracle {want}")
+                    r.verified += k
+        if (tick + 1) % setup.window == 0 or tick + 1 == setup.ticks:
+            for r in runs:
+                if r.per_event:  # (the twin has no ticks between the shift and the end of the turnover)
+                    r.rows.append(_row(scenario, n, setup, tick + 1, r))
+                r.reset()
+                r.moved0 = r.m.index.moved
+        if progress and time.perf_counter() - last_report >= 5.0:
+            last_report = time.perf_counter()
+            progress(f"{scenario}: tick {tick + 1:,}/{setup.ticks:,}, {_turned_over(setup, tick + 1):.0%} turned over, "
+                     + ", ".join(f"{r.strategy} {r.rows[-1]['events_per_s'] if r.rows else 0:,.0f} events/s "
+                                 f"({len(r.m.index.schemas)} tables)" for r in runs)
+                     + f", {time.perf_counter() - start:.0f} s")
+    return [row for r in runs for row in r.rows]
+
+
+def _turned_over(setup: Setup, ticks: int) -> float:
+    return min(1.0, max(0, ticks - setup.before) / setup.lifetime)
+
+
+def _row(scenario: str, n: int, setup: Setup, ticks: int, r: _Run) -> dict:
+    """The window's figures; matching time per event is the median tick's (robust to other processes' bursts)."""
+    n_ticks = (ticks - 1) % setup.window + 1
+    per_event = float(np.median(r.per_event))
+    busy = r.update + r.maint
+    phase = "before" if ticks <= setup.before else "after" if ticks > setup.before + setup.lifetime else "transition"
+    return {
+        "scenario": scenario,
+        "strategy": r.strategy,
+        "n": n,
+        "phase": phase,
+        "tick": ticks,
+        "sim_hours": round(ticks / 3600, 4),
+        "turned_over": round(_turned_over(setup, ticks), 4),
+        "events_per_s": round(max(0.0, n_ticks - busy) / n_ticks / per_event, 1) if per_event > 0 else 0.0,
+        "busy_events_per_s": round(r.events / max(busy + r.match, 1e-12), 1),
+        "match_us_per_event": round(per_event * 1e6, 3),
+        "update_seconds": round(r.update, 4),
+        "maintenance_seconds": round(r.maint, 4),
+        "tables": len(r.m.index.schemas),
+        "moved": int(r.m.index.moved - r.moved0),
+        "tables_created": r.m.maintenance.created,
+        "tables_dropped": r.m.maintenance.dropped,
+        "events": int(r.events),
+        "verified_events": int(r.verified),
+    }
+
+
+def run(scenario: str, strategy: str, n: int, *, quick: bool = False, seed: int = 0,
+        progress: Callable[[str], None] | None = None) -> list[dict]:
+    """One scenario ("W3-W4", "W5-W6") under one strategy ("dynamic", "no-change"): rows over time.
+
+    ``quick``: a 100-tick lifetime with matches checked against the oracle
+    (meant for small ``n``; the test suite runs it).
+    """
+    return simulate(scenario, [strategy], n, setup_for(n, quick), seed=seed, progress=progress)
+
+
+def _mean(rows: list[dict], phase: str) -> float:
+    vals = [r["events_per_s"] for r in rows if r["phase"] == phase]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def summarize(rows: list[dict]) -> dict[str, dict]:
+    """Per scenario: throughput before the shift and after the turnover per strategy, ratios, targets.
+
+    Targets (issue 3): W3-W4 dynamic >= 1.5x no-change at the end and >= 90% of
+    its own throughput before the shift; W5-W6 dynamic above no-change at the end.
+    """
+    out: dict[str, dict] = {}
+    for scenario in dict.fromkeys(r["scenario"] for r in rows):
+        s: dict = {}
+        for strategy in STRATEGIES:
+            rs = [r for r in rows if r["scenario"] == scenario and r["strategy"] == strategy]
+            if rs:
+                s[strategy] = {"before": _mean(rs, "before"), "end": _mean(rs, "after"),
+                               "tables_end": rs[-1]["tables"], "tables_created": rs[-1]["tables_created"],
+                               "tables_dropped": rs[-1]["tables_dropped"]}
+        if "dynamic" in s:
+            d = s["dynamic"]
+            d["end_over_before"] = d["end"] / d["before"]
+            twin = [r for r in rows if r["scenario"] == scenario and r["strategy"] == AT_SHIFT and r["phase"] == "after"]
+            if twin:
+                mine = [r for r in rows if r["scenario"] == scenario and r["strategy"] == "dynamic"
+                        and r["phase"] == "after"]
+                d["end_over_shift_state"] = (float(np.mean([r["match_us_per_event"] for r in twin]))
+                                             / float(np.mean([r["match_us_per_event"] for r in mine])))
+        if "dynamic" in s and "no-change" in s:
+            s["end_ratio"] = s["dynamic"]["end"] / s["no-change"]["end"]
+            if scenario == "W3-W4":
+                s["target_met"] = bool(s["end_ratio"] >= 1.5 and s["dynamic"]["end_over_before"] >= 0.9)
+            else:
+                s["target_met"] = bool(s["end_ratio"] > 1.0)
+        out[scenario] = s
+    return out
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """Throughput over simulated time, one line per strategy (PNG, like the paper's figure 4)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("plot: no rows")
+    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for scenario in scenarios:
+        for strategy, style in zip(STRATEGIES + (AT_SHIFT,), ("-", "--", ":")):
+            rs = [r for r in rows if r["scenario"] == scenario and r["strategy"] == strategy
+                  and (strategy != AT_SHIFT or r["phase"] == "after")]  # (before the shift it is dynamic)
+            if rs:
+                label = strategy if len(scenarios) == 1 else f"{scenario} {strategy}"
+                ax.plot([r["sim_hours"] for r in rs], [r["events_per_s"] / 1000 for r in rs], style, marker=".",
+                        label=label)
+    first = [r for r in rows if r["scenario"] == scenarios[0]]
+    shift = max((r["sim_hours"] for r in first if r["phase"] == "before"), default=None)
+    done = max((r["sim_hours"] for r in first if r["phase"] != "after"), default=None)
+    for x, text in ((shift, "shift"), (done, "turned over")):
+        if x is not None:
+            ax.axvline(x, color="grey", linewidth=0.8, linestyle=":")
+            ax.text(x, 0.02, f" {text}", transform=ax.get_xaxis_transform(), color="grey", fontsize=8)
+    n = first[0]["n"]
+    ax.set_title(f"{' / '.join(s.replace('-', ' to ') for s in scenarios)} at equilibrium, "
+                 f"{n:,} subscriptions, 50 changes/s")
+    ax.set_xlabel("simulated hours (one tick = one second)")
+    ax.set_ylabel("thousand events/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_csv(rows: list[dict], path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def image_name(scenario: str) -> str:
+    return f"equilibrium-{scenario.lower()}.png"
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=None, help=f"subscriptions (default 1,000,000; --quick: {QUICK_N:,})")
+    ap.add_argument("--quick", action="store_true", help="100-tick lifetime, oracle checks (< 1 minute)")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="benchmarks/results", help="directory of equilibrium.csv (and the plots)")
+    ap.add_argument("--img", default=None, help="directory of the PNG plots (default: --out)")
+    ap.add_argument("--runs", type=int, default=0,
+                    help="clusters of at least this many entries keep sorted runs (default 0: plain clusters)")
+    args = ap.parse_args(argv)
+    n = args.n if args.n is not None else QUICK_N if args.quick else 1_000_000
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    strategies = [s for s in args.strategies.split(",") if s]
+    for s in scenarios:
+        if s not in SCENARIOS:
+            ap.error(f"unknown scenario {s!r}; expected {', '.join(SCENARIOS)}")
+    for s in strategies:
+        if s not in STRATEGIES:
+            ap.error(f"unknown strategy {s!r}; expected {', '.join(STRATEGIES)}")
+    setup = setup_for(n, args.quick)
+    _stderr(f"# equilibrium: n={n:,}, {setup.ticks:,} ticks of {setup.per_tick} changes and {setup.events_per_tick} "
+            f"events, load average {os.getloadavg()[0]:.2f}")
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    for scenario in scenarios:  # strategies in lockstep (see simulate)
+        rows += simulate(scenario, strategies, n, setup, seed=args.seed, progress=_stderr, cluster_runs=args.runs)
+    out, img = Path(args.out), Path(args.img or args.out)
+    write_csv(rows, out / "equilibrium.csv")
+    for scenario in scenarios:
+        plot([r for r in rows if r["scenario"] == scenario], str(img / image_name(scenario)))
+    summary = summarize(rows)
+    for scenario, s in summary.items():
+        print(f"{scenario}: " + "; ".join(
+            f"{k} before {v['before']:,.0f} end {v['end']:,.0f} events/s ({v['tables_end']} tables)"
+            for k, v in s.items() if isinstance(v, dict)))
+        if "end_ratio" in s:
+            print(f"  dynamic / no-change at the end: {s['end_ratio']:.2f}; dynamic end / before: "
+                  f"{s['dynamic']['end_over_before']:.2f}; target met: {s['target_met']}")
+        if "end_over_shift_state" in s.get("dynamic", {}):
+            print(f"  dynamic's matching at the end / its state at the shift, timed in the same ticks: "
+                  f"{s['dynamic']['end_over_shift_state']:.2f}")
+        print(f"  paper: {PAPER[scenario]}")
+    print(f"# {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()[0]:.2f}; "
+          f"wrote {out / 'equilibrium.csv'} and {', '.join(str(img / image_name(s)) for s in scenarios)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Processor restart time: from a snapshot vs a rebuild from the subscriptions topic (issue 6).
+
+    python -m benchmarks.restart                      # 1M W0 subscriptions, 3 starts of each kind
+    python -m benchmarks.restart --n 100000 --repeat 1
+
+Starts the embedded broker, writes N W0 subscriptions to pubsub.subscriptions
+(Avro, as `pubsub demo` does), then times `pubsub run` from process start to
+its "ready" log line: without a snapshot (read and decode the whole topic,
+bulk-load the matcher) and with ``--snapshot-dir`` (load the snapshot, replay
+nothing).  Times include interpreter start-up and loading numba's cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from fastpubsub.processor import topics
+from fastpubsub.processor.broker import EmbeddedBroker, child_preexec
+from fastpubsub.processor.demo import Demo
+
+
+def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
+    """Seconds from spawning `pubsub run` to its ready line, and its log up to then; stops it cleanly."""
+    began = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub.processor", "run", "-b", bootstrap, "--group-id", "bench-restart",
+                             "--progress-interval", "600", *options],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=child_preexec)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line.rstrip())
+            if " ready: " in line:
+                took = time.monotonic() - began
+                break
+        else:
+            raise RuntimeError("the processor exited before it was ready:\n" + "\n".join(lines[-10:]))
+        # let a snapshot written after the rebuild finish before stopping
+        while options and not any("snapshot written" in x or "snapshot loaded" in x for x in lines):
+            lines.append(proc.stderr.readline().rstrip())
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return took, lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000, help="W0 subscriptions")
+    ap.add_argument("--repeat", type=int, default=3, help="starts of each kind")
+    args = ap.parse_args()
+    with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="pubsub-restart-") as snapdir:
+        bootstrap = broker.bootstrap_servers
+        topics.create_topics(bootstrap, partitions=4)
+        total = Demo(args.n, 0)._load_subscriptions(bootstrap)
+        results: dict = {"subscriptions": total, "topic": [], "snapshot": []}
+        for i in range(args.repeat):
+            took, lines = start_once(bootstrap)
+            results["topic"].append(round(took, 2))
+            print(f"from the topic: ready in {took:.1f}s  ({[x for x in lines if 'ready:' in x][-1].split(' INFO ')[-1]})",
+                  flush=True)
+        took, lines = start_once(bootstrap, "--snapshot-dir", snapdir)  # no snapshot yet: rebuild, then write one
+        written = [x for x in lines if "snapshot written" in x]
+        print(f"first start with --snapshot-dir: ready in {took:.1f}s; {written[-1].split(' INFO ')[-1] if written else ''}",
+              flush=True)
+        for i in range(args.repeat):
+            took, lines = start_once(bootstrap, "--snapshot-dir", snapdir)
+            results["snapshot"].append(round(took, 2))
+            loaded = [x for x in lines if "snapshot loaded" in x][-1]
+            print(f"from the snapshot: ready in {took:.1f}s  ({loaded.split(' INFO ')[-1]})", flush=True)
+            results["snapshot_load_seconds"] = float(re.search(r"loaded in ([\d.]+)s", loaded).group(1))
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

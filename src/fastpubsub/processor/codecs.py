@@ -1,0 +1,396 @@
+"""Record values on the wire: Avro (Confluent wire format) and JSON.
+
+Every input topic accepts both formats record by record: a value whose first
+byte is ``{`` is JSON, a value whose first byte is 0 is Avro in the Confluent
+wire format (magic byte 0, 4-byte big-endian schema id, Avro binary).  Without
+a schema registry the schema ids are fixed per schema file (``SCHEMA_IDS``) so
+that Schema Registry tooling can be pointed at the same schemas.
+
+Decoders raise :class:`DecodeError` whose message is the reason written to the
+dead-letter topic; the checks on predicates and events are the engine's
+(``engine.semantics``), so the processor and the matcher agree on what is valid.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+from fastpubsub.engine.semantics import Predicate, validate_event, validate_predicates
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "wire" / "schemas"
+
+#: Confluent wire-format schema id of each schema file (fixed, documented in the README).
+SCHEMA_IDS: dict[str, int] = {
+    "subscription": 1,
+    "event": 2,
+    "notification": 3,
+    "dead_letter": 4,
+    "statistics": 5,
+}
+
+FORMATS = ("avro", "json")
+MAGIC = 0
+#: Longest attribute name, in UTF-8 bytes, in events and subscriptions.  Names of
+#: subscriptions are interned by the matcher for good; an untrusted producer must
+#: not be able to grow that dictionary by megabytes per record.  Whole records are
+#: bounded by the broker (``message.max.bytes``, 1 MB by default).
+MAX_ATTRIBUTE_BYTES = 1024
+#: Deepest JSON nesting accepted (a valid record needs 3: subscription, predicates, predicate).
+MAX_JSON_DEPTH = 32
+_HEADER = struct.Struct(">bI")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class DecodeError(ValueError):
+    """A record value that cannot be processed; the message is the reason."""
+
+
+def _schema_json(name: str) -> dict[str, Any]:
+    with open(SCHEMA_DIR / f"{name}.avsc", encoding="utf-8") as f:
+        return json.load(f)
+
+
+SCHEMAS: dict[str, Any] = {name: fastavro.parse_schema(_schema_json(name)) for name in SCHEMA_IDS}
+# The notification without its last field (``event``): the event part is
+# encoded once per event and appended to every notification it causes, which
+# is valid Avro because a record's encoding is its fields' encodings in order.
+_NOTIFICATION_HEAD = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "NotificationHead",
+        "namespace": "fastpubsub.internal",
+        "fields": [f for f in _schema_json("notification")["fields"] if f["name"] != "event"],
+    }
+)
+# Earlier versions of a schema, still accepted under the same schema id: a value
+# written without the fields added since is read with the old schema as the
+# writer's and the current one as the reader's (Avro schema resolution fills
+# the defaults).  Fields were only ever appended, so an old value is a strict
+# prefix of what the current schema expects and the two readings never both succeed.
+_PREVIOUS: dict[str, list[Any]] = {
+    "subscription": [fastavro.parse_schema({
+        **_schema_json("subscription"),
+        "fields": [f for f in _schema_json("subscription")["fields"] if f["name"] != "valid_from"],
+    })],
+}
+_ATTRIBUTE_MAP = fastavro.parse_schema({"type": "map", "values": ["long", "double", "string", "boolean"]})
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A decoded, validated subscription value."""
+
+    subscriber: str
+    predicates: list[Predicate]
+    valid_until: int | None = None  # milliseconds since the epoch, UTC, exclusive
+    valid_from: int | None = None  # milliseconds since the epoch, UTC, inclusive
+
+
+# --- low-level helpers -------------------------------------------------------
+
+
+def _avro_number(value: Any) -> Any:
+    # Avro longs are 64-bit; larger integers compare as doubles anyway (engine.semantics).
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX:
+        return float(value)
+    return value
+
+
+def _avro_write(schema: Any, datum: Any) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, schema, datum)
+    return buf.getvalue()
+
+
+def _wire(name: str, body: bytes) -> bytes:
+    return _HEADER.pack(MAGIC, SCHEMA_IDS[name]) + body
+
+
+def _avro_read(name: str, value: bytes) -> Any:
+    if len(value) < 5:
+        raise DecodeError(f"Avro value too short: {len(value)} bytes, the wire format header alone is 5")
+    schema_id = _HEADER.unpack_from(value)[1]
+    if schema_id != SCHEMA_IDS[name]:
+        raise DecodeError(
+            f"unexpected Avro schema id {schema_id} for a {name.replace('_', ' ')} (expected {SCHEMA_IDS[name]})"
+        )
+    try:
+        return _avro_body(SCHEMAS[name], None, value)
+    except DecodeError as exc:
+        for writer in _PREVIOUS.get(name, ()):
+            try:
+                return _avro_body(writer, SCHEMAS[name], value)
+            except DecodeError:
+                pass
+        raise DecodeError(f"invalid Avro {name.replace('_', ' ')}: {exc}") from None
+
+
+def _avro_body(writer: Any, reader: Any, value: bytes) -> Any:
+    buf = io.BytesIO(value[5:])
+    try:
+        datum = fastavro.schemaless_reader(buf, writer, reader)
+    except Exception as exc:  # fastavro raises EOFError, ValueError, IndexError, UnicodeDecodeError...
+        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+    if buf.tell() != len(value) - 5:
+        raise DecodeError(f"{len(value) - 5 - buf.tell()} trailing bytes")
+    return datum
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise DecodeError(f"duplicate JSON key {k!r}")
+        out[k] = v
+    return out
+
+
+def _json_read(value: bytes) -> Any:
+    # json.loads recurses per nesting level: check the depth bound first (cheap: only for values with many brackets)
+    if value.count(b"[") + value.count(b"{") > MAX_JSON_DEPTH and _json_depth(value) > MAX_JSON_DEPTH:
+        raise DecodeError(f"invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep")
+    try:
+        text = value.decode("utf-8")
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"JSON value is not UTF-8: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    if "\\u" in text:  # escapes may spell lone surrogates, which no UTF-8 output can carry
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise DecodeError("invalid JSON: a string holds a lone surrogate (\\ud800-\\udfff escape)") from None
+    return obj
+
+
+def _json_depth(value: bytes) -> int:
+    """Deepest bracket nesting outside strings (an upper bound is enough: escapes are skipped roughly)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in value:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:  # backslash
+                escaped = True
+            elif c == 0x22:
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _check_pairs(pairs: Any, what: str) -> None:
+    """Limits beyond engine.semantics: attribute name length, integers a double can hold (JSON has no bound)."""
+    for name, value in pairs:
+        if len(name) * 4 > MAX_ATTRIBUTE_BYTES and len(name.encode("utf-8", "surrogatepass")) > MAX_ATTRIBUTE_BYTES:
+            raise DecodeError(f"{what}: attribute name too long: {len(name.encode('utf-8', 'surrogatepass'))} bytes "
+                              f"(at most {MAX_ATTRIBUTE_BYTES}), starting {name[:40]!r}")
+        if type(value) is int and value.bit_length() > 1000:
+            try:
+                float(value)
+            except OverflowError:
+                raise DecodeError(f"{what}: {name!r}: integer too large for a double "
+                                  f"({len(str(abs(value)))} digits)") from None
+
+
+def _sniff(value: bytes | None, what: str) -> str:
+    if not value:
+        raise DecodeError(f"empty {what} value")
+    if value[:1] == b"{":
+        return "json"
+    if value[0] == MAGIC:
+        return "avro"
+    raise DecodeError(
+        f"{what} value is neither JSON (first byte '{{') nor Avro in the Confluent wire format "
+        f"(first byte 0); first byte is 0x{value[0]:02x}"
+    )
+
+
+# --- subscriptions -----------------------------------------------------------
+
+
+def _check_subscription(obj: Any) -> Subscription:
+    if not isinstance(obj, dict):
+        raise DecodeError(f"a subscription must be an object, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - {"subscriber", "predicates", "valid_until", "valid_from"})
+    if unknown:
+        raise DecodeError(f"unknown subscription field(s): {', '.join(unknown)}")
+    for field in ("subscriber", "predicates"):
+        if field not in obj:
+            raise DecodeError(f"subscription is missing the field {field!r}")
+    subscriber = obj["subscriber"]
+    if not isinstance(subscriber, str) or not subscriber:
+        raise DecodeError(f"subscriber must be a non-empty string, got {subscriber!r}")
+    valid_until, valid_from = obj.get("valid_until"), obj.get("valid_from")
+    for field, t in (("valid_until", valid_until), ("valid_from", valid_from)):
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or not _INT64_MIN <= t <= _INT64_MAX):
+            raise DecodeError(f"{field} must be null or milliseconds since the epoch (a 64-bit integer), "
+                              f"got {str(t)[:40]}")
+    if valid_from is not None and valid_until is not None and valid_from >= valid_until:
+        raise DecodeError(f"valid_from ({valid_from}) must be before valid_until ({valid_until}): the subscription "
+                          "would never match")
+    try:
+        predicates = validate_predicates(obj["predicates"])
+    except (ValueError, TypeError) as exc:
+        raise DecodeError(f"invalid predicates: {str(exc)[:500]}") from None
+    _check_pairs(((a, v) for a, _, v in predicates), "invalid predicates")
+    return Subscription(subscriber, predicates, valid_until, valid_from)
+
+
+def decode_subscription(value: bytes) -> Subscription:
+    """A subscription value (JSON or Avro) -> validated :class:`Subscription`."""
+    if _sniff(value, "subscription") == "json":
+        obj = _json_read(value)
+    else:
+        obj = _avro_read("subscription", value)
+        obj["predicates"] = [(p["attribute"], p["operator"], p["value"]) for p in obj["predicates"]]
+    return _check_subscription(obj)
+
+
+def encode_subscription(sub: Subscription, fmt: str = "avro") -> bytes:
+    if fmt == "json":
+        return json.dumps({"subscriber": sub.subscriber, "predicates": [list(p) for p in sub.predicates],
+                           "valid_until": sub.valid_until, "valid_from": sub.valid_from}).encode()
+    datum = {
+        "subscriber": sub.subscriber,
+        "predicates": [{"attribute": a, "operator": op, "value": _avro_number(v)} for a, op, v in sub.predicates],
+        "valid_until": sub.valid_until,
+        "valid_from": sub.valid_from,
+    }
+    return _wire("subscription", _avro_write(SCHEMAS["subscription"], datum))
+
+
+# --- events ------------------------------------------------------------------
+
+
+def decode_event(value: bytes) -> dict[str, Any]:
+    """An event value (JSON object of attribute -> value, or Avro) -> validated dict."""
+    if _sniff(value, "event") == "json":
+        event = _json_read(value)
+    else:
+        event = _avro_read("event", value)["attributes"]
+    try:
+        event = validate_event(event)
+    except ValueError as exc:
+        raise DecodeError(f"invalid event: {str(exc)[:500]}") from None
+    _check_pairs(event.items(), "invalid event")
+    return event
+
+
+def encode_attributes(event: dict[str, Any], fmt: str) -> bytes:
+    """The attribute/value pairs alone: the ``event`` part of notifications."""
+    if fmt == "json":
+        return json.dumps(event).encode()
+    return _avro_write(_ATTRIBUTE_MAP, {k: _avro_number(v) for k, v in event.items()})
+
+
+def encode_event(event: dict[str, Any], fmt: str = "avro") -> bytes:
+    if fmt == "json":
+        return encode_attributes(event, "json")
+    return _wire("event", encode_attributes(event, "avro"))
+
+
+# --- notifications -----------------------------------------------------------
+
+
+def notification_id(event_id: str, subscription_id: int) -> str:
+    """Deterministic identity: the same event and subscription always give the same id."""
+    return f"{event_id}/{subscription_id}"
+
+
+def encode_notification(subscription_id: int, subscriber: str, event_id: str, attributes: bytes, fmt: str) -> bytes:
+    """One notification; ``attributes`` is ``encode_attributes(event, fmt)`` (shared by all of an event's notifications)."""
+    nid = notification_id(event_id, subscription_id)
+    if fmt == "json":
+        head = json.dumps(
+            {"notification_id": nid, "subscription_id": subscription_id, "subscriber": subscriber, "event_id": event_id}
+        )
+        return head[:-1].encode() + b', "event": ' + attributes + b"}"
+    head = {"notification_id": nid, "subscription_id": subscription_id, "subscriber": subscriber, "event_id": event_id}
+    return _wire("notification", _avro_write(_NOTIFICATION_HEAD, head) + attributes)
+
+
+def decode_notification(value: bytes) -> dict[str, Any]:
+    if _sniff(value, "notification") == "json":
+        return _json_read(value)
+    return _avro_read("notification", value)
+
+
+# --- dead letters --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An input record that could not be processed, and why."""
+
+    reason: str
+    source_topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    @property
+    def record_key(self) -> str:
+        # Deterministic: replays (restarts, other instances) of the same input give the same key.
+        return f"{self.source_topic}:{self.partition}:{self.offset}"
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def encode_dead_letter(dl: DeadLetter, fmt: str = "avro") -> bytes:
+    datum = {
+        "reason": dl.reason,
+        "source_topic": dl.source_topic,
+        "partition": dl.partition,
+        "offset": dl.offset,
+        "key": dl.key,
+        "value": dl.value,
+    }
+    if fmt == "json":  # bytes as base64 so the value stays valid JSON
+        return json.dumps({**datum, "key": _b64(dl.key), "value": _b64(dl.value)}).encode()
+    return _wire("dead_letter", _avro_write(SCHEMAS["dead_letter"], datum))
+
+
+def decode_dead_letter(value: bytes) -> DeadLetter:
+    if _sniff(value, "dead letter") == "json":
+        d = _json_read(value)
+        for field in ("key", "value"):
+            d[field] = None if d[field] is None else base64.b64decode(d[field])
+    else:
+        d = _avro_read("dead_letter", value)
+    return DeadLetter(**d)
+
+
+# --- statistics snapshots --------------------------------------------------------
+
+
+def encode_statistics(record: dict[str, Any]) -> bytes:
+    """An ``EventStatistics.to_record()`` dict -> value of pubsub.statistics (always Avro)."""
+    return _wire("statistics", _avro_write(SCHEMAS["statistics"], record))
+
+
+def decode_statistics(value: bytes) -> dict[str, Any]:
+    """A pubsub.statistics value -> the record (``EventStatistics.from_record`` takes it)."""
+    if _sniff(value, "statistics") == "json":
+        return _json_read(value)
+    return _avro_read("statistics", value)

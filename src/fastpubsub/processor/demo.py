@@ -1,0 +1,312 @@
+"""``pubsub demo``: the whole system on the embedded broker, shown working.
+
+Broker, topics, subscriptions (Fabret's workload, plus a few hand-written ones
+that match often enough to see notifications), a processor in its own
+process, events, live progress read from Kafka itself (committed offsets,
+watermarks, the notifications topic), then the Spark statistics job run once
+on those events while the processor runs, the processor adopting its snapshot
+(the engine's hash tables before and after), a summary, and a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+
+from . import codecs, topics
+from .broker import EmbeddedBroker, child_preexec
+from .expression import format_predicates, parse
+from .progress import RateMeter, human
+from .statistics_feed import ADOPTED, describe_change
+
+GROUP = "pubsub-processor"
+SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 3%, 1.5% and 11% of events
+    ("alice", "a0 = 7"),
+    ("bob", "a1 <= 3 and a2 >= 30"),
+    ("carol", "a3 != 1 and a4 < 5"),
+]
+
+
+class Demo:
+    def __init__(self, n_subscriptions: int, n_events: int, workload: str = "W0", seed: int = 1, port: int = 0,
+                 output_format: str = "avro", batch_size: int = 1000, statistics: bool = True) -> None:
+        if workload not in PRESETS:
+            raise click.BadParameter(f"unknown workload {workload!r}; one of {', '.join(PRESETS)}", param_hint="--workload")
+        self.n_subscriptions, self.n_events = n_subscriptions, n_events
+        self.spec, self.seed, self.port = PRESETS[workload], seed, port
+        self.output_format, self.batch_size = output_format, batch_size
+        self.statistics = statistics
+        self._interrupted = False
+
+    def _say(self, text: str) -> None:
+        click.echo(text)
+        sys.stdout.flush()
+
+    # --- steps -----------------------------------------------------------------
+
+    def _load_subscriptions(self, bootstrap: str) -> int:
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+        started = time.monotonic()
+        batch = generate_subscriptions(self.spec, self.n_subscriptions, self.seed)
+        subs = batch.to_lists()
+        for i, (sid, predicates) in enumerate(subs):
+            value = codecs.encode_subscription(codecs.Subscription(f"user{sid % 1000}", predicates), "avro")
+            _produce(producer, topics.SUBSCRIPTIONS, str(sid).encode(), value)
+            if (i + 1) % 20_000 == 0:
+                self._say(f"  loaded {human(i + 1)} / {human(len(subs))} subscriptions")
+        first_free = (int(batch.ids.max()) + 1) if len(batch) else 0
+        for offset, (subscriber, text) in enumerate(SHOWCASE):
+            sid = first_free + offset
+            value = codecs.encode_subscription(codecs.Subscription(subscriber, parse(text)), "json")
+            _produce(producer, topics.SUBSCRIPTIONS, str(sid).encode(), value)
+            self._say(f"  subscription {sid} ({subscriber}, JSON): {format_predicates(parse(text))}")
+        if producer.flush(60):
+            raise click.ClickException("the broker did not acknowledge all subscriptions")
+        total = len(subs) + len(SHOWCASE)
+        self._say(f"  {human(total)} subscriptions written to {topics.SUBSCRIPTIONS} in {time.monotonic() - started:.1f}s")
+        return total
+
+    def _start_processor(self, bootstrap: str, log_path: Path) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "fastpubsub.processor", "run", "--bootstrap-servers", bootstrap, "--group-id", GROUP,
+               "--output-format", self.output_format, "--batch-size", str(self.batch_size), "--progress-interval", "2"]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "wb"), stdin=subprocess.DEVNULL,
+                                preexec_fn=child_preexec)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGINT, self._interrupt)
+        signal.signal(signal.SIGTERM, self._interrupt)
+        workdir = Path(tempfile.mkdtemp(prefix="pubsub-demo-"))
+        broker = EmbeddedBroker(self.port or None, log=workdir / "broker.log")
+        processor = None
+        started = time.monotonic()
+        try:
+            self._say("1. embedded broker")
+            broker.start()
+            bootstrap = broker.bootstrap_servers
+            self._say(f"  Tansu listening on {bootstrap} (in-memory storage; logs in {workdir})")
+            self._say("2. topics")
+            for s in topics.create_topics(bootstrap):
+                self._say(f"  {s.name:24} partitions={s.partitions} cleanup.policy={s.cleanup_policy or '?'}")
+            self._say(f"3. subscriptions: {human(self.n_subscriptions)} generated like Fabret's {self.spec.name} (Avro)")
+            n_subs = self._load_subscriptions(bootstrap)
+            self._say("4. processor (`pubsub run` in its own process; it rebuilds state from the subscriptions topic)")
+            processor = self._start_processor(bootstrap, workdir / "processor.log")
+            self._say(f"5. events: {human(self.n_events)} generated like {self.spec.name} (Avro), streamed while we watch")
+            result = self._stream_and_watch(bootstrap, processor)
+            if result is None:
+                return self._failed(processor, workdir, "interrupted" if self._interrupted else "the processor stopped")
+            step = 6
+            if self.statistics:
+                self._say(f"{step}. statistics: the Spark job (`pubsub stats`, local[2]) over the events, "
+                          "its snapshot adopted by the running processor")
+                result["statistics_seconds"] = self._statistics(bootstrap, workdir)
+                step += 1
+            self._say(f"{step}. shutting down")
+            stats = _stop_processor(processor)
+            processor = None
+            self._summary(n_subs, result, stats, time.monotonic() - started)
+            return 0
+        finally:
+            if processor is not None:
+                _stop_processor(processor)
+            broker.stop()
+            self._say("  processor and broker stopped")
+
+    def _statistics(self, bootstrap: str, workdir: Path) -> float | None:
+        """Run the job once in its own process and wait until the processor has adopted the snapshot."""
+        if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
+            self._say("  skipped: needs PySpark (pip install -e '.[spark]') and Java 17")
+            return None
+        started = time.monotonic()
+        log_path, out = workdir / "spark.log", workdir / "statistics.json"
+        cmd = [sys.executable, "-m", "fastpubsub.stats_job", "--bootstrap-servers", bootstrap, "--master", "local[2]",
+               "--output", str(out)]
+        with open(log_path, "wb") as log:
+            job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   preexec_fn=child_preexec)
+            while job.poll() is None and not self._interrupted:
+                time.sleep(0.2)
+            if job.poll() is None:
+                job.terminate()
+                job.wait(30)
+                return None
+        if job.returncode != 0:
+            lines = log_path.read_text(errors="replace").splitlines()[-10:]
+            self._say(f"  the job failed (exit {job.returncode}); last lines of {log_path}:\n    " + "\n    ".join(lines))
+            return None
+        snapshot = json.loads(out.read_text())
+        self._say(f"  {snapshot['event_count']:,} events, {snapshot['bad_records']} bad, {len(snapshot['attributes'])} "
+                  f"attributes, {len(snapshot['schemas'])} frequent attribute sets in {time.monotonic() - started:.1f}s "
+                  f"(log {log_path}, snapshot {out})")
+        processor_log = workdir / "processor.log"
+        deadline = time.monotonic() + 120
+        while ADOPTED not in processor_log.read_text(errors="replace"):
+            if time.monotonic() > deadline or self._interrupted:
+                self._say("  the processor did not adopt the snapshot within 120s")
+                return None
+            time.sleep(0.2)
+        self._say(f"  adopted by the processor ({time.monotonic() - started:.1f}s after the job started)")
+        return time.monotonic() - started
+
+    def _interrupt(self, *_: object) -> None:
+        self._interrupted = True
+
+    def _failed(self, processor: subprocess.Popen, workdir: Path, why: str) -> int:
+        self._say(f"demo stopped: {why}; stopping the processor (it finishes its batch) and the broker")
+        log = (workdir / "processor.log").read_text(errors="replace").splitlines()[-15:]
+        if log:
+            self._say("last processor log lines:\n  " + "\n  ".join(log))
+        return 1
+
+    # --- the live part -----------------------------------------------------------
+
+    def _stream_and_watch(self, bootstrap: str, processor: subprocess.Popen) -> dict | None:
+        events = generate_events(self.spec, self.n_events, self.seed + 1).to_dicts()
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+        watcher = _Watcher(bootstrap)
+        meter = RateMeter(1.0)
+        sent = 0
+        chunk = max(1, min(2000, self.n_events // 20 or 1))
+        try:
+            while not self._interrupted:
+                if processor.poll() is not None:
+                    return None
+                if sent < len(events):
+                    for i in range(sent, min(sent + chunk, len(events))):
+                        _produce(producer, topics.EVENTS, f"e{i}".encode(), codecs.encode_event(events[i], "avro"))
+                    sent = min(sent + chunk, len(events))
+                    producer.poll(0)
+                else:
+                    producer.flush(30)
+                watcher.drain()
+                if meter.due() or sent == len(events):
+                    processed, lag = watcher.progress(sent)
+                    done = processed >= len(events) and sent == len(events)
+                    if meter.due() or done:
+                        rates = meter.tick({"processed": processed, "notifications": watcher.notifications})
+                        self._say(
+                            f"  [{meter.elapsed():6.1f}s] events sent {human(sent)} processed {human(processed)} "
+                            f"({human(rates['processed'])}/s) | notifications {human(watcher.notifications)} "
+                            f"({human(rates['notifications'])}/s) | lag {human(lag)}"
+                        )
+                    if done and watcher.caught_up():
+                        return {"events": sent, "notifications": watcher.notifications, "samples": watcher.samples,
+                                "seconds": meter.elapsed()}
+                if sent == len(events):
+                    time.sleep(0.2)
+            return None
+        finally:
+            watcher.close()
+
+    def _summary(self, n_subs: int, result: dict, stats: dict, total_seconds: float) -> None:
+        secs = max(result["seconds"], 1e-9)
+        self._say("summary")
+        self._say(f"  subscriptions      {n_subs:>12,}  (processor holds {stats.get('subscriptions', '?'):,})"
+                  if isinstance(stats.get("subscriptions"), int) else f"  subscriptions      {n_subs:>12,}")
+        busy = stats.get("busy_seconds") or 0
+        rate = f", processor {result['events'] / busy:,.0f}/s while busy" if busy else ""
+        self._say(f"  events             {result['events']:>12,}  ({result['events'] / secs:,.0f}/s end to end{rate})")
+        self._say(f"  notifications      {result['notifications']:>12,}  ({result['notifications'] / secs:,.0f}/s; "
+                  f"processor produced {stats.get('notifications', '?')})")
+        dead = sum(stats.get("dead_letters", {}).values())
+        self._say(f"  dead letters       {dead:>12,}")
+        self._say(f"  delivery           {stats.get('delivery', '?')}; matcher: {stats.get('matcher', '?')}")
+        last = (stats.get("statistics") or {}).get("last_snapshot")
+        if last:
+            self._say(f"  statistics         {last['event_count']:>12,}  events in the adopted snapshot "
+                      f"({result.get('statistics_seconds') or 0:.1f}s from the job's start to its adoption)")
+            self._say(f"  hash tables before {_tables(last['tables_before'])}")
+            self._say(f"  hash tables after  {_tables(last['tables_after'])}")
+            self._say(f"  change             {describe_change(last['tables_before'], last['tables_after'])}, "
+                      f"{last['tables_created']} created, {last['tables_dropped']} dropped by the dynamic "
+                      f"maintenance in {last['seconds']:.2f}s")
+        self._say(f"  wall time          {total_seconds:>11.1f}s")
+        for n in result["samples"]:
+            event = ", ".join(f"{k}={v}" for k, v in list(n["event"].items())[:5])
+            self._say(f"  e.g. {n['notification_id']} -> {n['subscriber']}: {event}, ...")
+
+
+def _tables(tables: dict[str, int]) -> str:
+    """``{"a0,a1": 100003}`` -> ``(a0,a1): 100,003 subscriptions``; single-attribute tables are not listed."""
+    if not tables:
+        return "none with two or more attributes"
+    return "; ".join(f"({schema}): {n:,} subscriptions" for schema, n in sorted(tables.items()))
+
+
+def _produce(producer: Producer, topic: str, key: bytes, value: bytes) -> None:
+    while True:
+        try:
+            producer.produce(topic, value, key)
+            return
+        except BufferError:
+            producer.poll(0.1)
+
+
+def _stop_processor(processor: subprocess.Popen) -> dict:
+    """SIGTERM, wait for its clean exit, return its final statistics (its last stdout line)."""
+    if processor.poll() is None:
+        processor.send_signal(signal.SIGTERM)
+    try:
+        out, _ = processor.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        processor.kill()
+        out, _ = processor.communicate()
+    lines = out.decode(errors="replace").strip().splitlines()
+    try:
+        return json.loads(lines[-1]) if lines else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+class _Watcher:
+    """Progress as Kafka sees it: the group's committed offsets and the notifications written."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pubsub-demo-watcher",
+                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
+        self._group = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+        n_notif = topics.partitions_of(bootstrap, topics.NOTIFICATIONS)
+        self._notif = [TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n_notif)]
+        self._events = [TopicPartition(topics.EVENTS, p) for p in range(topics.partitions_of(bootstrap, topics.EVENTS))]
+        self._consumer.assign(self._notif)
+        self.notifications = 0
+        self.samples: list[dict] = []
+
+    def drain(self, timeout: float = 0.05) -> None:
+        for msg in self._consumer.consume(num_messages=10_000, timeout=timeout):
+            if msg.error():
+                continue
+            self.notifications += 1
+            if len(self.samples) < 3:
+                self.samples.append(codecs.decode_notification(msg.value()))
+
+    def progress(self, sent: int) -> tuple[int, int]:
+        """(events processed = committed by the processor's group, lag = sent - processed)."""
+        committed = self._group.committed(self._events, timeout=10)
+        processed = sum(max(tp.offset, 0) for tp in committed)
+        return processed, max(sent - processed, 0)
+
+    def caught_up(self) -> bool:
+        """Called once the processor has committed every event, so all its notifications
+        are on the broker: done when a second passes without one.  (Not the high
+        watermarks: Tansu reports them short, see docs/processor.md.)"""
+        before = self.notifications
+        self.drain(timeout=1.0)
+        return self.notifications == before
+
+
+    def close(self) -> None:
+        self._consumer.close()
+        self._group.close()

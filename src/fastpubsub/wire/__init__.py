@@ -1,0 +1,1 @@
+"""What travels on the topics: the Avro schemas (package data) and their codecs."""
