@@ -1,11 +1,29 @@
 """The matching engine: subscriptions in, matching subscription ids out.
 
-No Kafka, no Spark: the engine is a library; I/O lives in ``processor/`` and
-``fastpubsub/stats_job/``.
+No Kafka, no Spark: the engine is a library.  What this module exports is its
+public API; the processor, the statistics job and the CLI use nothing else.
 """
 
+from .clusters import RUN_MIN
+from .columnar import (
+    EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_events,
+    take_subscriptions, unpack_strings,
+)
+from .encoding import N_KINDS
+from .event_store import StoredMatches, ValidEventStore
 from .matcher import ALGORITHMS, Matcher, Matches
 from .oracle import OracleMatcher
-from .semantics import OPERATORS
+from .semantics import (
+    KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OPERATORS, Predicate, validate_event, validate_predicates,
+)
+from .statistics import AttributeStats, EventStatistics, PartitionOffsets, SourceWindow
+from .validity import DeadlineQueue
+from .workload import PRESETS, generate_events, generate_subscriptions
 
-__all__ = ["ALGORITHMS", "Matcher", "Matches", "OracleMatcher", "OPERATORS"]
+__all__ = [
+    "ALGORITHMS", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "KINDS", "KIND_BOOL",
+    "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher", "PRESETS",
+    "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
+    "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "generate_events", "generate_subscriptions",
+    "pack_strings", "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
+]

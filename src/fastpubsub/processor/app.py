@@ -23,8 +23,8 @@ from confluent_kafka import (
     OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition,
 )
 
-from fastpubsub.engine.columnar import take_events
-from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine import take_events
+from fastpubsub.engine import ValidEventStore
 
 from . import snapshot
 from .codecs import DecodeError, decode_event, encode_attributes, encode_notification

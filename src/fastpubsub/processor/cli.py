@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from fastpubsub.engine import ALGORITHMS
-from fastpubsub.engine.clusters import RUN_MIN
+from fastpubsub.engine import RUN_MIN
 
 from . import codecs, topics
 from .dedup import DEFAULT_CAPACITY, Deduplicator

@@ -23,7 +23,7 @@ from typing import Any
 
 import fastavro
 
-from fastpubsub.engine.semantics import Predicate, validate_event, validate_predicates
+from fastpubsub.engine import Predicate, validate_event, validate_predicates
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "wire" / "schemas"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.engine import PRESETS, generate_events, generate_subscriptions
 
 from . import codecs, topics
 from .broker import EmbeddedBroker, child_preexec

@@ -26,8 +26,8 @@ from typing import Sequence
 import numba
 import numpy as np
 
-from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING
+from fastpubsub.engine import EventBatch
+from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING
 
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event
 

@@ -20,7 +20,7 @@ import math
 import re
 from typing import Any
 
-from fastpubsub.engine.semantics import Predicate, validate_predicates
+from fastpubsub.engine import Predicate, validate_predicates
 
 _TOKEN = re.compile(
     r"""

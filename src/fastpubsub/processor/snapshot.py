@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine import ValidEventStore
 
 from .subscriptions import SubscriptionState
 

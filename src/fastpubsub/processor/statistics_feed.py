@@ -30,9 +30,9 @@ from typing import Any, Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.encoding import N_KINDS
-from fastpubsub.engine.semantics import KIND_NUMBER, KINDS
-from fastpubsub.engine.statistics import EventStatistics
+from fastpubsub.engine import N_KINDS
+from fastpubsub.engine import KIND_NUMBER, KINDS
+from fastpubsub.engine import EventStatistics
 
 from .codecs import decode_statistics
 from .topics import EVENTS, STATISTICS

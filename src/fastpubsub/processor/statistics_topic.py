@@ -17,7 +17,7 @@ import logging
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from fastpubsub.engine.statistics import EventStatistics
+from fastpubsub.engine import EventStatistics
 
 from .codecs import DecodeError, decode_statistics, encode_statistics
 from .topics import CONFIGS, STATISTICS

@@ -25,11 +25,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.columnar import (
+from fastpubsub.engine import (
     SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_subscriptions,
     unpack_strings,
 )
-from fastpubsub.engine.validity import DeadlineQueue
+from fastpubsub.engine import DeadlineQueue
 
 from .codecs import DecodeError, decode_subscription
 

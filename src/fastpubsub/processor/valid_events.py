@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fastpubsub.engine.event_store import StoredMatches
+from fastpubsub.engine import StoredMatches
 
 from .codecs import DecodeError
 

@@ -45,8 +45,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from fastpubsub.engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
-from fastpubsub.engine.statistics import AttributeStats, EventStatistics
+from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
+from fastpubsub.engine import AttributeStats, EventStatistics
 
 from .partial_counts import set_order
 

@@ -38,7 +38,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from fastpubsub.engine.semantics import KIND_STRING
+from fastpubsub.engine import KIND_STRING
 from fastpubsub.processor.event_decoder import DecodedEvents
 
 _VALUE = pa.struct([("kind", pa.int8()), ("number", pa.float64()), ("string", pa.string())])

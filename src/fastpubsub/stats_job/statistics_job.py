@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fastpubsub.engine.statistics import EventStatistics, PartitionOffsets, SourceWindow
+from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
 from fastpubsub.processor.statistics_topic import STATISTICS, ensure_statistics_topic, latest_snapshot, publish_snapshot
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize

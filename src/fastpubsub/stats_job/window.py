@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from fastpubsub.engine.statistics import EventStatistics
+from fastpubsub.engine import EventStatistics
 
 from .kafka_source import OffsetRange
 
