@@ -40,7 +40,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from fastpubsub.engine.workload import PRESETS, generate_events
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.processor import topics
+from fastpubsub.wire import codecs
 from fastpubsub.processor.app import ProcessorConfig
 from fastpubsub.processor.broker import EmbeddedBroker
 from fastpubsub.processor.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher

@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from fastpubsub.engine.workload import PRESETS, generate_events
 from fastpubsub.processor.broker import EmbeddedBroker
-from fastpubsub.processor.codecs import encode_event
+from fastpubsub.wire.codecs import encode_event
 from fastpubsub.stats_job.event_statistics import StatisticsOptions, summarize
 from fastpubsub.stats_job.kafka_source import KafkaEventsDataSource
 from fastpubsub.stats_job.statistics_job import EVENTS, run_statistics_job, spark_session
@@ -59,7 +59,7 @@ def produce_w0(bootstrap_servers: str, n: int, partitions: int, chunk: int = 100
 
 
 def time_counting(n: int, repeat: int) -> None:
-    from fastpubsub.processor.event_decoder import decode_events
+    from fastpubsub.wire.event_decoder import decode_events
     from fastpubsub.stats_job import partial_counts as pc
 
     values = [encode_event(e) for e in generate_events(PRESETS["W0"], n, seed=3).to_dicts()]

@@ -9,7 +9,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.processor import topics
+from fastpubsub.wire import codecs
 from fastpubsub.processor.app import Processor, ProcessorConfig
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from kafka_helpers import notifications, send, wait_processed
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
 from fastpubsub.processor.queues import QueueBounds
 
 pytestmark = pytest.mark.broker

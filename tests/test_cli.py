@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 from kafka_helpers import read_all, send, wait_processed
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.processor import topics
+from fastpubsub.wire import codecs
 from fastpubsub.processor.broker import EmbeddedBroker, free_port, port_in_use
 from fastpubsub.processor.cli import main
 

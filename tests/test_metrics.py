@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 from kafka_helpers import send, wait_processed
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
 from fastpubsub.processor.metrics import MetricsServer, render
 
 pytestmark = pytest.mark.broker

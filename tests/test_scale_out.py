@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from kafka_helpers import committed_events, notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_subscriptions
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.broker import child_preexec
 
 pytestmark = pytest.mark.broker
@@ -94,7 +94,7 @@ def test_killing_one_of_two_moves_its_partitions_to_the_other(bootstrap, group_i
     """
     from test_crash import expected_ids, report
 
-    from fastpubsub.processor.dedup import deduplicate
+    from fastpubsub.wire.dedup import deduplicate
 
     subs = random_subscriptions(300, seed=41)
     events = random_events(1500, seed=42)

@@ -22,9 +22,9 @@ from kafka_helpers import send
 from statistics_helpers import N_SUBSCRIPTIONS, events_without_a1, w0_subscriptions
 
 from fastpubsub.engine.statistics import EventStatistics
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import decode_statistics, encode_event, encode_statistics
-from fastpubsub.processor.event_decoder import decode_events
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import decode_statistics, encode_event, encode_statistics
+from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.processor.statistics_feed import hash_tables
 from fastpubsub.processor.statistics_topic import latest_snapshot
 from fastpubsub.stats_job import partial_counts as pc

@@ -16,7 +16,8 @@ from kafka_helpers import dead_letters, send
 from statistics_helpers import events_without_a1, snapshot_of, w0_subscriptions
 
 from fastpubsub.engine.workload import PRESETS, generate_events
-from fastpubsub.processor import codecs, topics
+from fastpubsub.processor import topics
+from fastpubsub.wire import codecs
 from fastpubsub.processor.statistics_feed import describe_change
 from fastpubsub.processor.statistics_topic import publish_snapshot
 

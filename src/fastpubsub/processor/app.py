@@ -27,10 +27,10 @@ from fastpubsub.engine import take_events
 from fastpubsub.engine import ValidEventStore
 
 from . import snapshot
-from .codecs import DecodeError, decode_event, encode_attributes, encode_notification
+from fastpubsub.wire.codecs import DecodeError, decode_event, encode_attributes, encode_notification
 from .deadletter import DeadLetters
 from .delivery import Delivery, DeliveryError
-from .event_decoder import decode_events
+from fastpubsub.wire.event_decoder import decode_events
 from .instance import InstanceSlot
 from .metrics import Metrics, consumer_lag
 from .progress import RateMeter, human

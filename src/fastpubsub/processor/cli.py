@@ -22,11 +22,13 @@ import click
 from fastpubsub.engine import ALGORITHMS
 from fastpubsub.engine import RUN_MIN
 
-from . import codecs, topics
-from .dedup import DEFAULT_CAPACITY, Deduplicator
+from fastpubsub.wire import codecs
+
+from . import topics
+from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from .metrics import DEFAULT_STALL_SECONDS
 from .queues import MIN_CONSUMER_KBYTES, QueueBounds
-from .expression import ExpressionError, format_predicates, parse
+from fastpubsub.language import ExpressionError, format_predicates, parse
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 

@@ -14,7 +14,7 @@ from collections import Counter
 
 from confluent_kafka import Message
 
-from .codecs import DeadLetter, encode_dead_letter
+from fastpubsub.wire.codecs import DeadLetter, encode_dead_letter
 from .delivery import Delivery
 from .topics import DEAD_LETTER
 

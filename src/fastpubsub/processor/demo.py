@@ -25,9 +25,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from fastpubsub.engine import PRESETS, generate_events, generate_subscriptions
 
-from . import codecs, topics
+from fastpubsub.wire import codecs
+
+from . import topics
 from .broker import EmbeddedBroker, child_preexec
-from .expression import format_predicates, parse
+from fastpubsub.language import format_predicates, parse
 from .progress import RateMeter, human
 from .statistics_feed import ADOPTED, describe_change
 

@@ -34,7 +34,7 @@ from fastpubsub.engine import N_KINDS
 from fastpubsub.engine import KIND_NUMBER, KINDS
 from fastpubsub.engine import EventStatistics
 
-from .codecs import decode_statistics
+from fastpubsub.wire.codecs import decode_statistics
 from .topics import EVENTS, STATISTICS
 
 log = logging.getLogger("pubsub.statistics")

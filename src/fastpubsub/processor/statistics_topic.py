@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from fastpubsub.engine import EventStatistics
 
-from .codecs import DecodeError, decode_statistics, encode_statistics
+from fastpubsub.wire.codecs import DecodeError, decode_statistics, encode_statistics
 from .topics import CONFIGS, STATISTICS
 
 CONFIG = CONFIGS[STATISTICS]

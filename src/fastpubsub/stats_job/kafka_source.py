@@ -7,7 +7,7 @@ to the brokers themselves).  The driver plans the window as offset ranges;
 each range is cut into splits of at most ``split.size`` offsets so that every
 core decodes.  Each split is read by a confluent-kafka consumer with
 ``assign`` (no consumer group, nothing committed), decoded in batches by
-``fastpubsub.processor.event_decoder`` and counted by ``fastpubsub.stats_job.partial_counts``: the
+``fastpubsub.wire.event_decoder`` and counted by ``fastpubsub.stats_job.partial_counts``: the
 rows Spark gets are partial counts (per batch: records, bad records by reason,
 events per attribute value, per schema, per joint value combination), which
 Spark merges across splits.
@@ -124,7 +124,7 @@ def partial_counts_of(messages: list, mode: str = "first", joint_sets: list[list
     """
     import numpy as np
 
-    from fastpubsub.processor.event_decoder import decode_events
+    from fastpubsub.wire.event_decoder import decode_events
 
     from . import partial_counts as pc
 
