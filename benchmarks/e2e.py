@@ -36,14 +36,14 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
 from fastpubsub.engine.workload import PRESETS, generate_events
 
-from fastpubsub.processor import topics
-from fastpubsub.wire import codecs
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.app import ProcessorConfig
-from fastpubsub.processor.broker import EmbeddedBroker
+from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.processor.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
 
 from . import report
@@ -68,9 +68,9 @@ class _NotificationClock(threading.Thread):
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True)
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pubsub-bench-e2e",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
-        n = topics.partitions_of(bootstrap, topics.NOTIFICATIONS)
+        self._consumer = ClientFactory(bootstrap).consumer(
+            "pubsub-bench-e2e", **{"enable.auto.commit": False, "isolation.level": "read_committed"})
+        n = admin.partitions_of(bootstrap, topics.NOTIFICATIONS)
         self._consumer.assign([TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n)])
         self.first: dict[str, tuple[float, int]] = {}
         self.count = 0
@@ -176,10 +176,10 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) -> d
     try:
         broker.start()
         bootstrap = broker.bootstrap_servers
-        topics.create_topics(bootstrap)
+        admin.create_topics(bootstrap)
         progress(f"e2e: broker {bootstrap}; {plan.subscriptions:,} W0 subscriptions + {len(SHOWCASE)} hand-written")
         n_subs = demo._load_subscriptions(bootstrap)
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        producer = ClientFactory(bootstrap).producer({"linger.ms": 5}, **{"enable.idempotence": True})
         backlog = _encoded_events(plan.backlog, seed + 1)
         for i, value in enumerate(backlog):
             _produce(producer, topics.EVENTS, f"e{i}".encode(), value)

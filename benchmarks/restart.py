@@ -21,8 +21,8 @@ import sys
 import tempfile
 import time
 
-from fastpubsub.processor import topics
-from fastpubsub.processor.broker import EmbeddedBroker, child_preexec
+from fastpubsub.kafka import admin
+from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.processor.demo import Demo
 
 
@@ -59,7 +59,7 @@ def main() -> None:
     args = ap.parse_args()
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="pubsub-restart-") as snapdir:
         bootstrap = broker.bootstrap_servers
-        topics.create_topics(bootstrap, partitions=4)
+        admin.create_topics(bootstrap, partitions=4)
         total = Demo(args.n, 0)._load_subscriptions(bootstrap)
         results: dict = {"subscriptions": total, "topic": [], "snapshot": []}
         for i in range(args.repeat):

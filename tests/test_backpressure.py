@@ -9,7 +9,7 @@ from kafka_helpers import notifications, send, wait_processed
 
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
-from fastpubsub.processor.queues import QueueBounds
+from fastpubsub.kafka.queues import QueueBounds
 
 pytestmark = pytest.mark.broker
 

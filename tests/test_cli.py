@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from kafka_helpers import read_all, send, wait_processed
 
-from fastpubsub.processor import topics
-from fastpubsub.wire import codecs
-from fastpubsub.processor.broker import EmbeddedBroker, free_port, port_in_use
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.wire import codecs, topics
+from fastpubsub.kafka.broker import EmbeddedBroker, free_port, port_in_use
 from fastpubsub.processor.cli import main
 
 pytestmark = pytest.mark.broker
@@ -84,7 +84,7 @@ def test_broker_prints_its_address_and_stops_on_sigterm():
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == f"127.0.0.1:{port}"
-        assert [s.name for s in topics.create_topics(f"127.0.0.1:{port}")] == list(topics.ALL)
+        assert [s.name for s in admin.create_topics(f"127.0.0.1:{port}")] == list(topics.ALL)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, proc.stderr.read()
@@ -109,7 +109,7 @@ def test_run_refuses_to_start_without_the_topics():
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1
         assert "topic pubsub.subscriptions does not exist" in done.stderr and "run `pubsub topics` first" in done.stderr
-        assert topics.ALL[0] not in topics.admin(empty.bootstrap_servers).list_topics(timeout=10).topics
+        assert topics.ALL[0] not in ClientFactory(empty.bootstrap_servers).admin().list_topics(timeout=10).topics
 
 
 def test_tail_drops_redelivered_notifications(bootstrap):

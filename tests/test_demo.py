@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fastpubsub.processor.broker import free_port, port_in_use
+from fastpubsub.kafka.broker import free_port, port_in_use
 
 pytestmark = pytest.mark.broker
 

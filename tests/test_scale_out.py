@@ -16,7 +16,7 @@ from kafka_helpers import committed_events, notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_subscriptions
 
 from fastpubsub.wire import codecs, topics
-from fastpubsub.processor.broker import child_preexec
+from fastpubsub.kafka.broker import child_preexec
 
 pytestmark = pytest.mark.broker
 

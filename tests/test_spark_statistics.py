@@ -26,7 +26,8 @@ from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import decode_statistics, encode_event, encode_statistics
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.processor.statistics_feed import hash_tables
-from fastpubsub.processor.statistics_topic import latest_snapshot
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.statistics_topic import latest_snapshot
 from fastpubsub.stats_job import partial_counts as pc
 from fastpubsub.stats_job.event_statistics import StatisticsOptions, compute_statistics, summarize
 from fastpubsub.stats_job.kafka_source import OffsetRange, read_offset_range
@@ -279,7 +280,7 @@ def test_reader_stops_at_the_end_offset_also_on_transaction_markers(broker):
         low, end = log_bounds(consumer, topic, 0)
     finally:
         consumer.close()
-    config = {"bootstrap.servers": bs}
+    config = ClientFactory(bs)
     every = [m for ms in read_offset_range(config, topic, OffsetRange(0, low, end)) for m in ms]
     expected = {m.offset(): m.value() for m in every}
     markers = sorted(set(range(low, end)) - set(expected))

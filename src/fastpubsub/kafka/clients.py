@@ -61,6 +61,11 @@ class ClientFactory:
                              "(--bootstrap-servers), not with -X")
         object.__setattr__(self, "settings", dict(self.settings))
 
+    @classmethod
+    def of(cls, clients: "ClientFactory | str") -> "ClientFactory":
+        """``clients`` itself, or a factory with no extra settings for a bootstrap string (tests, tools)."""
+        return clients if isinstance(clients, ClientFactory) else cls(clients)
+
     # --- the configuration each client gets ----------------------------------------
 
     def config(self, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None) -> dict[str, Any]:

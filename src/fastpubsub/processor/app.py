@@ -28,17 +28,19 @@ from fastpubsub.engine import ValidEventStore
 
 from . import snapshot
 from fastpubsub.wire.codecs import DecodeError, decode_event, encode_attributes, encode_notification
-from .deadletter import DeadLetters
-from .delivery import Delivery, DeliveryError
+from fastpubsub.kafka.deadletter import DeadLetters
+from fastpubsub.kafka.delivery import Delivery, DeliveryError
 from fastpubsub.wire.event_decoder import decode_events
 from .instance import InstanceSlot
 from .metrics import Metrics, consumer_lag
 from .progress import RateMeter, human
 from .statistics_feed import StatisticsFeed
-from .queues import QueueBounds
+from fastpubsub.kafka.queues import QueueBounds
 from .subscriptions import SubscriptionState
 from .valid_events import due, valid_until_of
-from .topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS, require
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.admin import require
+from fastpubsub.wire.topics import EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
 log = logging.getLogger("pubsub")
 
@@ -144,6 +146,7 @@ class Processor:
         self.dead_letters: DeadLetters | None = None
         self.statistics_feed: StatisticsFeed | None = None
         self.metrics = Metrics()  # read by processor.metrics.MetricsServer
+        self.clients = ClientFactory(config.bootstrap_servers, config.client_config)
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and close (safe from signal handlers and threads)."""
@@ -152,16 +155,8 @@ class Processor:
     # --- clients -------------------------------------------------------------
 
     def _consumer(self, group_id: str, **extra: Any) -> Consumer:
-        return Consumer({
-            "bootstrap.servers": self.config.bootstrap_servers,
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            **self.config.queue_bounds.consumer(),
-            **self.config.client_config,
-            **extra,
-        })
+        return self.clients.consumer(group_id, {"auto.offset.reset": "earliest", **self.config.queue_bounds.consumer()},
+                                     **{"enable.auto.commit": False, "isolation.level": "read_committed", **extra})
 
     # --- subscriptions -------------------------------------------------------
 
@@ -373,10 +368,9 @@ class Processor:
     def run(self) -> dict[str, Any]:
         """Run until :meth:`stop`; return the final statistics."""
         cfg = self.config
-        client = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.client_config}
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
         transactional_id = cfg.transactional_id or slot.transactional_id
-        self.delivery = Delivery(client, cfg.delivery, transactional_id=transactional_id, bounds=cfg.queue_bounds)
+        self.delivery = Delivery(self.clients, cfg.delivery, transactional_id=transactional_id, bounds=cfg.queue_bounds)
         self.dead_letters = DeadLetters(self.delivery, cfg.output_format)
         log.info("delivery: %s%s", self.delivery.mode,
                  f" (transactional.id {transactional_id})" if self.delivery.mode == "transactional" else "")
@@ -384,10 +378,10 @@ class Processor:
         subs = self._consumer(f"{cfg.group_id}.subscriptions-reader", **{"enable.partition.eof": True})
         events = self._consumer(cfg.group_id, **{"session.timeout.ms": cfg.session_timeout_ms})
         try:
-            n_partitions = require(cfg.bootstrap_servers)  # the four topics it cannot run without, or a clear error
+            n_partitions = require(self.clients)  # the four topics it cannot run without, or a clear error
             self._partitions = n_partitions[SUBSCRIPTIONS]
             # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
-            self.statistics_feed = StatisticsFeed(cfg.bootstrap_servers, lambda: self.state.matcher, cfg.client_config,
+            self.statistics_feed = StatisticsFeed(self.clients, lambda: self.state.matcher,
                                                   dead_letter=self.dead_letters.send)
             # The group join proceeds in the background during the rebuild.
             events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))

@@ -22,12 +22,12 @@ import click
 from fastpubsub.engine import ALGORITHMS
 from fastpubsub.engine import RUN_MIN
 
-from fastpubsub.wire import codecs
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.wire import codecs, topics
 
-from . import topics
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from .metrics import DEFAULT_STALL_SECONDS
-from .queues import MIN_CONSUMER_KBYTES, QueueBounds
+from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.language import ExpressionError, format_predicates, parse
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -49,13 +49,11 @@ def _on_signals(handler) -> None:
 
 def _producer(bootstrap_servers: str, topic: str):
     """A producer for ``topic``, once it is known to exist (writing would auto-create it on some brokers)."""
-    from confluent_kafka import Producer
-
     try:
-        topics.require(bootstrap_servers, (topic,))
+        admin.require(bootstrap_servers, (topic,))
     except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
         raise click.ClickException(str(exc)) from None
-    return Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True})
+    return ClientFactory(bootstrap_servers).producer(**{"enable.idempotence": True})
 
 
 def _send(bootstrap_servers: str, topic: str, key: bytes | None, value: bytes | None) -> None:
@@ -86,7 +84,7 @@ def broker(port: int) -> None:
     discards all topics.  Prints the bootstrap address to use with
     --bootstrap-servers.
     """
-    from .broker import EmbeddedBroker
+    from fastpubsub.kafka.broker import EmbeddedBroker
 
     b = EmbeddedBroker(port or None)
     try:
@@ -114,7 +112,7 @@ def topics_cmd(bootstrap_servers: str, partitions: int, replication_factor: int)
     its partitions and the cleanup.policy the broker reports.
     """
     try:
-        statuses = topics.create_topics(bootstrap_servers, partitions, replication_factor)
+        statuses = admin.create_topics(bootstrap_servers, partitions, replication_factor)
     except Exception as exc:  # noqa: BLE001 - shown to the user as is
         raise click.ClickException(f"creating topics on {bootstrap_servers}: {exc}") from None
     for s in statuses:
@@ -332,16 +330,16 @@ def tail(bootstrap_servers, dead_letters, from_beginning, max_records, timeout, 
     Notifications are de-duplicated by notification_id by default (see
     --dedup); on exit the number of duplicates dropped goes to stderr.
     """
-    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
     dedup = Deduplicator(dedup_capacity) if dedup and not dead_letters else None
 
     topic = topics.DEAD_LETTER if dead_letters else topics.NOTIFICATIONS
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "pubsub-tail", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
+    consumer = ClientFactory(bootstrap_servers).consumer(
+        "pubsub-tail", **{"enable.auto.commit": False, "isolation.level": "read_committed"})
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
     try:
-        n_partitions = topics.partitions_of(bootstrap_servers, topic)
+        n_partitions = admin.partitions_of(bootstrap_servers, topic)
     except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
         consumer.close()
         raise click.ClickException(str(exc)) from None

@@ -21,14 +21,14 @@ import time
 from pathlib import Path
 
 import click
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
 from fastpubsub.engine import PRESETS, generate_events, generate_subscriptions
 
-from fastpubsub.wire import codecs
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.wire import codecs, topics
 
-from . import topics
-from .broker import EmbeddedBroker, child_preexec
+from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.language import format_predicates, parse
 from .progress import RateMeter, human
 from .statistics_feed import ADOPTED, describe_change
@@ -59,7 +59,7 @@ class Demo:
     # --- steps -----------------------------------------------------------------
 
     def _load_subscriptions(self, bootstrap: str) -> int:
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+        producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})
         started = time.monotonic()
         batch = generate_subscriptions(self.spec, self.n_subscriptions, self.seed)
         subs = batch.to_lists()
@@ -99,7 +99,7 @@ class Demo:
             bootstrap = broker.bootstrap_servers
             self._say(f"  Tansu listening on {bootstrap} (in-memory storage; logs in {workdir})")
             self._say("2. topics")
-            for s in topics.create_topics(bootstrap):
+            for s in admin.create_topics(bootstrap):
                 self._say(f"  {s.name:24} partitions={s.partitions} cleanup.policy={s.cleanup_policy or '?'}")
             self._say(f"3. subscriptions: {human(self.n_subscriptions)} generated like Fabret's {self.spec.name} (Avro)")
             n_subs = self._load_subscriptions(bootstrap)
@@ -176,7 +176,7 @@ class Demo:
 
     def _stream_and_watch(self, bootstrap: str, processor: subprocess.Popen) -> dict | None:
         events = generate_events(self.spec, self.n_events, self.seed + 1).to_dicts()
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+        producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})
         watcher = _Watcher(bootstrap)
         meter = RateMeter(1.0)
         sent = 0
@@ -276,12 +276,13 @@ class _Watcher:
     """Progress as Kafka sees it: the group's committed offsets and the notifications written."""
 
     def __init__(self, bootstrap: str) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pubsub-demo-watcher",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
-        self._group = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-        n_notif = topics.partitions_of(bootstrap, topics.NOTIFICATIONS)
+        clients = ClientFactory(bootstrap)
+        self._consumer = clients.consumer("pubsub-demo-watcher",
+                                          **{"enable.auto.commit": False, "isolation.level": "read_committed"})
+        self._group = clients.consumer(GROUP, **{"enable.auto.commit": False})
+        n_notif = admin.partitions_of(bootstrap, topics.NOTIFICATIONS)
         self._notif = [TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n_notif)]
-        self._events = [TopicPartition(topics.EVENTS, p) for p in range(topics.partitions_of(bootstrap, topics.EVENTS))]
+        self._events = [TopicPartition(topics.EVENTS, p) for p in range(admin.partitions_of(bootstrap, topics.EVENTS))]
         self._consumer.assign(self._notif)
         self.notifications = 0
         self.samples: list[dict] = []

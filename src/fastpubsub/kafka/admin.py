@@ -1,4 +1,4 @@
-"""The five topics: names, configurations, and idempotent creation."""
+"""Creating the topics idempotently, and checking that they exist (names and configurations: ``wire.topics``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from fastpubsub.wire.topics import (  # noqa: F401 - re-exported until the admin part moves
-    ALL, CONFIGS, DEAD_LETTER, EVENTS, FIXED_PARTITIONS, NOTIFICATIONS, REQUIRED, STATISTICS, SUBSCRIPTIONS,
-)
+from fastpubsub.wire.topics import ALL, CONFIGS, FIXED_PARTITIONS, REQUIRED
+
+from .clients import ClientFactory
 
 
 @dataclass(frozen=True)
@@ -20,14 +20,11 @@ class TopicStatus:
     cleanup_policy: str | None  # as reported by the broker; None if it cannot say
 
 
-def admin(bootstrap_servers: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap_servers})
-
-
-def create_topics(bootstrap_servers: str, partitions: int = 4, replication_factor: int = 1, timeout: float = 30.0) -> list[TopicStatus]:
+def create_topics(clients: ClientFactory | str, partitions: int = 4, replication_factor: int = 1, timeout: float = 30.0,
+                  names: tuple[str, ...] = ALL) -> list[TopicStatus]:
     """Create the topics that do not exist yet; report every topic as the broker sees it."""
-    client = admin(bootstrap_servers)
-    new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=CONFIGS[name]) for name in ALL]
+    client = ClientFactory.of(clients).admin()
+    new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=CONFIGS[name]) for name in names]
     created = {}
     for name, future in client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
         try:
@@ -38,17 +35,17 @@ def create_topics(bootstrap_servers: str, partitions: int = 4, replication_facto
                 raise
             created[name] = False
     metadata = client.list_topics(timeout=timeout)
-    policies = cleanup_policies(client, timeout)
+    policies = cleanup_policies(client, timeout, names)
     return [
         TopicStatus(name, created[name], len(metadata.topics[name].partitions), policies.get(name))
-        for name in ALL
+        for name in names
     ]
 
 
-def cleanup_policies(client: AdminClient, timeout: float = 10.0) -> dict[str, str]:
+def cleanup_policies(client: AdminClient, timeout: float = 10.0, names: tuple[str, ...] = ALL) -> dict[str, str]:
     """``cleanup.policy`` of each topic, for brokers that answer DescribeConfigs."""
     out = {}
-    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in ALL])
+    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in names])
     for resource, future in futures.items():
         try:
             entry = future.result(timeout).get("cleanup.policy")
@@ -59,22 +56,23 @@ def cleanup_policies(client: AdminClient, timeout: float = 10.0) -> dict[str, st
     return out
 
 
-def require(bootstrap_servers: str, names: tuple[str, ...] = REQUIRED, timeout: float = 10.0) -> dict[str, int]:
+def require(clients: ClientFactory | str, names: tuple[str, ...] = REQUIRED, timeout: float = 10.0) -> dict[str, int]:
     """Partitions of each topic; a clear error if one is missing.
 
     Lists all topics rather than asking for these: asking for a topic by name
     auto-creates it on brokers that allow that (Tansu does), without the
-    configuration above.
+    configuration of ``wire.topics``.
     """
-    metadata = admin(bootstrap_servers).list_topics(timeout=timeout)
+    clients = ClientFactory.of(clients)
+    metadata = clients.admin().list_topics(timeout=timeout)
     out = {}
     for name in names:
         t = metadata.topics.get(name)
         if t is None or t.error is not None:
-            raise RuntimeError(f"topic {name} does not exist on {bootstrap_servers}; run `pubsub topics` first")
+            raise RuntimeError(f"topic {name} does not exist on {clients.bootstrap_servers}; run `pubsub topics` first")
         out[name] = len(t.partitions)
     return out
 
 
-def partitions_of(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> int:
-    return require(bootstrap_servers, (topic,), timeout)[topic]
+def partitions_of(clients: ClientFactory | str, topic: str, timeout: float = 10.0) -> int:
+    return require(clients, (topic,), timeout)[topic]

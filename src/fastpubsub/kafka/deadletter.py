@@ -15,8 +15,9 @@ from collections import Counter
 from confluent_kafka import Message
 
 from fastpubsub.wire.codecs import DeadLetter, encode_dead_letter
+from fastpubsub.wire.topics import DEAD_LETTER
+
 from .delivery import Delivery
-from .topics import DEAD_LETTER
 
 log = logging.getLogger(__name__)
 
