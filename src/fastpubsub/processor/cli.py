@@ -188,7 +188,7 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
     final statistics are printed to stdout as one JSON line.
     """
     from .app import Processor, ProcessorConfig, stats_json
-    from .metrics import Metrics, MetricsServer
+    from .metrics import MetricsServer
 
     _setup_logging(log_level)
     extra = {}
@@ -201,17 +201,17 @@ def run(bootstrap_servers, group_id, output_format, delivery, transactional_id, 
         processor = Processor(ProcessorConfig(
             bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms, progress_interval,
             algorithm=algorithm, runs=runs, client_config=extra, transactional_id=transactional_id,
+            stall_seconds=stall_seconds,
             snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
         ))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None
-    processor.metrics = Metrics(stall_seconds)
     server = None
     if metrics_port:
         try:
-            server = MetricsServer(processor, metrics_port, metrics_host).start()
+            server = MetricsServer(processor.metrics, metrics_port, metrics_host).start()
         except OSError as exc:
             raise click.ClickException(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}") from None
     _on_signals(processor.stop)
