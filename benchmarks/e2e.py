@@ -44,7 +44,7 @@ from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.app import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
-from fastpubsub.processor.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
+from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
 
 from . import report
 from .engine import warm_up

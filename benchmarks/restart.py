@@ -23,13 +23,13 @@ import time
 
 from fastpubsub.kafka import admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
-from fastpubsub.processor.demo import Demo
+from fastpubsub.cli.demo import Demo
 
 
 def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
     """Seconds from spawning `pubsub run` to its ready line, and its log up to then; stops it cleanly."""
     began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub.processor", "run", "-b", bootstrap, "--group-id", "bench-restart",
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", "bench-restart",
                              "--progress-interval", "600", *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=child_preexec)
     lines = []

@@ -26,7 +26,7 @@ class ProcessorProcess:
 
     def __init__(self, bootstrap: str, group_id: str, *options: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fastpubsub.processor", "run", "-b", bootstrap, "--group-id", group_id,
+            [sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", group_id,
              "--progress-interval", "60", "--batch-size", "50", *options],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=child_preexec,  # dies with the test run, whatever happens

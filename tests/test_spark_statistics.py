@@ -418,7 +418,7 @@ def test_no_topic_is_created_by_looking_for_it(broker, spark):
 def test_pubsub_stats_is_the_job_command_line():
     from click.testing import CliRunner
 
-    from fastpubsub.processor.cli import main
+    from fastpubsub.cli import main
 
     out = CliRunner().invoke(main, ["stats", "--help"])
     assert out.exit_code == 0 and out.output.startswith("usage: pubsub stats")
