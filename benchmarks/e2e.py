@@ -2,7 +2,7 @@
 
 Set-up as ``pubsub demo`` (and with its helpers): an embedded Tansu broker,
 the four topics, N W0 subscriptions plus the demo's three hand-written ones
-(``processor.demo.SHOWCASE``; W0 subscriptions almost never match), a
+(``cli.demo.SHOWCASE``; W0 subscriptions almost never match), a
 processor in its own process (``pubsub run``, dynamic matcher, transactional
 delivery when the broker offers it).  Two phases:
 
@@ -298,7 +298,7 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
     report.save(fig, out / "e2e.png")
     body = (
         f"{row['subscriptions']:,} subscriptions ({plan.subscriptions:,} W0 + the demo's three hand-written ones, "
-        f"`processor.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
+        f"`cli.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
         f"processor batch 1,000 events, Avro in and out.\n\n"
         + report.markdown_table([
             {"what": "maximum throughput, events topic → notifications topic (backlog of "

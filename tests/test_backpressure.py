@@ -1,4 +1,4 @@
-"""A slow or small output never makes the processor buffer without limit, drop or fail (processor.queues)."""
+"""A slow or small output never makes the processor buffer without limit, drop or fail (kafka.queues)."""
 
 from __future__ import annotations
 
