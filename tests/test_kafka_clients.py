@@ -45,6 +45,16 @@ def test_the_settings_travel_as_data_source_options():
         ClientFactory("b:1", {"stats_cb": print}).to_options()
 
 
+def test_the_spark_data_source_rebuilds_the_factory_from_its_options():
+    """What a Spark worker gets: the reader of the data source, built from the options alone."""
+    pytest.importorskip("pyspark")
+    from fastpubsub.stats_job.kafka_source import KafkaEventsDataSource
+
+    clients = ClientFactory("b:1", SETTINGS)
+    source = KafkaEventsDataSource({**clients.to_options(), "topic": "pubsub.events", "ranges": "[[0, 0, 10]]"})
+    assert source.reader(None).clients == clients
+
+
 def _recorder() -> tuple[dict[str, str], object]:
     """librdkafka's statistics callback, recording each client handle's name -> the client.id it was built with."""
     names: dict[str, str] = {}

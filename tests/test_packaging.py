@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -27,9 +28,13 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    """Built from a copy of what the build reads, so that no build/ left in the checkout can add stale modules."""
+    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+    shutil.copytree(SRC, source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(ROOT), "-w", str(out)],
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source), "-w", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     [path] = out.glob("fastpubsub-*.whl")
@@ -48,6 +53,7 @@ def test_the_wheel_holds_every_runtime_file_and_nothing_else_at_the_top(wheel):
     files = runtime_files()
     assert any(f.endswith("wire/schemas/subscription.avsc") for f in files) and len(files) > 60
     assert files - names == set()
+    assert {n for n in names if n.endswith(".py")} == {f for f in files if f.endswith(".py")}  # nothing stale either
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"fastpubsub"}  # no engine/, processor/, benchmarks/ colliding in site-packages
     metadata = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
