@@ -78,6 +78,15 @@ def test_auto_falls_back_to_at_least_once_without_transactions(fake):
         Delivery(CLIENTS, "transactional")
 
 
+def test_settings_tune_the_producer_but_cannot_switch_off_what_delivery_needs(fake):
+    clients_ = clients.ClientFactory("127.0.0.1:1", {"linger.ms": "20", "acks": "1", "enable.idempotence": "false"})
+    config = Delivery(clients_, "at-least-once").producer.config
+    assert config["linger.ms"] == "20" and config["acks"] == "all" and config["enable.idempotence"] is True
+    FakeProducer.transactions = True
+    config = Delivery(clients_, "transactional", transactional_id="t-1").producer.config
+    assert config["acks"] == "all" and config["transactional.id"] == "t-1" and config["bootstrap.servers"] == "127.0.0.1:1"
+
+
 def test_at_least_once_commits_offsets_only_after_every_ack(fake):
     d, consumer = Delivery(CLIENTS, "auto"), FakeConsumer()
     d.produce("pubsub.notifications", b"alice", b"n")

@@ -73,8 +73,8 @@ class Delivery:
 
     def _new_producer(self, mode: str) -> Producer:
         if mode == "at-least-once":
-            return self._clients.producer(self._idempotent)
-        producer = self._clients.producer(self._transactional)
+            return self._clients.producer(**self._idempotent)  # already merged: nothing may override it again
+        producer = self._clients.producer(**self._transactional)
         producer.init_transactions(self._init_timeout)  # also ends a transaction a predecessor left open
         return producer
 
