@@ -108,3 +108,20 @@ def test_the_cli_parses_x_for_every_kafka_subcommand():
 
 def test_the_processor_builds_its_factory_from_its_config():
     assert Processor(ProcessorConfig("127.0.0.1:1", client_config=dict(SETTINGS))).clients == ClientFactory("127.0.0.1:1", SETTINGS)
+
+
+def test_no_module_but_the_factory_builds_a_client():
+    """An AST walk over the package and the benchmarks: Consumer(...), Producer(...), AdminClient(...) only in kafka/clients.py."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    builders = {"Consumer", "Producer", "AdminClient", "SerializingProducer", "DeserializingConsumer"}
+    found = []
+    for path in [*(root / "src" / "fastpubsub").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in builders:
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert found and all(f.startswith("src/fastpubsub/kafka/clients.py:") for f in found), found
