@@ -1,9 +1,15 @@
 # The fastpubsub image used by docker-compose.yml (processor and CLI).
-FROM python:3.11-slim
-WORKDIR /app
+# Stage 1 builds the wheel from the source; stage 2 installs that wheel, as a
+# user's `pip install` would: the image runs the published package (schemas
+# included as package data), not a checkout.
+FROM python:3.11-slim AS wheel
+WORKDIR /build
 COPY pyproject.toml README.md ./
 COPY src ./src
-# Editable install: the processor reads the Avro schemas from /app/schemas.
-RUN pip install --no-cache-dir -e .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+
+FROM python:3.11-slim
+COPY --from=wheel /wheels /wheels
+RUN pip install --no-cache-dir /wheels/fastpubsub-*.whl && rm -rf /wheels
 ENTRYPOINT []
 CMD ["pubsub", "--help"]

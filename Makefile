@@ -1,11 +1,12 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   the whole pipeline end to end on the embedded broker
 #   make test   the full test suite (.ci/run calls exactly this)
+#   make wheel  dist/fastpubsub-*.whl, what Dockerfile and users install
 VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install wheel clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,5 +22,9 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
+# The package as users get it (tests/test_packaging.py installs it into a new venv and runs the demo).
+wheel: $(VENV)/.installed
+	$(BIN)/python -m pip wheel --no-deps . -w dist
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .grimp_cache .import_linter_cache

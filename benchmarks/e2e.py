@@ -2,7 +2,7 @@
 
 Set-up as ``pubsub demo`` (and with its helpers): an embedded Tansu broker,
 the four topics, N W0 subscriptions plus the demo's three hand-written ones
-(``processor.demo.SHOWCASE``; W0 subscriptions almost never match), a
+(``cli.demo.SHOWCASE``; W0 subscriptions almost never match), a
 processor in its own process (``pubsub run``, dynamic matcher, transactional
 delivery when the broker offers it).  Two phases:
 
@@ -36,14 +36,15 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
 from fastpubsub.engine.workload import PRESETS, generate_events
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.app import ProcessorConfig
-from fastpubsub.processor.broker import EmbeddedBroker
-from fastpubsub.processor.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
+from fastpubsub.kafka.broker import EmbeddedBroker
+from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
 
 from . import report
 from .engine import warm_up
@@ -67,9 +68,9 @@ class _NotificationClock(threading.Thread):
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True)
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pubsub-bench-e2e",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
-        n = topics.partitions_of(bootstrap, topics.NOTIFICATIONS)
+        self._consumer = ClientFactory(bootstrap).consumer(
+            "pubsub-bench-e2e", **{"enable.auto.commit": False, "isolation.level": "read_committed"})
+        n = admin.partitions_of(bootstrap, topics.NOTIFICATIONS)
         self._consumer.assign([TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n)])
         self.first: dict[str, tuple[float, int]] = {}
         self.count = 0
@@ -175,10 +176,10 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) -> d
     try:
         broker.start()
         bootstrap = broker.bootstrap_servers
-        topics.create_topics(bootstrap)
+        admin.create_topics(bootstrap)
         progress(f"e2e: broker {bootstrap}; {plan.subscriptions:,} W0 subscriptions + {len(SHOWCASE)} hand-written")
         n_subs = demo._load_subscriptions(bootstrap)
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        producer = ClientFactory(bootstrap).producer({"linger.ms": 5}, **{"enable.idempotence": True})
         backlog = _encoded_events(plan.backlog, seed + 1)
         for i, value in enumerate(backlog):
             _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
@@ -297,7 +298,7 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
     report.save(fig, out / "e2e.png")
     body = (
         f"{row['subscriptions']:,} subscriptions ({plan.subscriptions:,} W0 + the demo's three hand-written ones, "
-        f"`processor.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
+        f"`cli.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
         f"processor batch 1,000 events, Avro in and out.\n\n"
         + report.markdown_table([
             {"what": "maximum throughput, events topic → notifications topic (backlog of "

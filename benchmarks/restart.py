@@ -21,15 +21,15 @@ import sys
 import tempfile
 import time
 
-from fastpubsub.processor import topics
-from fastpubsub.processor.broker import EmbeddedBroker, child_preexec
-from fastpubsub.processor.demo import Demo
+from fastpubsub.kafka import admin
+from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
+from fastpubsub.cli.demo import Demo
 
 
 def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
     """Seconds from spawning `pubsub run` to its ready line, and its log up to then; stops it cleanly."""
     began = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub.processor", "run", "-b", bootstrap, "--group-id", "bench-restart",
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", "bench-restart",
                              "--progress-interval", "600", *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=child_preexec)
     lines = []
@@ -59,7 +59,7 @@ def main() -> None:
     args = ap.parse_args()
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="pubsub-restart-") as snapdir:
         bootstrap = broker.bootstrap_servers
-        topics.create_topics(bootstrap, partitions=4)
+        admin.create_topics(bootstrap, partitions=4)
         total = Demo(args.n, 0)._load_subscriptions(bootstrap)
         results: dict = {"subscriptions": total, "topic": [], "snapshot": []}
         for i in range(args.repeat):

@@ -27,23 +27,25 @@ import os
 import platform
 import time
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from fastpubsub.engine.workload import PRESETS, generate_events
-from fastpubsub.processor.broker import EmbeddedBroker
-from fastpubsub.processor.codecs import encode_event
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.broker import EmbeddedBroker
+from fastpubsub.wire.codecs import encode_event
 from fastpubsub.stats_job.event_statistics import StatisticsOptions, summarize
 from fastpubsub.stats_job.kafka_source import KafkaEventsDataSource
-from fastpubsub.stats_job.statistics_job import EVENTS, run_statistics_job, spark_session
+from fastpubsub.stats_job.statistics_job import run_statistics_job, spark_session
+from fastpubsub.wire.topics import EVENTS
 from fastpubsub.stats_job.window import WindowSpec
 
 
 def produce_w0(bootstrap_servers: str, n: int, partitions: int, chunk: int = 100_000) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    clients = ClientFactory(bootstrap_servers)
+    admin = clients.admin()
     admin.create_topics([NewTopic(EVENTS, partitions, 1)])[EVENTS].result()
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 20, "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
+    producer = clients.producer({"linger.ms": 20, "batch.num.messages": 10_000,
+                                 "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
     failed = []
     done = 0
     for seed, start in enumerate(range(0, n, chunk)):
@@ -59,7 +61,7 @@ def produce_w0(bootstrap_servers: str, n: int, partitions: int, chunk: int = 100
 
 
 def time_counting(n: int, repeat: int) -> None:
-    from fastpubsub.processor.event_decoder import decode_events
+    from fastpubsub.wire.event_decoder import decode_events
     from fastpubsub.stats_job import partial_counts as pc
 
     values = [encode_event(e) for e in generate_events(PRESETS["W0"], n, seed=3).to_dicts()]

@@ -14,9 +14,10 @@ from typing import Any, Iterator
 import pytest
 from kafka_helpers import RunningProcessor
 
-from fastpubsub.processor import topics
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.wire import topics
 from fastpubsub.processor.app import ProcessorConfig
-from fastpubsub.processor.broker import EmbeddedBroker
+from fastpubsub.kafka.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +29,7 @@ def broker() -> Iterator[EmbeddedBroker]:
 @pytest.fixture
 def bootstrap(broker: EmbeddedBroker) -> Iterator[str]:
     """Bootstrap servers of the session broker with the four topics empty and new."""
-    client = topics.admin(broker.bootstrap_servers)
+    client = ClientFactory(broker.bootstrap_servers).admin()
     existing = set(client.list_topics(timeout=10).topics)
     stale = [t for t in topics.ALL if t in existing]
     if stale:
@@ -37,7 +38,7 @@ def bootstrap(broker: EmbeddedBroker) -> Iterator[str]:
     deadline = time.monotonic() + 10
     while set(topics.ALL) & set(client.list_topics(timeout=10).topics) and time.monotonic() < deadline:
         time.sleep(0.1)
-    topics.create_topics(broker.bootstrap_servers, partitions=4)
+    admin.create_topics(broker.bootstrap_servers, partitions=4)
     yield broker.bootstrap_servers
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.kafka import admin
+from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.app import Processor, ProcessorConfig
 
 
@@ -80,7 +81,7 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{next(_groups)}", "enable.auto.commit": False,
                   "enable.partition.eof": True})
     try:
-        parts = [TopicPartition(topic, p) for p in range(topics.partitions_of(bootstrap, topic))]
+        parts = [TopicPartition(topic, p) for p in range(admin.partitions_of(bootstrap, topic))]
         # start at the (possibly short) reported end, minus one: few records to read
         c.assign([TopicPartition(topic, tp.partition, max(c.get_watermark_offsets(tp, timeout=10)[1] - 1, 0))
                   for tp in parts])
@@ -100,7 +101,7 @@ def committed_events(bootstrap: str, group_id: str) -> int:
     """Events the group has committed, over all partitions."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False})
     try:
-        parts = [TopicPartition(topics.EVENTS, p) for p in range(topics.partitions_of(bootstrap, topics.EVENTS))]
+        parts = [TopicPartition(topics.EVENTS, p) for p in range(admin.partitions_of(bootstrap, topics.EVENTS))]
         return sum(max(tp.offset, 0) for tp in c.committed(parts, timeout=10))
     finally:
         c.close()

@@ -8,8 +8,8 @@ from kafka_helpers import send
 
 from fastpubsub.engine.oracle import OracleMatcher
 from fastpubsub.engine.semantics import OPERATORS
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
 
 # Attribute -> kind of the values events usually carry; predicates and events
 # sometimes use another kind, so "not comparable" is exercised too.

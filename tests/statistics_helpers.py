@@ -12,7 +12,7 @@ from kafka_helpers import send
 from fastpubsub.engine.encoding import batch_from_dicts
 from fastpubsub.engine.statistics import EventStatistics, PartitionOffsets, SourceWindow, StatisticsCollector
 from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
-from fastpubsub.processor import codecs, topics
+from fastpubsub.wire import codecs, topics
 
 N_SUBSCRIPTIONS = 50_000  # enough that (a0, a1) clears the dynamic creation threshold (engine.maintenance)
 

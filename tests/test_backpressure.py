@@ -1,4 +1,4 @@
-"""A slow or small output never makes the processor buffer without limit, drop or fail (processor.queues)."""
+"""A slow or small output never makes the processor buffer without limit, drop or fail (kafka.queues)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 from kafka_helpers import notifications, send, wait_processed
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
-from fastpubsub.processor.queues import QueueBounds
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
+from fastpubsub.kafka.queues import QueueBounds
 
 pytestmark = pytest.mark.broker
 

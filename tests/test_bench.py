@@ -20,7 +20,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def bench(out: Path, *figures: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "fastpubsub.processor", "bench", *figures, "--quick", "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "fastpubsub", "bench", *figures, "--quick", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
     return done

@@ -15,8 +15,8 @@ from kafka_helpers import notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 from test_scale_out import ProcessorProcess
 
-from fastpubsub.processor import topics
-from fastpubsub.processor.broker import EmbeddedBroker, free_port
+from fastpubsub.kafka import admin
+from fastpubsub.kafka.broker import EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
 
@@ -30,7 +30,7 @@ def test_processor_resumes_after_the_broker_restarts(tmp_path, group_id, deliver
     proc = None
     try:
         b = broker.bootstrap_servers
-        topics.create_topics(b, partitions=4)
+        admin.create_topics(b, partitions=4)
         send_subscriptions(b, subs)
         # records the restarted broker never takes fail after 5 s (default 30 s), so the batch is replayed sooner
         proc = ProcessorProcess(b, group_id, "--delivery", delivery, "-X", "message.timeout.ms=5000")
@@ -41,7 +41,7 @@ def test_processor_resumes_after_the_broker_restarts(tmp_path, group_id, deliver
         time.sleep(3)
         assert proc.proc.poll() is None, "".join(proc.log[-20:])
         broker = EmbeddedBroker(port, log=tmp_path / "broker.log").start()
-        topics.create_topics(b, partitions=4)
+        admin.create_topics(b, partitions=4)
         send_subscriptions(b, subs)
         send_events(b, after)
         try:

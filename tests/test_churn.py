@@ -20,9 +20,9 @@ from random_workload import random_events, random_subscriptions
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.event_store import ValidEventStore
 from fastpubsub.engine.oracle import OracleMatcher
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
-from fastpubsub.processor.dedup import deduplicate
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
+from fastpubsub.wire.dedup import deduplicate
 from fastpubsub.processor.subscriptions import SubscriptionState
 
 ROUNDS, WARM_UP = 400, 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -11,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 from kafka_helpers import read_all, send, wait_processed
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.broker import EmbeddedBroker, free_port, port_in_use
-from fastpubsub.processor.cli import main
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.wire import codecs, topics
+from fastpubsub.kafka.broker import EmbeddedBroker, free_port, port_in_use
+from fastpubsub.cli import main
 
 pytestmark = pytest.mark.broker
 
@@ -79,11 +81,11 @@ def test_every_subcommand_has_help(command):
 
 def test_broker_prints_its_address_and_stops_on_sigterm():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub.processor", "broker", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "broker", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == f"127.0.0.1:{port}"
-        assert [s.name for s in topics.create_topics(f"127.0.0.1:{port}")] == list(topics.ALL)
+        assert [s.name for s in admin.create_topics(f"127.0.0.1:{port}")] == list(topics.ALL)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, proc.stderr.read()
@@ -104,11 +106,11 @@ def test_run_refuses_matcher_options_that_do_not_go_together():
 
 def test_run_refuses_to_start_without_the_topics():
     with EmbeddedBroker() as empty:  # a broker of its own: the session one has the topics
-        done = subprocess.run([sys.executable, "-m", "fastpubsub.processor", "run", "-b", empty.bootstrap_servers],
+        done = subprocess.run([sys.executable, "-m", "fastpubsub", "run", "-b", empty.bootstrap_servers],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1
         assert "topic pubsub.subscriptions does not exist" in done.stderr and "run `pubsub topics` first" in done.stderr
-        assert topics.ALL[0] not in topics.admin(empty.bootstrap_servers).list_topics(timeout=10).topics
+        assert topics.ALL[0] not in ClientFactory(empty.bootstrap_servers).admin().list_topics(timeout=10).topics
 
 
 def test_tail_drops_redelivered_notifications(bootstrap):
@@ -122,3 +124,10 @@ def test_tail_drops_redelivered_notifications(bootstrap):
     assert "2 duplicate notification(s) dropped (of 5)" in result.stderr
     raw = invoke("tail", *b, "--from-beginning", "--timeout", "3", "--no-dedup").splitlines()
     assert len(raw) == 5
+
+
+def test_bench_outside_a_checkout_says_where_it_runs(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "fastpubsub", "bench", "fig3a", "--quick"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "runs from a checkout of the fastpubsub repository" in done.stderr, done.stderr

@@ -7,8 +7,8 @@ import struct
 import fastavro
 import pytest
 
-from fastpubsub.processor import codecs
-from fastpubsub.processor.codecs import DeadLetter, DecodeError, Subscription
+from fastpubsub.wire import codecs
+from fastpubsub.wire.codecs import DeadLetter, DecodeError, Subscription
 
 SUB = Subscription("alice", [("movie", "=", "groundhog day"), ("price", "<=", 10), ("3d", "=", False), ("r", ">", 2.5)], None)
 EVENT = {"movie": "groundhog day", "price": 8, "theater": "odeon", "3d": False, "rating": 4.5}

@@ -23,9 +23,9 @@ from kafka_helpers import committed_events, notifications, send, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions, send_subscriptions
 from test_scale_out import ProcessorProcess
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
-from fastpubsub.processor.dedup import deduplicate
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
+from fastpubsub.wire.dedup import deduplicate
 
 pytestmark = pytest.mark.broker
 

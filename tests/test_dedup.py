@@ -1,4 +1,4 @@
-"""De-duplication by notification_id in bounded memory (processor.dedup)."""
+"""De-duplication by notification_id in bounded memory (fastpubsub.wire.dedup)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastpubsub.processor.dedup import Deduplicator, deduplicate
+from fastpubsub.wire.dedup import Deduplicator, deduplicate
 
 
 def first_occurrences(ids):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from fastpubsub.processor import delivery
-from fastpubsub.processor.delivery import Delivery, DeliveryError
+from fastpubsub.kafka import clients
+from fastpubsub.kafka.delivery import Delivery, DeliveryError
 
 
 class FakeProducer:
@@ -62,30 +62,40 @@ class FakeConsumer:
 
 @pytest.fixture
 def fake(monkeypatch):
-    monkeypatch.setattr(delivery, "Producer", FakeProducer)
+    monkeypatch.setattr(clients, "Producer", FakeProducer)  # the factory builds every producer
     FakeProducer.transactions = FakeProducer.fail = False
     return FakeProducer
 
 
 OFFSETS = [TopicPartition("pubsub.events", 0, 10)]
+CLIENTS = clients.ClientFactory("127.0.0.1:1")
 
 
 def test_auto_falls_back_to_at_least_once_without_transactions(fake):
-    d = Delivery({}, "auto")
+    d = Delivery(CLIENTS, "auto")
     assert d.mode == "at-least-once" and d.producer.config["enable.idempotence"] is True
     with pytest.raises(KafkaException):
-        Delivery({}, "transactional")
+        Delivery(CLIENTS, "transactional")
+
+
+def test_settings_tune_the_producer_but_cannot_switch_off_what_delivery_needs(fake):
+    clients_ = clients.ClientFactory("127.0.0.1:1", {"linger.ms": "20", "acks": "1", "enable.idempotence": "false"})
+    config = Delivery(clients_, "at-least-once").producer.config
+    assert config["linger.ms"] == "20" and config["acks"] == "all" and config["enable.idempotence"] is True
+    FakeProducer.transactions = True
+    config = Delivery(clients_, "transactional", transactional_id="t-1").producer.config
+    assert config["acks"] == "all" and config["transactional.id"] == "t-1" and config["bootstrap.servers"] == "127.0.0.1:1"
 
 
 def test_at_least_once_commits_offsets_only_after_every_ack(fake):
-    d, consumer = Delivery({}, "auto"), FakeConsumer()
+    d, consumer = Delivery(CLIENTS, "auto"), FakeConsumer()
     d.produce("pubsub.notifications", b"alice", b"n")
     d.commit(consumer, OFFSETS)
     assert d.producer.calls == [("produce", "pubsub.notifications"), "flush"] and consumer.committed == OFFSETS
 
 
 def test_a_failed_delivery_leaves_the_offsets_uncommitted(fake):
-    d, consumer = Delivery({}, "at-least-once"), FakeConsumer()
+    d, consumer = Delivery(CLIENTS, "at-least-once"), FakeConsumer()
     fake.fail = True
     d.produce("pubsub.notifications", b"alice", b"n")
     with pytest.raises(DeliveryError, match="1 records failed delivery"):
@@ -95,7 +105,7 @@ def test_a_failed_delivery_leaves_the_offsets_uncommitted(fake):
 
 def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):
     fake.transactions = True
-    d, consumer = Delivery({}, "auto", transactional_id="g-host-0"), FakeConsumer()
+    d, consumer = Delivery(CLIENTS, "auto", transactional_id="g-host-0"), FakeConsumer()
     assert d.mode == "transactional" and d.producer.config["transactional.id"] == "g-host-0"
     d.produce("pubsub.notifications", b"alice", b"n")
     d.commit(consumer, OFFSETS)
@@ -107,7 +117,7 @@ def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):
 def test_a_failed_transaction_never_reaches_send_offsets(fake):
     """After a broker restart a failed transaction made send_offsets_to_transaction hang: failures surface first."""
     fake.transactions = True
-    d, consumer = Delivery({}, "transactional"), FakeConsumer()
+    d, consumer = Delivery(CLIENTS, "transactional"), FakeConsumer()
     fake.fail = True
     d.produce("pubsub.notifications", b"alice", b"n")
     with pytest.raises(DeliveryError, match="1 records failed delivery"):

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fastpubsub.processor.broker import free_port, port_in_use
+from fastpubsub.kafka.broker import free_port, port_in_use
 
 pytestmark = pytest.mark.broker
 
@@ -21,7 +21,7 @@ def test_demo_runs_to_completion_twice():
     port = free_port()
     for run in range(2):
         done = subprocess.run(
-            [sys.executable, "-m", "fastpubsub.processor", "demo", "--subscriptions", "2000", "--events", "500", "--port", str(port)]
+            [sys.executable, "-m", "fastpubsub", "demo", "--subscriptions", "2000", "--events", "500", "--port", str(port)]
             + (["--no-stats"] if run else []),
             capture_output=True, text=True, timeout=400,
         )

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fastpubsub.engine.workload import PRESETS, generate_events
-from fastpubsub.processor.codecs import DecodeError, decode_event, encode_event
-from fastpubsub.processor.event_decoder import decode_events
+from fastpubsub.wire.codecs import DecodeError, decode_event, encode_event
+from fastpubsub.wire.event_decoder import decode_events
 
 
 def _zigzag(n: int) -> bytes:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from fastpubsub.processor.expression import ExpressionError, format_predicates, parse
+from fastpubsub.language import ExpressionError, format_predicates, parse
 
 
 @pytest.mark.parametrize(

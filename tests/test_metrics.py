@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 from kafka_helpers import send, wait_processed
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
 from fastpubsub.processor.metrics import MetricsServer, render
 
 pytestmark = pytest.mark.broker
@@ -53,7 +53,7 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
         ("3", b'{"subscriber": "eve", "predicates": [["price", "~", 1]]}'),  # bad: unknown operator
     ])
     p = start_processor()
-    server = MetricsServer(p.processor, 0).start()
+    server = MetricsServer(p.processor.metrics, 0).start()
     base = f"http://127.0.0.1:{server.port}"
     try:
         status, text = get(f"{base}/metrics")
@@ -96,5 +96,5 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
 def test_render_before_the_loop_starts():
     from fastpubsub.processor.app import Processor, ProcessorConfig
 
-    metrics = parse(render(Processor(ProcessorConfig("127.0.0.1:1"))))
+    metrics = parse(render(Processor(ProcessorConfig("127.0.0.1:1")).metrics))
     assert metrics["pubsub_ready", frozenset()] == 0 and metrics["pubsub_subscriptions", frozenset()] == 0

@@ -9,8 +9,8 @@ import pytest
 from kafka_helpers import dead_letters, notifications, producer, send, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import Subscription
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
 
 pytestmark = pytest.mark.broker
 

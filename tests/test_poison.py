@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from kafka_helpers import dead_letters, notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.subscriptions import parse_subscription_id
 
 pytestmark = pytest.mark.broker

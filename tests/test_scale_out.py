@@ -15,8 +15,8 @@ from confluent_kafka import Producer
 from kafka_helpers import committed_events, notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_subscriptions
 
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.broker import child_preexec
+from fastpubsub.wire import codecs, topics
+from fastpubsub.kafka.broker import child_preexec
 
 pytestmark = pytest.mark.broker
 
@@ -26,7 +26,7 @@ class ProcessorProcess:
 
     def __init__(self, bootstrap: str, group_id: str, *options: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "fastpubsub.processor", "run", "-b", bootstrap, "--group-id", group_id,
+            [sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", group_id,
              "--progress-interval", "60", "--batch-size", "50", *options],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=child_preexec,  # dies with the test run, whatever happens
@@ -94,7 +94,7 @@ def test_killing_one_of_two_moves_its_partitions_to_the_other(bootstrap, group_i
     """
     from test_crash import expected_ids, report
 
-    from fastpubsub.processor.dedup import deduplicate
+    from fastpubsub.wire.dedup import deduplicate
 
     subs = random_subscriptions(300, seed=41)
     events = random_events(1500, seed=42)

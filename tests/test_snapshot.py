@@ -9,8 +9,9 @@ from random_workload import random_events, random_subscriptions
 
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.event_store import ValidEventStore
-from fastpubsub.processor import codecs, snapshot, topics
-from fastpubsub.processor.codecs import Subscription
+from fastpubsub.processor import snapshot
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
 from fastpubsub.processor.subscriptions import SubscriptionState
 
 

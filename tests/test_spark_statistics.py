@@ -22,11 +22,12 @@ from kafka_helpers import send
 from statistics_helpers import N_SUBSCRIPTIONS, events_without_a1, w0_subscriptions
 
 from fastpubsub.engine.statistics import EventStatistics
-from fastpubsub.processor import codecs, topics
-from fastpubsub.processor.codecs import decode_statistics, encode_event, encode_statistics
-from fastpubsub.processor.event_decoder import decode_events
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import decode_statistics, encode_event, encode_statistics
+from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.processor.statistics_feed import hash_tables
-from fastpubsub.processor.statistics_topic import latest_snapshot
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.statistics_topic import latest_snapshot
 from fastpubsub.stats_job import partial_counts as pc
 from fastpubsub.stats_job.event_statistics import StatisticsOptions, compute_statistics, summarize
 from fastpubsub.stats_job.kafka_source import OffsetRange, read_offset_range
@@ -279,7 +280,7 @@ def test_reader_stops_at_the_end_offset_also_on_transaction_markers(broker):
         low, end = log_bounds(consumer, topic, 0)
     finally:
         consumer.close()
-    config = {"bootstrap.servers": bs}
+    config = ClientFactory(bs)
     every = [m for ms in read_offset_range(config, topic, OffsetRange(0, low, end)) for m in ms]
     expected = {m.offset(): m.value() for m in every}
     markers = sorted(set(range(low, end)) - set(expected))
@@ -417,7 +418,7 @@ def test_no_topic_is_created_by_looking_for_it(broker, spark):
 def test_pubsub_stats_is_the_job_command_line():
     from click.testing import CliRunner
 
-    from fastpubsub.processor.cli import main
+    from fastpubsub.cli import main
 
     out = CliRunner().invoke(main, ["stats", "--help"])
     assert out.exit_code == 0 and out.output.startswith("usage: pubsub stats")

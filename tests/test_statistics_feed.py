@@ -16,9 +16,10 @@ from kafka_helpers import dead_letters, send
 from statistics_helpers import events_without_a1, snapshot_of, w0_subscriptions
 
 from fastpubsub.engine.workload import PRESETS, generate_events
-from fastpubsub.processor import codecs, topics
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.statistics_feed import describe_change
-from fastpubsub.processor.statistics_topic import publish_snapshot
+from fastpubsub.kafka.statistics_topic import publish_snapshot
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
 
@@ -53,7 +54,7 @@ def test_bad_snapshots_are_dead_lettered_and_a_restart_starts_from_the_latest(bo
 
 
 def test_the_processor_runs_without_the_statistics_topic(bootstrap, start_processor):
-    client = topics.admin(bootstrap)
+    client = ClientFactory(bootstrap).admin()
     client.delete_topics([topics.STATISTICS])[topics.STATISTICS].result(10)
     while topics.STATISTICS in client.list_topics(timeout=10).topics:
         time.sleep(0.1)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fastpubsub.processor.codecs import DecodeError, Subscription, encode_subscription
+from fastpubsub.wire.codecs import DecodeError, Subscription, encode_subscription
 from fastpubsub.processor.subscriptions import SubscriptionState, parse_subscription_id
 
 

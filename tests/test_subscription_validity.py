@@ -10,8 +10,8 @@ import pytest
 
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.event_store import ValidEventStore
-from fastpubsub.processor import codecs
-from fastpubsub.processor.codecs import DecodeError, Subscription
+from fastpubsub.wire import codecs
+from fastpubsub.wire.codecs import DecodeError, Subscription
 from fastpubsub.processor.subscriptions import SubscriptionState
 from fastpubsub.processor.valid_events import valid_until_of
 

@@ -15,9 +15,9 @@ import pytest
 from kafka_helpers import RunningProcessor, dead_letters, notifications, producer, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions
 
-from fastpubsub.processor import codecs, topics
+from fastpubsub.wire import codecs, topics
 from fastpubsub.processor.app import ProcessorConfig
-from fastpubsub.processor.codecs import Subscription
+from fastpubsub.wire.codecs import Subscription
 
 pytestmark = pytest.mark.broker
 

@@ -17,7 +17,7 @@ a uniform share of the remaining mass.  With no statistics at all,
 uniform over a caller-given number of distinct values.
 
 Snapshots come from the Spark job (``fastpubsub/stats_job/``, as the Avro record
-``schemas/statistics.avsc``) or from :class:`StatisticsCollector`, which keeps
+``wire/schemas/statistics.avsc``) or from :class:`StatisticsCollector`, which keeps
 exponentially decayed counts over a sample of the live event stream so that
 the engine adapts before any batch job has run.
 """
@@ -154,7 +154,7 @@ class EventStatistics:
                 return table[key]
         return math.prod(self.value_probability(a, v) for a, v in pairs)
 
-    # --- (de)serialisation: the Avro record of schemas/statistics.avsc -------------
+    # --- (de)serialisation: the Avro record of wire/schemas/statistics.avsc -------------
     def to_record(self) -> dict[str, Any]:
         def enc(key: tuple[int, Any]) -> Any:
             return key[1] if key[0] != 0 or not float(key[1]).is_integer() else int(key[1])

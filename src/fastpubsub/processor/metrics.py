@@ -1,10 +1,14 @@
 """``/metrics`` (Prometheus text format), ``/healthz`` (liveness) and ``/readyz`` of a running processor.
 
-The processor's loop owns every number; this module only reads them.  Values
-that need the Kafka clients or the matcher (consumer lag, the engine's
-configuration) are sampled by the loop itself, at most once a second and once
-every ``ENGINE_EVERY`` seconds, through :meth:`Metrics.after_iteration`: the
-HTTP thread never touches a client or the matcher while the loop mutates it.
+The stages publish their numbers into one :class:`Metrics` and this module
+only reads that: plain counters the stages increment
+(``processor.counters.PipelineCounters``, the dead-letter counts by reason),
+and gauges the loop sets once per iteration (subscriptions, the producer's
+queue).  Values that need the Kafka clients or the matcher (consumer lag, the
+engine's configuration) are sampled by the loop itself, at most once a second
+and once every ``ENGINE_EVERY`` seconds, through
+:meth:`Metrics.after_iteration`: the HTTP thread never touches a client or the
+matcher while the loop mutates it.
 
 Liveness means "the loop turns": ``/healthz`` answers 200 while the loop has
 finished an iteration (or a rebuild step) within ``stall_seconds``, 503 after.
@@ -21,12 +25,11 @@ import logging
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
 from confluent_kafka import Consumer
 
-if TYPE_CHECKING:
-    from .app import Processor
+from .counters import PipelineCounters
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +79,23 @@ def consumer_lag(consumer: Consumer) -> int:
     return lag
 
 
-class Metrics:
-    """Numbers the loop reports that it does not keep itself: latency, lag, heartbeat, engine snapshot."""
+#: Kinds of subscription change counted (``SubscriptionState``'s counters of the same names).
+CHANGE_KINDS = ("added", "replaced", "removed", "expired")
 
-    def __init__(self, stall_seconds: float = DEFAULT_STALL_SECONDS) -> None:
+
+class Metrics:
+    """Everything ``/metrics``, ``/healthz`` and ``/readyz`` show, as the stages and the loop published it."""
+
+    def __init__(self, stall_seconds: float = DEFAULT_STALL_SECONDS, counters: PipelineCounters | None = None) -> None:
         self.stall_seconds = stall_seconds
+        self.counters = counters or PipelineCounters()  # incremented by the stages
+        self.ready = threading.Event()  # set once the subscriptions are rebuilt
+        self.dead_letters: Mapping[tuple[str, str], int] = {}  # (source topic, reason class) -> count, kept by the dead-letter path
+        # gauges the loop sets (Metrics.publish)
+        self.subscriptions = 0
+        self.changes: dict[str, int] = dict.fromkeys(CHANGE_KINDS, 0)
+        self.producer_queue: tuple[int, int, int] | None = None  # (queued, bound, full waits); None before delivery starts
+        self.info: dict[str, str] = {"algorithm": "", "delivery": "", "group_id": ""}
         self.batch_seconds = Histogram()
         self.lag = 0
         self.partitions = 0
@@ -93,8 +108,14 @@ class Metrics:
         """The loop made progress (an iteration or a rebuild step)."""
         self.last_beat = time.monotonic()
 
-    def after_iteration(self, processor: "Processor", events: Consumer) -> None:
-        """Called by the loop after each iteration: heartbeat, and sample lag and engine stats when due."""
+    def publish(self, subscriptions: int, changes: dict[str, int], producer_queue: tuple[int, int, int] | None,
+                **info: str) -> None:
+        """Gauges the loop sets (cheap: called every iteration, and once before readiness)."""
+        self.subscriptions, self.changes, self.producer_queue = subscriptions, changes, producer_queue
+        self.info.update(info)
+
+    def after_iteration(self, events: Consumer, matcher: Any) -> None:
+        """Called by the loop after each iteration: heartbeat, and sample lag and ``matcher.stats()`` when due."""
         now = self.last_beat = time.monotonic()
         if now - self._lag_at >= LAG_EVERY:
             self._lag_at = now
@@ -102,7 +123,7 @@ class Metrics:
             self.partitions = len(events.assignment())
         if now - self._engine_at >= ENGINE_EVERY:
             self._engine_at = now
-            self.engine = processor.state.matcher.stats()
+            self.engine = matcher.stats()
 
     def alive(self) -> bool:
         return time.monotonic() - self.last_beat < self.stall_seconds
@@ -142,37 +163,34 @@ def _engine_numbers(stats: dict[str, Any], prefix: str = "") -> list[tuple[str, 
     return out
 
 
-def render(processor: "Processor") -> str:
-    """The Prometheus text exposition (format 0.0.4) of ``processor`` now."""
-    p, m = processor, processor.metrics
+def render(metrics: Metrics) -> str:
+    """The Prometheus text exposition (format 0.0.4) of what was published to ``metrics``."""
+    m, c = metrics, metrics.counters
     out: list[str] = []
-    _metric(out, "pubsub_events_total", "counter", "Events decoded and matched.", [({}, p.events)])
-    _metric(out, "pubsub_notifications_total", "counter", "Notifications produced.", [({}, p.notifications)])
-    _metric(out, "pubsub_batches_total", "counter", "Event batches processed and committed.", [({}, p.batches)])
-    dl = p.dead_letters
+    _metric(out, "pubsub_events_total", "counter", "Events decoded and matched.", [({}, c.events)])
+    _metric(out, "pubsub_notifications_total", "counter", "Notifications produced.", [({}, c.notifications)])
+    _metric(out, "pubsub_batches_total", "counter", "Event batches processed and committed.", [({}, c.batches)])
     _metric(out, "pubsub_dead_letters_total", "counter", "Bad input records sent to pubsub.dead-letter, by source and reason class.",
-            [({"topic": t, "reason": r}, n) for (t, r), n in sorted(dict.copy(dl.by_reason).items())] if dl else [])
+            [({"topic": t, "reason": r}, n) for (t, r), n in sorted(dict(m.dead_letters).items())])
     _metric(out, "pubsub_consumer_lag", "gauge", "Events between the group's positions and the high watermarks.", [({}, m.lag)])
     _metric(out, "pubsub_assigned_partitions", "gauge", "Event partitions assigned to this instance.", [({}, m.partitions)])
     out += ["# HELP pubsub_batch_seconds Time to decode, match, produce and commit one event batch.",
             "# TYPE pubsub_batch_seconds histogram", *m.batch_seconds.lines("pubsub_batch_seconds")]
-    _metric(out, "pubsub_busy_seconds_total", "counter", "Time spent on event batches.", [({}, p.busy_seconds)])
-    _metric(out, "pubsub_subscriptions", "gauge", "Subscriptions in the matcher.", [({}, len(p.state))])
-    st = p.state
+    _metric(out, "pubsub_busy_seconds_total", "counter", "Time spent on event batches.", [({}, c.busy_seconds)])
+    _metric(out, "pubsub_subscriptions", "gauge", "Subscriptions in the matcher.", [({}, m.subscriptions)])
     _metric(out, "pubsub_subscription_changes_total", "counter", "Subscription changes applied, by kind.",
-            [({"change": k}, getattr(st, k)) for k in ("added", "replaced", "removed", "expired")])
-    d = p.delivery
-    if d is not None:
+            [({"change": k}, m.changes.get(k, 0)) for k in CHANGE_KINDS])
+    if m.producer_queue is not None:
+        queued, bound, full_waits = m.producer_queue
         _metric(out, "pubsub_producer_queue_messages", "gauge", "Outputs waiting for the broker's acknowledgement.",
-                [({}, len(d.producer))])
+                [({}, queued)])
         _metric(out, "pubsub_producer_queue_bound", "gauge", "Bound of that queue (queue.buffering.max.messages).",
-                [({}, d.bound)])
+                [({}, bound)])
         _metric(out, "pubsub_producer_queue_full_total", "counter", "Times a produce found the queue full and waited.",
-                [({}, d.queue_full_waits)])
-    _metric(out, "pubsub_info", "gauge", "Configuration of this instance.",
-            [({"algorithm": st.matcher.algorithm, "delivery": d.mode if d else "", "group_id": p.config.group_id}, 1)])
+                [({}, full_waits)])
+    _metric(out, "pubsub_info", "gauge", "Configuration of this instance.", [(dict(m.info), 1)])
     _metric(out, "pubsub_ready", "gauge", "1 once the subscriptions are rebuilt and events are matched.",
-            [({}, int(p.ready.is_set()))])
+            [({}, int(m.ready.is_set()))])
     _metric(out, "pubsub_seconds_since_progress", "gauge", "Seconds since the loop last made progress.",
             [({}, round(time.monotonic() - m.last_beat, 3))])
     for name, value in _engine_numbers({k: v for k, v in m.engine.items() if k not in ("subscriptions", "algorithm")}):
@@ -189,10 +207,10 @@ def render(processor: "Processor") -> str:
 
 
 class MetricsServer:
-    """A daemon thread serving ``/metrics``, ``/healthz`` and ``/readyz`` for ``processor`` on host:port."""
+    """A daemon thread serving ``/metrics``, ``/healthz`` and ``/readyz`` of ``metrics`` on host:port."""
 
-    def __init__(self, processor: "Processor", port: int, host: str = "127.0.0.1") -> None:
-        target = processor
+    def __init__(self, metrics: Metrics, port: int, host: str = "127.0.0.1") -> None:
+        target = metrics
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -200,9 +218,9 @@ class MetricsServer:
                 if path == "/metrics":
                     self._answer(200, render(target), "text/plain; version=0.0.4; charset=utf-8")
                 elif path == "/healthz":
-                    ok = target.metrics.alive()
+                    ok = target.alive()
                     self._answer(200 if ok else 503, "ok\n" if ok else
-                                 f"stalled: no progress for {time.monotonic() - target.metrics.last_beat:.0f}s\n")
+                                 f"stalled: no progress for {time.monotonic() - target.last_beat:.0f}s\n")
                 elif path == "/readyz":
                     ok = target.ready.is_set()
                     self._answer(200 if ok else 503, "ready\n" if ok else "rebuilding subscriptions\n")

@@ -27,15 +27,16 @@ import logging
 import time
 from typing import Any, Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartition
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine import N_KINDS
 from fastpubsub.engine import KIND_NUMBER, KINDS
 from fastpubsub.engine import EventStatistics
 
-from .codecs import decode_statistics
-from .topics import EVENTS, STATISTICS
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.wire.codecs import decode_statistics
+from fastpubsub.wire.topics import EVENTS, STATISTICS
 
 log = logging.getLogger("pubsub.statistics")
 
@@ -68,8 +69,7 @@ def describe_change(before: dict[str, int], after: dict[str, int]) -> str:
 
 
 class StatisticsFeed:
-    def __init__(self, bootstrap_servers: str, matcher: Callable[[], Matcher], client_config: dict[str, Any] | None = None,
-                 source_topic: str = EVENTS, topic: str = STATISTICS,
+    def __init__(self, clients: ClientFactory, matcher: Callable[[], Matcher], source_topic: str = EVENTS, topic: str = STATISTICS,
                  dead_letter: Callable[[Message, str], None] | None = None,
                  startup_timeout: float = 10.0, recheck_seconds: float = 30.0) -> None:
         """``matcher()``: the matcher to hand snapshots to (a callable, since the processor may replace it)."""
@@ -78,16 +78,11 @@ class StatisticsFeed:
         self._topic = topic
         self._dead_letter = dead_letter
         self._recheck = recheck_seconds
-        self._consumer = Consumer({
-            "bootstrap.servers": bootstrap_servers,
-            "group.id": "pubsub-statistics-feed",  # required by librdkafka; never joined (assign only), never committed
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 100,
-            **(client_config or {}),
-        })
+        self._consumer = clients.consumer(
+            "pubsub-statistics-feed",  # required by librdkafka; never joined (assign only), never committed
+            {"auto.offset.reset": "earliest", "fetch.wait.max.ms": 100},
+            **{"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True},
+        )
         self._assigned = False
         self._partitions: list[int] = []
         self._next_look = 0.0

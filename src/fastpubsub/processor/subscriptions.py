@@ -31,7 +31,7 @@ from fastpubsub.engine import (
 )
 from fastpubsub.engine import DeadlineQueue
 
-from .codecs import DecodeError, decode_subscription
+from fastpubsub.wire.codecs import DecodeError, decode_subscription
 
 _COUNTERS = ("added", "replaced", "removed", "expired")
 

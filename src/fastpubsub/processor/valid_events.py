@@ -20,7 +20,7 @@ import numpy as np
 
 from fastpubsub.engine import StoredMatches
 
-from .codecs import DecodeError
+from fastpubsub.wire.codecs import DecodeError
 
 HEADER = "valid_until"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

@@ -6,8 +6,10 @@ confluent-kafka are installed (``local[*]`` or a cluster: executors connect
 to the brokers themselves).  The driver plans the window as offset ranges;
 each range is cut into splits of at most ``split.size`` offsets so that every
 core decodes.  Each split is read by a confluent-kafka consumer with
-``assign`` (no consumer group, nothing committed), decoded in batches by
-``fastpubsub.processor.event_decoder`` and counted by ``fastpubsub.stats_job.partial_counts``: the
+``assign`` (no consumer group, nothing committed), built by the job's
+``kafka.ClientFactory`` (rebuilt in the worker from the source's options, so
+the ``-X`` settings reach it), decoded in batches by
+``fastpubsub.wire.event_decoder`` and counted by ``fastpubsub.stats_job.partial_counts``: the
 rows Spark gets are partial counts (per batch: records, bad records by reason,
 events per attribute value, per schema, per joint value combination), which
 Spark merges across splits.
@@ -25,9 +27,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from fastpubsub.kafka import ClientFactory
 
 DEFAULT_SPLIT_SIZE = 50_000
 DEFAULT_BATCH_SIZE = 50_000
@@ -54,24 +58,21 @@ class KafkaSplit(InputPartition):
         self.offsets = offsets
 
 
-def read_offset_range(config: dict[str, Any], topic: str, offsets: OffsetRange,
+def read_offset_range(clients: ClientFactory | str, topic: str, offsets: OffsetRange,
                       batch_size: int = DEFAULT_BATCH_SIZE, timeout: float = 60.0) -> Iterator[list]:
     """Yield the messages of ``offsets`` in lists of at most ``batch_size`` (see module docstring)."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     if offsets.end <= offsets.start:
         return
-    consumer = Consumer({
-        "group.id": "fastpubsub-spark-statistics",  # required by librdkafka; never joined (assign only)
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error",  # a range that is no longer in the log must fail, not read elsewhere
-        "fetch.max.bytes": 64 * 2**20,
-        "fetch.wait.max.ms": 10,  # at the end of the log the broker holds an empty fetch this long
-        "max.partition.fetch.bytes": 16 * 2**20,
-        **config,
-    })
+    consumer = ClientFactory.of(clients).consumer(
+        "fastpubsub-spark-statistics",  # required by librdkafka; never joined (assign only)
+        {"fetch.max.bytes": 64 * 2**20,
+         "fetch.wait.max.ms": 10,  # at the end of the log the broker holds an empty fetch this long
+         "max.partition.fetch.bytes": 16 * 2**20},
+        **{"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True,
+           "auto.offset.reset": "error"},  # a range that is no longer in the log must fail, not read elsewhere
+    )
     tp = TopicPartition(topic, offsets.partition, offsets.start)
     try:
         consumer.assign([tp])
@@ -124,7 +125,7 @@ def partial_counts_of(messages: list, mode: str = "first", joint_sets: list[list
     """
     import numpy as np
 
-    from fastpubsub.processor.event_decoder import decode_events
+    from fastpubsub.wire.event_decoder import decode_events
 
     from . import partial_counts as pc
 
@@ -146,13 +147,13 @@ def partial_counts_of(messages: list, mode: str = "first", joint_sets: list[list
 
 
 class KafkaEventsReader(DataSourceReader):
-    def __init__(self, topic: str, ranges: list[OffsetRange], split_size: int, batch_size: int, config: dict[str, Any],
+    def __init__(self, topic: str, ranges: list[OffsetRange], split_size: int, batch_size: int, clients: ClientFactory,
                  mode: str, joint_sets: list[list[str]] | None, joint_auto: tuple[int, float] | None) -> None:
         self.topic = topic
         self.ranges = ranges
         self.split_size = split_size
         self.batch_size = batch_size
-        self.config = config
+        self.clients = clients
         self.mode = mode
         self.joint_sets = joint_sets
         self.joint_auto = joint_auto
@@ -161,7 +162,7 @@ class KafkaEventsReader(DataSourceReader):
         return [KafkaSplit(self.topic, s) for r in self.ranges for s in r.split(self.split_size)]
 
     def read(self, partition: KafkaSplit):
-        for messages in read_offset_range(self.config, partition.topic, partition.offsets, self.batch_size):
+        for messages in read_offset_range(self.clients, partition.topic, partition.offsets, self.batch_size):
             yield from partial_counts_of(messages, self.mode, self.joint_sets, self.joint_auto)
 
 
@@ -173,7 +174,8 @@ class KafkaEventsDataSource(DataSource):
     * ``split.size`` (offsets per Spark partition), ``batch.size`` (messages decoded and counted at once);
     * ``pass``: ``first`` (default), ``joint`` or ``count`` (see :func:`partial_counts_of`);
     * ``joint.sets``: JSON list of sorted attribute lists; ``joint.auto``: JSON ``[k, min_support]``;
-    * ``kafka.<property>``: passed to the consumer (e.g. ``kafka.security.protocol``).
+    * ``kafka.<property>``: a connection setting of every consumer (e.g. ``kafka.security.protocol``);
+      with ``bootstrap.servers`` they make the worker's ``ClientFactory`` (``ClientFactory.to_options``).
     """
 
     @classmethod
@@ -190,12 +192,11 @@ class KafkaEventsDataSource(DataSource):
         for required in ("bootstrap.servers", "topic", "ranges"):
             if required not in opts:
                 raise ValueError(f"the fastpubsub-kafka-events source needs the option {required!r}")
-        config = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
-        config["bootstrap.servers"] = opts["bootstrap.servers"]
+        clients = ClientFactory.from_options(opts)
         ranges = [OffsetRange(int(p), int(s), int(e)) for p, s, e in json.loads(opts["ranges"])]
         return KafkaEventsReader(
             opts["topic"], ranges, int(opts.get("split.size", DEFAULT_SPLIT_SIZE)),
-            int(opts.get("batch.size", DEFAULT_BATCH_SIZE)), config,
+            int(opts.get("batch.size", DEFAULT_BATCH_SIZE)), clients,
             opts.get("pass", "first"), json.loads(opts["joint.sets"]) if "joint.sets" in opts else None,
             tuple(json.loads(opts["joint.auto"])) if "joint.auto" in opts else None,
         )

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastpubsub.engine import KIND_STRING
-from fastpubsub.processor.event_decoder import DecodedEvents
+from fastpubsub.wire.event_decoder import DecodedEvents
 
 _VALUE = pa.struct([("kind", pa.int8()), ("number", pa.float64()), ("string", pa.string())])
 SCHEMA = (

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
-from fastpubsub.processor.statistics_topic import STATISTICS, ensure_statistics_topic, latest_snapshot, publish_snapshot
+from fastpubsub.kafka import ClientFactory, parse_settings
+from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
+from fastpubsub.wire.topics import EVENTS, STATISTICS
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize
 from .kafka_source import DEFAULT_SPLIT_SIZE, KafkaEventsDataSource
@@ -33,7 +35,6 @@ from .window import FROM_CHOICES, WindowSpec, parse_offsets, parse_time, resolve
 
 log = logging.getLogger("fastpubsub.stats_job.statistics")
 
-EVENTS = "pubsub.events"
 DEFAULT_OUTPUT = "out/statistics.json"
 
 
@@ -80,21 +81,22 @@ def run_statistics_job(
     split_size: int = DEFAULT_SPLIT_SIZE,
     kafka_config: dict[str, str] | None = None,
 ) -> JobResult:
-    """Compute one snapshot of ``topic``'s window; publish it and write it to ``output`` (None: no file)."""
-    from confluent_kafka import Consumer
+    """Compute one snapshot of ``topic``'s window; publish it and write it to ``output`` (None: no file).
 
+    ``kafka_config``: the ``-X`` settings, for every client of the job: here and, through the data
+    source's options, in the Spark workers.
+    """
+    clients = ClientFactory(bootstrap_servers, kafka_config or {})
     window = window or WindowSpec()
     options = options or StatisticsOptions()
     spark = spark or spark_session(master)
     spark.dataSource.register(KafkaEventsDataSource)
     t0 = time.perf_counter()
     if publish:
-        ensure_statistics_topic(bootstrap_servers, statistics_topic, config=kafka_config)
-    last = (latest_snapshot(bootstrap_servers, topic, statistics_topic, config=kafka_config)
-            if window.start_from == "last-run" else None)
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "fastpubsub-spark-statistics",
-                         "enable.partition.eof": True, "enable.auto.commit": False, "fetch.wait.max.ms": 10,
-                         **(kafka_config or {})})
+        ensure_statistics_topic(clients, statistics_topic)
+    last = latest_snapshot(clients, topic, statistics_topic) if window.start_from == "last-run" else None
+    consumer = clients.consumer("fastpubsub-spark-statistics", {"fetch.wait.max.ms": 10},
+                                **{"enable.partition.eof": True, "enable.auto.commit": False})
     try:
         ranges = resolve_window(consumer, topic, window, last)
     finally:
@@ -107,10 +109,8 @@ def run_statistics_job(
         log.info("nothing new in the window: no snapshot")
         return JobResult(None, 0, time.perf_counter() - t0, 0.0, None, None)
     def read(**options: str):
-        reader = spark.read.format(KafkaEventsDataSource.name()).option("bootstrap.servers", bootstrap_servers)
-        for k, v in (kafka_config or {}).items():
-            reader = reader.option(f"kafka.{k}", v)
-        for k, v in options.items():
+        reader = spark.read.format(KafkaEventsDataSource.name())
+        for k, v in {**clients.to_options(), **options}.items():  # the connection settings travel to the workers
             reader = reader.option(k, v)
         return (reader.option("topic", topic)
                 .option("ranges", json.dumps([[r.partition, r.start, r.end] for r in ranges]))
@@ -153,7 +153,7 @@ def run_statistics_job(
         log.info("wrote %s", path)
     published = None
     if publish:
-        published = publish_snapshot(bootstrap_servers, stats, statistics_topic, config=kafka_config)
+        published = publish_snapshot(clients, stats, statistics_topic)
         log.info("published the snapshot to %s[%d]@%d", statistics_topic, *published)
     return JobResult(stats, summary.records, t1 - t0, t2 - t1, published, path)
 
@@ -225,9 +225,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
                                     args.joint_top_k, args.joint, args.driver_rows)
     except ValueError as exc:
         parser.error(str(exc))
-    kafka_config = dict(kv.split("=", 1) for kv in args.kafka_config if "=" in kv)
-    if len(kafka_config) != len(args.kafka_config):
-        parser.error("-X takes KEY=VALUE")
+    try:
+        kafka_config = parse_settings(args.kafka_config)
+        ClientFactory(args.bootstrap_servers, kafka_config)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.every is not None and (window.start_from != "last-run" or window.start_offsets or window.end_offsets
                                    or window.start_time_ms is not None or window.end_time_ms is not None):
         parser.error("--every reads what is new since the last run each time; it takes no window options")

@@ -4,7 +4,7 @@ Three queues hold records in memory, each bounded here (librdkafka settings):
 
 * the producer's queue of notifications and dead letters not yet acknowledged
   (``queue.buffering.max.messages`` / ``queue.buffering.max.kbytes``).  When
-  it is full, ``produce`` raises ``BufferError``; ``processor.delivery`` then
+  it is full, ``produce`` raises ``BufferError``; ``kafka.delivery`` then
   serves delivery reports (``poll``) and retries, so a slow broker slows the
   loop down instead of growing memory, and nothing is dropped;
 * the events consumer's pre-fetch queue (``queued.max.messages.kbytes``,

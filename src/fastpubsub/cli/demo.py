@@ -21,15 +21,16 @@ import time
 from pathlib import Path
 
 import click
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
 from fastpubsub.engine import PRESETS, generate_events, generate_subscriptions
 
-from . import codecs, topics
-from .broker import EmbeddedBroker, child_preexec
-from .expression import format_predicates, parse
-from .progress import RateMeter, human
-from .statistics_feed import ADOPTED, describe_change
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
+from fastpubsub.language import format_predicates, parse
+from fastpubsub.processor.progress import RateMeter, human
+from fastpubsub.processor.statistics_feed import ADOPTED, describe_change
+from fastpubsub.wire import codecs, topics
 
 GROUP = "pubsub-processor"
 SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 3%, 1.5% and 11% of events
@@ -57,7 +58,7 @@ class Demo:
     # --- steps -----------------------------------------------------------------
 
     def _load_subscriptions(self, bootstrap: str) -> int:
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+        producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})
         started = time.monotonic()
         batch = generate_subscriptions(self.spec, self.n_subscriptions, self.seed)
         subs = batch.to_lists()
@@ -79,7 +80,7 @@ class Demo:
         return total
 
     def _start_processor(self, bootstrap: str, log_path: Path) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "fastpubsub.processor", "run", "--bootstrap-servers", bootstrap, "--group-id", GROUP,
+        cmd = [sys.executable, "-m", "fastpubsub", "run", "--bootstrap-servers", bootstrap, "--group-id", GROUP,
                "--output-format", self.output_format, "--batch-size", str(self.batch_size), "--progress-interval", "2"]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "wb"), stdin=subprocess.DEVNULL,
                                 preexec_fn=child_preexec)
@@ -97,7 +98,7 @@ class Demo:
             bootstrap = broker.bootstrap_servers
             self._say(f"  Tansu listening on {bootstrap} (in-memory storage; logs in {workdir})")
             self._say("2. topics")
-            for s in topics.create_topics(bootstrap):
+            for s in admin.create_topics(bootstrap):
                 self._say(f"  {s.name:24} partitions={s.partitions} cleanup.policy={s.cleanup_policy or '?'}")
             self._say(f"3. subscriptions: {human(self.n_subscriptions)} generated like Fabret's {self.spec.name} (Avro)")
             n_subs = self._load_subscriptions(bootstrap)
@@ -127,7 +128,7 @@ class Demo:
     def _statistics(self, bootstrap: str, workdir: Path) -> float | None:
         """Run the job once in its own process and wait until the processor has adopted the snapshot."""
         if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
-            self._say("  skipped: needs PySpark (pip install -e '.[spark]') and Java 17")
+            self._say("  skipped: needs PySpark (pip install 'fastpubsub[spark]') and Java 17")
             return None
         started = time.monotonic()
         log_path, out = workdir / "spark.log", workdir / "statistics.json"
@@ -174,7 +175,7 @@ class Demo:
 
     def _stream_and_watch(self, bootstrap: str, processor: subprocess.Popen) -> dict | None:
         events = generate_events(self.spec, self.n_events, self.seed + 1).to_dicts()
-        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
+        producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})
         watcher = _Watcher(bootstrap)
         meter = RateMeter(1.0)
         sent = 0
@@ -274,12 +275,13 @@ class _Watcher:
     """Progress as Kafka sees it: the group's committed offsets and the notifications written."""
 
     def __init__(self, bootstrap: str) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pubsub-demo-watcher",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
-        self._group = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-        n_notif = topics.partitions_of(bootstrap, topics.NOTIFICATIONS)
+        clients = ClientFactory(bootstrap)
+        self._consumer = clients.consumer("pubsub-demo-watcher",
+                                          **{"enable.auto.commit": False, "isolation.level": "read_committed"})
+        self._group = clients.consumer(GROUP, **{"enable.auto.commit": False})
+        n_notif = admin.partitions_of(bootstrap, topics.NOTIFICATIONS)
         self._notif = [TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n_notif)]
-        self._events = [TopicPartition(topics.EVENTS, p) for p in range(topics.partitions_of(bootstrap, topics.EVENTS))]
+        self._events = [TopicPartition(topics.EVENTS, p) for p in range(admin.partitions_of(bootstrap, topics.EVENTS))]
         self._consumer.assign(self._notif)
         self.notifications = 0
         self.samples: list[dict] = []
@@ -310,3 +312,30 @@ class _Watcher:
     def close(self) -> None:
         self._consumer.close()
         self._group.close()
+
+
+@click.command()
+@click.option("--subscriptions", "n_subscriptions", type=int, default=100_000, show_default=True,
+              help="Number of generated subscriptions.")
+@click.option("--events", "n_events", type=int, default=10_000, show_default=True, help="Number of generated events.")
+@click.option("--workload", default="W0", show_default=True, help="Fabret et al. workload preset (engine.workload.PRESETS).")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generated subscriptions and events.")
+@click.option("--port", type=int, default=0, show_default=True, help="Broker port on 127.0.0.1 (0: any free port).")
+@click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
+              help="The processor's encoding of notifications.")
+@click.option("--batch-size", type=int, default=1000, show_default=True, help="Processor events per batch.")
+@click.option("--no-stats", is_flag=True, help="Skip the Spark statistics job (a JVM start and a dozen Spark jobs: about a minute on a loaded 2-core machine).")
+def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, no_stats) -> None:
+    """Everything end to end on the embedded broker, then shut it all down.
+
+    Starts the broker, creates the topics, loads the generated subscriptions
+    (plus a few hand-written ones so that notifications flow: W0 subscriptions
+    have five equality predicates and rarely match), starts a processor,
+    streams events, prints live progress, runs the Spark statistics job once
+    on the events and shows the processor's hash tables before and after it
+    adopted the snapshot (--no-stats skips that), and prints a summary.
+
+    It always starts its own broker (no --bootstrap-servers): nothing is left
+    behind, so it can be run again and again.
+    """
+    sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, not no_stats).run())

@@ -3,7 +3,7 @@
 The key of a snapshot is the events topic it was computed from, so
 compaction keeps the latest snapshot per source topic; the topic has one
 partition, so "latest" is simply the last record.  The value is
-``schemas/statistics.avsc`` in the Confluent wire format (schema id 5).
+``wire/schemas/statistics.avsc`` in the Confluent wire format (schema id 5).
 
 The batch job reads its own last snapshot back to know where the previous run
 stopped (the snapshot's ``window.offsets`` end offsets): the state lives with
@@ -14,26 +14,24 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from fastpubsub.engine import EventStatistics
 
-from .codecs import DecodeError, decode_statistics, encode_statistics
-from .topics import CONFIGS, STATISTICS
+from fastpubsub.wire.codecs import DecodeError, decode_statistics, encode_statistics
+from fastpubsub.wire.topics import CONFIGS, STATISTICS
+
+from .clients import ClientFactory
 
 CONFIG = CONFIGS[STATISTICS]
 
 log = logging.getLogger(__name__)
 
 
-def ensure_statistics_topic(bootstrap_servers: str, topic: str = STATISTICS, timeout: float = 30.0,
-                            config: dict[str, str] | None = None) -> bool:
-    """Create the compacted, single-partition topic if missing; True if it was created.
-
-    ``config``: extra librdkafka settings (security...), as for every function here.
-    """
-    client = AdminClient({"bootstrap.servers": bootstrap_servers, **(config or {})})
+def ensure_statistics_topic(clients: ClientFactory | str, topic: str = STATISTICS, timeout: float = 30.0) -> bool:
+    """Create the compacted, single-partition topic if missing; True if it was created."""
+    client = ClientFactory.of(clients).admin()
     future = client.create_topics([NewTopic(topic, 1, 1, config=CONFIG)], operation_timeout=timeout, request_timeout=timeout)[topic]
     try:
         future.result(timeout)
@@ -44,39 +42,34 @@ def ensure_statistics_topic(bootstrap_servers: str, topic: str = STATISTICS, tim
         return False
 
 
-def publish_snapshot(bootstrap_servers: str, stats: EventStatistics, topic: str = STATISTICS, timeout: float = 30.0,
-                     config: dict[str, str] | None = None) -> tuple[int, int]:
+def publish_snapshot(clients: ClientFactory | str, stats: EventStatistics, topic: str = STATISTICS,
+                     timeout: float = 30.0) -> tuple[int, int]:
     """Produce one snapshot (key: its source topic) and wait for the broker's ack: (partition, offset)."""
     if stats.window is None:
         raise ValueError("only snapshots with a source window can be published (the key is the source topic)")
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "enable.idempotence": True,
-                         "message.max.bytes": 16 * 2**20, **(config or {})})
+    clients = ClientFactory.of(clients)
+    producer = clients.producer({"message.max.bytes": 16 * 2**20}, **{"enable.idempotence": True})
     result: list = []
     producer.produce(topic, key=stats.window.topic.encode(), value=encode_statistics(stats.to_record()),
                      on_delivery=lambda err, msg: result.append((err, msg)))
     remaining = producer.flush(timeout)
     if remaining or not result:
-        raise RuntimeError(f"the snapshot was not acknowledged by {bootstrap_servers} within {timeout:.0f}s")
+        raise RuntimeError(f"the snapshot was not acknowledged by {clients.bootstrap_servers} within {timeout:.0f}s")
     err, msg = result[0]
     if err is not None:
         raise KafkaException(err)
     return msg.partition(), msg.offset()
 
 
-def latest_snapshot(bootstrap_servers: str, source_topic: str, topic: str = STATISTICS, timeout: float = 30.0,
-                    config: dict[str, str] | None = None) -> EventStatistics | None:
+def latest_snapshot(clients: ClientFactory | str, source_topic: str, topic: str = STATISTICS,
+                    timeout: float = 30.0) -> EventStatistics | None:
     """The last snapshot computed from ``source_topic``, or None (no topic, no snapshot yet)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_servers,
-        "group.id": "fastpubsub-statistics-reader",  # never joins: assign() only, nothing committed
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 10,  # the read ends at end-of-partition: do not let the broker hold the last fetch
-        **(config or {}),
-    })
+    consumer = ClientFactory.of(clients).consumer(
+        "fastpubsub-statistics-reader",  # never joins: assign() only, nothing committed
+        {"auto.offset.reset": "earliest",
+         "fetch.wait.max.ms": 10},  # the read ends at end-of-partition: do not let the broker hold the last fetch
+        **{"enable.auto.commit": False, "enable.partition.eof": True},
+    )
     try:
         # all topics, not this one by name: naming it may auto-create it, uncompacted (src/fastpubsub/stats_job/window.py)
         metadata = consumer.list_topics(timeout=timeout).topics.get(topic)

@@ -14,9 +14,10 @@ from collections import Counter
 
 from confluent_kafka import Message
 
-from .codecs import DeadLetter, encode_dead_letter
+from fastpubsub.wire.codecs import DeadLetter, encode_dead_letter
+from fastpubsub.wire.topics import DEAD_LETTER
+
 from .delivery import Delivery
-from .topics import DEAD_LETTER
 
 log = logging.getLogger(__name__)
 

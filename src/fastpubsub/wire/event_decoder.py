@@ -4,13 +4,13 @@ Decoding Avro events one by one with fastavro costs 10-20 µs each (a dict and
 a Python object per attribute); the statistics job and the processor decode
 millions.  :func:`decode_events` takes a list of raw values and returns the
 engine's columnar format directly: a numba kernel walks the Confluent wire
-format + Avro map encoding of ``schemas/event.avsc`` for every record it can
+format + Avro map encoding of ``wire/schemas/event.avsc`` for every record it can
 prove well-formed, and hands every other record (JSON, other schema ids,
 malformed Avro, duplicate map keys, non-canonical booleans, attribute names
 longer than ``codecs.MAX_ATTRIBUTE_BYTES``, ...) to
-``processor.codecs.decode_event``.  So for every record the result is, by
+``wire.codecs.decode_event``.  So for every record the result is, by
 construction, what ``codecs.decode_event`` says: the same event, or a
-:class:`~processor.codecs.DecodeError` with the same reason.
+:class:`~wire.codecs.DecodeError` with the same reason.
 
 Strings stay UTF-8 bytes in one buffer until the caller asks for them:
 :meth:`DecodedEvents.event_batch` makes Python strings (the engine's format),

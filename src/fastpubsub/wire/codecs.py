@@ -25,7 +25,7 @@ import fastavro
 
 from fastpubsub.engine import Predicate, validate_event, validate_predicates
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "wire" / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"  # package data (pyproject: tool.setuptools.package-data)
 
 #: Confluent wire-format schema id of each schema file (fixed, documented in the README).
 SCHEMA_IDS: dict[str, int] = {

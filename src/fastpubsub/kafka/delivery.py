@@ -17,7 +17,7 @@ ids) raises :class:`DeliveryError`; :meth:`Delivery.recover` then replaces the
 producer and rewinds the consumer to its committed offsets, so the batch is
 matched and delivered again: nothing lost, duplicates only of that batch.
 
-Back-pressure: the producer's queue is bounded (``processor.queues``); when it
+Back-pressure: the producer's queue is bounded (``kafka.queues``); when it
 is full, :meth:`Delivery.produce` waits for acknowledgements and retries, never
 drops, and counts the waits (``queue_full_waits``, a metric).
 """
@@ -30,6 +30,7 @@ from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from .clients import ClientFactory
 from .queues import QueueBounds
 
 log = logging.getLogger(__name__)
@@ -42,15 +43,17 @@ class DeliveryError(RuntimeError):
 
 
 class Delivery:
-    def __init__(self, config: dict, mode: str = "auto", transactional_id: str = "pubsub", init_timeout: float = 15.0,
+    def __init__(self, clients: ClientFactory, mode: str = "auto", transactional_id: str = "pubsub", init_timeout: float = 15.0,
                  bounds: QueueBounds = QueueBounds()) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown delivery mode {mode!r}; expected one of {', '.join(MODES)}")
         # message.timeout.ms under the 60 s commit timeout: a record the broker never takes fails the batch
         # (which is then replayed, see recover) instead of a commit waiting on it
-        base = {"linger.ms": 5, "message.timeout.ms": 30_000, **bounds.producer(), **config, "acks": "all"}
-        self._transactional = {**base, "transactional.id": transactional_id, "transaction.timeout.ms": 60_000}
-        self._idempotent = {**base, "enable.idempotence": True}
+        defaults = {"linger.ms": 5, "message.timeout.ms": 30_000, **bounds.producer()}
+        self._transactional = clients.producer_config(defaults, **{"acks": "all", "transactional.id": transactional_id,
+                                                                   "transaction.timeout.ms": 60_000})
+        self._idempotent = clients.producer_config(defaults, **{"acks": "all", "enable.idempotence": True})
+        self._clients = clients
         self._init_timeout = init_timeout
         self.mode = "at-least-once"
         if mode in ("auto", "transactional"):
@@ -70,8 +73,8 @@ class Delivery:
 
     def _new_producer(self, mode: str) -> Producer:
         if mode == "at-least-once":
-            return Producer(self._idempotent)
-        producer = Producer(self._transactional)
+            return self._clients.producer(**self._idempotent)  # already merged: nothing may override it again
+        producer = self._clients.producer(**self._transactional)
         producer.init_transactions(self._init_timeout)  # also ends a transaction a predecessor left open
         return producer
 

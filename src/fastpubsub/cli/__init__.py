@@ -1,0 +1,39 @@
+"""``pubsub``: the one command line of fastpubsub, one module per group of subcommands.
+
+* ``run``: the processor;
+* ``messages``: ``subscribe``, ``unsubscribe``, ``publish``, ``tail``;
+* ``broker``: ``broker`` (the embedded one) and ``topics``;
+* ``demo``: everything end to end on the embedded broker;
+* ``stats``: the Spark statistics job;
+* ``bench``: a launcher of the benchmarks of a checkout.
+
+Every subcommand that talks to Kafka takes ``--bootstrap-servers`` (env
+``PUBSUB_BOOTSTRAP_SERVERS``) and ``-X KEY=VALUE`` settings for every client
+it builds (``kafka.ClientFactory``), so the same commands run against the
+embedded broker or a secured Kafka cluster.  ``broker`` and ``demo`` run an
+embedded broker of their own and take ``--port`` instead.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import bench, broker, demo, messages, run, stats
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """fastpubsub: content-based publish/subscribe between Kafka topics.
+
+    Subscriptions (conjunctions of predicates) arrive on pubsub.subscriptions,
+    events on pubsub.events; every event is matched against every subscription
+    and a notification per match goes to pubsub.notifications.  Bad input goes
+    to pubsub.dead-letter.  Quick look: `pubsub demo`.
+    """
+
+
+for command in (broker.broker, broker.topics_cmd, run.run, messages.subscribe, messages.unsubscribe, messages.publish,
+                messages.tail, stats.stats, demo.demo, bench.bench_cmd):
+    main.add_command(command)
+
+__all__ = ["main"]

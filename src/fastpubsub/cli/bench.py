@@ -1,0 +1,61 @@
+"""``pubsub bench``: a thin launcher of the benchmarks, which live in the checkout (``benchmarks/``), not in the package."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+
+def _benchmarks_suite():
+    """``benchmarks.suite`` from the checkout in the current directory (never installed), or a clear error."""
+    try:
+        import benchmarks.suite as suite
+    except ImportError:
+        if not (Path.cwd() / "benchmarks" / "suite.py").is_file():
+            raise click.ClickException(
+                "`pubsub bench` runs from a checkout of the fastpubsub repository: the benchmarks (benchmarks/) are "
+                "not installed with the package.  Run it in the checkout's top directory.") from None
+        sys.path.insert(0, str(Path.cwd()))
+        import benchmarks.suite as suite
+    return suite
+
+
+@click.command("bench")
+@click.argument("figures", nargs=-1, required=True, type=click.Choice(["fig3a", "fig3b", "scaling", "fig4", "e2e", "all"]))
+@click.option("--quick", is_flag=True, help="Small sizes: every figure in a few minutes (what the tests run).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("benchmarks/results"),
+              show_default=True, help="Directory for the CSV, PNG and markdown of each figure, and report.md.")
+@click.option("--img-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also copy the PNGs here (docs/img to refresh docs/benchmarks.md).")
+def bench_cmd(figures, quick, out, img_dir) -> None:
+    """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
+
+    Runs from a checkout of the fastpubsub repository only: the benchmarks
+    (benchmarks/ beside src/) are not part of the installed package.  Run it
+    in the checkout's top directory.
+
+    \b
+      fig3a  W0, N = 100K..6M: events/s (3a), memory (3c), loading time (3d)
+             for counting, propagation, propagation-wp, static, dynamic
+      fig3b  W1 and W2 for propagation-wp and dynamic
+      scaling  W0, N = 1M..10M: dynamic on plain clusters and with runs,
+             events/s encoded and as dicts, each relative to 1M
+      fig4   the equilibrium experiments (W3->W4, W5->W6), dynamic vs no-change
+      e2e    events topic -> notifications topic through the embedded broker,
+             1M W0 subscriptions: maximum events/s, latency at half of it
+      all    all of them (under an hour on the 2-core development machine)
+
+    Each writes <figure>.csv, .png and .md (the paper's values beside ours)
+    into --out, plus report.md for the whole run.
+    """
+    suite = _benchmarks_suite()
+    FIGURES, run_suite = suite.FIGURES, suite.run
+
+    chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
+    outcome = run_suite(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush())
+    failed = {k: v for k, v in outcome.items() if v != "ok"}
+    click.echo(f"report: {out / 'report.md'}")
+    if failed:
+        raise click.ClickException("; ".join(f"{k}: {v}" for k, v in failed.items()))

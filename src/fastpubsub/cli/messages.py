@@ -1,0 +1,180 @@
+"""``pubsub subscribe``, ``unsubscribe``, ``publish`` and ``tail``: writing subscriptions and events, reading notifications."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+
+import click
+from confluent_kafka import Producer
+
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.language import ExpressionError, format_predicates, parse
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
+
+from .common import connection_options, on_signals, require_topic
+
+
+def _producer(clients: ClientFactory, topic: str) -> Producer:
+    """A producer for ``topic``, once it is known to exist (writing would auto-create it on some brokers)."""
+    require_topic(clients, topic)
+    return clients.producer(**{"enable.idempotence": True})
+
+
+def _send(clients: ClientFactory, topic: str, key: bytes | None, value: bytes | None) -> None:
+    producer = _producer(clients, topic)
+    errors: list[str] = []
+    producer.produce(topic, value, key, on_delivery=lambda err, _m: err and errors.append(str(err)))
+    if producer.flush(30) or errors:
+        raise click.ClickException(f"could not write to {topic} on {clients.bootstrap_servers}: {errors or 'timed out'}")
+
+
+def _epoch_ms(text: str | None, option: str = "--valid-until") -> int | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"not an ISO-8601 date/time: {text!r}", param_hint=option) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+@click.command()
+@connection_options
+@click.argument("expression")
+@click.option("--id", "sub_id", type=int, default=None,
+              help="Subscription id; an existing id is replaced.  Default: a new random id (printed).")
+@click.option("--subscriber", required=True, help="Owner; the key of its notifications.")
+@click.option("--valid-until", default=None,
+              help="ISO-8601 expiry in event time, e.g. 2030-01-01T00:00:00+00:00 (UTC if no zone): events "
+                   "timestamped then or later do not match.")
+@click.option("--valid-from", default=None,
+              help="ISO-8601 start of validity in event time (UTC if no zone): events timestamped earlier do "
+                   "not match.")
+@click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
+              help="Encoding of the subscription value.")
+def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, fmt) -> None:
+    """Add or replace a subscription given as text, e.g.
+
+    \b
+      pubsub subscribe --id 42 --subscriber alice 'movie = "groundhog day" and price <= 10'
+
+    Predicates are joined by `and`; operators = != < <= > >=; values are
+    "strings", numbers, true or false.
+    """
+    try:
+        predicates = parse(expression)
+    except ExpressionError as exc:
+        raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
+    if sub_id is None:
+        sub_id = uuid.uuid4().int >> 65  # positive, fits in a signed 64-bit integer
+    start, end = _epoch_ms(valid_from, "--valid-from"), _epoch_ms(valid_until)
+    if start is not None and end is not None and start >= end:
+        raise click.BadParameter("must be before --valid-until", param_hint="--valid-from")
+    value = codecs.encode_subscription(codecs.Subscription(subscriber, predicates, end, start), fmt)
+    _send(clients, topics.SUBSCRIPTIONS, str(sub_id).encode(), value)
+    click.echo(f"subscription {sub_id} ({subscriber}): {format_predicates(predicates)}")
+
+
+@click.command()
+@connection_options
+@click.option("--id", "sub_id", type=int, required=True, help="Subscription id to remove.")
+def unsubscribe(clients, sub_id) -> None:
+    """Remove a subscription (writes a tombstone for its id)."""
+    _send(clients, topics.SUBSCRIPTIONS, str(sub_id).encode(), None)
+    click.echo(f"subscription {sub_id} removed")
+
+
+@click.command()
+@connection_options
+@click.argument("event")
+@click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
+@click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
+              help="Encoding of the event value.")
+def publish(clients, event, key, fmt) -> None:
+    """Publish an event given as a JSON object, e.g.
+
+    \b
+      pubsub publish --key e17 '{"movie": "groundhog day", "price": 8, "theater": "odeon"}'
+
+    With EVENT `-`, publishes one JSON object per line of standard input
+    (without keys).
+    """
+    lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
+    producer = _producer(clients, topics.EVENTS)
+    for n, line in enumerate(lines, 1):
+        try:
+            parsed = codecs.decode_event(line.strip().encode())
+        except codecs.DecodeError as exc:
+            raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
+        producer.produce(topics.EVENTS, codecs.encode_event(parsed, fmt), key.encode() if key and event != "-" else None)
+    if producer.flush(30):
+        raise click.ClickException(f"could not write to {topics.EVENTS} on {clients.bootstrap_servers}")
+    click.echo(f"published {len(lines)} event(s)")
+
+
+@click.command()
+@connection_options
+@click.option("--dead-letters", is_flag=True, help="Tail pubsub.dead-letter instead of pubsub.notifications.")
+@click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of the end.")
+@click.option("--max", "max_records", type=int, default=None, help="Stop after this many records.")
+@click.option("--timeout", type=float, default=None, help="Stop after this many seconds without a record.")
+@click.option("--dedup/--no-dedup", default=True, show_default=True,
+              help="Drop notifications whose notification_id was already printed (redeliveries after a failure). "
+                   "Dead letters are never de-duplicated.")
+@click.option("--dedup-capacity", type=click.IntRange(min=1), default=DEFAULT_CAPACITY, show_default=True,
+              help="How many recent notification ids --dedup remembers (bounded memory, ~170 bytes per id).")
+def tail(clients, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
+    """Print notifications (or dead letters) as JSON lines, Avro or JSON alike.
+
+    Notifications are de-duplicated by notification_id by default (see
+    --dedup); on exit the number of duplicates dropped goes to stderr.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
+    dedup = Deduplicator(dedup_capacity) if dedup and not dead_letters else None
+
+    topic = topics.DEAD_LETTER if dead_letters else topics.NOTIFICATIONS
+    consumer = clients.consumer(
+        "pubsub-tail", **{"enable.auto.commit": False, "isolation.level": "read_committed"})
+    start = OFFSET_BEGINNING if from_beginning else OFFSET_END
+    try:
+        n_partitions = admin.partitions_of(clients, topic)
+    except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
+        consumer.close()
+        raise click.ClickException(str(exc)) from None
+    consumer.assign([TopicPartition(topic, p, start) for p in range(n_partitions)])
+    stopping = []
+    on_signals(lambda: stopping.append(True))
+    seen, last = 0, time.monotonic()
+    try:
+        while not stopping and (max_records is None or seen < max_records):
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error():
+                if timeout is not None and time.monotonic() - last > timeout:
+                    break
+                continue
+            last = time.monotonic()
+            try:
+                if dead_letters:
+                    dl = codecs.decode_dead_letter(msg.value())
+                    out = {**dl.__dict__, "key": dl.key.decode("utf-8", "replace") if dl.key else None,
+                           "value": dl.value.decode("utf-8", "replace") if dl.value else None}
+                else:
+                    out = codecs.decode_notification(msg.value())
+            except codecs.DecodeError as exc:
+                out = {"undecodable": str(exc), "partition": msg.partition(), "offset": msg.offset()}
+            if dedup is not None and "notification_id" in out and dedup.seen(str(out["notification_id"])):
+                continue
+            click.echo(json.dumps(out))
+            seen += 1
+    finally:
+        consumer.close()
+        if dedup is not None:
+            click.echo(f"{dedup.dropped} duplicate notification(s) dropped (of {dedup.passed + dedup.dropped})", err=True)

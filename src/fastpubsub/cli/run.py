@@ -1,0 +1,112 @@
+"""``pubsub run``: the processor until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from fastpubsub.engine import ALGORITHMS, RUN_MIN
+from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
+from fastpubsub.processor.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.wire import codecs
+
+from .common import connection_options, on_signals, setup_logging
+
+
+@click.command()
+@connection_options
+@click.option("--group-id", default="pubsub-processor", show_default=True,
+              help="Consumer group; instances with the same group share the event partitions.")
+@click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
+              help="Encoding of notifications and dead letters.")
+@click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
+              show_default=True,
+              help="auto: transactions if the broker supports them, else at-least-once.")
+@click.option("--transactional-id", default=None,
+              help="transactional.id of this instance; must differ between live instances and should be reused by "
+                   "a restarted one.  Default: <group-id>-<hostname>-<lowest free slot on this host>.")
+@click.option("--batch-size", type=int, default=1000, show_default=True, help="Events per match_batch and commit.")
+@click.option("--algorithm", type=click.Choice(ALGORITHMS), default="dynamic", show_default=True,
+              help="Matching algorithm (docs/engine.md): dynamic adapts its hash tables to the subscriptions and "
+                   "the event statistics; the others are for comparison.")
+@click.option("--runs", type=click.IntRange(min=0), default=0, show_default=True,
+              help=f"static/dynamic: keep clusters of at least this many subscriptions sorted, with a run index "
+                   f"(0: off; {RUN_MIN} is the tested value).  Faster on large, stable populations, slower under "
+                   f"heavy churn (docs/clustering.md, \"Runs\").")
+@click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
+              help="Consumer group session timeout (a join takes about half of it on Tansu).")
+@click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
+@click.option("--snapshot-dir", type=click.Path(file_okay=False), default=None,
+              help="Directory of this instance's snapshot: loaded on start (then only later subscription changes "
+                   "are replayed), written periodically and on stop.  Default: none, every start rebuilds from "
+                   "pubsub.subscriptions.")
+@click.option("--snapshot-every", type=click.FloatRange(min=0.0), default=300.0, show_default=True,
+              help="Seconds between snapshots (only when something changed).")
+@click.option("--snapshot-changes", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="... or a snapshot after this many subscription changes, whichever comes first.")
+@click.option("--max-valid-events", type=click.IntRange(min=1), default=100_000, show_default=True,
+              help="Bound of the valid-event store (events with a valid_until header); past it the events "
+                   "closest to expiry are dropped.")
+@click.option("--max-valid-event-bytes", type=click.IntRange(min=1), default=256 << 20, show_default=True,
+              help="Bound of the valid-event store in bytes (approximate: values, ids and per-attribute overhead).")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
+              help="Verbosity of the log on stderr.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Serve /metrics (Prometheus), /healthz (liveness) and /readyz on this port; 0: no server.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="Address the metrics server binds (0.0.0.0 in a container).")
+@click.option("--stall-seconds", type=click.FloatRange(min=1), default=DEFAULT_STALL_SECONDS, show_default=True,
+              help="/healthz answers 503 once the loop has made no progress for this long.")
+@click.option("--producer-queue-messages", type=click.IntRange(min=1), default=QueueBounds.producer_messages,
+              show_default=True, help="Most notifications and dead letters held awaiting acknowledgement; when full, "
+                                      "the loop waits (back-pressure), nothing is dropped.")
+@click.option("--producer-queue-kbytes", type=click.IntRange(min=1), default=QueueBounds.producer_kbytes,
+              show_default=True, help="The same bound in kilobytes.")
+@click.option("--consumer-queue-kbytes", type=click.IntRange(min=MIN_CONSUMER_KBYTES), default=QueueBounds.consumer_kbytes,
+              show_default=True, help="Most kilobytes each consumer fetches ahead of the loop.")
+def run(clients, group_id, output_format, delivery, transactional_id, batch_size, algorithm, runs,
+        session_timeout_ms,
+        progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
+        log_level, metrics_port, metrics_host, stall_seconds,
+        producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes) -> None:
+    """Run the processor until Ctrl-C or SIGTERM.
+
+    Rebuilds the subscriptions from pubsub.subscriptions, then matches events
+    from pubsub.events in batches.  Input offsets are committed only with (or
+    after) the notifications they caused; see --delivery.  Progress goes to stderr; on shutdown the
+    final statistics are printed to stdout as one JSON line.
+    """
+    from fastpubsub.processor.app import Processor, ProcessorConfig, stats_json
+    from fastpubsub.processor.metrics import MetricsServer
+
+    setup_logging(log_level)
+    try:
+        processor = Processor(ProcessorConfig(
+            clients.bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms,
+            progress_interval, algorithm=algorithm, runs=runs, client_config=dict(clients.settings),
+            transactional_id=transactional_id, stall_seconds=stall_seconds,
+            snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
+            max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
+            queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
+        ))
+    except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
+        raise click.UsageError(str(exc)) from None
+    server = None
+    if metrics_port:
+        try:
+            server = MetricsServer(processor.metrics, metrics_port, metrics_host).start()
+        except OSError as exc:
+            raise click.ClickException(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}") from None
+    on_signals(processor.stop)
+    try:
+        stats = processor.run()
+    except Exception as exc:  # noqa: BLE001 - nothing was committed past the failure; say why and exit non-zero
+        logging.getLogger("pubsub").error("stopping: %s", exc)
+        click.echo(stats_json(processor.stats()))
+        sys.exit(1)
+    finally:
+        if server is not None:
+            server.stop()
+    click.echo(stats_json(stats))

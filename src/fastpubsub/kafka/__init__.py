@@ -1,0 +1,15 @@
+"""fastpubsub on Kafka: every client from one factory, delivery, dead letters, bounded queues, topics, the broker.
+
+* ``clients``: :class:`~fastpubsub.kafka.clients.ClientFactory`, the only place a confluent-kafka
+  client is built, so the ``-X`` connection settings reach admin, producer and consumer alike;
+* ``delivery``: outputs and input offsets committed together (transactions, or at-least-once);
+* ``deadletter``: bad input to ``pubsub.dead-letter`` with its reason and position;
+* ``queues``: the bounds of every in-memory queue (back-pressure);
+* ``admin``: creating and checking the topics of ``wire.topics``;
+* ``statistics_topic``: reading and writing snapshots on ``pubsub.statistics``;
+* ``broker``: the embedded Kafka-protocol broker (Tansu) of the demo and the tests.
+"""
+
+from .clients import ClientFactory, parse_settings
+
+__all__ = ["ClientFactory", "parse_settings"]

@@ -1,0 +1,78 @@
+"""Creating the topics idempotently, and checking that they exist (names and configurations: ``wire.topics``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from fastpubsub.wire.topics import ALL, CONFIGS, FIXED_PARTITIONS, REQUIRED
+
+from .clients import ClientFactory
+
+
+@dataclass(frozen=True)
+class TopicStatus:
+    name: str
+    created: bool  # False: it already existed
+    partitions: int
+    cleanup_policy: str | None  # as reported by the broker; None if it cannot say
+
+
+def create_topics(clients: ClientFactory | str, partitions: int = 4, replication_factor: int = 1, timeout: float = 30.0,
+                  names: tuple[str, ...] = ALL) -> list[TopicStatus]:
+    """Create the topics that do not exist yet; report every topic as the broker sees it."""
+    client = ClientFactory.of(clients).admin()
+    new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=CONFIGS[name]) for name in names]
+    created = {}
+    for name, future in client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
+        try:
+            future.result(timeout)
+            created[name] = True
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            created[name] = False
+    metadata = client.list_topics(timeout=timeout)
+    policies = cleanup_policies(client, timeout, names)
+    return [
+        TopicStatus(name, created[name], len(metadata.topics[name].partitions), policies.get(name))
+        for name in names
+    ]
+
+
+def cleanup_policies(client: AdminClient, timeout: float = 10.0, names: tuple[str, ...] = ALL) -> dict[str, str]:
+    """``cleanup.policy`` of each topic, for brokers that answer DescribeConfigs."""
+    out = {}
+    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in names])
+    for resource, future in futures.items():
+        try:
+            entry = future.result(timeout).get("cleanup.policy")
+        except KafkaException:
+            continue
+        if entry is not None:
+            out[resource.name] = entry.value
+    return out
+
+
+def require(clients: ClientFactory | str, names: tuple[str, ...] = REQUIRED, timeout: float = 10.0) -> dict[str, int]:
+    """Partitions of each topic; a clear error if one is missing.
+
+    Lists all topics rather than asking for these: asking for a topic by name
+    auto-creates it on brokers that allow that (Tansu does), without the
+    configuration of ``wire.topics``.
+    """
+    clients = ClientFactory.of(clients)
+    metadata = clients.admin().list_topics(timeout=timeout)
+    out = {}
+    for name in names:
+        t = metadata.topics.get(name)
+        if t is None or t.error is not None:
+            raise RuntimeError(f"topic {name} does not exist on {clients.bootstrap_servers}; run `pubsub topics` first")
+        out[name] = len(t.partitions)
+    return out
+
+
+def partitions_of(clients: ClientFactory | str, topic: str, timeout: float = 10.0) -> int:
+    return require(clients, (topic,), timeout)[topic]

@@ -1,0 +1,109 @@
+"""The one place that builds confluent-kafka clients: admin, producer and consumer carry the same connection settings.
+
+A secured cluster needs the same settings on every client (``-X
+security.protocol=SASL_SSL -X sasl.mechanism=...``); a client built with only
+``bootstrap.servers`` fails at startup there.  So no module builds a client
+itself: each asks a :class:`ClientFactory` for one, giving only the settings
+of its role (a group id, a transactional id, queue bounds), and the factory
+merges them as
+
+    role defaults  <  connection settings (-X)  <  what the role requires
+
+so that a user can tune a default (``-X linger.ms=20``) but not switch off
+what a role depends on (``acks=all`` for exactly-once delivery, no
+auto-commit for consumers that commit with their outputs).
+
+The factory is a small frozen value: it pickles, and :meth:`to_options` /
+:meth:`from_options` carry it through string options, which is how the
+Spark data source (``stats_job.kafka_source``) takes it to the executors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+#: Prefix of the connection settings among a Spark data source's options.
+OPTION_PREFIX = "kafka."
+
+
+def parse_settings(items: list[str] | tuple[str, ...], option: str = "-X") -> dict[str, str]:
+    """``["security.protocol=SSL", ...]`` (repeated ``-X KEY=VALUE``) -> a dict; ValueError naming a bad item."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+@dataclass(frozen=True)
+class ClientFactory:
+    """Builds every Kafka client of fastpubsub against ``bootstrap_servers`` with ``settings`` (the ``-X`` ones).
+
+    ``settings`` values are usually strings from the command line; library
+    callers may pass what confluent-kafka accepts (ints, callbacks such as
+    ``stats_cb``), which then reach every client alike.
+    """
+
+    bootstrap_servers: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers:
+            raise ValueError("bootstrap_servers is empty")
+        if "bootstrap.servers" in self.settings:
+            raise ValueError("bootstrap.servers is not a connection setting here: give it as the bootstrap servers "
+                             "(--bootstrap-servers), not with -X")
+        object.__setattr__(self, "settings", dict(self.settings))
+
+    @classmethod
+    def of(cls, clients: "ClientFactory | str") -> "ClientFactory":
+        """``clients`` itself, or a factory with no extra settings for a bootstrap string (tests, tools)."""
+        return clients if isinstance(clients, ClientFactory) else cls(clients)
+
+    # --- the configuration each client gets ----------------------------------------
+
+    def config(self, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The librdkafka configuration of one client: role ``defaults`` < :attr:`settings` < role ``required``."""
+        return {**(defaults or {}), "bootstrap.servers": self.bootstrap_servers, **self.settings, **(required or {})}
+
+    def admin_config(self, **required: Any) -> dict[str, Any]:
+        return self.config(None, required)
+
+    def producer_config(self, defaults: Mapping[str, Any] | None = None, **required: Any) -> dict[str, Any]:
+        return self.config(defaults, required)
+
+    def consumer_config(self, group_id: str, defaults: Mapping[str, Any] | None = None, **required: Any) -> dict[str, Any]:
+        """A consumer's configuration; ``group.id`` is required by librdkafka even for assign-only readers."""
+        return self.config(defaults, {"group.id": group_id, **required})
+
+    # --- the clients -------------------------------------------------------------------
+
+    def admin(self, **required: Any) -> AdminClient:
+        return AdminClient(self.admin_config(**required))
+
+    def producer(self, defaults: Mapping[str, Any] | None = None, **required: Any) -> Producer:
+        return Producer(self.producer_config(defaults, **required))
+
+    def consumer(self, group_id: str, defaults: Mapping[str, Any] | None = None, **required: Any) -> Consumer:
+        return Consumer(self.consumer_config(group_id, defaults, **required))
+
+    # --- through string options (Spark data sources) ------------------------------------
+
+    def to_options(self, prefix: str = OPTION_PREFIX) -> dict[str, str]:
+        """String options that :meth:`from_options` turns back into this factory (callbacks cannot travel)."""
+        opaque = sorted(k for k, v in self.settings.items() if callable(v))
+        if opaque:
+            raise ValueError(f"settings {', '.join(opaque)} are callables and cannot travel as options")
+        return {"bootstrap.servers": self.bootstrap_servers, **{prefix + k: str(v) for k, v in self.settings.items()}}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], prefix: str = OPTION_PREFIX) -> "ClientFactory":
+        if "bootstrap.servers" not in options:
+            raise ValueError("the options carry no 'bootstrap.servers'")
+        return cls(options["bootstrap.servers"], {k[len(prefix):]: v for k, v in options.items() if k.startswith(prefix)})

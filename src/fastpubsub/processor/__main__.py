@@ -1,5 +1,0 @@
-"""``python -m fastpubsub.processor`` is the ``pubsub`` command."""
-
-from .cli import main
-
-main(prog_name="pubsub")

@@ -1,0 +1,30 @@
+"""Counters the pipeline's stages publish, and the metrics (``processor.metrics``) read.
+
+A plain record with no behaviour and no imports: the stages increment it, the
+``/metrics`` thread reads it, and neither needs the other's module.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+#: Stages whose busy time is kept (one batch is decode + match + produce + commit).
+STAGES = ("decode", "match", "produce", "commit")
+
+
+@dataclass
+class PipelineCounters:
+    events: int = 0  # events decoded and matched
+    notifications: int = 0  # notifications produced, live and for stored valid events
+    stored_notifications: int = 0  # of which: new subscriptions x stored valid events
+    batches: int = 0  # event batches committed
+    busy_seconds: float = 0.0  # time spent on event batches
+    #: busy time by stage, to say what bounds the throughput (docs/benchmarks.md)
+    stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+
+    def lap(self, stage: str, since: float) -> float:
+        """Add the time since ``since`` (``time.perf_counter``) to ``stage``; return now."""
+        now = time.perf_counter()
+        self.stage_seconds[stage] += now - since
+        return now

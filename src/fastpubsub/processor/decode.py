@@ -1,0 +1,66 @@
+"""Decode: a batch of event records into columns for the matcher, and the records it cannot take.
+
+Nothing here produces or matches: bad records come out as rejects (the record
+and why), which the deliver stage dead-letters, and every record read,
+good or bad, moves the batch's next offsets (a bad record is committed once it
+is dead-lettered, never read again).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Message, TopicPartition
+
+from fastpubsub.wire.codecs import DecodeError
+from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
+
+from .counters import PipelineCounters
+from .inputs import event_id, event_time, has_data
+from .valid_events import valid_until_of
+
+#: (record, reason): input the deliver stage sends to the dead-letter topic
+Reject = tuple[Message, str]
+
+
+@dataclass
+class EventBatch:
+    """One consumed batch after decoding; ``decoded`` row ``e`` is record ``records[decoded.rows[e]]``."""
+
+    records: list[Message]  # records with a usable key and headers (their values may still be bad)
+    ids: list[str]  # event id of each of ``records``
+    valid_until: list[int | None]  # the valid_until header of each of ``records``
+    decoded: DecodedEvents
+    times: list[int]  # event time (ms) of each decoded row
+    offsets: dict[tuple[str, int], int]  # (topic, partition) -> next offset to commit
+    rejects: list[Reject] = field(default_factory=list)
+
+    def commit_offsets(self) -> list[TopicPartition]:
+        return [TopicPartition(topic, p, o) for (topic, p), o in self.offsets.items()]
+
+
+class Decode:
+    def __init__(self, counters: PipelineCounters) -> None:
+        self._counters = counters
+
+    def __call__(self, msgs: list[Message]) -> EventBatch:
+        t = time.perf_counter()
+        records, ids, until, offsets, rejects = [], [], [], {}, []
+        for msg in msgs:
+            if not has_data(msg):
+                continue
+            offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
+            try:
+                eid, valid_until = event_id(msg), valid_until_of(msg.headers())
+            except DecodeError as exc:
+                rejects.append((msg, str(exc)))
+                continue
+            ids.append(eid)
+            until.append(valid_until)
+            records.append(msg)
+        decoded = decode_events([msg.value() for msg in records])
+        rejects += [(records[i], reason) for i, reason in sorted(decoded.errors.items())]
+        times = [event_time(records[r]) for r in decoded.rows.tolist()]
+        self._counters.lap("decode", t)
+        return EventBatch(records, ids, until, decoded, times, offsets, rejects)

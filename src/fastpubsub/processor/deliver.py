@@ -1,0 +1,64 @@
+"""Deliver: the one stage that writes to Kafka, owning the producer, its transaction and the dead-letter path.
+
+Outputs (notifications) and rejects (bad input, with the reason) go out
+through one producer (``kafka.delivery``), in the transaction that also
+commits the input offsets when the broker has transactions.  Whatever goes
+wrong with oversized records, slow brokers or a fenced producer is handled
+here, behind :meth:`send` and :meth:`commit`: the stages before it only hand
+records over.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.deadletter import DeadLetters
+from fastpubsub.kafka.delivery import Delivery
+from fastpubsub.kafka.queues import QueueBounds
+
+from .decode import Reject
+from .encode import Output
+
+
+class Deliver:
+    def __init__(self, clients: ClientFactory, mode: str, transactional_id: str, bounds: QueueBounds, fmt: str) -> None:
+        self.delivery = Delivery(clients, mode, transactional_id=transactional_id, bounds=bounds)
+        self.dead_letters = DeadLetters(self.delivery, fmt)
+
+    @property
+    def mode(self) -> str:
+        return self.delivery.mode
+
+    def send(self, outputs: Iterable[Output], rejects: Iterable[Reject] = ()) -> int:
+        """Dead-letter ``rejects``, produce ``outputs``; the number of outputs produced."""
+        for msg, reason in rejects:
+            self.dead_letters.send(msg, reason)
+        n = 0
+        for topic, key, value in outputs:
+            self.delivery.produce(topic, key, value)
+            n += 1
+        return n
+
+    def reject(self, msg: Message, reason: str) -> None:
+        """Dead-letter one record (for inputs outside the batch flow, e.g. a statistics snapshot)."""
+        self.dead_letters.send(msg, reason)
+
+    def commit(self, consumer: Consumer | None = None, offsets: list[TopicPartition] | None = None) -> None:
+        """Outputs durable, then ``offsets`` committed with them (``kafka.delivery.Delivery.commit``)."""
+        self.delivery.commit(consumer, offsets)
+
+    def pending(self) -> bool:
+        return self.delivery.pending()
+
+    def recover(self, consumer: Consumer, should_stop: Callable[[], bool], on_wait: Callable[[], None]) -> bool:
+        return self.delivery.recover(consumer, should_stop, on_wait)
+
+    def queue(self) -> tuple[int, int, int]:
+        """(records awaiting acknowledgement, the bound of that queue, times a produce found it full)."""
+        return len(self.delivery.producer), self.delivery.bound, self.delivery.queue_full_waits
+
+    def close(self) -> None:
+        self.delivery.close()

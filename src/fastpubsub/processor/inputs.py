@@ -1,0 +1,120 @@
+"""Consume: the processor's two inputs, read by consumers from the one client factory.
+
+Subscriptions are state, not work: every instance reads all partitions of
+``pubsub.subscriptions`` by manual assignment (no group, no committed offsets),
+from the beginning or from a snapshot's offsets, and rebuilds before it
+matches any event.  Events are shared between the instances of one consumer
+group and committed with the outputs they caused (``kafka.delivery``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+from confluent_kafka import (
+    OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition,
+)
+
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.queues import QueueBounds
+from fastpubsub.wire.codecs import DecodeError
+from fastpubsub.wire.topics import EVENTS, SUBSCRIPTIONS
+
+log = logging.getLogger("pubsub")
+
+#: Subscription records taken per poll (they are applied in one bulk step).
+CHANGES_PER_POLL = 10_000
+
+
+class StaleSnapshot(Exception):
+    """The subscriptions topic is behind the snapshot (recreated or truncated): the snapshot does not apply."""
+
+
+def event_id(msg: Message) -> str:
+    """The record key, or ``topic:partition:offset`` when there is none."""
+    key = msg.key()
+    if key is None:
+        return f"{msg.topic()}:{msg.partition()}:{msg.offset()}"
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DecodeError(f"event key {key[:40]!r} is not UTF-8") from None
+
+
+def event_time(msg: Message) -> int:
+    """The record timestamp in ms (producer or broker time); now if the record has none."""
+    kind, ms = msg.timestamp()
+    return ms if kind != TIMESTAMP_NOT_AVAILABLE else int(time.time() * 1000)
+
+
+def has_data(msg: Message) -> bool:
+    """True if ``msg`` carries data; logs transient consumer errors, raises fatal ones."""
+    err = msg.error()
+    if err is None:
+        return True
+    if err.code() == KafkaError._PARTITION_EOF:
+        return False
+    if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+        raise KafkaException(err)
+    log.warning("consumer: %s", err)
+    return False
+
+
+def _log_assignment(what: str):
+    def callback(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s %d partitions of %s: %s", what, len(partitions), EVENTS, sorted(tp.partition for tp in partitions))
+
+    return callback
+
+
+class Inputs:
+    """The subscriptions reader (assign only, never commits) and the events consumer (the group)."""
+
+    def __init__(self, clients: ClientFactory, group_id: str, bounds: QueueBounds, session_timeout_ms: int) -> None:
+        defaults = {"auto.offset.reset": "earliest", **bounds.consumer()}
+        required = {"enable.auto.commit": False, "isolation.level": "read_committed"}
+        # end-of-partition events mark the end of the rebuild
+        self.subscriptions = clients.consumer(f"{group_id}.subscriptions-reader", defaults,
+                                              **required, **{"enable.partition.eof": True})
+        self.events = clients.consumer(group_id, defaults, **required, **{"session.timeout.ms": session_timeout_ms})
+
+    def join(self) -> None:
+        """Join the group; the join proceeds in the background during the rebuild."""
+        self.events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))
+
+    def replay(self, partitions: int, offsets: dict[int, int], stopped) -> Iterator[list[Message]]:
+        """Every partition of the subscriptions topic from ``offsets`` (else the beginning) to its end, in chunks.
+
+        The end is the consumer's end-of-partition event (the high watermark of
+        a fetch), not ListOffsets: Tansu 0.6 answers ListOffsets with the last
+        batch's base offset + 1, short of the end when that batch holds several
+        records.  Raises :class:`StaleSnapshot` if a partition is behind ``offsets``.
+        """
+        assigned = [TopicPartition(SUBSCRIPTIONS, p, offsets.get(p, OFFSET_BEGINNING)) for p in range(partitions)]
+        self.subscriptions.assign(assigned)
+        todo = {tp.partition for tp in assigned}
+        start = {tp.partition: tp.offset for tp in assigned if tp.offset >= 0}  # from a snapshot
+        while todo and not stopped():
+            msgs = self.subscriptions.consume(num_messages=CHANGES_PER_POLL, timeout=0.5)
+            for msg in msgs:
+                eof = msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF
+                if (eof or msg.error() is None) and msg.offset() < start.get(msg.partition(), 0):
+                    raise StaleSnapshot(f"partition {msg.partition()} is at offset {msg.offset()}, "
+                                        f"before the snapshot's {start[msg.partition()]}")
+                if eof:
+                    todo.discard(msg.partition())
+            yield msgs
+
+    def changes(self) -> list[Message]:
+        """Subscription changes that arrived since the last call (non-blocking)."""
+        return self.subscriptions.consume(num_messages=CHANGES_PER_POLL, timeout=0)
+
+    def batch(self, size: int, timeout: float = 0.2) -> list[Message]:
+        """The next batch of at most ``size`` events (waits up to ``timeout`` for the first)."""
+        return self.events.consume(num_messages=size, timeout=timeout)
+
+    def close(self) -> None:
+        self.events.close()
+        self.subscriptions.close()

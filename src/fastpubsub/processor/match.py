@@ -1,0 +1,83 @@
+"""Match: decoded events against the subscriptions, and new subscriptions against the stored valid events.
+
+Both directions end in the same :class:`Matched` (which subscriber gets which
+event), so the encode stage writes the fan-out once.  A live match counts
+only within the subscription's validity interval (``valid_at`` at the event's
+time); the batch's events that carry a ``valid_until`` are then kept for
+subscriptions still to come (``processor.valid_events``, Fabret et al. section 1).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fastpubsub.engine import SubscriptionBatch, take_events
+
+from .counters import PipelineCounters
+from .decode import EventBatch
+from .state import ProcessorState
+from .valid_events import due
+
+
+@dataclass
+class Matched:
+    """Notifications to send, by event: ``(event id, event value, [(subscription id, subscriber), ...])``."""
+
+    groups: list[tuple[str, bytes, list[tuple[int, str]]]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return sum(len(pairs) for _, _, pairs in self.groups)
+
+
+class Match:
+    def __init__(self, state: ProcessorState, counters: PipelineCounters) -> None:
+        self._state = state
+        self._counters = counters
+
+    def events(self, batch: EventBatch) -> Matched:
+        """One ``match_encoded`` call for the whole batch; matches outside a validity interval dropped."""
+        if not len(batch.decoded):
+            return Matched()
+        t = time.perf_counter()
+        subscriptions, store = self._state.subscriptions, self._state.events
+        earliest = min(batch.times)
+        subscriptions.expire(earliest)  # later events of the batch are checked with valid_at below
+        store.expire(earliest)
+        matches = subscriptions.matcher.match_encoded(batch.decoded.event_batch())
+        owners, valid_at = subscriptions.subscribers, subscriptions.valid_at
+        rows, off, groups = batch.decoded.rows.tolist(), matches.offsets, []
+        for e in np.flatnonzero(np.diff(off)).tolist():  # only the events that matched something
+            when, r = batch.times[e], rows[e]
+            pairs = [(sid, owners[sid]) for sid in matches.ids[off[e]:off[e + 1]].tolist() if valid_at(sid, when)]
+            if pairs:
+                groups.append((batch.ids[r], batch.records[r].value(), pairs))
+        self._keep_valid_events(batch)
+        self._counters.lap("match", t)
+        return Matched(groups)
+
+    def stored(self, added: SubscriptionBatch, times: np.ndarray) -> Matched:
+        """New (or replaced) subscriptions x the stored valid events (``processor.valid_events`` says which count)."""
+        store, subscriptions = self._state.events, self._state.subscriptions
+        if not len(added) or not len(store):
+            return Matched()
+        found = store.match_bulk(added)
+        owners = subscriptions.subscribers
+        groups = []
+        for j in due(found, dict(zip(added.ids.tolist(), times.tolist())), subscriptions.valid_mask).tolist():
+            sid = int(found.subscription_ids[j])
+            groups.append((found.event_ids[j], found.payloads[j], [(sid, owners[sid])]))
+        return Matched(groups)
+
+    def _keep_valid_events(self, batch: EventBatch) -> None:
+        """Store the batch's events that carry a ``valid_until`` after their own time (for new subscriptions)."""
+        rows, times, until = batch.decoded.rows.tolist(), batch.times, batch.valid_until
+        keep = [e for e, r in enumerate(rows) if until[r] is not None and until[r] > times[e]]
+        if not keep:
+            return
+        picked = np.array(keep, dtype=np.int64)
+        self._state.events.add(take_events(batch.decoded.event_batch(), picked), [batch.ids[rows[e]] for e in keep],
+                               np.array([until[rows[e]] for e in keep], dtype=np.int64), np.asarray(times)[picked],
+                               payloads=[batch.records[rows[e]].value() for e in keep])

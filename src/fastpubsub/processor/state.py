@@ -1,0 +1,100 @@
+"""What the processor holds between batches: subscriptions, valid events, the subscription offsets applied.
+
+This is exactly what a snapshot (``processor.snapshot``) saves, so the
+decision when to snapshot lives here too: after ``snapshot_every`` seconds or
+``snapshot_changes`` subscription changes, whichever comes first, and only if
+something changed.  The stages hold this object, never its parts, because a
+snapshot load or a stale snapshot replaces the parts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from confluent_kafka import Message
+
+from fastpubsub.engine import ValidEventStore
+from fastpubsub.wire.topics import SUBSCRIPTIONS
+
+from . import snapshot
+from .inputs import event_time
+from .progress import human
+from .subscriptions import Applied, SubscriptionState
+
+log = logging.getLogger("pubsub")
+
+
+class ProcessorState:
+    def __init__(self, algorithm: str = "dynamic", runs: int = 0, max_valid_events: int = 100_000,
+                 max_valid_event_bytes: int = 256 << 20, snapshot_dir: str | None = None,
+                 snapshot_every: float = 300.0, snapshot_changes: int = 100_000) -> None:
+        self.algorithm, self.runs = algorithm, runs
+        self._bounds = (max_valid_events, max_valid_event_bytes)
+        self.snapshot_dir, self.snapshot_every, self.snapshot_changes = snapshot_dir, snapshot_every, snapshot_changes
+        self.subscriptions = SubscriptionState(algorithm, runs)
+        self.events = self._new_store()
+        self.offsets: dict[int, int] = {}  # partition of the subscriptions topic -> next offset to apply
+        self.snapshots = 0
+        self.unsnapshotted = 0  # subscription records applied since the last snapshot
+        self._store_mark = self._store_state()
+        self._last_snapshot = time.monotonic()
+
+    def _new_store(self) -> ValidEventStore:
+        return ValidEventStore(*self._bounds)
+
+    def reset(self) -> None:
+        """Empty subscriptions and events, from the beginning of the topic (a snapshot that does not apply)."""
+        self.subscriptions = SubscriptionState(self.algorithm, self.runs)
+        self.events = self._new_store()
+        self.offsets = {}
+        self._store_mark = self._store_state()
+
+    def apply(self, records: list[Message]) -> Applied:
+        """Apply subscription records in one bulk step (their offsets move on, bad ones included)."""
+        for msg in records:
+            self.offsets[msg.partition()] = msg.offset() + 1
+        applied = self.subscriptions.apply_records([(msg.key(), msg.value()) for msg in records],
+                                                   [event_time(msg) for msg in records])
+        self.unsnapshotted += len(records)
+        return applied
+
+    # --- snapshots ----------------------------------------------------------------
+
+    def load_snapshot(self, partitions: int) -> None:
+        """Start from the snapshot if there is a usable one (else log why not and keep the empty state)."""
+        if not self.snapshot_dir:
+            return
+        started = time.monotonic()
+        if not snapshot.path_of(self.snapshot_dir).exists():
+            log.info("no snapshot in %s yet: rebuilding from %s", self.snapshot_dir, SUBSCRIPTIONS)
+            return
+        try:
+            snap = snapshot.read(self.snapshot_dir, partitions, self.algorithm, self._new_store(), self.runs)
+        except snapshot.SnapshotError as exc:
+            log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
+            return
+        self.subscriptions, self.events, self.offsets = snap.state, snap.store, snap.offsets
+        self._store_mark = self._store_state()
+        log.info("snapshot loaded in %.1fs: %d subscriptions, %d valid events, offsets %s",
+                 time.monotonic() - started, len(self.subscriptions), len(self.events), snap.offsets)
+
+    def _store_state(self) -> tuple:
+        s = self.events.stats()
+        return s["added"], s["expired"], s["evicted"]
+
+    def snapshot_due(self, force: bool = False) -> bool:
+        if not self.snapshot_dir:
+            return False
+        changed = self.unsnapshotted > 0 or self._store_mark != self._store_state()
+        return changed and (force or self.unsnapshotted >= self.snapshot_changes
+                            or time.monotonic() - self._last_snapshot >= self.snapshot_every)
+
+    def write_snapshot(self, partitions: int) -> None:
+        """Write the snapshot; the caller commits the outputs first (a snapshot must not be ahead of them)."""
+        meta = snapshot.write(self.snapshot_dir, self.subscriptions, self.events, self.offsets, partitions)
+        self.snapshots += 1
+        self.unsnapshotted = 0
+        self._store_mark = self._store_state()
+        self._last_snapshot = time.monotonic()
+        log.info("snapshot written in %.1fs: %d subscriptions, %d valid events, %s bytes",
+                 meta["seconds"], meta["subscriptions"], meta["events"], human(meta["bytes"]))

@@ -1,0 +1,82 @@
+"""The published package works: the wheel holds every runtime file, and a plain install runs the demo from anywhere.
+
+A real install, not an editable one: the wheel is built from this checkout
+(``pip wheel --no-deps .``), installed into a new virtual environment (its
+dependencies from the package index or pip's cache), and ``pubsub demo`` is
+run from a directory that has nothing to do with the checkout, so nothing can
+be read from the source tree by accident (the Avro schemas are package data).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """Built from a copy of what the build reads, so that no build/ left in the checkout can add stale modules."""
+    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+    shutil.copytree(SRC, source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(source), "-w", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [path] = out.glob("fastpubsub-*.whl")
+    print(f"\nwheel built in {time.monotonic() - started:.1f}s: {path.name}")
+    return path
+
+
+def runtime_files() -> set[str]:
+    """Every file the package needs at run time: its modules and its schemas."""
+    return {str(p.relative_to(SRC)) for pattern in ("*.py", "*.avsc") for p in (SRC / "fastpubsub").rglob(pattern)
+            if "__pycache__" not in p.parts}
+
+
+def test_the_wheel_holds_every_runtime_file_and_nothing_else_at_the_top(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    files = runtime_files()
+    assert any(f.endswith("wire/schemas/subscription.avsc") for f in files) and len(files) > 60
+    assert files - names == set()
+    assert {n for n in names if n.endswith(".py")} == {f for f in files if f.endswith(".py")}  # nothing stale either
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"fastpubsub"}  # no engine/, processor/, benchmarks/ colliding in site-packages
+    metadata = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "pubsub = fastpubsub.cli:main" in zipfile.ZipFile(wheel).read(metadata).decode()
+
+
+def test_a_plain_install_runs_the_demo_from_an_unrelated_directory(wheel, tmp_path):
+    env_dir, elsewhere = tmp_path / "env", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
+    done = subprocess.run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    installed = time.monotonic() - started
+    clean_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    demo = subprocess.run([str(env_dir / "bin" / "pubsub"), "demo", "--subscriptions", "2000", "--events", "500",
+                           "--no-stats"], cwd=elsewhere, env=clean_env, capture_output=True, text=True, timeout=600)
+    print(f"\ninstalled in {installed:.1f}s, demo in {time.monotonic() - started - installed:.1f}s")
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert re.search(r"^  subscriptions +2,003 +\(processor holds 2,003\)", demo.stdout, re.M), demo.stdout
+    assert re.search(r"^  events +500 ", demo.stdout, re.M), demo.stdout
+    assert "processor and broker stopped" in demo.stdout
+    location = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import fastpubsub; print(fastpubsub.__file__)"],
+                              cwd=elsewhere, env=clean_env, capture_output=True, text=True, check=True).stdout
+    assert str(env_dir) in location and str(ROOT) not in location
