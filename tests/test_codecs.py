@@ -1,5 +1,6 @@
 """Avro (Confluent wire format) and JSON values: round trips and error reasons."""
 
+import hashlib
 import io
 import json
 import struct
@@ -107,3 +108,63 @@ def test_bad_values_are_rejected_with_a_reason(decode, value, reason):
     with pytest.raises(DecodeError) as info:
         decode(value)
     assert reason in str(info.value)
+
+
+# --- records that must fit a topic's limit ---------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from fastpubsub.kafka import ClientFactory  # noqa: E402
+from fastpubsub.kafka.delivery import Delivery, RecordRefused  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(value=st.one_of(st.none(), st.binary(max_size=40_000)), key=st.one_of(st.none(), st.binary(max_size=3000)),
+       fmt=st.sampled_from(codecs.FORMATS), max_bytes=st.integers(4096, 60_000), reason=st.text(max_size=3000))
+def test_a_dead_letter_always_fits_and_keeps_a_prefix_its_size_and_its_hash(value, key, fmt, max_bytes, reason):
+    dl = codecs.dead_letter(reason or "bad", "pubsub.events", 3, 17, key, value)
+    out = codecs.encode_dead_letter(dl, fmt, max_bytes)
+    assert len(out) <= max_bytes
+    back = codecs.decode_dead_letter(out)
+    assert back.original_size == len(key or b"") + len(value or b"")
+    assert back.value_sha256 == (None if value is None else hashlib.sha256(value).hexdigest())
+    assert (value or b"").startswith(back.value or b"") and (key or b"").startswith(back.key or b"")
+    assert back.truncated == ((back.value or b"") != (value or b"") or (back.key or b"") != (key or b""))
+    assert back.record_key == "pubsub.events:3:17"
+    if len(codecs.encode_dead_letter(dl, fmt)) <= max_bytes:
+        assert back == dl or back.reason != dl.reason  # whole, but for a very long reason cut short
+
+
+def test_dead_letters_written_before_size_and_hash_fields_still_decode():
+    old = codecs._without("dead_letter", "original_size", "value_sha256", "truncated")
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, old, {"reason": "r", "source_topic": "t", "partition": 0, "offset": 1,
+                                          "key": None, "value": b"v"})
+    value = struct.pack(">bI", 0, codecs.SCHEMA_IDS["dead_letter"]) + buf.getvalue()
+    assert codecs.decode_dead_letter(value) == codecs.DeadLetter("r", "t", 0, 1, None, b"v")
+
+
+@pytest.mark.parametrize("fmt", codecs.FORMATS)
+def test_a_notification_by_reference_names_the_event_record(fmt):
+    value = codecs.encode_notification_reference(42, "alice", "e17", "pubsub.events", 2, 99, 5_000_000, fmt)
+    assert codecs.decode_notification(value) == {
+        "notification_id": "e17/42", "subscription_id": 42, "subscriber": "alice", "event_id": "e17",
+        "event_ref": {"topic": "pubsub.events", "partition": 2, "offset": 99, "size": 5_000_000}}
+
+
+def test_subscriber_names_are_bounded_because_they_key_every_notification():
+    name = "e" * (codecs.MAX_SUBSCRIBER_BYTES + 1)
+    with pytest.raises(codecs.DecodeError, match="subscriber name too long"):
+        codecs.decode_subscription(json.dumps({"subscriber": name, "predicates": [["a", "=", 1]]}).encode())
+    codecs.decode_subscription(json.dumps({"subscriber": name[1:], "predicates": [["a", "=", 1]]}).encode())
+
+
+def test_a_record_the_producer_refuses_is_named_not_a_failed_batch():
+    """librdkafka's own size check (no broker needed): the processor learns which record, and goes on."""
+    delivery = Delivery(ClientFactory("127.0.0.1:1", {"message.max.bytes": 20_000}), "at-least-once")
+    with pytest.raises(RecordRefused, match="too large"):
+        delivery.produce("pubsub.notifications", b"k", b"x" * 30_000, ("pubsub.events", 0, 5))
+    delivery.produce("pubsub.notifications", b"k", b"x" * 1_000)
+    assert len(delivery.producer) == 1
+    delivery.producer.purge()

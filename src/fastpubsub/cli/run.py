@@ -9,6 +9,8 @@ import click
 
 from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
+from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
+from fastpubsub.processor.encode import NOTIFICATION_EVENT_MODES
 from fastpubsub.processor.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.wire import codecs
 
@@ -65,12 +67,25 @@ from .common import connection_options, on_signals, setup_logging
 @click.option("--producer-queue-kbytes", type=click.IntRange(min=1), default=QueueBounds.producer_kbytes,
               show_default=True, help="The same bound in kilobytes.")
 @click.option("--consumer-queue-kbytes", type=click.IntRange(min=MIN_CONSUMER_KBYTES), default=QueueBounds.consumer_kbytes,
-              show_default=True, help="Most kilobytes each consumer fetches ahead of the loop.")
+              show_default=True, help="Most kilobytes each consumer fetches ahead of the loop, per partition.")
+@click.option("--notification-event", type=click.Choice(NOTIFICATION_EVENT_MODES), default="auto", show_default=True,
+              help="How a notification carries its event: full embeds it (an event whose notification would exceed "
+                   "pubsub.notifications' record limit is dead-lettered), reference gives the event's topic, "
+                   "partition and offset instead, auto embeds it when it fits and refers to it otherwise.")
+@click.option("--max-output-bytes", type=click.IntRange(min=MIN_RECORD_LIMIT), default=None,
+              help="Largest record written to pubsub.notifications and pubsub.dead-letter.  Default: each topic's "
+                   "max.message.bytes as the broker reports it, capped by the producer's message.max.bytes "
+                   "(1,000,000 unless set with -X).")
+@click.option("--max-record-bytes", type=click.IntRange(min=MIN_RECORD_LIMIT), default=None,
+              help="Input records (key plus value) larger than this are dead-lettered before they are decoded, "
+                   "which bounds the memory one record can take.  Default: the input topics' max.message.bytes, "
+                   "1,048,588 (Kafka's default) where the broker does not report it.")
 def run(clients, group_id, output_format, delivery, transactional_id, batch_size, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         log_level, metrics_port, metrics_host, stall_seconds,
-        producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes) -> None:
+        producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes,
+        notification_event, max_output_bytes, max_record_bytes) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
@@ -90,6 +105,7 @@ def run(clients, group_id, output_format, delivery, transactional_id, batch_size
             snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
+            notification_event=notification_event, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,
         ))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None

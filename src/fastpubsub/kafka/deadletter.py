@@ -14,17 +14,18 @@ from collections import Counter
 
 from confluent_kafka import Message
 
-from fastpubsub.wire.codecs import DeadLetter, encode_dead_letter
+from fastpubsub.wire.codecs import dead_letter, fit_dead_letter
 from fastpubsub.wire.topics import DEAD_LETTER
 
-from .delivery import Delivery
+from .delivery import Delivery, RecordRefused
+from .record_limits import RecordLimits
 
 log = logging.getLogger(__name__)
 
 #: Reason classes for metrics, first match wins (the reason text itself stays in the dead letter).
 REASON_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
     ("key", r"^(subscription record has no key|subscription key|event key)"),
-    ("too_large", r"too (large|long|many)"),
+    ("too_large", r"too (large|long|many)|larger than"),
     ("not_json_or_avro", r"^(empty \w+ value|\w+ value is neither JSON)"),
     ("json", r"^(JSON value|invalid JSON|duplicate JSON key)"),
     ("avro", r"^(Avro value too short|unexpected Avro schema id|invalid Avro)"),
@@ -43,18 +44,34 @@ def reason_class(reason: str) -> str:
 
 
 class DeadLetters:
-    def __init__(self, delivery: Delivery, fmt: str = "avro") -> None:
+    """Writes dead letters that always fit the dead-letter topic (cut to a prefix of the record when needed)."""
+
+    def __init__(self, delivery: Delivery, fmt: str = "avro", limits: RecordLimits = RecordLimits()) -> None:
         self._delivery = delivery
         self._fmt = fmt
+        self._limits = limits
         self.counts: Counter[str] = Counter()  # per source topic
         self.by_reason: Counter[tuple[str, str]] = Counter()  # (source topic, reason_class)
+        self.truncated = 0  # dead letters that carry only a prefix of their record
 
     def send(self, msg: Message, reason: str) -> None:
-        dl = DeadLetter(reason, msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value())
-        self._delivery.produce(DEAD_LETTER, dl.record_key, encode_dead_letter(dl, self._fmt))
+        self.send_record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), reason)
+
+    def send_record(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+                    reason: str) -> None:
+        dl = dead_letter(reason, topic, partition, offset, key, value)
+        record_key = dl.record_key.encode()
+        budget = self._limits.value_budget(DEAD_LETTER, record_key)
+        out, cut = fit_dead_letter(dl, self._fmt, budget)
+        try:
+            self._delivery.produce(DEAD_LETTER, record_key, out)
+        except RecordRefused:  # the topic takes less than it said: a quarter of the room still tells the story
+            out, cut = fit_dead_letter(dl, self._fmt, budget // 4)
+            self._delivery.produce(DEAD_LETTER, record_key, out)
         self.counts[dl.source_topic] += 1
         self.by_reason[dl.source_topic, reason_class(reason)] += 1
-        log.info("dead letter %s: %s", dl.record_key, reason)
+        self.truncated += cut
+        log.info("dead letter %s%s: %s", dl.record_key, " (truncated)" if cut else "", reason[:300])
 
     @property
     def total(self) -> int:

@@ -24,9 +24,10 @@ drops, and counts the waits (``queue_full_waits``, a metric).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -38,21 +39,47 @@ log = logging.getLogger(__name__)
 MODES = ("auto", "transactional", "at-least-once")
 
 
+#: Errors about one record, not about the broker: produced again they fail again (librdkafka's
+#: local size check and the broker's verdicts on a record or its batch).
+RECORD_ERRORS = frozenset({
+    KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD,
+    KafkaError.INVALID_MSG, KafkaError.INVALID_MSG_SIZE,
+})
+
+#: An input record: (topic, partition, offset).
+Source = tuple[str, int, int]
+
+
 class DeliveryError(RuntimeError):
-    """Output the broker did not acknowledge; offsets were not committed."""
+    """Output the broker did not acknowledge; offsets were not committed.
+
+    ``refused`` maps the input records whose outputs failed with a record
+    error (:data:`RECORD_ERRORS`) to the reason: replaying them would fail
+    again, so the processor dead-letters them on the replay instead.
+    """
+
+    def __init__(self, message: str, refused: dict[Source, str] | None = None) -> None:
+        super().__init__(message)
+        self.refused = refused or {}
+
+
+class RecordRefused(ValueError):
+    """``produce`` refused one record for what it is (too large, invalid): the batch can go on without it."""
 
 
 class Delivery:
     def __init__(self, clients: ClientFactory, mode: str = "auto", transactional_id: str = "pubsub", init_timeout: float = 15.0,
-                 bounds: QueueBounds = QueueBounds()) -> None:
+                 bounds: QueueBounds = QueueBounds(), record_config: dict[str, Any] | None = None) -> None:
+        """``record_config``: the record size settings of ``kafka.record_limits`` (they win over ``-X``)."""
         if mode not in MODES:
             raise ValueError(f"unknown delivery mode {mode!r}; expected one of {', '.join(MODES)}")
         # message.timeout.ms under the 60 s commit timeout: a record the broker never takes fails the batch
         # (which is then replayed, see recover) instead of a commit waiting on it
         defaults = {"linger.ms": 5, "message.timeout.ms": 30_000, **bounds.producer()}
-        self._transactional = clients.producer_config(defaults, **{"acks": "all", "transactional.id": transactional_id,
-                                                                   "transaction.timeout.ms": 60_000})
-        self._idempotent = clients.producer_config(defaults, **{"acks": "all", "enable.idempotence": True})
+        sizes = record_config or {}
+        self._transactional = clients.producer_config(defaults, **{**sizes, "acks": "all", "transaction.timeout.ms": 60_000,
+                                                                   "transactional.id": transactional_id})
+        self._idempotent = clients.producer_config(defaults, **{**sizes, "acks": "all", "enable.idempotence": True})
         self._clients = clients
         self._init_timeout = init_timeout
         self.mode = "at-least-once"
@@ -68,6 +95,7 @@ class Delivery:
         self.recoveries = 0  # producers replaced after a failed batch
         self._in_transaction = False
         self._failures: list[str] = []
+        self._refused: dict[Source, str] = {}
         self.bound = bounds.producer_messages
         self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
 
@@ -82,19 +110,31 @@ class Delivery:
         if err is not None:
             self._failures.append(str(err))
 
-    def produce(self, topic: str, key: bytes | str | None, value: bytes) -> None:
+    def _on_delivery_of(self, source: Source, err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            self._failures.append(str(err))
+            if err.code() in RECORD_ERRORS:
+                self._refused[source] = f"output refused by the broker: {err.str()}"
+
+    def produce(self, topic: str, key: bytes | str | None, value: bytes, source: Source | None = None) -> None:
+        """Queue one output record; ``source`` is the input record it comes from, named if the broker refuses it."""
+        callback = self._on_delivery if source is None else functools.partial(self._on_delivery_of, source)
         try:
             if self.mode == "transactional" and not self._in_transaction:
                 self.producer.begin_transaction()
                 self._in_transaction = True
             while True:
                 try:
-                    self.producer.produce(topic, value, key, on_delivery=self._on_delivery)
+                    self.producer.produce(topic, value, key, on_delivery=callback)
                     break
                 except BufferError:  # local queue full: serve acknowledgements until there is room, never drop
                     self.queue_full_waits += 1
                     self.producer.poll(0.05)
-        except (KafkaException, SystemError) as exc:  # a producer in a fatal or abortable state (see _flush)
+        except KafkaException as exc:
+            if isinstance(exc.args[0], KafkaError) and exc.args[0].code() in RECORD_ERRORS:
+                raise RecordRefused(f"output refused: {exc.args[0].str()} ({len(value)} bytes to {topic})") from None
+            raise DeliveryError(f"produce failed: {exc.args[0]}") from None
+        except SystemError as exc:  # a producer in a fatal or abortable state (see _flush)
             raise DeliveryError(f"produce failed: {exc.args[0]}") from None
 
     def pending(self) -> bool:
@@ -156,6 +196,7 @@ class Delivery:
         except (KafkaException, RuntimeError, SystemError) as exc:
             log.debug("discarding the old producer: %s", exc)
         self._failures.clear()  # including the old producer's "purged" reports
+        self._refused.clear()
         while not should_stop():
             try:
                 if consumer is not None:
@@ -186,9 +227,10 @@ class Delivery:
 
     def _raise_failures(self) -> None:
         if self._failures:
-            first, n = self._failures[0], len(self._failures)
+            first, n, refused = self._failures[0], len(self._failures), dict(self._refused)
             self._failures.clear()
-            raise DeliveryError(f"{n} records failed delivery, first: {first}")
+            self._refused.clear()
+            raise DeliveryError(f"{n} records failed delivery, first: {first}", refused)
 
     def close(self) -> None:
         if self.mode == "transactional" and self._in_transaction:

@@ -31,8 +31,9 @@ class QueueBounds:
     #: notifications and dead letters waiting for the broker's acknowledgement
     producer_messages: int = 100_000
     producer_kbytes: int = 65_536
-    #: records fetched ahead by each consumer (librdkafka's default is 64 MB)
-    consumer_kbytes: int = 16_384
+    #: records fetched ahead by each consumer, per partition (librdkafka's default is 64 MB): with records of up
+    #: to 10 MB this bound dominates the processor's peak memory (benchmarks/poison.py, docs/reliability.md)
+    consumer_kbytes: int = 4_096
     #: largest fetch response (librdkafka's default is 50 MB)
     fetch_max_bytes: int = 16 * 1024 * 1024
 

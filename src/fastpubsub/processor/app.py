@@ -32,12 +32,13 @@ from fastpubsub.kafka.admin import require
 from fastpubsub.kafka.deadletter import DeadLetters
 from fastpubsub.kafka.delivery import Delivery, DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
-from fastpubsub.wire.topics import SUBSCRIPTIONS
+from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
+from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
 from .counters import PipelineCounters
-from .decode import Decode
+from .decode import Decode, too_large
 from .deliver import Deliver
-from .encode import Encode
+from .encode import NOTIFICATION_EVENT_MODES, Encode
 from .inputs import Inputs, StaleSnapshot, has_data
 from .instance import InstanceSlot
 from .match import Match
@@ -70,6 +71,18 @@ class ProcessorConfig:
     snapshot_changes: int = 100_000  # ... or after this many subscription changes, whichever comes first
     queue_bounds: QueueBounds = field(default_factory=QueueBounds)  # back-pressure (kafka.queues)
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
+    notification_event: str = "auto"  # full | reference | auto (processor.encode.NOTIFICATION_EVENT_MODES)
+    max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
+    max_record_bytes: int | None = None  # None: the input topics' max.message.bytes (Kafka's default if unreported)
+
+    def __post_init__(self) -> None:
+        if self.notification_event not in NOTIFICATION_EVENT_MODES:
+            raise ValueError(f"notification_event must be one of {', '.join(NOTIFICATION_EVENT_MODES)}, "
+                             f"got {self.notification_event!r}")
+        for name in ("max_output_bytes", "max_record_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < MIN_RECORD_LIMIT:
+                raise ValueError(f"{name} must be at least {MIN_RECORD_LIMIT} bytes, got {value}")
 
 
 class Processor:
@@ -83,7 +96,8 @@ class Processor:
         self.ready = self.metrics.ready
         self.decode = Decode(self.counters)
         self.match = Match(self.held, self.counters)
-        self.encode = Encode(config.output_format)
+        self.encode = Encode(config.output_format, config.notification_event, self.counters)
+        self.limits = RecordLimits()  # learned at start (kafka.record_limits)
         self.deliver: Deliver | None = None  # built by run(): it opens the producer
         self.statistics_feed: StatisticsFeed | None = None
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
@@ -134,9 +148,13 @@ class Processor:
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
-        records = [msg for msg in msgs if has_data(msg)]
-        applied = self.held.apply(records)
-        rejects = [(records[i], str(exc)) for i, exc in applied.errors]
+        records, rejects = [], []
+        for msg in msgs:
+            if has_data(msg):
+                reason = too_large(msg, self.limits.max_record_bytes)
+                (records.append(msg) if reason is None else rejects.append((msg, reason)))
+        applied = self.held.apply(records, [msg for msg, _ in rejects])
+        rejects += [(records[i], str(exc)) for i, exc in applied.errors]
         produced = self.deliver.send(self.encode(self.match.stored(applied.added, applied.times)), rejects)
         self.counters.stored_notifications += produced
         self.counters.notifications += produced
@@ -190,7 +208,11 @@ class Processor:
         cfg = self.config
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
         transactional_id = cfg.transactional_id or slot.transactional_id
-        self.deliver = Deliver(self.clients, cfg.delivery, transactional_id, cfg.queue_bounds, cfg.output_format)
+        self.limits = discover(self.clients, (NOTIFICATIONS, DEAD_LETTER), (EVENTS, SUBSCRIPTIONS), cfg.max_output_bytes,
+                               cfg.max_record_bytes)
+        self.decode.limits = self.match.limits = self.encode.limits = self.limits
+        self.deliver = Deliver(self.clients, cfg.delivery, transactional_id, cfg.queue_bounds, cfg.output_format,
+                               self.limits)
         self.metrics.dead_letters = self.deliver.dead_letters.by_reason
         log.info("delivery: %s%s", self.deliver.mode,
                  f" (transactional.id {transactional_id})" if self.deliver.mode == "transactional" else "")
@@ -210,15 +232,18 @@ class Processor:
                 if changes:
                     self._on_changes(changes)
                 self.statistics_feed.poll()
+                progressed = True  # a turn with nothing to do counts as progress, a failed delivery does not
                 if self.deliver.pending():
-                    self._guarded(inputs.events, self.deliver.commit)
+                    progressed = self._guarded(inputs.events, self.deliver.commit)
                 batch = inputs.batch(cfg.batch_size)
                 if batch:
                     began = time.monotonic()
-                    self._guarded(inputs.events, self._on_events, batch, inputs.events)
+                    progressed = self._guarded(inputs.events, self._on_events, batch, inputs.events) and progressed
                     self.counters.busy_seconds += time.monotonic() - began
                     self._publish()
                     self.metrics.batch_seconds.observe(time.monotonic() - began)
+                if progressed:
+                    self.metrics.beat()
                 self._publish()
                 self.metrics.after_iteration(inputs.events, self.state.matcher)
                 if meter.due():
@@ -238,13 +263,26 @@ class Processor:
                     slot.release()
         return self.stats()
 
-    def _guarded(self, events: Consumer, step: Callable[..., None], *args: Any) -> None:
-        """Run a step that produces and commits; if it fails, replay from the committed offsets (kafka.delivery)."""
+    def _guarded(self, events: Consumer, step: Callable[..., None], *args: Any) -> bool:
+        """Run a step that produces and commits; if it fails, replay from the committed offsets (kafka.delivery).
+
+        Input records whose outputs the broker refused for what they are
+        (``DeliveryError.refused``) are dead-lettered on the replay (``Decode``),
+        so one record cannot hold the pipeline; other failures (a broker gone)
+        are retried as long as they last, and /healthz turns unhealthy
+        meanwhile.  False if the step failed.
+        """
         try:
             step(*args)
+            self.decode.refused.clear()
+            return True
         except DeliveryError as exc:
-            log.error("not delivered (%s): new producer, events again from the committed offsets", exc)
-            self.deliver.recover(events, self._stop.is_set, self.metrics.beat)
+            self.decode.refused.update(exc.refused)
+            self.counters.replays += 1
+            log.error("not delivered (%s): new producer, events again from the committed offsets%s", exc,
+                      f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
+            self.deliver.recover(events, self._stop.is_set, lambda: None)
+            return False
 
     def _publish(self) -> None:
         """Gauges for /metrics, set from the loop's thread (the HTTP thread reads only what is published)."""
@@ -272,6 +310,11 @@ class Processor:
             "busy_seconds": round(c.busy_seconds, 3),
             "stage_seconds": {k: round(v, 3) for k, v in c.stage_seconds.items()},
             "dead_letters": dict(self.deliver.dead_letters.counts) if self.deliver else {},
+            "dead_letters_truncated": self.deliver.dead_letters.truncated if self.deliver else 0,
+            "notifications_by_reference": c.by_reference,
+            "stored_events_not_notified": c.not_kept,
+            "replays": c.replays,
+            "limits": {"output": self.limits.output, "max_record_bytes": self.limits.max_record_bytes},
             **self.state.stats(),
             "stored_notifications": c.stored_notifications,
             "valid_events": self.store.stats(),

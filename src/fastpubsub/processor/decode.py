@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Message, TopicPartition
 
+from fastpubsub.kafka.record_limits import RecordLimits, input_size
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
 
@@ -40,9 +41,22 @@ class EventBatch:
         return [TopicPartition(topic, p, o) for (topic, p), o in self.offsets.items()]
 
 
+def too_large(msg: Message, limit: int) -> str | None:
+    """Why ``msg`` is not decoded at all (key plus value above ``--max-record-bytes``), or None."""
+    size = input_size(msg.key(), msg.value())
+    if size <= limit:
+        return None
+    return f"record too large: {size} bytes (key and value), larger than the limit of {limit} (--max-record-bytes)"
+
+
 class Decode:
+    """Records above the input limit and records whose outputs the broker refused are rejected before decoding."""
+
     def __init__(self, counters: PipelineCounters) -> None:
         self._counters = counters
+        self.limits = RecordLimits()  # set when the processor has learned them
+        #: (topic, partition, offset) -> reason: records whose outputs the broker refused (``kafka.delivery``)
+        self.refused: dict[tuple[str, int, int], str] = {}
 
     def __call__(self, msgs: list[Message]) -> EventBatch:
         t = time.perf_counter()
@@ -51,6 +65,11 @@ class Decode:
             if not has_data(msg):
                 continue
             offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
+            reason = too_large(msg, self.limits.max_record_bytes) or self.refused.get(
+                (msg.topic(), msg.partition(), msg.offset()))
+            if reason is not None:
+                rejects.append((msg, reason))
+                continue
             try:
                 eid, valid_until = event_id(msg), valid_until_of(msg.headers())
             except DecodeError as exc:

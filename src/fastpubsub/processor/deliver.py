@@ -16,30 +16,49 @@ from confluent_kafka import Consumer, Message, TopicPartition
 
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.deadletter import DeadLetters
-from fastpubsub.kafka.delivery import Delivery
+from fastpubsub.kafka.delivery import Delivery, RecordRefused
 from fastpubsub.kafka.queues import QueueBounds
+from fastpubsub.kafka.record_limits import RecordLimits
 
 from .decode import Reject
-from .encode import Output
+from .encode import Output, Rejected
 
 
 class Deliver:
-    def __init__(self, clients: ClientFactory, mode: str, transactional_id: str, bounds: QueueBounds, fmt: str) -> None:
-        self.delivery = Delivery(clients, mode, transactional_id=transactional_id, bounds=bounds)
-        self.dead_letters = DeadLetters(self.delivery, fmt)
+    def __init__(self, clients: ClientFactory, mode: str, transactional_id: str, bounds: QueueBounds, fmt: str,
+                 limits: RecordLimits = RecordLimits()) -> None:
+        self.delivery = Delivery(clients, mode, transactional_id=transactional_id, bounds=bounds,
+                                 record_config=limits.producer_config())
+        self.dead_letters = DeadLetters(self.delivery, fmt, limits)
 
     @property
     def mode(self) -> str:
         return self.delivery.mode
 
-    def send(self, outputs: Iterable[Output], rejects: Iterable[Reject] = ()) -> int:
-        """Dead-letter ``rejects``, produce ``outputs``; the number of outputs produced."""
+    def send(self, outputs: Iterable[Output | Rejected], rejects: Iterable[Reject] = ()) -> int:
+        """Dead-letter ``rejects``, produce ``outputs``; the number of outputs produced.
+
+        An output that ``produce`` refuses for what it is (librdkafka's size
+        check: the topic takes less than it reported) dead-letters the input
+        record it comes from; the batch goes on.
+        """
         for msg, reason in rejects:
             self.dead_letters.send(msg, reason)
-        n = 0
-        for topic, key, value in outputs:
-            self.delivery.produce(topic, key, value)
-            n += 1
+        n, refused = 0, set()
+        for out in outputs:
+            if isinstance(out, Rejected):
+                self.dead_letters.send(out.record, out.reason)
+                continue
+            source = None if out.record is None else (out.record.topic(), out.record.partition(), out.record.offset())
+            try:
+                self.delivery.produce(out.topic, out.key, out.value, source)
+                n += 1
+            except RecordRefused as exc:
+                if out.record is None:
+                    raise
+                if source not in refused:
+                    refused.add(source)
+                    self.dead_letters.send(out.record, str(exc))
         return n
 
     def reject(self, msg: Message, reason: str) -> None:

@@ -8,20 +8,40 @@ are never all in memory at once: back-pressure (``kafka.queues``) reaches the lo
 
 from __future__ import annotations
 
+import logging
 from typing import Iterator, NamedTuple
 
-from fastpubsub.wire.codecs import decode_event, encode_attributes, encode_notification
+from confluent_kafka import Message
+
+from fastpubsub.kafka.record_limits import RecordLimits
+from fastpubsub.wire.codecs import decode_event, encode_attributes, encode_notification, encode_notification_reference
 from fastpubsub.wire.topics import NOTIFICATIONS
 
+from .counters import PipelineCounters
 from .match import Matched
+
+log = logging.getLogger("pubsub")
+
+#: How a notification carries its event: ``full`` embeds it (an event whose notification would not fit the
+#: notifications topic is dead-lettered instead), ``reference`` never embeds it (topic, partition, offset),
+#: ``auto`` embeds it when it fits and refers to it otherwise.
+NOTIFICATION_EVENT_MODES = ("auto", "full", "reference")
 
 
 class Output(NamedTuple):
-    """One record to produce."""
+    """One record to produce; ``record`` is the input it comes from, dead-lettered if the broker refuses the output."""
 
     topic: str
     key: bytes
     value: bytes
+    record: Message | None = None
+
+
+class Rejected(NamedTuple):
+    """An input record to dead-letter instead of notifying (``--notification-event full``, too large)."""
+
+    record: Message
+    reason: str
 
 
 def notification_attributes(value: bytes, fmt: str) -> bytes:
@@ -39,12 +59,39 @@ def notification_attributes(value: bytes, fmt: str) -> bytes:
 
 
 class Encode:
-    def __init__(self, fmt: str) -> None:
-        self.fmt = fmt
+    """Notifications within the notifications topic's record limit (docs/reliability.md, "Oversized records")."""
 
-    def __call__(self, matched: Matched) -> Iterator[Output]:
-        fmt = self.fmt
-        for event_id, value, pairs in matched.groups:
-            attributes = notification_attributes(value, fmt)
+    def __init__(self, fmt: str, mode: str = "auto", counters: PipelineCounters | None = None) -> None:
+        if mode not in NOTIFICATION_EVENT_MODES:
+            raise ValueError(f"notification_event must be one of {', '.join(NOTIFICATION_EVENT_MODES)}, got {mode!r}")
+        self.fmt, self.mode = fmt, mode
+        self.limits = RecordLimits()  # set when the processor has learned them
+        self._counters = counters or PipelineCounters()
+
+    def __call__(self, matched: Matched) -> Iterator[Output | Rejected]:
+        fmt, mode, budget = self.fmt, self.mode, self.limits.value_budget
+        for event_id, value, pairs, record in matched.groups:
+            embed = mode != "reference" or record is None
+            attributes = notification_attributes(value, fmt) if embed else b""
+            if mode == "full" and record is not None:
+                longest = max((owner for _, owner in pairs), key=lambda o: len(o.encode()))
+                worst = len(encode_notification(max(sid for sid, _ in pairs), longest, event_id, attributes, fmt))
+                if worst > budget(NOTIFICATIONS, longest.encode()):
+                    yield Rejected(record, f"notification too large: {worst} bytes with the event embedded, more than "
+                                           f"{NOTIFICATIONS} takes (--notification-event full)")
+                    continue
             for sid, owner in pairs:
-                yield Output(NOTIFICATIONS, owner.encode(), encode_notification(sid, owner, event_id, attributes, fmt))
+                key = owner.encode()
+                if embed:
+                    out = encode_notification(sid, owner, event_id, attributes, fmt)
+                    if len(out) <= budget(NOTIFICATIONS, key):
+                        yield Output(NOTIFICATIONS, key, out, record)
+                        continue
+                if record is None:  # a stored valid event: nothing to refer to (kept events fit, but for long names)
+                    self._counters.not_kept += 1
+                    log.warning("not notified: stored event %s for subscription %d: %d bytes exceed %s's limit",
+                                event_id, sid, len(out), NOTIFICATIONS)
+                    continue
+                self._counters.by_reference += 1
+                yield Output(NOTIFICATIONS, key, encode_notification_reference(
+                    sid, owner, event_id, record.topic(), record.partition(), record.offset(), len(value), fmt), record)

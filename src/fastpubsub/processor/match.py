@@ -13,8 +13,12 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from confluent_kafka import Message
 
 from fastpubsub.engine import SubscriptionBatch, take_events
+
+from fastpubsub.kafka.record_limits import RecordLimits
+from fastpubsub.wire.topics import NOTIFICATIONS
 
 from .counters import PipelineCounters
 from .decode import EventBatch
@@ -22,20 +26,29 @@ from .state import ProcessorState
 from .valid_events import due
 
 
+#: Room left beside a kept valid event for its later notification's other fields (ids and subscriber name).
+STORED_HEADROOM = 4096
+
+
 @dataclass
 class Matched:
-    """Notifications to send, by event: ``(event id, event value, [(subscription id, subscriber), ...])``."""
+    """Notifications to send, by event: ``(event id, event value, [(subscription id, subscriber), ...], record)``.
 
-    groups: list[tuple[str, bytes, list[tuple[int, str]]]] = field(default_factory=list)
+    ``record`` is the event's input record (None for a stored valid event):
+    a notification too large to embed the event refers to it.
+    """
+
+    groups: list[tuple[str, bytes, list[tuple[int, str]], Message | None]] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return sum(len(pairs) for _, _, pairs in self.groups)
+        return sum(len(group[2]) for group in self.groups)
 
 
 class Match:
     def __init__(self, state: ProcessorState, counters: PipelineCounters) -> None:
         self._state = state
         self._counters = counters
+        self.limits = RecordLimits()  # set when the processor has learned them
 
     def events(self, batch: EventBatch) -> Matched:
         """One ``match_encoded`` call for the whole batch; matches outside a validity interval dropped."""
@@ -53,7 +66,7 @@ class Match:
             when, r = batch.times[e], rows[e]
             pairs = [(sid, owners[sid]) for sid in matches.ids[off[e]:off[e + 1]].tolist() if valid_at(sid, when)]
             if pairs:
-                groups.append((batch.ids[r], batch.records[r].value(), pairs))
+                groups.append((batch.ids[r], batch.records[r].value(), pairs, batch.records[r]))
         self._keep_valid_events(batch)
         self._counters.lap("match", t)
         return Matched(groups)
@@ -68,13 +81,16 @@ class Match:
         groups = []
         for j in due(found, dict(zip(added.ids.tolist(), times.tolist())), subscriptions.valid_mask).tolist():
             sid = int(found.subscription_ids[j])
-            groups.append((found.event_ids[j], found.payloads[j], [(sid, owners[sid])]))
+            groups.append((found.event_ids[j], found.payloads[j], [(sid, owners[sid])], None))
         return Matched(groups)
 
     def _keep_valid_events(self, batch: EventBatch) -> None:
         """Store the batch's events that carry a ``valid_until`` after their own time (for new subscriptions)."""
         rows, times, until = batch.decoded.rows.tolist(), batch.times, batch.valid_until
-        keep = [e for e, r in enumerate(rows) if until[r] is not None and until[r] > times[e]]
+        # a kept event is notified later with no record to refer to: only events whose notification will fit
+        room = self.limits.value_budget(NOTIFICATIONS, None) - STORED_HEADROOM
+        keep = [e for e, r in enumerate(rows) if until[r] is not None and until[r] > times[e]
+                and len(batch.records[r].value()) <= room]
         if not keep:
             return
         picked = np.array(keep, dtype=np.int64)

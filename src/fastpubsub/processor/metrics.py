@@ -27,7 +27,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 
 from .counters import PipelineCounters
 
@@ -63,19 +63,27 @@ class Histogram:
         return out
 
 
-def consumer_lag(consumer: Consumer) -> int:
-    """Records between the consumer's positions and the high watermarks of its assigned partitions.
+def consumer_lag(consumer: Consumer, timeout: float = 2.0) -> int:
+    """Records between the group's committed offsets and the high watermarks of the assigned partitions.
 
-    Uses the watermarks cached from fetch responses: ListOffsets is wrong on
-    Tansu 0.6 (docs/processor.md).
+    Committed, not fetched: a batch that is consumed but not delivered (and
+    replayed) is still lag.  A partition with nothing committed counts from
+    the log start.  Uses the watermarks cached from fetch responses:
+    ListOffsets is wrong on Tansu 0.6 (docs/processor.md).
     """
     lag = 0
     assignment = consumer.assignment()
     if assignment:
-        for tp in consumer.position(assignment):
-            high = consumer.get_watermark_offsets(tp, cached=True)[1]
-            if tp.offset >= 0 and high >= 0:
-                lag += max(high - tp.offset, 0)
+        try:
+            committed = consumer.committed(assignment, timeout=timeout)
+        except KafkaException as exc:  # no answer now: the next sample tries again
+            log.debug("lag: committed offsets unavailable (%s)", exc)
+            return -1
+        for tp in committed:
+            low, high = consumer.get_watermark_offsets(tp, cached=True)
+            start = tp.offset if tp.offset >= 0 else max(low, 0)
+            if start >= 0 and high >= 0:
+                lag += max(high - start, 0)
     return lag
 
 
@@ -105,7 +113,7 @@ class Metrics:
         self._lag_at = self._engine_at = float("-inf")
 
     def beat(self) -> None:
-        """The loop made progress (an iteration or a rebuild step)."""
+        """The loop made progress: a batch delivered, a rebuild step, or a turn with nothing to do."""
         self.last_beat = time.monotonic()
 
     def publish(self, subscriptions: int, changes: dict[str, int], producer_queue: tuple[int, int, int] | None,
@@ -115,11 +123,13 @@ class Metrics:
         self.info.update(info)
 
     def after_iteration(self, events: Consumer, matcher: Any) -> None:
-        """Called by the loop after each iteration: heartbeat, and sample lag and ``matcher.stats()`` when due."""
-        now = self.last_beat = time.monotonic()
+        """Called by the loop after each iteration: sample lag and ``matcher.stats()`` when due (it beats on progress)."""
+        now = time.monotonic()
         if now - self._lag_at >= LAG_EVERY:
             self._lag_at = now
-            self.lag = consumer_lag(events)
+            lag = consumer_lag(events)
+            if lag >= 0:
+                self.lag = lag
             self.partitions = len(events.assignment())
         if now - self._engine_at >= ENGINE_EVERY:
             self._engine_at = now
@@ -172,7 +182,7 @@ def render(metrics: Metrics) -> str:
     _metric(out, "pubsub_batches_total", "counter", "Event batches processed and committed.", [({}, c.batches)])
     _metric(out, "pubsub_dead_letters_total", "counter", "Bad input records sent to pubsub.dead-letter, by source and reason class.",
             [({"topic": t, "reason": r}, n) for (t, r), n in sorted(dict(m.dead_letters).items())])
-    _metric(out, "pubsub_consumer_lag", "gauge", "Events between the group's positions and the high watermarks.", [({}, m.lag)])
+    _metric(out, "pubsub_consumer_lag", "gauge", "Events between the group's committed offsets and the high watermarks.", [({}, m.lag)])
     _metric(out, "pubsub_assigned_partitions", "gauge", "Event partitions assigned to this instance.", [({}, m.partitions)])
     out += ["# HELP pubsub_batch_seconds Time to decode, match, produce and commit one event batch.",
             "# TYPE pubsub_batch_seconds histogram", *m.batch_seconds.lines("pubsub_batch_seconds")]

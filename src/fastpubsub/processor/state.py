@@ -49,10 +49,14 @@ class ProcessorState:
         self.offsets = {}
         self._store_mark = self._store_state()
 
-    def apply(self, records: list[Message]) -> Applied:
-        """Apply subscription records in one bulk step (their offsets move on, bad ones included)."""
-        for msg in records:
+    def apply(self, records: list[Message], passed: list[Message] = ()) -> Applied:
+        """Apply subscription records in one bulk step (their offsets move on, bad ones included).
+
+        ``passed``: records not applied at all (dead-lettered before decoding); their offsets move on too.
+        """
+        for msg in sorted([*records, *passed], key=lambda m: (m.partition(), m.offset())):
             self.offsets[msg.partition()] = msg.offset() + 1
+        self.unsnapshotted += len(passed)
         applied = self.subscriptions.apply_records([(msg.key(), msg.value()) for msg in records],
                                                    [event_time(msg) for msg in records])
         self.unsnapshotted += len(records)

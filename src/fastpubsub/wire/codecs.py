@@ -14,10 +14,11 @@ dead-letter topic; the checks on predicates and events are the engine's
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ SCHEMA_IDS: dict[str, int] = {
     "notification": 3,
     "dead_letter": 4,
     "statistics": 5,
+    "notification_reference": 6,
 }
 
 FORMATS = ("avro", "json")
@@ -43,6 +45,9 @@ MAGIC = 0
 #: not be able to grow that dictionary by megabytes per record.  Whole records are
 #: bounded by the broker (``message.max.bytes``, 1 MB by default).
 MAX_ATTRIBUTE_BYTES = 1024
+#: Longest subscriber name, in UTF-8 bytes: it is the key of every notification of the subscription, which
+#: must leave room for the notification itself within the topic's record limit.
+MAX_SUBSCRIBER_BYTES = 1024
 #: Deepest JSON nesting accepted (a valid record needs 3: subscription, predicates, predicate).
 MAX_JSON_DEPTH = 32
 _HEADER = struct.Struct(">bI")
@@ -75,11 +80,14 @@ _NOTIFICATION_HEAD = fastavro.parse_schema(
 # writer's and the current one as the reader's (Avro schema resolution fills
 # the defaults).  Fields were only ever appended, so an old value is a strict
 # prefix of what the current schema expects and the two readings never both succeed.
+def _without(name: str, *fields: str) -> Any:
+    return fastavro.parse_schema({**_schema_json(name), "fields": [f for f in _schema_json(name)["fields"]
+                                                                   if f["name"] not in fields]})
+
+
 _PREVIOUS: dict[str, list[Any]] = {
-    "subscription": [fastavro.parse_schema({
-        **_schema_json("subscription"),
-        "fields": [f for f in _schema_json("subscription")["fields"] if f["name"] != "valid_from"],
-    })],
+    "subscription": [_without("subscription", "valid_from")],
+    "dead_letter": [_without("dead_letter", "original_size", "value_sha256", "truncated")],
 }
 _ATTRIBUTE_MAP = fastavro.parse_schema({"type": "map", "values": ["long", "double", "string", "boolean"]})
 
@@ -237,7 +245,10 @@ def _check_subscription(obj: Any) -> Subscription:
             raise DecodeError(f"subscription is missing the field {field!r}")
     subscriber = obj["subscriber"]
     if not isinstance(subscriber, str) or not subscriber:
-        raise DecodeError(f"subscriber must be a non-empty string, got {subscriber!r}")
+        raise DecodeError(f"subscriber must be a non-empty string, got {str(subscriber)[:40]!r}")
+    if len(subscriber) * 4 > MAX_SUBSCRIBER_BYTES and len(subscriber.encode("utf-8", "surrogatepass")) > MAX_SUBSCRIBER_BYTES:
+        raise DecodeError(f"subscriber name too long: {len(subscriber.encode('utf-8', 'surrogatepass'))} bytes "
+                          f"(at most {MAX_SUBSCRIBER_BYTES}), starting {subscriber[:40]!r}")
     valid_until, valid_from = obj.get("valid_until"), obj.get("valid_from")
     for field, t in (("valid_until", valid_until), ("valid_from", valid_from)):
         if t is not None and (isinstance(t, bool) or not isinstance(t, int) or not _INT64_MIN <= t <= _INT64_MAX):
@@ -327,9 +338,28 @@ def encode_notification(subscription_id: int, subscriber: str, event_id: str, at
     return _wire("notification", _avro_write(_NOTIFICATION_HEAD, head) + attributes)
 
 
+def encode_notification_reference(subscription_id: int, subscriber: str, event_id: str, topic: str, partition: int,
+                                  offset: int, size: int, fmt: str) -> bytes:
+    """A notification that points at the event's input record instead of embedding the event.
+
+    For events whose full notification would not fit the notifications
+    topic's record limit (``--notification-event auto``), or for every event
+    (``reference``): the consumer reads the event from ``event_ref``.
+    """
+    datum = {"notification_id": notification_id(event_id, subscription_id), "subscription_id": subscription_id,
+             "subscriber": subscriber, "event_id": event_id,
+             "event_ref": {"topic": topic, "partition": partition, "offset": offset, "size": size}}
+    if fmt == "json":
+        return json.dumps(datum).encode()
+    return _wire("notification_reference", _avro_write(SCHEMAS["notification_reference"], datum))
+
+
 def decode_notification(value: bytes) -> dict[str, Any]:
+    """A notification, full (with ``event``) or by reference (with ``event_ref``)."""
     if _sniff(value, "notification") == "json":
         return _json_read(value)
+    if len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS["notification_reference"]:
+        return _avro_read("notification_reference", value)
     return _avro_read("notification", value)
 
 
@@ -338,7 +368,14 @@ def decode_notification(value: bytes) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """An input record that could not be processed, and why."""
+    """An input record that could not be processed, and why.
+
+    ``key`` and ``value`` are the original bytes, or prefixes of them when
+    ``truncated``: a dead letter must fit the dead-letter topic's record
+    limit like every other output, or the record that caused it would stall
+    the pipeline (:func:`encode_dead_letter` with ``max_bytes``).
+    ``original_size`` and ``value_sha256`` describe the whole original.
+    """
 
     reason: str
     source_topic: str
@@ -346,6 +383,9 @@ class DeadLetter:
     offset: int
     key: bytes | None
     value: bytes | None
+    original_size: int | None = None
+    value_sha256: str | None = None
+    truncated: bool = False
 
     @property
     def record_key(self) -> str:
@@ -353,11 +393,25 @@ class DeadLetter:
         return f"{self.source_topic}:{self.partition}:{self.offset}"
 
 
+def dead_letter(reason: str, source_topic: str, partition: int, offset: int, key: bytes | None,
+                value: bytes | None) -> DeadLetter:
+    """A dead letter of the whole record, with its size and the SHA-256 of its value."""
+    size = len(key or b"") + len(value or b"")
+    digest = None if value is None else hashlib.sha256(value).hexdigest()
+    return DeadLetter(reason, source_topic, partition, offset, key, value, size, digest)
+
+
 def _b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def encode_dead_letter(dl: DeadLetter, fmt: str = "avro") -> bytes:
+#: At most this many bytes of a reason are kept in a dead letter (reasons quote at most a few hundred bytes of input).
+MAX_REASON_CHARS = 2000
+#: A truncated dead letter keeps at most this much of the original key, the rest of the room goes to the value.
+TRUNCATED_KEY_BYTES = 1024
+
+
+def _encode_dead_letter(dl: DeadLetter, fmt: str) -> bytes:
     datum = {
         "reason": dl.reason,
         "source_topic": dl.source_topic,
@@ -365,10 +419,45 @@ def encode_dead_letter(dl: DeadLetter, fmt: str = "avro") -> bytes:
         "offset": dl.offset,
         "key": dl.key,
         "value": dl.value,
+        "original_size": dl.original_size,
+        "value_sha256": dl.value_sha256,
+        "truncated": dl.truncated,
     }
     if fmt == "json":  # bytes as base64 so the value stays valid JSON
         return json.dumps({**datum, "key": _b64(dl.key), "value": _b64(dl.value)}).encode()
     return _wire("dead_letter", _avro_write(SCHEMAS["dead_letter"], datum))
+
+
+def encode_dead_letter(dl: DeadLetter, fmt: str = "avro", max_bytes: int | None = None) -> bytes:
+    """The dead letter's value; with ``max_bytes``, key and value are cut to prefixes so that it fits."""
+    return fit_dead_letter(dl, fmt, max_bytes)[0]
+
+
+def fit_dead_letter(dl: DeadLetter, fmt: str = "avro", max_bytes: int | None = None) -> tuple[bytes, bool]:
+    """(value, truncated): the dead letter encoded in at most ``max_bytes`` bytes.
+
+    The cut is computed from the encoding of the dead letter without value
+    (base64 takes 4 bytes per 3 in JSON; Avro adds a length of at most 10
+    bytes), then checked; ``truncated`` is set in the record when anything was cut.
+    """
+    if len(dl.reason) > MAX_REASON_CHARS:
+        dl = replace(dl, reason=dl.reason[:MAX_REASON_CHARS] + "...")
+    carried = len(dl.key or b"") + len(dl.value or b"")
+    if max_bytes is None or carried < max_bytes:  # else it cannot fit: never encode a large record whole
+        out = _encode_dead_letter(dl, fmt)
+        if max_bytes is None or len(out) <= max_bytes:
+            return out, False
+    key = dl.key if dl.key is None or len(dl.key) <= TRUNCATED_KEY_BYTES else dl.key[:TRUNCATED_KEY_BYTES]
+    bare = replace(dl, key=key, value=None if dl.value is None else b"", truncated=True)
+    room = max_bytes - len(_encode_dead_letter(bare, fmt)) - 16
+    if room < 0:
+        raise ValueError(f"a dead letter needs more than {max_bytes} bytes even without the record's bytes")
+    keep = room * 3 // 4 if fmt == "json" else room
+    while True:
+        out = _encode_dead_letter(replace(bare, value=None if dl.value is None else dl.value[:keep]), fmt)
+        if len(out) <= max_bytes:
+            return out, True
+        keep -= len(out) - max_bytes
 
 
 def decode_dead_letter(value: bytes) -> DeadLetter:
