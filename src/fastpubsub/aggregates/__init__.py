@@ -1,0 +1,11 @@
+"""Aggregate subscriptions over tables (Chandramouli, Xie, Yang, SIGMOD 2006): range min/max via
+Mar-based reformulation, count/sum/avg, DISTINCT and select-join.  No Kafka here."""
+
+from .reformulator import BAD, GOOD, IGNORABLE, ExtremumReformulator, Reformulation
+from .spec import AggregateSpec, JoinSpec, spec_from_json
+from .table import Table, TableChange
+
+__all__ = [
+    "AggregateSpec", "BAD", "ExtremumReformulator", "GOOD", "IGNORABLE", "JoinSpec", "Reformulation", "Table",
+    "TableChange", "spec_from_json",
+]

@@ -1,0 +1,179 @@
+"""Range-min/max reformulation (§2.3.1): table updates in, 0..k stateless messages out.
+
+Each message is ⟨NEW_MIN, INNER_L, INNER_R, OUTER_L, OUTER_R⟩; a subscription ``[x1, x2]``
+matches it iff ``OUTER_L < x1 <= INNER_L and INNER_R <= x2 < OUTER_R`` and then takes NEW_MIN as
+its answer (+inf: no row in range).  Nothing here knows any subscription: the cost is
+O(k log N) per update whatever their number (§3).  ``max`` stores negated values and flips the
+sign of NEW_MIN on the way out.  Tie and empty-rectangle rules: docs/aggregates.md.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any, Hashable
+
+import numpy as np
+
+from . import segtree
+from .table import Row, TableChange
+
+IGNORABLE, GOOD, BAD = 0, 1, 2
+KIND_NAMES = ("ignorable", "good", "bad")
+#: Columns of a message array.
+NEW_MIN, INNER_L, INNER_R, OUTER_L, OUTER_R = range(5)
+_EMPTY = np.empty((0, 5))
+
+
+@dataclass(frozen=True)
+class Reformulation:
+    """The messages of one update, with Corollary 1's class (a move takes the worse of its two steps)."""
+
+    kind: int
+    messages: np.ndarray  # (k, 5) float64
+    rejected: bool = False  # the new row lacks a numeric range or value attribute
+
+
+def point_of(row: Row | None, range_attr: str, value_attr: str | None) -> tuple[float, float] | None:
+    """(x, y) of a row, or None if it lacks a numeric range (or value) attribute; NaN is an error."""
+    if row is None:
+        return None
+    x = row.get(range_attr)
+    y = row.get(value_attr) if value_attr is not None else 0.0
+    if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+        return None
+    x, y = float(x), float(y)
+    if math.isnan(x) or math.isnan(y):
+        raise ValueError(f"NaN in row {row!r} (attribute {range_attr!r} or {value_attr!r})")
+    return x, y
+
+
+class ExtremumReformulator:
+    """Mar/Hull/EMar reformulator for ``min``/``max(value_attr)`` over ranges of ``range_attr``."""
+
+    def __init__(self, range_attr: str, value_attr: str, fn: str = "min", capacity: int = 1024) -> None:
+        if fn not in ("min", "max"):
+            raise ValueError(f"extremum function must be 'min' or 'max', not {fn!r}")
+        self.range_attr, self.value_attr, self.fn = range_attr, value_attr, fn
+        self._sign = 1.0 if fn == "min" else -1.0
+        self._points: dict[Hashable, tuple[float, float]] = {}  # key -> (x, signed y)
+        self._cols: dict[float, list[float]] = {}  # x -> sorted signed ys
+        self._slot: dict[float, int] = {}
+        self._n = 0  # used slots (live or dead)
+        self._dead = 0
+        self._alloc(max(16, capacity))
+        self.counts = np.zeros(3, dtype=np.int64)
+        self._step_kind = IGNORABLE
+
+    # -- storage ------------------------------------------------------------------------------
+    def _alloc(self, cap: int) -> None:
+        cap = 1 << max(4, (cap - 1).bit_length())
+        self._cap = cap
+        self._tree = np.full(2 * cap, np.inf)
+        self._xs = np.full(cap, np.inf)
+        self._out = np.empty((2 * cap + 2, 5))
+        self._scratch = np.empty((4, cap))
+
+    def _rebuild(self, extra: float | None = None) -> None:
+        """Re-lay the columns in sorted order (a new distinct range value, or compaction): O(N)."""
+        xs = sorted(x for x, ys in self._cols.items() if ys)
+        if extra is not None:
+            bisect.insort(xs, extra)
+            self._cols.setdefault(extra, [])
+        for x in [x for x, ys in self._cols.items() if not ys and x != extra]:
+            del self._cols[x]
+        n = len(xs)
+        if n * 2 > self._cap or self._cap > 4 * max(n, 16):
+            self._alloc(2 * n + 16)
+        self._xs[:] = np.inf
+        self._xs[:n] = xs
+        self._tree[:] = np.inf
+        self._tree[self._cap:self._cap + n] = [self._cols[x][0] if self._cols[x] else np.inf for x in xs]
+        segtree.build(self._tree, self._cap)
+        self._slot = {x: i for i, x in enumerate(xs)}
+        self._n, self._dead = n, 0
+
+    def load(self, rows: list[tuple[Hashable, Row]]) -> None:
+        """Bulk-load an initial table (no messages)."""
+        for key, row in rows:
+            p = point_of(row, self.range_attr, self.value_attr)
+            if p is None:
+                continue
+            x, y = p[0], self._sign * p[1]
+            self._points[key] = (x, y)
+            bisect.insort(self._cols.setdefault(x, []), y)
+        self._rebuild()
+
+    # -- updates ------------------------------------------------------------------------------
+    def _column_change(self, x: float, remove: float | None, add: float | None) -> int:
+        """Apply one column's change and write its messages into ``self._out`` from row 0."""
+        ys = self._cols.get(x)
+        if ys is None or x not in self._slot:
+            self._rebuild(extra=x)
+            ys = self._cols[x]
+        c_old = ys[0] if ys else np.inf
+        if remove is not None:
+            del ys[bisect.bisect_left(ys, remove)]
+        if add is not None:
+            bisect.insort(ys, add)
+        c_new = ys[0] if ys else np.inf
+        if c_new == c_old:
+            return 0
+        slot = self._slot[x]
+        self._step_kind = max(self._step_kind, GOOD)
+        segtree.set_leaf(self._tree, self._cap, slot, c_new)
+        if not ys:
+            self._dead += 1
+        k = segtree.reformulate(self._tree, self._cap, self._xs, slot, c_old, c_new, self._out, self._scratch)
+        if k > 1:
+            self._step_kind = BAD
+        return k
+
+    def apply(self, change: TableChange) -> Reformulation:
+        """Reformulate one row change (insert, update, delete, or a move = delete + insert)."""
+        new = point_of(change.new, self.range_attr, self.value_attr)
+        rejected = change.new is not None and new is None
+        old = self._points.pop(change.key, None)
+        if new is not None:
+            new = (new[0], self._sign * new[1])
+            self._points[change.key] = new
+        if old is None and new is None:
+            self.counts[IGNORABLE] += 1
+            return Reformulation(IGNORABLE, _EMPTY, rejected)
+        self._step_kind = IGNORABLE
+        if old is not None and new is not None and old[0] == new[0]:
+            k = self._column_change(new[0], old[1], new[1])
+            msgs = self._out[:k].copy()
+        else:
+            parts = []
+            if old is not None:
+                k = self._column_change(old[0], old[1], None)
+                parts.append(self._out[:k].copy())
+            if new is not None:
+                k = self._column_change(new[0], None, new[1])
+                parts.append(self._out[:k].copy())
+            msgs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        if self._dead > 64 and self._dead * 2 > self._n:
+            self._rebuild()
+        if self._sign < 0 and len(msgs):
+            msgs[:, NEW_MIN] = -msgs[:, NEW_MIN]
+        kind = self._step_kind
+        self.counts[kind] += 1
+        return Reformulation(kind, msgs, rejected)
+
+    # -- queries ------------------------------------------------------------------------------
+    def answer(self, low: float, high: float) -> float | None:
+        """The current answer over ``[low, high]`` (the value owed at subscription time): O(log N)."""
+        xs = self._xs[:self._n]
+        lo = int(np.searchsorted(xs, low, "left"))
+        hi = int(np.searchsorted(xs, high, "right"))
+        m = segtree.range_min(self._tree, self._cap, lo, hi)
+        return None if m == np.inf else self._sign * m
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def points(self) -> dict[Hashable, tuple[float, float]]:
+        """key -> (x, y) of the indexed rows (y unsigned)."""
+        return {k: (x, self._sign * y) for k, (x, y) in self._points.items()}
