@@ -1,0 +1,135 @@
+"""S-UN notifications and S-CN clients, for every aggregate kind, against the brute-force oracle."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fastpubsub.aggregates import AggregateSpec, JoinSpec
+from fastpubsub.aggregates.client import RangeCountClient, RangeDistinctClient, RangeExtremumClient
+from fastpubsub.aggregates.oracle import AggregateOracle
+from fastpubsub.aggregates.service import AggregateService, TableSchema
+
+RANGES = [(0, 5), (1, 3), (2, 2), (-1, 0.5), (3, 9), (1.5, 4), (4, 4)]
+FNS = ["min", "max", "count", "sum", "avg", "distinct"]
+WHERES = [(), (("sector", "=", "tech"),)]
+
+row = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({"x": st.integers(0, 5), "y": st.integers(0, 4), "sector": st.sampled_from(["tech", "oil"])}),
+    st.fixed_dictionaries({"x": st.integers(0, 5)}),  # lacks the value attribute
+)
+updates = st.lists(st.tuples(st.integers(0, 7), row), min_size=1, max_size=30)
+
+
+def specs():
+    out = {}
+    for fn in FNS:
+        for where in WHERES:
+            for lo, hi in RANGES:
+                out[f"{fn}{lo}-{hi}{'t' if where else ''}"] = AggregateSpec(
+                    "stock", fn, None if fn == "count" else ("sector" if fn == "distinct" and where == () else "y"),
+                    "x", lo, hi, where)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(updates, updates)
+def test_s_un_and_s_cn_equal_the_oracle(before, ups):
+    svc, oracle = AggregateService([TableSchema("stock", "k")]), AggregateOracle()
+    for i, (k, r) in enumerate(before):
+        svc.apply("stock", k, r, f"b{i}")
+        oracle.apply("stock", k, r)
+    clients = {}
+    for sid, spec in specs().items():
+        init = svc.subscribe(sid, spec, "s")
+        assert init.value == oracle.subscribe(sid, spec), sid
+        assert init.notification_id == f"{sid}/init/s"
+        if spec.fn in ("min", "max"):
+            clients[sid] = RangeExtremumClient(spec.low, spec.high, init.value)
+        elif spec.fn == "distinct":
+            clients[sid] = RangeDistinctClient(spec.low, spec.high, init.value)
+        else:
+            rows = [r for r in oracle.tables["stock"].values() if spec.low <= r["x"] <= spec.high
+                    and (spec.fn == "count" or "y" in r) and (not spec.where or r.get("sector") == "tech")]
+            clients[sid] = RangeCountClient(spec.fn, spec.low, spec.high, len(rows), float(sum(r.get("y", 0) for r in rows)))
+    for i, (k, r) in enumerate(ups):
+        out = svc.apply("stock", k, r, f"u{i}")
+        expected = oracle.apply("stock", k, r)
+        got = {n.subscription: n.value for n in out.notifications}
+        assert got == expected
+        ids = [n.notification_id for n in out.notifications]
+        assert len(set(ids)) == len(ids) and all(n.startswith(f"{n.split('/')[0]}/u{i}/") for n in ids)
+        # S-CN: each client sees only the public records of its own group
+        for sid, c in clients.items():
+            spec = svc._subs[sid][2]
+            recs = [rec.payload for rec in out.records if rec.group == svc._groups[spec.group].name]
+            if spec.fn in ("min", "max"):
+                ch = c.apply(np.array(recs).reshape(-1, 5))
+            elif spec.fn == "distinct":
+                ch = c.apply(recs)
+            else:
+                ch = None
+                for rec in recs:
+                    ch = c.apply(np.array(rec)) or ch
+            assert (c.value == oracle.answers[sid]), (sid, c.value, oracle.answers[sid])
+            assert (ch is not None) == (sid in expected)
+        if r is not None and "y" not in r:
+            assert out.rejected  # reported, so that a Kafka stage can dead-letter it
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["orders", "shipments"]), st.integers(0, 4),
+                          st.one_of(st.none(), st.fixed_dictionaries({
+                              "order_id": st.integers(0, 2), "amount": st.integers(50, 150),
+                              "carrier": st.sampled_from(["ups", "dhl"])}))), min_size=1, max_size=30))
+def test_select_join_equals_the_oracle(ups):
+    svc = AggregateService([TableSchema("orders", "id"), TableSchema("shipments", "id")])
+    oracle = AggregateOracle()
+    subs = {
+        "j1": JoinSpec(("orders", "o"), ("shipments", "s"), ("order_id", "order_id"),
+                       (("o.amount", ">", 100), ("s.carrier", "=", "ups"))),
+        "j2": JoinSpec(("orders", "o"), ("shipments", "s"), ("order_id", "order_id")),
+    }
+    half = len(ups) // 2
+    for i, (t, k, r) in enumerate(ups[:half]):
+        svc.apply(t, k, r, f"a{i}")
+        oracle.apply(t, k, r)
+    for sid, spec in subs.items():
+        assert svc.subscribe(sid, spec).value == oracle.subscribe(sid, spec)
+    for i, (t, k, r) in enumerate(ups[half:]):
+        out = svc.apply(t, k, r, f"u{i}")
+        assert {n.subscription: n.value for n in out.notifications} == oracle.apply(t, k, r)
+
+
+def test_replay_gives_identical_notification_ids():
+    ups = [(k % 5, {"x": (k * 7) % 6, "y": (k * 3) % 5}) for k in range(60)] + [(2, None), (3, None)]
+
+    def run():
+        svc = AggregateService([TableSchema("stock", "k")])
+        for sid, spec in specs().items():
+            svc.subscribe(sid, spec)
+        return [n.notification_id for i, (k, r) in enumerate(ups) for n in svc.apply("stock", k, r, f"u{i}").notifications]
+
+    a, b = run(), run()
+    assert a == b and len(a) > 50
+
+
+def test_bad_subscriptions_are_refused_with_the_reason():
+    svc = AggregateService([TableSchema("stock", "symbol", {"symbol": "string", "risk": "number", "per": "number",
+                                                               "sector": "string"}),
+                            TableSchema("orders", "id", {"id": "string", "order_id": "number"}),
+                            TableSchema("shipments", "id", {"id": "string", "order_id": "string"})])
+    with pytest.raises(ValueError, match="unknown table 'bonds'"):
+        svc.subscribe("a", AggregateSpec("bonds", "min", "per", "risk", 0, 1))
+    with pytest.raises(ValueError, match="unknown attribute 'pe'"):
+        svc.subscribe("a", AggregateSpec("stock", "min", "pe", "risk", 0, 1))
+    with pytest.raises(ValueError, match="not a number"):
+        svc.subscribe("a", AggregateSpec("stock", "min", "sector", "risk", 0, 1))
+    with pytest.raises(ValueError, match="different kinds"):
+        svc.subscribe("a", JoinSpec(("orders", "o"), ("shipments", "s"), ("order_id", "order_id")))
+    with pytest.raises(ValueError, match="above range high"):
+        AggregateSpec("stock", "min", "per", "risk", 60, 20)
+    with pytest.raises(ValueError, match="NaN"):
+        AggregateSpec("stock", "min", "per", "risk", float("nan"), 20)
+    with pytest.raises(ValueError, match="unknown aggregate function"):
+        AggregateSpec("stock", "median", "per", "risk", 0, 20)
