@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any, Hashable, Iterable
 
 import numpy as np
 
 from fastpubsub.engine import Matcher
 
+from .changelog import StateRecord, live_rows, row_record
 from .counting import CountReformulator
 from .distinct import DistinctReformulator
 from .join import JoinReformulator
@@ -87,6 +88,7 @@ class Output:
     notifications: list[Notification] = field(default_factory=list)
     kinds: list[int] = field(default_factory=list)  # Corollary 1 class per extremum group touched
     rejected: list[str] = field(default_factory=list)  # reasons a row stays out of an aggregate
+    state: list[StateRecord] = field(default_factory=list)  # changelog records of this update
 
 
 def group_name(g: tuple) -> str:
@@ -246,11 +248,26 @@ class AggregateService:
         return frozenset(g.pairs[slot]) if isinstance(spec, JoinSpec) else g.stage.value(slot)
 
     # -- updates --------------------------------------------------------------------------------
-    def apply(self, table: str, key: Hashable, row: Row | None, update_id: str) -> Output:
-        """One table update: S-CN records always, S-UN notifications if ``notify``."""
+    def restore(self, records: Iterable[StateRecord], committed: dict[int, int] | None = None) -> int:
+        """Load the tables from changelog records (before any subscription); returns the row count."""
+        if self._subs:
+            raise ValueError("restore the tables before registering subscriptions")
+        n = 0
+        for name, rows in live_rows(records, committed).items():
+            self._check_table(name)
+            for key, row in rows.items():
+                self.tables[name].apply(key, row)
+                n += 1
+        return n
+
+    def apply(self, table: str, key: Hashable, row: Row | None, update_id: str,
+              source: tuple[int, int] = (0, -1)) -> Output:
+        """One table update: S-CN records always, S-UN notifications if ``notify``, and the
+        changelog record of the row (``source`` = input partition and offset of the update)."""
         self._check_table(table)
         change = self.tables[table].apply(key, row)
         out = Output()
+        out.state.append(row_record(table, key, row, *source))
         passing = None
         if row is not None and table in self._filters:
             passing = set(self._filters[table][0].match(row).tolist())
