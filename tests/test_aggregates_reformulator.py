@@ -146,9 +146,12 @@ def test_many_distinct_range_values_grow_and_rebuild(initial, ups):
     for k, (x, y) in initial + ups:
         ref.apply(table.apply(k, {"x": x, "y": y}))
     rows = [r for _, r in table.items()]
-    for lo, hi in [(0, 200), (10, 50), (77, 77), (150, 300), (-5, 3)]:
+    ranges = [(0, 200), (10, 50), (77, 77), (150, 300), (-5, 3)]
+    many = ref.answers(np.array([r[0] for r in ranges], float), np.array([r[1] for r in ranges], float))
+    for (lo, hi), m in zip(ranges, many):
         ys = [r["y"] for r in rows if lo <= r["x"] <= hi]
         assert ref.answer(lo, hi) == (min(ys) if ys else None)
+        assert m == (min(ys) if ys else np.inf)
 
 
 def test_bad_update_classification_with_distinct_values():

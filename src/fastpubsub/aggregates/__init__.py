@@ -4,8 +4,9 @@ Mar-based reformulation, count/sum/avg, DISTINCT and select-join.  No Kafka here
 from .reformulator import BAD, GOOD, IGNORABLE, ExtremumReformulator, Reformulation
 from .spec import AggregateSpec, JoinSpec, spec_from_json
 from .table import Table, TableChange
+from .text import parse_subscription
 
 __all__ = [
     "AggregateSpec", "BAD", "ExtremumReformulator", "GOOD", "IGNORABLE", "JoinSpec", "Reformulation", "Table",
-    "TableChange", "spec_from_json",
+    "TableChange", "parse_subscription", "spec_from_json",
 ]

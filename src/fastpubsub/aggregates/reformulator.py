@@ -171,6 +171,15 @@ class ExtremumReformulator:
         m = segtree.range_min(self._tree, self._cap, lo, hi)
         return None if m == np.inf else self._sign * m
 
+    def answers(self, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+        """Answers for many ranges at once, as NEW_MIN values (+inf, or -inf for max: no row)."""
+        xs = self._xs[:self._n]
+        lo = np.searchsorted(xs, lows, "left").astype(np.int64)
+        hi = np.searchsorted(xs, highs, "right").astype(np.int64)
+        out = np.empty(len(lows))
+        segtree.range_min_many(self._tree, self._cap, lo, hi, out)
+        return self._sign * out
+
     def __len__(self) -> int:
         return len(self._points)
 

@@ -101,6 +101,13 @@ def range_min(tree, cap, lo, hi):
 
 
 @njit(cache=True)
+def range_min_many(tree, cap, lo, hi, out):
+    """``range_min`` for many column ranges at once (initial answers of many subscriptions)."""
+    for i in range(lo.shape[0]):
+        out[i] = range_min(tree, cap, lo[i], hi[i])
+
+
+@njit(cache=True)
 def _pos(xs, slot, missing):
     return missing if slot < 0 else xs[slot]
 

@@ -1,0 +1,233 @@
+"""Range-min subscriptions, server side (Chandramouli et al. §5, Table 1; the stand-in for their real trace).
+
+    python -m benchmarks.aggregates                       # both sweeps + real stand-in, ~3 minutes
+    python -m benchmarks.aggregates --updates 20000 --quick
+    python -m benchmarks.aggregates --plot docs/img/aggregates.png
+
+Per configuration: reformulation time per update (``ExtremumReformulator.apply``: table row
+change in, messages out, Python + numba, one thread), messages per update and the
+ignorable/good/bad split, S-UN matching time per update (``ExtremumGroup.apply``: 2-D index +
+answer coalescing), affected subscriptions per update, and records and bytes per update for S-UN
+(one notification per affected subscription) against S-CN (one record per message).  Byte sizes
+are the JSON encodings of ``Notification`` / ``ReformulatedRecord``, averaged over the first
+2,000 updates' records.
+
+Choices the paper leaves open (documented in docs/aggregates.md):
+* rows: X uniform in [0, 10000], initial Y uniform in [0, 10000];
+* a row to update is drawn uniformly; its step is N(0, 0.05·y + 10) (depends on the current
+  value), reflected into [0, 10000], so each row is a finite-state-like bounded chain;
+* a spike (0.5 % of events) sets Y to U(0, 0.1)·Y, and the next event puts the old value back;
+* range length N(1000, 1000) redrawn until positive; midpoint N(5000, 1500); the range is
+  [mid - len/2, mid + len/2];
+* real-data stand-in: 3,053 keys, RECO on a 1/80 grid in [1, 5] (321 columns; the grid is the
+  knob that sets the non-ignorable share, chosen to land near the paper's 11.7 %), EPS
+  log-normal and positive, price a log-normal random walk (2 % per half day), PER = price / EPS,
+  two updates per key per day for 60 days with 7.6 % of them dropped at random (≈ 338,400
+  events), 500,000 subscriptions with RECO midpoint U(1, 5) and length N(0.5, 0.5) > 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from fastpubsub.aggregates.reformulator import BAD, GOOD, IGNORABLE, ExtremumReformulator
+from fastpubsub.aggregates.service import Notification, ReformulatedRecord
+from fastpubsub.aggregates.stateless import ExtremumGroup
+from fastpubsub.aggregates.table import Table
+
+
+def synthetic_rows(n: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    return rng.uniform(0, 10000, n), rng.uniform(0, 10000, n)
+
+
+def synthetic_updates(ys: np.ndarray, n_updates: int, rng, spike: float = 0.005):
+    """(key index, new y) pairs: reflected random walks with spikes that bounce back."""
+    y = ys.copy()
+    keys = rng.integers(0, len(y), n_updates)
+    out_k = np.empty(n_updates, np.int64)
+    out_y = np.empty(n_updates)
+    pending = -1
+    old = 0.0
+    for i in range(n_updates):
+        if pending >= 0:  # the spike bounces back
+            k, v = pending, old
+            pending = -1
+        else:
+            k = int(keys[i])
+            if rng.random() < spike:
+                old, v, pending = y[k], y[k] * rng.uniform(0, 0.1), k
+            else:
+                v = y[k] + rng.normal(0, 0.05 * y[k] + 10)
+                v = abs(v)
+                if v > 10000:
+                    v = 20000 - v
+        y[k] = v
+        out_k[i], out_y[i] = k, v
+    return out_k, out_y
+
+
+def synthetic_subs(m: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    mid = rng.normal(5000, 1500, m)
+    length = rng.normal(1000, 1000, m)
+    bad = length <= 0
+    while bad.any():
+        length[bad] = rng.normal(1000, 1000, bad.sum())
+        bad = length <= 0
+    return mid - length / 2, mid + length / 2
+
+
+def real_standin(rng, keys: int = 3053, days: int = 60, grid: float = 0.0125, drop: float = 0.076):
+    reco = np.round(rng.uniform(1, 5, keys) / grid) * grid
+    eps = rng.lognormal(0.5, 0.8, keys)
+    price = rng.lognormal(3.5, 0.8, keys)
+    k_list, y_list = [], []
+    for _ in range(days * 2):
+        price = price * np.exp(rng.normal(0, 0.02, keys))
+        keep = rng.random(keys) >= drop
+        order = rng.permutation(np.flatnonzero(keep))
+        k_list.append(order)
+        y_list.append((price / eps)[order])
+    return reco, (rng.lognormal(3.5, 0.8, keys) / eps), np.concatenate(k_list), np.concatenate(y_list)
+
+
+def real_subs(m: int, rng):
+    mid = rng.uniform(1, 5, m)
+    length = rng.normal(0.5, 0.5, m)
+    bad = length <= 0
+    while bad.any():
+        length[bad] = rng.normal(0.5, 0.5, bad.sum())
+        bad = length <= 0
+    return mid - length / 2, mid + length / 2
+
+
+def run(xs, ys0, upd_k, upd_y, lows, highs, label: str) -> dict:
+    table = Table("t", "k")
+    ref = ExtremumReformulator("x", "y", capacity=2 * len(xs))
+    rows = [(int(i), {"x": float(x), "y": float(y)}) for i, (x, y) in enumerate(zip(xs, ys0))]
+    for k, r in rows:
+        table.apply(k, r)
+    ref.load(rows)
+    group = ExtremumGroup("min")
+    group.add_bulk(lows, highs, ref.answers(lows, highs))
+    changes = [table.apply(int(k), {"x": float(xs[k]), "y": float(v)}) for k, v in zip(upd_k, upd_y)]
+    # warm up the kernels on a throwaway copy
+    warm = ExtremumReformulator("x", "y")
+    warm.load(rows[:100])
+    for c in changes[:50]:
+        if c.key < 100:
+            warm.apply(c)
+    t0 = time.perf_counter()
+    results = [ref.apply(c) for c in changes]
+    t_ref = time.perf_counter() - t0
+    kinds = np.bincount([r.kind for r in results], minlength=3)
+    n_msgs = np.array([len(r.messages) for r in results])
+    group.apply(results[0].messages)
+    t0 = time.perf_counter()
+    affected = np.array([len(group.apply(r.messages)[0]) for r in results])
+    t_match = time.perf_counter() - t0
+    # byte sizes of one S-UN notification and one S-CN record, over the first 2,000 updates
+    un_b, cn_b = [], []
+    for i, r in enumerate(results[:2000]):
+        for j, m in enumerate(r.messages):
+            cn_b.append(len(ReformulatedRecord('["t","min","y","x",[]]', f"u{i}", j, tuple(m)).to_bytes()))
+        for s in range(int(affected[i])):
+            un_b.append(len(Notification(f"sub{s:07d}/u{i}/0", f"sub{s:07d}", float(r.messages[0, 0]), f"u{i}",
+                                         "t", i).to_bytes()))
+    un_avg = float(np.mean(un_b)) if un_b else 0.0
+    cn_avg = float(np.mean(cn_b)) if cn_b else 0.0
+    u = len(changes)
+    return {
+        "workload": label, "rows": len(xs), "subs": len(lows), "updates": u,
+        "reformulate_us": 1e6 * t_ref / u, "match_us": 1e6 * t_match / u,
+        "ignorable": kinds[IGNORABLE] / u, "good": kinds[GOOD] / u, "bad": kinds[BAD] / u,
+        "msgs_per_update": n_msgs.mean(), "msgs_per_nonignorable": n_msgs[n_msgs > 0].mean() if (n_msgs > 0).any() else 0,
+        "affected_per_update": affected.mean(), "affected_per_nonignorable": affected[n_msgs > 0].mean() if (n_msgs > 0).any() else 0,
+        "s_un_records": affected.mean(), "s_un_bytes": affected.mean() * un_avg,
+        "s_cn_records": n_msgs.mean(), "s_cn_bytes": n_msgs.mean() * cn_avg,
+        "s_cn_saving": 1 - n_msgs.sum() / max(affected.sum(), 1),
+    }
+
+
+def fmt(r: dict) -> str:
+    return (f"| {r['workload']} | {r['rows']:,} | {r['subs']:,} | {r['reformulate_us']:.1f} | {r['match_us']:.1f} | "
+            f"{100 * r['ignorable']:.1f}/{100 * r['good']:.1f}/{100 * r['bad']:.1f} | {r['msgs_per_update']:.2f} | "
+            f"{r['affected_per_update']:.0f} | {r['s_un_records']:.0f} / {r['s_un_bytes'] / 1000:.1f} kB | "
+            f"{r['s_cn_records']:.2f} / {r['s_cn_bytes']:.0f} B | {100 * r['s_cn_saving']:.2f} % |")
+
+
+HEADER = ("| workload | rows | subs | reformulate µs/upd | S-UN match µs/upd | ign/good/bad % | msgs/upd | "
+          "affected/upd | S-UN records / bytes per upd | S-CN records / bytes per upd | S-CN saves |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--updates", type=int, default=50000)
+    ap.add_argument("--quick", action="store_true", help="small sweeps")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--plot", default=None, help="write a PNG of the sweeps here")
+    ap.add_argument("--json", default=None, help="write the rows as JSON here")
+    a = ap.parse_args(argv)
+    rows_sweep = [10000, 20000, 50000, 100000] if not a.quick else [10000, 100000]
+    subs_sweep = [100000, 200000, 500000, 1000000] if not a.quick else [100000, 500000]
+    out = []
+    print(HEADER, flush=True)
+    for n in rows_sweep:  # paper: 500K subscriptions while the table grows
+        rng = np.random.default_rng(a.seed)
+        xs, ys = synthetic_rows(n, rng)
+        k, y = synthetic_updates(ys, a.updates, rng)
+        lo, hi = synthetic_subs(500000 if not a.quick else 100000, rng)
+        out.append(run(xs, ys, k, y, lo, hi, "synthetic, rows sweep"))
+        print(fmt(out[-1]), flush=True)
+    for m in subs_sweep:  # paper: 10K rows while subscriptions grow
+        rng = np.random.default_rng(a.seed)
+        xs, ys = synthetic_rows(10000, rng)
+        k, y = synthetic_updates(ys, a.updates, rng)
+        lo, hi = synthetic_subs(m, rng)
+        out.append(run(xs, ys, k, y, lo, hi, "synthetic, subs sweep"))
+        print(fmt(out[-1]), flush=True)
+    rng = np.random.default_rng(a.seed)
+    reco, per0, k, y = real_standin(rng)
+    if a.quick:
+        k, y = k[:a.updates], y[:a.updates]
+    lo, hi = real_subs(500000 if not a.quick else 100000, rng)
+    out.append(run(reco, per0, k, y, lo, hi, "real-data stand-in"))
+    print(fmt(out[-1]), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump([{k2: (float(v) if isinstance(v, (np.floating, float)) else v) for k2, v in r.items()} for r in out], f, indent=1)
+    if a.plot:
+        plot(out, a.plot)
+
+
+def plot(out: list[dict], path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
+    rs = [r for r in out if r["workload"] == "synthetic, rows sweep"]
+    ss = [r for r in out if r["workload"] == "synthetic, subs sweep"]
+    ax[0].plot([r["rows"] / 1000 for r in rs], [r["reformulate_us"] for r in rs], "o-", label="reformulate (S-CN)")
+    ax[0].plot([r["rows"] / 1000 for r in rs], [r["reformulate_us"] + r["match_us"] for r in rs], "s-",
+               label="reformulate + S-UN match")
+    ax[0].set(xlabel="rows (thousands), 500K subscriptions", ylabel="µs per update", ylim=(0, None))
+    ax[0].legend(fontsize=8)
+    ax[1].plot([r["subs"] / 1000 for r in ss], [r["reformulate_us"] for r in ss], "o-", label="reformulate (S-CN)")
+    ax[1].plot([r["subs"] / 1000 for r in ss], [r["reformulate_us"] + r["match_us"] for r in ss], "s-",
+               label="reformulate + S-UN match")
+    ax[1].set(xlabel="subscriptions (thousands), 10K rows", ylabel="µs per update", ylim=(0, None))
+    ax[1].legend(fontsize=8)
+    ax[2].plot([r["subs"] / 1000 for r in ss], [r["s_un_records"] for r in ss], "s-", label="S-UN records/update")
+    ax[2].plot([r["subs"] / 1000 for r in ss], [r["s_cn_records"] for r in ss], "o-", label="S-CN records/update")
+    ax[2].set(xlabel="subscriptions (thousands), 10K rows", ylabel="records per update", yscale="log")
+    ax[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
