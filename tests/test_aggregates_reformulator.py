@@ -86,15 +86,15 @@ row = st.one_of(st.none(), st.tuples(st.sampled_from(XS), st.integers(0, 4)))
 updates = st.lists(st.tuples(st.integers(0, 6), row), min_size=1, max_size=40)
 
 
-def run_against_oracle(fn, initial, ups):
-    table, ref, oracle = Table("t", "k"), ExtremumReformulator("x", "y", fn), AggregateOracle()
+def run_against_oracle(fn, initial, ups, subs=SUBS, capacity=1024):
+    table, ref, oracle = Table("t", "k"), ExtremumReformulator("x", "y", fn, capacity), AggregateOracle()
     for k, p in initial:
         if p is not None:
             r = {"x": p[0], "y": p[1]}
             ref.apply(table.apply(k, r))
             oracle.apply("t", k, r)
     clients = {}
-    for i, (lo, hi) in enumerate(SUBS):
+    for i, (lo, hi) in enumerate(subs):
         spec = AggregateSpec("t", fn, "y", "x", lo, hi)
         init = oracle.subscribe(i, spec)
         assert ref.answer(lo, hi) == init
@@ -136,6 +136,18 @@ def test_max_matches_oracle(initial, ups):
     run_against_oracle("max", initial, ups)
 
 
+WIDE_SUBS = [(lo, hi) for lo, hi in itertools.combinations_with_replacement([-1, 0, 3.5, 7, 12.5, 20, 33, 40], 2)]
+wide_row = st.one_of(st.none(), st.tuples(st.integers(0, 40).map(lambda v: v * 0.5), st.integers(0, 6)))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), wide_row), max_size=12),
+       st.lists(st.tuples(st.integers(0, 12), wide_row), min_size=1, max_size=60))
+def test_moves_over_many_range_values_match_oracle(initial, ups):
+    # most updates move a row to a new range value: columns open and close, slots shift and re-spread
+    run_against_oracle("min", initial, ups, WIDE_SUBS, capacity=16)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.tuples(st.integers(0, 200), st.integers(0, 50))), min_size=20,
                 max_size=60),
@@ -160,3 +172,26 @@ def test_bad_update_classification_with_distinct_values():
     table, ref = fig1()
     assert update(table, ref, "t1", 100, 1).kind == GOOD
     assert update(table, ref, "t1", 100, 2.5).kind == GOOD  # rises, but nothing between 1 and 2.5 exposed
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending", "random", "clustered"])
+def test_gapped_column_layout_keeps_its_invariants(order):
+    rng = np.random.default_rng(5)
+    xs = {"ascending": np.arange(300.0), "descending": np.arange(300.0)[::-1],
+          "random": rng.permutation(300).astype(float),
+          "clustered": np.concatenate([np.linspace(10, 11, 150), np.linspace(10.001, 10.999, 150)])}[order]
+    table, ref = Table("t", "k"), ExtremumReformulator("x", "y", capacity=16)
+    for i, x in enumerate(xs):
+        ref.apply(table.apply(i, {"x": float(x), "y": float(rng.integers(0, 1000))}))
+        if i % 3 == 2:  # and delete some, freeing slots in the middle
+            ref.apply(table.apply(int(rng.integers(0, i)), None))
+        assert np.all(ref._xs[1:] >= ref._xs[:-1])
+        for x_, slot in ref._slot.items():
+            assert ref._xs[slot] == x_ and not ref._free[slot]
+            assert ref._tree[ref._cap + slot] == ref._cols[x_][0]
+        assert ref._free.sum() == ref._cap - len(ref._cols)
+    rows = [r for _, r in table.items()]
+    for lo, hi in rng.uniform(-5, 305, (50, 2)):
+        lo, hi = min(lo, hi), max(lo, hi)
+        ys = [r["y"] for r in rows if lo <= r["x"] <= hi]
+        assert ref.answer(lo, hi) == (min(ys) if ys else None)

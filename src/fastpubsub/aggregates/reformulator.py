@@ -60,39 +60,74 @@ class ExtremumReformulator:
         self._points: dict[Hashable, tuple[float, float]] = {}  # key -> (x, signed y)
         self._cols: dict[float, list[float]] = {}  # x -> sorted signed ys
         self._slot: dict[float, int] = {}
-        self._n = 0  # used slots (live or dead)
-        self._dead = 0
         self._alloc(max(16, capacity))
         self.counts = np.zeros(3, dtype=np.int64)
         self._step_kind = IGNORABLE
 
     # -- storage ------------------------------------------------------------------------------
+    # Columns live in slots of a gapped sorted array (a packed memory array): ``xs`` is
+    # non-decreasing over all slots, free slots hold +inf leaves, and a new range value moves
+    # the few columns between its place and the nearest free slot.  When no free slot is near,
+    # the columns are re-spread evenly at half density (O(N), amortised over Θ(N) inserts).
+    WINDOW = 64
+
     def _alloc(self, cap: int) -> None:
         cap = 1 << max(4, (cap - 1).bit_length())
         self._cap = cap
         self._tree = np.full(2 * cap, np.inf)
         self._xs = np.full(cap, np.inf)
+        self._free = np.ones(cap, dtype=np.bool_)
         self._out = np.empty((2 * cap + 2, 5))
         self._scratch = np.empty((4, cap))
 
-    def _rebuild(self, extra: float | None = None) -> None:
-        """Re-lay the columns in sorted order (a new distinct range value, or compaction): O(N)."""
-        xs = sorted(x for x, ys in self._cols.items() if ys)
-        if extra is not None:
-            bisect.insort(xs, extra)
-            self._cols.setdefault(extra, [])
-        for x in [x for x, ys in self._cols.items() if not ys and x != extra]:
-            del self._cols[x]
+    def _respread(self, extra: int = 0) -> None:
+        """Lay the live columns out evenly over at least twice their number of slots: O(N)."""
+        xs = sorted(self._cols)
         n = len(xs)
-        if n * 2 > self._cap or self._cap > 4 * max(n, 16):
-            self._alloc(2 * n + 16)
-        self._xs[:] = np.inf
-        self._xs[:n] = xs
+        if 2 * (n + extra) > self._cap or self._cap > 8 * max(n + extra, 16):
+            self._alloc(2 * (n + extra) + 16)
+        cap = self._cap
+        pos = (np.arange(n, dtype=np.int64) * cap) // max(n, 1)
+        self._free[:] = True
+        self._free[pos] = False
         self._tree[:] = np.inf
-        self._tree[self._cap:self._cap + n] = [self._cols[x][0] if self._cols[x] else np.inf for x in xs]
-        segtree.build(self._tree, self._cap)
-        self._slot = {x: i for i, x in enumerate(xs)}
-        self._n, self._dead = n, 0
+        self._tree[cap + pos] = [self._cols[x][0] for x in xs]
+        segtree.build(self._tree, cap)
+        # free slots repeat the previous live value (-inf before the first): xs stays sorted
+        fill = np.full(cap, -np.inf)
+        fill[pos] = xs
+        self._xs[:] = np.maximum.accumulate(fill)
+        self._slot = {x: int(p) for x, p in zip(xs, pos.tolist())}
+
+    def _place(self, x: float) -> int:
+        """A slot for the new column ``x``, keeping ``xs`` sorted."""
+        for _ in range(2):
+            xs, free = self._xs, self._free
+            p = int(np.searchsorted(xs, x, "left"))  # xs[p-1] < x <= xs[p]
+            if p < self._cap and free[p]:
+                hole = gap = p
+            elif p > 0 and free[p - 1]:
+                hole = gap = p - 1
+            else:
+                right = np.flatnonzero(free[p:p + self.WINDOW])
+                left = np.flatnonzero(free[max(0, p - 1 - self.WINDOW):max(0, p - 1)])
+                gr = p + int(right[0]) if len(right) else None
+                gl = max(0, p - 1 - self.WINDOW) + int(left[-1]) if len(left) else None
+                if gr is None and gl is None:
+                    self._respread(extra=1)
+                    continue
+                if gl is None or (gr is not None and gr - p <= p - 1 - gl):
+                    hole, gap = p, gr
+                else:
+                    hole, gap = p - 1, gl
+            segtree.open_slot(self._tree, self._cap, self._xs, self._free, hole, gap, x)
+            lo, hi = min(hole, gap), max(hole, gap)
+            for j in range(lo, hi + 1):  # moved live columns get their new slots
+                if j != hole and not self._free[j]:
+                    self._slot[float(self._xs[j])] = j
+            self._slot[x] = hole
+            return hole
+        raise AssertionError("no free slot after a re-spread")
 
     def load(self, rows: list[tuple[Hashable, Row]]) -> None:
         """Bulk-load an initial table (no messages)."""
@@ -103,28 +138,30 @@ class ExtremumReformulator:
             x, y = p[0], self._sign * p[1]
             self._points[key] = (x, y)
             bisect.insort(self._cols.setdefault(x, []), y)
-        self._rebuild()
+        self._respread()
 
     # -- updates ------------------------------------------------------------------------------
     def _column_change(self, x: float, remove: float | None, add: float | None) -> int:
         """Apply one column's change and write its messages into ``self._out`` from row 0."""
         ys = self._cols.get(x)
-        if ys is None or x not in self._slot:
-            self._rebuild(extra=x)
-            ys = self._cols[x]
+        if ys is None:
+            slot = self._place(x)
+            ys = self._cols[x] = []
+        else:
+            slot = self._slot[x]
         c_old = ys[0] if ys else np.inf
         if remove is not None:
             del ys[bisect.bisect_left(ys, remove)]
         if add is not None:
             bisect.insort(ys, add)
         c_new = ys[0] if ys else np.inf
+        if not ys:  # the column is gone: its slot becomes free (xs keeps its value, still sorted)
+            del self._cols[x], self._slot[x]
+            self._free[slot] = True
         if c_new == c_old:
             return 0
-        slot = self._slot[x]
         self._step_kind = max(self._step_kind, GOOD)
         segtree.set_leaf(self._tree, self._cap, slot, c_new)
-        if not ys:
-            self._dead += 1
         k = segtree.reformulate(self._tree, self._cap, self._xs, slot, c_old, c_new, self._out, self._scratch)
         if k > 1:
             self._step_kind = BAD
@@ -154,8 +191,6 @@ class ExtremumReformulator:
                 k = self._column_change(new[0], None, new[1])
                 parts.append(self._out[:k].copy())
             msgs = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        if self._dead > 64 and self._dead * 2 > self._n:
-            self._rebuild()
         if self._sign < 0 and len(msgs):
             msgs[:, NEW_MIN] = -msgs[:, NEW_MIN]
         kind = self._step_kind
@@ -165,7 +200,7 @@ class ExtremumReformulator:
     # -- queries ------------------------------------------------------------------------------
     def answer(self, low: float, high: float) -> float | None:
         """The current answer over ``[low, high]`` (the value owed at subscription time): O(log N)."""
-        xs = self._xs[:self._n]
+        xs = self._xs
         lo = int(np.searchsorted(xs, low, "left"))
         hi = int(np.searchsorted(xs, high, "right"))
         m = segtree.range_min(self._tree, self._cap, lo, hi)
@@ -173,7 +208,7 @@ class ExtremumReformulator:
 
     def answers(self, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
         """Answers for many ranges at once, as NEW_MIN values (+inf, or -inf for max: no row)."""
-        xs = self._xs[:self._n]
+        xs = self._xs
         lo = np.searchsorted(xs, lows, "left").astype(np.int64)
         hi = np.searchsorted(xs, highs, "right").astype(np.int64)
         out = np.empty(len(lows))

@@ -203,3 +203,40 @@ def reformulate(tree, cap, xs, slot, c_old, c_new, out, scratch):
             a += 1
             b += 1
     return k
+
+
+@njit(cache=True)
+def _repair(tree, cap, lo, hi):
+    """Recompute the ancestors of leaves ``lo..hi`` (inclusive), level by level: O(hi - lo + log N)."""
+    lo += cap
+    hi += cap
+    while lo > 1:
+        lo >>= 1
+        hi >>= 1
+        for node in range(lo, hi + 1):
+            a = tree[2 * node]
+            b = tree[2 * node + 1]
+            tree[node] = a if a < b else b
+
+
+@njit(cache=True)
+def open_slot(tree, cap, xs, free, hole, gap, x):
+    """Make room for a new column ``x`` at ``hole`` by moving the columns between ``hole`` and the
+    free slot ``gap`` one step towards ``gap`` (a packed-memory-array insert), keeping ``xs``
+    sorted.  The new column starts empty (+inf)."""
+    if gap > hole:
+        for j in range(gap - 1, hole - 1, -1):
+            xs[j + 1] = xs[j]
+            free[j + 1] = free[j]
+            tree[j + 1 + cap] = tree[j + cap]
+        lo, hi = hole, gap
+    else:
+        for j in range(gap + 1, hole + 1):
+            xs[j - 1] = xs[j]
+            free[j - 1] = free[j]
+            tree[j - 1 + cap] = tree[j + cap]
+        lo, hi = gap, hole
+    xs[hole] = x
+    free[hole] = False
+    tree[hole + cap] = INF
+    _repair(tree, cap, lo, hi)
