@@ -175,6 +175,81 @@ def run(xs, ys0, upd_k, upd_y, lows, highs, label: str, upd_x=None, repeat: int 
     }
 
 
+def index_comparison(m: int = 1000000, n_rows: int = 10000, n_updates: int = 5000, seed: int = 7,
+                     blocks=(32, 128, 512), repeat: int = 3) -> list[dict]:
+    """The 2-D index against a vectorised full scan, on the rectangles of real reformulated
+    messages; rounds alternate between the variants, best of ``repeat``."""
+    rng = np.random.default_rng(seed)
+    xs, ys = synthetic_rows(n_rows, rng)
+    k, y = synthetic_updates(ys, n_updates, rng)
+    lo, hi = synthetic_subs(m, rng)
+    table, ref = Table("t", "k"), ExtremumReformulator("x", "y")
+    rows = [(int(i), {"x": float(a), "y": float(b)}) for i, (a, b) in enumerate(zip(xs, ys))]
+    for key, r in rows:
+        table.apply(key, r)
+    ref.load(rows)
+    msgs = np.concatenate([ref.apply(table.apply(int(key), {"x": float(xs[key]), "y": float(v)})).messages
+                           for key, v in zip(k, y)])
+    from fastpubsub.aggregates.points import PointIndex
+    idx = {}
+    for b in blocks:
+        idx[b] = PointIndex(block=b)
+        idx[b].add_bulk(np.arange(m), lo, hi)
+    scan_msgs = msgs[:200]  # the scan is slow: a sample of the messages
+
+    def scan():
+        n = 0
+        for mm in scan_msgs:
+            n += int(np.count_nonzero((lo > mm[3]) & (lo <= mm[1]) & (hi >= mm[2]) & (hi < mm[4])))
+        return n
+
+    best = {b: np.inf for b in blocks} | {"scan": np.inf}
+    answers = {}
+    for _ in range(repeat):
+        for b in blocks:
+            idx[b].query_many(msgs[:10])
+            t0 = time.perf_counter()
+            ids, _ = idx[b].query_many(msgs)
+            best[b] = min(best[b], (time.perf_counter() - t0) / len(msgs))
+            answers[b] = len(ids) / len(msgs)
+        t0 = time.perf_counter()
+        answers["scan"] = scan() / len(scan_msgs)
+        best["scan"] = min(best["scan"], (time.perf_counter() - t0) / len(scan_msgs))
+    return [{"variant": f"PointIndex block={b}" if b != "scan" else "numpy full scan (200 msgs)",
+             "us_per_message": 1e6 * best[b], "answers_per_message": answers[b]} for b in list(blocks) + ["scan"]]
+
+
+def service_modes(m: int, n_rows: int = 10000, n_updates: int = 20000, seed: int = 7) -> list[dict]:
+    """``AggregateService.apply`` per update, S-CN (records only) against S-UN (records and
+    notifications), each output encoded to bytes as a producer would; same updates, fresh services."""
+    from fastpubsub.aggregates.service import AggregateService, TableSchema
+    from fastpubsub.aggregates.spec import AggregateSpec
+    rng = np.random.default_rng(seed)
+    xs, ys = synthetic_rows(n_rows, rng)
+    k, y = synthetic_updates(ys, n_updates, rng)
+    lo, hi = synthetic_subs(m, rng)
+    specs = [(i, AggregateSpec("stock", "min", "per", "risk", a, b)) for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist()))]
+    out = []
+    for notify in (False, True):
+        svc = AggregateService([TableSchema("stock", "symbol")], notify=notify)
+        for i, (a, b) in enumerate(zip(xs, ys)):
+            svc.apply("stock", i, {"risk": float(a), "per": float(b)}, f"i{i}")
+        svc.subscribe_many(specs)
+        upd = [(int(key), {"risk": float(xs[key]), "per": float(v)}) for key, v in zip(k, y)]
+        recs = nbytes = 0
+        t0 = time.perf_counter()
+        for i, (key, row) in enumerate(upd):
+            o = svc.apply("stock", key, row, f"u{i}")
+            for r in o.notifications if notify else o.records:
+                nbytes += len(r.to_bytes())
+                recs += 1
+        dt = time.perf_counter() - t0
+        out.append({"mode": "S-UN" if notify else "S-CN", "subs": m, "rows": n_rows, "updates_per_s": len(upd) / dt,
+                    "us_per_update": 1e6 * dt / len(upd), "records_per_update": recs / len(upd),
+                    "bytes_per_update": nbytes / len(upd)})
+    return out
+
+
 def fmt(r: dict) -> str:
     return (f"| {r['workload']} | {r['rows']:,} | {r['subs']:,} | {r['reformulate_us']:.1f} | {r['match_us']:.1f} | "
             f"{100 * r['ignorable']:.1f}/{100 * r['good']:.1f}/{100 * r['bad']:.1f} | {r['msgs_per_update']:.2f} | "
@@ -194,7 +269,22 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--plot", default=None, help="write a PNG of the sweeps here")
     ap.add_argument("--json", default=None, help="write the rows as JSON here")
+    ap.add_argument("--only", choices=["sweeps", "index", "service"], default=None)
     a = ap.parse_args(argv)
+    if a.only in (None, "index"):
+        print("| 2-D index variant (1M subscriptions) | µs per message | subscriptions per message |\n|---|---|---|")
+        for r in index_comparison(m=1000000 if not a.quick else 100000):
+            print(f"| {r['variant']} | {r['us_per_message']:.1f} | {r['answers_per_message']:.0f} |", flush=True)
+    if a.only in (None, "service"):
+        print("| mode | rows | subs | µs per update | updates/s | records per update | bytes per update |\n"
+              "|---|---|---|---|---|---|---|")
+        for m in ([200000, 1000000] if not a.quick else [100000]):
+            for r in service_modes(m, n_updates=20000 if not a.quick else 5000):
+                print(f"| {r['mode']} | {r['rows']:,} | {r['subs']:,} | {r['us_per_update']:.1f} | "
+                      f"{r['updates_per_s']:,.0f} | {r['records_per_update']:.2f} | {r['bytes_per_update']:,.0f} |",
+                      flush=True)
+    if a.only not in (None, "sweeps"):
+        return
     rows_sweep = [10000, 20000, 50000, 100000] if not a.quick else [10000, 100000]
     subs_sweep = [100000, 200000, 500000, 1000000] if not a.quick else [100000, 500000]
     out = []

@@ -133,3 +133,21 @@ def test_bad_subscriptions_are_refused_with_the_reason():
         AggregateSpec("stock", "min", "per", "risk", float("nan"), 20)
     with pytest.raises(ValueError, match="unknown aggregate function"):
         AggregateSpec("stock", "median", "per", "risk", 0, 20)
+
+
+def test_subscribe_many_behaves_like_one_by_one():
+    ups = [(k % 9, {"x": (k * 5) % 7, "y": (k * 11) % 13, "sector": "tech"}) for k in range(80)] + [(4, None)]
+    items = list(specs().items())
+    one, many = AggregateService([TableSchema("stock", "k")]), AggregateService([TableSchema("stock", "k")])
+    for i, (k, r) in enumerate(ups[:30]):
+        one.apply("stock", k, r, f"a{i}")
+        many.apply("stock", k, r, f"a{i}")
+    a = [one.subscribe(sid, spec, "s") for sid, spec in items]
+    b = many.subscribe_many(items, "s")
+    assert [(n.notification_id, n.value) for n in a] == [(n.notification_id, n.value) for n in b]
+    for i, (k, r) in enumerate(ups[30:]):
+        x = sorted((n.notification_id, repr(n.value)) for n in one.apply("stock", k, r, f"u{i}").notifications)
+        y = sorted((n.notification_id, repr(n.value)) for n in many.apply("stock", k, r, f"u{i}").notifications)
+        assert x == y
+    with pytest.raises(ValueError, match="already exists"):
+        many.subscribe_many([items[0]])
