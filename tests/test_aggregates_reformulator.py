@@ -166,12 +166,13 @@ def test_many_distinct_range_values_grow_and_rebuild(initial, ups):
         assert m == (min(ys) if ys else np.inf)
 
 
-def test_bad_update_classification_with_distinct_values():
-    # Corollary 1 on the worked example: a decrease is good, an increase exposing t3/t6 is bad,
-    # an increase of t2 that exposes nothing below its new value ... is bad only if the hull is non-empty
+def test_classification_on_the_worked_example():
+    # Corollary 1: a decrease is good; a rise is good only if it exposes no other value
     table, ref = fig1()
     assert update(table, ref, "t1", 100, 1).kind == GOOD
     assert update(table, ref, "t1", 100, 2.5).kind == GOOD  # rises, but nothing between 1 and 2.5 exposed
+    # t7 rising is ignorable (t6 below); t6 rising above t7 makes t7 the answer: not in δ's content, bad
+    assert update(table, ref, "t6", 70, 7.5).kind == BAD
 
 
 @pytest.mark.parametrize("order", ["ascending", "descending", "random", "clustered"])
@@ -195,3 +196,40 @@ def test_gapped_column_layout_keeps_its_invariants(order):
         lo, hi = min(lo, hi), max(lo, hi)
         ys = [r["y"] for r in rows if lo <= r["x"] <= hi]
         assert ref.answer(lo, hi) == (min(ys) if ys else None)
+
+
+def naive_mar(points, x0, y0):
+    """Definition 1 by scanning: the open range around x0 free of points at or below y0 (None = ∅)."""
+    if any(x == x0 and y <= y0 for x, y in points):
+        return None
+    left = max((x for x, y in points if x < x0 and y <= y0), default=-np.inf)
+    right = min((x for x, y in points if x > x0 and y <= y0), default=np.inf)
+    return left, right
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 12), min_size=2, max_size=12),
+       st.randoms(use_true_random=False), st.data())
+def test_classification_is_corollary_1_when_values_are_distinct(xs, rnd, data):
+    ys = list(range(0, 2 * len(xs) + 2, 2))
+    rnd.shuffle(ys)
+    table, ref = Table("t", "k"), ExtremumReformulator("x", "y")
+    for i, x in enumerate(xs):
+        ref.apply(table.apply(i, {"x": x, "y": ys[i]}))
+    t = data.draw(st.integers(0, len(xs) - 1))
+    y_new = data.draw(st.integers(0, 2 * len(xs) + 2).map(lambda v: v + 0.5))  # distinct from every y
+    others = [(xs[i], ys[i]) for i in range(len(xs)) if i != t]
+    mar_o, mar_n = naive_mar(others, xs[t], ys[t]), naive_mar(others, xs[t], y_new)
+    if mar_o is None and mar_n is None:
+        expected = IGNORABLE
+    elif mar_o is None or (mar_n is not None and mar_n[0] <= mar_o[0] and mar_o[1] <= mar_n[1]):
+        expected = GOOD
+    else:
+        expected = BAD
+    res = ref.apply(table.apply(t, {"x": xs[t], "y": y_new}))
+    assert res.kind == expected
+    # Theorem 1: the union of the rectangles' outer corners is Mar(δ) = Mar(x, y_o) ∪ Mar(x, y_n)
+    if expected != IGNORABLE:
+        mars = [m for m in (mar_o, mar_n) if m is not None]
+        assert res.messages[:, 3].min() == min(m[0] for m in mars)
+        assert res.messages[:, 4].max() == max(m[1] for m in mars)

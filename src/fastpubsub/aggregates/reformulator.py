@@ -160,11 +160,12 @@ class ExtremumReformulator:
             self._free[slot] = True
         if c_new == c_old:
             return 0
-        self._step_kind = max(self._step_kind, GOOD)
         segtree.set_leaf(self._tree, self._cap, slot, c_new)
         k = segtree.reformulate(self._tree, self._cap, self._xs, slot, c_old, c_new, self._out, self._scratch)
-        if k > 1:
-            self._step_kind = BAD
+        # Corollary 1: good iff the update's own content tells every affected subscription its new
+        # answer: one message whose NEW_MIN is the row's new value (+inf for a delete)
+        own = add if add is not None else np.inf
+        self._step_kind = max(self._step_kind, GOOD if k == 1 and self._out[0, 0] == own else BAD)
         return k
 
     def apply(self, change: TableChange) -> Reformulation:

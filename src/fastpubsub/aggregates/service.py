@@ -67,9 +67,26 @@ class Notification:
         return json.dumps(d, separators=(",", ":"), default=str).encode()
 
 
+def _wire(v: Any) -> Any:
+    """JSON has no infinities: ±inf (open Mar ends, an empty answer) travel as {"inf": ±1}
+    (not as strings, which a distinct value could be)."""
+    if isinstance(v, float) and math.isinf(v):
+        return {"inf": 1 if v > 0 else -1}
+    return v
+
+
+def _unwire(v: Any) -> Any:
+    return math.inf * v["inf"] if isinstance(v, dict) and "inf" in v else v
+
+
 @dataclass(frozen=True)
 class ReformulatedRecord:
-    """S-CN: one reformulated message of one subscription group (``pubsub.reformulated``)."""
+    """S-CN: one reformulated message of one subscription group (``pubsub.reformulated``).
+
+    ``payload`` is ⟨NEW_MIN, INNER_L, INNER_R, OUTER_L, OUTER_R⟩ for min/max,
+    ⟨x_old, y_old, x_new, y_new⟩ for count/sum/avg (NaN: absent), ⟨sign, y, x, L, R⟩ for
+    distinct and ⟨sign, left key, right key⟩ for joins.
+    """
 
     group: str
     update_id: str
@@ -77,9 +94,16 @@ class ReformulatedRecord:
     payload: tuple
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"group": self.group, "id": f"{self.update_id}/{self.index}",
-                           "m": [_plain(v) if isinstance(v, float) else v for v in self.payload]},
+        m = [None if isinstance(v, float) and math.isnan(v) else _wire(v) for v in self.payload]
+        return json.dumps({"group": self.group, "id": f"{self.update_id}/{self.index}", "m": m},
                           separators=(",", ":"), default=str).encode()
+
+    @staticmethod
+    def from_bytes(b: bytes) -> "ReformulatedRecord":
+        d = json.loads(b)
+        update_id, _, index = d["id"].rpartition("/")
+        payload = tuple(math.nan if v is None else _unwire(v) for v in d["m"])
+        return ReformulatedRecord(d["group"], update_id, int(index), payload)
 
 
 @dataclass
