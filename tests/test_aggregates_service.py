@@ -153,3 +153,20 @@ def test_subscribe_many_behaves_like_one_by_one():
         assert x == y
     with pytest.raises(ValueError, match="already exists"):
         many.subscribe_many([items[0]])
+
+
+def test_nan_row_is_refused_and_leaves_no_trace_and_unsubscribe_stops_notifications():
+    svc = AggregateService([TableSchema("stock", "k")])
+    svc.subscribe("m", AggregateSpec("stock", "min", "y", "x", 0, 10))
+    svc.subscribe("c", AggregateSpec("stock", "count", None, "x", 0, 10))
+    svc.apply("stock", "a", {"x": 1, "y": 5}, "u0")
+    with pytest.raises(ValueError, match="NaN in attribute 'y'"):
+        svc.apply("stock", "a", {"x": 1, "y": float("nan")}, "u1")
+    assert svc.tables["stock"].get("a") == {"x": 1, "y": 5} and svc.answer("m") == 5 and svc.answer("c") == 1
+    with pytest.raises(ValueError, match="unknown table 'bonds'"):
+        svc.apply("bonds", "a", {"x": 1}, "u2")
+    svc.unsubscribe("m")
+    out = svc.apply("stock", "b", {"x": 2, "y": 1}, "u3")
+    assert [n.subscription for n in out.notifications] == ["c"]
+    svc.subscribe("m", AggregateSpec("stock", "min", "y", "x", 0, 10))  # the id can be reused
+    assert svc.answer("m") == 1

@@ -323,6 +323,12 @@ class AggregateService:
         """One table update: S-CN records always, S-UN notifications if ``notify``, and the
         changelog record of the row (``source`` = input partition and offset of the update)."""
         self._check_table(table)
+        if row is not None:  # refuse before any state changes, so that a bad row leaves no trace
+            if not isinstance(row, dict):
+                raise ValueError(f"table {table}: row for key {key!r} is not an attribute map: {row!r}")
+            for attr, v in row.items():
+                if isinstance(v, float) and math.isnan(v):
+                    raise ValueError(f"table {table}: row {key!r} has NaN in attribute {attr!r}")
         change = self.tables[table].apply(key, row)
         out = Output()
         out.state.append(row_record(table, key, row, *source))
