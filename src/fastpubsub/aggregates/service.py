@@ -23,7 +23,7 @@ from .distinct import DistinctReformulator
 from .join import JoinReformulator
 from .reformulator import ExtremumReformulator
 from .spec import AggregateSpec, JoinSpec
-from .stateless import CountGroup, DistinctGroup, ExtremumGroup
+from .stateless import CountGroup, DistinctGroup, ExtremumGroup, net_changes
 from .table import Row, Table, TableChange
 
 
@@ -390,21 +390,14 @@ class AggregateService:
                            enumerate(msgs))
         if not self.notify or not msgs:
             return
-        matched = g.matcher.match_batch([tup for *_, tup in msgs]) if len(g.matcher) else [np.empty(0, int)] * len(msgs)
-        net: dict[tuple[int, tuple], int] = {}
-        last: dict[int, int] = {}
-        for i, ((sign, lk, rk, _), ids) in enumerate(zip(msgs, matched)):
-            for s in list(ids.tolist()) + list(g.match_all):
-                net[(s, (lk, rk))] = net.get((s, (lk, rk)), 0) + sign
-                last[s] = i
-        delta: dict[int, tuple[set, set]] = {}
-        for (s, pair), d in net.items():
-            if d > 0:
-                g.pairs[s].add(pair)
-                delta.setdefault(s, (set(), set()))[0].add(pair)
-            elif d < 0:
-                g.pairs[s].discard(pair)
-                delta.setdefault(s, (set(), set()))[1].add(pair)
+        matched = g.matcher.match_batch([tup for *_, tup in msgs]) if len(g.matcher) else [np.empty(0, np.int64)] * len(msgs)
+        every = np.fromiter(g.match_all, np.int64, len(g.match_all))
+        per_msg = [np.concatenate([np.asarray(m, np.int64), every]) for m in matched]
+        ids = np.concatenate(per_msg)
+        offsets = np.concatenate([[0], np.cumsum([len(m) for m in per_msg])])
+        changes = net_changes(ids, offsets, [m[0] for m in msgs], [(m[1], m[2]) for m in msgs], g.pairs)
+        delta = {s: (a, r) for s, a, r, _ in changes}
+        last = {s: i for s, _, _, i in changes}
         for s, (a, r) in delta.items():
             sid = g.slot_sid[s]
             out.notifications.append(Notification(f"{sid}/{update_id}/{last[s]}", sid, frozenset(g.pairs[s]),

@@ -46,7 +46,6 @@ class _Slots:
     def __init__(self) -> None:
         self.free: list[int] = []
         self.next = 0
-        self.size = 0
 
     def take(self) -> int:
         return self.free.pop() if self.free else self._new()
@@ -198,19 +197,41 @@ class DistinctGroup:
             return []
         rect = np.array([[0, x, x, lo, hi] for _, _, x, lo, hi in msgs], dtype=np.float64)
         ids, off = self.index.query_many(rect)
-        net: dict[tuple[int, Any], int] = {}
-        last: dict[int, int] = {}
-        for i, (sign, y, *_rest) in enumerate(msgs):  # per message, not per subscription
-            seg = ids[off[i]:off[i + 1]]
-            for s in seg.tolist():
-                net[(s, y)] = net.get((s, y), 0) + sign
-                last[s] = i
-        out: dict[int, tuple[set, set]] = {}
-        for (s, y), d in net.items():
-            if d > 0:
-                self.sets[s].add(y)
-                out.setdefault(s, (set(), set()))[0].add(y)
-            elif d < 0:
-                self.sets[s].discard(y)
-                out.setdefault(s, (set(), set()))[1].add(y)
-        return [(s, frozenset(a), frozenset(r), last[s]) for s, (a, r) in out.items()]
+        return [(s, frozenset(a), frozenset(r), i) for s, a, r, i in
+                net_changes(ids, off, [m[0] for m in msgs], [m[1] for m in msgs], self.sets)]
+
+
+def net_changes(ids: np.ndarray, offsets: np.ndarray, signs: list[int], values: list, sets: dict) -> list:
+    """Apply ±value messages to per-subscription sets, netting them per (subscription, value) so
+    that a value removed and added back by one update changes nothing.  Vectorised over the
+    matched ids; only the net changes (the output) are visited one by one.
+    Returns [(slot, added values, removed values, last message index)]."""
+    if len(ids) == 0:
+        return []
+    k = len(signs)
+    msg_of = np.repeat(np.arange(k), np.diff(offsets[:k + 1]))
+    codes: dict = {}
+    vcode = np.array([codes.setdefault(v, len(codes)) for v in values], dtype=np.int64)
+    nv = len(codes)
+    pair = ids.astype(np.int64) * nv + vcode[msg_of]
+    uniq, inv = np.unique(pair, return_inverse=True)
+    net = np.bincount(inv, weights=np.asarray(signs, dtype=np.float64)[msg_of], minlength=len(uniq))
+    last = np.zeros(len(uniq), dtype=np.int64)
+    np.maximum.at(last, inv, msg_of)
+    keep = np.flatnonzero(net != 0)
+    if len(keep) == 0:
+        return []
+    decoded = list(codes)
+    out: dict[int, list] = {}
+    for p, d, i in zip(uniq[keep].tolist(), net[keep].tolist(), last[keep].tolist()):
+        s, v = divmod(p, nv)
+        entry = out.setdefault(s, [set(), set(), i])
+        value = decoded[v]
+        if d > 0:
+            sets[s].add(value)
+            entry[0].add(value)
+        else:
+            sets[s].discard(value)
+            entry[1].add(value)
+        entry[2] = max(entry[2], i)
+    return [(s, a, r, i) for s, (a, r, i) in out.items()]
