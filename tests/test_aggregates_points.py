@@ -19,16 +19,17 @@ op = st.one_of(st.tuples(st.just("add"), st.integers(0, 60), coord, coord),
 def test_index_matches_naive_scan(ops, block, max_buffer):
     idx = PointIndex(block=block, max_buffer=max_buffer)
     for o in ops:
-        if o[0] == "add" and o[1] not in idx._x1:
+        if o[0] == "add" and o[1] not in idx:
             x1, x2 = min(o[2], o[3]), max(o[2], o[3])
             idx.add(o[1], x1, x2)
-        elif o[0] == "remove" and o[1] in idx._x1:
+        elif o[0] == "remove" and o[1] in idx:
             idx.remove(o[1])
         elif o[0] == "query":
             ol, il, ir, orr = o[1]
             assert sorted(idx.query(ol, il, ir, orr).tolist()) == idx.query_naive(ol, il, ir, orr).tolist()
         elif o[0] == "rebuild":
             idx.rebuild()
+        assert len(idx) == len(idx.query_naive(-np.inf, np.inf, -np.inf, np.inf))
 
 
 def test_bulk_and_many_messages_with_growing_output():

@@ -99,25 +99,41 @@ def query_many(bstart, bmin, bmax, ex1, ex2, eid, alive, bx1, bx2, bid, nbuf, ms
 
 
 class PointIndex:
-    """Subscriptions ``[x1, x2]`` under integer ids, with rectangle queries; inserts and deletes."""
+    """Subscriptions ``[x1, x2]`` under small non-negative integer ids (slots), with rectangle
+    queries; inserts and deletes.  Per-id state lives in numpy arrays indexed by id."""
 
     def __init__(self, block: int = BLOCK, max_buffer: int = 2048) -> None:
         self.block, self.max_buffer = block, max_buffer
-        self._x1: dict[int, float] = {}
-        self._x2: dict[int, float] = {}
-        self._pos: dict[int, int] = {}  # id -> entry position in the static part
+        self._x1 = np.empty(0)
+        self._x2 = np.empty(0)
+        self._has = np.zeros(0, dtype=np.bool_)
+        self._pos = np.full(0, -1, dtype=np.int64)  # id -> entry position in the static part, -1 if none
+        self._count = 0
         self._buf: dict[int, int] = {}  # id -> position in the buffer
         self._dead = 0
         self._out = np.empty(1024, dtype=np.int64)
-        self._build([])
+        self._build()
 
     def __len__(self) -> int:
-        return len(self._x1)
+        return self._count
 
-    def _build(self, ids: list[int]) -> None:
-        ids_a = np.asarray(ids, dtype=np.int64)
-        x1 = np.fromiter((self._x1[i] for i in ids), np.float64, len(ids))
-        x2 = np.fromiter((self._x2[i] for i in ids), np.float64, len(ids))
+    def __contains__(self, sid: object) -> bool:
+        return isinstance(sid, (int, np.integer)) and 0 <= sid < len(self._has) and bool(self._has[sid])
+
+    def _ensure(self, top: int) -> None:
+        """Grow the per-id arrays to hold ids below ``top``."""
+        n = len(self._has)
+        if top <= n:
+            return
+        m = max(top, 2 * n, 1024)
+        self._x1 = np.concatenate([self._x1, np.empty(m - n)])
+        self._x2 = np.concatenate([self._x2, np.empty(m - n)])
+        self._has = np.concatenate([self._has, np.zeros(m - n, dtype=np.bool_)])
+        self._pos = np.concatenate([self._pos, np.full(m - n, -1, dtype=np.int64)])
+
+    def _build(self) -> None:
+        ids_a = np.flatnonzero(self._has).astype(np.int64)
+        x1, x2 = self._x1[ids_a], self._x2[ids_a]
         order = np.lexsort((x2, x1))
         x1, x2, ids_a = x1[order], x2[order], ids_a[order]
         n = len(ids_a)
@@ -131,7 +147,8 @@ class PointIndex:
         self._ex1, self._ex2, self._eid = x1[inner], x2[inner], ids_a[inner]
         self._bstart, self._bmin, self._bmax = bstart, np.ascontiguousarray(bmin), np.ascontiguousarray(bmax)
         self._alive = np.ones(n, dtype=np.bool_)
-        self._pos = {int(i): p for p, i in enumerate(self._eid)}
+        self._pos[:] = -1
+        self._pos[self._eid] = np.arange(n)
         self._bx1 = np.empty(self.max_buffer)
         self._bx2 = np.empty(self.max_buffer)
         self._bid = np.empty(self.max_buffer, dtype=np.int64)
@@ -139,12 +156,20 @@ class PointIndex:
         self._dead = 0
 
     def rebuild(self) -> None:
-        self._build(list(self._x1))
+        self._build()
+
+    def _check_new(self, sid: int) -> None:
+        if sid < 0:
+            raise ValueError(f"point ids are non-negative integers, not {sid}")
+        if sid in self:
+            raise ValueError(f"point id {sid} already indexed")
 
     def add(self, sid: int, x1: float, x2: float) -> None:
-        if sid in self._x1:
-            raise ValueError(f"point id {sid} already indexed")
-        self._x1[sid], self._x2[sid] = float(x1), float(x2)
+        sid = int(sid)
+        self._check_new(sid)
+        self._ensure(sid + 1)
+        self._x1[sid], self._x2[sid], self._has[sid] = x1, x2, True
+        self._count += 1
         if len(self._buf) >= self.max_buffer:
             self.rebuild()
             return
@@ -153,16 +178,24 @@ class PointIndex:
         self._buf[sid] = j
 
     def add_bulk(self, sids: np.ndarray, x1: np.ndarray, x2: np.ndarray) -> None:
-        for s, a, b in zip(sids.tolist(), x1.tolist(), x2.tolist()):
-            if s in self._x1:
-                raise ValueError(f"point id {s} already indexed")
-            self._x1[s], self._x2[s] = a, b
+        sids = np.asarray(sids, dtype=np.int64)
+        if len(sids) == 0:
+            return
+        if sids.min() < 0 or len(np.unique(sids)) != len(sids):
+            raise ValueError("point ids must be distinct non-negative integers")
+        self._ensure(int(sids.max()) + 1)
+        if self._has[sids].any():
+            raise ValueError(f"point id {int(sids[self._has[sids]][0])} already indexed")
+        self._x1[sids], self._x2[sids], self._has[sids] = x1, x2, True
+        self._count += len(sids)
         self.rebuild()
 
     def remove(self, sid: int) -> None:
-        if sid not in self._x1:
+        sid = int(sid)
+        if sid not in self:
             raise KeyError(sid)
-        del self._x1[sid], self._x2[sid]
+        self._has[sid] = False
+        self._count -= 1
         j = self._buf.pop(sid, None)
         if j is not None:  # move the buffer's last entry into the hole
             last = len(self._buf)
@@ -170,7 +203,8 @@ class PointIndex:
                 self._bx1[j], self._bx2[j], self._bid[j] = self._bx1[last], self._bx2[last], self._bid[last]
                 self._buf[int(self._bid[j])] = j
             return
-        self._alive[self._pos.pop(sid)] = False
+        self._alive[self._pos[sid]] = False
+        self._pos[sid] = -1
         self._dead += 1
         if self._dead > 1024 and self._dead * 4 > len(self._alive):
             self.rebuild()
@@ -192,5 +226,6 @@ class PointIndex:
 
     def query_naive(self, outer_l: float, inner_l: float, inner_r: float, outer_r: float) -> np.ndarray:
         """The oracle: check every point."""
-        return np.array(sorted(s for s in self._x1 if outer_l < self._x1[s] <= inner_l
-                               and inner_r <= self._x2[s] < outer_r), dtype=np.int64)
+        ids = np.flatnonzero(self._has)
+        a, b = self._x1[ids], self._x2[ids]
+        return ids[(outer_l < a) & (a <= inner_l) & (inner_r <= b) & (b < outer_r)].astype(np.int64)
