@@ -4,7 +4,9 @@
     python -m benchmarks.aggregates --updates 20000 --quick
     python -m benchmarks.aggregates --plot docs/img/aggregates.png
 
-Per configuration (times: best of 3 passes over the same updates): reformulation time per update (``ExtremumReformulator.apply``: table row
+Per configuration (times: best of 3 passes over the same updates, the reformulation passes
+interleaved round robin across configurations so that they share the machine's load):
+reformulation time per update (``ExtremumReformulator.apply``: table row
 change in, messages out, Python + numba, one thread), messages per update and the
 ignorable/good/bad split, S-UN matching time per update (``ExtremumGroup.apply``: 2-D index +
 answer coalescing), affected subscriptions per update, and records and bytes per update for S-UN
@@ -31,6 +33,7 @@ Choices the paper leaves open (documented in docs/aggregates.md):
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
 
@@ -86,6 +89,7 @@ def real_standin(rng, keys: int = 3053, days: int = 60, grid: float = 0.0125, dr
     reco = np.round(rng.uniform(1, 5, keys) / grid) * grid
     eps = rng.lognormal(0.5, 0.8, keys)
     price = rng.lognormal(3.5, 0.8, keys)
+    per0 = price / eps
     k_list, y_list = [], []
     for _ in range(days * 2):
         price = price * np.exp(rng.normal(0, 0.02, keys))
@@ -93,7 +97,7 @@ def real_standin(rng, keys: int = 3053, days: int = 60, grid: float = 0.0125, dr
         order = rng.permutation(np.flatnonzero(keep))
         k_list.append(order)
         y_list.append((price / eps)[order])
-    return reco, (rng.lognormal(3.5, 0.8, keys) / eps), np.concatenate(k_list), np.concatenate(y_list)
+    return reco, per0, np.concatenate(k_list), np.concatenate(y_list)
 
 
 def real_subs(m: int, rng):
@@ -117,41 +121,77 @@ def x_moves(xs: np.ndarray, keys: np.ndarray, rng, step: float = 10.0) -> np.nda
     return out
 
 
-def run(xs, ys0, upd_k, upd_y, lows, highs, label: str, upd_x=None, repeat: int = 3) -> dict:
+def prepare(xs, ys0, upd_k, upd_y, upd_x=None) -> dict:
+    """The initial rows and the table changes of one configuration (the table state supplies old rows)."""
     table = Table("t", "k")
-    ref = ExtremumReformulator("x", "y", capacity=2 * len(xs))
     rows = [(int(i), {"x": float(x), "y": float(y)}) for i, (x, y) in enumerate(zip(xs, ys0))]
     for k, r in rows:
         table.apply(k, r)
-    ref.load(rows)
-    group = ExtremumGroup("min")
-    group.add_bulk(lows, highs, ref.answers(lows, highs))
     new_x = xs[upd_k] if upd_x is None else upd_x
     changes = [table.apply(int(k), {"x": float(x), "y": float(v)}) for k, x, v in zip(upd_k, new_x, upd_y)]
-    # warm up the kernels on a throwaway copy
+    return {"rows": rows, "changes": changes}
+
+
+def time_reformulation(preps: list[dict], repeat: int = 3) -> list[tuple[float, list]]:
+    """Best-of-``repeat`` reformulation time of each configuration, the passes interleaved across
+    configurations (round robin) so that they share the machine's load; each pass starts from a
+    freshly loaded reformulator.  Returns (seconds, results of a pass) per configuration."""
     warm = ExtremumReformulator("x", "y")
-    warm.load(rows[:100])
-    for c in changes[:50]:
+    warm.load(preps[0]["rows"][:100])
+    for c in preps[0]["changes"][:50]:
         if c.key < 100:
             warm.apply(c)
-    # best of ``repeat`` passes over the same updates, each from a freshly loaded state (the
-    # machine is shared: the minimum is the least disturbed pass)
-    t_ref = np.inf
+    best = [np.inf] * len(preps)
+    results: list = [None] * len(preps)
     for _ in range(repeat):
-        fresh = ExtremumReformulator("x", "y", capacity=2 * len(xs))
-        fresh.load(rows)
-        t0 = time.perf_counter()
-        results = [fresh.apply(c) for c in changes]
-        t_ref = min(t_ref, time.perf_counter() - t0)
+        for i, p in enumerate(preps):
+            fresh = ExtremumReformulator("x", "y", capacity=2 * len(p["rows"]))
+            fresh.load(p["rows"])
+            results[i] = None
+            gc.collect()
+            gc.disable()  # a collection's cost grows with everything else alive in the process
+            t0 = time.perf_counter()
+            res = [fresh.apply(c) for c in p["changes"]]
+            best[i] = min(best[i], time.perf_counter() - t0)
+            gc.enable()
+            results[i] = res
+    return list(zip(best, results))
+
+
+def build_group(prep: dict, lows, highs) -> ExtremumGroup:
+    """The S-UN stage of one configuration, with every subscription's initial answer."""
+    ref = ExtremumReformulator("x", "y", capacity=2 * len(prep["rows"]))
+    ref.load(prep["rows"])
+    group = ExtremumGroup("min")
+    group.add_bulk(lows, highs, ref.answers(lows, highs))
+    return group
+
+
+def time_matching(groups: list[ExtremumGroup], results: list[list], repeat: int = 3) -> list[tuple[float, np.ndarray]]:
+    """Best-of-``repeat`` S-UN matching time per configuration, passes interleaved round robin;
+    every pass starts from the initial answers.  Returns (seconds, affected per update)."""
+    initial = [g.answer.copy() for g in groups]
+    best = [np.inf] * len(groups)
+    affected: list = [None] * len(groups)
+    for _ in range(repeat):
+        for i, (g, res) in enumerate(zip(groups, results)):
+            g.answer[:] = initial[i]
+            gc.collect()
+            gc.disable()
+            t0 = time.perf_counter()
+            aff = np.array([len(g.apply(r.messages)[0]) for r in res])
+            best[i] = min(best[i], time.perf_counter() - t0)
+            gc.enable()
+            affected[i] = aff
+    return list(zip(best, affected))
+
+
+def run(prep: dict, t_ref: float, results: list, t_match: float, affected: np.ndarray, n_subs: int,
+        label: str) -> dict:
+    """Counts and sizes of one configuration, given its timed passes."""
+    rows, changes = prep["rows"], prep["changes"]
     kinds = np.bincount([r.kind for r in results], minlength=3)
     n_msgs = np.array([len(r.messages) for r in results])
-    initial = group.answer.copy()
-    t_match = np.inf
-    for _ in range(repeat):
-        group.answer[:] = initial
-        t0 = time.perf_counter()
-        affected = np.array([len(group.apply(r.messages)[0]) for r in results])
-        t_match = min(t_match, time.perf_counter() - t0)
     # byte sizes of one S-UN notification and one S-CN record, over the first 2,000 updates
     un_b, cn_b = [], []
     for i, r in enumerate(results[:2000]):
@@ -164,7 +204,7 @@ def run(xs, ys0, upd_k, upd_y, lows, highs, label: str, upd_x=None, repeat: int 
     cn_avg = float(np.mean(cn_b)) if cn_b else 0.0
     u = len(changes)
     return {
-        "workload": label, "rows": len(xs), "subs": len(lows), "updates": u,
+        "workload": label, "rows": len(rows), "subs": n_subs, "updates": u,
         "reformulate_us": 1e6 * t_ref / u, "match_us": 1e6 * t_match / u,
         "ignorable": kinds[IGNORABLE] / u, "good": kinds[GOOD] / u, "bad": kinds[BAD] / u,
         "msgs_per_update": n_msgs.mean(), "msgs_per_nonignorable": n_msgs[n_msgs > 0].mean() if (n_msgs > 0).any() else 0,
@@ -287,36 +327,41 @@ def main(argv=None) -> None:
         return
     rows_sweep = [10000, 20000, 50000, 100000] if not a.quick else [10000, 100000]
     subs_sweep = [100000, 200000, 500000, 1000000] if not a.quick else [100000, 500000]
-    out = []
-    print(HEADER, flush=True)
+    big = 500000 if not a.quick else 100000
+    configs = []  # (label, prepared rows and changes, subscription generator)
     for n in rows_sweep:  # paper: 500K subscriptions while the table grows
         rng = np.random.default_rng(a.seed)
         xs, ys = synthetic_rows(n, rng)
         k, y = synthetic_updates(ys, a.updates, rng)
-        lo, hi = synthetic_subs(500000 if not a.quick else 100000, rng)
-        out.append(run(xs, ys, k, y, lo, hi, "synthetic, rows sweep"))
-        print(fmt(out[-1]), flush=True)
-    for m in subs_sweep:  # paper: 10K rows while subscriptions grow
-        rng = np.random.default_rng(a.seed)
-        xs, ys = synthetic_rows(10000, rng)
-        k, y = synthetic_updates(ys, a.updates, rng)
-        lo, hi = synthetic_subs(m, rng)
-        out.append(run(xs, ys, k, y, lo, hi, "synthetic, subs sweep"))
-        print(fmt(out[-1]), flush=True)
-    for n in ([100000] if not a.quick else [10000]):  # every update also moves the row along X
-        rng = np.random.default_rng(a.seed)
-        xs, ys = synthetic_rows(n, rng)
-        k, y = synthetic_updates(ys, a.updates, rng)
-        lo, hi = synthetic_subs(500000 if not a.quick else 100000, rng)
-        out.append(run(xs, ys, k, y, lo, hi, "synthetic, X moves too", upd_x=x_moves(xs, k, rng)))
-        print(fmt(out[-1]), flush=True)
+        configs.append(("synthetic, rows sweep", prepare(xs, ys, k, y), (synthetic_subs, big, a.seed + n)))
+    rng = np.random.default_rng(a.seed)
+    xs, ys = synthetic_rows(10000, rng)
+    k, y = synthetic_updates(ys, a.updates, rng)
+    prep10k = prepare(xs, ys, k, y)  # paper: 10K rows while subscriptions grow
+    for m in subs_sweep:
+        configs.append(("synthetic, subs sweep", prep10k, (synthetic_subs, m, a.seed + 1)))
+    n = 100000 if not a.quick else 10000  # every update also moves the row along X
+    rng = np.random.default_rng(a.seed)
+    xs, ys = synthetic_rows(n, rng)
+    k, y = synthetic_updates(ys, a.updates, rng)
+    configs.append(("synthetic, X moves too", prepare(xs, ys, k, y, x_moves(xs, k, rng)), (synthetic_subs, big, a.seed + 2)))
     rng = np.random.default_rng(a.seed)
     reco, per0, k, y = real_standin(rng)
     if a.quick:
         k, y = k[:a.updates], y[:a.updates]
-    lo, hi = real_subs(500000 if not a.quick else 100000, rng)
-    out.append(run(reco, per0, k, y, lo, hi, "real-data stand-in"))
-    print(fmt(out[-1]), flush=True)
+    configs.append(("real-data stand-in", prepare(reco, per0, k, y), (real_subs, big, a.seed + 3)))
+    # one reformulation timing per distinct prepared workload, interleaved across them
+    preps = list({id(c[1]): c[1] for c in configs}.values())
+    timed = dict(zip((id(p) for p in preps), time_reformulation(preps)))
+    groups = [build_group(prep, *gen(m, np.random.default_rng(seed))) for _, prep, (gen, m, seed) in configs]
+    matched = time_matching(groups, [timed[id(c[1])][1] for c in configs])
+    del groups
+    out = []
+    print(HEADER, flush=True)
+    for (label, prep, (_, m, _)), (t_match, affected) in zip(configs, matched):
+        t_ref, results = timed[id(prep)]
+        out.append(run(prep, t_ref, results, t_match, affected, m, label))
+        print(fmt(out[-1]), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump([{k2: (float(v) if isinstance(v, (np.floating, float)) else v) for k2, v in r.items()} for r in out], f, indent=1)
