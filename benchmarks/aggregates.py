@@ -49,7 +49,7 @@ def synthetic_rows(n: int, rng) -> tuple[np.ndarray, np.ndarray]:
     return rng.uniform(0, 10000, n), rng.uniform(0, 10000, n)
 
 
-def synthetic_updates(ys: np.ndarray, n_updates: int, rng, spike: float = 0.005):
+def synthetic_updates(ys: np.ndarray, n_updates: int, rng, spike: float = 0.005, step: float = 0.05):
     """(key index, new y) pairs: reflected random walks with spikes that bounce back."""
     y = ys.copy()
     keys = rng.integers(0, len(y), n_updates)
@@ -66,8 +66,7 @@ def synthetic_updates(ys: np.ndarray, n_updates: int, rng, spike: float = 0.005)
             if rng.random() < spike:
                 old, v, pending = y[k], y[k] * rng.uniform(0, 0.1), k
             else:
-                v = y[k] + rng.normal(0, 0.05 * y[k] + 10)
-                v = abs(v)
+                v = abs(y[k] + rng.normal(0, step * y[k] + 10)) % 20000  # reflect into [0, 10000]
                 if v > 10000:
                     v = 20000 - v
         y[k] = v
@@ -307,6 +306,7 @@ def main(argv=None) -> None:
     ap.add_argument("--updates", type=int, default=50000)
     ap.add_argument("--quick", action="store_true", help="small sweeps")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--step", type=float, default=0.05, help="random-walk step, as a fraction of the value")
     ap.add_argument("--plot", default=None, help="write a PNG of the sweeps here")
     ap.add_argument("--json", default=None, help="write the rows as JSON here")
     ap.add_argument("--only", choices=["sweeps", "index", "service"], default=None)
@@ -332,18 +332,18 @@ def main(argv=None) -> None:
     for n in rows_sweep:  # paper: 500K subscriptions while the table grows
         rng = np.random.default_rng(a.seed)
         xs, ys = synthetic_rows(n, rng)
-        k, y = synthetic_updates(ys, a.updates, rng)
+        k, y = synthetic_updates(ys, a.updates, rng, step=a.step)
         configs.append(("synthetic, rows sweep", prepare(xs, ys, k, y), (synthetic_subs, big, a.seed + n)))
     rng = np.random.default_rng(a.seed)
     xs, ys = synthetic_rows(10000, rng)
-    k, y = synthetic_updates(ys, a.updates, rng)
+    k, y = synthetic_updates(ys, a.updates, rng, step=a.step)
     prep10k = prepare(xs, ys, k, y)  # paper: 10K rows while subscriptions grow
     for m in subs_sweep:
         configs.append(("synthetic, subs sweep", prep10k, (synthetic_subs, m, a.seed + 1)))
     n = 100000 if not a.quick else 10000  # every update also moves the row along X
     rng = np.random.default_rng(a.seed)
     xs, ys = synthetic_rows(n, rng)
-    k, y = synthetic_updates(ys, a.updates, rng)
+    k, y = synthetic_updates(ys, a.updates, rng, step=a.step)
     configs.append(("synthetic, X moves too", prepare(xs, ys, k, y, x_moves(xs, k, rng)), (synthetic_subs, big, a.seed + 2)))
     rng = np.random.default_rng(a.seed)
     reco, per0, k, y = real_standin(rng)
