@@ -170,3 +170,43 @@ def test_nan_row_is_refused_and_leaves_no_trace_and_unsubscribe_stops_notificati
     assert [n.subscription for n in out.notifications] == ["c"]
     svc.subscribe("m", AggregateSpec("stock", "min", "y", "x", 0, 10))  # the id can be reused
     assert svc.answer("m") == 1
+
+
+POOL = list(specs().items())[::5] + [
+    ("join-all", JoinSpec(("stock", "a"), ("sectors", "b"), ("sector", "name"))),
+    ("join-hot", JoinSpec(("stock", "a"), ("sectors", "b"), ("sector", "name"), (("b.hot", "=", True),))),
+]
+op = st.one_of(
+    st.tuples(st.just("sub"), st.integers(0, len(POOL) - 1), st.integers(0, 2)),
+    st.tuples(st.just("unsub"), st.integers(0, len(POOL) - 1), st.integers(0, 2)),
+    st.tuples(st.just("stock"), st.integers(0, 5), row),
+    st.tuples(st.just("sectors"), st.sampled_from(["tech", "oil"]),
+              st.one_of(st.none(), st.fixed_dictionaries({"name": st.sampled_from(["tech", "oil"]),
+                                                          "hot": st.booleans()}))),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(op, min_size=1, max_size=60))
+def test_subscription_churn_between_updates_equals_the_oracle(ops):
+    # subscriptions come and go between updates; slots are reused; ids are (pool entry, copy)
+    svc = AggregateService([TableSchema("stock", "k"), TableSchema("sectors", "name")])
+    oracle = AggregateOracle()
+    for i, o in enumerate(ops):
+        if o[0] == "sub":
+            sid = f"{POOL[o[1]][0]}#{o[2]}"
+            if sid not in svc._subs:
+                assert svc.subscribe(sid, POOL[o[1]][1], f"s{i}").value == oracle.subscribe(sid, POOL[o[1]][1])
+        elif o[0] == "unsub":
+            sid = f"{POOL[o[1]][0]}#{o[2]}"
+            if sid in svc._subs:
+                svc.unsubscribe(sid)
+                oracle.unsubscribe(sid)
+        else:
+            table, key, r = o
+            if table == "sectors" and r is not None:
+                r = dict(r, name=key)
+            got = {n.subscription: n.value for n in svc.apply(table, key, r, f"u{i}").notifications}
+            assert got == oracle.apply(table, key, r)
+    for sid in svc._subs:
+        assert svc.answer(sid) == oracle.answers[sid]
