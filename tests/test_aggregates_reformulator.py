@@ -75,6 +75,9 @@ def test_row_without_the_attributes_is_rejected_not_indexed():
     assert r.rejected and r.kind == IGNORABLE and len(ref) == 0
     with pytest.raises(ValueError, match="NaN"):
         ref.apply(table.apply("b", {"x": 5, "y": float("nan")}))
+    for bad in ({"x": float("inf"), "y": 1}, {"x": 1, "y": -float("inf")}, {"x": True, "y": 1}, {"x": "5", "y": 1}):
+        r = ref.apply(table.apply("c", bad))
+        assert r.rejected and len(ref) == 0
 
 
 # ---- property tests against the oracle ---------------------------------------------------------

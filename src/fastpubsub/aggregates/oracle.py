@@ -18,7 +18,8 @@ from .table import Row
 
 
 def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    """A finite number, or None (rows with anything else stay out of aggregates)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isinf(v):
         return None
     return float(v)
 

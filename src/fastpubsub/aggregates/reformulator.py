@@ -36,7 +36,8 @@ class Reformulation:
 
 
 def point_of(row: Row | None, range_attr: str, value_attr: str | None) -> tuple[float, float] | None:
-    """(x, y) of a row, or None if it lacks a numeric range (or value) attribute; NaN is an error."""
+    """(x, y) of a row, or None if it lacks a finite numeric range (or value) attribute (±inf
+    would collide with the open ends of a Mar); NaN is an error."""
     if row is None:
         return None
     x = row.get(range_attr)
@@ -46,6 +47,8 @@ def point_of(row: Row | None, range_attr: str, value_attr: str | None) -> tuple[
     x, y = float(x), float(y)
     if math.isnan(x) or math.isnan(y):
         raise ValueError(f"NaN in row {row!r} (attribute {range_attr!r} or {value_attr!r})")
+    if math.isinf(x) or math.isinf(y):
+        return None
     return x, y
 
 
