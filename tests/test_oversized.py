@@ -296,3 +296,27 @@ def test_lag_counts_what_is_fetched_but_not_committed(bootstrap, group_id):
         assert consumer_lag(c) == 0
     finally:
         c.close()
+
+
+def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fault():
+    """One record's refusal is dead-lettered on the replay; a refusal of several narrows the batches to one record."""
+    from fastpubsub.kafka.delivery import DeliveryError
+    from fastpubsub.kafka.queues import QueueBounds
+    from fastpubsub.processor.app import Processor, ProcessorConfig
+    from fastpubsub.processor.deliver import Deliver
+
+    p = Processor(ProcessorConfig("127.0.0.1:1", delivery="at-least-once"))
+    p.deliver = Deliver(p.clients, "at-least-once", "split-test", QueueBounds(), "avro")  # no broker needed yet
+
+    def refused(sources):
+        def step():
+            raise DeliveryError("records refused", dict.fromkeys(sources, "output refused by the broker: too large"))
+        return step
+
+    assert not p._guarded(None, refused([("e", 0, 5), ("e", 0, 6), ("e", 1, 2)]))
+    assert p.suspects == {("e", 0): 6, ("e", 1): 2} and not p.decode.refused  # nobody dead-lettered on a guess
+    assert not p._guarded(None, refused([("e", 0, 6)]))  # a batch of one record: that one is at fault
+    assert p.decode.refused == {("e", 0, 6): "output refused by the broker: too large"}
+    assert p._guarded(None, lambda: None) and not p.decode.refused
+    assert p.counters.replays == 2
+    p.deliver.close()

@@ -102,6 +102,9 @@ class Processor:
         self.statistics_feed: StatisticsFeed | None = None
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
         self._partitions = 0
+        #: (topic, partition) -> last offset of records the broker refused together (one refusal for a whole
+        #: produce batch): until the committed offsets pass them, batches of one record find the one at fault
+        self.suspects: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
         self._publish()
 
@@ -141,6 +144,9 @@ class Processor:
         produced = self.deliver.send(self.encode(matched), batch.rejects)
         t = self.counters.lap("produce", t)
         self.deliver.commit(consumer, batch.commit_offsets())
+        for tp, next_offset in batch.offsets.items():
+            if self.suspects.get(tp, next_offset) < next_offset:
+                del self.suspects[tp]
         self.counters.lap("commit", t)
         self.counters.events += len(batch.decoded)
         self.counters.notifications += produced
@@ -235,7 +241,7 @@ class Processor:
                 progressed = True  # a turn with nothing to do counts as progress, a failed delivery does not
                 if self.deliver.pending():
                     progressed = self._guarded(inputs.events, self.deliver.commit)
-                batch = inputs.batch(cfg.batch_size)
+                batch = inputs.batch(1 if self.suspects else cfg.batch_size)
                 if batch:
                     began = time.monotonic()
                     progressed = self._guarded(inputs.events, self._on_events, batch, inputs.events) and progressed
@@ -266,18 +272,25 @@ class Processor:
     def _guarded(self, events: Consumer, step: Callable[..., None], *args: Any) -> bool:
         """Run a step that produces and commits; if it fails, replay from the committed offsets (kafka.delivery).
 
-        Input records whose outputs the broker refused for what they are
-        (``DeliveryError.refused``) are dead-lettered on the replay (``Decode``),
-        so one record cannot hold the pipeline; other failures (a broker gone)
-        are retried as long as they last, and /healthz turns unhealthy
-        meanwhile.  False if the step failed.
+        An input record whose outputs the broker refused for what they are
+        (``DeliveryError.refused``) is dead-lettered on the replay (``Decode``),
+        so one record cannot hold the pipeline.  A refusal shared by several
+        records (a whole produce batch) splits the replay into batches of one
+        record until the committed offsets pass them, so that the record at
+        fault is named alone and the others go through.  Other failures (a
+        broker gone) are retried as long as they last, and /healthz turns
+        unhealthy meanwhile.  False if the step failed.
         """
         try:
             step(*args)
             self.decode.refused.clear()
             return True
         except DeliveryError as exc:
-            self.decode.refused.update(exc.refused)
+            if len(exc.refused) == 1:
+                self.decode.refused.update(exc.refused)  # the record at fault is known: dead-lettered on the replay
+            else:  # several records refused at once: replay one record per batch until the one at fault shows
+                for topic, partition, offset in exc.refused:
+                    self.suspects[topic, partition] = max(self.suspects.get((topic, partition), -1), offset)
             self.counters.replays += 1
             log.error("not delivered (%s): new producer, events again from the committed offsets%s", exc,
                       f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
