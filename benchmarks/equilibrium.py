@@ -55,7 +55,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.oracle import OracleMatcher
 from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 

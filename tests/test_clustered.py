@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import Matcher, OracleMatcher
-from fastpubsub.engine.clusters import RUN_MIN
+from fastpubsub.engine.cluster_store import RUN_MIN
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
-from fastpubsub.engine.cost import CostModel
-from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.costmodel.model import CostModel
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.scan import INDEX_GAIN
 from fastpubsub.engine.semantics import OPERATORS
 from fastpubsub.engine.statistics import AttributeStats, EventStatistics

@@ -282,3 +282,19 @@ def test_bulk_strings_renumber_existing_codes(algorithm):
             o.add(sid, p)
     assert len(words) > 64
     _check(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])
+
+
+@pytest.mark.parametrize("algorithm", ["propagation-wp", "dynamic"])
+def test_a_warm_process_loads_every_kernel_from_numbas_cache(algorithm):
+    """The named kernel containers must not defeat ``cache=True``: a second process compiles nothing.
+
+    The first process fills the cache if needed; the second builds, changes
+    and matches the same way and must find every kernel it runs in the cache
+    (``benchmarks/warm_start.py`` also times it).
+    """
+    from benchmarks.warm_start import run_process
+
+    run_process(algorithm, 500)
+    warm = run_process(algorithm, 500)
+    assert warm["compiled"] == [] and warm["events"] == 200
+    assert any(k.endswith("_kernel.<locals>.kernel") for k in warm["loaded"])  # the matching entry, from the cache

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.engine.clusters import ClusterStore, index_run
-from fastpubsub.engine.encoding import StringDictionary
+from fastpubsub.engine.cluster_store import ClusterStore, index_run
+from fastpubsub.engine.encoding import EventArrays, StringDictionary
 from fastpubsub.engine.hashtable import HashTable
 from fastpubsub.engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
-from fastpubsub.engine.clusters import NO_PROBABILITIES, OP_RANK, order_columns
+from fastpubsub.engine.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
 from fastpubsub.engine.propagation import choose_access
 from fastpubsub.engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
 from fastpubsub.engine.semantics import OPERATORS, compare
@@ -83,8 +83,9 @@ def test_satisfied_predicates_against_compare():
     preds.prepare()
     sat = np.empty(preds.n_ids, dtype=np.int64)
     for x in [-5.0, -1.0, 0.0, 1.0, 2.0, 2.25, 2.5, 7.0, 9.0, np.nan]:
-        n = satisfied_predicates(0, 1, np.array([0 if x == x else -1]), np.array([x]), np.array([x + 0.0]).view(np.int64),
-                                 *preds.phase1_args(), sat)
+        ev = EventArrays(np.array([0, 1]), np.array([0 if x == x else -1]), np.array([x]),
+                         np.array([x + 0.0]).view(np.int64))
+        n = satisfied_predicates(ev, 0, preds.arrays(), sat)
         got = sorted(sat[:n].tolist())
         want = sorted(int(p) for p, (op, c) in zip(pids, table) if compare(op, x, c))
         assert got == want, x
@@ -173,11 +174,10 @@ def check_runs(s: ClusterStore) -> None:
 def scan_all(s: ClusterStore, bits: np.ndarray, keys) -> list[int]:
     out = np.zeros(16, dtype=np.int64)
     nout = 0
-    args = s.scan_args()
     sat = np.flatnonzero(bits).astype(np.int64)
     for q in keys:
         if q < len(s.key_head):
-            out, nout = scan_list(q, *args, bits, out, nout, 2, 4, 8, sat, len(sat))
+            out, nout = scan_list(q, s.arrays(), s.run_arrays(), bits, out, nout, 2, 4, 8, sat, len(sat))
     return sorted(out[:nout].tolist())
 
 

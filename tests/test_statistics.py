@@ -82,7 +82,7 @@ def test_snapshot_round_trips_through_the_avro_schema():
 
     import fastavro
 
-    schema = fastavro.parse_schema(json.loads((Path(__file__).parents[1] / "schemas" / "statistics.avsc").read_text()))
+    schema = fastavro.parse_schema(json.loads((Path(__file__).parents[1] / "src" / "fastpubsub" / "wire" / "schemas" / "statistics.avsc").read_text()))
     col = StatisticsCollector()
     col.observe(generate_events(PRESETS["W0"], 100, seed=1))
     col.observe(EventBatch.from_dicts([{"s": "x", "b": True, "f": 1.5}]))

@@ -18,13 +18,26 @@ the key, probed by the clustered matcher for each configured schema.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
+from .costmodel.constants import MAX_SCHEMA
 from .hashtable import HashTable
 from .idpool import IdPool, grow
 
 CATCH_ALL = 0
-MAX_MEMBERS = 3
+#: Predicates of an access key at most: one per field of a schema.
+MAX_MEMBERS = MAX_SCHEMA
+
+
+class AccessArrays(NamedTuple):
+    """The access-key tables as the kernels read them (:meth:`AccessKeys.arrays`)."""
+
+    pred_key: np.ndarray  # int64 [predicate ids]: the predicate's single-predicate key (-1: none)
+    conj_keys: np.ndarray  # int64 [slots, MAX_MEMBERS]: sorted predicate ids of a conjunction (hashtable.py)
+    conj_vals: np.ndarray  # int64 [slots]: its key (-1: empty slot)
+    schema_fields: np.ndarray  # int64 [schemas, MAX_MEMBERS]: fields of each configured multi-field schema (-1 padded)
 
 
 class AccessKeys:
@@ -89,6 +102,10 @@ class AccessKeys:
             self.members[dead] = -1
             self.ids.release(dead)
         return dead
+
+    def arrays(self, schema_fields: np.ndarray) -> AccessArrays:
+        """The tables as the kernels read them, with the configured schemas' fields (none for propagation)."""
+        return AccessArrays(self.pred_key, self.conj.keys, self.conj.vals, schema_fields)
 
     def predicates_of(self, keys: np.ndarray) -> np.ndarray:
         """The access predicates implied by keys (the catch-all implies none), flat."""
