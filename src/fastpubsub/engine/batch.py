@@ -35,13 +35,17 @@ from .scan import finish_event, propagation_phase2
 @njit(cache=True)
 def propagation_events(ev, preds, store, runs, pred_key, handle_id, pf, unfold, lookahead):
     """Propagation over a batch of events (Figure 2); ``pred_key``: predicate id -> its single-predicate key."""
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     n_ev = ev.offsets.shape[0] - 1
     sat = np.empty(max(preds.bits.shape[0], 1), dtype=np.int64)
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     for i in range(n_ev):
-        ns = satisfied_predicates(ev, i, preds, sat)
+        ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
         start = nout
         out, nout = propagation_phase2(sat, ns, preds.bits, pred_key, store, runs, out, nout, pf, unfold, lookahead)
         finish_event(out, start, nout, handle_id)

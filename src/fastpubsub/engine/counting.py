@@ -72,13 +72,17 @@ def counting_phase2(sat, ns, store, counting, out, nout):
 @njit(cache=True)
 def counting_events(ev, preds, store, counting, handle_id):
     """Counting over a batch of events (section 5)."""
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     n_ev = ev.offsets.shape[0] - 1
     sat = np.empty(max(preds.bits.shape[0], 1), dtype=np.int64)
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     for i in range(n_ev):
-        ns = satisfied_predicates(ev, i, preds, sat)
+        ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
         start = nout
         out, nout = counting_phase2(sat, ns, store, counting, out, nout)
         finish_event(out, start, nout, handle_id)

@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .encoding import N_KINDS, EventArrays, StringDictionary
+from .encoding import N_KINDS, StringDictionary
 from .hashtable import HashTable, ht_find2
 from .idpool import IdPool, grow
 from .semantics import KIND_BOOL, KIND_STRING, OP_EQ, OPERATORS
@@ -58,19 +58,22 @@ class PredicateArrays(NamedTuple):
 
 
 @njit(cache=True)
-def satisfied_predicates(ev, e, preds, sat):
-    """Phase 1 for event ``e`` of ``ev`` (:class:`EventArrays`): ids of satisfied predicates into ``sat``.
+def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat):
+    """Phase 1 for the event made of pairs ``lo:hi``: ids of satisfied predicates into ``sat``.
+
+    ``field``, ``code``, ``eqbits`` are :class:`~engine.encoding.EventArrays`'
+    and ``tkeys`` .. ``g_pids`` the phase-1 arrays of :class:`PredicateArrays`
+    (``table_keys`` .. ``g_pids``), passed one by one: this is called once
+    per event, and the batch loops unpack their containers once per batch
+    (numba reference-counts every array a call unpacks from a container).
 
     Returns how many were written.  An event carries each attribute once, so
     each predicate is written at most once and ``len(sat)`` >= number of
     predicate ids suffices.
     """
-    field, code, eqbits = ev.field, ev.code, ev.eqbits
-    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
-    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     n = 0
     n_fields = group_of.shape[0]
-    for j in range(ev.offsets[e], ev.offsets[e + 1]):
+    for j in range(lo, hi):
         f = field[j]
         if f < 0:
             continue

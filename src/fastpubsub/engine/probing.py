@@ -24,7 +24,11 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 3. :func:`stage_heads`: the first cluster of each list found;
 4. :func:`stage_prefetch_rows`: the first rows each scan reads, prefetched;
 5. :func:`stage_runs`: the run index lookups of clusters with runs;
-6. :func:`scan_reached`, event by event: bits set, the lists scanned, bits cleared.
+6. :func:`scan_group`, event by event: bits set, the lists scanned, bits cleared.
+
+Each stage is one call per group, never per event: a call per event (even
+inlined by numba) cost a quarter of W0's matching time in the reference
+counting of the arrays it takes.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_e
 
 #: Events whose probes are staged together; at most 16, the bits of ``ProbeScratch.gmask``.
 GROUP = 16
-#: Lists of one cluster up to this size are checked inline by :func:`scan_reached`.
+#: Lists of one cluster up to this size are checked inline by :func:`scan_group`.
 SMALL_CLUSTER = 16
 #: ``probe[t, 1]`` of a list whose key the event knows without probing a table (catch-all, single predicate;
 #: no predicate id, which that column holds for a conjunction to look up).
@@ -71,8 +75,8 @@ def grow_rows(a, n, extra):
     return bigger
 
 
-@njit(cache=True)
-def stage_keys(ev, g0, g1, preds, access, eq_of_field, key_head, sat, gsat, gs_off, gp_off, probe):
+@njit(cache=True, inline="always")
+def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, gp_off, probe):
     """Stage 1: phase 1 of events ``g0:g1`` and the lists each reaches, their first reads prefetched.
 
     Writes the group's satisfied predicates to ``gsat`` (event ``i`` of the
@@ -81,18 +85,22 @@ def stage_keys(ev, g0, g1, preds, access, eq_of_field, key_head, sat, gsat, gs_o
     KNOWN_KEY, -)`` for the catch-all and the single-predicate lists, ``(p0,
     p1, p2)`` -- the event's equality predicates on a configured schema's
     fields (``p2 = -1`` for two fields) -- for each conjunction to look up.
-    Returns ``(gsat, probe, n_probe)``, the arrays grown if needed.
+    ``conj_flat`` is ``access.conj_keys`` flattened (once per batch).  Returns ``(gsat, probe, n_probe)``, the arrays grown if
+    needed.
     """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     sch_fields = access.schema_fields
     n_sch = sch_fields.shape[0]
-    conj_flat = access.conj_keys.ravel()
     mask = access.conj_vals.shape[0] - 1
     pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
     n_keys = key_head.shape[0]
     n_sat = 0
     n_probe = 0
     for e in range(g0, g1):
-        ns = satisfied_predicates(ev, e, preds, sat)
+        ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
         gsat = ensure_room(gsat, n_sat, ns)
         probe = grow_rows(probe, n_probe, n_sch + ns + 1)
         for t in range(-1, ns):
@@ -132,7 +140,7 @@ def stage_keys(ev, g0, g1, preds, access, eq_of_field, key_head, sat, gsat, gs_o
     return gsat, probe, n_probe
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def stage_lookup(probe, n_probe, access, key_head):
     """Stage 2: look the conjunctions up; ``probe[t, 0]`` becomes the list's key (-1: absent), its head prefetched."""
     n_keys = key_head.shape[0]
@@ -147,7 +155,7 @@ def stage_lookup(probe, n_probe, access, key_head):
         probe[t, 0] = q
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def stage_heads(probe, n_probe, store, runs):
     """Stage 3: ``probe[t, 1]`` becomes the first cluster of the list (-1: none), its bookkeeping prefetched."""
     for t in range(n_probe):
@@ -165,7 +173,7 @@ def stage_heads(probe, n_probe, store, runs):
                 prefetch(runs.runs, c)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def stage_prefetch_rows(n_grp, gs_off, gp_off, probe, store, runs):
     """Stage 4: prefetch the first rows each cluster's scan reads (its first column and its line, or its runs)."""
     for i in range(n_grp):
@@ -266,60 +274,70 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, 
 
 
 @njit(cache=True)
-def prefetch_next_runs(i, g1_rel, gs_off, gp_off, probe, store, runs):
-    """The run rows event ``i + 1`` of the group will read by run, fetched while event ``i`` is scanned."""
-    if i + 1 >= g1_rel:
-        return
-    nsat = gs_off[i + 2] - gs_off[i + 1]
-    for t in range(gp_off[i + 1], gp_off[i + 2]):
-        c = probe[t, 1]
-        if c >= 0 and run_path(runs, c, nsat) == BY_RUN:
-            pr = run_row(store.base[c], store.cap[c], store.k[c], PIDS_ROW)
-            for r in range(16, runs.runs[c], 16):
-                prefetch(store.arena, pr + r)
+def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off, handle_id, pf,
+               unfold, lookahead):
+    """Stage 6, event by event: set its bits, check what :func:`stage_runs` left, scan every list it reached, clear.
 
-
-@njit(cache=True)
-def scan_reached(i, esat, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, pf, unfold, lookahead):
-    """Stage 6 for event ``i`` of the group (its bits set): the entries :func:`stage_runs` left, then every list reached.
-
-    Appends the handles of the matching subscriptions to ``out``; returns ``(out, nout)``.
+    Appends each event's matching subscription ids (ascending) to ``out``
+    and its end to ``out_off[e + 1]``; returns ``(out, nout)``.  One call per
+    group: the per-event work stays in one function (a call per event, even
+    inlined, cost a quarter of W0's matching time in reference counting).
     """
     arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
-    ns = esat.shape[0]
-    if runs.sorted.shape[0]:
-        # the entries of the runs stage_runs found: the columns after the second
-        out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
-        for h in range(sv_off[i], sv_off[i + 1]):
-            c, j = sv[h, 0], sv[h, 1]
-            k, base, cap = c_k[c], c_base[c], c_cap[c]
-            r0 = min(2, k)
-            if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
-                out[nout] = arena[base + k * cap + j]
-                nout += 1
-    for t in range(gp_off[i], gp_off[i + 1]):
-        c = probe[t, 1]
-        if c < 0:
-            continue
-        n = c_len[c]
-        if probe[t, 2] == STAGED:
-            # the sorted prefix is done (above); its unsorted tail, then the list's other clusters
-            done = runs.sorted[c]
-            out = ensure_room(out, nout, n - done)
-            nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + done, c_cap[c], n - done,
-                                 out, nout)
-            out, nout = scan_clusters(store.next[c], store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
-        elif n <= SMALL_CLUSTER and store.next[c] < 0:
-            # the common case of the small lists a conjunction finds: checked here, without the
-            # call into the cluster kernels (whose fixed cost dwarfs a few entries)
-            out = ensure_room(out, nout, n)
-            k, base, cap = c_k[c], c_base[c], c_cap[c]
-            for j in range(n):
-                if entry_matches(-1, k, arena, bits, base, cap, j):
+    c_sorted, c_runs = runs.sorted, runs.runs
+    for e in range(g0, g1):
+        i = e - g0
+        if e + 1 < g1:
+            # the run rows the next event will read by run, fetched while this one is scanned
+            nsat = gs_off[i + 2] - gs_off[i + 1]
+            for t in range(gp_off[i + 1], gp_off[i + 2]):
+                c = probe[t, 1]
+                if c >= 0 and run_path(runs, c, nsat) == BY_RUN:
+                    pr = run_row(c_base[c], c_cap[c], c_k[c], PIDS_ROW)
+                    for r in range(16, c_runs[c], 16):
+                        prefetch(arena, pr + r)
+        esat = gsat[gs_off[i] : gs_off[i + 1]]
+        ns = esat.shape[0]
+        for t in range(ns):
+            bits[esat[t]] = 1
+        start = nout
+        if c_sorted.shape[0]:
+            # the entries of the runs stage_runs found: the columns after the second
+            out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
+            for h in range(sv_off[i], sv_off[i + 1]):
+                c, j = sv[h, 0], sv[h, 1]
+                k, base, cap = c_k[c], c_base[c], c_cap[c]
+                r0 = min(2, k)
+                if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
                     out[nout] = arena[base + k * cap + j]
                     nout += 1
-        else:  # (c is the head of the list stage_heads found)
-            out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
+        for t in range(gp_off[i], gp_off[i + 1]):
+            c = probe[t, 1]
+            if c < 0:
+                continue
+            n = c_len[c]
+            if probe[t, 2] == STAGED:
+                # the sorted prefix is done (above); its unsorted tail, then the list's other clusters
+                done = c_sorted[c]
+                out = ensure_room(out, nout, n - done)
+                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + done, c_cap[c], n - done,
+                                     out, nout)
+                out, nout = scan_clusters(store.next[c], store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
+            elif n <= SMALL_CLUSTER and store.next[c] < 0:
+                # the common case of the small lists a conjunction finds: checked here, without the
+                # call into the cluster kernels (whose fixed cost dwarfs a few entries)
+                out = ensure_room(out, nout, n)
+                k, base, cap = c_k[c], c_base[c], c_cap[c]
+                for j in range(n):
+                    if entry_matches(-1, k, arena, bits, base, cap, j):
+                        out[nout] = arena[base + k * cap + j]
+                        nout += 1
+            else:  # (c is the head of the list stage_heads found)
+                out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
+        for t in range(ns):
+            bits[esat[t]] = 0
+        finish_event(out, start, nout, handle_id)
+        out_off[e + 1] = nout
     return out, nout
 
 
@@ -336,6 +354,7 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     n_ev = ev.offsets.shape[0] - 1
     bits = preds.bits
     has_runs = runs.sorted.shape[0] > 0
+    conj_flat = access.conj_keys.ravel()
     sat = np.empty(max(bits.shape[0], 1), dtype=np.int64)
     gsat = np.empty(1024, dtype=np.int64)  # the group's satisfied predicates, event after event
     gs_off = np.zeros(GROUP + 1, dtype=np.int64)
@@ -350,24 +369,13 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     sv_off = np.zeros(GROUP + 1, dtype=np.int64)
     for g0 in range(0, n_ev, GROUP):
         g1 = min(n_ev, g0 + GROUP)
-        gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, scratch.eq_of_field, store.key_head, sat, gsat, gs_off,
-                                          gp_off, probe)
+        gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field, store.key_head,
+                                          sat, gsat, gs_off, gp_off, probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, runs)
         stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
         if has_runs:
             hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs, hit, sv, sv_off)
-        for e in range(g0, g1):
-            i = e - g0
-            prefetch_next_runs(i, g1 - g0, gs_off, gp_off, probe, store, runs)
-            esat = gsat[gs_off[i] : gs_off[i + 1]]
-            for t in range(esat.shape[0]):
-                bits[esat[t]] = 1
-            start = nout
-            out, nout = scan_reached(i, esat, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, pf, unfold,
-                                     lookahead)
-            for t in range(esat.shape[0]):
-                bits[esat[t]] = 0
-            finish_event(out, start, nout, handle_id)
-            out_off[e + 1] = nout
+        out, nout = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off,
+                               handle_id, pf, unfold, lookahead)
     return out_off, out[:nout].copy()
