@@ -26,9 +26,9 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 5. :func:`stage_runs`: the run index lookups of clusters with runs;
 6. :func:`scan_group`, event by event: bits set, the lists scanned, bits cleared.
 
-Each stage is one call per group, never per event: a call per event (even
-inlined by numba) cost a quarter of W0's matching time in the reference
-counting of the arrays it takes.
+Each stage is one call per group, never per event: numba reference-counts
+every array a call unpacks from a container, and with calls per event (even
+inlined) this kernel took 1.45 µs per W0 event instead of 1.0.
 """
 
 from __future__ import annotations
@@ -280,8 +280,7 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
 
     Appends each event's matching subscription ids (ascending) to ``out``
     and its end to ``out_off[e + 1]``; returns ``(out, nout)``.  One call per
-    group: the per-event work stays in one function (a call per event, even
-    inlined, cost a quarter of W0's matching time in reference counting).
+    group: the per-event work stays in one function (see the module docstring).
     """
     arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
     c_sorted, c_runs = runs.sorted, runs.runs
