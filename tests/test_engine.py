@@ -298,3 +298,58 @@ def test_a_warm_process_loads_every_kernel_from_numbas_cache(algorithm):
     warm = run_process(algorithm, 500)
     assert warm["compiled"] == [] and warm["events"] == 200
     assert any(k.endswith("_kernel.<locals>.kernel") for k in warm["loaded"])  # the matching entry, from the cache
+
+
+change = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 12), subscription),
+    st.tuples(st.just("remove"), st.integers(0, 12), st.none()),
+    st.tuples(st.just("match"), st.none(), event),
+    st.tuples(st.just("bad"), st.integers(0, 12), st.sampled_from([[], [("a", "~", 1)], [("", "=", 1)],
+                                                                  [("a", "=", math.nan)], [("a", "=", None)]])),
+)
+
+
+@pytest.mark.parametrize("algorithm", ["propagation", "dynamic"])
+@pytest.mark.parametrize("pending_max", [1, 3, 4096])
+@SETTINGS
+@given(changes=st.lists(change, max_size=40))
+def test_single_changes_are_buffered_without_anyone_noticing(algorithm, pending_max, changes):
+    """Single adds and removes are applied in bulk later (engine.matcher.PENDING_MAX); every answer is as if at once.
+
+    Errors come at the call: a duplicate id or an invalid subscription is a
+    ValueError, an unknown id a KeyError, and nothing of it is inserted or
+    removed; ``len``, ``in``, matching and ``stats`` see every change made.
+    """
+    from unittest import mock
+
+    with mock.patch("fastpubsub.engine.matcher.PENDING_MAX", pending_max):
+        _replay_single_changes(Matcher(algorithm), changes)
+
+
+def _replay_single_changes(m: Matcher, changes) -> None:
+    o = OracleMatcher()
+    live: set[int] = set()
+    for op, sid, arg in changes:
+        if op in ("add", "bad"):
+            if op == "add" and sid not in live:
+                m.add(sid, arg)
+                o.add(sid, arg)
+                live.add(sid)
+            else:
+                with pytest.raises(ValueError):
+                    m.add(sid, arg)
+        elif op == "remove":
+            if sid in live:
+                m.remove(sid)
+                o.remove(sid)
+                live.discard(sid)
+            else:
+                with pytest.raises(KeyError):
+                    m.remove(sid)
+        else:
+            assert m.match(arg).tolist() == o.match(arg).tolist()
+        assert len(m) == len(live) and all((s in m) == (s in live) for s in range(13))
+    assert m.stats()["subscriptions"] == len(live)
+    m.add_bulk(SubscriptionBatch.from_lists([(100, [("a", "=", 1)])]))
+    o.add(100, [("a", "=", 1)])
+    assert m.match({"a": 1}).tolist() == o.match({"a": 1}).tolist()

@@ -26,13 +26,15 @@ from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
 from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
-from .hashtable import HashTable
+from .hashtable import HashTable, ht_lookup
 from .idpool import IdPool, grow
 from .index import REGISTRY, Clustering, Index, IndexContext
 from .predicates import PredicateTable, has_duplicate_attribute
 from .semantics import KIND_BOOL, KIND_STRING, KINDS, validate_predicates, validate_subscription_id
 from .statistics import EventStatistics
 
+#: Single adds (or removes) buffered at most before they are applied in bulk.
+PENDING_MAX = 4096
 #: The registered algorithms' names (engine/index.py; a later ``register`` adds to it).
 ALGORITHMS = REGISTRY
 
@@ -118,7 +120,10 @@ class Matcher:
         self.handle_id = np.zeros(0, dtype=np.int64)
         self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
         ctx = IndexContext(self.preds, self.probabilities, model=model, thresholds=thresholds, max_space=max_space)
-        self.index: Index = REGISTRY.build(algorithm, ctx, **options)
+        self._index: Index = REGISTRY.build(algorithm, ctx, **options)
+        self._pending_add: dict[int, list] = {}  # buffered single adds, validated (see add)
+        self._pending_remove: dict[int, None] = {}  # buffered single removes of filed subscriptions
+        self._one_id, self._one_out = np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64)
 
     @property
     def statistics(self) -> EventStatistics:
@@ -126,26 +131,62 @@ class Matcher:
         return self.probabilities.statistics
 
     @property
+    def index(self) -> Index:
+        """The algorithm's index (engine/index.py), with every buffered single change applied."""
+        self.flush()
+        return self._index
+
+    @property
     def maintenance(self) -> Maintenance | None:
-        """The dynamic algorithm's maintenance (None for the others)."""
-        return getattr(self.index, "maintenance", None)
+        """The dynamic algorithm's maintenance (None for the others), with every buffered single change applied."""
+        self.flush()
+        return getattr(self._index, "maintenance", None)
 
     # -- subscriptions ---------------------------------------------------
     def __len__(self) -> int:
-        return len(self.id_table)
+        return len(self.id_table) + len(self._pending_add) - len(self._pending_remove)
 
     def __contains__(self, sub_id: object) -> bool:
         try:
             sid = validate_subscription_id(sub_id)
         except ValueError:
             return False
-        return bool(self.id_table.lookup(np.array([sid], dtype=np.int64))[0] >= 0)
+        if sid in self._pending_add:
+            return True
+        return sid not in self._pending_remove and self._is_filed(sid)
+
+    def _is_filed(self, sid: int) -> bool:
+        """``sid`` is in the id table (one probe, no array allocated: the single-change path)."""
+        self._one_id[0, 0] = sid
+        return bool(ht_lookup(self.id_table.keys, self.id_table.vals, self._one_id, self._one_out)[0] >= 0)
 
     def add(self, sub_id: int, predicates: list[tuple[str, str, Any]]) -> None:
-        """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id."""
+        """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id.
+
+        Validated at once, filed with the next batch of changes: single adds
+        and removes are buffered (up to ``PENDING_MAX``) and applied in bulk
+        before anything reads the matcher (matching, ``len``, ``stats``, a bulk
+        change; docs/engine.md, "Single changes"), so each costs microseconds
+        and the subscriptions are filed as a bulk load would file them.
+        """
         sid = validate_subscription_id(sub_id)
         preds = validate_predicates(predicates)
-        self.add_bulk(SubscriptionBatch.from_lists([(sid, preds)]))
+        if sid in self._pending_add or (sid not in self._pending_remove and self._is_filed(sid)):
+            raise ValueError(f"duplicate subscription id {sid}")
+        self._pending_add[sid] = preds
+        if len(self._pending_add) >= PENDING_MAX:
+            self.flush()
+
+    def flush(self) -> None:
+        """Apply the buffered single changes now: removals first, then additions (see :meth:`add`)."""
+        if self._pending_remove:
+            ids = np.fromiter(self._pending_remove, dtype=np.int64, count=len(self._pending_remove))
+            self._remove_found(ids, self.id_table.lookup(ids))
+            self._pending_remove.clear()
+        if self._pending_add:
+            batch = SubscriptionBatch.from_lists(self._pending_add.items(), validated=True)
+            self._pending_add = {}
+            self._file(batch)
 
     def add_bulk(self, batch: SubscriptionBatch) -> None:
         """Add many subscriptions at once (vectorised; see docs/engine.md).
@@ -153,7 +194,12 @@ class Matcher:
         Everything is validated before anything changes: on ``ValueError``
         the matcher is as it was.
         """
+        self.flush()
         self._validate_batch(batch)
+        self._file(batch)
+
+    def _file(self, batch: SubscriptionBatch) -> None:
+        """Intern and file a validated batch of new subscriptions."""
         n = len(batch)
         if n == 0:
             return
@@ -170,7 +216,7 @@ class Matcher:
         self.id_table.insert(np.asarray(batch.ids, dtype=np.int64), handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = batch.ids
-        self.index.add_bulk(handles, off, pids)
+        self._index.add_bulk(handles, off, pids)
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
         batch.validate()
@@ -186,16 +232,18 @@ class Matcher:
             raise ValueError(f"duplicate subscription id {int(np.asarray(batch.ids)[present][0])}")
 
     def remove(self, sub_id: int) -> None:
-        """Remove a subscription in O(its size); ``KeyError`` if unknown."""
+        """Remove a subscription; ``KeyError`` if unknown.  Buffered like :meth:`add`; O(its size) when applied."""
         try:
             sid = validate_subscription_id(sub_id)
         except ValueError:
             raise KeyError(sub_id) from None
-        key = np.array([sid], dtype=np.int64)
-        h = self.id_table.lookup(key)
-        if h[0] < 0:
+        if self._pending_add.pop(sid, None) is not None:
+            return
+        if sid in self._pending_remove or not self._is_filed(sid):
             raise KeyError(sub_id)
-        self._remove_found(key, h)
+        self._pending_remove[sid] = None
+        if len(self._pending_remove) >= PENDING_MAX:
+            self.flush()
 
     def remove_bulk(self, sub_ids: Any) -> None:
         """Remove many subscriptions in one pass over the structures (expiry at equilibrium, Fabret section 1).
@@ -203,6 +251,7 @@ class Matcher:
         All or nothing: an unknown or repeated id raises (``KeyError`` /
         ``ValueError``) before anything changes.
         """
+        self.flush()
         ids = np.asarray(sub_ids, dtype=np.int64).reshape(-1)
         if len(ids) == 0:
             return
@@ -216,13 +265,14 @@ class Matcher:
 
     def _remove_found(self, ids: np.ndarray, h: np.ndarray) -> None:
         """Take out live subscriptions (distinct ids and their handles): index (and its predicate references), id table."""
-        self.index.remove_bulk(h)
+        self._index.remove_bulk(h)
         self.id_table.delete(ids)
         self.handles.release(h)
 
     # -- events ----------------------------------------------------------
     def match_encoded(self, batch: EventBatch) -> Matches:
         """Match events given as an :class:`EventBatch` (the decoder's path); CSR result."""
+        self.flush()
         batch.validate()
         _check_values("EventBatch", batch)
         names = list(batch.attribute_names)
@@ -234,22 +284,24 @@ class Matcher:
             raise ValueError("EventBatch: an event carries the same attribute twice")
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
-        off, ids = self.index.match_encoded(ev.arrays(), batch, self.handle_id)
+        off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)
         return Matches(off, ids)
 
     # -- clustering (static, dynamic) --------------------------------------
     def set_statistics(self, statistics: EventStatistics) -> None:
         """Use these event statistics in the cost model (e.g. a Spark snapshot); they win over online ones."""
+        self.flush()
         self.probabilities.use(statistics)
-        if isinstance(self.index, Clustering):
-            self.index.statistics_changed()
+        if isinstance(self._index, Clustering):
+            self._index.statistics_changed()
 
     def reorganize(self) -> dict:
         """Static clustering from scratch (section 3.2) with the current statistics; returns what it chose."""
-        if not isinstance(self.index, Clustering):
+        self.flush()
+        if not isinstance(self._index, Clustering):
             raise ValueError(f"reorganize() applies to the static and dynamic algorithms, not {self.algorithm!r}")
-        self.index.refresh_probabilities()
-        return self.index.reorganize()
+        self._index.refresh_probabilities()
+        return self._index.reorganize()
 
     def freeze_clustering(self, frozen: bool = True) -> None:
         """Keep (or, with ``False``, stop keeping) the current hashing configuration (dynamic only).
@@ -260,9 +312,10 @@ class Matcher:
         for it.  This is the "no change" strategy Fabret et al. compare the
         dynamic one with (section 6.2.2, figure 4; ``benchmarks/equilibrium.py``).
         """
-        freeze = getattr(self.index, "freeze", None)
+        freeze = getattr(self._index, "freeze", None)
         if freeze is None:
             raise ValueError(f"freeze_clustering() applies to the dynamic algorithm, not {self.algorithm!r}")
+        self.flush()  # the changes made before freezing are filed (and maintained) as before it
         freeze(frozen)
 
     def match_batch(self, events: list[dict[str, Any]]) -> list[np.ndarray]:
@@ -275,6 +328,7 @@ class Matcher:
 
     def stats(self) -> dict[str, Any]:
         """Sizes of the structures (predicates, clusters, hash tables, memory bytes)."""
+        self.flush()
         out: dict[str, Any] = {
             "algorithm": self.algorithm,
             "subscriptions": len(self),
@@ -283,7 +337,7 @@ class Matcher:
             "id_hash_slots": len(self.id_table.vals),
         }
         p = self.preds.stats()
-        ix = self.index.stats()
+        ix = self._index.stats()
         out.update({k: v for k, v in p.items() if k != "memory_bytes"})
         out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
         out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + self.id_table.nbytes + self.handle_id.nbytes)
