@@ -97,3 +97,12 @@ def scan_lists(sat: list[int], heads: list[int], store) -> list[int]:
 def scan_cluster(bits: np.ndarray, arena: np.ndarray, k: int, base: int, cap: int, n: int) -> list[int]:
     """Line entries of the ``n`` entries of one cluster whose ``k`` columns all have their bit set."""
     return [int(arena[base + k * cap + j]) for j in range(n) if all(bits[arena[base + r * cap + j]] for r in range(k))]
+
+
+
+def runs_found(sat: list[int], c: int, store, runs) -> list[int]:
+    """Runs of cluster ``c``'s sorted prefix whose first predicate is satisfied (stage 5b), read off the run rows."""
+    k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])
+    pr = run_row(base, cap, k, PIDS_ROW)
+    s = set(sat)
+    return [r for r in range(int(runs.runs[c])) if int(store.arena[pr + r]) in s]

@@ -306,8 +306,8 @@ def _conjunction_matcher():
 
 def test_probing_stages_agree_with_their_naive_references():
     from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import (GROUP, STAGED, scan_group, stage_heads, stage_keys, stage_lookup,
-                                           stage_prefetch_rows, stage_runs)
+    from fastpubsub.engine.probing import (GROUP, STAGED, runs_found, runs_index_rows, scan_group, stage_heads,
+                                           stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
 
     m, batches = _conjunction_matcher()
     ix = m.index
@@ -333,6 +333,17 @@ def test_probing_stages_agree_with_their_naive_references():
             stage_lookup(probe, n_probe, access, store.key_head)
             stage_heads(probe, n_probe, store, runs)
             stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
+            # stage 5b on its own (5a marks the staged probes and sets gmask, cleared again by stage_runs)
+            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            found = sorted(map(tuple, hit[:nh, :3].tolist()))
+            want_found = sorted((i, int(c), r) for i in range(g1 - g0)
+                                for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
+                                if mark == STAGED
+                                for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
+            assert found == want_found
+            gmask[:] = 0
+            probe[:n_probe, 2] = 0
             hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
             assert not gmask.any()  # left at rest
             out_off = np.zeros(n_ev + 1, dtype=np.int64)

@@ -23,7 +23,8 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 2. :func:`stage_lookup`: the conjunction probes looked up (key or -1);
 3. :func:`stage_heads`: the first cluster of each list found;
 4. :func:`stage_prefetch_rows`: the first rows each scan reads, prefetched;
-5. :func:`stage_runs`: the run index lookups of clusters with runs;
+5. :func:`stage_runs`: the run index lookups of clusters with runs
+   (:func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`);
 6. :func:`scan_group`, event by event: bits set, the lists scanned, bits cleared.
 
 Each stage is one call per group, never per event: numba reference-counts
@@ -198,13 +199,28 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, 
     the start of each run the event's predicates find, the run's entries in
     the second column, the few that pass in the third.  Per event they add
     up; here each link is taken for every event of the group before the
-    next, prefetching what the next reads, so the misses overlap.  The
-    second column is checked with ``gmask`` (bit ``i`` of ``gmask[p]``:
-    event ``i`` of the group satisfies ``p``), as the per-event bits are set
-    one event at a time.  Marks the probes it takes with ``probe[t, 2] =
-    STAGED`` and leaves in ``sv[sv_off[i]:sv_off[i + 1]]`` the (cluster,
-    entry) pairs of event ``i`` still to check from the third column on.
-    Returns the scratch arrays ``(hit, sv)``, grown if needed.
+    next, prefetching what the next reads, so the misses overlap:
+    :func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`.
+    Leaves in ``sv[sv_off[i]:sv_off[i + 1]]`` the (cluster, entry) pairs of
+    event ``i`` still to check from the third column on, and ``gmask`` at
+    rest.  Returns the scratch arrays ``(hit, sv)``, grown if needed.
+    """
+    runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs)
+    hit, nh = runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit)
+    sv = runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off)
+    for i in range(n_grp):
+        for s in range(gs_off[i], gs_off[i + 1]):
+            gmask[gsat[s]] = 0
+    return hit, sv
+
+
+@njit(cache=True)
+def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
+    """Stage 5a: mark the probes whose first cluster takes the run index (``probe[t, 2] = STAGED``), prefetch the rows.
+
+    Also sets ``gmask`` (bit ``i`` of ``gmask[p]``: event ``i`` of the group
+    satisfies ``p``), which :func:`runs_entries` checks the second column
+    with, since the per-event bits are set one event at a time.
     """
     arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
     for i in range(n_grp):
@@ -220,7 +236,15 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, 
                     probe[t, 2] = STAGED
                     for r in range(16, 2 + 2 * w, 16):
                         prefetch(arena, ir + r)
-    # the runs each event's satisfied predicates find; their starts prefetched
+
+
+@njit(cache=True)
+def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
+    """Stage 5b: the runs each event's satisfied predicates find in its staged clusters, their starts prefetched.
+
+    Rows ``hit[:nh]`` are ``(event, cluster, run, -)``; returns ``(hit, nh)``.
+    """
+    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     nh = 0
     for i in range(n_grp):
         nsat = gs_off[i + 1] - gs_off[i]
@@ -235,8 +259,19 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, 
                 if r >= 0:
                     hit[nh, 0], hit[nh, 1], hit[nh, 2] = i, c, r
                     nh += 1
-    # a pipeline over the runs found: run h's second column is checked while run h + AHEAD's bounds are read
-    # (its second column prefetched) and run h + 2 AHEAD's start is prefetched
+    return hit, nh
+
+
+@njit(cache=True)
+def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off):
+    """Stage 5c: the entries of the runs found whose second column the event satisfies, in a prefetching pipeline.
+
+    Run ``h``'s second column is checked while run ``h + RUN_AHEAD``'s
+    bounds are read (its second column prefetched) and run ``h + 2
+    RUN_AHEAD``'s start is prefetched.  Writes the (cluster, entry) pairs of
+    event ``i`` to ``sv[sv_off[i]:sv_off[i + 1]]``; returns ``sv``.
+    """
+    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     nsv = 0
     sv_off[:] = 0
     for h in range(-2 * RUN_AHEAD, nh):
@@ -268,9 +303,7 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, 
             sv_off[i + 1] += 1
     for i in range(n_grp):
         sv_off[i + 1] += sv_off[i]
-        for s in range(gs_off[i], gs_off[i + 1]):
-            gmask[gsat[s]] = 0
-    return hit, sv
+    return sv
 
 
 @njit(cache=True)
