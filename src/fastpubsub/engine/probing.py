@@ -306,7 +306,7 @@ def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off):
     return sv
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off, handle_id, pf,
                unfold, lookahead):
     """Stage 6, event by event: set its bits, check what :func:`stage_runs` left, scan every list it reached, clear.
