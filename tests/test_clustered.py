@@ -51,7 +51,7 @@ def statistics(presence: dict[str, float]) -> EventStatistics:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=40))
 def test_long_interleavings_agree_with_the_oracle(algorithm, runs, steps):
-    """``runs=2``: even tiny clusters are sorted into runs (engine/clusters.py), so every step crosses that path."""
+    """``runs=2``: even tiny clusters are sorted into runs (engine/cluster_store.py), so every step crosses that path."""
     m, o = Matcher(algorithm, runs=runs, **EAGER), OracleMatcher()
     for kind, a, b in steps:
         if kind == "add":
@@ -195,7 +195,7 @@ def test_reorganize_is_for_clustering_algorithms_only():
 
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 def test_cluster_columns_put_the_rarest_equality_first_and_matching_still_agrees(algorithm):
-    """Columns go by probability (engine/clusters.py, order_columns): with values uniform over the constants
+    """Columns go by probability (engine/cluster_store.py, order_columns): with values uniform over the constants
     subscriptions use, "rare" (40 constants) is the access predicate, then "mid" (8) is read before "common" (2)."""
     rng = np.random.default_rng(3)
     lists = [(i, [("common", "=", int(rng.integers(0, 2))), ("mid", "=", int(rng.integers(0, 8))),
