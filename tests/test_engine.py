@@ -353,3 +353,33 @@ def _replay_single_changes(m: Matcher, changes) -> None:
     m.add_bulk(SubscriptionBatch.from_lists([(100, [("a", "=", 1)])]))
     o.add(100, [("a", "=", 1)])
     assert m.match({"a": 1}).tolist() == o.match({"a": 1}).tolist()
+
+
+def test_an_algorithm_registered_from_outside_is_built_by_matcher_and_listed():
+    """engine/index.py: a factory registered under a new name; nothing else in the engine changes."""
+    from fastpubsub.engine import IndexContext, register
+    from fastpubsub.engine.index import REGISTRY, Index
+    from fastpubsub.engine.propagation import PropagationIndex
+
+    built = []
+
+    def make(ctx: IndexContext, **options) -> PropagationIndex:
+        built.append(options)
+        return PropagationIndex(ctx.preds, prefetch=False, **options)
+
+    register("plain-propagation", make)
+    try:
+        assert "plain-propagation" in ALGORITHMS and list(ALGORITHMS)[-1] == "plain-propagation"
+        m, o = Matcher("plain-propagation", unfold=4), OracleMatcher()
+        assert built == [{"unfold": 4}] and isinstance(m.index, Index)
+        for sid, preds in [(1, [("a", "=", 1), ("b", "<", 3)]), (2, [("a", "=", 1)]), (3, [("b", ">", 0)])]:
+            m.add(sid, preds)
+            o.add(sid, preds)
+        _check(m, o, [{"a": 1, "b": 2}, {"a": 1, "b": 5}, {"b": 1}, {}])
+        with pytest.raises(ValueError, match="already registered"):
+            register("plain-propagation", make)
+    finally:
+        REGISTRY.unregister("plain-propagation")
+    assert "plain-propagation" not in ALGORITHMS
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        Matcher("plain-propagation")

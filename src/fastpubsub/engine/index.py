@@ -108,6 +108,10 @@ class AlgorithmRegistry(Sequence):
             raise ValueError(f"algorithm {name!r} is already registered")
         self._factories[name] = factory
 
+    def unregister(self, name: str) -> None:
+        """Forget an algorithm (``KeyError`` if unknown); matchers already built keep their index."""
+        del self._factories[name]
+
     def build(self, name: str, ctx: IndexContext, **options: Any) -> Index:
         if name not in self._factories:
             raise ValueError(f"unknown algorithm {name!r}; expected one of {', '.join(self._factories)}")
