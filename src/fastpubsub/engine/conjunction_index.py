@@ -20,8 +20,9 @@ equation 3.1).  Single-field schemas are the predicate phase's own
   is best for them; :class:`engine.costmodel.maintenance.Maintenance` creates and drops
   schemas and moves subscriptions as clusters grow hot and statistics shift.
 
-Matching is :func:`engine.probing.clustered_events`.  Fields stand in for the paper's attributes (a field is an attribute and a
-value kind; predicates only ever compare values of one kind).
+Matching is :func:`engine.probing.clustered_events`.  Fields stand in for the
+paper's attributes (a field is an attribute and a value kind; predicates only
+ever compare values of one kind).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from .statistics import StatisticsCollector
 MAX_SETTLE_ROUNDS = 200
 #: The online statistics sample one event batch in this many (dynamic).
 OBSERVE_EVERY = 4
+
 
 @njit(cache=True)
 def equality_profile(off, pids, pred_field, pred_op, pred_prob):

@@ -25,7 +25,7 @@ Schemas are packed into one int64 (engine/costmodel/constants.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 from numba import njit
