@@ -31,7 +31,7 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.encoding import batch_from_dicts, encode_batch
-from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.workload import PRESETS, W0, WorkloadSpec, generate_events, generate_subscriptions
 
 
@@ -166,16 +166,16 @@ def tune(n: int, n_events: int, repeat: int, grid: list[tuple[int, int, int]] = 
     m = Matcher("propagation")
     m.add_bulk(subs)
     del subs
-    from fastpubsub.engine.batch import PROPAGATION, batch_kernel
+    from fastpubsub.engine.batch import propagation_kernel
 
-    kernels = {cfg: batch_kernel(PROPAGATION, *cfg) for cfg in grid}
+    kernels = {cfg: propagation_kernel(*cfg) for cfg in grid}
     best = {cfg: float("inf") for cfg in grid}
     for cfg, kernel in kernels.items():  # compile
-        m._kernel = kernel
+        m.index._kernel = kernel
         m.match_encoded(events)
     for _ in range(repeat):
         for cfg, kernel in kernels.items():
-            m._kernel = kernel
+            m.index._kernel = kernel
             t, _ = best_of(1, lambda: m.match_encoded(events))
             best[cfg] = min(best[cfg], t)
     rows = []
@@ -197,10 +197,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tune", action="store_true", help="grid over prefetch parameters instead")
     ap.add_argument("--grid", default=None, help="tuning grid as pc:unfold:lookahead,... (default: TUNE_GRID)")
     ap.add_argument("--create-factor", type=float, default=None,
-                    help="dynamic: Bcreate as a multiple of a table's cost (default: engine.maintenance.Thresholds)")
+                    help="dynamic: Bcreate as a multiple of a table's cost (default: engine.costmodel.maintenance.Thresholds)")
     ap.add_argument("--runs", type=int, default=None,
                     help="static/dynamic: clusters of at least this many entries keep sorted runs "
-                         "(0: plain clusters as in the paper; default: engine.clusters.RUN_MIN)")
+                         "(0: plain clusters as in the paper; default: engine.cluster_store.RUN_MIN)")
     ap.add_argument("--skew", default=None, metavar="FIRST-LAST:LO-HI",
                     help="W0 with attributes FIRST..LAST narrowed to values LO..HI, in subscriptions and events "
                          "(e.g. 2-16:1-2: half the free attributes on 2 values)")

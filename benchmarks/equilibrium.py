@@ -55,7 +55,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.oracle import OracleMatcher
 from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 
@@ -157,7 +157,7 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
     The strategies take turns tick by tick (alternating who goes first) on
     the same subscriptions and events, so that bursts of load from other
     processes on the shared machine hit them alike.  ``cluster_runs``: the matchers'
-    sorted-run threshold (engine/clusters.py; 0, the default: the paper's plain clusters).
+    sorted-run threshold (engine/cluster_store.py; 0, the default: the paper's plain clusters).
     ``at_shift`` (with ``dynamic``): also run dynamic's twin frozen at the shift
     (``AT_SHIFT`` rows, before the shift and after the turnover).
     """

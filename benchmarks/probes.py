@@ -22,12 +22,9 @@ import time
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.clustered import CONJ_STATE
-from fastpubsub.engine.cost import calibrated_model
+from fastpubsub.engine.costmodel.model import calibrated_model
 from fastpubsub.engine.encoding import encode_batch
 from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
-
-SCHEMA_FIELDS = CONJ_STATE + 2  # index of ``sch_fields`` in the clustered state tuple (engine/batch.py)
 
 
 def measure(n: int, c_h: float, steps: list[int], n_events: int = 2000, repeat: int = 5, seed: int = 1) -> list[dict]:
@@ -36,24 +33,21 @@ def measure(n: int, c_h: float, steps: list[int], n_events: int = 2000, repeat: 
     m.add_bulk(generate_subscriptions(PRESETS["W0"], n=n, seed=seed))
     events = generate_events(PRESETS["W0"], n_events, seed=seed + 1)
     m.match_encoded(events)  # compile / load the kernel
-    ev = encode_batch(events, m.attributes, m.strings)
-    p = m.preds
-    state = m.index.state()
-    all_schemas = state[SCHEMA_FIELDS]
+    ev = encode_batch(events, m.attributes, m.strings).arrays()
+    ix = m.index
+    all_schemas = ix.sch_fields  # the fields of every configured schema, one row each
     rows = []
     for k in steps:
         k = len(all_schemas) if k < 0 else k
         if k > len(all_schemas):
             break
-        trimmed = list(state)
-        trimmed[SCHEMA_FIELDS] = np.ascontiguousarray(all_schemas[:k])
-        trimmed = tuple(trimmed)
+        ix.sch_fields = np.ascontiguousarray(all_schemas[:k])  # the events probe the first k tables only
         best = float("inf")
         for _ in range(repeat):
             t = time.perf_counter()
-            off, ids = m._kernel(ev.offsets, ev.field, ev.code, ev.eqbits, p.phase1_args(), len(p.bits),
-                                 trimmed, m.handle_id)
+            off, ids = ix.match_encoded(ev, events, m.handle_id)
             best = min(best, time.perf_counter() - t)
+        ix.sch_fields = all_schemas
         rows.append({"n": n, "C_h": c_h, "schemas": k, "events_per_s": round(n_events / best),
                      "us_per_event": round(best / n_events * 1e6, 3), "matches": int(len(ids))})
     return rows

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fastpubsub.engine.clusters import RUN_MIN
+from fastpubsub.engine.cluster_store import RUN_MIN
 from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
 
 from . import report

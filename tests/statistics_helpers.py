@@ -14,7 +14,7 @@ from fastpubsub.engine.statistics import EventStatistics, PartitionOffsets, Sour
 from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.wire import codecs, topics
 
-N_SUBSCRIPTIONS = 50_000  # enough that (a0, a1) clears the dynamic creation threshold (engine.maintenance)
+N_SUBSCRIPTIONS = 50_000  # enough that (a0, a1) clears the dynamic creation threshold (engine.costmodel.maintenance)
 
 
 def w0_subscriptions(bootstrap: str, n: int = N_SUBSCRIPTIONS) -> None:

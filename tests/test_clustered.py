@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import Matcher, OracleMatcher
-from fastpubsub.engine.clusters import RUN_MIN
+from fastpubsub.engine.cluster_store import RUN_MIN
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
-from fastpubsub.engine.cost import CostModel
-from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.costmodel.model import CostModel
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.scan import INDEX_GAIN
 from fastpubsub.engine.semantics import OPERATORS
 from fastpubsub.engine.statistics import AttributeStats, EventStatistics
@@ -51,7 +51,7 @@ def statistics(presence: dict[str, float]) -> EventStatistics:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=40))
 def test_long_interleavings_agree_with_the_oracle(algorithm, runs, steps):
-    """``runs=2``: even tiny clusters are sorted into runs (engine/clusters.py), so every step crosses that path."""
+    """``runs=2``: even tiny clusters are sorted into runs (engine/cluster_store.py), so every step crosses that path."""
     m, o = Matcher(algorithm, runs=runs, **EAGER), OracleMatcher()
     for kind, a, b in steps:
         if kind == "add":
@@ -195,7 +195,7 @@ def test_reorganize_is_for_clustering_algorithms_only():
 
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 def test_cluster_columns_put_the_rarest_equality_first_and_matching_still_agrees(algorithm):
-    """Columns go by probability (engine/clusters.py, order_columns): with values uniform over the constants
+    """Columns go by probability (engine/cluster_store.py, order_columns): with values uniform over the constants
     subscriptions use, "rare" (40 constants) is the access predicate, then "mid" (8) is read before "common" (2)."""
     rng = np.random.default_rng(3)
     lists = [(i, [("common", "=", int(rng.integers(0, 2))), ("mid", "=", int(rng.integers(0, 8))),
@@ -212,3 +212,29 @@ def test_cluster_columns_put_the_rarest_equality_first_and_matching_still_agrees
               for c, d, r in zip(rng.integers(0, 2, 300), rng.integers(0, 8, 300), rng.integers(0, 40, 300))]
     o = _oracle_of(batch)
     assert [r.tolist() for r in m.match_batch(events)] == [r.tolist() for r in o.match_batch(events)]
+
+
+def test_a_matcher_built_by_single_adds_files_like_its_bulk_twin():
+    """Single adds end where add_bulk of the same subscriptions ends: filed under multi-attribute tables, same matches.
+
+    The adds are applied in bulk chunks (engine.matcher.PENDING_MAX), so the
+    dynamic loading rounds create the (a0, a1) tables early and later chunks
+    go straight to them; no subscription is left in a single-field list that
+    the bulk load puts in a table.  (The chunks differ from add_bulk's, so
+    the three-field tables chosen may differ.)
+    """
+    spec, subs = small_w0(20_000)
+    model = CostModel(K_r=1.0, C_h=20.0, K_h=1.0, K_c=1.0)
+    single, bulk = Matcher("dynamic", model=model), Matcher("dynamic", model=model)
+    for sid, preds in subs.to_lists():
+        single.add(sid, preds)
+    bulk.add_bulk(subs)
+    s, b = single.stats()["hash_tables"], bulk.stats()["hash_tables"]
+    assert b["schemas"] and s["schemas"], (s, b)
+    assert s["single_field_subscriptions"] <= b["single_field_subscriptions"] + len(subs) // 100
+    assert sum(t["subscriptions"] for t in s["schemas"]) >= 0.99 * sum(t["subscriptions"] for t in b["schemas"])
+    events = generate_events(spec, 300, seed=2)
+    got, want = single.match_encoded(events), bulk.match_encoded(events)
+    assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.ids, want.ids)
+    dicts = events.to_dicts()
+    assert [r.tolist() for r in single.match_batch(dicts)] == [r.tolist() for r in _oracle_of(subs).match_batch(dicts)]

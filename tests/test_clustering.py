@@ -7,14 +7,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.engine.clustering import (
+from fastpubsub.engine.costmodel.greedy import (
     EqualityProfile,
     best_assignment,
     greedy_configuration,
     pack_schema,
     unpack_schema,
 )
-from fastpubsub.engine.cost import CostModel, matching_cost
+from fastpubsub.engine.costmodel.model import CostModel, matching_cost
 
 MODEL = CostModel(K_r=5.0, C_h=20.0, K_h=3.0, K_c=1.5)
 
@@ -121,11 +121,11 @@ def test_subscriptions_without_equalities_go_to_the_catch_all():
 
 
 def test_calibration_measures_every_constant_and_saves_where_the_matcher_looks(tmp_path, monkeypatch, capsys):
-    """``python -m fastpubsub.engine.calibration --save``: the model the cost-based algorithms use (engine/cost.py)."""
+    """``python -m fastpubsub.engine.costmodel.calibration --save``: the model the cost-based algorithms use (engine/costmodel/model.py)."""
     import json
 
-    from fastpubsub.engine import calibration
-    from fastpubsub.engine.cost import MODEL_PATH_ENV, calibrated_model
+    from fastpubsub.engine.costmodel import calibration
+    from fastpubsub.engine.costmodel.model import MODEL_PATH_ENV, calibrated_model
 
     path = tmp_path / "model.json"
     monkeypatch.setenv(MODEL_PATH_ENV, str(path))

@@ -282,3 +282,104 @@ def test_bulk_strings_renumber_existing_codes(algorithm):
             o.add(sid, p)
     assert len(words) > 64
     _check(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])
+
+
+@pytest.mark.parametrize("algorithm", ["propagation-wp", "dynamic"])
+def test_a_warm_process_loads_every_kernel_from_numbas_cache(algorithm):
+    """The named kernel containers must not defeat ``cache=True``: a second process compiles nothing.
+
+    The first process fills the cache if needed; the second builds, changes
+    and matches the same way and must find every kernel it runs in the cache
+    (``benchmarks/warm_start.py`` also times it).
+    """
+    from benchmarks.warm_start import run_process
+
+    run_process(algorithm, 500)
+    warm = run_process(algorithm, 500)
+    assert warm["compiled"] == [] and warm["events"] == 200
+    assert any(k.endswith("_kernel.<locals>.kernel") for k in warm["loaded"])  # the matching entry, from the cache
+
+
+change = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 12), subscription),
+    st.tuples(st.just("remove"), st.integers(0, 12), st.none()),
+    st.tuples(st.just("match"), st.none(), event),
+    st.tuples(st.just("bad"), st.integers(0, 12), st.sampled_from([[], [("a", "~", 1)], [("", "=", 1)],
+                                                                  [("a", "=", math.nan)], [("a", "=", None)]])),
+)
+
+
+@pytest.mark.parametrize("algorithm", ["propagation", "dynamic"])
+@pytest.mark.parametrize("pending_max", [1, 3, 4096])
+@SETTINGS
+@given(changes=st.lists(change, max_size=40))
+def test_single_changes_are_buffered_without_anyone_noticing(algorithm, pending_max, changes):
+    """Single adds and removes are applied in bulk later (engine.matcher.PENDING_MAX); every answer is as if at once.
+
+    Errors come at the call: a duplicate id or an invalid subscription is a
+    ValueError, an unknown id a KeyError, and nothing of it is inserted or
+    removed; ``len``, ``in``, matching and ``stats`` see every change made.
+    """
+    from unittest import mock
+
+    with mock.patch("fastpubsub.engine.matcher.PENDING_MAX", pending_max):
+        _replay_single_changes(Matcher(algorithm), changes)
+
+
+def _replay_single_changes(m: Matcher, changes) -> None:
+    o = OracleMatcher()
+    live: set[int] = set()
+    for op, sid, arg in changes:
+        if op in ("add", "bad"):
+            if op == "add" and sid not in live:
+                m.add(sid, arg)
+                o.add(sid, arg)
+                live.add(sid)
+            else:
+                with pytest.raises(ValueError):
+                    m.add(sid, arg)
+        elif op == "remove":
+            if sid in live:
+                m.remove(sid)
+                o.remove(sid)
+                live.discard(sid)
+            else:
+                with pytest.raises(KeyError):
+                    m.remove(sid)
+        else:
+            assert m.match(arg).tolist() == o.match(arg).tolist()
+        assert len(m) == len(live) and all((s in m) == (s in live) for s in range(13))
+    assert m.stats()["subscriptions"] == len(live)
+    m.add_bulk(SubscriptionBatch.from_lists([(100, [("a", "=", 1)])]))
+    o.add(100, [("a", "=", 1)])
+    assert m.match({"a": 1}).tolist() == o.match({"a": 1}).tolist()
+
+
+def test_an_algorithm_registered_from_outside_is_built_by_matcher_and_listed():
+    """engine/index.py: a factory registered under a new name; nothing else in the engine changes."""
+    from fastpubsub.engine import IndexContext, register
+    from fastpubsub.engine.index import REGISTRY, Index
+    from fastpubsub.engine.propagation import PropagationIndex
+
+    built = []
+
+    def make(ctx: IndexContext, **options) -> PropagationIndex:
+        built.append(options)
+        return PropagationIndex(ctx.preds, prefetch=False, **options)
+
+    register("plain-propagation", make)
+    try:
+        assert "plain-propagation" in ALGORITHMS and list(ALGORITHMS)[-1] == "plain-propagation"
+        m, o = Matcher("plain-propagation", unfold=4), OracleMatcher()
+        assert built == [{"unfold": 4}] and isinstance(m.index, Index)
+        for sid, preds in [(1, [("a", "=", 1), ("b", "<", 3)]), (2, [("a", "=", 1)]), (3, [("b", ">", 0)])]:
+            m.add(sid, preds)
+            o.add(sid, preds)
+        _check(m, o, [{"a": 1, "b": 2}, {"a": 1, "b": 5}, {"b": 1}, {}])
+        with pytest.raises(ValueError, match="already registered"):
+            register("plain-propagation", make)
+    finally:
+        REGISTRY.unregister("plain-propagation")
+    assert "plain-propagation" not in ALGORITHMS
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        Matcher("plain-propagation")

@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks import equilibrium as eq
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.maintenance import Thresholds
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.workload import PRESETS, generate_subscriptions
 
 # cheap tables: at a few thousand subscriptions the default thresholds create none

@@ -7,11 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.engine.clusters import ClusterStore, index_run
+import naive
+
+from fastpubsub.engine.cluster_store import ClusterStore, index_run
 from fastpubsub.engine.encoding import StringDictionary
 from fastpubsub.engine.hashtable import HashTable
 from fastpubsub.engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
-from fastpubsub.engine.clusters import NO_PROBABILITIES, OP_RANK, order_columns
+from fastpubsub.engine.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
 from fastpubsub.engine.propagation import choose_access
 from fastpubsub.engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
 from fastpubsub.engine.semantics import OPERATORS, compare
@@ -83,8 +85,9 @@ def test_satisfied_predicates_against_compare():
     preds.prepare()
     sat = np.empty(preds.n_ids, dtype=np.int64)
     for x in [-5.0, -1.0, 0.0, 1.0, 2.0, 2.25, 2.5, 7.0, 9.0, np.nan]:
+        p = preds.arrays()
         n = satisfied_predicates(0, 1, np.array([0 if x == x else -1]), np.array([x]), np.array([x + 0.0]).view(np.int64),
-                                 *preds.phase1_args(), sat)
+                                 p.table_keys, p.table_vals, p.group_of, p.g_start, p.g_end, p.g_vals, p.g_pids, sat)
         got = sorted(sat[:n].tolist())
         want = sorted(int(p) for p, (op, c) in zip(pids, table) if compare(op, x, c))
         assert got == want, x
@@ -173,11 +176,10 @@ def check_runs(s: ClusterStore) -> None:
 def scan_all(s: ClusterStore, bits: np.ndarray, keys) -> list[int]:
     out = np.zeros(16, dtype=np.int64)
     nout = 0
-    args = s.scan_args()
     sat = np.flatnonzero(bits).astype(np.int64)
     for q in keys:
         if q < len(s.key_head):
-            out, nout = scan_list(q, *args, bits, out, nout, 2, 4, 8, sat, len(sat))
+            out, nout = scan_list(q, s.arrays(), s.run_arrays(), bits, out, nout, 2, 4, 8, sat, len(sat))
     return sorted(out[:nout].tolist())
 
 
@@ -275,3 +277,90 @@ def test_trim_compacts_what_a_chunked_load_left_behind():
     assert cols.reshape(-1, 2).tolist() == [model[e] for e in live.tolist()]
     s.trim()  # nothing left to gain: no rewrite
     assert s.garbage == 0
+
+
+# -- the stages of engine/probing.py, each against tests/naive.py -------------------------------------------------
+
+def _conjunction_matcher():
+    """Static with runs on a small W0: (a0, a1) conjunction lists of about 300 entries, sorted and indexed."""
+    from dataclasses import replace
+
+    from fastpubsub.engine import Matcher, RUN_MIN
+    from fastpubsub.engine.columnar import concat_subscriptions
+    from fastpubsub.engine.costmodel.model import CostModel
+    from fastpubsub.engine.workload import WorkloadSpec, generate_events, generate_subscriptions
+
+    spec = WorkloadSpec(name="w0-small", n_attributes=8, subscription_attributes=(0, 8), n_predicates=4,
+                        fixed=("=", "="), n_event_pairs=8, domain=(1, 6))
+    subs = concat_subscriptions([generate_subscriptions(replace(spec, n_predicates=n_p), 10_000, seed=n_p,
+                                                        first_id=10_000 * (n_p - 3)) for n_p in (3, 4, 5)])
+    m = Matcher("static", runs=RUN_MIN, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
+    m.add_bulk(subs)
+    rng = np.random.default_rng(3)
+    for sid in rng.choice(subs.ids, size=300, replace=False).tolist():  # unsorted tails, shifted runs
+        m.remove(sid)
+    events = generate_events(spec, 40, seed=5)
+    sparse = generate_events(replace(spec, n_event_pairs=3), 30, seed=6)  # events lacking a0 or a1 skip the table
+    return m, [events, sparse]
+
+
+def test_probing_stages_agree_with_their_naive_references():
+    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.probing import (GROUP, STAGED, runs_found, runs_index_rows, scan_group, stage_heads,
+                                           stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
+
+    m, batches = _conjunction_matcher()
+    ix = m.index
+    assert len(ix.schemas) == 1 and ix.store.c_sorted.max() > 0
+    m.preds.prepare()
+    preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
+    access = ix.keys.arrays(ix.sch_fields)
+    eq_of_field = np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64)
+    gmask = np.zeros(len(preds.bits), dtype=np.uint16)
+    sat = np.empty(len(preds.bits), dtype=np.int64)
+    gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
+    gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
+    hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
+    staged_events = 0
+    for batch in batches:
+        ev = encode_batch(batch, m.attributes, m.strings).arrays()
+        n_ev = len(ev.offsets) - 1
+        for g0 in range(0, n_ev, GROUP):
+            g1 = min(n_ev, g0 + GROUP)
+            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
+                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
+            assert np.all(eq_of_field == -1)  # left at rest
+            stage_lookup(probe, n_probe, access, store.key_head)
+            stage_heads(probe, n_probe, store, runs)
+            stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
+            # stage 5b on its own (5a marks the staged probes and sets gmask, cleared again by stage_runs)
+            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            found = sorted(map(tuple, hit[:nh, :3].tolist()))
+            want_found = sorted((i, int(c), r) for i in range(g1 - g0)
+                                for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
+                                if mark == STAGED
+                                for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
+            assert found == want_found
+            gmask[:] = 0
+            probe[:n_probe, 2] = 0
+            hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
+            assert not gmask.any()  # left at rest
+            out_off = np.zeros(n_ev + 1, dtype=np.int64)
+            out, _ = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, preds.bits, store, runs,
+                                np.empty(4, dtype=np.int64), 0, out_off, np.arange(len(m.handle_id)), 2, 8, 64)
+            assert not preds.bits.any()  # left at rest
+            for i in range(g1 - g0):
+                esat = gsat[gs_off[i]:gs_off[i + 1]].copy()
+                sat_list = esat.tolist()
+                rows = probe[gp_off[i]:gp_off[i + 1]]
+                heads = sorted(int(c) for c in rows[:, 1] if c >= 0)
+                assert heads == naive.heads_reached(sat_list, preds, access, store)
+                staged = [int(c) for c, mark in zip(rows[:, 1], rows[:, 2]) if mark == STAGED]
+                staged_events += bool(staged)
+                want_pairs = sorted(p for c in staged for p in naive.run_entries(sat_list, c, store, runs))
+                assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want_pairs
+                # scan_group's handles of event g0 + i (handle_id = identity here), then the naive scan's
+                got = out[out_off[g0 + i]:out_off[g0 + i + 1]].tolist()
+                assert got == naive.scan_lists(sat_list, heads, store)
+    assert staged_events > 0  # the run index path was exercised

@@ -4,13 +4,14 @@ No Kafka, no Spark: the engine is a library.  What this module exports is its
 public API; the processor, the statistics job and the CLI use nothing else.
 """
 
-from .clusters import RUN_MIN
+from .cluster_store import RUN_MIN
 from .columnar import (
     EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_events,
     take_subscriptions, unpack_strings,
 )
 from .encoding import N_KINDS
 from .event_store import StoredMatches, ValidEventStore
+from .index import Index, IndexContext, register
 from .matcher import ALGORITHMS, Matcher, Matches
 from .oracle import OracleMatcher
 from .semantics import (
@@ -21,9 +22,9 @@ from .validity import DeadlineQueue
 from .workload import PRESETS, generate_events, generate_subscriptions
 
 __all__ = [
-    "ALGORITHMS", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "KINDS", "KIND_BOOL",
-    "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher", "PRESETS",
+    "ALGORITHMS", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "Index", "IndexContext", "KINDS",
+    "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher", "PRESETS",
     "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "generate_events", "generate_subscriptions",
-    "pack_strings", "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
+    "pack_strings", "register", "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
 ]

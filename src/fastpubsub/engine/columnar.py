@@ -133,24 +133,38 @@ class SubscriptionBatch:
         return len(self.ids)
 
     @classmethod
-    def from_lists(cls, subscriptions: Iterable[tuple[int, Iterable[Predicate]]]) -> "SubscriptionBatch":
+    def from_lists(cls, subscriptions: Iterable[tuple[int, Iterable[Predicate]]], *,
+                   validated: bool = False) -> "SubscriptionBatch":
+        """A batch of ``(id, predicates)``; ``validated``: ids and predicates were checked already (skip it)."""
         names: dict[str, int] = {}
         ids: list[int] = []
         offsets = [0]
         attrs: list[int] = []
         ops: list[int] = []
-        values: list[Any] = []
+        kinds: list[int] = []
+        numbers: list[float] = []
+        strings: list[str] = []
+        nan = float("nan")
         for sid, preds in subscriptions:
-            ids.append(validate_subscription_id(sid))
-            for a, op, v in validate_predicates(preds):
+            ids.append(sid if validated else validate_subscription_id(sid))
+            for a, op, v in (preds if validated else validate_predicates(preds)):
                 attrs.append(names.setdefault(a, len(names)))
                 ops.append(OP_CODE[op])
-                values.append(v)
+                if isinstance(v, bool):
+                    kinds.append(KIND_BOOL)
+                    numbers.append(1.0 if v else 0.0)
+                elif isinstance(v, str):
+                    kinds.append(KIND_STRING)
+                    numbers.append(nan)
+                    strings.append(v)
+                else:
+                    kinds.append(KIND_NUMBER)
+                    numbers.append(float(v))
             offsets.append(len(attrs))
-        kinds, numbers, strings = _encode_values(values)
         return cls(
             np.array(ids, np.int64), tuple(names), np.array(offsets, np.int64),
-            np.array(attrs, np.int32), np.array(ops, np.int8), kinds, numbers, strings,
+            np.array(attrs, np.int32), np.array(ops, np.int8), np.array(kinds, np.int8),
+            np.array(numbers, np.float64), tuple(strings),
         )
 
     def to_lists(self) -> list[tuple[int, list[Predicate]]]:

@@ -8,27 +8,41 @@ number of distinct predicates.  Phase 1 is the shared predicate phase.
 Per event this touches every (subscription, satisfied predicate) pair, at
 random positions of the counter array, where propagation reads one
 contiguous column of the clusters whose access predicate holds and rarely
-goes further.  The lists live in a :class:`~engine.clusters.ClusterStore`
+goes further.  The lists live in a :class:`~engine.cluster_store.ClusterStore`
 (key = predicate id, one column = the owning subscription's handle), so
 insertion and O(size) deletion are the cluster layer's.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-from .clustered import no_conjunctions
-from .clusters import ClusterStore
+from .cluster_store import ClusterStore
 from .idpool import grow
-from .predicates import PredicateTable
-from .scan import ensure_room
+from .index import IndexContext
+from .predicates import PredicateTable, satisfied_predicates
+from .scan import ensure_room, finish_event
+
+
+class CountingArrays(NamedTuple):
+    """Counting's per-subscription arrays, indexed by handle."""
+
+    need: np.ndarray  # int32: distinct predicates of the subscription (a match when the counter reaches it)
+    count: np.ndarray  # int32: hits so far in this event (all zero between events)
 
 
 @njit(cache=True)
-def counting_phase2(sat, ns, state, out, nout):
-    """Count hits per subscription on the lists of satisfied predicates; reset the counters touched."""
-    _, _, key_head, c_next, c_base, c_cap, c_len, c_k, _, _, arena, need, cnt = state[:13]
+def counting_phase2(sat, ns, store, counting, out, nout):
+    """Count hits per subscription on the lists of satisfied predicates; reset the counters touched.
+
+    ``store``: the per-predicate lists (:class:`~engine.cluster_store.ClusterArrays`, key = predicate id,
+    one column = the handle).
+    """
+    key_head, c_next, c_base, c_len, arena = store.key_head, store.next, store.base, store.length, store.arena
+    need, cnt = counting.need, counting.count
     n_keys = key_head.shape[0]
     for t in range(ns):
         p = sat[t]
@@ -55,6 +69,27 @@ def counting_phase2(sat, ns, state, out, nout):
     return out, nout
 
 
+@njit(cache=True)
+def counting_events(ev, preds, store, counting, handle_id):
+    """Counting over a batch of events (section 5)."""
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    n_ev = ev.offsets.shape[0] - 1
+    sat = np.empty(max(preds.bits.shape[0], 1), dtype=np.int64)
+    out = np.empty(1024, dtype=np.int64)
+    out_off = np.zeros(n_ev + 1, dtype=np.int64)
+    nout = 0
+    for i in range(n_ev):
+        ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
+        start = nout
+        out, nout = counting_phase2(sat, ns, store, counting, out, nout)
+        finish_event(out, start, nout, handle_id)
+        out_off[i + 1] = nout
+    return out_off, out[:nout].copy()
+
+
 class CountingIndex:
     """Per-predicate subscription lists plus per-subscription hit counters."""
 
@@ -68,7 +103,9 @@ class CountingIndex:
         self.n_entries = 0  # bump allocator of entry blocks
         self.free_blocks: dict[int, list[int]] = {}  # block size -> starts, reused by single inserts
 
-    def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+    def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """Append each subscription's handle to the list of each of its predicates."""
+        self.preds.refcount[: self.preds.n_ids] += np.bincount(pids, minlength=self.preds.n_ids)
         sizes = np.diff(off)
         blocks = self.free_blocks.get(int(sizes[0])) if len(handles) == 1 else None
         if blocks:
@@ -85,8 +122,14 @@ class CountingIndex:
         self.entry_pred[entries] = pids
         clusters = self.store.clusters_for(pids, np.ones(len(pids), dtype=np.int64))
         self.store.append(clusters, entries, np.repeat(handles, sizes), np.arange(len(pids) + 1, dtype=np.int64))
+        self.store.trim()
 
-    def delete(self, handles: np.ndarray) -> np.ndarray:
+    def remove_bulk(self, handles: np.ndarray) -> None:
+        """Take the subscriptions off their predicates' lists; release the lists of predicates that die."""
+        for p in self.preds.decref(self._unlist(handles)).tolist():
+            self.store.release_key(p)
+
+    def _unlist(self, handles: np.ndarray) -> np.ndarray:
         sizes = self.need[handles].astype(np.int64)
         firsts = self.first[handles]
         starts = np.repeat(firsts - np.cumsum(sizes) + sizes, sizes)
@@ -99,17 +142,23 @@ class CountingIndex:
         self.need[handles] = 0
         return pids
 
-    def predicates_freed(self, dead: np.ndarray) -> None:
-        """Release the (now empty) lists of predicates no subscription holds any more."""
-        for p in dead.tolist():
-            self.store.release_key(p)
+    def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Matches of encoded events (:func:`counting_events`)."""
+        return counting_events(events, self.preds.arrays(), self.store.arrays(), self.arrays(), handle_id)
 
-    def state(self) -> tuple:
-        """The arrays counting's phase 2 reads (see engine/batch.py)."""
-        no_bits, no_keys = np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
-        return (no_bits, no_keys, *self.store.scan_args(), self.need, self.cnt, *no_conjunctions())
+    def arrays(self) -> CountingArrays:
+        return CountingArrays(self.need, self.cnt)
 
     def stats(self) -> dict:
         s = self.store.stats()
         s["memory_bytes"] += int(self.need.nbytes + self.cnt.nbytes + self.first.nbytes + self.entry_pred.nbytes)
         return s
+
+
+def make_counting(ctx: IndexContext, **options) -> CountingIndex:
+    """``Matcher("counting")``: no options."""
+    if options.pop("runs", 0):
+        raise ValueError("runs (sorted clusters) is an option of static and dynamic, not of counting")
+    if options:
+        raise ValueError(f"counting has no scan options ({', '.join(options)})")
+    return CountingIndex(ctx.preds)

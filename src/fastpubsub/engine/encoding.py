@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -134,6 +134,15 @@ class StringDictionary:
         return out_ids, out_codes
 
 
+class EventArrays(NamedTuple):
+    """Events as the kernels take them: CSR over (field, value) pairs (see :class:`EncodedEvents`)."""
+
+    offsets: np.ndarray  # int64 [n + 1]: event i is pairs offsets[i]:offsets[i+1]
+    field: np.ndarray  # int64 [m]: the pair's field (-1: matches nothing)
+    code: np.ndarray  # float64 [m]: the value's order code
+    eqbits: np.ndarray  # int64 [m]: the value's equality bits
+
+
 @dataclass
 class EncodedEvents:
     """Events as the kernels take them (CSR over pairs).
@@ -149,6 +158,9 @@ class EncodedEvents:
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+    def arrays(self) -> EventArrays:
+        return EventArrays(self.offsets, self.field, self.code, self.eqbits)
 
 
 def encode_batch(batch: EventBatch, attributes: AttributeDictionary, strings: StringDictionary) -> EncodedEvents:

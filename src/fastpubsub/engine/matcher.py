@@ -3,8 +3,9 @@
 Shared by every algorithm: the dictionaries (engine/encoding.py), the
 predicate table (engine/predicates.py) and the subscription handles (a dense
 int32 per subscription, the entries of the clusters; ``id -> handle`` is a
-hash table, ``handle -> id`` an array).  The algorithm owns the structure
-subscriptions are filed in (engine/propagation.py, engine/counting.py).
+hash table, ``handle -> id`` an array).  The algorithm's
+:class:`~engine.index.Index`, built by the registry of engine/index.py, owns
+the structure subscriptions are filed in and matches events against it.
 
 Every way in goes through one vectorised insertion path (``add`` builds a
 one-subscription :class:`SubscriptionBatch`), and every way out through one
@@ -14,30 +15,28 @@ batch kernel call (``match`` and ``match_batch`` build an
 
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
 
-from .batch import CLUSTERED, COUNTING, PROPAGATION, batch_kernel
-from .clustered import ClusteredIndex
+from . import algorithms  # noqa: F401  (registers the built-in algorithms)
 from .columnar import EventBatch, SubscriptionBatch
-from .cost import CostModel, calibrated_model
-from .counting import CountingIndex
-from .encoding import N_KINDS, AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
-from .maintenance import Maintenance, Thresholds
-from .statistics import EventStatistics, StatisticsCollector
-from .hashtable import HashTable
+from .costmodel.maintenance import Maintenance, Thresholds
+from .costmodel.model import CostModel
+from .costmodel.probabilities import EventProbabilities
+from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
+from .hashtable import HashTable, ht_lookup
 from .idpool import IdPool, grow
+from .index import REGISTRY, Clustering, Index, IndexContext
 from .predicates import PredicateTable, has_duplicate_attribute
-from .propagation import PropagationIndex
-from .semantics import KIND_BOOL, KIND_STRING, KINDS, OP_EQ, validate_predicates, validate_subscription_id
+from .semantics import KIND_BOOL, KIND_STRING, KINDS, validate_predicates, validate_subscription_id
+from .statistics import EventStatistics
 
-ALGORITHMS = ("counting", "propagation", "propagation-wp", "static", "dynamic")
-_MAX_SETTLE_ROUNDS = 200  # maintenance rounds after new statistics, at most (dynamic)
-_OBSERVE_EVERY = 4  # the online statistics sample one event batch in this many (dynamic)
-ADOPT_RATIO = 1.5  # online statistics are adopted when some nu differs this much (dynamic; see below)
+#: Single adds (or removes) buffered at most before they are applied in bulk.
+PENDING_MAX = 4096
+#: The registered algorithms' names (engine/index.py; a later ``register`` adds to it).
+ALGORITHMS = REGISTRY
 
 
 class Matches(NamedTuple):
@@ -102,21 +101,16 @@ class Matcher:
     "dynamic" (section 4: the maintenance algorithm keeps the clustering
     near the best one as subscriptions and statistics change).
 
-    ``model`` (a :class:`~engine.cost.CostModel`) defaults to the calibrated
-    one; ``thresholds`` tune the dynamic maintenance (``engine/maintenance.py``).
+    The algorithm is looked up in the registry (engine/index.py), which
+    other algorithms join with ``register``; keyword ``options`` (scan
+    parameters, ``runs``) go to its factory.  ``model`` (a
+    :class:`~engine.costmodel.model.CostModel`) defaults to the calibrated
+    one; ``thresholds`` tune the dynamic maintenance
+    (engine/costmodel/maintenance.py).
     """
 
     def __init__(self, algorithm: str = "dynamic", *, model: CostModel | None = None,
-                 thresholds: Thresholds | None = None, max_space: float | None = None, **scan_options: int) -> None:
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
-        runs = scan_options.pop("runs", 0)  # ClusteredIndex's alone; 0 is every algorithm's default
-        if runs and algorithm not in ("static", "dynamic"):
-            raise ValueError(f"runs (sorted clusters) is an option of static and dynamic, not of {algorithm}")
-        if not isinstance(runs, (int, np.integer)) or runs < 0:
-            raise ValueError(f"runs must be a non-negative integer (0: off), not {runs!r}")
-        if scan_options and algorithm == "counting":
-            raise ValueError(f"counting has no scan options ({', '.join(scan_options)})")
+                 thresholds: Thresholds | None = None, max_space: float | None = None, **options: int) -> None:
         self.algorithm = algorithm
         self.attributes = AttributeDictionary()
         self.strings = StringDictionary()
@@ -124,41 +118,75 @@ class Matcher:
         self.handles = IdPool()
         self.id_table = HashTable(width=1)
         self.handle_id = np.zeros(0, dtype=np.int64)
-        self.statistics = EventStatistics.uniform()
-        self._external_statistics = False
-        self.collector: StatisticsCollector | None = None
-        self.maintenance: Maintenance | None = None
-        self._batches = 0
-        if algorithm == "counting":
-            self.index = CountingIndex(self.preds)
-            self._kernel = batch_kernel(COUNTING)
-        elif algorithm in ("static", "dynamic"):
-            self.index = ClusteredIndex(self.preds, model or calibrated_model(), self._eq_probabilities, self._mu,
-                                        max_space=max_space, runs=runs, **scan_options)
-            self._kernel = batch_kernel(CLUSTERED, *self.index.scan_options)
-            if algorithm == "dynamic":
-                self.maintenance = Maintenance(self.index, thresholds)
-                self.collector = StatisticsCollector()
-        else:
-            self.index = PropagationIndex(self.preds, prefetch=algorithm == "propagation-wp", **scan_options)
-            self._kernel = batch_kernel(PROPAGATION, *self.index.scan_options)
+        self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
+        ctx = IndexContext(self.preds, self.probabilities, model=model, thresholds=thresholds, max_space=max_space)
+        self._index: Index = REGISTRY.build(algorithm, ctx, **options)
+        self._pending_add: dict[int, list] = {}  # buffered single adds, validated (see add)
+        self._pending_remove: dict[int, None] = {}  # buffered single removes of filed subscriptions
+        self._one_id, self._one_out = np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64)
+
+    @property
+    def statistics(self) -> EventStatistics:
+        """The event statistics the cost model uses now (uniform until some are given or adopted)."""
+        return self.probabilities.statistics
+
+    @property
+    def index(self) -> Index:
+        """The algorithm's index (engine/index.py), with every buffered single change applied."""
+        self.flush()
+        return self._index
+
+    @property
+    def maintenance(self) -> Maintenance | None:
+        """The dynamic algorithm's maintenance (None for the others), with every buffered single change applied."""
+        self.flush()
+        return getattr(self._index, "maintenance", None)
 
     # -- subscriptions ---------------------------------------------------
     def __len__(self) -> int:
-        return len(self.id_table)
+        return len(self.id_table) + len(self._pending_add) - len(self._pending_remove)
 
     def __contains__(self, sub_id: object) -> bool:
         try:
             sid = validate_subscription_id(sub_id)
         except ValueError:
             return False
-        return bool(self.id_table.lookup(np.array([sid], dtype=np.int64))[0] >= 0)
+        if sid in self._pending_add:
+            return True
+        return sid not in self._pending_remove and self._is_filed(sid)
+
+    def _is_filed(self, sid: int) -> bool:
+        """``sid`` is in the id table (one probe, no array allocated: the single-change path)."""
+        self._one_id[0, 0] = sid
+        return bool(ht_lookup(self.id_table.keys, self.id_table.vals, self._one_id, self._one_out)[0] >= 0)
 
     def add(self, sub_id: int, predicates: list[tuple[str, str, Any]]) -> None:
-        """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id."""
+        """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id.
+
+        Validated at once, filed with the next batch of changes: single adds
+        and removes are buffered (up to ``PENDING_MAX``) and applied in bulk
+        before anything reads the matcher (matching, ``len``, ``stats``, a bulk
+        change; docs/engine.md, "Single changes"), so each costs microseconds
+        and the subscriptions are filed as a bulk load would file them.
+        """
         sid = validate_subscription_id(sub_id)
         preds = validate_predicates(predicates)
-        self.add_bulk(SubscriptionBatch.from_lists([(sid, preds)]))
+        if sid in self._pending_add or (sid not in self._pending_remove and self._is_filed(sid)):
+            raise ValueError(f"duplicate subscription id {sid}")
+        self._pending_add[sid] = preds
+        if len(self._pending_add) >= PENDING_MAX:
+            self.flush()
+
+    def flush(self) -> None:
+        """Apply the buffered single changes now: removals first, then additions (see :meth:`add`)."""
+        if self._pending_remove:
+            ids = np.fromiter(self._pending_remove, dtype=np.int64, count=len(self._pending_remove))
+            self._remove_found(ids, self.id_table.lookup(ids))
+            self._pending_remove.clear()
+        if self._pending_add:
+            batch = SubscriptionBatch.from_lists(self._pending_add.items(), validated=True)
+            self._pending_add = {}
+            self._file(batch)
 
     def add_bulk(self, batch: SubscriptionBatch) -> None:
         """Add many subscriptions at once (vectorised; see docs/engine.md).
@@ -166,7 +194,12 @@ class Matcher:
         Everything is validated before anything changes: on ``ValueError``
         the matcher is as it was.
         """
+        self.flush()
         self._validate_batch(batch)
+        self._file(batch)
+
+    def _file(self, batch: SubscriptionBatch) -> None:
+        """Intern and file a validated batch of new subscriptions."""
         n = len(batch)
         if n == 0:
             return
@@ -179,33 +212,11 @@ class Matcher:
             eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
         pids = self.preds.intern(field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8), eqbits)
         off, pids = _distinct_per_row(np.asarray(batch.offsets, dtype=np.int64), pids)
-        self.preds.refcount[: self.preds.n_ids] += np.bincount(pids, minlength=self.preds.n_ids)
         handles = self.handles.take(n)
         self.id_table.insert(np.asarray(batch.ids, dtype=np.int64), handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = batch.ids
-        if self.maintenance is not None:
-            self._insert_dynamic(handles, off, pids)
-        else:
-            self.index.insert(handles, off, pids)
-            if self.algorithm == "static" and n > 1:
-                self.index.reorganize()
-        self.index.store.trim()
-
-    def _insert_dynamic(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
-        """File new subscriptions in chunks of growing size with a maintenance round after each.
-
-        Like the paper's batch-wise loading (section 6.1, n_Sb): the tables the
-        first chunks call for exist by the time later chunks arrive, which go
-        straight to them instead of being moved later.
-        """
-        n, start, size = len(handles), 0, self.maintenance.t.refresh_changes
-        while start < n:
-            end = min(n, start + size)
-            self.index.insert(handles[start:end], off[start : end + 1] - off[start], pids[off[start] : off[end]])
-            if self.maintenance.note_changes(end - start):
-                self._maintain()
-            start, size = end, 2 * size
+        self._index.add_bulk(handles, off, pids)
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
         batch.validate()
@@ -221,16 +232,18 @@ class Matcher:
             raise ValueError(f"duplicate subscription id {int(np.asarray(batch.ids)[present][0])}")
 
     def remove(self, sub_id: int) -> None:
-        """Remove a subscription in O(its size); ``KeyError`` if unknown."""
+        """Remove a subscription; ``KeyError`` if unknown.  Buffered like :meth:`add`; O(its size) when applied."""
         try:
             sid = validate_subscription_id(sub_id)
         except ValueError:
             raise KeyError(sub_id) from None
-        key = np.array([sid], dtype=np.int64)
-        h = self.id_table.lookup(key)
-        if h[0] < 0:
+        if self._pending_add.pop(sid, None) is not None:
+            return
+        if sid in self._pending_remove or not self._is_filed(sid):
             raise KeyError(sub_id)
-        self._remove_found(key, h)
+        self._pending_remove[sid] = None
+        if len(self._pending_remove) >= PENDING_MAX:
+            self.flush()
 
     def remove_bulk(self, sub_ids: Any) -> None:
         """Remove many subscriptions in one pass over the structures (expiry at equilibrium, Fabret section 1).
@@ -238,6 +251,7 @@ class Matcher:
         All or nothing: an unknown or repeated id raises (``KeyError`` /
         ``ValueError``) before anything changes.
         """
+        self.flush()
         ids = np.asarray(sub_ids, dtype=np.int64).reshape(-1)
         if len(ids) == 0:
             return
@@ -250,19 +264,15 @@ class Matcher:
         self._remove_found(ids, h)
 
     def _remove_found(self, ids: np.ndarray, h: np.ndarray) -> None:
-        """Take out live subscriptions (distinct ids and their handles): index, predicates, id table, maintenance."""
-        if self.maintenance is not None:
-            self.maintenance.forget(h)
-        pids = self.index.delete(h)
-        self.index.predicates_freed(self.preds.decref(pids))
+        """Take out live subscriptions (distinct ids and their handles): index (and its predicate references), id table."""
+        self._index.remove_bulk(h)
         self.id_table.delete(ids)
         self.handles.release(h)
-        if self.maintenance is not None and self.maintenance.note_changes(len(ids)):
-            self._maintain()
 
     # -- events ----------------------------------------------------------
     def match_encoded(self, batch: EventBatch) -> Matches:
         """Match events given as an :class:`EventBatch` (the decoder's path); CSR result."""
+        self.flush()
         batch.validate()
         _check_values("EventBatch", batch)
         names = list(batch.attribute_names)
@@ -274,36 +284,24 @@ class Matcher:
             raise ValueError("EventBatch: an event carries the same attribute twice")
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
-        p = self.preds
-        off, ids = self._kernel(ev.offsets, ev.field, ev.code, ev.eqbits, p.phase1_args(), len(p.bits),
-                                self.index.state(), self.handle_id)
-        if self.maintenance is not None:
-            self._batches += 1
-            if self._batches % _OBSERVE_EVERY == 0:
-                self.collector.observe(batch)
-            if self.maintenance.note_events(len(batch)):
-                self._maintain()
+        off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)
         return Matches(off, ids)
 
     # -- clustering (static, dynamic) --------------------------------------
     def set_statistics(self, statistics: EventStatistics) -> None:
         """Use these event statistics in the cost model (e.g. a Spark snapshot); they win over online ones."""
-        self.statistics = statistics
-        self._external_statistics = True
-        if isinstance(self.index, ClusteredIndex):
-            if self.maintenance is not None:
-                self.maintenance.statistics_changed()
-                if not self.maintenance.frozen:
-                    self._maintain(until_quiet=True)
-            else:
-                self.index.refresh_probabilities()
+        self.flush()
+        self.probabilities.use(statistics)
+        if isinstance(self._index, Clustering):
+            self._index.statistics_changed()
 
     def reorganize(self) -> dict:
         """Static clustering from scratch (section 3.2) with the current statistics; returns what it chose."""
-        if not isinstance(self.index, ClusteredIndex):
+        self.flush()
+        if not isinstance(self._index, Clustering):
             raise ValueError(f"reorganize() applies to the static and dynamic algorithms, not {self.algorithm!r}")
-        self.index.refresh_probabilities()
-        return self.index.reorganize()
+        self._index.refresh_probabilities()
+        return self._index.reorganize()
 
     def freeze_clustering(self, frozen: bool = True) -> None:
         """Keep (or, with ``False``, stop keeping) the current hashing configuration (dynamic only).
@@ -314,70 +312,11 @@ class Matcher:
         for it.  This is the "no change" strategy Fabret et al. compare the
         dynamic one with (section 6.2.2, figure 4; ``benchmarks/equilibrium.py``).
         """
-        if self.maintenance is None:
+        freeze = getattr(self._index, "freeze", None)
+        if freeze is None:
             raise ValueError(f"freeze_clustering() applies to the dynamic algorithm, not {self.algorithm!r}")
-        self.maintenance.frozen = bool(frozen)
-
-    def _maintain(self, until_quiet: bool = False) -> None:
-        if self.maintenance.frozen:
-            return
-        t0 = time.perf_counter()
-        self._adopt_online_statistics()
-        self.maintenance.seconds += time.perf_counter() - t0  # the rounds add their own time
-        for _ in range(_MAX_SETTLE_ROUNDS if until_quiet else 1):
-            report = self.maintenance.refresh()
-            if not (report["moved"] or report["created"] or report["dropped"]):
-                break
-
-    def _adopt_online_statistics(self) -> None:
-        """Switch to the online statistics when they disagree with the ones in use (a shifted stream).
-
-        Disagreement is ``ADOPT_RATIO`` for some live equality predicate, on
-        probabilities plus a tenth of the uniform one of their field (1 / its
-        distinct constants): a value far rarer than uniform becoming rarer
-        still changes no cost worth re-planning for, and each adoption
-        restarts the potential tables' votes (engine/maintenance.py).
-        """
-        if self._external_statistics or self.collector is None or self.collector.observed < 2000:
-            return
-        top = self.preds.n_ids
-        live = np.flatnonzero((self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ))
-        if len(live) == 0:
-            return
-        snapshot = self.collector.snapshot()
-        old = self._eq_probabilities(live)
-        current, self.statistics = self.statistics, snapshot
-        new = self._eq_probabilities(live)
-        field = self.preds.field[live]
-        floor = 0.1 / np.bincount(field)[field]
-        if np.max(np.abs(np.log((new + floor) / (old + floor)))) > np.log(ADOPT_RATIO):
-            self.maintenance.statistics_changed()
-        else:
-            self.statistics = current
-
-    def _eq_probabilities(self, pids: np.ndarray) -> np.ndarray:
-        """nu of equality predicates under the current statistics (uniform: 1 / distinct constants of the field)."""
-        field = self.preds.field[pids]
-        if self.statistics.source == "uniform":
-            top = self.preds.n_ids
-            live = (self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ)
-            distinct = np.bincount(self.preds.field[:top][live], minlength=int(field.max()) + 1)
-            return 1.0 / np.maximum(distinct[field], 1)
-        names = list(self.attributes.ids)
-        strings = list(self.strings.ids)
-        bits = self.preds.bits_value[pids]
-        out = np.empty(len(pids), dtype=np.float64)
-        for i, (f, b) in enumerate(zip(field.tolist(), bits.tolist())):
-            kind = f % N_KINDS
-            value = strings[b] if kind == KIND_STRING else bool(b) if kind == KIND_BOOL else float(np.int64(b).view(np.float64))
-            out[i] = self.statistics.value_probability(names[f // N_KINDS], value)
-        return np.maximum(out, 1e-12)
-
-    def _mu(self, fields: tuple[int, ...]) -> float:
-        if self.statistics.source == "uniform":
-            return 1.0
-        names = list(self.attributes.ids)
-        return self.statistics.mu([names[f // N_KINDS] for f in fields])
+        self.flush()  # the changes made before freezing are filed (and maintained) as before it
+        freeze(frozen)
 
     def match_batch(self, events: list[dict[str, Any]]) -> list[np.ndarray]:
         """Match a list of events (dicts); one ascending int64 id array per event."""
@@ -389,6 +328,7 @@ class Matcher:
 
     def stats(self) -> dict[str, Any]:
         """Sizes of the structures (predicates, clusters, hash tables, memory bytes)."""
+        self.flush()
         out: dict[str, Any] = {
             "algorithm": self.algorithm,
             "subscriptions": len(self),
@@ -397,13 +337,8 @@ class Matcher:
             "id_hash_slots": len(self.id_table.vals),
         }
         p = self.preds.stats()
-        ix = self.index.stats()
+        ix = self._index.stats()
         out.update({k: v for k, v in p.items() if k != "memory_bytes"})
         out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
         out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + self.id_table.nbytes + self.handle_id.nbytes)
-        if isinstance(self.index, ClusteredIndex):
-            out["statistics_source"] = self.statistics.source
-            out["cost_model"] = self.index.model.as_dict()
-        if self.maintenance is not None:
-            out["maintenance"] = self.maintenance.stats()
         return out

@@ -23,6 +23,8 @@ its id is recycled at the next rebuild.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -34,9 +36,36 @@ from .semantics import KIND_BOOL, KIND_STRING, OP_EQ, OPERATORS
 N_OPS = len(OPERATORS)
 
 
+class PredicateArrays(NamedTuple):
+    """The predicate table as the kernels read it (:meth:`PredicateTable.arrays`).
+
+    Phase 1 (Figure 2) reads the equality hash table and the inequality
+    groups; phase 2 reads and writes the bit vector (one byte per predicate
+    id, all zero between events); the conjunction probes read ``field`` and
+    ``op`` of the satisfied predicates.
+    """
+
+    table_keys: np.ndarray  # int64 [slots, 2]: (field * 6 + op, eqbits) of every predicate (hashtable.py)
+    table_vals: np.ndarray  # int64 [slots]: its id (-1: empty slot)
+    group_of: np.ndarray  # int32 [fields, 6]: inequality group of (field, op), -1 if none
+    g_start: np.ndarray  # int64 [groups]: first position of the group in g_vals / g_pids
+    g_end: np.ndarray  # int64 [groups]: one past its last
+    g_vals: np.ndarray  # float64: the group's constants (codes), ascending
+    g_pids: np.ndarray  # int64: the predicate id of each constant
+    field: np.ndarray  # int64 [ids]: field of each predicate id
+    op: np.ndarray  # int8 [ids]: operator code of each predicate id
+    bits: np.ndarray  # uint8 [>= ids]: the predicate bit vector
+
+
 @njit(cache=True)
 def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat):
     """Phase 1 for the event made of pairs ``lo:hi``: ids of satisfied predicates into ``sat``.
+
+    ``field``, ``code``, ``eqbits`` are :class:`~engine.encoding.EventArrays`'
+    and ``tkeys`` .. ``g_pids`` the phase-1 arrays of :class:`PredicateArrays`
+    (``table_keys`` .. ``g_pids``), passed one by one: this is called once
+    per event, and the batch loops unpack their containers once per batch
+    (numba reference-counts every array a call unpacks from a container).
 
     Returns how many were written.  An event carries each attribute once, so
     each predicate is written at most once and ``len(sat)`` >= number of
@@ -207,9 +236,10 @@ class PredicateTable:
         self._dirty = False
         self._strings_version = self.strings.version
 
-    def phase1_args(self) -> tuple:
-        """Arrays :func:`satisfied_predicates` needs (call :meth:`prepare` first)."""
-        return (self.table.keys, self.table.vals, self.group_of, self.g_start, self.g_end, self.g_vals, self.g_pids)
+    def arrays(self) -> PredicateArrays:
+        """The table as the kernels read it (call :meth:`prepare` first)."""
+        return PredicateArrays(self.table.keys, self.table.vals, self.group_of, self.g_start, self.g_end, self.g_vals,
+                               self.g_pids, self.field, self.op, self.bits)
 
     def stats(self) -> dict:
         return {

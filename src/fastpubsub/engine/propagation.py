@@ -19,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .access import CATCH_ALL, AccessKeys
-from .clustered import no_conjunctions
-from .clusters import NO_PROBABILITIES, OP_RANK, ClusterStore, order_columns
+from .access_keys import CATCH_ALL, AccessKeys
+from .batch import propagation_kernel
+from .cluster_store import NO_PROBABILITIES, OP_RANK, ClusterStore, order_columns
+from .index import IndexContext
 from .predicates import PredicateTable
 from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
 
@@ -54,9 +55,11 @@ class PropagationIndex:
         self.keys = AccessKeys()
         self.store = ClusterStore()
         self.scan_options = (prefetch_columns if prefetch else 0, unfold, lookahead)
+        self._kernel = propagation_kernel(*self.scan_options)
 
-    def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
-        """File subscriptions (distinct predicate ids in CSR, already referenced)."""
+    def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """File subscriptions (distinct predicate ids in CSR), taking their predicate references."""
+        self.preds.refcount[: self.preds.n_ids] += np.bincount(pids, minlength=self.preds.n_ids)
         access = choose_access(off, pids, self.preds.op, self.preds.refcount)
         ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK, NO_PROBABILITIES)
         has = access[:, 0] >= 0
@@ -66,9 +69,13 @@ class PropagationIndex:
         self.keys.incref(keys)
         clusters = self.store.clusters_for(keys, ks)
         self.store.append(clusters, handles, cols, col_off)
+        self.store.trim()
 
-    def delete(self, handles: np.ndarray) -> np.ndarray:
-        """Unfile subscriptions; returns the predicate ids whose references they held."""
+    def remove_bulk(self, handles: np.ndarray) -> None:
+        """Unfile subscriptions and drop their predicate references (a dead access predicate's key went with them)."""
+        self.preds.decref(self._unfile(handles))
+
+    def _unfile(self, handles: np.ndarray) -> np.ndarray:
         cols, _ = self.store.payload(handles)
         keys = self.store.key_of(handles)
         self.store.remove(handles)
@@ -77,13 +84,10 @@ class PropagationIndex:
             self.store.release_key(q)
         return pids
 
-    def predicates_freed(self, dead: np.ndarray) -> None:
-        """Nothing to do: a freed predicate's access key was released with its last subscription."""
-
-    def state(self) -> tuple:
-        """The arrays propagation's phase 2 reads (see engine/batch.py)."""
-        no_counts = np.zeros(0, dtype=np.int32)
-        return (self.preds.bits, self.keys.pred_key, *self.store.scan_args(), no_counts, no_counts, *no_conjunctions())
+    def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Matches of encoded events (:func:`engine.batch.propagation_events`)."""
+        return self._kernel(events, self.preds.arrays(), self.store.arrays(), self.store.run_arrays(),
+                            self.keys.pred_key, handle_id)
 
     def stats(self) -> dict:
         s = self.store.stats()
@@ -91,3 +95,15 @@ class PropagationIndex:
         s["access_keys"] = k["access_keys"]
         s["memory_bytes"] += k["memory_bytes"]
         return s
+
+
+def make_propagation(prefetch: bool):
+    """The factory of ``Matcher("propagation")`` (or ``"propagation-wp"``): scan options, no runs."""
+    name = "propagation-wp" if prefetch else "propagation"
+
+    def make(ctx: IndexContext, **options) -> PropagationIndex:
+        if options.pop("runs", 0):
+            raise ValueError(f"runs (sorted clusters) is an option of static and dynamic, not of {name}")
+        return PropagationIndex(ctx.preds, prefetch=prefetch, **options)
+
+    return make

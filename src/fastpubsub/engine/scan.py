@@ -32,7 +32,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .clusters import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
+from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
 
 MAX_SPECIALISED = 10
 #: A sorted prefix is scanned run by run only if it has at least this many entries per run: a run test
@@ -140,12 +140,15 @@ def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout
 
 
 @njit(cache=True)
-def propagation_phase2(sat, ns, state, out, nout, pf, unfold, lookahead):
-    """Phase 2 of propagation: set the bits, scan the clusters of satisfied access keys, clear the bits."""
-    bits = state[0]
+def propagation_phase2(sat, ns, bits, pred_key, store, runs, out, nout, pf, unfold, lookahead):
+    """Phase 2 of propagation: set the bits, scan the clusters of satisfied access keys, clear the bits.
+
+    ``store`` / ``runs``: :class:`~engine.cluster_store.ClusterArrays` / ``RunArrays``; ``pred_key``: the
+    single-predicate access keys (:class:`~engine.access_keys.AccessArrays`).
+    """
     for t in range(ns):
         bits[sat[t]] = 1
-    out, nout = scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead)
+    out, nout = scan_predicate_keys(sat, ns, bits, pred_key, store, runs, out, nout, pf, unfold, lookahead)
     for t in range(ns):
         bits[sat[t]] = 0
     return out, nout
@@ -162,50 +165,46 @@ def predicate_list_key(pred_key, sat, t):
 
 
 @njit(cache=True, inline="always")
-def scan_predicate_keys(sat, ns, state, out, nout, pf, unfold, lookahead):
+def scan_predicate_keys(sat, ns, bits, pred_key, store, runs, out, nout, pf, unfold, lookahead):
     """Scan the catch-all list and the lists of satisfied single-predicate access keys (bits already set)."""
-    bits, pred_key, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena = state[:11]
-    n_keys = key_head.shape[0]
+    n_keys = store.key_head.shape[0]
     for t in range(-1, ns):
         q = predicate_list_key(pred_key, sat, t)
         if q < 0 or q >= n_keys:
             continue
-        out, nout = scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
-                              pf, unfold, lookahead, sat, ns)
+        out, nout = scan_list(q, store, runs, bits, out, nout, pf, unfold, lookahead, sat, ns)
     return out, nout
 
 
 @njit(cache=True, inline="always")
-def scan_list(q, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
-              pf, unfold, lookahead, sat, nsat):
+def scan_list(q, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat):
     """Scan every cluster of access key ``q``'s list (one per number of columns left): runs, then the tail.
 
     ``sat[:nsat]`` are the event's satisfied predicates (the set bits), which
     the run index looks up.
     """
-    return scan_clusters(key_head[q], c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
-                         pf, unfold, lookahead, sat, nsat)
+    return scan_clusters(store.key_head[q], store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat)
 
 
 @njit(cache=True, inline="always")
-def scan_clusters(c, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, arena, bits, out, nout,
-                  pf, unfold, lookahead, sat, nsat):
+def scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat):
     """Scan cluster ``c`` and the clusters after it in its list (see :func:`scan_list`)."""
+    arena = store.arena
     while c >= 0:
-        n = c_len[c]
+        n = store.length[c]
         if n > 0:
             out = ensure_room(out, nout, n)
-            path = run_path(c_sorted, c_runs, c, nsat)
+            path = run_path(runs, c, nsat)
             ns = 0
             if path != PLAIN:
-                ns = c_sorted[c]
-                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead,
-                                 path == BY_INDEX, sat, nsat)
+                ns = runs.sorted[c]
+                nout = scan_runs(store.k[c], arena, bits, store.base[c], store.cap[c], ns, runs.runs[c], out, nout,
+                                 lookahead, path == BY_INDEX, sat, nsat)
             if n > ns:
                 # the tail as a cluster of its own: entry j of it is entry ns + j
-                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
-                                     out, nout)
-        c = c_next[c]
+                nout = scan_dispatch(pf, unfold, lookahead, store.k[c], arena, bits, store.base[c] + ns, store.cap[c],
+                                     n - ns, out, nout)
+        c = store.next[c]
     return out, nout
 
 
@@ -213,17 +212,17 @@ PLAIN, BY_RUN, BY_INDEX = 0, 1, 2
 
 
 @njit(cache=True, inline="always")
-def run_path(c_sorted, c_runs, c, nsat):
+def run_path(runs, c, nsat):
     """How to scan cluster ``c``'s sorted prefix for an event with ``nsat`` satisfied predicates.
 
     Decided from the cluster's bookkeeping alone, so that a cluster scanned
     entry by entry costs no read of its run rows.  A store without runs
-    passes empty ``c_sorted`` / ``c_runs`` (:meth:`ClusterStore.scan_args`):
-    nothing more to read per cluster than the paper's plain clusters.
+    passes empty :class:`~engine.cluster_store.RunArrays`: nothing more to
+    read per cluster than the paper's plain clusters.
     """
-    if c_sorted.shape[0] == 0:
+    if runs.sorted.shape[0] == 0:
         return PLAIN
-    ns, nr = c_sorted[c], c_runs[c]
+    ns, nr = runs.sorted[c], runs.runs[c]
     if ns == 0:
         return PLAIN
     if INDEX_GAIN * nsat < ns:
@@ -235,7 +234,7 @@ def run_path(c_sorted, c_runs, c, nsat):
 
 @njit(cache=True)
 def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, nsat):
-    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/clusters.py).
+    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/cluster_store.py).
 
     The runs that pass are found either by one bit test per run or, with
     ``by_index``, by looking the event's satisfied predicates up in the run

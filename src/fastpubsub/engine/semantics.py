@@ -95,18 +95,27 @@ def validate_predicates(predicates: Iterable[Sequence[Any]]) -> list[Predicate]:
         raise ValueError("predicates must be a list of (attribute, operator, value) triples")
     out: list[Predicate] = []
     for i, p in enumerate(predicates):
-        if isinstance(p, (str, bytes)) or not hasattr(p, "__len__") or len(p) != 3:
+        tp = type(p)
+        if tp is not tuple and tp is not list:  # (the common cases first: this runs for every single add)
+            if isinstance(p, (str, bytes)) or not hasattr(p, "__len__"):
+                raise ValueError(f"predicate {i}: expected (attribute, operator, value), got {p!r}")
+        if len(p) != 3:
             raise ValueError(f"predicate {i}: expected (attribute, operator, value), got {p!r}")
         attribute, op, value = p
-        if not isinstance(attribute, str) or not attribute:
+        if type(attribute) is not str and not isinstance(attribute, str) or not attribute:
             raise ValueError(f"predicate {i}: attribute must be a non-empty string, got {attribute!r}")
         if op not in OP_CODE:
             raise ValueError(
                 f"predicate {i}: unknown operator {op!r}; expected one of {', '.join(OPERATORS)}"
             )
-        kind = value_kind(value)
-        if kind == KIND_NUMBER and isinstance(value, float) and math.isnan(value):
-            raise ValueError(f"predicate {i}: NaN is not a valid predicate value")
+        tv = type(value)
+        if tv is float:
+            if value != value:
+                raise ValueError(f"predicate {i}: NaN is not a valid predicate value")
+        elif tv is not int and tv is not str and tv is not bool:
+            kind = value_kind(value)
+            if kind == KIND_NUMBER and isinstance(value, float) and math.isnan(value):
+                raise ValueError(f"predicate {i}: NaN is not a valid predicate value")
         out.append((attribute, op, value))
     if not out:
         raise ValueError("a subscription needs at least one predicate")

@@ -9,7 +9,7 @@ and space::
     Space = sum_H (i_space + entries(H) * h_space) + K_space * sum_s (size(s) - |C(s).p|) + line * |S|
 
 All constants live in :class:`CostModel`; the values the engine uses come
-from a calibration on the running machine (``engine.calibration``), never
+from a calibration on the running machine (``engine.costmodel.calibration``), never
 from guesses.  Times are in nanoseconds, space in bytes.
 """
 
@@ -66,14 +66,10 @@ def space_cost(model: CostModel, table_entries: np.ndarray, sub_size: np.ndarray
     return tables + columns + len(sub_size) * model.line_space
 
 
-#: Measured with ``python -m fastpubsub.engine.calibration`` on the development machine (2 cores,
+#: Measured with ``python -m fastpubsub.engine.costmodel.calibration`` on the development machine (2 cores,
 #: see docs/benchmarks.md); used until a machine saves its own with ``--save``.
 CALIBRATED = CostModel(K_r=0.66, C_h=126.0, K_h=0.0, K_c=0.52)
 
-#: A table must save this many times its modelled per-event cost before the static greedy or the
-#: dynamic maintenance creates it: the model leaves out the visit of the cluster lists a probe finds,
-#: and on W0 at 6M tables with a smaller margin lowered throughput (docs/clustering.md).
-SAFETY_MARGIN = 2.0
 
 MODEL_PATH_ENV = "PUBSUB_COST_MODEL"
 
@@ -98,5 +94,5 @@ def calibrated_model() -> CostModel:
         try:
             return CostModel(**json.loads(path.read_text()))
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"unreadable cost model in {path}: {exc}; rerun python -m fastpubsub.engine.calibration --save") from None
+            raise ValueError(f"unreadable cost model in {path}: {exc}; rerun python -m fastpubsub.engine.costmodel.calibration --save") from None
     return CALIBRATED

@@ -49,13 +49,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .clustering import _enumerate_multi, best_assignment, unpack_schema
-from .clustered import ClusteredIndex, schema_fields
-from .cost import SAFETY_MARGIN
-from .idpool import grow
+from ..idpool import grow
+from .constants import SAFETY_MARGIN, unpack_rows, unpack_schema
+
+if TYPE_CHECKING:
+    from ..conjunction_index import ClusteredIndex
 
 
 @dataclass
@@ -146,7 +148,7 @@ class Maintenance:
     def _checks(self, schemas: np.ndarray) -> np.ndarray:
         """Per-event cost of each schema's table, in subscription checks."""
         m = self.index.model
-        fields = schema_fields(schemas)
+        fields = unpack_rows(schemas)
         sizes = (fields >= 0).sum(axis=1).astype(np.float64)
         mus = np.array([self.index.mu(tuple(f[f >= 0].tolist())) for f in fields], dtype=np.float64)
         return m.table_cost(mus, sizes) / m.K_c
@@ -164,9 +166,7 @@ class Maintenance:
         marked = handles[self.mark_nu[handles] > 0]
         if len(marked) == 0:
             return
-        off, pids = self.index.predicates_of(marked)
-        prof, _ = self.index.profile(off, pids)
-        rows, keys, nus, _ = _enumerate_multi(prof.offsets, prof.attr, prof.prob, 3)
+        rows, keys, nus = self.index.potential_schemas(marked)
         amount = np.maximum(self.mark_nu[marked][rows] - nus, 0.0)
         self.potential.subtract(keys, amount)
         self.mark_nu[marked] = 0.0
@@ -180,13 +180,11 @@ class Maintenance:
         """Live access keys (catch-all excluded), their nu and their BM."""
         live = self.index.live_keys()
         nu = self.index.key_nu(live)
-        return live, nu, nu * self.index.keys.refs[live]
+        return live, nu, nu * self.index.key_refs(live)
 
     def _distribute(self, handles: np.ndarray, cur_nu: np.ndarray) -> np.ndarray:
         """cluster_distribute: move each subscription to its best configured schema; returns who stays."""
-        off, pids = self.index.predicates_of(handles)
-        prof, _ = self.index.profile(off, pids)
-        key, nu, _ = best_assignment(prof, self.index.config())
+        key, nu = self.index.best_configured(handles)
         move = nu < cur_nu * (1.0 - 1e-9)
         self._move(handles[move], key[move])
         return ~move
@@ -205,9 +203,9 @@ class Maintenance:
         # are redistributed), dropped (its subscriptions re-filed) or the statistics change (marks cleared).
         live, nu, bm = self._key_metrics()
         hot = np.flatnonzero(bm > self.bm_max)
-        self.examined = grow(self.examined, ix.keys.ids.high, -1)
+        self.examined = grow(self.examined, ix.key_id_bound(), -1)
         hot = hot[np.lexsort((-bm[hot], self.examined[live[hot]]))]
-        hot_keys, hot_nu, refs = live[hot], nu[hot], ix.keys.refs[live[hot]]
+        hot_keys, hot_nu, refs = live[hot], nu[hot], ix.key_refs(live[hot])
         voters = np.zeros(0, np.int64)
         voter_nu = np.zeros(0)
         voter_key = np.zeros(0, np.int64)
@@ -254,9 +252,7 @@ class Maintenance:
         rows = keys = np.zeros(0, np.int64)
         nus = np.zeros(0)
         if len(voters):
-            off, pids = ix.predicates_of(voters)
-            prof, _ = ix.profile(off, pids)
-            rows, keys, nus, _ = _enumerate_multi(prof.offsets, prof.attr, prof.prob, 3)
+            rows, keys, nus = ix.potential_schemas(voters)
             useful = ~np.isin(keys, ix.schemas) & (nus < voter_nu[rows])
             rows, keys, nus = rows[useful], keys[useful], nus[useful]
         cand = np.union1d(keys, np.array(list(self.potential.benefit), dtype=np.int64))
@@ -284,10 +280,11 @@ class Maintenance:
             lists: set[int] = set()
             for k in created:
                 lists |= self.potential.pop(k)
-            lists_arr = np.array(sorted(q for q in lists if q < len(ix.keys.refs) and ix.keys.refs[q] > 0), np.int64)
+            lists_arr = np.array(sorted(lists), dtype=np.int64)
+            lists_arr = lists_arr[ix.key_refs(lists_arr) > 0]
             others = np.setdiff1d(ix.members_of(lists_arr), voters) if len(lists_arr) else lists_arr
             if len(others):
-                self._distribute(others, ix.key_nu(ix.store.key_of(others)))
+                self._distribute(others, ix.key_nu(ix.key_of(others)))
         stays = self._distribute(voters, voter_nu) if created and len(voters) else np.ones(len(voters), bool)
         # voters that stay vote for the tables not created, and are marked
         keep = stays[rows] & ~np.isin(keys, ix.schemas)
@@ -315,9 +312,7 @@ class Maintenance:
         self.dropped += len(gone)
         if len(keys):
             handles = ix.members_of(keys)
-            off, pids = ix.predicates_of(handles)
-            prof, _ = ix.profile(off, pids)
-            key, _, _ = best_assignment(prof, ix.config())
+            key, _ = ix.best_configured(handles)
             self._move(handles, key)
         return [unpack_schema(k) for k in gone.tolist()]
 
@@ -330,14 +325,9 @@ class Maintenance:
         """Checks per event each configured multi-field table saves over single-field access."""
         ix = self.index
         out = np.zeros(len(ix.schemas), dtype=np.float64)
-        live = ix.live_keys()
-        live = live[ix.keys.members[live, 1] >= 0]
-        if len(live) == 0:
+        schema, saved = ix.conjunction_savings()
+        if len(schema) == 0:
             return out
-        members = ix.keys.members[live]
-        probs = np.where(members >= 0, ix.pred_prob[np.maximum(members, 0)], np.inf)
-        saved = (probs.min(axis=1) - ix.key_nu(live)) * ix.keys.refs[live]
-        schema = ix.key_schema(live)
         idx = np.minimum(np.searchsorted(ix.schemas, schema), len(ix.schemas) - 1)
         found = ix.schemas[idx] == schema
         np.add.at(out, idx[found], saved[found])

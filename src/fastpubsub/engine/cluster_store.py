@@ -46,12 +46,43 @@ when the ids span more than the row holds) and kept by removals.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
 from .hashtable import HashTable
 from .idpool import IdPool, grow
 from .semantics import OP_EQ, OP_NE
+
+
+class ClusterArrays(NamedTuple):
+    """The clusters as the scan kernels read them (:meth:`ClusterStore.arrays`).
+
+    Cluster ``c`` holds ``length[c]`` entries with ``k[c]`` columns; column
+    ``r`` is ``arena[base[c] + r * cap[c]:][:length[c]]`` and the line of
+    handles is row ``k[c]``.  The clusters of access key ``q`` form the list
+    ``key_head[q]``, ``next[...]`` (-1 ends it).
+    """
+
+    key_head: np.ndarray  # int64 [keys]: first cluster of each access key's list (-1: none)
+    next: np.ndarray  # int64 [clusters]: the next cluster of the same list (-1: last)
+    base: np.ndarray  # int64 [clusters]: arena offset of row 0
+    cap: np.ndarray  # int64 [clusters]: row length (capacity)
+    length: np.ndarray  # int64 [clusters]: entries in use
+    k: np.ndarray  # int64 [clusters]: columns (-1: free cluster id)
+    arena: np.ndarray  # int32: every cluster's rows
+
+
+class RunArrays(NamedTuple):
+    """The run bookkeeping of sorted clusters (both empty in a store without runs: nothing to read per cluster).
+
+    Cluster ``c``'s first ``sorted[c]`` entries are sorted by column 0 into
+    ``runs[c]`` runs, listed by its extra rows (:func:`run_row`).
+    """
+
+    sorted: np.ndarray  # int64 [clusters]: entries in the sorted prefix
+    runs: np.ndarray  # int64 [clusters]: runs in the sorted prefix
 
 
 #: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
@@ -549,12 +580,15 @@ class ClusterStore:
     def key_of(self, entries: np.ndarray) -> np.ndarray:
         return self.c_key[self.e_cluster[entries]]
 
-    def scan_args(self) -> tuple:
+    def arrays(self) -> ClusterArrays:
+        """The clusters as the scan kernels read them."""
+        return ClusterArrays(self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, self.arena)
+
+    def run_arrays(self) -> RunArrays:
+        """The run bookkeeping (empty without runs: the kernels then read nothing of it, engine.scan.run_path)."""
         if self.run_rows:
-            sorted_, runs = self.c_sorted, self.c_runs
-        else:  # empty: the kernels then read nothing of runs (engine.scan.run_path)
-            sorted_ = runs = self._no_runs
-        return (self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, sorted_, runs, self.arena)
+            return RunArrays(self.c_sorted, self.c_runs)
+        return RunArrays(self._no_runs, self._no_runs)
 
     def stats(self) -> dict:
         live = self.c_k[: self.ids.high] >= 0

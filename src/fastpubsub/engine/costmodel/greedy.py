@@ -19,46 +19,22 @@ engine's live structures.  ``nu`` of a conjunction is the product of its
 predicates' (independence, section 3.1); callers may fold measured joint
 frequencies into the per-predicate probabilities beforehand.
 
-Schemas are packed into one int64: up to ``MAX_SCHEMA`` attribute ids, sorted,
-``(id + 1) << (21 * i)``; attribute ids must be below ``2**21 - 1``.
+Schemas are packed into one int64 (engine/costmodel/constants.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 from numba import njit
 
-from .cost import SAFETY_MARGIN
+from .constants import EMPTY_SCHEMA as CATCH_ALL, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, unpack_schema
+from .model import space_cost
 
-MAX_SCHEMA = 3
-_BITS = 21
-_MASK = (1 << _BITS) - 1
-CATCH_ALL = np.int64(0)  # the empty schema: no access predicate, checked for every event
-
-
-def pack_schema(attributes: Sequence[int]) -> int:
-    """Packed key of an attribute set (order does not matter)."""
-    attrs = sorted(set(int(a) for a in attributes))
-    if len(attrs) > MAX_SCHEMA:
-        raise ValueError(f"schemas have at most {MAX_SCHEMA} attributes, got {len(attrs)}")
-    key = 0
-    for i, a in enumerate(attrs):
-        if not 0 <= a < _MASK:
-            raise ValueError(f"attribute id {a} out of range for a packed schema")
-        key |= (a + 1) << (_BITS * i)
-    return key
-
-
-def unpack_schema(key: int) -> tuple[int, ...]:
-    out = []
-    key = int(key)
-    while key:
-        out.append((key & _MASK) - 1)
-        key >>= _BITS
-    return tuple(out)
+__all__ = ["CATCH_ALL", "Configuration", "EqualityProfile", "MAX_SCHEMA", "best_assignment", "enumerate_multi",
+           "greedy_configuration", "pack_schema", "unpack_schema"]
 
 
 @dataclass
@@ -89,16 +65,6 @@ class EqualityProfile:
 
 
 @njit(cache=True, inline="always")
-def _pack(a0, a1, a2):
-    key = np.int64(a0 + 1)
-    if a1 >= 0:
-        key |= np.int64(a1 + 1) << 21
-    if a2 >= 0:
-        key |= np.int64(a2 + 1) << 42
-    return key
-
-
-@njit(cache=True, inline="always")
 def _find(sorted_keys, key):
     i = np.searchsorted(sorted_keys, key)
     return i if i < sorted_keys.shape[0] and sorted_keys[i] == key else -1
@@ -124,7 +90,7 @@ def _subset(attr, prob, j1, j2, j3):
     if j3 >= 0:
         nu *= prob[j3]
         length += 1
-    return True, _pack(a0, a1, a2), nu, length
+    return True, pack3(a0, a1, a2), nu, length
 
 
 @njit(cache=True)
@@ -154,7 +120,7 @@ def _best_assignment(off, attr, prob, config, max_schema):
 
 
 @njit(cache=True)
-def _enumerate_multi(off, attr, prob, max_schema):
+def enumerate_multi(off, attr, prob, max_schema):
     """Every subset of 2..max_schema attributes of every row: (row, key, nu, length) arrays."""
     n = off.shape[0] - 1
     total = 0
@@ -204,7 +170,7 @@ class Configuration:
     @property
     def multi(self) -> np.ndarray:
         """The multi-attribute schemas (the ones the greedy added)."""
-        return self.schemas[self.schemas > _MASK]
+        return self.schemas[is_multi(self.schemas)]
 
 
 def greedy_configuration(
@@ -228,10 +194,10 @@ def greedy_configuration(
     candidates are the attribute sets of 2..``max_schema`` equality
     predicates that at least ``min_support`` sampled subscriptions share.
     ``mu(attribute ids)`` gives the probability that an event carries them
-    all.  ``model`` is an :class:`engine.cost.CostModel`.  A schema qualifies
+    all.  ``model`` is an :class:`engine.costmodel.model.CostModel`.  A schema qualifies
     only if the checks it saves are worth ``margin`` times its per-event cost:
     the same safety margin as the dynamic algorithm's ``Bcreate``
-    (engine/maintenance.py), for the cluster visits the model leaves out.
+    (engine/costmodel/maintenance.py), for the cluster visits the model leaves out.
     """
     if not 1 <= max_schema <= MAX_SCHEMA:
         raise ValueError(f"max_schema must be in 1..{MAX_SCHEMA}")
@@ -247,13 +213,13 @@ def greedy_configuration(
 
     config = singles.copy()
     _, cur_nu, cur_len = _best_assignment(sample.offsets, sample.attr, sample.prob, config, max_schema)
-    base_space = (float(np.sum(sample.size - cur_len)) * model.K_space + len(sample) * model.line_space) * scale
+    base_space = space_cost(model, np.zeros(0), sample.size, cur_len) * scale  # the single-field clustering
     limit = 4.0 * base_space if max_space is None else float(max_space)
     space = base_space
 
     steps: list[dict] = []
     if max_schema >= 2 and len(profile.attr):
-        e_row, e_key, e_nu, e_len = _enumerate_multi(sample.offsets, sample.attr, sample.prob, max_schema)
+        e_row, e_key, e_nu, e_len = enumerate_multi(sample.offsets, sample.attr, sample.prob, max_schema)
         cand, inv, support = np.unique(e_key, return_inverse=True, return_counts=True)
         keep = support >= min_support
         cand_len = np.array([len(unpack_schema(k)) for k in cand.tolist()], dtype=np.int64)

@@ -10,8 +10,8 @@ sizes that do not fit in cache, the way the matcher meets them:
 * ``C_h``, ``K_h``: probes of a large conjunction table with 2 and 3 fields
   (the difference is ``K_h``, one more field to read and hash).
 
-``python -m fastpubsub.engine.calibration`` prints the measured model; ``--save`` also
-writes it where :func:`engine.cost.calibrated_model` finds it.  Best of
+``python -m fastpubsub.engine.costmodel.calibration`` prints the measured model; ``--save`` also
+writes it where :func:`engine.costmodel.model.calibrated_model` finds it.  Best of
 several repetitions, single thread.
 """
 
@@ -24,9 +24,9 @@ import time
 import numpy as np
 from numba import njit
 
-from .cost import CostModel, save_model
-from .hashtable import HashTable, ht_find3
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, scan_dispatch
+from ..hashtable import HashTable, ht_find3
+from ..scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, scan_dispatch
+from .model import CostModel, save_model
 
 
 @njit(cache=True)
@@ -109,7 +109,7 @@ def measure(repeat: int = 5, seed: int = 0) -> CostModel:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m fastpubsub.engine.calibration", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m fastpubsub.engine.costmodel.calibration", description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (best is kept)")
     ap.add_argument("--save", action="store_true", help="write the model where calibrated_model() looks first")
     args = ap.parse_args(argv)

@@ -4,7 +4,7 @@ Section 2.2: a predicate p is an *access predicate* for the subscriptions of a
 cluster list when they can only match events satisfying p.  Section 3
 generalises p to a conjunction of equality predicates with distinct
 attributes.  The cluster layer only knows key ids; this table says what a key
-stands for (``members``: up to three predicate ids, -1 padded) and counts the
+stands for (``members``: up to ``MAX_SCHEMA`` predicate ids, one per field of its schema, -1 padded) and counts the
 subscriptions filed under it, so that keys (and their empty clusters) are
 released when unused.
 
@@ -18,13 +18,24 @@ the key, probed by the clustered matcher for each configured schema.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
+from .costmodel.constants import MAX_SCHEMA
 from .hashtable import HashTable
 from .idpool import IdPool, grow
 
 CATCH_ALL = 0
-MAX_MEMBERS = 3
+
+
+class AccessArrays(NamedTuple):
+    """The access-key tables as the kernels read them (:meth:`AccessKeys.arrays`)."""
+
+    pred_key: np.ndarray  # int64 [predicate ids]: the predicate's single-predicate key (-1: none)
+    conj_keys: np.ndarray  # int64 [slots, MAX_SCHEMA]: sorted predicate ids of a conjunction (hashtable.py)
+    conj_vals: np.ndarray  # int64 [slots]: its key (-1: empty slot)
+    schema_fields: np.ndarray  # int64 [schemas, MAX_SCHEMA]: fields of each configured multi-field schema (-1 padded)
 
 
 class AccessKeys:
@@ -32,9 +43,9 @@ class AccessKeys:
         self.ids = IdPool()
         self.ids.take(1)  # key 0: catch-all
         self.refs = np.zeros(64, dtype=np.int64)  # subscriptions filed under each key
-        self.members = np.full((64, MAX_MEMBERS), -1, dtype=np.int64)  # key -> its predicate ids
+        self.members = np.full((64, MAX_SCHEMA), -1, dtype=np.int64)  # key -> its predicate ids
         self.pred_key = np.full(64, -1, dtype=np.int64)  # predicate id -> its single-predicate key
-        self.conj = HashTable(width=MAX_MEMBERS)  # sorted predicate ids of a conjunction -> key
+        self.conj = HashTable(width=MAX_SCHEMA)  # sorted predicate ids of a conjunction -> key
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -43,7 +54,7 @@ class AccessKeys:
         new = self.ids.take(n)
         self.refs = grow(self.refs, self.ids.high, 0)
         if len(self.members) < self.ids.high:
-            m = np.full((max(self.ids.high, 2 * len(self.members)), MAX_MEMBERS), -1, dtype=np.int64)
+            m = np.full((max(self.ids.high, 2 * len(self.members)), MAX_SCHEMA), -1, dtype=np.int64)
             m[: len(self.members)] = self.members
             self.members = m
         self.refs[new] = 0
@@ -89,6 +100,10 @@ class AccessKeys:
             self.members[dead] = -1
             self.ids.release(dead)
         return dead
+
+    def arrays(self, schema_fields: np.ndarray) -> AccessArrays:
+        """The tables as the kernels read them, with the configured schemas' fields (none for propagation)."""
+        return AccessArrays(self.pred_key, self.conj.keys, self.conj.vals, schema_fields)
 
     def predicates_of(self, keys: np.ndarray) -> np.ndarray:
         """The access predicates implied by keys (the catch-all implies none), flat."""

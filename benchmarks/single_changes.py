@@ -1,0 +1,108 @@
+"""Single adds and removes through the public API, and the quality of a matcher built by them.
+
+    python -m benchmarks.single_changes                       # 300K W0 present, 100K single adds then removes
+    python -m benchmarks.single_changes --present 300000 --changes 100000 --twin 300000
+
+Three measurements, as a library user meets them (``Matcher("dynamic")``):
+
+1. with ``--present`` W0 subscriptions loaded by ``add_bulk``, ``--changes``
+   more added one ``add`` at a time, then removed one ``remove`` at a time;
+   each figure includes applying the buffered changes (``flush``), so it is
+   the full cost of getting them filed (or gone);
+2. a matcher built by ``--twin`` single adds and its twin built by one
+   ``add_bulk`` of the same subscriptions: events/s of each on
+   ``match_encoded`` (best of ``--repeat``, alternated), the ratio, whether
+   the matches are identical, and where the subscriptions are filed
+   (multi-attribute tables, single-field lists).
+
+The machine is shared: figures are best-of and still noisy; compare runs of
+one session only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from fastpubsub.engine import Matcher
+from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+
+
+def single_changes(present: int, changes: int, seed: int = 1) -> dict:
+    m = Matcher("dynamic")
+    m.add_bulk(generate_subscriptions(PRESETS["W0"], n=present, seed=seed))
+    new = generate_subscriptions(PRESETS["W0"], n=changes, seed=seed + 1, first_id=present).to_lists()
+    m.match_encoded(generate_events(PRESETS["W0"], 10, seed=seed))  # compile / load, settle
+    t = time.perf_counter()
+    for sid, preds in new:
+        m.add(sid, preds)
+    m.flush()
+    add_s = time.perf_counter() - t
+    assert len(m) == present + changes
+    t = time.perf_counter()
+    for sid, _ in new:
+        m.remove(sid)
+    m.flush()
+    remove_s = time.perf_counter() - t
+    assert len(m) == present
+    return {"present": present, "changes": changes, "adds_per_s": round(changes / add_s),
+            "removes_per_s": round(changes / remove_s), "add_us": round(add_s / changes * 1e6, 2),
+            "remove_us": round(remove_s / changes * 1e6, 2)}
+
+
+def filing(m: Matcher) -> dict:
+    h = m.stats()["hash_tables"]
+    return {"tables": [t["fields"] for t in h["schemas"]], "in_tables": sum(t["subscriptions"] for t in h["schemas"]),
+            "single_field": h["single_field_subscriptions"], "catch_all": h["catch_all_subscriptions"]}
+
+
+def twin(n: int, repeat: int, n_events: int = 2000, seed: int = 3) -> dict:
+    subs = generate_subscriptions(PRESETS["W0"], n=n, seed=seed)
+    events = generate_events(PRESETS["W0"], n_events, seed=seed + 1)
+    single = Matcher("dynamic")
+    t = time.perf_counter()
+    for sid, preds in subs.to_lists():
+        single.add(sid, preds)
+    single.flush()
+    single_s = time.perf_counter() - t
+    bulk = Matcher("dynamic")
+    t = time.perf_counter()
+    bulk.add_bulk(subs)
+    bulk_s = time.perf_counter() - t
+    a, b = single.match_encoded(events), bulk.match_encoded(events)
+    identical = bool(np.array_equal(a.offsets, b.offsets) and np.array_equal(a.ids, b.ids))
+    best = {"single": float("inf"), "bulk": float("inf")}
+    for _ in range(repeat):
+        for name, m in (("single", single), ("bulk", bulk)):
+            t = time.perf_counter()
+            m.match_encoded(events)
+            best[name] = min(best[name], time.perf_counter() - t)
+    return {"n": n, "load_single_s": round(single_s, 2), "load_bulk_s": round(bulk_s, 2),
+            "single_events_per_s": round(n_events / best["single"]), "bulk_events_per_s": round(n_events / best["bulk"]),
+            "ratio": round(best["bulk"] / best["single"], 3), "identical_matches": identical,
+            "filed_single": filing(single), "filed_bulk": filing(bulk)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.single_changes", description=__doc__.splitlines()[0])
+    ap.add_argument("--present", type=int, default=300_000, help="W0 subscriptions loaded before the single changes")
+    ap.add_argument("--changes", type=int, default=100_000, help="single adds, then as many single removes")
+    ap.add_argument("--twin", type=int, default=300_000, help="subscriptions of the single-add matcher and its twin")
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args(argv)
+    r = single_changes(args.present, args.changes)
+    print(json.dumps(r), flush=True)
+    print(f"| {r['present']:,} present | {r['changes']:,} single adds: {r['adds_per_s']:,}/s ({r['add_us']} µs) "
+          f"| single removes: {r['removes_per_s']:,}/s ({r['remove_us']} µs) |", flush=True)
+    if args.twin:
+        t = twin(args.twin, args.repeat)
+        print(json.dumps(t), flush=True)
+        print(f"| {t['n']:,} by single adds: {t['single_events_per_s']:,} events/s | by add_bulk: "
+              f"{t['bulk_events_per_s']:,} | ratio {t['ratio']} | identical matches: {t['identical_matches']} |")
+
+
+if __name__ == "__main__":
+    main()

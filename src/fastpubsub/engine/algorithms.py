@@ -1,0 +1,17 @@
+"""The built-in algorithms, registered in the order ``ALGORITHMS`` lists them (engine/index.py).
+
+An algorithm defined elsewhere registers itself the same way, from its own module.
+"""
+
+from __future__ import annotations
+
+from .conjunction_index import DynamicIndex, StaticIndex, make_clustering
+from .counting import make_counting
+from .index import register
+from .propagation import make_propagation
+
+register("counting", make_counting)
+register("propagation", make_propagation(False))
+register("propagation-wp", make_propagation(True))
+register("static", make_clustering(StaticIndex))
+register("dynamic", make_clustering(DynamicIndex))

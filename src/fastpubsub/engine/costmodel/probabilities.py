@@ -1,0 +1,88 @@
+"""The probabilities of equation 3.1 from the event statistics: nu of equality predicates, mu of field sets.
+
+Uniform statistics (before any are known) give each equality predicate
+``1 / distinct constants of its field`` and every field set ``mu = 1``.
+Given statistics (:meth:`EventProbabilities.use`, e.g. a Spark snapshot) win
+over the online ones the dynamic algorithm collects; online statistics are
+adopted only when they disagree with the ones in use (:meth:`adopt_online`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..encoding import N_KINDS, AttributeDictionary, StringDictionary
+from ..predicates import PredicateTable
+from ..semantics import KIND_BOOL, KIND_STRING, OP_EQ
+from ..statistics import EventStatistics, StatisticsCollector
+
+#: Online statistics are adopted when some live equality predicate's nu differs this much (dynamic).
+ADOPT_RATIO = 1.5
+#: Events the online statistics must have seen before they can be adopted.
+ADOPT_MIN_EVENTS = 2000
+
+
+class EventProbabilities:
+    """nu and mu under the statistics in use, over one matcher's dictionaries and predicate table."""
+
+    def __init__(self, attributes: AttributeDictionary, strings: StringDictionary, preds: PredicateTable) -> None:
+        self.attributes = attributes
+        self.strings = strings
+        self.preds = preds
+        self.statistics = EventStatistics.uniform()
+        self.external = False  # statistics given by the user: online ones are never adopted
+
+    def use(self, statistics: EventStatistics) -> None:
+        """Use these statistics from now on; they win over online ones."""
+        self.statistics = statistics
+        self.external = True
+
+    def nu(self, pids: np.ndarray) -> np.ndarray:
+        """nu of equality predicates (uniform: 1 / distinct constants of the field)."""
+        field = self.preds.field[pids]
+        if self.statistics.source == "uniform":
+            top = self.preds.n_ids
+            live = (self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ)
+            distinct = np.bincount(self.preds.field[:top][live], minlength=int(field.max()) + 1)
+            return 1.0 / np.maximum(distinct[field], 1)
+        names = list(self.attributes.ids)
+        strings = list(self.strings.ids)
+        bits = self.preds.bits_value[pids]
+        out = np.empty(len(pids), dtype=np.float64)
+        for i, (f, b) in enumerate(zip(field.tolist(), bits.tolist())):
+            kind = f % N_KINDS
+            value = strings[b] if kind == KIND_STRING else bool(b) if kind == KIND_BOOL else float(np.int64(b).view(np.float64))
+            out[i] = self.statistics.value_probability(names[f // N_KINDS], value)
+        return np.maximum(out, 1e-12)
+
+    def mu(self, fields: tuple[int, ...]) -> float:
+        """Probability that an event carries all of ``fields`` (uniform: 1)."""
+        if self.statistics.source == "uniform":
+            return 1.0
+        names = list(self.attributes.ids)
+        return self.statistics.mu([names[f // N_KINDS] for f in fields])
+
+    def adopt_online(self, collector: StatisticsCollector) -> bool:
+        """Switch to the ``collector``'s statistics if they disagree with the ones in use (a shifted stream); True if adopted.
+
+        Disagreement is ``ADOPT_RATIO`` for some live equality predicate, on
+        probabilities plus a tenth of the uniform one of their field (1 / its
+        distinct constants): a value far rarer than uniform becoming rarer
+        still changes no cost worth re-planning for, and each adoption
+        restarts the potential tables' votes (engine/costmodel/maintenance.py).
+        """
+        if self.external or collector.observed < ADOPT_MIN_EVENTS:
+            return False
+        top = self.preds.n_ids
+        live = np.flatnonzero((self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ))
+        if len(live) == 0:
+            return False
+        old = self.nu(live)
+        current, self.statistics = self.statistics, collector.snapshot()
+        new = self.nu(live)
+        field = self.preds.field[live]
+        floor = 0.1 / np.bincount(field)[field]
+        if np.max(np.abs(np.log((new + floor) / (old + floor)))) > np.log(ADOPT_RATIO):
+            return True
+        self.statistics = current
+        return False

@@ -1,0 +1,413 @@
+"""Static and dynamic matching over a batch of events: conjunction probes staged over groups of events.
+
+Section 3: a subscription filed under a schema ``X`` is reached through the
+multi-attribute hash table of ``X``.  An event knows, after the predicate
+phase, which equality predicate it satisfies on each field (at most one), so
+probing the table of ``X`` is looking up the tuple of those predicates in
+``AccessArrays.conj_keys`` -- and an event lacking a field of ``X`` skips
+``X`` without hashing (the ``mu(H)`` of equation 3.1).
+
+A probe that finds its key is a chain of dependent loads that miss the cache
+once the configuration is large: the table slot, the key's list head, the
+cluster's bookkeeping, the cluster's rows.  Probes are independent of each
+other, so :func:`clustered_events` takes each link for all the probes of a
+group of ``GROUP`` events before the next -- the tables "probed in batch for
+many events at once" -- each stage prefetching what the next one reads, so
+that the misses of a stage overlap instead of adding up (docs/clustering.md,
+"Probing").  The stages, each a function with a naive reference in
+``tests/naive.py``:
+
+1. :func:`stage_keys`: phase 1 of each event, and the lists it reaches: the
+   catch-all and its single-predicate lists (keys known, ``KNOWN_KEY``) and
+   one probe per configured schema whose fields it carries;
+2. :func:`stage_lookup`: the conjunction probes looked up (key or -1);
+3. :func:`stage_heads`: the first cluster of each list found;
+4. :func:`stage_prefetch_rows`: the first rows each scan reads, prefetched;
+5. :func:`stage_runs`: the run index lookups of clusters with runs
+   (:func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`);
+6. :func:`scan_group`, event by event: bits set, the lists scanned, bits cleared.
+
+Each stage is one call per group, never per event: numba reference-counts
+every array a call unpacks from a container, and with calls per event (even
+inlined) this kernel took 1.45 µs per W0 event instead of 1.0.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
+from .hashtable import ht_find3, ht_slot3
+from .predicates import satisfied_predicates
+from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
+                   run_path, scan_clusters, scan_dispatch)
+
+#: Events whose probes are staged together; at most 16, the bits of ``ProbeScratch.gmask``.
+GROUP = 16
+#: Lists of one cluster up to this size are checked inline by :func:`scan_group`.
+SMALL_CLUSTER = 16
+#: ``probe[t, 1]`` of a list whose key the event knows without probing a table (catch-all, single predicate;
+#: no predicate id, which that column holds for a conjunction to look up).
+KNOWN_KEY = -3
+#: ``probe[t, 2]`` of a probe whose first cluster's sorted prefix :func:`stage_runs` scans.
+STAGED = -2
+#: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).
+RUN_AHEAD = 8
+
+
+class ProbeScratch(NamedTuple):
+    """Work arrays :func:`clustered_events` keeps between batches (all in their rest state between calls)."""
+
+    eq_of_field: np.ndarray  # int64 [fields]: the equality predicate the current event satisfies on each field (-1)
+    probe: np.ndarray  # int64 [rows, MAX_SCHEMA]: a row per list a group's events reach (grown by the kernel)
+    gmask: np.ndarray  # uint16 [predicate ids]: bit i set iff event i of the group satisfies the predicate (0)
+
+
+@njit(cache=True, inline="always")
+def grow_rows(a, n, extra):
+    """``a`` (2-d) with room for ``extra`` more rows after its first ``n`` (amortised doubling)."""
+    if n + extra <= a.shape[0]:
+        return a
+    bigger = np.empty((max(2 * a.shape[0], n + extra), a.shape[1]), dtype=a.dtype)
+    bigger[:n] = a[:n]
+    return bigger
+
+
+@njit(cache=True, inline="always")
+def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, gp_off, probe):
+    """Stage 1: phase 1 of events ``g0:g1`` and the lists each reaches, their first reads prefetched.
+
+    Writes the group's satisfied predicates to ``gsat`` (event ``i`` of the
+    group: ``gsat[gs_off[i]:gs_off[i + 1]]``) and a row per reached list to
+    ``probe`` (event ``i``: rows ``gp_off[i]:gp_off[i + 1]``): ``(key,
+    KNOWN_KEY, -)`` for the catch-all and the single-predicate lists, ``(p0,
+    p1, p2)`` -- the event's equality predicates on a configured schema's
+    fields (``p2 = -1`` for two fields) -- for each conjunction to look up.
+    ``conj_flat`` is ``access.conj_keys`` flattened (once per batch).  Returns ``(gsat, probe, n_probe)``, the arrays grown if
+    needed.
+    """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    sch_fields = access.schema_fields
+    n_sch = sch_fields.shape[0]
+    mask = access.conj_vals.shape[0] - 1
+    pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
+    n_keys = key_head.shape[0]
+    n_sat = 0
+    n_probe = 0
+    for e in range(g0, g1):
+        ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
+        gsat = ensure_room(gsat, n_sat, ns)
+        probe = grow_rows(probe, n_probe, n_sch + ns + 1)
+        for t in range(-1, ns):
+            if t >= 0:
+                p = sat[t]
+                gsat[n_sat + t] = p
+                if pred_op[p] == 0:
+                    eq_of_field[pred_field[p]] = p
+            # the catch-all and the single-predicate lists: their keys are known, no table to probe
+            q = predicate_list_key(pred_key, sat, t)
+            if 0 <= q < n_keys:
+                prefetch(key_head, q)
+                probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
+                n_probe += 1
+        for s in range(n_sch):
+            p0 = eq_of_field[sch_fields[s, 0]]
+            if p0 < 0:
+                continue
+            p1 = eq_of_field[sch_fields[s, 1]]
+            if p1 < 0:
+                continue
+            p2 = -1
+            if sch_fields[s, 2] >= 0:
+                p2 = eq_of_field[sch_fields[s, 2]]
+                if p2 < 0:
+                    continue
+            slot = ht_slot3(mask, p0, p1, p2)
+            prefetch(conj_flat, slot * 3)
+            prefetch(access.conj_vals, slot)
+            probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+            n_probe += 1
+        for t in range(ns):
+            eq_of_field[pred_field[sat[t]]] = -1
+        n_sat += ns
+        gs_off[e - g0 + 1] = n_sat
+        gp_off[e - g0 + 1] = n_probe
+    return gsat, probe, n_probe
+
+
+@njit(cache=True, inline="always")
+def stage_lookup(probe, n_probe, access, key_head):
+    """Stage 2: look the conjunctions up; ``probe[t, 0]`` becomes the list's key (-1: absent), its head prefetched."""
+    n_keys = key_head.shape[0]
+    for t in range(n_probe):
+        if probe[t, 1] == KNOWN_KEY:
+            continue
+        q = ht_find3(access.conj_keys, access.conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
+        if 0 <= q < n_keys:
+            prefetch(key_head, q)
+        else:
+            q = -1
+        probe[t, 0] = q
+
+
+@njit(cache=True, inline="always")
+def stage_heads(probe, n_probe, store, runs):
+    """Stage 3: ``probe[t, 1]`` becomes the first cluster of the list (-1: none), its bookkeeping prefetched."""
+    for t in range(n_probe):
+        c = store.key_head[probe[t, 0]] if probe[t, 0] >= 0 else -1
+        probe[t, 1] = c
+        probe[t, 2] = 0  # (STAGED once stage_runs takes it)
+        if c >= 0:
+            prefetch(store.base, c)
+            prefetch(store.cap, c)
+            prefetch(store.length, c)
+            prefetch(store.k, c)
+            prefetch(store.next, c)
+            if runs.sorted.shape[0]:
+                prefetch(runs.sorted, c)
+                prefetch(runs.runs, c)
+
+
+@njit(cache=True, inline="always")
+def stage_prefetch_rows(n_grp, gs_off, gp_off, probe, store, runs):
+    """Stage 4: prefetch the first rows each cluster's scan reads (its first column and its line, or its runs)."""
+    for i in range(n_grp):
+        nsat = gs_off[i + 1] - gs_off[i]
+        for t in range(gp_off[i], gp_off[i + 1]):
+            c = probe[t, 1]
+            if c >= 0 and store.length[c] > 0:
+                path = run_path(runs, c, nsat)
+                if path == PLAIN:
+                    prefetch(store.arena, store.base[c])
+                    prefetch(store.arena, store.base[c] + store.k[c] * store.cap[c])
+                else:
+                    row = INDEX_ROW if path == BY_INDEX else PIDS_ROW
+                    prefetch(store.arena, run_row(store.base[c], store.cap[c], store.k[c], row))
+
+
+@njit(cache=True)
+def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off):
+    """Stage 5: the run index lookups of a group's indexed clusters, in stages over the whole group.
+
+    An indexed cluster's scan is a chain of dependent misses: the index row,
+    the start of each run the event's predicates find, the run's entries in
+    the second column, the few that pass in the third.  Per event they add
+    up; here each link is taken for every event of the group before the
+    next, prefetching what the next reads, so the misses overlap:
+    :func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`.
+    Leaves in ``sv[sv_off[i]:sv_off[i + 1]]`` the (cluster, entry) pairs of
+    event ``i`` still to check from the third column on, and ``gmask`` at
+    rest.  Returns the scratch arrays ``(hit, sv)``, grown if needed.
+    """
+    runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs)
+    hit, nh = runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit)
+    sv = runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off)
+    for i in range(n_grp):
+        for s in range(gs_off[i], gs_off[i + 1]):
+            gmask[gsat[s]] = 0
+    return hit, sv
+
+
+@njit(cache=True)
+def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
+    """Stage 5a: mark the probes whose first cluster takes the run index (``probe[t, 2] = STAGED``), prefetch the rows.
+
+    Also sets ``gmask`` (bit ``i`` of ``gmask[p]``: event ``i`` of the group
+    satisfies ``p``), which :func:`runs_entries` checks the second column
+    with, since the per-event bits are set one event at a time.
+    """
+    arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
+    for i in range(n_grp):
+        nsat = gs_off[i + 1] - gs_off[i]
+        for s in range(gs_off[i], gs_off[i + 1]):
+            gmask[gsat[s]] |= np.uint16(1 << i)
+        for t in range(gp_off[i], gp_off[i + 1]):
+            c = probe[t, 1]
+            if c >= 0 and c_len[c] > 0 and run_path(runs, c, nsat) == BY_INDEX:
+                ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
+                w = arena[ir + 1]  # (0: no index, its ids spanned more than the row holds)
+                if w > 0:
+                    probe[t, 2] = STAGED
+                    for r in range(16, 2 + 2 * w, 16):
+                        prefetch(arena, ir + r)
+
+
+@njit(cache=True)
+def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
+    """Stage 5b: the runs each event's satisfied predicates find in its staged clusters, their starts prefetched.
+
+    Rows ``hit[:nh]`` are ``(event, cluster, run, -)``; returns ``(hit, nh)``.
+    """
+    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
+    nh = 0
+    for i in range(n_grp):
+        nsat = gs_off[i + 1] - gs_off[i]
+        for t in range(gp_off[i], gp_off[i + 1]):
+            if probe[t, 2] != STAGED:
+                continue
+            c = probe[t, 1]
+            ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
+            hit = grow_rows(hit, nh, nsat)
+            for s in range(gs_off[i], gs_off[i + 1]):
+                r = index_run(arena, ir, gsat[s])
+                if r >= 0:
+                    hit[nh, 0], hit[nh, 1], hit[nh, 2] = i, c, r
+                    nh += 1
+    return hit, nh
+
+
+@njit(cache=True)
+def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off):
+    """Stage 5c: the entries of the runs found whose second column the event satisfies, in a prefetching pipeline.
+
+    Run ``h``'s second column is checked while run ``h + RUN_AHEAD``'s
+    bounds are read (its second column prefetched) and run ``h + 2
+    RUN_AHEAD``'s start is prefetched.  Writes the (cluster, entry) pairs of
+    event ``i`` to ``sv[sv_off[i]:sv_off[i + 1]]``; returns ``sv``.
+    """
+    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
+    nsv = 0
+    sv_off[:] = 0
+    for h in range(-2 * RUN_AHEAD, nh):
+        h2 = h + 2 * RUN_AHEAD
+        if h2 < nh:
+            c = hit[h2, 1]
+            prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW) + hit[h2, 2])
+        h1 = h + RUN_AHEAD
+        if 0 <= h1 < nh:
+            c, r = hit[h1, 1], hit[h1, 2]
+            sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
+            start = arena[sr + r]
+            end = arena[sr + r + 1] if r + 1 < runs.runs[c] else runs.sorted[c]
+            hit[h1, 2], hit[h1, 3] = start, end
+            prefetch(arena, c_base[c] + c_cap[c] + start)
+            prefetch(arena, c_base[c] + c_cap[c] + end - 1)  # (the same line, unless the run crosses one)
+        if h < 0:
+            continue
+        i, c, start, end = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3]
+        k, base, cap = c_k[c], c_base[c], c_cap[c]
+        sv = grow_rows(sv, nsv, end - start)
+        ebit = np.uint16(1 << i)
+        for j in range(start, end):
+            if k >= 2 and gmask[np.uint64(arena[np.uint64(base + cap + j)])] & ebit == 0:
+                continue
+            sv[nsv, 0], sv[nsv, 1] = c, j
+            nsv += 1
+            prefetch(arena, base + min(2, k) * cap + j)
+            sv_off[i + 1] += 1
+    for i in range(n_grp):
+        sv_off[i + 1] += sv_off[i]
+    return sv
+
+
+@njit(cache=True, inline="always")
+def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off, handle_id, pf,
+               unfold, lookahead):
+    """Stage 6, event by event: set its bits, check what :func:`stage_runs` left, scan every list it reached, clear.
+
+    Appends each event's matching subscription ids (ascending) to ``out``
+    and its end to ``out_off[e + 1]``; returns ``(out, nout)``.  One call per
+    group: the per-event work stays in one function (see the module docstring).
+    """
+    arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
+    c_sorted, c_runs = runs.sorted, runs.runs
+    for e in range(g0, g1):
+        i = e - g0
+        if e + 1 < g1:
+            # the run rows the next event will read by run, fetched while this one is scanned
+            nsat = gs_off[i + 2] - gs_off[i + 1]
+            for t in range(gp_off[i + 1], gp_off[i + 2]):
+                c = probe[t, 1]
+                if c >= 0 and run_path(runs, c, nsat) == BY_RUN:
+                    pr = run_row(c_base[c], c_cap[c], c_k[c], PIDS_ROW)
+                    for r in range(16, c_runs[c], 16):
+                        prefetch(arena, pr + r)
+        esat = gsat[gs_off[i] : gs_off[i + 1]]
+        ns = esat.shape[0]
+        for t in range(ns):
+            bits[esat[t]] = 1
+        start = nout
+        if c_sorted.shape[0]:
+            # the entries of the runs stage_runs found: the columns after the second
+            out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
+            for h in range(sv_off[i], sv_off[i + 1]):
+                c, j = sv[h, 0], sv[h, 1]
+                k, base, cap = c_k[c], c_base[c], c_cap[c]
+                r0 = min(2, k)
+                if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
+                    out[nout] = arena[base + k * cap + j]
+                    nout += 1
+        for t in range(gp_off[i], gp_off[i + 1]):
+            c = probe[t, 1]
+            if c < 0:
+                continue
+            n = c_len[c]
+            if probe[t, 2] == STAGED:
+                # the sorted prefix is done (above); its unsorted tail, then the list's other clusters
+                done = c_sorted[c]
+                out = ensure_room(out, nout, n - done)
+                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + done, c_cap[c], n - done,
+                                     out, nout)
+                out, nout = scan_clusters(store.next[c], store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
+            elif n <= SMALL_CLUSTER and store.next[c] < 0:
+                # the common case of the small lists a conjunction finds: checked here, without the
+                # call into the cluster kernels (whose fixed cost dwarfs a few entries)
+                out = ensure_room(out, nout, n)
+                k, base, cap = c_k[c], c_base[c], c_cap[c]
+                for j in range(n):
+                    if entry_matches(-1, k, arena, bits, base, cap, j):
+                        out[nout] = arena[base + k * cap + j]
+                        nout += 1
+            else:  # (c is the head of the list stage_heads found)
+                out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
+        for t in range(ns):
+            bits[esat[t]] = 0
+        finish_event(out, start, nout, handle_id)
+        out_off[e + 1] = nout
+    return out, nout
+
+
+@njit(cache=True)
+def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unfold, lookahead):
+    """Static and dynamic over a batch of events: the stages of the module docstring, ``GROUP`` events at a time.
+
+    ``ev``: :class:`~engine.encoding.EventArrays`; ``preds``:
+    :class:`~engine.predicates.PredicateArrays`; ``store`` / ``runs``:
+    :class:`~engine.cluster_store.ClusterArrays` / ``RunArrays``; ``access``:
+    :class:`~engine.access_keys.AccessArrays`; ``scratch``:
+    :class:`ProbeScratch`.  Returns the matches in CSR (ids ascending per event).
+    """
+    n_ev = ev.offsets.shape[0] - 1
+    bits = preds.bits
+    has_runs = runs.sorted.shape[0] > 0
+    conj_flat = access.conj_keys.ravel()
+    sat = np.empty(max(bits.shape[0], 1), dtype=np.int64)
+    gsat = np.empty(1024, dtype=np.int64)  # the group's satisfied predicates, event after event
+    gs_off = np.zeros(GROUP + 1, dtype=np.int64)
+    gp_off = np.zeros(GROUP + 1, dtype=np.int64)
+    probe = scratch.probe
+    out = np.empty(1024, dtype=np.int64)
+    out_off = np.zeros(n_ev + 1, dtype=np.int64)
+    nout = 0
+    # stage_runs' scratch: the runs found (event, cluster, run -- then its start --, end), the entries that pass
+    hit = np.empty((256, 4), dtype=np.int64)
+    sv = np.empty((256, 2), dtype=np.int64)
+    sv_off = np.zeros(GROUP + 1, dtype=np.int64)
+    for g0 in range(0, n_ev, GROUP):
+        g1 = min(n_ev, g0 + GROUP)
+        gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field, store.key_head,
+                                          sat, gsat, gs_off, gp_off, probe)
+        stage_lookup(probe, n_probe, access, store.key_head)
+        stage_heads(probe, n_probe, store, runs)
+        stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
+        if has_runs:
+            hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs, hit, sv, sv_off)
+        out, nout = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off,
+                               handle_id, pf, unfold, lookahead)
+    return out_off, out[:nout].copy()
