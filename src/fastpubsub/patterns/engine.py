@@ -244,6 +244,8 @@ class PatternEngine:
         self._tables_dirty = True
 
     def _install(self, sid: int, pattern: Pattern, since: int) -> list:
+        if self.mode == "none" and orders_strings(pattern):
+            raise ValueError(f"subscription {sid}: mode 'none' (an ablation without the matcher) cannot order strings")
         c = _Compiled(pattern, self)
         if self.free_p:
             p = self.free_p.pop()
@@ -283,12 +285,17 @@ class PatternEngine:
                 self.atom_rows.extend(c.atom_row(a) for a in group)
                 rng += [lo, len(self.atom_rows)]
             self.node_rng[node] = rng
+            # The static post-selection is matched together with the static correlation (it is only read
+            # when the correlation holds, and alone it would match most events); without a static
+            # correlation the kernel evaluates it, unless it orders strings (which only the matcher can).
+            pi_orders = any(isinstance(a.static_triple[2], str) and a.op not in ("=", "!=") for a in pi_static)
+            in_matcher = bool(pi_static) and (bool(th_static) or pi_orders)
             self.node_theta_static[node] = bool(th_static)
-            self.node_pi_static[node] = bool(pi_static)
+            self.node_pi_static[node] = in_matcher
             if th_static:
                 rows.append((2 * node, [a.static_triple for a in th_static]))
-            if pi_static:
-                rows.append((2 * node + 1, [a.static_triple for a in pi_static]))
+            if in_matcher:
+                rows.append((2 * node + 1, [a.static_triple for a in th_static + pi_static]))
             self.node_idx_attr[node] = -1
             for a in th_dyn:
                 lo_, ro_ = a.left, a.right
@@ -384,6 +391,8 @@ class PatternEngine:
         """Switch the ablation mode; live instances are refiled."""
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}")
+        if mode == "none" and any(c is not None and orders_strings(c.pattern) for c in self.compiled):
+            raise ValueError("mode 'none' (an ablation without the matcher) cannot order strings")
         self.mode = mode
         self._tables_dirty = True
         self._sync_tables()
@@ -701,6 +710,13 @@ class PatternEngine:
 def limits_from_bytes(max_bytes: int, per_subscription: int, instance_bytes: int) -> Limits:
     """The global byte bound as a number of instances (docs/patterns.md 1.3)."""
     return Limits(max_per_subscription=per_subscription, max_instances=max(1, max_bytes // instance_bytes))
+
+
+def orders_strings(pattern: Pattern) -> bool:
+    """Whether a static predicate orders strings (only the matcher evaluates those; the kernel compares codes)."""
+    triples = list(pattern.start) + [a.static_triple for s in pattern.steps for a in s.correlate + s.where + s.until
+                                     if a.static_triple is not None]
+    return any(isinstance(v, str) and op not in ("=", "!=") for _, op, v in triples)
 
 
 def _event_ref(attr: str):

@@ -472,11 +472,11 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             if not _all(r[0], r[1], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
                         i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the filter edge
-            if mode == MODE_NONE:
+            if mode == MODE_NONE or not node_pi_static[node]:
                 pi = _all(r[6], r[7], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
                           i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             else:
-                pi = (not node_pi_static[node]) or pi_mark[node] == stamp
+                pi = pi_mark[node] == stamp
             pi = pi and _all(r[4], r[5], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck,
                              at_cv, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
