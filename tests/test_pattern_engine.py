@@ -15,7 +15,7 @@ SYMBOLS = ["A", "B", "C"]
 EXAMPLES = int(os.environ.get("PATTERN_EXAMPLES", "150"))  # a deeper run: PATTERN_EXAMPLES=2000
 TEMPLATES = [
     'seq a: name = "{s1}" and price > {c1} within {w}ms',  # S1
-    'seq a: name = "{s1}" and price > {c1} next b: name = "{s2}" where b.price < {c2} within {w}ms',  # S2
+    'seq a: name = "{s1}" and price > {c1} next b: name = "{s2}" and volume >= {v} where b.price < {c2} within {w}ms',  # S2
     "seq a: price > {c1} next b: name = a.name where b.price > {f} * a.price within {w}ms",  # S3
     ("seq a: volume > {v} fold r: name = a.name while r.price >= r.last.price "
      "agg n = count(), lo = min(price) until dur >= {d}ms within {w}ms"),  # S4

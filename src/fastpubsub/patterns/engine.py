@@ -136,12 +136,13 @@ class PatternEngine:
         nodes = n * K.STRIDE
         new = dict(
             node_op=np.full(nodes, -1, np.int64), node_theta_static=np.zeros(nodes, np.bool_),
-            node_pi_static=np.zeros(nodes, np.bool_), node_rng=np.zeros((nodes, 10), np.int64),
+            node_pi_static=np.zeros(nodes, np.bool_), node_rng=np.zeros((nodes, 14), np.int64),
             node_idx_attr=np.full(nodes, -1, np.int64), node_idx_col=np.zeros(nodes, np.int64),
             node_cap=np.zeros((nodes, 2), np.int64), node_agg=np.zeros((nodes, 2), np.int64),
             pat_sid=np.zeros(n, np.int64), pat_within=np.zeros(n, np.int64), pat_since=np.zeros(n, np.int64),
             pat_nsteps=np.zeros(n, np.int64), pat_active=np.zeros(n, np.bool_), pat_live=np.zeros(n, np.int64),
-            start_lo=np.zeros(n, np.int64), start_hi=np.zeros(n, np.int64), cre_cnt=np.zeros(n, np.int64),
+            start_lo=np.zeros(n, np.int64), start_hi=np.zeros(n, np.int64), start_res_lo=np.zeros(n, np.int64),
+            start_res_hi=np.zeros(n, np.int64), cre_cnt=np.zeros(n, np.int64),
             cre_dec=np.zeros(n, np.int64), pi_mark=np.full(nodes, -1, np.int64))
         for name, arr in new.items():
             if old is not None:
@@ -264,11 +265,15 @@ class PatternEngine:
         self.pat_nsteps[p] = len(pattern.steps)
         self.pat_active[p] = True
         self.pat_live[p] = 0
-        rows = [(2 * base, list(pattern.start))]
         start_atoms = [Atom(Operand(_event_ref(a)), op, Operand(None, v)) for a, op, v in pattern.start]
+        start_reg, start_res = _split_static(start_atoms)
+        rows = [(2 * base, [a.static_triple for a in start_reg])]
         self.start_lo[p] = len(self.atom_rows)
         self.atom_rows.extend(c.atom_row(a) for a in start_atoms)
         self.start_hi[p] = len(self.atom_rows)
+        self.start_res_lo[p] = len(self.atom_rows)
+        self.atom_rows.extend(c.atom_row(a) for a in start_res)
+        self.start_res_hi[p] = len(self.atom_rows)
         self.node_op[base: base + K.STRIDE] = -1
         self.node_op[base] = K.OP_START
         self.node_cap[base] = self._captures(c, 0)
@@ -280,22 +285,26 @@ class PatternEngine:
             th_dyn = [a for a in s.correlate if a.static_triple is None]
             pi_static = [a for a in s.where if a.static_triple is not None]
             pi_dyn = [a for a in s.where if a.static_triple is None]
-            for group in (th_dyn, th_static, pi_dyn, pi_static, list(s.until)):
+            # The matcher gets the equality atoms of the static correlation (all of it if it has none),
+            # the kernel the rest for the few candidates, as Cayuga's FR index hashes equality specs
+            # only: registering "price > c" for every subscription makes the matcher's phase 1 mark
+            # every satisfied constant of every event.  The static post-selection is evaluated by the
+            # kernel, except its string orderings, which only the matcher can evaluate: they are
+            # registered together with the correlation's part.
+            th_reg, th_res = _split_static(th_static)
+            pi_reg = [a for a in pi_static if _orders_string(a)]
+            pi_res = [a for a in pi_static if not _orders_string(a)]
+            for group in (th_dyn, th_static, pi_dyn, pi_static, list(s.until), th_res, pi_res):
                 lo = len(self.atom_rows)
                 self.atom_rows.extend(c.atom_row(a) for a in group)
                 rng += [lo, len(self.atom_rows)]
             self.node_rng[node] = rng
-            # The static post-selection is matched together with the static correlation (it is only read
-            # when the correlation holds, and alone it would match most events); without a static
-            # correlation the kernel evaluates it, unless it orders strings (which only the matcher can).
-            pi_orders = any(isinstance(a.static_triple[2], str) and a.op not in ("=", "!=") for a in pi_static)
-            in_matcher = bool(pi_static) and (bool(th_static) or pi_orders)
             self.node_theta_static[node] = bool(th_static)
-            self.node_pi_static[node] = in_matcher
+            self.node_pi_static[node] = bool(pi_reg)
             if th_static:
-                rows.append((2 * node, [a.static_triple for a in th_static]))
-            if in_matcher:
-                rows.append((2 * node + 1, [a.static_triple for a in th_static + pi_static]))
+                rows.append((2 * node, [a.static_triple for a in th_reg]))
+            if pi_reg:
+                rows.append((2 * node + 1, [a.static_triple for a in th_reg + pi_reg]))
             self.node_idx_attr[node] = -1
             for a in th_dyn:
                 lo_, ro_ = a.left, a.right
@@ -477,7 +486,7 @@ class PatternEngine:
                                  self.heap_g, self.pi_mark, self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
                                  self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
-                                 self.start_hi, self.st)
+                                 self.start_hi, self.start_res_lo, self.start_res_hi, self.st)
             out.extend(self._drain(ts))
             if i >= n:
                 break
@@ -710,6 +719,20 @@ class PatternEngine:
 def limits_from_bytes(max_bytes: int, per_subscription: int, instance_bytes: int) -> Limits:
     """The global byte bound as a number of instances (docs/patterns.md 1.3)."""
     return Limits(max_per_subscription=per_subscription, max_instances=max(1, max_bytes // instance_bytes))
+
+
+def _orders_string(a: Atom) -> bool:
+    t = a.static_triple
+    return t is not None and isinstance(t[2], str) and t[1] not in ("=", "!=")
+
+
+def _split_static(atoms: list[Atom]) -> tuple[list[Atom], list[Atom]]:
+    """(registered in the matcher, evaluated by the kernel): equalities and string orderings go to the matcher
+    when there is an equality; otherwise everything does."""
+    reg = [a for a in atoms if a.op == "=" or _orders_string(a)]
+    if not any(a.op == "=" for a in reg):
+        return list(atoms), []
+    return reg, [a for a in atoms if not (a.op == "=" or _orders_string(a))]
 
 
 def orders_strings(pattern: Pattern) -> bool:

@@ -365,7 +365,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
                    heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
-                   start_lo, start_hi, st):
+                   start_lo, start_hi, start_res_lo, start_res_hi, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
@@ -465,6 +465,10 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             node = p * STRIDE + step
             dur = ts - inst_start[s]
             r = node_rng[node]
+            if mode != MODE_NONE and not _all(r[10], r[11], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add,
+                                              at_arith, at_ck, at_cv, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
+                                              accn, dur):
+                continue  # the static correlation's part the matcher did not check
             if mode == MODE_NONE and not _all(r[2], r[3], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add,
                                               at_arith, at_ck, at_cv, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
                                               accn, dur):
@@ -472,11 +476,13 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             if not _all(r[0], r[1], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
                         i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the filter edge
-            if mode == MODE_NONE or not node_pi_static[node]:
+            if mode == MODE_NONE:
                 pi = _all(r[6], r[7], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
                           i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             else:
-                pi = pi_mark[node] == stamp
+                pi = (not node_pi_static[node] or pi_mark[node] == stamp) and _all(
+                    r[12], r[13], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
+                    i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             pi = pi and _all(r[4], r[5], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck,
                              at_cv, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
@@ -515,6 +521,10 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             if cre_parent[q] < 0:  # a start
                 if not pat_active[p] or ts < pat_since[p]:
                     continue
+                if mode != MODE_NONE and not _all(start_res_lo[p], start_res_hi[p], at_op, at_static, at_src, at_idx,
+                                                  at_aux, at_mul, at_add, at_arith, at_ck, at_cv, i, ev_kind, ev_num,
+                                                  0, iv_kind, iv_num, acc, accn, 0):
+                    continue  # the start's part the matcher did not check
                 if pat_nsteps[p] == 0:
                     st[ST_STARTED] += 1
                     w = st[ST_WIT]
