@@ -43,7 +43,7 @@ def _mix(a, b, c, d):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def find_list(hk, hval, a, b, c, d, create, st, list_head):
     """The list id of key (a, b, c, d), or -1; ``create`` makes a new empty list."""
     mask = np.uint64(hk.shape[0] - 1)
@@ -68,7 +68,7 @@ def find_list(hk, hval, a, b, c, d, create, st, list_head):
         pos = (pos + np.uint64(1)) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num):
     """The list key an instance at ``node`` belongs to (see module docstring)."""
     if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
@@ -82,7 +82,7 @@ def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv
     return np.int64(-1), np.int64(-3), np.int64(0), np.int64(0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _link(slot, lid, inst_list, inst_next, inst_prev, list_head):
     inst_list[slot] = lid
     h = list_head[lid]
@@ -93,7 +93,7 @@ def _link(slot, lid, inst_list, inst_next, inst_prev, list_head):
     list_head[lid] = slot
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _unlink(slot, inst_list, inst_next, inst_prev, list_head):
     lid = inst_list[slot]
     nx = inst_next[slot]
@@ -107,7 +107,7 @@ def _unlink(slot, inst_list, inst_next, inst_prev, list_head):
     inst_list[slot] = -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _heap_push(heap_d, heap_s, heap_g, st, d, s, g):
     i = st[ST_HEAP]
     st[ST_HEAP] += 1
@@ -182,7 +182,7 @@ def _operand(a, side, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, a
     return k, v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _holds(a, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
            i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
     lk, lv = _operand(a, 0, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
@@ -209,7 +209,7 @@ def _holds(a, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith
     return lv >= rv
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _all(lo, hi, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
          i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
     for a in range(lo, hi):
@@ -219,14 +219,14 @@ def _all(lo, hi, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_ar
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _capture(node, i, slot, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num):
     for c in range(node_cap[node, 0], node_cap[node, 1]):
         iv_kind[slot, cap_col[c]] = ev_kind[i, cap_ev[c]]
         iv_num[slot, cap_col[c]] = ev_num[i, cap_ev[c]] + 0.0  # -0.0 -> 0.0: one hash key per value
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _agg_init(node, i, slot, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, acc, accn):
     for g in range(node_agg[node, 0], node_agg[node, 1]):
         s = ag_slot[g]
@@ -243,7 +243,7 @@ def _agg_init(node, i, slot, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, a
                 accn[slot, s] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _agg_step(node, i, slot, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, acc, accn):
     for g in range(node_agg[node, 0], node_agg[node, 1]):
         s = ag_slot[g]
@@ -284,7 +284,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
             _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
@@ -309,7 +309,7 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     st[ST_FREE] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num):
     """Place instance ``s`` at ``node`` after binding event ``i``; a fold initialises ``.last`` and aggregates."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
@@ -333,7 +333,7 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
     _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _mark(s, i, st, state, dirty, ev_id):
     inst_changed = state[10]
     dirty_mark = state[18]
@@ -344,7 +344,7 @@ def _mark(s, i, st, state, dirty, ev_id):
         st[ST_DIRTY] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start):
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
@@ -543,13 +543,16 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             cre_cnt[p] += 1
         if m == 0:
             continue
-        order = np.arange(m)
-        if st[ST_LIVE] + m > max_live:  # the global bound may bite: decide subscription by subscription, ascending id
+        sorted_ = st[ST_LIVE] + m > max_live
+        if sorted_:  # the global bound may bite: decide subscription by subscription, ascending id
             keys = np.empty(m, np.int64)
             for q in range(m):
                 keys[q] = pat_sid[cre_p[q]]
             order = np.argsort(keys, kind="mergesort")
-        for q in order:
+        else:
+            order = affected[:0]
+        for qq in range(m):
+            q = order[qq] if sorted_ else qq
             p = cre_p[q]
             if cre_dec[p] == 0:
                 k = cre_cnt[p]
