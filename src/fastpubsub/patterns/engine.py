@@ -358,17 +358,8 @@ class PatternEngine:
         if not self._tables_dirty:
             return
         rows = self.atom_rows or [(0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))]
-        self.at_op = np.array([r[0] for r in rows], np.int64)
-        self.at_static = np.array([r[1] for r in rows], np.bool_)
-        sides = [(r[2], r[3]) for r in rows]
-        self.at_src = np.array([[s[0] for s in pair] for pair in sides], np.int64)
-        self.at_idx = np.array([[s[1] for s in pair] for pair in sides], np.int64)
-        self.at_aux = np.array([[s[2] for s in pair] for pair in sides], np.int64)
-        self.at_mul = np.array([[s[3] for s in pair] for pair in sides], np.float64)
-        self.at_add = np.array([[s[4] for s in pair] for pair in sides], np.float64)
-        self.at_arith = np.array([[s[5] for s in pair] for pair in sides], np.bool_)
-        self.at_ck = np.array([[s[6] for s in pair] for pair in sides], np.int64)
-        self.at_cv = np.array([[s[7] for s in pair] for pair in sides], np.float64)
+        self.at = np.array([(r[0], float(r[1])) + tuple(map(float, r[2])) + tuple(map(float, r[3])) for r in rows],
+                           np.float64).reshape(len(rows), K.A_WIDTH)
         caps = self.cap_rows or [(0, 0)]
         self.cap_ev = np.array([c[0] for c in caps], np.int64)
         self.cap_col = np.array([c[1] for c in caps], np.int64)
@@ -473,8 +464,7 @@ class PatternEngine:
             n_start = (cs[m_off[1:]] - cs[m_off[:-1]]).astype(np.int64)
         ev_kind, ev_num = self._event_matrix(batch)
         ev_bits = ev_num.view(np.int64)
-        atoms = (self.at_op, self.at_static, self.at_src, self.at_idx, self.at_aux, self.at_mul, self.at_add,
-                 self.at_arith, self.at_ck, self.at_cv)
+        atoms = self.at
         captures = (self.cap_ev, self.cap_col, self.ag_fn, self.ag_ev, self.ag_slot)
         out = self._pending
         self._pending = []

@@ -31,6 +31,9 @@ EMPTY = np.int64(-(2**63))
 ST_WM, ST_LIVE, ST_KEYS, ST_LISTS, ST_FREE, ST_HEAP, ST_WIT, ST_BATCH, ST_TOMB, ST_DIRTY, ST_FOLDLIVE = range(11)
 ST_STARTED, ST_COMPLETED, ST_KILLED, ST_EXPIRED, ST_REFUSED, ST_AFFECTED, ST_PROBES, ST_CALL = range(11, 19)
 ST_SIZE = 20
+# an atom is one row of a float64 matrix (read whole: one or two cache lines, not ten arrays):
+# op, static, then per side src, idx, aux (aggregate function), mul, add, arith, const kind, const value
+A_OP, A_STATIC, A_LEFT, A_RIGHT, A_WIDTH = 0, 1, 2, 10, 18
 
 
 @njit(cache=True, inline="always")
@@ -149,13 +152,14 @@ def _heap_pop(heap_d, heap_s, heap_g, st):
 
 
 @njit(cache=True, inline="always")
-def _operand(a, side, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
-             i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
-    src = at_src[a, side]
-    idx = at_idx[a, side]
+def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
+    """One side of atom ``a``: (kind, value); kind -1 when missing or not a number under arithmetic."""
+    b = A_LEFT if side == 0 else A_RIGHT
+    src = np.int64(AT[a, b + 0])
+    idx = np.int64(AT[a, b + 1])
     if src == SRC_CONST:
-        k = np.int64(at_ck[a, side])
-        v = at_cv[a, side]
+        k = np.int64(AT[a, b + 6])
+        v = AT[a, b + 7]
     elif src == SRC_EVENT:
         k = np.int64(ev_kind[i, idx])
         v = ev_num[i, idx]
@@ -163,7 +167,7 @@ def _operand(a, side, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, a
         k = np.int64(iv_kind[slot, idx])
         v = iv_num[slot, idx]
     elif src == SRC_AGG:
-        fn = at_aux[a, side]
+        fn = np.int64(AT[a, b + 2])
         n = accn[slot, idx]
         k = np.int64(0)
         v = acc[slot, idx]
@@ -175,26 +179,23 @@ def _operand(a, side, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, a
     else:
         k = np.int64(0)
         v = np.float64(dur)
-    if at_arith[a, side]:
+    if AT[a, b + 5] != 0.0:
         if k != 0 or v != v:
             return np.int64(-1), 0.0
-        v = at_mul[a, side] * v + at_add[a, side]
+        v = AT[a, b + 3] * v + AT[a, b + 4]
     return k, v
 
 
 @njit(cache=True, inline="always")
-def _holds(a, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
-           i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
-    lk, lv = _operand(a, 0, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
-                      i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur)
-    rk, rv = _operand(a, 1, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
-                      i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur)
+def _holds(a, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
+    lk, lv = _operand(a, 0, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur)
+    rk, rv = _operand(a, 1, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur)
     if lk < 0 or rk < 0 or lk != rk:
         return False
     if lk == 0 and (lv != lv or rv != rv):
         return False
-    op = at_op[a]
-    if lk == 1 and op >= 2 and not at_static[a]:
+    op = np.int64(AT[a, A_OP])
+    if lk == 1 and op >= 2 and AT[a, A_STATIC] == 0.0:
         return False  # strings order only in static atoms (docs/patterns.md 1.2)
     if op == 0:
         return lv == rv
@@ -210,10 +211,10 @@ def _holds(a, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith
 
 
 @njit(cache=True, inline="always")
-def _all(lo, hi, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
+def _all(lo, hi, AT,
          i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
     for a in range(lo, hi):
-        if not _holds(a, at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
+        if not _holds(a, AT,
                       i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
             return False
     return True
@@ -369,7 +370,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
-    (at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv) = atoms
+    AT = atoms
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
@@ -440,8 +441,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                             s = inst_next[s]
         else:
             for p in range(n_pat):
-                if pat_active[p] and _all(start_lo[p], start_hi[p], at_op, at_static, at_src, at_idx, at_aux, at_mul,
-                                          at_add, at_arith, at_ck, at_cv, i, ev_kind, ev_num, 0, iv_kind, iv_num, acc,
+                if pat_active[p] and _all(start_lo[p], start_hi[p], AT, i, ev_kind, ev_num, 0, iv_kind, iv_num, acc,
                                           accn, 0):
                     cre_p[ncre] = p
                     cre_parent[ncre] = -1
@@ -465,26 +465,23 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             node = p * STRIDE + step
             dur = ts - inst_start[s]
             r = node_rng[node]
-            if mode != MODE_NONE and not _all(r[10], r[11], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add,
-                                              at_arith, at_ck, at_cv, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
+            if mode != MODE_NONE and not _all(r[10], r[11], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
                                               accn, dur):
                 continue  # the static correlation's part the matcher did not check
-            if mode == MODE_NONE and not _all(r[2], r[3], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add,
-                                              at_arith, at_ck, at_cv, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
+            if mode == MODE_NONE and not _all(r[2], r[3], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
                                               accn, dur):
                 continue
-            if not _all(r[0], r[1], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
+            if not _all(r[0], r[1], AT,
                         i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the filter edge
             if mode == MODE_NONE:
-                pi = _all(r[6], r[7], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
+                pi = _all(r[6], r[7], AT,
                           i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             else:
                 pi = (not node_pi_static[node] or pi_mark[node] == stamp) and _all(
-                    r[12], r[13], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
+                    r[12], r[13], AT,
                     i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
-            pi = pi and _all(r[4], r[5], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck,
-                             at_cv, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
+            pi = pi and _all(r[4], r[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
                 st[ST_KILLED] += 1
                 _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
@@ -506,7 +503,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             iters[s, step] += 1
             inst_last[s] = ts
             _mark(s, i, st, state, dirty, ev_id)
-            if _all(r[8], r[9], at_op, at_static, at_src, at_idx, at_aux, at_mul, at_add, at_arith, at_ck, at_cv,
+            if _all(r[8], r[9], AT,
                     i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 if step == pat_nsteps[p]:
                     _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
@@ -521,8 +518,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             if cre_parent[q] < 0:  # a start
                 if not pat_active[p] or ts < pat_since[p]:
                     continue
-                if mode != MODE_NONE and not _all(start_res_lo[p], start_res_hi[p], at_op, at_static, at_src, at_idx,
-                                                  at_aux, at_mul, at_add, at_arith, at_ck, at_cv, i, ev_kind, ev_num,
+                if mode != MODE_NONE and not _all(start_res_lo[p], start_res_hi[p], AT, i, ev_kind, ev_num,
                                                   0, iv_kind, iv_num, acc, accn, 0):
                     continue  # the start's part the matcher did not check
                 if pat_nsteps[p] == 0:
