@@ -59,6 +59,9 @@ class _Compiled:
                     self.cols.setdefault((o.ref.step, o.ref.attr), len(self.cols))
         self.e = engine
         self.fp = fingerprint(pattern)
+        self.sid = 0
+        self.labels = [(f"{s.bind}.{a.name}", self.aggs[(k, a.name)][0], a.fn)
+                       for k, s in enumerate(pattern.steps, start=1) for a in s.aggregates]
 
     def _atoms(self):
         for s in self.pattern.steps:
@@ -135,10 +138,10 @@ class PatternEngine:
         old = getattr(self, "pat_sid", None)
         nodes = n * K.STRIDE
         new = dict(
-            node_op=np.full(nodes, -1, np.int64), node_theta_static=np.zeros(nodes, np.bool_),
-            node_pi_static=np.zeros(nodes, np.bool_), node_rng=np.zeros((nodes, 14), np.int64),
+            node_op=np.full(nodes, -1, np.int8), node_theta_static=np.zeros(nodes, np.bool_),
+            node_pi_static=np.zeros(nodes, np.bool_), node_rng=np.zeros((nodes, 14), np.int32),
             node_idx_attr=np.full(nodes, -1, np.int64), node_idx_col=np.zeros(nodes, np.int64),
-            node_cap=np.zeros((nodes, 2), np.int64), node_agg=np.zeros((nodes, 2), np.int64),
+            node_cap=np.zeros((nodes, 2), np.int32), node_agg=np.zeros((nodes, 2), np.int32),
             pat_sid=np.zeros(n, np.int64), pat_within=np.zeros(n, np.int64), pat_since=np.zeros(n, np.int64),
             pat_nsteps=np.zeros(n, np.int64), pat_active=np.zeros(n, np.bool_), pat_live=np.zeros(n, np.int64),
             start_lo=np.zeros(n, np.int64), start_hi=np.zeros(n, np.int64), start_res_lo=np.zeros(n, np.int64),
@@ -256,6 +259,7 @@ class PatternEngine:
             if p >= self.n_pat_cap:
                 self._alloc_patterns(2 * self.n_pat_cap)
         self.compiled[p] = c
+        c.sid = sid
         self.sid_slot[sid] = p
         self._widen(max(1, len(c.cols)), max(1, len(c.aggs)))
         base = p * K.STRIDE
@@ -535,19 +539,18 @@ class PatternEngine:
     def _drain(self, ts: np.ndarray) -> list[Witness]:
         n = int(self.st[K.ST_WIT])
         self.st[K.ST_WIT] = 0
+        if n == 0:
+            return []
+        ps, ends, starts = self.w_p[:n].tolist(), ts[self.w_ev[:n]].tolist(), self.w_start[:n].tolist()
+        bounds, iters = self.w_bound[:n].tolist(), self.w_iters[:n].tolist()
+        accs, accns = self.w_acc[:n].tolist(), self.w_accn[:n].tolist()
         out = []
         for w in range(n):
-            p = int(self.w_p[w])
-            c = self.compiled[p]
-            steps = c.pattern.steps
-            bound = tuple((int(self.w_bound[w, k]), int(self.w_iters[w, k])) for k in range(len(steps) + 1))
-            aggs = []
-            for k, s in enumerate(steps, start=1):
-                for a in s.aggregates:
-                    slot, fn = c.aggs[(k, a.name)]
-                    aggs.append((f"{s.bind}.{a.name}",
-                                 aggregate_value(a.fn, float(self.w_acc[w, slot]), int(self.w_accn[w, slot]))))
-            out.append(Witness(int(self.pat_sid[p]), bound, tuple(aggs), int(self.w_start[w]), int(ts[self.w_ev[w]])))
+            c = self.compiled[ps[w]]
+            ns = len(c.pattern.steps) + 1
+            acc, accn = accs[w], accns[w]
+            aggs = tuple((label, aggregate_value(fn, acc[slot], accn[slot])) for label, slot, fn in c.labels)
+            out.append(Witness(c.sid, tuple(zip(bounds[w][:ns], iters[w][:ns])), aggs, starts[w], ends[w]))
         return out
 
     # -- state: changes, export, restore (docs/patterns.md section 4) ---------
