@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="how subscriptions pick their stock (ticks are always Zipf)")
     ap.add_argument("--check", type=int, default=0, help="first compare engine and oracle on this many events")
     args = ap.parse_args(argv)
-    ticks = Ticks(args.warmup + args.events, args.symbols, args.seed, gap_ms=args.gap_ms)
+    ticks = Ticks(max(args.warmup + args.events, args.check), args.symbols, args.seed, gap_ms=args.gap_ms)
     probe = PatternEngine()
     limits = Limits(args.per_subscription, max(1, args.max_bytes // probe.instance_bytes()))
     if args.check:
