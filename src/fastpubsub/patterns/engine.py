@@ -134,24 +134,38 @@ class PatternEngine:
         self._dropped = 0
 
     # -- allocation ----------------------------------------------------------
+    # Per-node and per-pattern fields are columns of one row-major matrix each: the kernel reads a
+    # node's (or pattern's) fields together, so they share cache lines (the arrays below are views).
+    _NODE_FIELDS = (("node_op", 1, -1), ("node_theta_static", 1, 0), ("node_pi_static", 1, 0), ("node_rng", 14, 0),
+                    ("node_idx_attr", 1, -1), ("node_idx_col", 1, 0), ("node_cap", 2, 0), ("node_agg", 2, 0))
+    _PAT_FIELDS = (("pat_sid", 1, 0), ("pat_within", 1, 0), ("pat_since", 1, 0), ("pat_nsteps", 1, 0),
+                   ("pat_active", 1, 0), ("pat_live", 1, 0), ("start_lo", 1, 0), ("start_hi", 1, 0),
+                   ("start_res_lo", 1, 0), ("start_res_hi", 1, 0), ("cre_cnt", 1, 0), ("cre_dec", 1, 0))
+
     def _alloc_patterns(self, n: int) -> None:
-        old = getattr(self, "pat_sid", None)
+        old_nodes = getattr(self, "NODE", None)
+        old_pats = getattr(self, "PAT", None)
         nodes = n * K.STRIDE
-        new = dict(
-            node_op=np.full(nodes, -1, np.int8), node_theta_static=np.zeros(nodes, np.bool_),
-            node_pi_static=np.zeros(nodes, np.bool_), node_rng=np.zeros((nodes, 14), np.int32),
-            node_idx_attr=np.full(nodes, -1, np.int64), node_idx_col=np.zeros(nodes, np.int64),
-            node_cap=np.zeros((nodes, 2), np.int32), node_agg=np.zeros((nodes, 2), np.int32),
-            pat_sid=np.zeros(n, np.int64), pat_within=np.zeros(n, np.int64), pat_since=np.zeros(n, np.int64),
-            pat_nsteps=np.zeros(n, np.int64), pat_active=np.zeros(n, np.bool_), pat_live=np.zeros(n, np.int64),
-            start_lo=np.zeros(n, np.int64), start_hi=np.zeros(n, np.int64), start_res_lo=np.zeros(n, np.int64),
-            start_res_hi=np.zeros(n, np.int64), cre_cnt=np.zeros(n, np.int64),
-            cre_dec=np.zeros(n, np.int64), pi_mark=np.full(nodes, -1, np.int64))
-        for name, arr in new.items():
+        for attr, fields, rows, dtype in (("NODE", self._NODE_FIELDS, nodes, np.int32),
+                                          ("PAT", self._PAT_FIELDS, n, np.int64)):
+            width = sum(w for _, w, _ in fields)
+            mat = np.zeros((rows, width), dtype)
+            col = 0
+            for _, w, fill in fields:
+                mat[:, col: col + w] = fill
+                col += w
+            old = old_nodes if attr == "NODE" else old_pats
             if old is not None:
-                cur = getattr(self, name)
-                arr[: len(cur)] = cur
-            setattr(self, name, arr)
+                mat[: len(old)] = old
+            setattr(self, attr, mat)
+            col = 0
+            for name, w, _ in fields:
+                setattr(self, name, mat[:, col] if w == 1 else mat[:, col: col + w])
+                col += w
+        mark = np.full(nodes, -1, np.int64)
+        if old_nodes is not None:
+            mark[: len(self.pi_mark)] = self.pi_mark
+        self.pi_mark = mark
         self.n_pat_cap = n
 
     def _alloc_slots(self, cap: int) -> None:
@@ -372,9 +386,9 @@ class PatternEngine:
         self.ag_ev = np.array([a[1] for a in aggs], np.int64)
         self.ag_slot = np.array([a[2] for a in aggs], np.int64)
         n = len(self.compiled)
-        active = self.pat_active[:n]
+        active = self.pat_active[:n] != 0
         nodes = np.arange(n * K.STRIDE)
-        glob = (self.node_idx_attr[: n * K.STRIDE] >= 0) & ~self.node_theta_static[: n * K.STRIDE]
+        glob = (self.node_idx_attr[: n * K.STRIDE] >= 0) & (self.node_theta_static[: n * K.STRIDE] == 0)
         glob &= np.repeat(active, K.STRIDE)
         self.gcols = np.unique(self.node_idx_attr[nodes[glob]]).astype(np.int64)
         if self.mode != "dynamic":
@@ -706,7 +720,7 @@ class PatternEngine:
 
     def memory_bytes(self) -> int:
         """Bytes held by the instance store, indexes and buffers (not the matcher)."""
-        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray) and v.base is None)
 
 
 def limits_from_bytes(max_bytes: int, per_subscription: int, instance_bytes: int) -> Limits:
