@@ -158,6 +158,12 @@ def test_the_no_index_ablation_refuses_string_ordering():
         engine.set_mode("none")
 
 
+def test_a_repeated_id_in_one_bulk_subscription_keeps_the_last():
+    engine = PatternEngine()
+    engine.subscribe_many([(1, parse("seq a: x = 1 within 1s"), 0), (1, parse("seq a: x = 2 within 1s"), 0)])
+    assert [w.notification_id for w in engine.process_events([(0, 1, {"x": 1}), (1, 2, {"x": 2})])] == ["1/1"]
+
+
 def test_bad_mode():
     with pytest.raises(ValueError, match="unknown mode"):
         PatternEngine("fast")

@@ -251,7 +251,8 @@ class PatternEngine:
         """Add or replace many subscriptions; their static parts go to the matcher in one bulk insertion."""
         from fastpubsub.engine import SubscriptionBatch
         rows: list[tuple[int, list]] = []
-        for sid, pattern, since in items:
+        latest = {int(sid): (pattern, since) for sid, pattern, since in items}  # a repeated id: the last wins
+        for sid, (pattern, since) in latest.items():
             if not isinstance(pattern, Pattern):
                 raise ValueError(f"subscription {sid}: expected a compiled Pattern")
             if sid in self.sid_slot:
