@@ -167,3 +167,22 @@ def test_a_repeated_id_in_one_bulk_subscription_keeps_the_last():
 def test_bad_mode():
     with pytest.raises(ValueError, match="unknown mode"):
         PatternEngine("fast")
+
+
+def test_state_stays_bounded_on_a_long_stream():
+    """Instances die at within, stale heap entries and empty index keys are dropped between batches."""
+    rng = np.random.default_rng(3)
+    engine = PatternEngine("dynamic", Limits(max_per_subscription=20), capacity=8)
+    for sid in range(40):
+        engine.subscribe(sid, parse(TEMPLATES[sid % len(TEMPLATES)].format(
+            s1=SYMBOLS[sid % 3], s2=SYMBOLS[(sid + 1) % 3], c1=8, c2=2, f="1", v=5, d=3, w=20)))
+    names = [f"K{i}" for i in range(500)] + SYMBOLS  # many keys: index lists come and go
+    sizes = []
+    for b in range(30):
+        events = [(b * 1000 + i, b * 2000 + 2 * i, {"name": names[rng.integers(len(names))],
+                                                    "price": float(rng.integers(5, 15)), "volume": 100})
+                  for i in range(1000)]
+        engine.process_events(events)
+        sizes.append(engine.memory_bytes())
+        assert engine.live() <= 40 * 20
+    assert sizes[-1] <= 2 * sizes[5]
