@@ -1,6 +1,10 @@
 """The reference interpreter (patterns.oracle) on hand-written streams: the paper's S1-S5 and the edge cases of docs/patterns.md."""
 
 import pytest
+from hypothesis import given, strategies as st
+
+from fastpubsub.engine import OPERATORS
+from fastpubsub.engine.semantics import compare as engine_compare
 
 from fastpubsub.patterns import parse
 from fastpubsub.patterns.oracle import Limits, OraclePatterns
@@ -151,3 +155,13 @@ def test_string_ordering_between_bindings_is_false_but_static_ordering_works():
     _, w = run('seq a: name >= "M" next b: x = 1 where b.name != a.name within 1h',
                [(0, 1, {"name": "N"}), (1, 2, {"name": "Z", "x": 1})])
     assert ids(w) == ["7/0|1"]
+
+
+_values = st.one_of(st.integers(-3, 3), st.floats(allow_infinity=True), st.booleans(),
+                    st.sampled_from(["", "a", "b", "IBM"]), st.integers(2**53, 2**53 + 3))
+
+
+@given(st.sampled_from(OPERATORS), _values, _values)
+def test_the_oracles_comparison_is_the_engines(op, x, c):
+    from fastpubsub.patterns.oracle import compare
+    assert compare(op, x, c) == engine_compare(op, x, c)

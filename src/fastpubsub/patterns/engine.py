@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from fastpubsub.engine import KIND_STRING, OPERATORS, EventBatch, Matcher
+from fastpubsub.engine import KIND_STRING, OPERATORS, EventBatch, Matcher, SubscriptionBatch
 
 from . import kernel as K
 from .language import MAX_STEPS, Atom, Operand, Pattern, to_json
@@ -249,7 +249,6 @@ class PatternEngine:
 
     def subscribe_many(self, items: Iterable[tuple[int, Pattern, int]]) -> None:
         """Add or replace many subscriptions; their static parts go to the matcher in one bulk insertion."""
-        from fastpubsub.engine import SubscriptionBatch
         rows: list[tuple[int, list]] = []
         latest = {int(sid): (pattern, since) for sid, pattern, since in items}  # a repeated id: the last wins
         for sid, (pattern, since) in latest.items():
