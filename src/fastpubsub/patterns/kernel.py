@@ -1,0 +1,609 @@
+"""The numba kernel of the pattern engine: one batch of a partition's events, in offset order.
+
+Cayuga's per-event algorithm (EDBT 2006 section 3.2; the index design recovered
+from its source, docs/patterns.md section 3): the Fabret matcher has already
+said, per event, which nodes' static correlation holds (the affected nodes) and
+which nodes' static post-selection holds; this kernel probes the live
+instances of the affected nodes through a hash index on their bound values
+(the dynamic index), evaluates the dynamic predicates, creates, advances and
+kills instances, and writes witnesses.
+
+Instance state is a structure of arrays with a free list; instances sit in
+doubly linked lists, one per index key, found through an open-addressing hash
+table.  Expiry (``within``) uses a binary heap with lazy deletion.  Every
+buffer is sized by the caller from a bound checked at each event: when a bound
+does not hold the kernel returns the index of the event it stopped at, before
+touching it, and the caller grows the arrays and resumes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+STRIDE = 9  # nodes per pattern slot: the start plus MAX_STEPS steps
+OP_START, OP_NEXT, OP_FOLD = 0, 1, 2
+MODE_NONE, MODE_STATIC, MODE_DYNAMIC = 0, 1, 2
+SRC_CONST, SRC_EVENT, SRC_INST, SRC_AGG, SRC_DUR = 0, 1, 2, 3, 4
+FN_COUNT, FN_SUM, FN_MIN, FN_MAX, FN_AVG = 0, 1, 2, 3, 4
+EMPTY = np.int64(-(2**63))
+# st (int64 scalars)
+ST_WM, ST_LIVE, ST_KEYS, ST_LISTS, ST_FREE, ST_HEAP, ST_WIT, ST_BATCH, ST_TOMB, ST_DIRTY, ST_FOLDLIVE = range(11)
+ST_STARTED, ST_COMPLETED, ST_KILLED, ST_EXPIRED, ST_REFUSED, ST_AFFECTED, ST_PROBES, ST_CALL = range(11, 19)
+ST_SIZE = 20
+# an atom is one row of a float64 matrix (read whole: one or two cache lines, not ten arrays):
+# op, static, then per side src, idx, aux (aggregate function), mul, add, arith, const kind, const value
+A_OP, A_STATIC, A_LEFT, A_RIGHT, A_WIDTH = 0, 1, 2, 10, 18
+
+
+@njit(cache=True, inline="always")
+def _mix(a, b, c, d):
+    h = np.uint64(0x9E3779B97F4A7C15)
+    for x in (a, b, c, d):
+        h ^= np.uint64(x) + np.uint64(0x9E3779B97F4A7C15) + (h << np.uint64(6)) + (h >> np.uint64(2))
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(31)
+    return h
+
+
+@njit(cache=True, inline="always")
+def find_list(hk, hval, a, b, c, d, create, st, list_head):
+    """The list id of key (a, b, c, d), or -1; ``create`` makes a new empty list."""
+    mask = np.uint64(hk.shape[0] - 1)
+    pos = _mix(a, b, c, d) & mask
+    while True:
+        p = np.int64(pos)
+        if hk[p, 0] == EMPTY:
+            if not create:
+                return -1
+            hk[p, 0] = a
+            hk[p, 1] = b
+            hk[p, 2] = c
+            hk[p, 3] = d
+            lid = st[ST_LISTS]
+            st[ST_LISTS] += 1
+            hval[p] = lid
+            list_head[lid] = -1
+            st[ST_KEYS] += 1
+            return lid
+        if hk[p, 0] == a and hk[p, 1] == b and hk[p, 2] == c and hk[p, 3] == d:
+            return hval[p]
+        pos = (pos + np.uint64(1)) & mask
+
+
+@njit(cache=True, inline="always")
+def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num):
+    """The list key an instance at ``node`` belongs to (see module docstring)."""
+    if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
+        col = node_idx_col[node]
+        bits = iv_num[slot:slot + 1, col].view(np.int64)[0]
+        if node_theta_static[node]:
+            return node, np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
+        return np.int64(-1), np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
+    if mode != MODE_NONE and node_theta_static[node]:
+        return node, np.int64(-2), np.int64(0), np.int64(0)
+    return np.int64(-1), np.int64(-3), np.int64(0), np.int64(0)
+
+
+@njit(cache=True, inline="always")
+def _link(slot, lid, inst_list, inst_next, inst_prev, list_head):
+    inst_list[slot] = lid
+    h = list_head[lid]
+    inst_next[slot] = h
+    inst_prev[slot] = -1
+    if h >= 0:
+        inst_prev[h] = slot
+    list_head[lid] = slot
+
+
+@njit(cache=True, inline="always")
+def _unlink(slot, inst_list, inst_next, inst_prev, list_head):
+    lid = inst_list[slot]
+    nx = inst_next[slot]
+    pv = inst_prev[slot]
+    if pv >= 0:
+        inst_next[pv] = nx
+    else:
+        list_head[lid] = nx
+    if nx >= 0:
+        inst_prev[nx] = pv
+    inst_list[slot] = -1
+
+
+@njit(cache=True, inline="always")
+def _heap_push(heap_d, heap_s, heap_g, st, d, s, g):
+    i = st[ST_HEAP]
+    st[ST_HEAP] += 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap_d[parent] <= d:
+            break
+        heap_d[i] = heap_d[parent]
+        heap_s[i] = heap_s[parent]
+        heap_g[i] = heap_g[parent]
+        i = parent
+    heap_d[i] = d
+    heap_s[i] = s
+    heap_g[i] = g
+
+
+@njit(cache=True)
+def _heap_pop(heap_d, heap_s, heap_g, st):
+    n = st[ST_HEAP] - 1
+    st[ST_HEAP] = n
+    d, s, g = heap_d[n], heap_s[n], heap_g[n]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and heap_d[c + 1] < heap_d[c]:
+            c += 1
+        if heap_d[c] >= d:
+            break
+        heap_d[i] = heap_d[c]
+        heap_s[i] = heap_s[c]
+        heap_g[i] = heap_g[c]
+        i = c
+    if n > 0:
+        heap_d[i] = d
+        heap_s[i] = s
+        heap_g[i] = g
+
+
+@njit(cache=True, inline="always")
+def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
+    """One side of atom ``a``: (kind, value); kind -1 when missing or not a number under arithmetic."""
+    b = A_LEFT if side == 0 else A_RIGHT
+    src = np.int64(AT[a, b + 0])
+    idx = np.int64(AT[a, b + 1])
+    if src == SRC_CONST:
+        k = np.int64(AT[a, b + 6])
+        v = AT[a, b + 7]
+    elif src == SRC_EVENT:
+        k = np.int64(ev_kind[i, idx])
+        v = ev_num[i, idx]
+    elif src == SRC_INST:
+        k = np.int64(iv_kind[slot, idx])
+        v = iv_num[slot, idx]
+    elif src == SRC_AGG:
+        fn = np.int64(AT[a, b + 2])
+        n = accn[slot, idx]
+        k = np.int64(0)
+        v = acc[slot, idx]
+        if fn != FN_COUNT:
+            if n == 0:
+                k = np.int64(-1)
+            elif fn == FN_AVG:
+                v = v / n
+    else:
+        k = np.int64(0)
+        v = np.float64(dur)
+    if AT[a, b + 5] != 0.0:
+        if k != 0 or v != v:
+            return np.int64(-1), 0.0
+        v = AT[a, b + 3] * v + AT[a, b + 4]
+    return k, v
+
+
+@njit(cache=True, inline="always")
+def _holds(a, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
+    lk, lv = _operand(a, 0, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur)
+    rk, rv = _operand(a, 1, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur)
+    if lk < 0 or rk < 0 or lk != rk:
+        return False
+    if lk == 0 and (lv != lv or rv != rv):
+        return False
+    op = np.int64(AT[a, A_OP])
+    if lk == 1 and op >= 2 and AT[a, A_STATIC] == 0.0:
+        return False  # strings order only in static atoms (docs/patterns.md 1.2)
+    if op == 0:
+        return lv == rv
+    if op == 1:
+        return lv != rv
+    if op == 2:
+        return lv < rv
+    if op == 3:
+        return lv <= rv
+    if op == 4:
+        return lv > rv
+    return lv >= rv
+
+
+@njit(cache=True, inline="always")
+def _all(lo, hi, AT,
+         i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
+    for a in range(lo, hi):
+        if not _holds(a, AT,
+                      i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _capture(node, i, slot, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num):
+    for c in range(node_cap[node, 0], node_cap[node, 1]):
+        iv_kind[slot, cap_col[c]] = ev_kind[i, cap_ev[c]]
+        iv_num[slot, cap_col[c]] = ev_num[i, cap_ev[c]] + 0.0  # -0.0 -> 0.0: one hash key per value
+
+
+@njit(cache=True, inline="always")
+def _agg_init(node, i, slot, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, acc, accn):
+    for g in range(node_agg[node, 0], node_agg[node, 1]):
+        s = ag_slot[g]
+        if ag_fn[g] == FN_COUNT:
+            acc[slot, s] = 1.0
+            accn[slot, s] = 1
+        else:
+            v = ev_num[i, ag_ev[g]]
+            if ev_kind[i, ag_ev[g]] == 0 and v == v:
+                acc[slot, s] = v
+                accn[slot, s] = 1
+            else:
+                acc[slot, s] = 0.0
+                accn[slot, s] = 0
+
+
+@njit(cache=True, inline="always")
+def _agg_step(node, i, slot, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, acc, accn):
+    for g in range(node_agg[node, 0], node_agg[node, 1]):
+        s = ag_slot[g]
+        fn = ag_fn[g]
+        if fn == FN_COUNT:
+            acc[slot, s] += 1.0
+            accn[slot, s] += 1
+            continue
+        v = ev_num[i, ag_ev[g]]
+        if ev_kind[i, ag_ev[g]] != 0 or v != v:
+            continue
+        if accn[slot, s] == 0:
+            acc[slot, s] = v
+        elif fn == FN_SUM or fn == FN_AVG:
+            acc[slot, s] += v
+        elif fn == FN_MIN:
+            acc[slot, s] = min(acc[slot, s], v)
+        else:
+            acc[slot, s] = max(acc[slot, s], v)
+        accn[slot, s] += 1
+
+
+@njit(cache=True)
+def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
+    """Refile every live instance (after growth, a mode change or a restore): empty keys disappear."""
+    (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    hk[:, 0] = EMPTY
+    st[ST_KEYS] = 0
+    st[ST_LISTS] = 0
+    for s in range(inst_alive.shape[0]):
+        if inst_alive[s]:
+            node = inst_p[s] * STRIDE + inst_node[s]
+            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num)
+            lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
+            _link(s, lid, inst_list, inst_next, inst_prev, list_head)
+
+
+@njit(cache=True, inline="always")
+def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
+    (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    _unlink(s, inst_list, inst_next, inst_prev, list_head)
+    p = inst_p[s]
+    if node_op[p * STRIDE + inst_node[s]] == OP_FOLD:
+        st[ST_FOLDLIVE] -= 1
+    if True:  # tombstone its key, always: an aborted transaction may have written it (docs/patterns.md 4)
+        t = st[ST_TOMB]
+        st[ST_TOMB] += 1
+        tomb_slot_key[t, 0] = pat_sid[p]
+        for k in range(STRIDE):
+            tomb_slot_key[t, 1 + k] = bound[s, k] if (k == 0 or (k < inst_node[s] and node_op[p * STRIDE + k] == OP_FOLD)) else -1
+        tomb_off[t] = ev_id_i
+    inst_alive[s] = False
+    inst_gen[s] += 1
+    pat_live[p] -= 1
+    st[ST_LIVE] -= 1
+    free[st[ST_FREE]] = s
+    st[ST_FREE] += 1
+
+
+@njit(cache=True, inline="always")
+def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num):
+    """Place instance ``s`` at ``node`` after binding event ``i``; a fold initialises ``.last`` and aggregates."""
+    (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+    (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    if inst_list[s] >= 0:
+        _unlink(s, inst_list, inst_next, inst_prev, list_head)
+    gnode = inst_p[s] * STRIDE + node
+    inst_node[s] = node
+    inst_last[s] = ts
+    if node_op[gnode] == OP_FOLD:
+        _capture(gnode, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
+        _agg_init(gnode, i, s, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, acc, accn)
+        bound[s, node] = -1
+        iters[s, node] = 0
+        st[ST_FOLDLIVE] += 1
+    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num)
+    lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
+    _link(s, lid, inst_list, inst_next, inst_prev, list_head)
+
+
+@njit(cache=True, inline="always")
+def _mark(s, i, st, state, dirty, ev_id):
+    inst_changed = state[10]
+    dirty_mark = state[18]
+    inst_changed[s] = ev_id[i]
+    if dirty_mark[s] != st[ST_BATCH]:
+        dirty_mark[s] = st[ST_BATCH]
+        dirty[st[ST_DIRTY]] = s
+        st[ST_DIRTY] += 1
+
+
+@njit(cache=True, inline="always")
+def _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start):
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    w = st[ST_WIT]
+    st[ST_WIT] += 1
+    st[ST_COMPLETED] += 1
+    w_p[w] = inst_p[s]
+    w_ev[w] = i
+    w_bound[w, :] = bound[s, :]
+    w_iters[w, :] = iters[s, :]
+    w_acc[w, :] = acc[s, :]
+    w_accn[w, :] = accn[s, :]
+    w_start[w] = inst_start[s]
+
+
+@njit(cache=True)
+def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_num, ev_bits,
+                   m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
+                   heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
+                   dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
+                   start_lo, start_hi, start_res_lo, start_res_hi, st):
+    """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
+    (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+    AT = atoms
+    (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    n = ev_ts.shape[0]
+    n_pat = pat_sid.shape[0]
+    slots = inst_alive.shape[0]
+    for i in range(i0, n):
+        # the bounds this event can need (module docstring); stop before touching it
+        new_max = n_start_ev[i] + st[ST_FOLDLIVE]
+        if (st[ST_FREE] < new_max or heap_d.shape[0] - st[ST_HEAP] < new_max
+                or w_p.shape[0] - st[ST_WIT] < st[ST_LIVE] + n_start_ev[i]
+                or 10 * (st[ST_KEYS] + st[ST_LIVE] + new_max) > 7 * hk.shape[0]
+                or list_head.shape[0] - st[ST_LISTS] < st[ST_LIVE] + new_max
+                or tomb_key.shape[0] - st[ST_TOMB] < st[ST_LIVE] + new_max
+                or affected.shape[0] < st[ST_LIVE] or cre_p.shape[0] < new_max):
+            return i
+        ts = ev_ts[i]
+        if st[ST_WM] == EMPTY or ts > st[ST_WM]:
+            st[ST_WM] = ts
+        wm = st[ST_WM]
+        while st[ST_HEAP] > 0 and heap_d[0] < wm:
+            s = heap_s[0]
+            g = heap_g[0]
+            _heap_pop(heap_d, heap_s, heap_g, st)
+            if inst_alive[s] and inst_gen[s] == g:
+                st[ST_EXPIRED] += 1
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
+        stamp = np.int64(i) + st[ST_CALL] * np.int64(1 << 40)
+        # -- the affected instances -----------------------------------------
+        naff = 0
+        ncre = 0
+        if mode != MODE_NONE:
+            for j in range(m_off[i], m_off[i + 1]):
+                mid = m_ids[j]
+                node = mid >> 1
+                if mid & 1:
+                    pi_mark[node] = stamp
+                    continue
+                if node % STRIDE == 0:
+                    cre_p[ncre] = node // STRIDE
+                    cre_parent[ncre] = -1
+                    ncre += 1
+                    continue
+                if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
+                    col = node_idx_attr[node]
+                    lid = find_list(hk, hval, node, np.int64(col), np.int64(ev_kind[i, col]), ev_bits[i, col], False,
+                                    st, list_head)
+                else:
+                    lid = find_list(hk, hval, node, np.int64(-2), np.int64(0), np.int64(0), False, st, list_head)
+                st[ST_PROBES] += 1
+                if lid >= 0:
+                    s = list_head[lid]
+                    while s >= 0:
+                        affected[naff] = s
+                        naff += 1
+                        s = inst_next[s]
+            if mode == MODE_DYNAMIC:
+                for q in range(gcols.shape[0]):
+                    col = gcols[q]
+                    lid = find_list(hk, hval, np.int64(-1), np.int64(col), np.int64(ev_kind[i, col]), ev_bits[i, col],
+                                    False, st, list_head)
+                    st[ST_PROBES] += 1
+                    if lid >= 0:
+                        s = list_head[lid]
+                        while s >= 0:
+                            affected[naff] = s
+                            naff += 1
+                            s = inst_next[s]
+        else:
+            for p in range(n_pat):
+                if pat_active[p] and _all(start_lo[p], start_hi[p], AT, i, ev_kind, ev_num, 0, iv_kind, iv_num, acc,
+                                          accn, 0):
+                    cre_p[ncre] = p
+                    cre_parent[ncre] = -1
+                    ncre += 1
+        lid = find_list(hk, hval, np.int64(-1), np.int64(-3), np.int64(0), np.int64(0), False, st, list_head)
+        if lid >= 0:
+            s = list_head[lid]
+            while s >= 0:
+                affected[naff] = s
+                naff += 1
+                s = inst_next[s]
+        st[ST_AFFECTED] += naff
+        n_starts = ncre
+        # -- phase 1: every affected instance reacts ------------------------
+        for q in range(naff):
+            s = affected[q]
+            if ts <= inst_last[s]:
+                continue  # invisible: not strictly later than its last bound event
+            p = inst_p[s]
+            step = inst_node[s]
+            node = p * STRIDE + step
+            dur = ts - inst_start[s]
+            r = node_rng[node]
+            if mode != MODE_NONE and not _all(r[10], r[11], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
+                                              accn, dur):
+                continue  # the static correlation's part the matcher did not check
+            if mode == MODE_NONE and not _all(r[2], r[3], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
+                                              accn, dur):
+                continue
+            if not _all(r[0], r[1], AT,
+                        i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
+                continue  # the filter edge
+            if mode == MODE_NONE:
+                pi = _all(r[6], r[7], AT,
+                          i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
+            else:
+                pi = (not node_pi_static[node] or pi_mark[node] == stamp) and _all(
+                    r[12], r[13], AT,
+                    i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
+            pi = pi and _all(r[4], r[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
+            if not pi:
+                st[ST_KILLED] += 1
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
+                continue
+            if node_op[node] == OP_NEXT:
+                _capture(node, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
+                bound[s, step] = ev_id[i]
+                if step == pat_nsteps[p]:
+                    _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
+                    _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
+                    continue
+                _enter(s, step + 1, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
+                _mark(s, i, st, state, dirty, ev_id)
+                continue
+            # fold: the rebind edge
+            _agg_step(node, i, s, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, acc, accn)
+            _capture(node, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
+            bound[s, step] = ev_id[i]
+            iters[s, step] += 1
+            inst_last[s] = ts
+            _mark(s, i, st, state, dirty, ev_id)
+            if _all(r[8], r[9], AT,
+                    i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
+                if step == pat_nsteps[p]:
+                    _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
+                else:
+                    cre_p[ncre] = p
+                    cre_parent[ncre] = s
+                    ncre += 1
+        # -- phase 2: new instances under the caps --------------------------
+        m = 0
+        for q in range(ncre):
+            p = cre_p[q]
+            if cre_parent[q] < 0:  # a start
+                if not pat_active[p] or ts < pat_since[p]:
+                    continue
+                if mode != MODE_NONE and not _all(start_res_lo[p], start_res_hi[p], AT, i, ev_kind, ev_num,
+                                                  0, iv_kind, iv_num, acc, accn, 0):
+                    continue  # the start's part the matcher did not check
+                if pat_nsteps[p] == 0:
+                    st[ST_STARTED] += 1
+                    w = st[ST_WIT]
+                    st[ST_WIT] += 1
+                    st[ST_COMPLETED] += 1
+                    w_p[w] = p
+                    w_ev[w] = i
+                    w_bound[w, :] = -1
+                    w_bound[w, 0] = ev_id[i]
+                    w_iters[w, :] = 0
+                    w_start[w] = ts
+                    continue
+            cre_p[m] = p
+            cre_parent[m] = cre_parent[q]
+            m += 1
+            cre_cnt[p] += 1
+        if m == 0:
+            continue
+        sorted_ = st[ST_LIVE] + m > max_live
+        if sorted_:  # the global bound may bite: decide subscription by subscription, ascending id
+            keys = np.empty(m, np.int64)
+            for q in range(m):
+                keys[q] = pat_sid[cre_p[q]]
+            order = np.argsort(keys, kind="mergesort")
+        else:
+            order = affected[:0]
+        for qq in range(m):
+            q = order[qq] if sorted_ else qq
+            p = cre_p[q]
+            if cre_dec[p] == 0:
+                k = cre_cnt[p]
+                if pat_live[p] + k > max_per_sub or st[ST_LIVE] + k > max_live:
+                    cre_dec[p] = -1
+                    st[ST_REFUSED] += k
+                else:
+                    cre_dec[p] = 1
+                    st[ST_LIVE] += k  # reserved; the slots are taken below
+                    pat_live[p] += k
+            if cre_dec[p] < 0:
+                continue
+            st[ST_FREE] -= 1
+            s = free[st[ST_FREE]]
+            parent = cre_parent[q]
+            inst_alive[s] = True
+            inst_p[s] = p
+            inst_list[s] = -1
+            inst_born[s] = st[ST_BATCH]
+            if parent < 0:
+                st[ST_STARTED] += 1
+                inst_start[s] = ts
+                bound[s, :] = -1
+                iters[s, :] = 0
+                bound[s, 0] = ev_id[i]
+                _capture(p * STRIDE, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
+                nxt = 1
+            else:
+                inst_start[s] = inst_start[parent]
+                bound[s, :] = bound[parent, :]
+                iters[s, :] = iters[parent, :]
+                iv_kind[s, :] = iv_kind[parent, :]
+                iv_num[s, :] = iv_num[parent, :]
+                acc[s, :] = acc[parent, :]
+                accn[s, :] = accn[parent, :]
+                nxt = inst_node[parent] + 1
+            _enter(s, nxt, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
+            _mark(s, i, st, state, dirty, ev_id)
+            _heap_push(heap_d, heap_s, heap_g, st, inst_start[s] + pat_within[p], s, inst_gen[s])
+        for q in range(m):
+            cre_cnt[cre_p[q]] = 0
+            cre_dec[cre_p[q]] = 0
+    return n
+
+
+@njit(cache=True)
+def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source):
+    """Free every instance of pattern slot ``p`` (its subscription was replaced or deleted)."""
+    inst_alive = state[0]
+    inst_p = state[1]
+    n = 0
+    for s in range(inst_alive.shape[0]):
+        if inst_alive[s] and inst_p[s] == p:
+            if tomb_key.shape[0] <= st[ST_TOMB]:
+                return -1 - n  # the caller grows the tombstone buffer and calls again
+            _free(s, tables, state, list_head, st, tomb_key, tomb_off, source)
+            n += 1
+    return n

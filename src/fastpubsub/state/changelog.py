@@ -1,0 +1,75 @@
+"""The changelog record format shared by every stateful subscription kind.
+
+One record per changed key: the key bytes as the record key, the value bytes
+as the record value (``None``: a tombstone, which a compacted topic deletes),
+and the source offset — the input offset of the event that caused the change —
+in a record header, since a tombstone has no value to carry it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+OFFSET_HEADER = "fastpubsub.source-offset"
+_OFFSET = struct.Struct(">q")
+
+
+@dataclass
+class StateChanges:
+    """Changes of keyed state, in the order they must be applied.
+
+    ``values[i] is None`` marks a tombstone (``tombstones``); ``offsets[i]`` is
+    the source offset of change ``i``.
+    """
+
+    keys: list[bytes] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def __post_init__(self) -> None:
+        self.offsets = np.asarray(self.offsets, np.int64)
+        if not (len(self.keys) == len(self.values) == len(self.offsets)):
+            raise ValueError("StateChanges: keys, values and offsets need one entry per change")
+        for k in self.keys:
+            if not isinstance(k, bytes) or not k:
+                raise ValueError(f"StateChanges: a key must be non-empty bytes, got {k!r}")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def tombstones(self) -> np.ndarray:
+        return np.array([v is None for v in self.values], np.bool_)
+
+    def __iter__(self):
+        return iter(zip(self.keys, self.values, self.offsets.tolist()))
+
+    @classmethod
+    def concat(cls, parts: Sequence["StateChanges"]) -> "StateChanges":
+        return cls([k for p in parts for k in p.keys], [v for p in parts for v in p.values],
+                   np.concatenate([p.offsets for p in parts]) if parts else np.zeros(0, np.int64))
+
+
+def to_records(changes: StateChanges) -> list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]:
+    """``(key, value or None, headers)`` per change, ready for a producer."""
+    return [(k, v, [(OFFSET_HEADER, _OFFSET.pack(o))]) for k, v, o in changes]
+
+
+def from_records(records: Iterable[tuple[bytes, bytes | None, Sequence[tuple[str, bytes]] | None]]) -> StateChanges:
+    """The inverse of :func:`to_records`; a record without the offset header raises ``ValueError``."""
+    keys, values, offsets = [], [], []
+    for key, value, headers in records:
+        off = None
+        for name, raw in headers or ():
+            if name == OFFSET_HEADER:
+                off = _OFFSET.unpack(raw)[0]
+        if off is None:
+            raise ValueError(f"changelog record {key!r} has no {OFFSET_HEADER} header")
+        keys.append(bytes(key))
+        values.append(None if value is None else bytes(value))
+        offsets.append(off)
+    return StateChanges(keys, values, np.array(offsets, np.int64))
