@@ -49,15 +49,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..idpool import grow
 from .constants import SAFETY_MARGIN, unpack_rows, unpack_schema
 
-if TYPE_CHECKING:
-    from ..conjunction_index import ClusteredIndex
+# The index maintained is a conjunction_index.ClusteredIndex; it is not imported, not even for type checking:
+# conjunction_index imports this module, and the package's imports form no cycle (tests/test_architecture.py).
 
 
 @dataclass
@@ -111,7 +110,7 @@ class _Potential:
 class Maintenance:
     """Keeps a :class:`ClusteredIndex` near the best clustering as subscriptions and statistics change."""
 
-    def __init__(self, index: ClusteredIndex, thresholds: Thresholds | None = None) -> None:
+    def __init__(self, index: "ClusteredIndex", thresholds: Thresholds | None = None) -> None:  # noqa: F821
         self.index = index
         self.t = thresholds or Thresholds()
         self.potential = _Potential()
