@@ -3,7 +3,8 @@
 import pytest
 
 from fastpubsub.aggregates import AggregateSpec
-from fastpubsub.aggregates.changelog import StateRecord, decode_key, encode_key, live_rows, row_record
+from fastpubsub.aggregates.changelog import decode_key, encode_key, live_rows, row_change
+from fastpubsub.state import StateChanges, from_records, to_records
 from fastpubsub.aggregates.service import AggregateService, TableSchema
 
 SPECS = {"m": AggregateSpec("stock", "min", "per", "risk", 20, 60),
@@ -18,13 +19,14 @@ def ups(n, seed):
 
 
 def test_records_round_trip_and_tombstones():
-    r = row_record("stock", "IBM", {"per": 1, "risk": 2}, 3, 17)
-    assert decode_key(r.key) == ("stock", "IBM")
-    assert StateRecord.source_from_headers(r.headers()) == (3, 17)
-    t = row_record("stock", "IBM", None, 3, 18)
-    assert t.value is None and t.key == encode_key("stock", "IBM")
-    assert live_rows([r, t]) == {"stock": {}}
-    assert live_rows([r]) == {"stock": {"IBM": {"per": 1, "risk": 2}}}
+    r = row_change("stock", "IBM", {"per": 1, "risk": 2}, 3, 17)
+    assert decode_key(r.keys[0]) == ("stock", "IBM")
+    back = from_records(to_records(r))  # through the changelog record format, source position in headers
+    assert list(back.sources()) == list(r.sources()) == [(r.keys[0], r.values[0], 3, 17)]
+    t = row_change("stock", "IBM", None, 3, 18)
+    assert t.values == [None] and t.keys == [encode_key("stock", "IBM")]
+    assert live_rows(StateChanges.concat([r, t])) == {}
+    assert live_rows(r) == {"stock": {"IBM": {"per": 1, "risk": 2}}}
     with pytest.raises(ValueError, match="not a string or number"):
         encode_key("stock", ("a", object()))
 
@@ -39,11 +41,11 @@ def test_restore_then_continue_equals_uninterrupted():
     whole = fresh()
     log = []
     for i, (k, r) in enumerate(first):
-        log += whole.apply("stock", k, r, f"u{i}", source=(0, i)).state
+        log.append(whole.apply("stock", k, r, f"u{i}", source=(0, i)).state)
     # a batch that was written to the changelog but whose transaction aborted: offsets >= 200
-    aborted = [row_record("stock", "k1", {"risk": 30, "per": -99, "sector": "x"}, 0, 200)]
+    log.append(row_change("stock", "k1", {"risk": 30, "per": -99, "sector": "x"}, 0, 200))
     restored = fresh()
-    assert restored.restore(log + aborted, committed={0: 200}) == len(whole.tables["stock"])
+    assert restored.restore(StateChanges.concat(log), committed={0: 200}) == len(whole.tables["stock"])
     for svc in (whole, restored):
         for sid, spec in SPECS.items():
             svc.subscribe(sid, spec, "s")
@@ -61,4 +63,4 @@ def test_restore_after_subscribe_is_refused():
     svc = AggregateService([TableSchema("stock", "symbol")])
     svc.subscribe("m", SPECS["m"])
     with pytest.raises(ValueError, match="before registering"):
-        svc.restore([])
+        svc.restore(StateChanges())

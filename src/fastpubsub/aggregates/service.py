@@ -17,7 +17,8 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 
-from .changelog import StateRecord, live_rows, row_record
+from ..state import StateChanges
+from .changelog import live_rows, row_change
 from .counting import CountReformulator
 from .distinct import DistinctReformulator
 from .join import JoinReformulator
@@ -112,7 +113,7 @@ class Output:
     notifications: list[Notification] = field(default_factory=list)
     kinds: list[int] = field(default_factory=list)  # Corollary 1 class per extremum group touched
     rejected: list[str] = field(default_factory=list)  # reasons a row stays out of an aggregate
-    state: list[StateRecord] = field(default_factory=list)  # changelog records of this update
+    state: StateChanges = field(default_factory=StateChanges)  # the changelog change of this update
 
 
 def group_name(g: tuple) -> str:
@@ -306,12 +307,12 @@ class AggregateService:
         return frozenset(g.pairs[slot]) if isinstance(spec, JoinSpec) else g.stage.value(slot)
 
     # -- updates --------------------------------------------------------------------------------
-    def restore(self, records: Iterable[StateRecord], committed: dict[int, int] | None = None) -> int:
-        """Load the tables from changelog records (before any subscription); returns the row count."""
+    def restore(self, changes: StateChanges, committed: dict[int, int] | None = None) -> int:
+        """Load the tables from changelog changes (before any subscription); returns the row count."""
         if self._subs:
             raise ValueError("restore the tables before registering subscriptions")
         n = 0
-        for name, rows in live_rows(records, committed).items():
+        for name, rows in live_rows(changes, committed).items():
             self._check_table(name)
             for key, row in rows.items():
                 self.tables[name].apply(key, row)
@@ -331,7 +332,7 @@ class AggregateService:
                     raise ValueError(f"table {table}: row {key!r} has NaN in attribute {attr!r}")
         change = self.tables[table].apply(key, row)
         out = Output()
-        out.state.append(row_record(table, key, row, *source))
+        out.state = row_change(table, key, row, *source)
         passing = None
         if row is not None and table in self._filters:
             passing = set(self._filters[table][0].match(row).tolist())

@@ -645,7 +645,7 @@ class PatternEngine:
             raise ValueError("restore needs an engine without live instances")
         self._sync_tables()
         restored = 0
-        for key, (value, _off) in store.data.items():
+        for key, (value, _off, _part) in store.data.items():
             if key == b"meta":
                 wm, last = struct.unpack("<qq", value)
                 self.st[K.ST_WM] = wm

@@ -1,14 +1,14 @@
 """Keyed, restorable state for stateful subscriptions (patterns, aggregates); Kafka-free.
 
 A state kind exports its changes as :class:`StateChanges` (key bytes -> value
-bytes, ``None`` a tombstone, each tagged with the source offset of the event
-that caused it).  :mod:`.changelog` maps them to compacted-changelog records
+bytes, ``None`` a tombstone, each tagged with the source partition and offset
+of the record that caused it).  :mod:`.changelog` maps them to compacted-changelog records
 and back; :class:`KeyedStore` applies them and restores, discarding changes at
 or past the committed input offset (the embedded broker shows aborted
 transactions to read_committed consumers).  See docs/patterns.md section 4.
 """
 
-from .changelog import OFFSET_HEADER, StateChanges, from_records, to_records
+from .changelog import OFFSET_HEADER, PARTITION_HEADER, StateChanges, from_records, to_records
 from .store import KeyedStore
 
-__all__ = ["KeyedStore", "OFFSET_HEADER", "StateChanges", "from_records", "to_records"]
+__all__ = ["KeyedStore", "OFFSET_HEADER", "PARTITION_HEADER", "StateChanges", "from_records", "to_records"]

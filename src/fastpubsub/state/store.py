@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
 from .changelog import StateChanges
 
+#: The committed input offset: one for state of a single input partition, or one per source partition.
+Committed = int | Mapping[int, int] | None
+
 
 class KeyedStore:
-    """key bytes -> (value bytes, source offset): the state of one input partition as its changelog says.
+    """key bytes -> (value bytes, source offset): the state its changelog says.
 
     ``restore`` applies changes in order but skips those at or past the
-    committed input offset: they come from a transaction that did not commit
-    (the embedded broker shows aborted records to read_committed consumers) or
-    that the replay from the committed offset will produce again.
+    committed input offset of their source partition: they come from a
+    transaction that did not commit (the embedded broker shows aborted records
+    to read_committed consumers) or that the replay from the committed offset
+    will produce again.  A partition missing from a mapping has nothing committed.
     """
 
     def __init__(self) -> None:
-        self.data: dict[bytes, tuple[bytes, int]] = {}
+        self.data: dict[bytes, tuple[bytes, int, int]] = {}  # key -> (value, source offset, source partition)
 
     def __len__(self) -> int:
         return len(self.data)
@@ -26,21 +32,22 @@ class KeyedStore:
         item = self.data.get(key)
         return None if item is None else item[0]
 
-    def apply(self, changes: StateChanges, committed_offset: int | None = None) -> int:
-        """Apply changes in order (only those with offset < ``committed_offset`` if given); returns how many were skipped."""
+    def apply(self, changes: StateChanges, committed_offset: Committed = None) -> int:
+        """Apply changes in order (only those before the committed offset, if given); returns how many were skipped."""
         skipped = 0
-        for key, value, off in changes:
-            if committed_offset is not None and off >= committed_offset:
+        for key, value, part, off in changes.sources():
+            if committed_offset is not None and off >= (committed_offset if isinstance(committed_offset, int)
+                                                        else committed_offset.get(part, 0)):
                 skipped += 1
                 continue
             if value is None:
                 self.data.pop(key, None)
             else:
-                self.data[key] = (value, off)
+                self.data[key] = (value, off, part)
         return skipped
 
     @classmethod
-    def restore(cls, changes: StateChanges, committed_offset: int) -> "KeyedStore":
+    def restore(cls, changes: StateChanges, committed_offset: Committed) -> "KeyedStore":
         store = cls()
         store.apply(changes, committed_offset)
         return store
@@ -48,4 +55,5 @@ class KeyedStore:
     def snapshot(self) -> StateChanges:
         """Every live key as a put (e.g. to seed a fresh changelog)."""
         keys = list(self.data)
-        return StateChanges(keys, [self.data[k][0] for k in keys], np.array([self.data[k][1] for k in keys], np.int64))
+        return StateChanges(keys, [self.data[k][0] for k in keys], np.array([self.data[k][1] for k in keys], np.int64),
+                            np.array([self.data[k][2] for k in keys], np.int32))
