@@ -98,3 +98,21 @@ def test_every_pubsub_bench_figure_exists(doc):
     bad = [word for command in _commands(doc.read_text(encoding="utf-8"))
            for m in BENCH_COMMAND.finditer(command) for word in m.group(1).split() if word not in choices]
     assert not bad, f"{doc.name} cites `pubsub bench` figures that do not exist: {bad}"
+
+
+SECTION_REFERENCE = re.compile(r'(?:docs/)?([a-z_]+\.md)[,\s]*\(?"([^"]+)"')
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
+def test_every_section_a_doc_names_exists(doc):
+    """``docs/benchmarks.md, "Restarts"``: the quoted title is a heading or a bold lead-in of that file."""
+    bad = []
+    for file, title in SECTION_REFERENCE.findall(doc.read_text(encoding="utf-8")):
+        target = ROOT / "docs" / file
+        title = " ".join(title.split())
+        if not target.is_file():
+            bad.append(f"{file}: no such file")
+        elif not any(title in line for line in target.read_text(encoding="utf-8").splitlines()
+                     if line.startswith("#") or "**" in line):
+            bad.append(f'{file}, "{title}": no such section')
+    assert not bad, f"{doc.name} names sections that do not exist: {bad}"
