@@ -1,4 +1,4 @@
-"""The user docs (README.md, docs/*.md) describe the product: no run diary, no dead links, no command that does not exist."""
+"""The user docs (README.md, docs/*.md) describe the product: no run diary, no dead link, no made-up command."""
 
 from __future__ import annotations
 
