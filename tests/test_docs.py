@@ -13,7 +13,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: How the work went belongs in git history, not in the docs.
 NARRATION = {
     "a session number": re.compile(r"\b[Ss]ession \d"),
-    "an issue number": re.compile(r"\b[Ii]ssue \d+"),
+    "an issue number": re.compile(r"\b[Ii]ssue #?\d+"),
     "a clock time": re.compile(r"\b\d\d:\d\d(?:[–-]\d\d:\d\d)? UTC\b"),
     "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"),
 }
