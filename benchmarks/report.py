@@ -31,14 +31,19 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} CPUs, {mem}, Python {platform.python_version()}"
 
 
-def load_average() -> str:
-    """The ``uptime`` load averages (1, 5, 15 min) and the UTC time."""
+def load_average(when: bool = False) -> str:
+    """The ``uptime`` load averages (1, 5, 15 min), and with ``when`` the UTC time.
+
+    A figure's section goes into docs/benchmarks.md as it is, and the docs give no
+    clock times (tests/test_docs.py): only the run's report.md says when it ran.
+    """
     try:
         with open("/proc/loadavg") as f:
             load = ", ".join(f.read().split()[:3])
     except OSError:
         load = "?"
-    return f"load average {load} at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    at = f" at {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}" if when else ""
+    return f"load average {load}{at}"
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:

@@ -108,7 +108,7 @@ def run(figures: list[str], out: Path, quick: bool = False, img_dir: Path | None
             for png in OUTPUTS[name]:
                 shutil.copy(out / f"{png}.png", img_dir / f"{png}.png")
     (out / "report.md").write_text(
-        f"## Reproducing the paper's figures (issue 5)\n\n* **Machine:** {report.machine()}\n"
+        f"## Reproducing the paper's figures\n\n* **Machine:** {report.machine()}\n"
         f"* **Command:** `pubsub bench {' '.join(figures)}{' --quick' if quick else ''}` "
-        f"(finished: {report.load_average()})\n\n" + "\n".join(sections))
+        f"(finished: {report.load_average(when=True)})\n\n" + "\n".join(sections))
     return outcome
