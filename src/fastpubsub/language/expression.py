@@ -20,7 +20,7 @@ import math
 import re
 from typing import Any
 
-from fastpubsub.engine import Predicate, validate_predicates
+from fastpubsub.engine import OPERATORS, Predicate, validate_predicates
 
 _TOKEN = re.compile(
     r"""
@@ -98,7 +98,7 @@ def parse(text: str) -> list[Predicate]:
             raise ExpressionError(f"column {column}: expected 'and' or the end, got {token!r}")
         i += 1
     try:
-        return validate_predicates(predicates)
+        return validate_predicates(predicates, operators=OPERATORS)
     except ValueError as exc:
         raise ExpressionError(str(exc)) from None
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import fastavro
 
-from fastpubsub.engine import Predicate, validate_event, validate_predicates
+from fastpubsub.engine import OPERATORS, Predicate, validate_event, validate_predicates
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"  # package data (pyproject: tool.setuptools.package-data)
 
@@ -258,7 +258,7 @@ def _check_subscription(obj: Any) -> Subscription:
         raise DecodeError(f"valid_from ({valid_from}) must be before valid_until ({valid_until}): the subscription "
                           "would never match")
     try:
-        predicates = validate_predicates(obj["predicates"])
+        predicates = validate_predicates(obj["predicates"], operators=OPERATORS)
     except (ValueError, TypeError) as exc:
         raise DecodeError(f"invalid predicates: {str(exc)[:500]}") from None
     _check_pairs(((a, v) for a, _, v in predicates), "invalid predicates")
