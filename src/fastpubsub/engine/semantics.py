@@ -176,8 +176,12 @@ def _scalar(i: int, what: str, value: Any) -> int:
         kind = value_kind(value)
     except ValueError as exc:
         raise ValueError(f"predicate {i}: {what}: {exc}") from None
-    if kind == KIND_NUMBER and math.isnan(float(value)):
-        raise ValueError(f"predicate {i}: {what}: NaN is not a valid predicate value")
+    if kind == KIND_NUMBER:
+        try:
+            if math.isnan(float(value)):
+                raise ValueError(f"predicate {i}: {what}: NaN is not a valid predicate value")
+        except OverflowError:
+            raise ValueError(f"predicate {i}: {what}: integer too large for a double") from None
     return kind
 
 
