@@ -174,6 +174,8 @@ def test_a_dnf_subscription_is_notified_once_per_event(algorithm):
         ([("a", "like", "x")], "unknown operator 'like'"),
         ([("\x00a", "=", 1)], "reserved"),
         (AnyOf([]), "at least one disjunct"),
+        (AnyOf([[("a", "=", 1)], None]), "disjunct 1: expected a list of predicates, got None"),
+        (AllOf([3]), "clause 0: expected a list of predicates"),
         (AnyOf([[("a", "=", 1)], []]), "disjunct 1: a subscription needs at least one predicate"),
         (AllOf([[("a", "in", list(range(200)))], [("b", "in", list(range(200)))]]), "more than"),
         ([("a", "in", list(range(200))), ("b", "in", list(range(200)))], f"more than {MAX_CONJUNCTIONS}"),
@@ -227,3 +229,14 @@ def test_batches_keep_the_rows_of_a_subscription_together():
     bad.ids[1] = 5  # a disjunct row under another id
     with pytest.raises(ValueError, match="repeat the id"):
         bad.validate()
+
+
+def test_the_operator_benchmarks_run_and_check_their_matches():
+    """benchmarks/operators.py at a small size: its ``in`` batch equals ``from_lists``' lowering, its prefix
+    matches equal a ``str.startswith`` scan (no timing is asserted)."""
+    from benchmarks import operators
+
+    row = operators.run_in(3000, 200, "dynamic", repeat=1)
+    assert row["in_matches_per_event"] >= row["plain_matches_per_event"] and row["in_events_per_s"] > 0
+    row = operators.run_prefix(2000, 2000, 300, "propagation", repeat=1, floor_events=100)
+    assert row["matches_per_event"] > 1 and row["startswith_scan_events_per_s"] > 0

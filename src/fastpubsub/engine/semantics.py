@@ -228,7 +228,7 @@ class AnyOf:
     def __init__(self, disjuncts: Iterable[Iterable[Sequence[Any]]]) -> None:
         if isinstance(disjuncts, (str, bytes)):
             raise ValueError("AnyOf takes a list of conjunctions (lists of predicates)")
-        self.disjuncts = [list(d) if not isinstance(d, (str, bytes)) else d for d in disjuncts]
+        self.disjuncts = [list(d) if isinstance(d, (list, tuple)) else d for d in disjuncts]  # others: validation says why
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and _canon(self.disjuncts) == _canon(other.disjuncts)  # type: ignore[attr-defined]
@@ -256,9 +256,6 @@ class AllOf(AnyOf):
 
 def _canon(groups: list) -> list:
     return [[(a, op, list(v) if isinstance(v, tuple) else v) for a, op, v in g] for g in groups]
-
-
-Subscription = "list[Predicate] | AnyOf"
 
 
 def _alternatives(p: Predicate) -> int:
@@ -315,6 +312,8 @@ def validate_subscription(subscription: Any, *, operators: Sequence[str] = ALL_O
             raise ValueError(f"{type(subscription).__name__} needs at least one {what}")
         checked = []
         for j, g in enumerate(groups):
+            if not isinstance(g, (list, tuple)):
+                raise ValueError(f"{what} {j}: expected a list of predicates, got {g!r}"[:300])
             try:
                 checked.append(validate_predicates(g, operators=operators))
             except ValueError as exc:
