@@ -2,6 +2,7 @@
 
     python -m benchmarks.operators in --n 1000000 --algorithm dynamic --repeat 3
     python -m benchmarks.operators prefix --n 100000 --titles 100000 --events 20000 --repeat 3
+    python -m benchmarks.operators prefix --lengths 3-6      # prefixes of 3-6 characters only
 
 ``in``: Fabret et al.'s W0 (engine/workload.py) and the same subscriptions
 with their first fixed predicate ``a0 = v`` replaced by ``a0 in (v, v', v'')``
@@ -124,10 +125,11 @@ def titles(n: int, seed: int) -> list[str]:
     return list(out)
 
 
-def run_prefix(n: int, n_titles: int, n_events: int, algorithm: str, repeat: int, floor_events: int) -> dict:
+def run_prefix(n: int, n_titles: int, n_events: int, algorithm: str, repeat: int, floor_events: int,
+               lengths: tuple[int, int] = (1, 6)) -> dict:
     rng = random.Random(3)
     pool = titles(n_titles, seed=2)
-    prefixes = [t[: rng.randint(1, 6)] for t in (rng.choice(pool) for _ in range(n))]
+    prefixes = [t[: rng.randint(*lengths)] for t in (rng.choice(pool) for _ in range(n))]
     dicts = [{"title": rng.choice(pool)} for _ in range(n_events)]
     events = batch_from_dicts(dicts)
     m = Matcher(algorithm)
@@ -149,6 +151,7 @@ def run_prefix(n: int, n_titles: int, n_events: int, algorithm: str, repeat: int
     got = res.split()[:floor_events]
     assert [g.tolist() for g in got] == scan, "prefix matches differ from the str.startswith scan"
     return {"workload": "prefix", "algorithm": algorithm, "n": n, "titles": n_titles, "events": n_events,
+            "prefix_lengths": f"{lengths[0]}-{lengths[1]}",
             "load_s": round(load, 2), "encoded_events_per_s": round(n_events / best_enc),
             "dict_events_per_s": round(n_events / best_dict), "startswith_scan_events_per_s": round(floor_events / t_scan, 1),
             "matches_per_event": round(len(res.ids) / n_events, 2)}
@@ -163,13 +166,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--titles", type=int, default=100_000)
     ap.add_argument("--values", type=int, default=3, help="values of the in list")
     ap.add_argument("--floor-events", type=int, default=200, help="events the str.startswith scan is timed on")
+    ap.add_argument("--lengths", default="1-6", help="prefix lengths, lo-hi characters")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     if args.workload == "in":
         row = run_in(args.n or 1_000_000, args.events or 1_000, args.algorithm, args.repeat, args.values)
     else:
+        lo, hi = (int(x) for x in args.lengths.split("-"))
         row = run_prefix(args.n or 100_000, args.titles, args.events or 20_000, args.algorithm, args.repeat,
-                         args.floor_events)
+                         args.floor_events, (lo, hi))
     row.update(machine=f"{platform.machine()} {os.cpu_count()} cpus", load_average=os.getloadavg()[0])
     print(json.dumps(row))
 

@@ -240,3 +240,27 @@ def test_the_operator_benchmarks_run_and_check_their_matches():
     assert row["in_matches_per_event"] >= row["plain_matches_per_event"] and row["in_events_per_s"] > 0
     row = operators.run_prefix(2000, 2000, 300, "propagation", repeat=1, floor_events=100)
     assert row["matches_per_event"] > 1 and row["startswith_scan_events_per_s"] > 0
+
+
+def test_derived_attributes_take_only_what_the_lowering_makes():
+    name = '\x00["prefix", "t", 2]'
+    m = Matcher("counting")
+    ok = SubscriptionBatch.from_lists([(1, [("t", "prefix", "ab")])])
+    assert name in ok.attribute_names
+    m.add_bulk(ok)
+    b = SubscriptionBatch.from_lists([(2, [("x", "=", 1)])])
+    b.attribute_names = (name,)
+    with pytest.raises(ValueError, match="derived attribute"):
+        m.add_bulk(b)  # "= 1" on a prefix attribute
+    b = SubscriptionBatch.from_lists([(3, [("x", "<", "ab")])])
+    b.attribute_names = (name,)
+    with pytest.raises(ValueError, match="derived attribute"):
+        m.add_bulk(b)
+    b = SubscriptionBatch.from_lists([(4, [("x", "=", "abc")])])
+    b.attribute_names = (name,)
+    with pytest.raises(ValueError, match="derived attribute"):
+        m.add_bulk(b)  # a prefix of length 3 under the length-2 attribute
+    b.attribute_names = ("\x00nonsense",)
+    with pytest.raises(ValueError, match="unknown reserved attribute name"):
+        m.add_bulk(b)
+    assert len(m) == 1 and m.match({"t": "abz"}).tolist() == [1]

@@ -135,8 +135,12 @@ class DerivedAttributes:
                 self._known.add(name)
                 self.by_attribute.setdefault(d[1], []).append((name, d[0], d[2]))
 
-    def derive_events(self, batch: Any) -> Any:
-        """An ``EventBatch`` with each event's derived pairs added (O(string pairs x derived attributes of theirs))."""
+    def derive_events(self, batch: Any, known: Any) -> Any:
+        """An ``EventBatch`` with each event's derived pairs added (O(string pairs x derived attributes of theirs)).
+
+        ``known``: the string constants of the matcher (``StringDictionary.ids``); a derived string that is
+        none of them is left out, since derived attributes take only ``=`` (``Matcher`` checks it).
+        """
         if not self.by_attribute or not len(batch.strings):
             return batch
         wanted = [(i, self.by_attribute[n]) for i, n in enumerate(batch.attribute_names) if n in self.by_attribute]
@@ -168,11 +172,12 @@ class DerivedAttributes:
                     keep = np.fromiter((arg in v for v in values), dtype=bool, count=len(values))
                     sidx = np.full(int(keep.sum()), -1, dtype=np.int64)
                     k = KIND_BOOL
-                else:
-                    keep = lengths >= arg
-                    picked = [values[j] for j in np.flatnonzero(keep).tolist()]
+                else:  # only slices equal to some constant: the others can satisfy no '=' (the only operator here)
+                    cut = [v[:arg] if kind == "prefix" else v[-arg:] for v in values]
+                    keep = (lengths >= arg) & np.fromiter(map(known.__contains__, cut), dtype=bool, count=len(cut))
+                    picked = [cut[j] for j in np.flatnonzero(keep).tolist()]
                     sidx = np.arange(len(strings), len(strings) + len(picked), dtype=np.int64)
-                    strings.extend([v[:arg] for v in picked] if kind == "prefix" else [v[-arg:] for v in picked])
+                    strings.extend(picked)
                     k = KIND_STRING
                 m = int(keep.sum())
                 if m:

@@ -112,6 +112,22 @@ def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
         raise ValueError(f"{what}: boolean values must be 0 or 1")
 
 
+def _check_derived(batch: SubscriptionBatch, derived: list[int]) -> None:
+    """Predicates on derived attributes are what engine/lowering.py makes: ``= string`` of the attribute's length
+    (prefix, suffix) or ``= true`` (contains); event matching relies on it."""
+    at = np.flatnonzero(np.isin(np.asarray(batch.attributes), derived))
+    kinds, ops = np.asarray(batch.kinds)[at], np.asarray(batch.operators)[at]
+    string_pos = np.cumsum(np.asarray(batch.kinds) == KIND_STRING) - 1
+    names = batch.attribute_names
+    for j, k, op, a in zip(at.tolist(), kinds.tolist(), ops.tolist(), np.asarray(batch.attributes)[at].tolist()):
+        kind, _, arg = parse_derived(names[a])  # type: ignore[misc]
+        ok = op == 0 and (k == KIND_BOOL and batch.numbers[j] == 1 if kind == "contains" else
+                          k == KIND_STRING and len(batch.strings[string_pos[j]]) == arg)
+        if not ok:
+            raise ValueError(f"SubscriptionBatch: predicate {j} on the derived attribute {names[a]!r} is not "
+                             "what a prefix, suffix or contains predicate lowers to")
+
+
 class Matcher:
     """Content-based matcher over a set of subscriptions (Fabret et al., SIGMOD 2001).
 
@@ -268,6 +284,9 @@ class Matcher:
                 raise ValueError(f"SubscriptionBatch: attribute names must be non-empty strings, got {a!r}")
             if a[0] == RESERVED_PREFIX and parse_derived(a) is None:
                 raise ValueError(f"SubscriptionBatch: unknown reserved attribute name {a!r}")
+        derived = [i for i, a in enumerate(batch.attribute_names) if a[0] == RESERVED_PREFIX]
+        if derived:
+            _check_derived(batch, derived)
         present = self.id_table.lookup(np.asarray(batch.ids, dtype=np.int64)) >= 0
         if np.any(present):
             raise ValueError(f"duplicate subscription id {int(np.asarray(batch.ids)[present][0])}")
@@ -331,7 +350,7 @@ class Matcher:
         if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
             raise ValueError("EventBatch: an event carries the same attribute twice")
         if len(self.derived):
-            batch = self.derived.derive_events(batch)
+            batch = self.derived.derive_events(batch, self.strings.ids)
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
         off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)
