@@ -21,16 +21,16 @@ Beyond the six comparisons (``OPERATORS``, the engine's kernel operators),
 ``EXTENDED_OPERATORS`` (same rule: a missing attribute or a NaN value fails
 every one of them, the negative ones included):
 
-============== ======================= =============================================
-``in``         list of values          equals one of them
-``not in``     list of values          is comparable with them and equals none
-``between``    ``[lo, hi]``            ``lo <= v <= hi``
-``not between````[lo, hi]``            is comparable and ``v < lo`` or ``v > hi``
-``prefix``     non-empty string        is a string starting with it
-``suffix``     non-empty string        is a string ending with it
-``contains``   non-empty string        is a string containing it
-``exists``     ``None``                is present (any kind; NaN counts as absent)
-============== ======================= =============================================
+================= ===================== =============================================
+``in``            list of values        equals one of them
+``not in``        list of values        is comparable with them and equals none
+``between``       ``[lo, hi]``          ``lo <= v <= hi``
+``not between``   ``[lo, hi]``          is comparable and ``v < lo`` or ``v > hi``
+``prefix``        non-empty string      is a string starting with it
+``suffix``        non-empty string      is a string ending with it
+``contains``      non-empty string      is a string containing it
+``exists``        ``None``              is present (any kind; NaN counts as absent)
+================= ===================== =============================================
 
 A list is non-empty, of one kind (``True`` never equals ``1``) and at most
 ``MAX_LIST`` long; ``between``'s ``lo <= hi``.
@@ -234,7 +234,7 @@ class AnyOf:
         return type(other) is type(self) and _canon(self.disjuncts) == _canon(other.disjuncts)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash(repr(self))
+        return hash((type(self).__name__, repr(_canon(self.disjuncts))))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.disjuncts!r})"
