@@ -106,3 +106,11 @@ def runs_found(sat: list[int], c: int, store, runs) -> list[int]:
     pr = run_row(base, cap, k, PIDS_ROW)
     s = set(sat)
     return [r for r in range(int(runs.runs[c])) if int(store.arena[pr + r]) in s]
+
+
+def distinct_per_event(offsets, ids) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR result with each event's ids made distinct (sorted already, so first occurrences in order)."""
+    groups = [sorted(set(ids[offsets[i]:offsets[i + 1]].tolist())) for i in range(len(offsets) - 1)]
+    off = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=off[1:])
+    return off, np.array([x for g in groups for x in g], dtype=np.int64)

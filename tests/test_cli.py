@@ -35,19 +35,24 @@ def test_subscribe_publish_tail(bootstrap, group_id, start_processor):
     invoke("subscribe", *b, "--id", "43", "--subscriber", "bob", "--format", "json", "price > 100")
     invoke("subscribe", *b, "--id", "44", "--subscriber", "eve", "price < 100")
     invoke("unsubscribe", *b, "--id", "44")
+    out = invoke("subscribe", *b, "--id", "45", "--subscriber", "dave",
+                 '(movie in ("rex", "odeon") and price between 5 and 10) or theater prefix "od"')
+    assert out.strip() == ('subscription 45 (dave): (movie in ("rex", "odeon") and price between 5 and 10) '
+                           'or theater prefix "od"')
     [record] = [m for m in read_all(bootstrap, topics.SUBSCRIPTIONS, quiet=0.3) if m.key() == b"43"]
     assert record.value().startswith(b"{")
 
     p = start_processor(output_format="json")
-    assert sorted(p.state.subscribers) == [42, 43]
+    assert sorted(p.state.subscribers) == [42, 43, 45]
     invoke("publish", *b, "--key", "e17", '{"movie": "groundhog day", "price": 8, "theater": "odeon"}')
     invoke("publish", *b, "--format", "avro", "-", input='{"price": 200}\n{"price": 5}\n')
     wait_processed(bootstrap, group_id)
     p.stop()
 
-    lines = invoke("tail", *b, "--from-beginning", "--max", "2", "--timeout", "10").splitlines()
+    lines = invoke("tail", *b, "--from-beginning", "--max", "3", "--timeout", "10").splitlines()
     notes = sorted((json.loads(line) for line in lines), key=lambda n: n["subscriber"])
-    assert [(n["subscriber"], n["subscription_id"]) for n in notes] == [("alice", 42), ("bob", 43)]
+    assert [(n["subscriber"], n["subscription_id"]) for n in notes] == [("alice", 42), ("bob", 43), ("dave", 45)]
+    assert notes[2]["event_id"] == "e17"  # through its second disjunct (theater prefix "od")
     assert notes[0] == {"notification_id": "e17/42", "subscription_id": 42, "subscriber": "alice", "event_id": "e17",
                         "event": {"movie": "groundhog day", "price": 8, "theater": "odeon"}}
     assert notes[1]["event"] == {"price": 200} and notes[1]["event_id"].startswith("pubsub.events:")
@@ -57,6 +62,8 @@ def test_bad_input_is_refused_with_a_reason(bootstrap):
     b = ["--bootstrap-servers", bootstrap]
     result = CliRunner().invoke(main, ["subscribe", *b, "--subscriber", "a", "price <> 3"])
     assert result.exit_code == 2 and "column 8: expected a value" in result.output
+    result = CliRunner().invoke(main, ["subscribe", *b, "--subscriber", "a", "color in ('red', 1)"])
+    assert result.exit_code == 2 and "values of more than one kind" in result.output
     result = CliRunner().invoke(main, ["publish", *b, '{"price": null}'])
     assert result.exit_code == 2 and "unsupported value type NoneType" in result.output
 

@@ -3,11 +3,13 @@
 import hashlib
 import io
 import json
+import re
 import struct
 
 import fastavro
 import pytest
 
+from fastpubsub.engine import AnyOf
 from fastpubsub.wire import codecs
 from fastpubsub.wire.codecs import DeadLetter, DecodeError, Subscription
 
@@ -167,3 +169,60 @@ def test_a_record_the_producer_refuses_is_named_not_a_failed_batch():
         delivery.produce("pubsub.notifications", b"k", b"x" * 30_000, ("pubsub.events", 0, 5))
     delivery.produce("pubsub.notifications", b"k", b"x" * 1_000)  # the next record is queued as usual
     delivery.producer.purge()
+
+
+OPERATOR_SUBS = [
+    Subscription("carol", [("color", "in", ["red", "blue"]), ("price", "between", [5, 10.5]), ("title", "prefix", "harry"),
+                           ("promo", "exists", None), ("n", "not in", [True]), ("t", "contains", "é\U0001f600")]),
+    Subscription("dave", AnyOf([[("a", "=", 1), ("b", "<", 2)], [("c", "in", [3, 4])]]), 1_900_000_000_000, 5),
+    Subscription("erin", [("big", "not between", [-(2**62), 2**62]), ("s", "suffix", "x")]),
+]
+
+
+@pytest.mark.parametrize("fmt", codecs.FORMATS)
+@pytest.mark.parametrize("sub", OPERATOR_SUBS)
+def test_every_operator_and_or_round_trip(fmt, sub):
+    value = codecs.encode_subscription(sub, fmt)
+    assert codecs.decode_subscription(value) == sub
+    if fmt == "avro":  # schema id 1 cannot hold them: the new schema's id
+        assert struct.unpack(">bI", value[:5]) == (0, codecs.SCHEMA_IDS["subscription_v2"]) == (0, 7)
+
+
+def test_plain_conjunctions_keep_schema_id_1_and_decode_under_both_ids():
+    assert struct.unpack(">bI", codecs.encode_subscription(SUB)[:5]) == (0, 1)
+    v2 = _avro("subscription_v2", {"subscriber": SUB.subscriber, "any": None, "valid_until": None, "valid_from": None,
+                                   "predicates": [{"attribute": a, "operator": op, "value": v} for a, op, v in SUB.predicates]})
+    assert codecs.decode_subscription(v2) == SUB
+
+
+def test_the_json_forms_of_the_readme_are_accepted():
+    sub = codecs.decode_subscription(b'{"subscriber": "alice", "any": [[["a", "=", 1], ["b", "<", 2]], '
+                                     b'[["color", "in", ["red", "blue"]]]]}')
+    assert sub.predicates == AnyOf([[("a", "=", 1), ("b", "<", 2)], [("color", "in", ["red", "blue"])]])
+    sub = codecs.decode_subscription(b'{"subscriber": "bob", "predicates": [["price", "between", [5, 10]], '
+                                     b'["title", "prefix", "harry"], ["promo", "exists", null]]}')
+    assert sub.predicates == [("price", "between", [5, 10]), ("title", "prefix", "harry"), ("promo", "exists", None)]
+
+
+V2_BAD = _avro("subscription_v2", {"subscriber": "a", "predicates": [{"attribute": "x", "operator": "in", "value": []}],
+                                   "any": None, "valid_until": None, "valid_from": None})
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        (b'{"subscriber": "a", "predicates": [["a", "=", 1]], "any": [[["a", "=", 1]]]}', "exactly one of 'predicates'"),
+        (b'{"subscriber": "a"}', "missing the field 'predicates' (or 'any')"),
+        (b'{"subscriber": "a", "any": []}', "AnyOf needs at least one disjunct"),
+        (b'{"subscriber": "a", "any": "a = 1"}', "'any' must be a list"),
+        (b'{"subscriber": "a", "any": [[["a", "=", 1]], []]}', "disjunct 1: a subscription needs at least one predicate"),
+        (b'{"subscriber": "a", "predicates": [["c", "in", [1, "x"]]]}', "predicate 0 ('c', 'in', ...): values of more than one kind"),
+        (b'{"subscriber": "a", "predicates": [["c", "between", [9, 1]]]}', "lo 9 is above hi 1"),
+        (b'{"subscriber": "a", "predicates": [["c", "prefix", ""]]}', "expected a non-empty string"),
+        (b'{"subscriber": "a", "predicates": [["c", "in", [' + b"9" * 1200 + b"]]]}", "integer too large"),
+        (V2_BAD, "the list of values is empty"),
+    ],
+)
+def test_bad_operator_values_have_reasons(value, reason):
+    with pytest.raises(DecodeError, match=re.escape(reason)):
+        codecs.decode_subscription(value)

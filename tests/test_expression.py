@@ -1,9 +1,13 @@
 """The subscription text language of `pubsub subscribe`."""
 
 import math
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from fastpubsub.engine import AnyOf
 from fastpubsub.language import ExpressionError, format_predicates, parse
 
 
@@ -30,7 +34,7 @@ def test_parse(text, expected):
         ("a =", "column 1: incomplete predicate"),
         ("a = 1 and", "column 10: incomplete predicate"),
         ("a ~ 1", "column 3: unexpected character '~'"),
-        ("a = 1 or b = 2", "column 7: expected 'and' or the end, got 'or'"),
+        ("a = 1 b = 2", "column 7: expected 'and', 'or' or the end, got 'b'"),
         ("a = b", "column 5: expected a value"),
         ("1 = 1", "column 1: expected an attribute name"),
         ("a 1 1", "column 3: expected an operator"),
@@ -47,3 +51,66 @@ def test_errors_say_where_and_why(text, message):
 def test_format_round_trips():
     preds = [("a", "=", 1), ("and", "!=", "x'\"y"), ("c", "<", -math.inf), ("d", ">=", 2.5), ("e", "<=", True)]
     assert parse(format_predicates(preds)) == preds
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('color in ("red", "blue")', [("color", "in", ["red", "blue"])]),
+        ('color NOT IN ("red")', [("color", "not in", ["red"])]),
+        ("price between 5 and 10 and x = 1", [("price", "between", [5, 10]), ("x", "=", 1)]),
+        ("price not between 5 and 10.5", [("price", "not between", [5, 10.5])]),
+        ('title prefix "harry" and title suffix "potter" and title contains "wizard"',
+         [("title", "prefix", "harry"), ("title", "suffix", "potter"), ("title", "contains", "wizard")]),
+        ("promo exists", [("promo", "exists", None)]),
+        ("(a = 1 and b < 2) or c in (3, 4)", AnyOf([[("a", "=", 1), ("b", "<", 2)], [("c", "in", [3, 4])]])),
+        ("a = 1 and b < 2 or c = 3", AnyOf([[("a", "=", 1), ("b", "<", 2)], [("c", "=", 3)]])),  # and binds tighter
+        ("a = 1 and (b < 2 or c = 3)", AnyOf([[("a", "=", 1), ("b", "<", 2)], [("a", "=", 1), ("c", "=", 3)]])),
+        ("((a = 1))", [("a", "=", 1)]),
+        ('"in" = 1 or "exists" exists', AnyOf([[("in", "=", 1)], [("exists", "exists", None)]])),
+    ],
+)
+def test_parse_operators_and_or(text, expected):
+    assert parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("(a = 1", "column 7: expected ')', 'and' or 'or', got the end"),
+        ("a = 1 or", "column 9: incomplete predicate"),
+        ("a in 3", "column 6: expected '(' and a list of values"),
+        ("a in (1, 2", "column 11: expected ',' or ')'"),
+        ("a not = 3", "column 7: expected 'in' or 'between' after 'not'"),
+        ("a between 1 or 2", "column 13: expected 'and' in 'between lo and hi'"),
+        ("a in (1, 'x')", "more than one kind"),
+        ("a between 3 and 1", "lo 3 is above hi 1"),
+        ('a prefix ""', "expected a non-empty string"),
+        ("a like 3", "column 3: expected an operator"),
+        ("(a = 1) (b = 2)", "column 9: expected 'and', 'or' or the end"),
+    ],
+)
+def test_operator_errors_say_where_and_why(text, message):
+    with pytest.raises(ExpressionError, match=re.escape(message)):
+        parse(text)
+
+
+_names = st.sampled_from(["a", "b.c", "in", "not", "odd name", "é", "Or"])
+_scalars = st.one_of(st.integers(-5, 5), st.sampled_from([0.5, -0.0, math.inf, -math.inf, 1e300]),
+                     st.text(max_size=4), st.booleans())
+_nonempty = st.text(min_size=1, max_size=4)
+_pred = st.one_of(
+    st.tuples(_names, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), _scalars),
+    st.tuples(_names, st.sampled_from(["in", "not in"]),
+              st.one_of(st.lists(st.integers(-3, 3), min_size=1, max_size=3), st.lists(_nonempty, min_size=1, max_size=3))),
+    st.tuples(_names, st.sampled_from(["between", "not between"]), st.integers(-3, 3).map(lambda x: [x, x + 1])),
+    st.tuples(_names, st.sampled_from(["prefix", "suffix", "contains"]), _nonempty),
+    st.tuples(_names, st.just("exists"), st.none()),
+)
+_conj = st.lists(_pred, min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sub=st.one_of(_conj, st.lists(_conj, min_size=2, max_size=3).map(AnyOf)))
+def test_format_round_trips_every_operator_and_or(sub):
+    assert parse(format_predicates(sub)) == sub

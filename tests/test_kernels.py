@@ -364,3 +364,15 @@ def test_probing_stages_agree_with_their_naive_references():
                 got = out[out_off[g0 + i]:out_off[g0 + i + 1]].tolist()
                 assert got == naive.scan_lists(sat_list, heads, store)
     assert staged_events > 0  # the run index path was exercised
+
+
+@settings(max_examples=100, deadline=None)
+@given(events=st.lists(st.lists(st.integers(-3, 3), max_size=6).map(sorted), max_size=6))
+def test_distinct_per_event_against_naive(events):
+    from fastpubsub.engine.matcher import distinct_per_event
+
+    offsets = np.zeros(len(events) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in events], out=offsets[1:])
+    ids = np.array([x for e in events for x in e], dtype=np.int64)
+    got, want = distinct_per_event(offsets, ids), naive.distinct_per_event(offsets, ids)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastpubsub.engine import Predicate, validate_predicates
+from fastpubsub.engine import OPERATORS, Predicate, validate_predicates
 
 FUNCTIONS = ("min", "max", "count", "sum", "avg", "distinct")
 
@@ -56,7 +56,7 @@ class AggregateSpec:
         object.__setattr__(self, "high", high)
         where = tuple(tuple(p) for p in self.where)
         if where:
-            validate_predicates(list(where))
+            validate_predicates(list(where), operators=OPERATORS)
         object.__setattr__(self, "where", where)
 
     @property
@@ -100,7 +100,7 @@ class JoinSpec:
             raise ValueError(f"self-joins are not supported (table {lt!r} twice)")
         where = tuple(tuple(p) for p in self.where)
         if where:
-            validate_predicates(list(where))
+            validate_predicates(list(where), operators=OPERATORS)
         for attr, _, _ in where:
             alias = attr.split(".", 1)[0]
             if "." not in attr or alias not in (la, ra):

@@ -65,8 +65,10 @@ def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, 
     \b
       pubsub subscribe --id 42 --subscriber alice 'movie = "groundhog day" and price <= 10'
 
-    Predicates are joined by `and`; operators = != < <= > >=; values are
-    "strings", numbers, true or false.
+    Predicates are joined by `and` and `or` (`and` binds tighter, parentheses
+    group); operators = != < <= > >=, in (v, ...), not in (v, ...),
+    between lo and hi, not between lo and hi, prefix "s", suffix "s",
+    contains "s", exists; values are "strings", numbers, true or false.
     """
     try:
         predicates = parse(expression)

@@ -7,7 +7,7 @@ public API; the processor, the statistics job and the CLI use nothing else.
 from .cluster_store import RUN_MIN
 from .columnar import (
     EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_events,
-    take_subscriptions, unpack_strings,
+    take_subscription_groups, take_subscriptions, unpack_strings,
 )
 from .encoding import N_KINDS
 from .event_store import StoredMatches, ValidEventStore
@@ -15,14 +15,16 @@ from .index import Index, IndexContext, register
 from .matcher import ALGORITHMS, Matcher, Matches
 from .oracle import OracleMatcher
 from .semantics import (
-    KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OPERATORS, Predicate, validate_event, validate_predicates,
+    ALL_OPERATORS, EXTENDED_OPERATORS, KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, MAX_CONJUNCTIONS, MAX_LIST, OPERATORS,
+    AllOf, AnyOf, Predicate, validate_event, validate_predicates, validate_subscription,
 )
 from .statistics import AttributeStats, EventStatistics, PartitionOffsets, SourceWindow
 from .validity import DeadlineQueue
 from .workload import PRESETS, generate_events, generate_subscriptions
 
 __all__ = [
-    "ALGORITHMS", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "Index", "IndexContext", "KINDS",
+    "ALGORITHMS", "ALL_OPERATORS", "AllOf", "AnyOf", "EXTENDED_OPERATORS", "MAX_CONJUNCTIONS", "MAX_LIST",
+    "take_subscription_groups", "validate_subscription", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "Index", "IndexContext", "KINDS",
     "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher", "PRESETS",
     "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "generate_events", "generate_subscriptions",

@@ -10,6 +10,11 @@ of the per-pair arrays.  Attribute names are given once per batch in
 code (``engine.semantics.KINDS``) plus its payload: numbers (bool as 0/1) in
 ``numbers``; strings in ``strings``, one entry per string-kind position, in
 position order.
+
+A :class:`SubscriptionBatch` holds *rows*, conjunctions of the six
+comparisons (engine/lowering.py rewrites the other operators and OR into
+them); a subscription of several rows has them adjacent, the later ones
+flagged in ``disjunct``.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from .semantics import (
     OPERATORS,
     Predicate,
     validate_event,
-    validate_predicates,
+    validate_subscription,
     validate_subscription_id,
 )
 
@@ -128,14 +133,33 @@ class SubscriptionBatch:
     kinds: np.ndarray  # int8 [m]
     numbers: np.ndarray  # float64 [m]
     strings: Sequence[str] = field(default_factory=tuple)
+    #: int8 [n] (or empty: all 0): 1 if the row is another disjunct of the previous row's subscription (same id)
+    disjunct: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
 
     def __len__(self) -> int:
         return len(self.ids)
 
+    @property
+    def n_subscriptions(self) -> int:
+        """Subscriptions in the batch (rows that are not later disjuncts of another's)."""
+        return len(self.ids) - int(np.count_nonzero(self.disjunct))
+
+    def disjunct_flags(self) -> np.ndarray:
+        """``disjunct`` with one entry per row."""
+        d = np.asarray(self.disjunct, dtype=np.int8)
+        return d if len(d) == len(self.ids) else np.zeros(len(self.ids), np.int8)
+
     @classmethod
-    def from_lists(cls, subscriptions: Iterable[tuple[int, Iterable[Predicate]]], *,
+    def from_lists(cls, subscriptions: Iterable[tuple[int, Any]], *,
                    validated: bool = False) -> "SubscriptionBatch":
-        """A batch of ``(id, predicates)``; ``validated``: ids and predicates were checked already (skip it)."""
+        """A batch of ``(id, subscription)``: a list of predicates or an ``AnyOf`` / ``AllOf``.
+
+        ``validated``: ids and subscriptions were checked already
+        (``validate_subscription``; skip it).  Subscriptions are lowered to
+        rows (engine/lowering.py).
+        """
+        from .lowering import lower  # lowering reads EventBatch from this module
+
         names: dict[str, int] = {}
         ids: list[int] = []
         offsets = [0]
@@ -144,37 +168,41 @@ class SubscriptionBatch:
         kinds: list[int] = []
         numbers: list[float] = []
         strings: list[str] = []
-        nan = float("nan")
-        for sid, preds in subscriptions:
-            ids.append(sid if validated else validate_subscription_id(sid))
-            for a, op, v in (preds if validated else validate_predicates(preds)):
-                attrs.append(names.setdefault(a, len(names)))
-                ops.append(OP_CODE[op])
-                if isinstance(v, bool):
-                    kinds.append(KIND_BOOL)
-                    numbers.append(1.0 if v else 0.0)
-                elif isinstance(v, str):
-                    kinds.append(KIND_STRING)
-                    numbers.append(nan)
-                    strings.append(v)
-                else:
-                    kinds.append(KIND_NUMBER)
-                    numbers.append(float(v))
-            offsets.append(len(attrs))
+        disjunct: list[int] = []
+        rows: Iterable[tuple[int, list[Predicate]]]
+        for sid, sub in subscriptions:
+            sid = sid if validated else validate_subscription_id(sid)
+            sub = sub if validated else validate_subscription(sub)
+            rows = [sub] if type(sub) is list and all(op in OP_CODE for _, op, _ in sub) else lower(sub)
+            for r, row in enumerate(rows):
+                ids.append(sid)
+                disjunct.append(1 if r else 0)
+                _append_row(row, names, attrs, ops, kinds, numbers, strings)
+                offsets.append(len(attrs))
+        d = np.array(disjunct, np.int8)
         return cls(
             np.array(ids, np.int64), tuple(names), np.array(offsets, np.int64),
             np.array(attrs, np.int32), np.array(ops, np.int8), np.array(kinds, np.int8),
-            np.array(numbers, np.float64), tuple(strings),
+            np.array(numbers, np.float64), tuple(strings), d if d.any() else np.zeros(0, np.int8),
         )
 
-    def to_lists(self) -> list[tuple[int, list[Predicate]]]:
+    def to_lists(self) -> list[tuple[int, Any]]:
+        """``(id, predicates)``, or ``(id, AnyOf(rows))`` for a subscription of several rows (derived predicates lifted)."""
+        from .lowering import lift
+        from .semantics import AnyOf
+
         values = _decode_values(self.kinds, self.numbers, self.strings)
         names = list(self.attribute_names)
         attrs, ops, off = self.attributes.tolist(), self.operators.tolist(), self.offsets.tolist()
-        return [
-            (int(sid), [(names[attrs[j]], OPERATORS[ops[j]], values[j]) for j in range(off[i], off[i + 1])])
-            for i, sid in enumerate(self.ids.tolist())
-        ]
+        out: list[tuple[int, Any]] = []
+        for i, (sid, d) in enumerate(zip(self.ids.tolist(), self.disjunct_flags().tolist())):
+            row = lift([(names[attrs[j]], OPERATORS[ops[j]], values[j]) for j in range(off[i], off[i + 1])])
+            if d and out:
+                prev = out[-1][1]
+                out[-1] = (out[-1][0], AnyOf(prev.disjuncts + [row]) if isinstance(prev, AnyOf) else AnyOf([prev, row]))
+            else:
+                out.append((int(sid), row))
+        return out
 
     def validate(self) -> None:
         m = len(self.attributes)
@@ -191,13 +219,40 @@ class SubscriptionBatch:
             raise ValueError("SubscriptionBatch: unknown operator code")
         if np.any(np.isnan(self.numbers[self.kinds == KIND_NUMBER])):
             raise ValueError("SubscriptionBatch: NaN is not a valid predicate value")
-        ids = np.sort(self.ids)  # not np.unique: its hash path is several times slower on millions of ids
+        d = np.asarray(self.disjunct)
+        if len(d) not in (0, len(self.ids)) or (len(d) and (d.min() < 0 or d.max() > 1 or d[0] != 0)):
+            raise ValueError("SubscriptionBatch: disjunct must be empty or 0/1 per row, 0 for the first")
+        ids = np.asarray(self.ids)
+        if len(d):
+            if np.any(ids[1:][d[1:] == 1] != ids[:-1][d[1:] == 1]):
+                raise ValueError("SubscriptionBatch: a disjunct row must repeat the id of the row before it")
+            ids = ids[d == 0]
+        ids = np.sort(ids)  # not np.unique: its hash path is several times slower on millions of ids
         if np.any(ids[1:] == ids[:-1]):
             raise ValueError("SubscriptionBatch: duplicate subscription id in batch")
         if int(np.count_nonzero(self.kinds == KIND_STRING)) != len(self.strings):
             raise ValueError("SubscriptionBatch: one string is needed per string-kind predicate")
 
 
+def _append_row(row: list[Predicate], names: dict[str, int], attrs: list[int], ops: list[int], kinds: list[int],
+                numbers: list[float], strings: list[str]) -> None:
+    """Append one row's predicates (comparisons) to the column lists of :meth:`SubscriptionBatch.from_lists`."""
+    for a, op, v in row:
+        attrs.append(names.setdefault(a, len(names)))
+        ops.append(OP_CODE[op])
+        if isinstance(v, bool):
+            kinds.append(KIND_BOOL)
+            numbers.append(1.0 if v else 0.0)
+        elif isinstance(v, str):
+            kinds.append(KIND_STRING)
+            numbers.append(_NAN)
+            strings.append(v)
+        else:
+            kinds.append(KIND_NUMBER)
+            numbers.append(float(v))
+
+
+_NAN = float("nan")
 _EVENT_PAIRS = ("attributes", "kinds", "numbers")
 _SUBSCRIPTION_PAIRS = ("attributes", "operators", "kinds", "numbers")
 
@@ -253,15 +308,28 @@ def concat_events(batches: Sequence[EventBatch]) -> EventBatch:
 def take_subscriptions(batch: SubscriptionBatch, rows: np.ndarray) -> SubscriptionBatch:
     """The subscriptions ``rows`` of ``batch``, in that order, as a new batch."""
     rows = np.asarray(rows, dtype=np.int64)
+    d = np.asarray(batch.disjunct)
     return SubscriptionBatch(ids=np.asarray(batch.ids)[rows], attribute_names=batch.attribute_names,
-                             **_take(batch, rows, _SUBSCRIPTION_PAIRS))
+                             **_take(batch, rows, _SUBSCRIPTION_PAIRS),
+                             disjunct=d[rows] if len(d) else np.zeros(0, np.int8))
+
+
+def take_subscription_groups(batch: SubscriptionBatch, heads: np.ndarray) -> SubscriptionBatch:
+    """The subscriptions whose first rows are ``heads`` (ascending row numbers), with all their rows."""
+    d = batch.disjunct_flags()
+    if not d.any():
+        return take_subscriptions(batch, heads)
+    group = np.cumsum(d == 0) - 1  # subscription number of each row
+    first = np.flatnonzero(d == 0)
+    return take_subscriptions(batch, np.flatnonzero(np.isin(group, np.searchsorted(first, heads))))
 
 
 def concat_subscriptions(batches: Sequence[SubscriptionBatch]) -> SubscriptionBatch:
     """One batch holding every subscription of ``batches`` in order (attribute names unified)."""
     ids = [np.asarray(b.ids, dtype=np.int64) for b in batches]
+    d = np.concatenate([b.disjunct_flags() for b in batches]) if batches else np.zeros(0, np.int8)
     return SubscriptionBatch(ids=np.concatenate(ids) if ids else np.zeros(0, np.int64),
-                             **_concat(batches, _SUBSCRIPTION_PAIRS))
+                             **_concat(batches, _SUBSCRIPTION_PAIRS), disjunct=d if d.any() else np.zeros(0, np.int8))
 
 
 # --- flat arrays (snapshots) ------------------------------------------------------
@@ -298,6 +366,8 @@ def batch_from_arrays(cls: type, arrays: Any, prefix: str) -> Any:
     values = {}
     for f in fields(cls):
         key = f"{prefix}{f.name}"
+        if f.name == "disjunct" and key not in arrays:  # written before subscriptions had several rows
+            continue
         if f.name in ("attribute_names", "strings"):
             values[f.name] = tuple(unpack_strings(arrays[key], arrays[f"{key}.offsets"]))
         else:

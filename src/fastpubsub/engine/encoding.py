@@ -213,8 +213,8 @@ def batch_from_dicts(events: Iterable[dict[str, Any]]) -> EventBatch:
     np.cumsum(lengths, out=offsets[1:])
     unique = dict.fromkeys(names)
     for a in unique:
-        if type(a) is not str or not a:
-            raise ValueError(f"event attribute names must be non-empty strings, got {a!r}")
+        if type(a) is not str or not a or a[0] == "\x00":
+            raise ValueError(f"event attribute names must be non-empty strings not starting with NUL, got {a!r}")
     index = {a: i for i, a in enumerate(unique)}
     attrs = np.fromiter(map(index.__getitem__, names), dtype=np.int32, count=len(names))
     if set(map(type, values)) <= _NUMBER_TYPES:  # the common all-numeric batch: no per-value step

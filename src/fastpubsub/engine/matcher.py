@@ -29,8 +29,9 @@ from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, e
 from .hashtable import HashTable, ht_lookup
 from .idpool import IdPool, grow
 from .index import REGISTRY, Clustering, Index, IndexContext
+from .lowering import DerivedAttributes, parse_derived
 from .predicates import PredicateTable, has_duplicate_attribute
-from .semantics import KIND_BOOL, KIND_STRING, KINDS, validate_predicates, validate_subscription_id
+from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription, validate_subscription_id
 from .statistics import EventStatistics
 
 #: Single adds (or removes) buffered at most before they are applied in bulk.
@@ -81,6 +82,26 @@ def _distinct_per_row(off, pids):
     return new_off, out[:w]
 
 
+@njit(cache=True)
+def distinct_per_event(off, ids):
+    """Drop repeated ids within each event of a CSR result (ids ascending per event: repeats are adjacent).
+
+    A subscription of several rows (engine/lowering.py) is reported once per
+    event however many of its rows hold.
+    """
+    n = off.shape[0] - 1
+    new_off = np.zeros(n + 1, dtype=np.int64)
+    out = np.empty(ids.shape[0], dtype=np.int64)
+    w = 0
+    for i in range(n):
+        for j in range(off[i], off[i + 1]):
+            if j == off[i] or ids[j] != ids[j - 1]:
+                out[w] = ids[j]
+                w += 1
+        new_off[i + 1] = w
+    return new_off, out[:w]
+
+
 def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
     """Kind codes in range and booleans 0/1 (beyond what the batches' own ``validate`` checks)."""
     kinds = np.asarray(batch.kinds)
@@ -89,6 +110,22 @@ def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
     bools = np.asarray(batch.numbers)[kinds == KIND_BOOL]
     if np.any((bools != 0) & (bools != 1)):
         raise ValueError(f"{what}: boolean values must be 0 or 1")
+
+
+def _check_derived(batch: SubscriptionBatch, derived: list[int]) -> None:
+    """Predicates on derived attributes are what engine/lowering.py makes: ``= string`` of the attribute's length
+    (prefix, suffix) or ``= true`` (contains); event matching relies on it."""
+    at = np.flatnonzero(np.isin(np.asarray(batch.attributes), derived))
+    kinds, ops = np.asarray(batch.kinds)[at], np.asarray(batch.operators)[at]
+    string_pos = np.cumsum(np.asarray(batch.kinds) == KIND_STRING) - 1
+    names = batch.attribute_names
+    for j, k, op, a in zip(at.tolist(), kinds.tolist(), ops.tolist(), np.asarray(batch.attributes)[at].tolist()):
+        kind, _, arg = parse_derived(names[a])  # type: ignore[misc]
+        ok = op == 0 and (k == KIND_BOOL and batch.numbers[j] == 1 if kind == "contains" else
+                          k == KIND_STRING and len(batch.strings[string_pos[j]]) == arg)
+        if not ok:
+            raise ValueError(f"SubscriptionBatch: predicate {j} on the derived attribute {names[a]!r} is not "
+                             "what a prefix, suffix or contains predicate lowers to")
 
 
 class Matcher:
@@ -121,6 +158,8 @@ class Matcher:
         self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
         ctx = IndexContext(self.preds, self.probabilities, model=model, thresholds=thresholds, max_space=max_space)
         self._index: Index = REGISTRY.build(algorithm, ctx, **options)
+        self.derived = DerivedAttributes()  # derived attributes of prefix / suffix / contains (engine/lowering.py)
+        self._rows: dict[int, np.ndarray] = {}  # id -> handles of its later rows, for subscriptions of several rows
         self._pending_add: dict[int, list] = {}  # buffered single adds, validated (see add)
         self._pending_remove: dict[int, None] = {}  # buffered single removes of filed subscriptions
         self._one_id, self._one_out = np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64)
@@ -160,8 +199,12 @@ class Matcher:
         self._one_id[0, 0] = sid
         return bool(ht_lookup(self.id_table.keys, self.id_table.vals, self._one_id, self._one_out)[0] >= 0)
 
-    def add(self, sub_id: int, predicates: list[tuple[str, str, Any]]) -> None:
+    def add(self, sub_id: int, predicates: Any) -> None:
         """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id.
+
+        ``predicates``: a list of predicates (a conjunction), an ``AnyOf`` of
+        such lists (OR of conjunctions) or an ``AllOf`` (AND of ORs), over
+        every operator of engine/semantics.py.
 
         Validated at once, filed with the next batch of changes: single adds
         and removes are buffered (up to ``PENDING_MAX``) and applied in bulk
@@ -170,7 +213,7 @@ class Matcher:
         and the subscriptions are filed as a bulk load would file them.
         """
         sid = validate_subscription_id(sub_id)
-        preds = validate_predicates(predicates)
+        preds = validate_subscription(predicates)
         if sid in self._pending_add or (sid not in self._pending_remove and self._is_filed(sid)):
             raise ValueError(f"duplicate subscription id {sid}")
         self._pending_add[sid] = preds
@@ -203,6 +246,7 @@ class Matcher:
         n = len(batch)
         if n == 0:
             return
+        self.derived.learn(batch.attribute_names)
         kinds = np.asarray(batch.kinds, dtype=np.int64)
         attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
         numbers = np.asarray(batch.numbers, dtype=np.float64)
@@ -213,9 +257,20 @@ class Matcher:
         pids = self.preds.intern(field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8), eqbits)
         off, pids = _distinct_per_row(np.asarray(batch.offsets, dtype=np.int64), pids)
         handles = self.handles.take(n)
-        self.id_table.insert(np.asarray(batch.ids, dtype=np.int64), handles)
+        ids = np.asarray(batch.ids, dtype=np.int64)
+        d = batch.disjunct_flags()
+        if d.any():  # subscriptions of several rows: the id table holds the first row's handle
+            head = d == 0
+            self.id_table.insert(ids[head], handles[head])
+            group = np.cumsum(head) - 1
+            later = np.flatnonzero(~head)
+            starts = np.r_[0, np.flatnonzero(np.diff(group[later])) + 1]
+            for s, e in zip(starts.tolist(), np.r_[starts[1:], len(later)].tolist()):
+                self._rows[int(ids[later[s]])] = handles[later[s:e]]
+        else:
+            self.id_table.insert(ids, handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
-        self.handle_id[handles] = batch.ids
+        self.handle_id[handles] = ids
         self._index.add_bulk(handles, off, pids)
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
@@ -227,6 +282,11 @@ class Matcher:
         for a in batch.attribute_names:
             if not isinstance(a, str) or not a:
                 raise ValueError(f"SubscriptionBatch: attribute names must be non-empty strings, got {a!r}")
+            if a[0] == RESERVED_PREFIX and parse_derived(a) is None:
+                raise ValueError(f"SubscriptionBatch: unknown reserved attribute name {a!r}")
+        derived = [i for i, a in enumerate(batch.attribute_names) if a[0] == RESERVED_PREFIX]
+        if derived:
+            _check_derived(batch, derived)
         present = self.id_table.lookup(np.asarray(batch.ids, dtype=np.int64)) >= 0
         if np.any(present):
             raise ValueError(f"duplicate subscription id {int(np.asarray(batch.ids)[present][0])}")
@@ -265,6 +325,10 @@ class Matcher:
 
     def _remove_found(self, ids: np.ndarray, h: np.ndarray) -> None:
         """Take out live subscriptions (distinct ids and their handles): index (and its predicate references), id table."""
+        if self._rows:
+            later = [self._rows.pop(i) for i in ids.tolist() if i in self._rows]
+            if later:
+                h = np.concatenate([h] + later)
         self._index.remove_bulk(h)
         self.id_table.delete(ids)
         self.handles.release(h)
@@ -276,15 +340,22 @@ class Matcher:
         batch.validate()
         _check_values("EventBatch", batch)
         names = list(batch.attribute_names)
+        for a in names:
+            if not a or a[0] == RESERVED_PREFIX:
+                raise ValueError(f"EventBatch: attribute names must be non-empty strings not starting with NUL, got {a!r}")
         first = {a: i for i, a in reversed(list(enumerate(names)))}
         attrs = np.asarray(batch.attributes, dtype=np.int64)
         if len(first) < len(names):  # a name listed twice: compare events by name, not by index
             attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
         if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
             raise ValueError("EventBatch: an event carries the same attribute twice")
+        if len(self.derived):
+            batch = self.derived.derive_events(batch, self.strings.ids)
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
         off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)
+        if self._rows:
+            off, ids = distinct_per_event(off, ids)
         return Matches(off, ids)
 
     # -- clustering (static, dynamic) --------------------------------------

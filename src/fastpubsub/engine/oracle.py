@@ -1,17 +1,17 @@
 """Brute-force matcher: the specification every fast path is tested against.
 
-It checks every predicate of every subscription against the event with
-:func:`engine.semantics.compare`.  Slow on purpose: no index, no clustering,
+It checks every subscription against the event with
+:func:`engine.semantics.subscription_holds` (every operator, OR).  Slow on purpose: no index, no clustering,
 nothing that could share a bug with the engine.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
-from .semantics import Predicate, compare, validate_event, validate_predicates, validate_subscription_id
+from .semantics import subscription_holds, validate_event, validate_subscription, validate_subscription_id
 
 
 class OracleMatcher:
@@ -20,11 +20,11 @@ class OracleMatcher:
     algorithm = "oracle"
 
     def __init__(self) -> None:
-        self._subs: dict[int, list[Predicate]] = {}
+        self._subs: dict[int, Any] = {}
 
-    def add(self, sub_id: int, predicates: Iterable[Predicate]) -> None:
+    def add(self, sub_id: int, predicates: Any) -> None:
         sub_id = validate_subscription_id(sub_id)
-        preds = validate_predicates(predicates)
+        preds = validate_subscription(predicates)
         if sub_id in self._subs:
             raise ValueError(f"duplicate subscription id {sub_id}")
         self._subs[sub_id] = preds
@@ -43,7 +43,7 @@ class OracleMatcher:
         hits = [
             sid
             for sid, preds in self._subs.items()
-            if all(a in event and compare(op, event[a], v) for a, op, v in preds)
+            if subscription_holds(preds, event)
         ]
         return np.array(sorted(hits), dtype=np.int64)
 
@@ -54,5 +54,6 @@ class OracleMatcher:
         return {
             "algorithm": self.algorithm,
             "subscriptions": len(self._subs),
-            "predicates": sum(len(p) for p in self._subs.values()),
+            "predicates": sum(len(p) if isinstance(p, list) else sum(map(len, p.disjuncts))
+                              for p in self._subs.values()),
         }

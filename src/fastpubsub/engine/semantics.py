@@ -16,6 +16,32 @@ Semantics (Fabret et al., section 1.1, made precise for mixed types):
   (Python's ``str`` order).  Booleans order ``False < True``.
 * NaN is not a valid predicate value (``ValueError``).  An event value that is
   NaN is comparable with nothing: every predicate on that attribute fails.
+
+Beyond the six comparisons (``OPERATORS``, the engine's kernel operators),
+``EXTENDED_OPERATORS`` (same rule: a missing attribute or a NaN value fails
+every one of them, the negative ones included):
+
+================= ===================== =============================================
+``in``            list of values        equals one of them
+``not in``        list of values        is comparable with them and equals none
+``between``       ``[lo, hi]``          ``lo <= v <= hi``
+``not between``   ``[lo, hi]``          is comparable and ``v < lo`` or ``v > hi``
+``prefix``        non-empty string      is a string starting with it
+``suffix``        non-empty string      is a string ending with it
+``contains``      non-empty string      is a string containing it
+``exists``        ``None``              is present (any kind; NaN counts as absent)
+================= ===================== =============================================
+
+A list is non-empty, of one kind (``True`` never equals ``1``) and at most
+``MAX_LIST`` long; ``between``'s ``lo <= hi``.
+
+A subscription is a conjunction (a list of predicates), a disjunction of
+conjunctions (:class:`AnyOf`, DNF) or a conjunction of disjunctions
+(:class:`AllOf`, CNF); it is notified at most once per event.  The engine
+evaluates every subscription as a set of conjunctions of comparisons
+(engine/lowering.py); :func:`conjunction_count` is their number, at most
+``MAX_CONJUNCTIONS`` (``ValueError`` beyond), so that what validates here
+always fits the engine.
 """
 
 from __future__ import annotations
@@ -33,6 +59,20 @@ KINDS: tuple[str, ...] = ("number", "string", "bool")
 KIND_NUMBER, KIND_STRING, KIND_BOOL = range(3)
 
 Predicate = tuple[str, str, Any]
+
+#: Operators beyond the comparisons (module docstring); the engine lowers them onto ``OPERATORS``.
+EXTENDED_OPERATORS: tuple[str, ...] = (
+    "in", "not in", "between", "not between", "prefix", "suffix", "contains", "exists")
+ALL_OPERATORS: tuple[str, ...] = OPERATORS + EXTENDED_OPERATORS
+_LIST_OPS = frozenset(("in", "not in"))
+_RANGE_OPS = frozenset(("between", "not between"))
+_STRING_OPS = frozenset(("prefix", "suffix", "contains"))
+#: Most values of an ``in`` / ``not in`` list.
+MAX_LIST = 10_000
+#: Most conjunctions of comparisons a subscription may stand for (see :func:`conjunction_count`).
+MAX_CONJUNCTIONS = 10_000
+#: Attribute names starting with this character are reserved for the engine's derived attributes.
+RESERVED_PREFIX = "\x00"
 
 
 def value_kind(value: Any) -> int:
@@ -84,14 +124,17 @@ def validate_subscription_id(sub_id: Any) -> int:
     return sub_id
 
 
-def validate_predicates(predicates: Iterable[Sequence[Any]]) -> list[Predicate]:
-    """Check a subscription's predicates and return them as a list of triples.
+def validate_predicates(predicates: Iterable[Sequence[Any]], *, operators: Sequence[str] = ALL_OPERATORS
+                        ) -> list[Predicate]:
+    """Check a conjunction's predicates and return them as a list of triples.
 
     Raises ``ValueError`` with a message naming the offending predicate for an
-    empty list, a malformed triple, an empty attribute name, an unknown
-    operator, an unsupported value type or a NaN value.
+    empty list, a malformed triple, an empty or reserved attribute name, an
+    operator not in ``operators``, an unsupported value type, a NaN value, or
+    a value the operator does not take (module docstring).  List values come
+    back as lists.
     """
-    if isinstance(predicates, (str, bytes)) or predicates is None:
+    if isinstance(predicates, (str, bytes)) or predicates is None or isinstance(predicates, (AnyOf, AllOf)):
         raise ValueError("predicates must be a list of (attribute, operator, value) triples")
     out: list[Predicate] = []
     for i, p in enumerate(predicates):
@@ -104,10 +147,16 @@ def validate_predicates(predicates: Iterable[Sequence[Any]]) -> list[Predicate]:
         attribute, op, value = p
         if type(attribute) is not str and not isinstance(attribute, str) or not attribute:
             raise ValueError(f"predicate {i}: attribute must be a non-empty string, got {attribute!r}")
+        if attribute[0] == RESERVED_PREFIX:
+            raise ValueError(f"predicate {i}: attribute names starting with NUL are reserved, got {attribute!r}")
         if op not in OP_CODE:
-            raise ValueError(
-                f"predicate {i}: unknown operator {op!r}; expected one of {', '.join(OPERATORS)}"
-            )
+            if type(op) is not str or op not in operators:
+                raise ValueError(
+                    f"predicate {i}: unknown operator {op!r}; expected one of {', '.join(operators)}"
+                )
+            value = _extended_value(i, attribute, op, value)
+            out.append((attribute, op, value))
+            continue
         tv = type(value)
         if tv is float:
             if value != value:
@@ -122,12 +171,214 @@ def validate_predicates(predicates: Iterable[Sequence[Any]]) -> list[Predicate]:
     return out
 
 
+def _scalar(i: int, what: str, value: Any) -> int:
+    try:
+        kind = value_kind(value)
+    except ValueError as exc:
+        raise ValueError(f"predicate {i}: {what}: {exc}") from None
+    if kind == KIND_NUMBER:
+        try:
+            if math.isnan(float(value)):
+                raise ValueError(f"predicate {i}: {what}: NaN is not a valid predicate value")
+        except OverflowError:
+            raise ValueError(f"predicate {i}: {what}: integer too large for a double") from None
+    return kind
+
+
+def _extended_value(i: int, attribute: str, op: str, value: Any) -> Any:
+    """The checked value of an extended operator (lists as lists); ``ValueError`` naming the predicate."""
+    name = f"({attribute!r}, {op!r}, ...)"
+    if op in _LIST_OPS or op in _RANGE_OPS:
+        if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple)):
+            want = "a list of values" if op in _LIST_OPS else "[lo, hi]"
+            raise ValueError(f"predicate {i} {name}: expected {want}, got {value!r}"[:300])
+        values = list(value)
+        if op in _LIST_OPS and not values:
+            raise ValueError(f"predicate {i} {name}: the list of values is empty")
+        if op in _LIST_OPS and len(values) > MAX_LIST:
+            raise ValueError(f"predicate {i} {name}: {len(values)} values, at most {MAX_LIST}")
+        if op in _RANGE_OPS and len(values) != 2:
+            raise ValueError(f"predicate {i} {name}: expected two values [lo, hi], got {len(values)}")
+        kinds = {_scalar(i, name, v) for v in values}
+        if len(kinds) > 1:
+            raise ValueError(f"predicate {i} {name}: values of more than one kind "
+                             f"({', '.join(KINDS[k] for k in sorted(kinds))})")
+        if op in _RANGE_OPS:
+            lo, hi = values
+            if not float(lo) <= float(hi) if KIND_STRING not in kinds else not lo <= hi:
+                raise ValueError(f"predicate {i} {name}: lo {lo!r} is above hi {hi!r}"[:300])
+        return values
+    if op in _STRING_OPS:
+        if type(value) is not str and not isinstance(value, str) or not value:
+            raise ValueError(f"predicate {i} {name}: expected a non-empty string, got {value!r}"[:300])
+        return str(value)
+    if value is not None:  # exists
+        raise ValueError(f"predicate {i} {name}: 'exists' takes no value (None), got {value!r}"[:300])
+    return None
+
+
+class AnyOf:
+    """A subscription in disjunctive normal form: holds when any of its conjunctions holds.
+
+    ``AnyOf([[("a", "=", 1), ("b", "<", 2)], [("c", "in", [3, 4])]])``.
+    """
+
+    __slots__ = ("disjuncts",)
+
+    def __init__(self, disjuncts: Iterable[Iterable[Sequence[Any]]]) -> None:
+        if isinstance(disjuncts, (str, bytes)):
+            raise ValueError("AnyOf takes a list of conjunctions (lists of predicates)")
+        self.disjuncts = [list(d) if isinstance(d, (list, tuple)) else d for d in disjuncts]  # others: validation says why
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and _canon(self.disjuncts) == _canon(other.disjuncts)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(_canon(self.disjuncts))))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.disjuncts!r})"
+
+
+class AllOf(AnyOf):
+    """A subscription in conjunctive normal form: every clause (a list of predicates, any of which holds) holds.
+
+    Evaluated as its expansion into DNF (:func:`to_dnf`), which must stay
+    within ``MAX_CONJUNCTIONS`` conjunctions.
+    """
+
+    __slots__ = ()
+
+    @property
+    def clauses(self) -> list:
+        return self.disjuncts
+
+
+def _canon(groups: list) -> list:
+    return [[(a, op, list(v) if isinstance(v, tuple) else v) for a, op, v in g] for g in groups]
+
+
+def _alternatives(p: Predicate) -> int:
+    """How many conjunctions of comparisons the engine needs for one predicate (engine/lowering.py)."""
+    op = p[1]
+    if op == "in":
+        return len(_distinct(p[2]))
+    if op == "not between":
+        return 2
+    if op == "exists":
+        return 3
+    return 1
+
+
+def _distinct(values: list) -> list:
+    """Values without repeats (``0.0`` and ``-0.0``, ``1`` and ``1.0`` are one value; lists are of one kind)."""
+    return list(dict.fromkeys(values))
+
+
+def conjunction_count(conjunction: list[Predicate]) -> int:
+    """The number of conjunctions of comparisons a validated conjunction stands for."""
+    n = 1
+    for p in conjunction:
+        n *= _alternatives(p)
+        if n > MAX_CONJUNCTIONS:
+            return n
+    return n
+
+
+def to_dnf(clauses: list[list[Predicate]]) -> list[list[Predicate]]:
+    """The DNF of a CNF (validated clauses), or ``ValueError`` if it needs more than ``MAX_CONJUNCTIONS``."""
+    n = 1
+    for c in clauses:
+        n *= len(c)
+        if n > MAX_CONJUNCTIONS:
+            raise ValueError(f"the CNF expands to more than {MAX_CONJUNCTIONS} conjunctions")
+    out: list[list[Predicate]] = [[]]
+    for c in clauses:
+        out = [d + [p] for d in out for p in c]
+    return out
+
+
+def validate_subscription(subscription: Any, *, operators: Sequence[str] = ALL_OPERATORS) -> "list[Predicate] | AnyOf":
+    """A validated subscription: a list of predicates (a conjunction) or an :class:`AnyOf` (DNF).
+
+    An :class:`AllOf` (CNF) comes back as its :class:`AnyOf` expansion.
+    ``ValueError`` if a part is invalid or the whole stands for more than
+    ``MAX_CONJUNCTIONS`` conjunctions of comparisons.
+    """
+    if isinstance(subscription, AnyOf):
+        groups = subscription.disjuncts
+        what = "clause" if isinstance(subscription, AllOf) else "disjunct"
+        if not groups:
+            raise ValueError(f"{type(subscription).__name__} needs at least one {what}")
+        checked = []
+        for j, g in enumerate(groups):
+            if not isinstance(g, (list, tuple)):
+                raise ValueError(f"{what} {j}: expected a list of predicates, got {g!r}"[:300])
+            try:
+                checked.append(validate_predicates(g, operators=operators))
+            except ValueError as exc:
+                raise ValueError(f"{what} {j}: {exc}") from None
+        if isinstance(subscription, AllOf):
+            checked = to_dnf(checked)
+        total = 0
+        for g in checked:
+            total += conjunction_count(g)
+            if total > MAX_CONJUNCTIONS:
+                raise ValueError(f"the subscription stands for more than {MAX_CONJUNCTIONS} conjunctions of "
+                                 "comparisons (each 'in' value, 'not between' and 'exists' multiply them)")
+        return AnyOf(checked)
+    preds = validate_predicates(subscription, operators=operators)
+    if conjunction_count(preds) > MAX_CONJUNCTIONS:
+        raise ValueError(f"the subscription stands for more than {MAX_CONJUNCTIONS} conjunctions of comparisons "
+                         "(each 'in' value, 'not between' and 'exists' multiply them)")
+    return preds
+
+
+def holds(predicate: Predicate, event: dict[str, Any]) -> bool:
+    """Whether ``predicate`` holds for ``event`` (the reference, for every operator)."""
+    attribute, op, constant = predicate
+    if attribute not in event:
+        return False
+    v = event[attribute]
+    if isinstance(v, float) and math.isnan(v):
+        return False
+    if op in OP_CODE:
+        return compare(op, v, constant)
+    if op == "exists":
+        return True
+    if op in _STRING_OPS:
+        if not isinstance(v, str):
+            return False
+        if op == "prefix":
+            return v.startswith(constant)
+        if op == "suffix":
+            return v.endswith(constant)
+        return constant in v
+    kind = value_kind(v)
+    if kind != value_kind(constant[0]):
+        return False
+    if op == "in":
+        return any(compare("=", v, c) for c in constant)
+    if op == "not in":
+        return not any(compare("=", v, c) for c in constant)
+    lo, hi = constant
+    inside = compare(">=", v, lo) and compare("<=", v, hi)
+    return inside if op == "between" else not inside
+
+
+def subscription_holds(subscription: "list[Predicate] | AnyOf", event: dict[str, Any]) -> bool:
+    """Whether a validated subscription holds for ``event``."""
+    if isinstance(subscription, AnyOf):
+        return any(all(holds(p, event) for p in g) for g in subscription.disjuncts)
+    return all(holds(p, event) for p in subscription)
+
+
 def validate_event(event: Any) -> dict[str, Any]:
     """Check an event (a mapping attribute -> value) and return it as a dict."""
     if not isinstance(event, dict):
         raise ValueError(f"an event must be a mapping of attribute to value, got {type(event).__name__}")
     for attribute, value in event.items():
-        if not isinstance(attribute, str) or not attribute:
-            raise ValueError(f"event attribute names must be non-empty strings, got {attribute!r}")
+        if not isinstance(attribute, str) or not attribute or attribute[0] == RESERVED_PREFIX:
+            raise ValueError(f"event attribute names must be non-empty strings not starting with NUL, got {attribute!r}")
         value_kind(value)
     return event

@@ -26,7 +26,7 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine import (
-    SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_subscriptions,
+    SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_subscription_groups,
     unpack_strings,
 )
 from fastpubsub.engine import DeadlineQueue
@@ -56,7 +56,7 @@ class Applied:
 
     errors: list[tuple[int, DecodeError]]  # (index of the record, why it is invalid)
     added: SubscriptionBatch  # the new and replaced subscriptions (their latest value)
-    times: np.ndarray  # int64: the record time of each of ``added``
+    times: np.ndarray  # int64: the record time of each row of ``added``
 
 
 class SubscriptionState:
@@ -137,10 +137,12 @@ class SubscriptionState:
                     self._deadlines.set(sid, sub.valid_until)
                 if sub.valid_from is not None:
                     self._starts[sid] = sub.valid_from
-        if self._logged > 2 * len(self.subscribers) + 4096:
+        if self._logged > 2 * len(self.subscribers) + 4096:  # (rows: a subscription of several counts several)
             self._log = [self.live_batch()]
             self._logged = len(self._log[0])
         when = np.array([0 if times is None else times[i] for _, _, i in new], dtype=np.int64)
+        heads = np.flatnonzero(batch.disjunct_flags() == 0)  # a subscription may have several rows (OR, in, ...)
+        when = np.repeat(when, np.diff(np.r_[heads, len(batch)]))
         return Applied(errors, batch, when)
 
     def expire(self, event_time_ms: int) -> int:
@@ -166,11 +168,12 @@ class SubscriptionState:
     def live_batch(self) -> SubscriptionBatch:
         """Every live subscription (its latest value), as one batch."""
         batch = self._log[0] if len(self._log) == 1 else concat_subscriptions(self._log)
-        ids = np.asarray(batch.ids, dtype=np.int64)
+        heads = np.flatnonzero(batch.disjunct_flags() == 0)  # first row of each subscription
+        ids = np.asarray(batch.ids, dtype=np.int64)[heads]
         _, first_from_end = np.unique(ids[::-1], return_index=True)
-        last = len(ids) - 1 - first_from_end  # the latest row of each id
+        last = len(ids) - 1 - first_from_end  # the latest value of each id
         live = np.fromiter(self.subscribers, dtype=np.int64, count=len(self.subscribers))
-        return take_subscriptions(batch, np.sort(last[np.isin(ids[last], live)]))
+        return take_subscription_groups(batch, heads[np.sort(last[np.isin(ids[last], live)])])
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as flat arrays (``processor.snapshot`` writes them); see :meth:`from_arrays`."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import fastavro
 
-from fastpubsub.engine import Predicate, validate_event, validate_predicates
+from fastpubsub.engine import OPERATORS, AnyOf, Predicate, validate_event, validate_subscription
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"  # package data (pyproject: tool.setuptools.package-data)
 
@@ -36,6 +36,7 @@ SCHEMA_IDS: dict[str, int] = {
     "dead_letter": 4,
     "statistics": 5,
     "notification_reference": 6,
+    "subscription_v2": 7,
 }
 
 FORMATS = ("avro", "json")
@@ -94,10 +95,14 @@ _ATTRIBUTE_MAP = fastavro.parse_schema({"type": "map", "values": ["long", "doubl
 
 @dataclass(frozen=True)
 class Subscription:
-    """A decoded, validated subscription value."""
+    """A decoded, validated subscription value.
+
+    ``predicates``: a list of predicates (a conjunction) or an ``AnyOf`` of
+    such lists (JSON ``"any"``); see engine/semantics.py for the operators.
+    """
 
     subscriber: str
-    predicates: list[Predicate]
+    predicates: list[Predicate] | AnyOf
     valid_until: int | None = None  # milliseconds since the epoch, UTC, exclusive
     valid_from: int | None = None  # milliseconds since the epoch, UTC, inclusive
 
@@ -127,8 +132,9 @@ def _avro_read(name: str, value: bytes) -> Any:
         raise DecodeError(f"Avro value too short: {len(value)} bytes, the wire format header alone is 5")
     schema_id = _HEADER.unpack_from(value)[1]
     if schema_id != SCHEMA_IDS[name]:
+        expected = f"{SCHEMA_IDS[name]} or {SCHEMA_IDS['subscription_v2']}" if name == "subscription" else SCHEMA_IDS[name]
         raise DecodeError(
-            f"unexpected Avro schema id {schema_id} for a {name.replace('_', ' ')} (expected {SCHEMA_IDS[name]})"
+            f"unexpected Avro schema id {schema_id} for a {name.replace('_', ' ')} (expected {expected})"
         )
     try:
         return _avro_body(SCHEMAS[name], None, value)
@@ -237,12 +243,16 @@ def _sniff(value: bytes | None, what: str) -> str:
 def _check_subscription(obj: Any) -> Subscription:
     if not isinstance(obj, dict):
         raise DecodeError(f"a subscription must be an object, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - {"subscriber", "predicates", "valid_until", "valid_from"})
+    unknown = sorted(set(obj) - {"subscriber", "predicates", "any", "valid_until", "valid_from"})
     if unknown:
         raise DecodeError(f"unknown subscription field(s): {', '.join(unknown)}")
-    for field in ("subscriber", "predicates"):
-        if field not in obj:
-            raise DecodeError(f"subscription is missing the field {field!r}")
+    if "subscriber" not in obj:
+        raise DecodeError("subscription is missing the field 'subscriber'")
+    conjunction, disjunction = obj.get("predicates"), obj.get("any")
+    if (conjunction is None) == (disjunction is None):
+        if conjunction is None:
+            raise DecodeError("subscription is missing the field 'predicates' (or 'any')")
+        raise DecodeError("a subscription has exactly one of 'predicates' (a conjunction) and 'any' (a disjunction)")
     subscriber = obj["subscriber"]
     if not isinstance(subscriber, str) or not subscriber:
         raise DecodeError(f"subscriber must be a non-empty string, got {str(subscriber)[:40]!r}")
@@ -258,34 +268,81 @@ def _check_subscription(obj: Any) -> Subscription:
         raise DecodeError(f"valid_from ({valid_from}) must be before valid_until ({valid_until}): the subscription "
                           "would never match")
     try:
-        predicates = validate_predicates(obj["predicates"])
+        if disjunction is not None:
+            if isinstance(disjunction, (str, bytes)) or not isinstance(disjunction, list):
+                raise ValueError("'any' must be a list of conjunctions (lists of predicates)")
+            predicates = validate_subscription(AnyOf(disjunction))
+        else:
+            predicates = validate_subscription(conjunction)
     except (ValueError, TypeError) as exc:
         raise DecodeError(f"invalid predicates: {str(exc)[:500]}") from None
-    _check_pairs(((a, v) for a, _, v in predicates), "invalid predicates")
+    _check_pairs(_scalars(predicates), "invalid predicates")
     return Subscription(subscriber, predicates, valid_until, valid_from)
+
+
+def _scalars(subscription: list[Predicate] | AnyOf):
+    """(attribute, value) of every scalar value of a validated subscription (list values one by one)."""
+    for group in subscription.disjuncts if isinstance(subscription, AnyOf) else [subscription]:
+        for a, _, v in group:
+            if isinstance(v, list):
+                for x in v:
+                    yield a, x
+            else:
+                yield a, v
+
+
+def _is_v1(subscription: list[Predicate] | AnyOf) -> bool:
+    """Whether schema id 1 can hold the subscription (a conjunction of the six comparisons)."""
+    return not isinstance(subscription, AnyOf) and all(op in OPERATORS for _, op, _ in subscription)
+
+
+def _avro_predicates(group: list[Predicate]) -> list[dict[str, Any]]:
+    return [{"attribute": a, "operator": op,
+             "value": [_avro_number(x) for x in v] if isinstance(v, list) else _avro_number(v)} for a, op, v in group]
+
+
+def _triples(items: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+    return [(p["attribute"], p["operator"], p["value"]) for p in items]
 
 
 def decode_subscription(value: bytes) -> Subscription:
     """A subscription value (JSON or Avro) -> validated :class:`Subscription`."""
     if _sniff(value, "subscription") == "json":
         obj = _json_read(value)
+    elif len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS["subscription_v2"]:
+        obj = _avro_read("subscription_v2", value)
+        for field in ("predicates", "any"):
+            if obj[field] is None:
+                del obj[field]
+        if "predicates" in obj:
+            obj["predicates"] = _triples(obj["predicates"])
+        if "any" in obj:
+            obj["any"] = [_triples(group) for group in obj["any"]]
     else:
         obj = _avro_read("subscription", value)
-        obj["predicates"] = [(p["attribute"], p["operator"], p["value"]) for p in obj["predicates"]]
+        obj["predicates"] = _triples(obj["predicates"])
     return _check_subscription(obj)
 
 
 def encode_subscription(sub: Subscription, fmt: str = "avro") -> bytes:
+    """JSON, or Avro under schema id 1 when it can hold the subscription (readers that only know it keep
+    working) and schema id 7 (``subscription_v2``) otherwise."""
+    p = sub.predicates
     if fmt == "json":
-        return json.dumps({"subscriber": sub.subscriber, "predicates": [list(p) for p in sub.predicates],
-                           "valid_until": sub.valid_until, "valid_from": sub.valid_from}).encode()
-    datum = {
-        "subscriber": sub.subscriber,
-        "predicates": [{"attribute": a, "operator": op, "value": _avro_number(v)} for a, op, v in sub.predicates],
-        "valid_until": sub.valid_until,
-        "valid_from": sub.valid_from,
-    }
-    return _wire("subscription", _avro_write(SCHEMAS["subscription"], datum))
+        body: dict[str, Any] = {"subscriber": sub.subscriber}
+        if isinstance(p, AnyOf):
+            body["any"] = [[list(t) for t in group] for group in p.disjuncts]
+        else:
+            body["predicates"] = [list(t) for t in p]
+        return json.dumps({**body, "valid_until": sub.valid_until, "valid_from": sub.valid_from}).encode()
+    if _is_v1(p):
+        datum = {"subscriber": sub.subscriber, "predicates": _avro_predicates(p),
+                 "valid_until": sub.valid_until, "valid_from": sub.valid_from}
+        return _wire("subscription", _avro_write(SCHEMAS["subscription"], datum))
+    datum = {"subscriber": sub.subscriber, "valid_until": sub.valid_until, "valid_from": sub.valid_from,
+             "predicates": None if isinstance(p, AnyOf) else _avro_predicates(p),
+             "any": [_avro_predicates(group) for group in p.disjuncts] if isinstance(p, AnyOf) else None}
+    return _wire("subscription_v2", _avro_write(SCHEMAS["subscription_v2"], datum))
 
 
 # --- events ------------------------------------------------------------------
