@@ -93,11 +93,16 @@ class SubscriptionState:
         a few bulk loads, not millions of adds).
         """
         records = records if isinstance(records, list) else list(records)
-        decoded = decode_subscriptions([k for k, _ in records], [v for _, v in records])
+        return self.apply_columns([k for k, _ in records], [v for _, v in records], times)
+
+    def apply_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None],
+                      times: Sequence[int] | None = None) -> Applied:
+        """:meth:`apply_records` of the records ``(keys[i], values[i])`` (no tuple per record)."""
+        decoded = decode_subscriptions(keys, values)
         errors = sorted([(i, DecodeError(reason)) for i, reason in decoded.key_errors.items()]
                         + [(i, DecodeError(reason)) for i, reason in decoded.errors.items()], key=lambda x: x[0])
         # the latest record of each id (records with a bad key name no id), in the order of those records
-        named = np.ones(len(records), bool)
+        named = np.ones(len(keys), bool)
         if decoded.key_errors:
             named[list(decoded.key_errors)] = False
         rows = np.flatnonzero(named)
