@@ -47,6 +47,7 @@ from .progress import RateMeter, human
 from .state import ProcessorState
 from .statistics_feed import StatisticsFeed
 from .subscriptions import SubscriptionState
+from .warmup import PROCESSOR_STEPS, CompileWatch, warm_up
 
 log = logging.getLogger("pubsub")
 
@@ -111,6 +112,8 @@ class Processor:
         #: produce batch): until the committed offsets pass them, batches of one record find the one at fault
         self.suspects: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
+        self.kernels_compiled = 0  # numba kernels this run compiled (0 when all came from the cache)
+        self._late_compiles = CompileWatch(self._compiled_late)
         self._publish()
 
     def stop(self) -> None:
@@ -159,16 +162,18 @@ class Processor:
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
-        records, rejects, limit = [], [], self.limits.max_record_bytes
+        records, keys, values, rejects, limit = [], [], [], [], self.limits.max_record_bytes
         for msg in msgs:  # a rebuild runs this a million times: the common case in a few C calls
             if msg.error() is not None and not has_data(msg):
                 continue
             key, value = msg.key(), msg.value()
             if (len(key) if key else 0) + (len(value) if value else 0) <= limit:
                 records.append(msg)
+                keys.append(key)
+                values.append(value)
             else:
                 rejects.append((msg, too_large(msg, limit)))
-        applied = self.held.apply(records, [msg for msg, _ in rejects])
+        applied = self.held.apply_columns(records, keys, values, [msg for msg, _ in rejects])
         rejects += [(records[i], str(exc)) for i, exc in applied.errors]
         produced = self.deliver.send(self.encode(self.match.stored(applied.added, applied.times)), rejects)
         self.counters.stored_notifications += produced
@@ -195,6 +200,30 @@ class Processor:
             self._rebuild(inputs)
         if self.config.snapshot_dir and self.held.unsnapshotted and not self._stop.is_set():
             self.write_snapshot()
+
+    def _warm_up(self) -> None:
+        """The kernels a run needs, from numba's cache or compiled now with each one logged (``processor.warmup``);
+        kernels compiled later (first use of a code path) are logged too, so a slow batch is never a silent one."""
+        started = time.monotonic()
+
+        def compiling(step: int, steps: int, name: str, kernel: str, count: int) -> None:
+            self.metrics.beat()
+            log.info("compiling numba kernels: step %d/%d (%s), %d compiled so far (%s)", step, steps, name, count,
+                     kernel)
+
+        report = warm_up((self.config.algorithm,), PROCESSOR_STEPS, self.config.runs, on_compile=compiling)
+        self.kernels_compiled = report.compiled
+        if report.compiled:
+            log.info("kernels ready: %d compiled in %.1fs (`pubsub warmup` compiles them once per installation)",
+                     report.compiled, time.monotonic() - started)
+        else:
+            log.info("kernels ready in %.1fs (from numba's cache)", time.monotonic() - started)
+        self._late_compiles.__enter__()
+
+    def _compiled_late(self, kernel: str, count: int) -> None:
+        self.kernels_compiled += 1
+        log.info("compiling numba kernel %s (its first use since installation; `pubsub warmup` compiles it ahead)",
+                 kernel)
 
     def _rebuild(self, inputs: Inputs) -> None:
         started, before = time.monotonic(), self.held.unsnapshotted
@@ -243,6 +272,7 @@ class Processor:
             # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
             self.statistics_feed = StatisticsFeed(self.clients, lambda: self.state.matcher, dead_letter=self.deliver.reject)
             inputs.join()
+            self._warm_up()
             self._start(inputs)
             self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
             self._publish()
@@ -274,6 +304,7 @@ class Processor:
             if cfg.snapshot_dir and self.held.snapshot_due(force=True):
                 self.write_snapshot()  # a clean stop: the next start replays nothing
         finally:
+            self._late_compiles.__exit__()
             try:
                 self.deliver.close()
             finally:
@@ -347,6 +378,7 @@ class Processor:
             "stored_notifications": c.stored_notifications,
             "valid_events": self.store.stats(),
             "snapshots": self.held.snapshots,
+            "kernels_compiled": self.kernels_compiled,
             "matcher": self.state.matcher.algorithm,
             "runs": self.config.runs,
             "statistics": self.statistics_feed.stats() if self.statistics_feed else None,

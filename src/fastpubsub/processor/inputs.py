@@ -96,13 +96,17 @@ class Inputs:
         self.subscriptions.assign(assigned)
         todo = {tp.partition for tp in assigned}
         start = {tp.partition: tp.offset for tp in assigned if tp.offset >= 0}  # from a snapshot
+        unchecked = set(start)  # partitions whose first record is still to be compared with the snapshot's offset
         while todo and not stopped():
             msgs = self.subscriptions.consume(num_messages=CHANGES_PER_POLL, timeout=0.5)
-            for msg in msgs:
+            # records are checked only until each partition's first one was (no Python step per record)
+            for msg in (msgs if unchecked else [m for m in msgs if m.error() is not None]):
                 eof = msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF
-                if (eof or msg.error() is None) and msg.offset() < start.get(msg.partition(), 0):
-                    raise StaleSnapshot(f"partition {msg.partition()} is at offset {msg.offset()}, "
-                                        f"before the snapshot's {start[msg.partition()]}")
+                if eof or msg.error() is None:
+                    if msg.offset() < start.get(msg.partition(), 0):
+                        raise StaleSnapshot(f"partition {msg.partition()} is at offset {msg.offset()}, "
+                                            f"before the snapshot's {start[msg.partition()]}")
+                    unchecked.discard(msg.partition())
                 if eof:
                     todo.discard(msg.partition())
             yield msgs

@@ -19,8 +19,8 @@ over the engine's internal structures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+import functools
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -39,13 +39,25 @@ __all__ = ["Applied", "SubscriptionState", "parse_subscription_id"]
 _COUNTERS = ("added", "replaced", "removed", "expired")
 
 
-@dataclass
 class Applied:
     """What one :meth:`SubscriptionState.apply_records` call did."""
 
-    errors: list[tuple[int, DecodeError]]  # (index of the record, why it is invalid)
-    added: SubscriptionBatch  # the new and replaced subscriptions (their latest value)
-    times: np.ndarray  # int64: the record time of each of ``added``
+    def __init__(self, errors: list[tuple[int, DecodeError]], added: SubscriptionBatch, rows: np.ndarray,
+                 times: Sequence[int] | Callable[[np.ndarray], np.ndarray] | None) -> None:
+        self.errors = errors  # (index of the record, why it is invalid)
+        self.added = added  # the new and replaced subscriptions (their latest value)
+        self.rows = rows  # int64: the index of the record of each of ``added``
+        self._times = times
+
+    @functools.cached_property
+    def times(self) -> np.ndarray:
+        """int64: the record time of each of ``added`` (only asked for when valid events are stored, so a
+        caller may hand a function of the rows instead of every record's time)."""
+        if self._times is None:
+            return np.zeros(len(self.rows), np.int64)
+        if callable(self._times):
+            return np.asarray(self._times(self.rows), np.int64)
+        return np.asarray(self._times, np.int64)[self.rows]
 
 
 class SubscriptionState:
@@ -96,8 +108,9 @@ class SubscriptionState:
         return self.apply_columns([k for k, _ in records], [v for _, v in records], times)
 
     def apply_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None],
-                      times: Sequence[int] | None = None) -> Applied:
-        """:meth:`apply_records` of the records ``(keys[i], values[i])`` (no tuple per record)."""
+                      times: Sequence[int] | Callable[[np.ndarray], np.ndarray] | None = None) -> Applied:
+        """:meth:`apply_records` of the records ``(keys[i], values[i])`` (no tuple per record); ``times`` may be
+        a function of record indices, asked only if :attr:`Applied.times` is."""
         decoded = decode_subscriptions(keys, values)
         errors = sorted([(i, DecodeError(reason)) for i, reason in decoded.key_errors.items()]
                         + [(i, DecodeError(reason)) for i, reason in decoded.errors.items()], key=lambda x: x[0])
@@ -140,8 +153,7 @@ class SubscriptionState:
         if self._logged > 2 * len(self.subscribers) + 4096:
             self._log = [self.live_batch()]
             self._logged = len(self._log[0])
-        when = np.zeros(len(new), np.int64) if times is None else np.asarray(times, np.int64)[new]
-        return Applied(errors, batch, when)
+        return Applied(errors, batch, new, times)
 
     def expire(self, event_time_ms: int) -> int:
         """Remove, in bulk, the subscriptions whose ``valid_until`` is at or before ``event_time_ms``."""
