@@ -175,7 +175,7 @@ class Processor:
                 rejects.append((msg, too_large(msg, limit)))
         applied = self.held.apply_columns(records, keys, values, [msg for msg, _ in rejects])
         rejects += [(records[i], str(exc)) for i, exc in applied.errors]
-        produced = self.deliver.send(self.encode(self.match.stored(applied.added, applied.times)), rejects)
+        produced = self.deliver.send(self.encode(self.match.stored(applied)), rejects)
         self.counters.stored_notifications += produced
         self.counters.notifications += produced
 
