@@ -34,9 +34,9 @@ def warmup(algorithms: tuple[str, ...], runs: int, clear: bool) -> None:
     """
     chosen = tuple(ALGORITHMS) if "all" in algorithms else tuple(dict.fromkeys(algorithms))
     console = Console(stderr=True)
-    console.print(f"numba cache: {fastpubsub.numba_cache_dir()}")
+    click.echo(f"numba cache: {fastpubsub.numba_cache_dir()}", err=True)
     if clear:
-        console.print(f"cleared {clear_cache()} cached kernel files")
+        click.echo(f"cleared {clear_cache()} cached kernel files", err=True)
     started = time.monotonic()
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[kernel]}"))

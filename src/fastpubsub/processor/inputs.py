@@ -26,6 +26,9 @@ log = logging.getLogger("pubsub")
 
 #: Subscription records taken per poll (they are applied in one bulk step).
 CHANGES_PER_POLL = 10_000
+#: Read-ahead of the subscriptions reader (librdkafka's queued.max.messages.kbytes), at least: it fetches while
+#: the rebuild decodes and bulk-loads (the subscriptions held take more memory than this anyway).
+SUBSCRIPTIONS_READ_AHEAD_KBYTES = 65_536
 
 
 class StaleSnapshot(Exception):
@@ -76,7 +79,10 @@ class Inputs:
         defaults = {"auto.offset.reset": "earliest", **bounds.consumer()}
         required = {"enable.auto.commit": False, "isolation.level": "read_committed"}
         # end-of-partition events mark the end of the rebuild
-        self.subscriptions = clients.consumer(f"{group_id}.subscriptions-reader", defaults,
+        # the rebuild applies 100K-record steps; meanwhile librdkafka keeps fetching into a read-ahead this large
+        read_ahead = {"queued.max.messages.kbytes": max(bounds.consumer_kbytes, SUBSCRIPTIONS_READ_AHEAD_KBYTES),
+                      "fetch.max.bytes": max(bounds.consumer()["fetch.max.bytes"], 16 << 20)}
+        self.subscriptions = clients.consumer(f"{group_id}.subscriptions-reader", {**defaults, **read_ahead},
                                               **required, **{"enable.partition.eof": True})
         self.events = clients.consumer(group_id, defaults, **required, **{"session.timeout.ms": session_timeout_ms})
 
