@@ -57,7 +57,7 @@ def parse_subscription_id(key: bytes | None) -> int:
 # --- the kernel -----------------------------------------------------------------
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _decimal(buf, s, e):
     """``-?[0-9]{1,19}`` within int64 at buf[s:e]: (value, ok).  Anything else is the slow path's to judge."""
     neg = False
@@ -85,7 +85,7 @@ def _decimal(buf, s, e):
     return np.int64(v), True
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _operator(buf, pos, n):
     """Code of the operator spelled by buf[pos:pos+n] (= != < <= > >=), or -1."""
     if n == 1:
@@ -107,7 +107,7 @@ def _operator(buf, pos, n):
     return -1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _intern(buf, pos, n, slots, mask, name_start, name_len, name_hash, count):
     """Index of the name buf[pos:pos+n] in an open-addressing table (FNV-1a), adding it if new; -1 if full."""
     h = np.uint64(14695981039346656037)
