@@ -204,12 +204,15 @@ class Processor:
     def _warm_up(self) -> None:
         """The kernels a run needs, from numba's cache or compiled now with each one logged (``processor.warmup``);
         kernels compiled later (first use of a code path) are logged too, so a slow batch is never a silent one."""
-        started = time.monotonic()
+        started = last = time.monotonic()
 
         def compiling(step: int, steps: int, name: str, kernel: str, count: int) -> None:
+            nonlocal last
             self.metrics.beat()
-            log.info("compiling numba kernels: step %d/%d (%s), %d compiled so far (%s)", step, steps, name, count,
-                     kernel)
+            if time.monotonic() - last >= 1.0 or count == 1:  # a line a second at most: there are ~160 of them
+                last = time.monotonic()
+                log.info("compiling numba kernels: step %d/%d (%s), %d compiled so far (%s)", step, steps, name,
+                         count, kernel)
 
         report = warm_up((self.config.algorithm,), PROCESSOR_STEPS, self.config.runs, on_compile=compiling)
         self.kernels_compiled = report.compiled
