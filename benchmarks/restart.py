@@ -56,11 +56,13 @@ def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
 
 def read_once(bootstrap: str, partitions: int) -> tuple[float, int]:
     """Seconds for a consumer that only counts records to read every partition of the topic to its end."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-read", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed",
-                         "queued.max.messages.kbytes": 65536})
+    from fastpubsub.kafka import ClientFactory
+
+    consumer = ClientFactory(bootstrap).consumer("bench-read", {"queued.max.messages.kbytes": 65536},
+                                                 **{"enable.auto.commit": False, "enable.partition.eof": True,
+                                                    "isolation.level": "read_committed"})
     began = time.monotonic()
     consumer.assign([TopicPartition("pubsub.subscriptions", p, OFFSET_BEGINNING) for p in range(partitions)])
     todo, n = set(range(partitions)), 0
