@@ -2,6 +2,7 @@
 #   make demo   the whole pipeline end to end on the embedded broker
 #   make test   the full test suite (.ci/run calls exactly this)
 #   make wheel  dist/fastpubsub-*.whl, what Dockerfile and users install
+# `make install` ends with `pubsub warmup`: the numba kernels are compiled once, there, not in the first demo.
 VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
@@ -12,6 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/pubsub warmup
 	touch $@
 
 install: $(VENV)/.installed

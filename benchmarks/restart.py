@@ -1,4 +1,4 @@
-"""Processor restart time: from a snapshot vs a rebuild from the subscriptions topic (issue 6).
+"""Processor restart time: from a snapshot vs a rebuild from the subscriptions topic.
 
     python -m benchmarks.restart                      # 1M W0 subscriptions, 3 starts of each kind
     python -m benchmarks.restart --n 100000 --repeat 1
@@ -8,6 +8,8 @@ Starts the embedded broker, writes N W0 subscriptions to pubsub.subscriptions
 its "ready" log line: without a snapshot (read and decode the whole topic,
 bulk-load the matcher) and with ``--snapshot-dir`` (load the snapshot, replay
 nothing).  Times include interpreter start-up and loading numba's cache.
+``--read-only`` also times a bare consumer that reads the topic to its end
+and counts the records (the broker's share of a rebuild).
 """
 
 from __future__ import annotations
@@ -52,16 +54,46 @@ def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
     return took, lines
 
 
+def read_once(bootstrap: str, partitions: int) -> tuple[float, int]:
+    """Seconds for a consumer that only counts records to read every partition of the topic to its end."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    from fastpubsub.kafka import ClientFactory
+
+    consumer = ClientFactory(bootstrap).consumer("bench-read", {"queued.max.messages.kbytes": 65536},
+                                                 **{"enable.auto.commit": False, "enable.partition.eof": True,
+                                                    "isolation.level": "read_committed"})
+    began = time.monotonic()
+    consumer.assign([TopicPartition("pubsub.subscriptions", p, OFFSET_BEGINNING) for p in range(partitions)])
+    todo, n = set(range(partitions)), 0
+    while todo:
+        for msg in consumer.consume(10_000, 0.5):
+            if msg.error() is None:
+                n += 1
+            elif msg.error().code() == KafkaError._PARTITION_EOF:
+                todo.discard(msg.partition())
+    took = time.monotonic() - began
+    consumer.close()
+    return took, n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000, help="W0 subscriptions")
     ap.add_argument("--repeat", type=int, default=3, help="starts of each kind")
+    ap.add_argument("--read-only", action="store_true", help="also time a bare read of the topic")
     args = ap.parse_args()
+    if args.n < 0 or args.repeat <= 0:
+        ap.error("--n must be >= 0 and --repeat positive")
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="pubsub-restart-") as snapdir:
         bootstrap = broker.bootstrap_servers
         admin.create_topics(bootstrap, partitions=4)
         total = Demo(args.n, 0)._load_subscriptions(bootstrap)
         results: dict = {"subscriptions": total, "topic": [], "snapshot": []}
+        if args.read_only:
+            took, n = read_once(bootstrap, 4)
+            results["read_only"] = round(took, 2)
+            print(f"a bare read of the topic: {n:,} records in {took:.1f}s", flush=True)
         for i in range(args.repeat):
             took, lines = start_once(bootstrap)
             results["topic"].append(round(took, 2))

@@ -5,7 +5,8 @@
 * ``broker``: ``broker`` (the embedded one) and ``topics``;
 * ``demo``: everything end to end on the embedded broker;
 * ``stats``: the Spark statistics job;
-* ``bench``: a launcher of the benchmarks of a checkout.
+* ``bench``: a launcher of the benchmarks of a checkout;
+* ``warmup``: compile the numba kernels into the on-disk cache (once per installation).
 
 Every subcommand that talks to Kafka takes ``--bootstrap-servers`` (env
 ``PUBSUB_BOOTSTRAP_SERVERS``) and ``-X KEY=VALUE`` settings for every client
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import click
 
-from . import bench, broker, demo, messages, run, stats
+from . import bench, broker, demo, messages, run, stats, warmup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,7 +34,7 @@ def main() -> None:
 
 
 for command in (broker.broker, broker.topics_cmd, run.run, messages.subscribe, messages.unsubscribe, messages.publish,
-                messages.tail, stats.stats, demo.demo, bench.bench_cmd):
+                messages.tail, stats.stats, demo.demo, bench.bench_cmd, warmup.warmup):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -47,8 +47,14 @@ from .progress import RateMeter, human
 from .state import ProcessorState
 from .statistics_feed import StatisticsFeed
 from .subscriptions import SubscriptionState
+from .warmup import PROCESSOR_STEPS, CompileWatch, warm_up
 
 log = logging.getLogger("pubsub")
+
+#: Subscription records applied per bulk step during a rebuild: each step is one batch decode and one
+#: ``add_bulk`` whose index maintenance has a fixed cost, so a rebuild takes few large steps (a live change
+#: is applied as soon as it is read).
+REBUILD_CHUNK = 100_000
 
 
 @dataclass
@@ -106,6 +112,8 @@ class Processor:
         #: produce batch): until the committed offsets pass them, batches of one record find the one at fault
         self.suspects: dict[tuple[str, int], int] = {}
         self._stop = threading.Event()
+        self.kernels_compiled = 0  # numba kernels this run compiled (0 when all came from the cache)
+        self._late_compiles = CompileWatch(self._compiled_late)
         self._publish()
 
     def stop(self) -> None:
@@ -154,14 +162,20 @@ class Processor:
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
-        records, rejects = [], []
-        for msg in msgs:
-            if has_data(msg):
-                reason = too_large(msg, self.limits.max_record_bytes)
-                (records.append(msg) if reason is None else rejects.append((msg, reason)))
-        applied = self.held.apply(records, [msg for msg, _ in rejects])
+        records, keys, values, rejects, limit = [], [], [], [], self.limits.max_record_bytes
+        for msg in msgs:  # a rebuild runs this a million times: the common case in a few C calls
+            if msg.error() is not None and not has_data(msg):
+                continue
+            key, value = msg.key(), msg.value()
+            if (len(key) if key else 0) + (len(value) if value else 0) <= limit:
+                records.append(msg)
+                keys.append(key)
+                values.append(value)
+            else:
+                rejects.append((msg, too_large(msg, limit)))
+        applied = self.held.apply_columns(records, keys, values, [msg for msg, _ in rejects])
         rejects += [(records[i], str(exc)) for i, exc in applied.errors]
-        produced = self.deliver.send(self.encode(self.match.stored(applied.added, applied.times)), rejects)
+        produced = self.deliver.send(self.encode(self.match.stored(applied)), rejects)
         self.counters.stored_notifications += produced
         self.counters.notifications += produced
 
@@ -187,15 +201,48 @@ class Processor:
         if self.config.snapshot_dir and self.held.unsnapshotted and not self._stop.is_set():
             self.write_snapshot()
 
+    def _warm_up(self) -> None:
+        """The kernels a run needs, from numba's cache or compiled now with each one logged (``processor.warmup``);
+        kernels compiled later (first use of a code path) are logged too, so a slow batch is never a silent one."""
+        started = last = time.monotonic()
+
+        def compiling(step: int, steps: int, name: str, kernel: str, count: int) -> None:
+            nonlocal last
+            self.metrics.beat()
+            if time.monotonic() - last >= 1.0 or count == 1:  # a line a second at most: there are ~160 of them
+                last = time.monotonic()
+                log.info("compiling numba kernels: step %d/%d (%s), %d compiled so far (%s)", step, steps, name,
+                         count, kernel)
+
+        report = warm_up((self.config.algorithm,), PROCESSOR_STEPS, self.config.runs, on_compile=compiling)
+        self.kernels_compiled = report.compiled
+        if report.compiled:
+            log.info("kernels ready: %d compiled in %.1fs (`pubsub warmup` compiles them once per installation)",
+                     report.compiled, time.monotonic() - started)
+        else:
+            log.info("kernels ready in %.1fs (from numba's cache)", time.monotonic() - started)
+        self._late_compiles.__enter__()
+
+    def _compiled_late(self, kernel: str, count: int) -> None:
+        self.kernels_compiled += 1
+        log.info("compiling numba kernel %s (its first use since installation; `pubsub warmup` compiles it ahead)",
+                 kernel)
+
     def _rebuild(self, inputs: Inputs) -> None:
         started, before = time.monotonic(), self.held.unsnapshotted
         meter = RateMeter(self.config.progress_interval)
+        pending: list[Message] = []
         for msgs in inputs.replay(self._partitions, self.held.offsets, self._stop.is_set):
-            self._on_changes(msgs)
+            pending += msgs
+            if len(pending) >= REBUILD_CHUNK:
+                self._on_changes(pending)
+                pending = []
             self.metrics.beat()
             if meter.due():
                 meter.tick({})
                 log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
+        if pending:
+            self._on_changes(pending)
         self.deliver.commit()  # dead letters of invalid subscriptions
         self.rebuild_records = self.held.unsnapshotted - before
         log.info("ready: %d subscriptions, %d records of %s read in %.1fs",
@@ -228,6 +275,7 @@ class Processor:
             # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
             self.statistics_feed = StatisticsFeed(self.clients, lambda: self.state.matcher, dead_letter=self.deliver.reject)
             inputs.join()
+            self._warm_up()
             self._start(inputs)
             self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
             self._publish()
@@ -259,6 +307,7 @@ class Processor:
             if cfg.snapshot_dir and self.held.snapshot_due(force=True):
                 self.write_snapshot()  # a clean stop: the next start replays nothing
         finally:
+            self._late_compiles.__exit__()
             try:
                 self.deliver.close()
             finally:
@@ -332,6 +381,7 @@ class Processor:
             "stored_notifications": c.stored_notifications,
             "valid_events": self.store.stats(),
             "snapshots": self.held.snapshots,
+            "kernels_compiled": self.kernels_compiled,
             "matcher": self.state.matcher.algorithm,
             "runs": self.config.runs,
             "statistics": self.statistics_feed.stats() if self.statistics_feed else None,

@@ -26,6 +26,9 @@ log = logging.getLogger("pubsub")
 
 #: Subscription records taken per poll (they are applied in one bulk step).
 CHANGES_PER_POLL = 10_000
+#: Read-ahead of the subscriptions reader (librdkafka's queued.max.messages.kbytes), at least: it fetches while
+#: the rebuild decodes and bulk-loads (the subscriptions held take more memory than this anyway).
+SUBSCRIPTIONS_READ_AHEAD_KBYTES = 65_536
 
 
 class StaleSnapshot(Exception):
@@ -76,7 +79,13 @@ class Inputs:
         defaults = {"auto.offset.reset": "earliest", **bounds.consumer()}
         required = {"enable.auto.commit": False, "isolation.level": "read_committed"}
         # end-of-partition events mark the end of the rebuild
-        self.subscriptions = clients.consumer(f"{group_id}.subscriptions-reader", defaults,
+        # the rebuild applies 100K-record steps; meanwhile librdkafka keeps fetching into a read-ahead this large
+        # and an empty fetch (the end of the topic: how a start from a snapshot ends) is answered after 100 ms,
+        # not the broker's default 500
+        read_ahead = {"queued.max.messages.kbytes": max(bounds.consumer_kbytes, SUBSCRIPTIONS_READ_AHEAD_KBYTES),
+                      "fetch.max.bytes": max(bounds.consumer()["fetch.max.bytes"], 16 << 20),
+                      "fetch.wait.max.ms": 100}
+        self.subscriptions = clients.consumer(f"{group_id}.subscriptions-reader", {**defaults, **read_ahead},
                                               **required, **{"enable.partition.eof": True})
         self.events = clients.consumer(group_id, defaults, **required, **{"session.timeout.ms": session_timeout_ms})
 
@@ -96,13 +105,19 @@ class Inputs:
         self.subscriptions.assign(assigned)
         todo = {tp.partition for tp in assigned}
         start = {tp.partition: tp.offset for tp in assigned if tp.offset >= 0}  # from a snapshot
+        unchecked = set(start)  # partitions whose first record is still to be compared with the snapshot's offset
         while todo and not stopped():
-            msgs = self.subscriptions.consume(num_messages=CHANGES_PER_POLL, timeout=0.5)
-            for msg in msgs:
+            # a poll returns at CHANGES_PER_POLL records or at its timeout: a short one ends the rebuild soon
+            # after the end-of-partition events, which arrive a few at a time (0.5 s cost a snapshot start 1 s)
+            msgs = self.subscriptions.consume(num_messages=CHANGES_PER_POLL, timeout=0.05)
+            # records are checked only until each partition's first one was (no Python step per record)
+            for msg in (msgs if unchecked else [m for m in msgs if m.error() is not None]):
                 eof = msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF
-                if (eof or msg.error() is None) and msg.offset() < start.get(msg.partition(), 0):
-                    raise StaleSnapshot(f"partition {msg.partition()} is at offset {msg.offset()}, "
-                                        f"before the snapshot's {start[msg.partition()]}")
+                if eof or msg.error() is None:
+                    if msg.offset() < start.get(msg.partition(), 0):
+                        raise StaleSnapshot(f"partition {msg.partition()} is at offset {msg.offset()}, "
+                                            f"before the snapshot's {start[msg.partition()]}")
+                    unchecked.discard(msg.partition())
                 if eof:
                     todo.discard(msg.partition())
             yield msgs

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from confluent_kafka import Message
 
-from fastpubsub.engine import SubscriptionBatch, take_events
+from fastpubsub.engine import take_events
 
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.wire.topics import NOTIFICATIONS
@@ -23,6 +23,7 @@ from fastpubsub.wire.topics import NOTIFICATIONS
 from .counters import PipelineCounters
 from .decode import EventBatch
 from .state import ProcessorState
+from .subscriptions import Applied
 from .valid_events import due
 
 
@@ -71,11 +72,14 @@ class Match:
         self._counters.lap("match", t)
         return Matched(groups)
 
-    def stored(self, added: SubscriptionBatch, times: np.ndarray) -> Matched:
-        """New (or replaced) subscriptions x the stored valid events (``processor.valid_events`` says which count)."""
-        store, subscriptions = self._state.events, self._state.subscriptions
+    def stored(self, applied: Applied) -> Matched:
+        """New (or replaced) subscriptions x the stored valid events (``processor.valid_events`` says which count).
+
+        The subscriptions' record times are asked for only when events are stored (a rebuild has none)."""
+        store, subscriptions, added = self._state.events, self._state.subscriptions, applied.added
         if not len(added) or not len(store):
             return Matched()
+        times = applied.times
         found = store.match_bulk(added)
         owners = subscriptions.subscribers
         groups = []

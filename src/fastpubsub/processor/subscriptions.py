@@ -19,8 +19,8 @@ over the engine's internal structures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+import functools
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -31,32 +31,33 @@ from fastpubsub.engine import (
 )
 from fastpubsub.engine import DeadlineQueue
 
-from fastpubsub.wire.codecs import DecodeError, decode_subscription
+from fastpubsub.wire.codecs import DecodeError
+from fastpubsub.wire.subscription_decoder import decode_subscriptions, parse_subscription_id
+
+__all__ = ["Applied", "SubscriptionState", "parse_subscription_id"]
 
 _COUNTERS = ("added", "replaced", "removed", "expired")
 
 
-def parse_subscription_id(key: bytes | None) -> int:
-    """Record key -> subscription id (a decimal string of a signed 64-bit integer)."""
-    if key is None:
-        raise DecodeError("subscription record has no key; the key must be the subscription id as a decimal string")
-    try:
-        text = key.decode("ascii")
-        sid = int(text)
-    except (UnicodeDecodeError, ValueError):
-        raise DecodeError(f"subscription key {key[:40]!r} is not a decimal integer") from None
-    if text.strip() != text or not -(2**63) <= sid < 2**63:
-        raise DecodeError(f"subscription key {key[:40]!r} is not a decimal signed 64-bit integer")
-    return sid
-
-
-@dataclass
 class Applied:
     """What one :meth:`SubscriptionState.apply_records` call did."""
 
-    errors: list[tuple[int, DecodeError]]  # (index of the record, why it is invalid)
-    added: SubscriptionBatch  # the new and replaced subscriptions (their latest value)
-    times: np.ndarray  # int64: the record time of each row of ``added``
+    def __init__(self, errors: list[tuple[int, DecodeError]], added: SubscriptionBatch, rows: np.ndarray,
+                 times: Sequence[int] | Callable[[np.ndarray], np.ndarray] | None) -> None:
+        self.errors = errors  # (index of the record, why it is invalid)
+        self.added = added  # the new and replaced subscriptions (their latest value)
+        self.rows = rows  # int64: the index of the record of each row of ``added``
+        self._times = times
+
+    @functools.cached_property
+    def times(self) -> np.ndarray:
+        """int64: the record time of each row of ``added`` (only asked for when valid events are stored, so a
+        caller may hand a function of the rows instead of every record's time)."""
+        if self._times is None:
+            return np.zeros(len(self.rows), np.int64)
+        if callable(self._times):
+            return np.asarray(self._times(self.rows), np.int64)
+        return np.asarray(self._times, np.int64)[self.rows]
 
 
 class SubscriptionState:
@@ -103,47 +104,58 @@ class SubscriptionState:
         enter it in one ``add_bulk`` (a rebuild of millions of subscriptions is
         a few bulk loads, not millions of adds).
         """
-        errors: list[tuple[int, DecodeError]] = []
-        latest: dict[int, Any] = {}  # id -> (decoded subscription or None for "removed", record index)
-        for i, (key, value) in enumerate(records):
-            try:
-                sid = parse_subscription_id(key)
-            except DecodeError as exc:
-                errors.append((i, exc))
-                continue
-            latest.pop(sid, None)  # keep the dict in order of each id's latest record
-            if not value:  # tombstone (null or empty value)
-                latest[sid] = (None, i)
-                continue
-            try:
-                latest[sid] = (decode_subscription(value), i)
-            except DecodeError as exc:
-                latest[sid] = (None, i)  # the latest value is what counts, and it is invalid
-                errors.append((i, exc))
-        existed = {sid for sid in latest if sid in self.subscribers}
-        self._drop_many(existed)
-        new = [(sid, sub, i) for sid, (sub, i) in latest.items() if sub is not None]
-        self.removed += sum(1 for sid, (sub, _) in latest.items() if sub is None and sid in existed)
-        self.replaced += sum(1 for sid, _, _ in new if sid in existed)
-        self.added += sum(1 for sid, _, _ in new if sid not in existed)
-        batch = SubscriptionBatch.from_lists((sid, sub.predicates) for sid, sub, _ in new)
-        if new:
+        records = records if isinstance(records, list) else list(records)
+        return self.apply_columns([k for k, _ in records], [v for _, v in records], times)
+
+    def apply_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None],
+                      times: Sequence[int] | Callable[[np.ndarray], np.ndarray] | None = None) -> Applied:
+        """:meth:`apply_records` of the records ``(keys[i], values[i])`` (no tuple per record); ``times`` may be
+        a function of record indices, asked only if :attr:`Applied.times` is."""
+        decoded = decode_subscriptions(keys, values)
+        errors = sorted([(i, DecodeError(reason)) for i, reason in decoded.key_errors.items()]
+                        + [(i, DecodeError(reason)) for i, reason in decoded.errors.items()], key=lambda x: x[0])
+        # the latest record of each id (records with a bad key name no id), in the order of those records
+        named = np.ones(len(keys), bool)
+        if decoded.key_errors:
+            named[list(decoded.key_errors)] = False
+        rows = np.flatnonzero(named)
+        ids = decoded.ids[rows]
+        _, last_from_end = np.unique(ids[::-1], return_index=True)
+        latest = np.sort(rows[len(rows) - 1 - last_from_end])
+        latest_ids = decoded.ids[latest]
+        if self.subscribers:
+            subscribers = self.subscribers
+            existed = np.fromiter((s in subscribers for s in latest_ids.tolist()), bool, len(latest))
+        else:
+            existed = np.zeros(len(latest), bool)
+        self._drop_many(latest_ids[existed].tolist())
+        is_new = decoded.valid[latest]
+        new = latest[is_new]
+        self.removed += int(np.count_nonzero(~is_new & existed))
+        self.replaced += int(np.count_nonzero(is_new & existed))
+        self.added += int(np.count_nonzero(is_new & ~existed))
+        batch = decoded.batch(new)
+        if len(new):
             self.matcher.add_bulk(batch)
             self._log.append(batch)
             self._logged += len(batch)
-            for sid, sub, _ in new:
-                self.subscribers[sid] = sub.subscriber
-                if sub.valid_until is not None:
-                    self._deadlines.set(sid, sub.valid_until)
-                if sub.valid_from is not None:
-                    self._starts[sid] = sub.valid_from
+            new_ids = decoded.ids[new].tolist()  # (the batch has a row per disjunct: OR, in, ...)
+            owners = decoded.subscribers
+            self.subscribers.update(zip(new_ids, [owners[i] for i in decoded.owner[new].tolist()]))
+            until = new[decoded.has_until[new]]
+            if len(until) > 10_000:  # one heapify (as a snapshot load does), not a push each
+                self._deadlines.set_many(decoded.ids[until].tolist(), decoded.valid_until[until].tolist())
+            else:
+                for sid, deadline in zip(decoded.ids[until].tolist(), decoded.valid_until[until].tolist()):
+                    self._deadlines.set(sid, deadline)
+            since = new[decoded.has_from[new]]
+            self._starts.update(zip(decoded.ids[since].tolist(), decoded.valid_from[since].tolist()))
         if self._logged > 2 * len(self.subscribers) + 4096:  # (rows: a subscription of several counts several)
             self._log = [self.live_batch()]
             self._logged = len(self._log[0])
-        when = np.array([0 if times is None else times[i] for _, _, i in new], dtype=np.int64)
         heads = np.flatnonzero(batch.disjunct_flags() == 0)  # a subscription may have several rows (OR, in, ...)
-        when = np.repeat(when, np.diff(np.r_[heads, len(batch)]))
-        return Applied(errors, batch, when)
+        rows = new if len(heads) == len(batch) else np.repeat(new, np.diff(np.r_[heads, len(batch)]))
+        return Applied(errors, batch, rows, times)
 
     def expire(self, event_time_ms: int) -> int:
         """Remove, in bulk, the subscriptions whose ``valid_until`` is at or before ``event_time_ms``."""

@@ -38,7 +38,7 @@ _FAST, _SLOW = 0, 1
 # --- the kernel -----------------------------------------------------------------
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _varint(buf, pos, end):
     """Zigzag varint (Avro int/long) at ``pos``: (value, new pos, ok)."""
     result = np.uint64(0)
@@ -58,7 +58,7 @@ def _varint(buf, pos, end):
     return np.int64(0), pos, False
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _utf8_ok(buf, start, n):
     """Strict UTF-8 (as Python's decoder: no overlongs, surrogates or code points > U+10FFFF)."""
     i = start

@@ -1,0 +1,497 @@
+"""Batch decoding of subscription records (key and value) into columnar arrays.
+
+A rebuild reads every record of ``pubsub.subscriptions``: decoded one by one
+with fastavro (a dict per record, a tuple per predicate) that is about
+30,000 subscriptions/s.  :func:`decode_subscriptions` takes the raw keys and
+values of a batch and returns the engine's columnar format directly: a numba
+kernel parses every key that is a plain decimal integer and walks the
+Confluent wire format + Avro encoding of ``wire/schemas/subscription.avsc``
+for every value it can prove well-formed *and* valid (non-empty subscriber
+and attribute names within the byte limits, known operators, no NaN, at
+least one predicate, ``valid_from < valid_until``).  Every other record
+(JSON values, other schema ids, values written with an earlier schema
+version, malformed or invalid Avro, keys with a sign, underscores or
+spaces, ...) is handed to ``codecs.decode_subscription`` and
+``processor``'s key parser (:func:`parse_subscription_id`).  So for every
+record the result is, by construction, what the per-record path says: the
+same subscription, or a :class:`~wire.codecs.DecodeError` with the same reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numba
+import numpy as np
+
+from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING, OPERATORS, SubscriptionBatch
+
+from .codecs import (
+    MAX_ATTRIBUTE_BYTES, MAX_SUBSCRIBER_BYTES, SCHEMA_IDS, DecodeError, Subscription, decode_subscription,
+)
+from .event_decoder import _gather_bytes, _utf8_ok, _varint
+
+_SUBSCRIPTION_SCHEMA_ID = SCHEMA_IDS["subscription"]
+OP_CODE = {op: i for i, op in enumerate(OPERATORS)}
+if OPERATORS != ("=", "!=", "<", "<=", ">", ">="):  # the kernel's _operator spells these codes out
+    raise ImportError(f"subscription_decoder: operator codes changed: {OPERATORS}")
+#: Per record: its key and value both decoded by the kernel, an empty value (tombstone), or the per-record path.
+FAST, TOMBSTONE, SLOW = 0, 1, 2
+
+
+def parse_subscription_id(key: bytes | None) -> int:
+    """Record key -> subscription id (a decimal string of a signed 64-bit integer)."""
+    if key is None:
+        raise DecodeError("subscription record has no key; the key must be the subscription id as a decimal string")
+    try:
+        text = key.decode("ascii")
+        sid = int(text)
+    except (UnicodeDecodeError, ValueError):
+        raise DecodeError(f"subscription key {key[:40]!r} is not a decimal integer") from None
+    if text.strip() != text or not -(2**63) <= sid < 2**63:
+        raise DecodeError(f"subscription key {key[:40]!r} is not a decimal signed 64-bit integer")
+    return sid
+
+
+# --- the kernel -----------------------------------------------------------------
+
+
+@numba.njit(cache=True)
+def _decimal(buf, s, e):
+    """``-?[0-9]{1,19}`` within int64 at buf[s:e]: (value, ok).  Anything else is the slow path's to judge."""
+    neg = False
+    if s < e and buf[s] == 45:  # '-'
+        neg = True
+        s += 1
+    if s >= e or e - s > 19:
+        return np.int64(0), False
+    if buf[s] == 48 and e - s > 1:  # leading zeros: the slow path (they are rare)
+        return np.int64(0), False
+    v = np.uint64(0)
+    for i in range(s, e):
+        c = buf[i]
+        if c < 48 or c > 57:
+            return np.int64(0), False
+        v = v * np.uint64(10) + np.uint64(c - 48)
+    if neg:
+        if v > np.uint64(9223372036854775808):
+            return np.int64(0), False
+        if v == np.uint64(0):
+            return np.int64(0), True
+        return -np.int64(v - np.uint64(1)) - np.int64(1), True
+    if v > np.uint64(9223372036854775807):
+        return np.int64(0), False
+    return np.int64(v), True
+
+
+@numba.njit(cache=True)
+def _operator(buf, pos, n):
+    """Code of the operator spelled by buf[pos:pos+n] (= != < <= > >=), or -1."""
+    if n == 1:
+        c = buf[pos]
+        if c == 61:
+            return 0
+        if c == 60:
+            return 2
+        if c == 62:
+            return 4
+    elif n == 2 and buf[pos + 1] == 61:
+        c = buf[pos]
+        if c == 33:
+            return 1
+        if c == 60:
+            return 3
+        if c == 62:
+            return 5
+    return -1
+
+
+@numba.njit(cache=True)
+def _intern(buf, pos, n, slots, mask, name_start, name_len, name_hash, count):
+    """Index of the name buf[pos:pos+n] in an open-addressing table (FNV-1a), adding it if new; -1 if full."""
+    h = np.uint64(14695981039346656037)
+    for i in range(pos, pos + n):
+        h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
+    slot = np.int64(h & np.uint64(mask))
+    while slots[slot] >= 0:
+        cand = slots[slot]
+        if name_hash[cand] == h and name_len[cand] == n:
+            same = True
+            ns = name_start[cand]
+            for i in range(n):
+                if buf[ns + i] != buf[pos + i]:
+                    same = False
+                    break
+            if same:
+                return cand
+        slot = (slot + 1) & mask
+    if count[0] == len(name_start):
+        return -1
+    aid = count[0]
+    name_start[aid] = pos
+    name_len[aid] = n
+    name_hash[aid] = h
+    slots[slot] = aid
+    count[0] += 1
+    return aid
+
+
+@numba.njit(cache=True)
+def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id, max_names, max_attribute_bytes,
+                    max_subscriber_bytes):
+    """Decode every record whose key and value are plain and valid; mark the others for the slow path.
+
+    Returns per record: status, id, subscriber index, valid_until / valid_from
+    (with presence flags); per predicate: record, attribute id, operator,
+    kind, number, string start and length in ``buf``; the (start, length) of
+    every attribute and subscriber name; and whether a name table overflowed
+    (then the caller retries with more room).
+    """
+    n = len(starts)
+    status = np.full(n, SLOW, np.int8)
+    ids = np.zeros(n, np.int64)
+    owner = np.zeros(n, np.int32)
+    until = np.zeros(n, np.int64)
+    has_until = np.zeros(n, np.bool_)
+    since = np.zeros(n, np.int64)
+    has_since = np.zeros(n, np.bool_)
+    cap = len(buf) // 4 + 1  # a predicate takes at least 4 bytes (two lengths, an attribute byte, a branch)
+    rec = np.empty(cap, np.int32)
+    attr = np.empty(cap, np.int32)
+    op = np.empty(cap, np.int8)
+    kind = np.empty(cap, np.int8)
+    number = np.empty(cap, np.float64)
+    sstart = np.empty(cap, np.int64)
+    slen = np.empty(cap, np.int32)
+    size = 1
+    while size < 2 * max_names:
+        size *= 2
+    mask = size - 1
+    a_slots = np.full(size, -1, np.int32)
+    a_start = np.empty(max_names, np.int64)
+    a_len = np.empty(max_names, np.int32)
+    a_hash = np.empty(max_names, np.uint64)
+    a_count = np.zeros(1, np.int64)
+    s_slots = np.full(size, -1, np.int32)
+    s_start = np.empty(max_names, np.int64)
+    s_len = np.empty(max_names, np.int32)
+    s_hash = np.empty(max_names, np.uint64)
+    s_count = np.zeros(1, np.int64)
+    m = 0
+    for r in range(n):
+        if not has_key[r]:
+            continue
+        sid, ok = _decimal(buf, key_starts[r], key_ends[r])
+        if not ok:
+            continue
+        ids[r] = sid
+        s, e = starts[r], ends[r]
+        if s == e:
+            status[r] = TOMBSTONE
+            continue
+        if e - s < 5 or buf[s] != 0:
+            continue
+        schema = (np.int64(buf[s + 1]) << 24) | (np.int64(buf[s + 2]) << 16) | (np.int64(buf[s + 3]) << 8) | np.int64(buf[s + 4])
+        if schema != schema_id:
+            continue
+        pos = s + 5
+        ln, pos, ok = _varint(buf, pos, e)
+        if not ok or ln <= 0 or ln > max_subscriber_bytes or pos + ln > e or not _utf8_ok(buf, pos, ln):
+            continue
+        who = _intern(buf, pos, ln, s_slots, mask, s_start, s_len, s_hash, s_count)
+        if who < 0:
+            return status, ids, owner, until, has_until, since, has_since, rec[:0], attr[:0], op[:0], kind[:0], \
+                number[:0], sstart[:0], slen[:0], a_start[:0], a_len[:0], s_start[:0], s_len[:0], True
+        pos += ln
+        m0 = m
+        while ok:
+            count, pos, ok = _varint(buf, pos, e)
+            if not ok or count == 0:
+                break
+            if count < 0:
+                count = -count
+                _, pos, ok = _varint(buf, pos, e)  # block size in bytes
+                if not ok:
+                    break
+            for _j in range(count):
+                klen, pos, ok = _varint(buf, pos, e)
+                if not ok or klen <= 0 or klen > max_attribute_bytes or pos + klen > e or not _utf8_ok(buf, pos, klen):
+                    ok = False
+                    break
+                aid = _intern(buf, pos, klen, a_slots, mask, a_start, a_len, a_hash, a_count)
+                if aid < 0:
+                    return status, ids, owner, until, has_until, since, has_since, rec[:0], attr[:0], op[:0], \
+                        kind[:0], number[:0], sstart[:0], slen[:0], a_start[:0], a_len[:0], s_start[:0], s_len[:0], True
+                pos += klen
+                olen, pos, ok = _varint(buf, pos, e)
+                if not ok or olen < 1 or olen > 2 or pos + olen > e:
+                    ok = False
+                    break
+                code = _operator(buf, pos, olen)
+                if code < 0:
+                    ok = False
+                    break
+                pos += olen
+                branch, pos, ok = _varint(buf, pos, e)
+                if not ok:
+                    break
+                rec[m] = r
+                attr[m] = aid
+                op[m] = code
+                slen[m] = -1
+                sstart[m] = 0
+                if branch == 0:
+                    v, pos, ok = _varint(buf, pos, e)
+                    kind[m] = 0
+                    number[m] = np.float64(v)
+                elif branch == 1:
+                    if pos + 8 > e:
+                        ok = False
+                        break
+                    x = buf[pos:pos + 8].view(np.float64)[0]
+                    if x != x:  # NaN: invalid, the slow path says so
+                        ok = False
+                        break
+                    kind[m] = 0
+                    number[m] = x
+                    pos += 8
+                elif branch == 2:
+                    vl, pos, ok = _varint(buf, pos, e)
+                    if not ok or vl < 0 or pos + vl > e or not _utf8_ok(buf, pos, vl):
+                        ok = False
+                        break
+                    kind[m] = 1
+                    number[m] = np.nan
+                    sstart[m] = pos
+                    slen[m] = vl
+                    pos += vl
+                elif branch == 3:
+                    if pos >= e or buf[pos] > 1:  # fastavro reads any non-zero byte as true: let it decide
+                        ok = False
+                        break
+                    kind[m] = 2
+                    number[m] = np.float64(buf[pos])
+                    pos += 1
+                else:
+                    ok = False
+                if not ok:
+                    break
+                m += 1
+        if not ok or m == m0:  # malformed, or no predicate at all
+            m = m0
+            continue
+        for which in range(2):  # valid_until, then valid_from: union of null and long
+            branch, pos, ok = _varint(buf, pos, e)
+            if not ok or branch < 0 or branch > 1:
+                ok = False
+                break
+            if branch == 1:
+                t, pos, ok = _varint(buf, pos, e)
+                if not ok:
+                    break
+                if which == 0:
+                    until[r] = t
+                    has_until[r] = True
+                else:
+                    since[r] = t
+                    has_since[r] = True
+            elif which == 0:
+                has_until[r] = False
+            else:
+                has_since[r] = False
+        if not ok or pos != e or (has_until[r] and has_since[r] and since[r] >= until[r]):
+            has_until[r] = has_since[r] = False
+            m = m0
+            continue
+        status[r] = FAST
+        owner[r] = who
+    return status, ids, owner, until, has_until, since, has_since, rec[:m], attr[:m], op[:m], kind[:m], number[:m], \
+        sstart[:m], slen[:m], a_start[:a_count[0]], a_len[:a_count[0]], s_start[:s_count[0]], s_len[:s_count[0]], False
+
+
+# --- the result -------------------------------------------------------------------
+
+
+@dataclass
+class DecodedSubscriptions:
+    """``n`` subscription records decoded: per record an id or a key error, and a subscription, a tombstone or a value error.
+
+    ``key_errors`` maps the index of every record whose key is not a
+    subscription id to its reason; ``errors`` the index of every other record
+    whose value is not a valid subscription.  The subscriptions of the valid
+    records are columns indexed by record: subscriber (``owner`` into
+    ``subscribers``), validity bounds, and CSR predicates (``offsets`` by
+    record; strings as UTF-8 slices of ``buffer``).
+    """
+
+    ids: np.ndarray  # int64 [n]; meaningless where the key is bad
+    key_errors: dict[int, str]
+    errors: dict[int, str]
+    tombstone: np.ndarray  # bool [n]: an empty or null value
+    valid: np.ndarray  # bool [n]: key and value make a subscription
+    subscribers: tuple[str, ...]
+    owner: np.ndarray  # int32 [n]
+    valid_until: np.ndarray  # int64 [n], meaningful where has_until
+    has_until: np.ndarray
+    valid_from: np.ndarray
+    has_from: np.ndarray
+    attribute_names: tuple[str, ...]
+    offsets: np.ndarray  # int64 [n + 1]
+    attributes: np.ndarray  # int32 [pairs]
+    operators: np.ndarray  # int8 [pairs]
+    kinds: np.ndarray  # int8 [pairs]
+    numbers: np.ndarray  # float64 [pairs]
+    string_start: np.ndarray  # int64 [pairs]
+    string_length: np.ndarray  # int32 [pairs], -1 for non-strings
+    buffer: np.ndarray  # uint8
+    slow: int = 0  # records the per-record path decoded (the kernel could not prove them plain)
+    #: record index -> the predicates of a valid subscription that is not a plain conjunction of the six
+    #: comparisons (OR, ``in``, ``prefix``, ...): it has no columns here, the engine lowers it to rows
+    complex: dict[int, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def batch(self, rows: np.ndarray) -> SubscriptionBatch:
+        """The subscriptions of records ``rows`` (all valid, distinct ids), in that order, as one batch."""
+        rows = np.asarray(rows, np.int64)
+        if self.complex and any(r in self.complex for r in rows.tolist()):
+            return SubscriptionBatch.from_lists(((int(self.ids[r]), self.predicates(r)) for r in rows.tolist()),
+                                                validated=True)
+        counts = self.offsets[rows + 1] - self.offsets[rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        # the pairs of each picked row, in order: start of its run + position within it
+        pair = np.repeat(self.offsets[rows] - offsets[:-1], counts) + np.arange(offsets[-1], dtype=np.int64)
+        kinds = self.kinds[pair]
+        is_string = kinds == KIND_STRING
+        strings: tuple[str, ...] = ()
+        if is_string.any():
+            picked = pair[is_string]
+            soff, data = _gather_bytes(self.buffer, self.string_start[picked], self.string_length[picked])
+            raw = data.tobytes()
+            cache: dict[bytes, str] = {}
+            strings = tuple(cache.get(b) or cache.setdefault(b, b.decode("utf-8", "surrogatepass"))
+                            for b in (raw[a:z] for a, z in zip(soff[:-1].tolist(), soff[1:].tolist())))
+        return SubscriptionBatch(self.ids[rows], self.attribute_names, offsets, self.attributes[pair],
+                                 self.operators[pair], kinds, self.numbers[pair], strings)
+
+
+    def predicates(self, r: int) -> Any:
+        """The predicates of valid record ``r`` as the per-record decoder gives them (a list, or an ``AnyOf``)."""
+        if r in self.complex:
+            return self.complex[r]
+        out: list = []
+        for j in range(int(self.offsets[r]), int(self.offsets[r + 1])):
+            kind, number = int(self.kinds[j]), float(self.numbers[j])
+            if kind == KIND_STRING:
+                start, length = int(self.string_start[j]), int(self.string_length[j])
+                value: Any = self.buffer[start:start + length].tobytes().decode("utf-8", "surrogatepass")
+            elif kind == KIND_BOOL:
+                value = bool(number)
+            else:
+                value = int(number) if number.is_integer() and abs(number) < 2**53 else number
+            out.append((self.attribute_names[int(self.attributes[j])], OPERATORS[int(self.operators[j])], value))
+        return out
+
+
+def _join(chunks: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray, bool, bytes]:
+    """(starts, ends, whether every chunk is bytes, the chunks joined); None counts as empty."""
+    try:  # the common case at C speed: no None among them
+        lengths = np.fromiter(map(len, chunks), np.int64, len(chunks))
+        blob, complete = b"".join(chunks), True
+    except TypeError:
+        lengths = np.fromiter((len(v) if v is not None else 0 for v in chunks), np.int64, len(chunks))
+        blob, complete = b"".join(v for v in chunks if v), False
+    ends = np.cumsum(lengths)
+    return ends - lengths, ends, complete, blob
+
+
+def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> DecodedSubscriptions:
+    """Decode the records ``(keys[i], values[i])`` of ``pubsub.subscriptions``; bad ones go to the errors."""
+    n = len(keys)
+    if len(values) != n:
+        raise ValueError(f"{n} keys but {len(values)} values")
+    k_starts, k_ends, all_keys, k_blob = _join(keys)
+    v_starts, v_ends, _, v_blob = _join(values)
+    buf = np.frombuffer(k_blob + v_blob, np.uint8)
+    has_key = np.ones(n, np.bool_) if all_keys else np.fromiter((k is not None for k in keys), np.bool_, n)
+    max_names = 1024
+    while True:
+        (status, ids, owner, until, has_until, since, has_since, rec, attr, op, kind, number, sstart, slen,
+         a_start, a_len, s_start, s_len, overflow) = _decode_records(
+            buf, k_starts, k_ends, has_key, v_starts + len(k_blob), v_ends + len(k_blob), _SUBSCRIPTION_SCHEMA_ID,
+            max_names, MAX_ATTRIBUTE_BYTES, MAX_SUBSCRIBER_BYTES)
+        if not overflow:
+            break
+        max_names *= 4
+    raw = buf.tobytes() if len(a_start) or len(s_start) else b""
+    names = [raw[a:a + k].decode("utf-8") for a, k in zip(a_start.tolist(), a_len.tolist())]
+    owners = [raw[a:a + k].decode("utf-8") for a, k in zip(s_start.tolist(), s_len.tolist())]
+    tombstone = status == TOMBSTONE
+    valid = status == FAST
+    key_errors: dict[int, str] = {}
+    errors: dict[int, str] = {}
+    slow = np.flatnonzero(status == SLOW)
+    complex_: dict[int, Any] = {}
+    if len(slow):
+        attr_index = {name: i for i, name in enumerate(names)}
+        owner_index = {name: i for i, name in enumerate(owners)}
+        extra = bytearray()
+        s_rec, s_attr, s_op, s_kind, s_num, s_start_, s_len_ = [], [], [], [], [], [], []
+        for r in slow.tolist():
+            try:
+                ids[r] = parse_subscription_id(keys[r])
+            except DecodeError as exc:
+                key_errors[r] = str(exc)
+                continue
+            if not values[r]:
+                tombstone[r] = True
+                continue
+            try:
+                sub = decode_subscription(values[r])
+            except DecodeError as exc:
+                errors[r] = str(exc)
+                continue
+            valid[r] = True
+            owner[r] = owner_index.setdefault(sub.subscriber, len(owner_index))
+            if sub.valid_until is not None:
+                until[r], has_until[r] = sub.valid_until, True
+            if sub.valid_from is not None:
+                since[r], has_since[r] = sub.valid_from, True
+            if type(sub.predicates) is not list or any(o not in OP_CODE for _, o, _ in sub.predicates):
+                complex_[r] = sub.predicates  # OR or an operator beyond the six: lowered to rows by the engine
+                continue
+            for a, o, v in sub.predicates:
+                s_rec.append(r)
+                s_attr.append(attr_index.setdefault(a, len(attr_index)))
+                s_op.append(OP_CODE[o])
+                if isinstance(v, bool):
+                    s_kind.append(KIND_BOOL), s_num.append(float(v)), s_start_.append(0), s_len_.append(-1)
+                elif isinstance(v, str):
+                    b = v.encode("utf-8", "surrogatepass")
+                    s_kind.append(KIND_STRING), s_num.append(np.nan), s_start_.append(len(buf) + len(extra))
+                    s_len_.append(len(b))
+                    extra += b
+                else:
+                    s_kind.append(KIND_NUMBER), s_num.append(float(v)), s_start_.append(0), s_len_.append(-1)
+        names, owners = list(attr_index), list(owner_index)
+        if extra:
+            buf = np.concatenate([buf, np.frombuffer(bytes(extra), np.uint8)])
+        # fast and slow predicates never share a record, so a stable sort by record keeps each one's order
+        rec = np.concatenate([rec, np.array(s_rec, np.int32)])
+        order = np.argsort(rec, kind="stable")
+        rec = rec[order]
+        attr = np.concatenate([attr, np.array(s_attr, np.int32)])[order]
+        op = np.concatenate([op, np.array(s_op, np.int8)])[order]
+        kind = np.concatenate([kind, np.array(s_kind, np.int8)])[order]
+        number = np.concatenate([number, np.array(s_num, np.float64)])[order]
+        sstart = np.concatenate([sstart, np.array(s_start_, np.int64)])[order]
+        slen = np.concatenate([slen, np.array(s_len_, np.int32)])[order]
+    offsets = np.zeros(n + 1, np.int64)
+    if n:
+        np.cumsum(np.bincount(rec, minlength=n), out=offsets[1:])
+    return DecodedSubscriptions(ids, key_errors, errors, tombstone, valid, tuple(owners), owner, until, has_until,
+                                since, has_since, tuple(names), offsets, attr, op, kind, number, sstart, slen, buf,
+                                len(slow), complex_)

@@ -1,0 +1,94 @@
+"""Compiling ahead: `pubsub warmup`, the compile watch, the kernel cache's place and its clearing.
+
+A warm-up from an empty cache (about a minute) is exercised by
+tests/test_packaging.py, on a fresh installation, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import pytest
+from click.testing import CliRunner
+
+import fastpubsub
+from fastpubsub.cli import main
+from fastpubsub.processor import warmup
+
+
+def test_the_kernel_cache_defaults_to_a_user_cache_directory_keyed_by_version(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    code = "import fastpubsub, numba.core.config as c; print(fastpubsub.numba_cache_dir()); print(c.CACHE_DIR)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    expected = str(tmp_path / "fastpubsub" / fastpubsub.__version__ / "numba")
+    assert out.split() == [expected, expected]
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")  # a user's choice wins
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(tmp_path / "mine")] * 2
+
+
+def test_the_compile_watch_counts_compilations_not_cache_hits():
+    seen = []
+
+    @numba.njit
+    def twice(x):
+        return 2 * x
+
+    with warmup.CompileWatch(lambda name, count: seen.append((name, count))) as watch:
+        twice(1)
+        twice(2)  # compiled already
+        twice(1.5)  # a new signature
+    twice(3j)  # not watched any more
+    assert watch.compiled == 2
+    assert [name for name, _ in seen] == [twice.py_func.__qualname__] * 2
+
+
+def test_a_warm_up_runs_every_step_and_reports_progress():
+    steps = []
+    report = warmup.warm_up(("dynamic",), warmup.STEPS, on_step=lambda i, n, name: steps.append((i, n, name)))
+    assert steps == [(i + 1, len(warmup.STEPS), name) for i, name in enumerate(warmup.STEPS)]
+    again = warmup.warm_up(("dynamic",), warmup.PROCESSOR_STEPS)
+    assert again.compiled == 0 and again.steps == len(warmup.PROCESSOR_STEPS) and report.steps == len(warmup.STEPS)
+
+
+def test_bad_algorithms_and_steps_are_refused():
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        warmup.warm_up(("fastest",))
+    with pytest.raises(ValueError, match="unknown warm-up step"):
+        warmup.warm_up(("dynamic",), ("everything",))
+
+
+def test_clearing_deletes_only_compiled_kernels_of_this_installation(tmp_path, monkeypatch):
+    monkeypatch.setattr(warmup.numba_config, "CACHE_DIR", str(tmp_path))
+    ours = [d for d in warmup.cache_directories() if str(d).startswith(str(tmp_path))]
+    assert len(ours) >= 8  # one per package folder (engine, wire, processor, ...)
+    for d in ours[:3]:
+        d.mkdir(parents=True)
+        (d / "k.py312.nbi").write_bytes(b"i")
+        (d / "k.py312.1.nbc").write_bytes(b"c")
+        (d / "keep.txt").write_text("not a kernel")
+    other = tmp_path / "someone_else"
+    other.mkdir()
+    (other / "x.nbi").write_bytes(b"i")
+    monkeypatch.setattr(warmup, "cache_directories", lambda: ours)  # leave the checkout's __pycache__ alone
+    assert warmup.clear_cache() == 6
+    assert all((d / "keep.txt").exists() and not list(d.glob("*.nb?")) for d in ours[:3])
+    assert (other / "x.nbi").exists()
+
+
+def test_the_command_validates_its_options_and_says_where_the_cache_is():
+    runner = CliRunner()
+    bad = runner.invoke(main, ["warmup", "--algorithm", "fastest"])
+    assert bad.exit_code == 2 and "'fastest' is not one of" in bad.output
+    bad = runner.invoke(main, ["warmup", "--runs", "-1"])
+    assert bad.exit_code == 2 and "-1 is not in the range x>=0" in bad.output
+    done = subprocess.run([sys.executable, "-m", "fastpubsub", "warmup"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert f"numba cache: {fastpubsub.numba_cache_dir()}" in done.stderr
+    assert "warmup: every kernel was already in the cache for dynamic in" in done.stdout
+    assert "8/8" in done.stderr  # the progress bar's last state
