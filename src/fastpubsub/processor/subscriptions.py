@@ -33,6 +33,8 @@ from fastpubsub.engine import DeadlineQueue
 
 from fastpubsub.wire.codecs import DecodeError, decode_subscription
 
+from .shard import UNSHARDED, Shard
+
 _COUNTERS = ("added", "replaced", "removed", "expired")
 
 
@@ -62,8 +64,10 @@ class Applied:
 class SubscriptionState:
     """What the processor matches against."""
 
-    def __init__(self, algorithm: str = "dynamic", runs: int = 0) -> None:
+    def __init__(self, algorithm: str = "dynamic", runs: int = 0, shard: Shard = UNSHARDED) -> None:
         self.matcher = Matcher(algorithm, runs=runs)
+        self.shard = shard  # only the ids it owns are held; the other shards' records are skipped undecoded
+        self.skipped = 0  # records of ids that other shards hold
         self.subscribers: dict[int, str] = {}
         self._deadlines = DeadlineQueue()  # id -> valid_until, for those that have one
         self._starts: dict[int, int] = {}  # id -> valid_from, for those that have one
@@ -101,7 +105,9 @@ class SubscriptionState:
         Only the latest record per id counts; the ids it replaces or removes
         leave the matcher in one ``remove_bulk`` and the new subscriptions
         enter it in one ``add_bulk`` (a rebuild of millions of subscriptions is
-        a few bulk loads, not millions of adds).
+        a few bulk loads, not millions of adds).  Records of ids another shard
+        holds are skipped before their value is decoded; a key that is no id
+        is an error on shard 0 only (``processor.shard``).
         """
         errors: list[tuple[int, DecodeError]] = []
         latest: dict[int, Any] = {}  # id -> (decoded subscription or None for "removed", record index)
@@ -109,7 +115,11 @@ class SubscriptionState:
             try:
                 sid = parse_subscription_id(key)
             except DecodeError as exc:
-                errors.append((i, exc))
+                if self.shard.reports_unowned_input:
+                    errors.append((i, exc))
+                continue
+            if not self.shard.owns(sid):
+                self.skipped += 1
                 continue
             latest.pop(sid, None)  # keep the dict in order of each id's latest record
             if not value:  # tombstone (null or empty value)
@@ -189,14 +199,17 @@ class SubscriptionState:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int = 0) -> "SubscriptionState":
+    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int = 0,
+                    shard: Shard = UNSHARDED) -> "SubscriptionState":
         """The state :meth:`to_arrays` wrote, loaded with one ``add_bulk``; ``ValueError`` if inconsistent."""
-        state = cls(algorithm, runs)
+        state = cls(algorithm, runs, shard)
         batch = batch_from_arrays(SubscriptionBatch, arrays, "subscriptions.")
         names = unpack_strings(arrays["subscribers.names"], arrays["subscribers.names.offsets"])
         owner = np.asarray(arrays["subscribers.index"])
         if len(owner) != len(batch) or (len(owner) and not 0 <= owner.min() <= owner.max() < len(names)):
             raise ValueError("snapshot: one subscriber per subscription is needed")
+        if shard.sharded and not all(map(shard.owns, batch.ids.tolist())):
+            raise ValueError(f"snapshot: subscriptions of another shard than {shard}")
         state.matcher.add_bulk(batch)
         if len(batch):
             state._log, state._logged = [batch], len(batch)
@@ -218,4 +231,6 @@ class SubscriptionState:
             "replaced": self.replaced,
             "removed": self.removed,
             "expired": self.expired,
+            "shard": str(self.shard),
+            "other_shards_records": self.skipped,
         }
