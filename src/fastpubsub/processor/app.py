@@ -360,6 +360,9 @@ class Processor:
             "replays": c.replays,
             "limits": {"output": self.limits.output, "max_record_bytes": self.limits.max_record_bytes},
             **self.state.stats(),
+            "shard": str(self.config.shard),
+            "group": self.config.group,
+            "other_shards_records": self.state.skipped,  # subscription records of ids other shards hold
             "stored_notifications": c.stored_notifications,
             "valid_events": self.store.stats(),
             "snapshots": self.held.snapshots,

@@ -231,6 +231,4 @@ class SubscriptionState:
             "replaced": self.replaced,
             "removed": self.removed,
             "expired": self.expired,
-            "shard": str(self.shard),
-            "other_shards_records": self.skipped,
         }
