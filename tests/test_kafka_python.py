@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
+import warnings
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
 from random_workload import expected_matches, random_events, random_subscriptions
 
 from fastpubsub.wire import codecs, topics
 
-pytestmark = [pytest.mark.broker,  # kafka-python 3.0 reads its protocol schemas with a deprecated importlib call
-              pytest.mark.filterwarnings("ignore:(open|read)_text is deprecated:DeprecationWarning")]
+with warnings.catch_warnings():  # kafka-python 3.0 reads its protocol schemas with a deprecated importlib call
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka import KafkaConsumer, KafkaProducer
+
+pytestmark = pytest.mark.broker
 
 
 def subscription_json(sub: codecs.Subscription) -> bytes:
