@@ -19,6 +19,7 @@ over the engine's internal structures.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -142,7 +143,7 @@ class SubscriptionState:
             self._log.append(batch)
             self._logged += len(batch)
             for sid, sub, _ in new:
-                self.subscribers[sid] = sub.subscriber
+                self.subscribers[sid] = sys.intern(sub.subscriber)  # one string per subscriber, not per subscription
                 if sub.valid_until is not None:
                     self._deadlines.set(sid, sub.valid_until)
                 if sub.valid_from is not None:
