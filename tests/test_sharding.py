@@ -107,3 +107,37 @@ def test_killing_an_instance_of_one_shard_loses_nothing(bootstrap, group_id):
     report("2 shards x 2 instances, one killed (at-least-once)", notes, expected, 1)
     assert {n["notification_id"] for n in notes} >= set(expected)  # nothing lost
     assert sorted(n["notification_id"] for n in deduplicate(notes)) == expected
+
+
+def test_new_shards_take_over_from_the_unsharded_group_without_notifying_twice(bootstrap, group_id, start_processor):
+    """One unsharded processor, then two shards started with --start-from-group: each event notified once."""
+    subs = random_subscriptions(300, seed=65)
+    before, after = random_events(300, seed=66), [{**e, "n": e["n"] + 1000} for e in random_events(300, seed=67)]
+    send_subscriptions(bootstrap, subs)
+    send_events(bootstrap, before)
+    unsharded = start_processor()
+    wait_processed(bootstrap, group_id)
+    unsharded.stop()
+    shards = [start_processor(shard=Shard(i, SHARDS), start_from_groups=(group_id,)) for i in range(SHARDS)]
+    send_events(bootstrap, after)
+    for i in range(SHARDS):
+        wait_processed(bootstrap, shard_group(group_id, i))
+    stats = [p.stop() for p in shards]
+
+    assert all(s["events"] == len(after) for s in stats)  # the shards started where the unsharded group stopped
+    notes = notifications(bootstrap)
+    expected = sorted(expected_ids(subs, before) + expected_ids(subs, after))
+    assert sorted(n["notification_id"] for n in notes) == expected  # nothing twice, nothing lost
+
+
+def test_without_start_from_group_new_shards_read_the_retained_events(bootstrap, group_id, start_processor):
+    """The default a new group starts at: the earliest event (what --start-from-group exists to avoid)."""
+    subs = random_subscriptions(100, seed=68)
+    events = random_events(100, seed=69)
+    send_subscriptions(bootstrap, subs)
+    send_events(bootstrap, events)
+    start_processor()
+    wait_processed(bootstrap, group_id)
+    p = start_processor(shard=Shard(1, SHARDS))
+    wait_processed(bootstrap, shard_group(group_id, 1))
+    assert p.stop()["events"] == len(events)

@@ -79,10 +79,17 @@ class ProcessorConfig:
     max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes (Kafka's default if unreported)
     shard: Shard = UNSHARDED  # or "I/K": hold only the subscriptions of shard I of K (processor.shard)
+    start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (processor.inputs)
 
     def __post_init__(self) -> None:
         if isinstance(self.shard, str):
             self.shard = Shard.parse(self.shard)
+        self.start_from_groups = tuple(self.start_from_groups)
+        if "" in self.start_from_groups:
+            raise ValueError("--start-from-group needs a consumer group name, got an empty one")
+        if self.group in self.start_from_groups:
+            raise ValueError(f"--start-from-group {self.group} is this instance's own consumer group; name the "
+                             f"groups it takes over from (e.g. the unsharded --group-id, or the old shards' groups)")
         if self.notification_event not in NOTIFICATION_EVENT_MODES:
             raise ValueError(f"notification_event must be one of {', '.join(NOTIFICATION_EVENT_MODES)}, "
                              f"got {self.notification_event!r}")
@@ -250,7 +257,7 @@ class Processor:
         if cfg.shard.sharded:
             log.info("shard %s: holding the subscriptions whose id hashes to %d of %d; consumer group %s",
                      cfg.shard, cfg.shard.index, cfg.shard.count, cfg.group)
-        inputs = Inputs(self.clients, cfg.group, cfg.queue_bounds, cfg.session_timeout_ms)
+        inputs = Inputs(self.clients, cfg.group, cfg.queue_bounds, cfg.session_timeout_ms, cfg.start_from_groups)
         try:
             self._partitions = require(self.clients)[SUBSCRIPTIONS]  # the topics it cannot run without, or a clear error
             # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
