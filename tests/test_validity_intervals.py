@@ -107,9 +107,7 @@ def test_a_new_subscription_sees_the_still_valid_events(bootstrap, group_id, sta
         bad.produce(topics.EVENTS, codecs.encode_event({"price": 1}), k, partition=1, headers=[("valid_until", value)])
     assert bad.flush(30) == 0
     send_timed_events(bootstrap, events, header)
-    # at-least-once: on Tansu 0.6 a transactional processor stalled here after its first batch, in about half
-    # the runs (committed offsets stuck at 47 of 300; docs/processor.md); this test is about the store, not delivery
-    procs = [start_processor(batch_size=50, delivery="at-least-once", shard=Shard(i, shards)) for i in range(shards)]
+    procs = [start_processor(batch_size=50, shard=Shard(i, shards)) for i in range(shards)]
     for i in range(shards):
         wait_processed(bootstrap, Shard(i, shards).group(group_id))
     assert all(p.processor.store.stats()["added"] == sum(1 for life in lifetimes.values() if life) for p in procs)
