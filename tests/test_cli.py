@@ -111,6 +111,26 @@ def test_run_refuses_matcher_options_that_do_not_go_together():
     assert result.exit_code == 2 and "--runs" in result.output
 
 
+@pytest.mark.parametrize("shard, message", [
+    ("3/2", "shard index must be below the shard count"), ("0/0", "shard count must be between 1 and"),
+    ("-1/2", "shard index must be 0 or more"), ("half", "shard must be I/K"),
+])
+def test_run_refuses_a_bad_shard(shard, message):
+    result = CliRunner().invoke(main, ["run", "-b", "127.0.0.1:1", "--shard", shard])
+    assert result.exit_code == 2 and "Invalid value for '--shard'" in result.output and message in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--group-id", "g", "--start-from-group", "g"], "--start-from-group g is this instance's own consumer group"),
+    (["--group-id", "g", "--shard", "1/2", "--start-from-group", "g.shard-1-of-2"],
+     "--start-from-group g.shard-1-of-2 is this instance's own consumer group"),
+    (["--start-from-group", ""], "--start-from-group needs a consumer group name"),
+])
+def test_run_refuses_a_bad_start_from_group(args, message):
+    result = CliRunner().invoke(main, ["run", "-b", "127.0.0.1:1", *args])
+    assert result.exit_code == 2 and message in result.output
+
+
 def test_run_refuses_to_start_without_the_topics():
     with EmbeddedBroker() as empty:  # a broker of its own: the session one has the topics
         done = subprocess.run([sys.executable, "-m", "fastpubsub", "run", "-b", empty.bootstrap_servers],

@@ -8,6 +8,8 @@ so the oracle's answer does not depend on how the two topics interleave.
 The check is on notification ids: after de-duplication exactly the expected
 ones, each once.  The restarted processor rebuilds its state from the topic,
 or loads the snapshot the first one wrote and replays only the later changes.
+Sharded (``--shard``): the killed and restarted processor is shard 0 of 2,
+while shard 1 runs throughout; both shards' notifications together are checked.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from kafka_helpers import committed_events, notifications, send, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions, send_subscriptions
 from test_scale_out import ProcessorProcess
 
+from fastpubsub.kafka.broker import free_port
+from fastpubsub.processor.shard import Shard
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 from fastpubsub.wire.dedup import deduplicate
@@ -41,6 +45,24 @@ def send_events(bootstrap, events):
     assert producer.flush(30) == 0
 
 
+def wait_for_changes(port: int, shard: Shard, counts: dict[str, int], timeout: float = 60.0) -> None:
+    """Until a processor's /metrics shows these subscription change counts (and says which shard it is)."""
+    from test_metrics import get, parse
+
+    deadline = time.monotonic() + timeout
+    while True:
+        status, text = get(f"http://127.0.0.1:{port}/metrics")
+        m = parse(text) if status == 200 else {}
+        got = {k: m.get(("pubsub_subscription_changes_total", frozenset({("change", k)}))) for k in counts}
+        if got == counts:
+            info = next(labels for name, labels in m if name == "pubsub_info")
+            assert dict(info)["shard"] == str(shard)
+            assert dict(info)["group_id"].endswith(f".shard-{shard.index}-of-{shard.count}")
+            return
+        assert time.monotonic() < deadline, f"changes applied {got}, expected {counts}"
+        time.sleep(0.1)
+
+
 def expected_ids(subs, events) -> list[str]:
     return sorted(f"k{n}/{sid}" for n, sids in expected_matches(subs, events).items() for sid in sids)
 
@@ -51,10 +73,16 @@ def report(name: str, notes: list[dict], expected: list[str], faults: int) -> No
           f"{len(set(expected) - {n['notification_id'] for n in notes})} lost, {faults} fault(s) injected")
 
 
-@pytest.mark.parametrize("delivery, snapshots", [("auto", False), ("at-least-once", False), ("auto", True)],
-                         ids=["auto-rebuild", "at-least-once-rebuild", "auto-snapshot"])
-def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots, tmp_path):
+@pytest.mark.parametrize("delivery, snapshots, sharded", [
+    ("auto", False, False), ("at-least-once", False, False), ("auto", True, False),
+    ("at-least-once", False, True), ("auto", True, True),
+], ids=["auto-rebuild", "at-least-once-rebuild", "auto-snapshot", "at-least-once-rebuild-sharded",
+        "auto-snapshot-sharded"])
+def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots, sharded, tmp_path):
     options = ("--delivery", delivery, *(("--snapshot-dir", str(tmp_path)) if snapshots else ()))
+    shard, other = (Shard(0, 2), Shard(1, 2)) if sharded else (Shard(), None)
+    options += ("--shard", str(shard))
+    group = shard.group(group_id)  # the consumer group of the killed and restarted processor
     phase_a = in_phase(random_subscriptions(200, seed=8), "A")
     phase_b = in_phase([(sid + 1000, s) for sid, s in random_subscriptions(150, seed=10)], "B")
     events_a = [{**e, "phase": "A"} for e in random_events(2000, seed=9)]
@@ -68,15 +96,18 @@ def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots
 
     send_subscriptions(bootstrap, phase_a + phase_b)
     send_events(bootstrap, events_a)
-    first = second = None
+    first = second = bystander = None
     try:
+        if other is not None:
+            port = free_port()
+            bystander = ProcessorProcess(bootstrap, group_id, *options[:-1], str(other), "--metrics-port", str(port))
         first = ProcessorProcess(bootstrap, group_id, *options, "--batch-size", "10")
         deadline = time.monotonic() + 60
-        while committed_events(bootstrap, group_id) < 50:
+        while committed_events(bootstrap, group) < 50:
             assert time.monotonic() < deadline and first.proc.poll() is None, first.log[-5:]
             time.sleep(0.02)
         send_subscriptions(bootstrap, added[:30] + replaced[:20])  # changes while it works...
-        while committed_events(bootstrap, group_id) < 150:
+        while committed_events(bootstrap, group) < 150:
             assert time.monotonic() < deadline and first.proc.poll() is None, first.log[-5:]
             time.sleep(0.02)
         os.kill(first.proc.pid, signal.SIGKILL)  # ...killed without warning in the middle of both streams
@@ -85,23 +116,36 @@ def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots
         send_subscriptions(bootstrap, added[30:] + replaced[20:])
 
         second = ProcessorProcess(bootstrap, group_id, *options)
-        wait_processed(bootstrap, group_id, timeout=120)  # phase A done: the restarted one has read every change
+        groups = [group] + ([other.group(group_id)] if other else [])
+        for g in groups:  # phase A done: the restarted one (and the other shard) have read every change
+            wait_processed(bootstrap, g, timeout=120)
+        if bystander is not None:  # the other shard has applied every change it owns, live
+            owned = lambda sids: sum(1 for sid in sids if other.owns(sid))  # noqa: E731
+            wait_for_changes(port, other, {"added": owned([*dict(phase_a), *dict(phase_b), *dict(added)]),
+                                           "replaced": owned(dict(replaced)), "removed": owned(removed)})
         send_events(bootstrap, events_b)
-        wait_processed(bootstrap, group_id, timeout=120)
+        for g in groups:
+            wait_processed(bootstrap, g, timeout=120)
         stats = second.stop()
         assert 0 < stats["events"] < len(events_a) + len(events_b)  # the first one did part of the work
-        assert stats["subscriptions"] == len(phase_a) + len(final_b)
+        held = [sid for sid in [*dict(phase_a), *final_b] if shard.owns(sid)]
+        assert stats["subscriptions"] == len(held) and stats["shard"] == str(shard)
+        if bystander is not None:
+            rest = bystander.stop()
+            assert rest["subscriptions"] == len(phase_a) + len(final_b) - len(held)
+            assert rest["events"] == len(events_a) + len(events_b)  # the other shard read every event too
         if snapshots:
             assert any("snapshot written" in line for line in first.log), first.log[-10:]
             assert any("snapshot loaded" in line for line in second.log), second.log[-10:]
     finally:
-        for p in (first, second):
+        for p in (first, second, bystander):
             if p is not None:
                 p.kill()
 
     notes = notifications(bootstrap)
     expected = expected_ids(phase_a, events_a) + expected_ids(list(final_b.items()), events_b)
-    report(f"crash ({delivery}, {'snapshot' if snapshots else 'rebuild'})", notes, expected, 1)
+    report(f"crash ({delivery}, {'snapshot' if snapshots else 'rebuild'}{', sharded' if sharded else ''})", notes,
+           expected, 1)
     assert {n["notification_id"] for n in notes} >= set(expected)  # nothing lost
     assert sorted(n["notification_id"] for n in deduplicate(notes)) == sorted(expected)  # one of each, nothing else
     assert all(n["notification_id"] == f"{n['event_id']}/{n['subscription_id']}" for n in notes)

@@ -76,7 +76,7 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
         assert inf == after["pubsub_batch_seconds_count", frozenset()] >= 1
         assert after["pubsub_consumer_lag", frozenset()] >= 0 and after["pubsub_producer_queue_bound", frozenset()] > 0
         assert after["pubsub_info", frozenset({("algorithm", "dynamic"), ("delivery", "transactional"),
-                                                ("group_id", group_id)})] == 1
+                                                ("group_id", group_id), ("shard", "0/1")})] == 1
         assert after["pubsub_engine_clusters", frozenset()] >= 1  # the matcher's configuration
         assert "pubsub_engine_hash_tables_multi_attribute" in {name for name, _ in after}
 

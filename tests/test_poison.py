@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 
 import pytest
@@ -19,6 +20,7 @@ from kafka_helpers import dead_letters, notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions
 
 from fastpubsub.wire import codecs, topics
+from fastpubsub.processor.shard import Shard
 from fastpubsub.processor.subscriptions import parse_subscription_id
 
 pytestmark = pytest.mark.broker
@@ -72,7 +74,9 @@ def bad_subscription_records(rng: random.Random, sid: int) -> list[tuple[bytes |
     ]
 
 
-def test_poison_records_are_dead_lettered_and_good_ones_processed(bootstrap, group_id, start_processor):
+@pytest.mark.parametrize("shards", [1, 2], ids=["unsharded", "2-shards"])
+def test_poison_records_are_dead_lettered_and_good_ones_processed(bootstrap, group_id, start_processor, shards):
+    """Sharded, every bad record is dead-lettered once: by its id's shard, or by shard 0 if it has no id."""
     rng = random.Random(7)
     subs = random_subscriptions(150, seed=21)
     good_events = random_events(1500, seed=22)
@@ -101,7 +105,7 @@ def test_poison_records_are_dead_lettered_and_good_ones_processed(bootstrap, gro
         if sid % 5 == 0:
             send_bad_subscriptions(100_000 + sid * 100, 1)
     assert producer.flush(30) == 0
-    p = start_processor()
+    procs = [start_processor(shard=Shard(i, shards)) for i in range(shards)]
     send_bad_subscriptions(900_000, 20)  # and while running (the live path)
 
     slots = [True] * len(good_events) + [False] * 1500  # True: the next good event; False: a bad record
@@ -120,17 +124,24 @@ def test_poison_records_are_dead_lettered_and_good_ones_processed(bootstrap, gro
                 expected_dead[topics.EVENTS, key, value] += 1
                 bad[topics.EVENTS] += 1
     assert producer.flush(60) == 0
-    wait_processed(bootstrap, group_id, timeout=120)
-    p.wait_for(lambda: p.processor.dead_letters.total == sum(bad.values()), timeout=60, what="every dead letter")
-    stats = p.stop()  # it never died (stop re-raises its error if it had)
+    for i in range(shards):
+        wait_processed(bootstrap, Shard(i, shards).group(group_id), timeout=120)
+    total = lambda: sum(p.processor.dead_letters.total for p in procs)  # noqa: E731
+    procs[0].wait_for(lambda: total() >= sum(bad.values()), timeout=60, what="every dead letter")
+    time.sleep(0.5)  # a shard that would dead-letter a record again has had the time to
+    assert total() == sum(bad.values())  # each bad record once, over all the shards
+    every = [p.stop() for p in procs]  # none died (stop re-raises its error if it had)
 
     letters = {dl.record_key: dl for dl in dead_letters(bootstrap)}  # replays would share keys
     assert Counter((dl.source_topic, dl.key, dl.value) for dl in letters.values()) == expected_dead
     assert all(dl.reason for dl in letters.values())
-    assert stats["events"] == len(good_events) and stats["subscriptions"] == len(subs)
+    assert all(stats["events"] == len(good_events) for stats in every)  # every shard reads every event
+    assert sum(stats["subscriptions"] for stats in every) == len(subs)
+    if shards > 1:
+        assert all(0 < stats["subscriptions"] < len(subs) for stats in every)
     assert by_event(notifications(bootstrap)) == {n: s for n, s in expected_matches(subs, good_events).items() if s}
-    classes = Counter(reason for (_, reason) in p.processor.dead_letters.by_reason.elements())
-    print(f"\npoison: {len(good_events) + len(subs)} good and {sum(bad.values())} bad records ({dict(bad)}); "
+    classes = Counter(reason for p in procs for (_, reason) in p.processor.dead_letters.by_reason.elements())
+    print(f"\npoison ({shards} shard(s)): {len(good_events) + len(subs)} good and {sum(bad.values())} bad records ({dict(bad)}); "
           f"dead letters by class {dict(classes)}")
 
 

@@ -12,15 +12,40 @@ from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
 from fastpubsub.processor.encode import NOTIFICATION_EVENT_MODES
 from fastpubsub.processor.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.processor.shard import Shard
 from fastpubsub.wire import codecs
 
 from .common import connection_options, on_signals, setup_logging
+
+
+class ShardType(click.ParamType):
+    """``I/K``, checked by ``processor.shard.Shard`` (its message names what is wrong)."""
+
+    name = "I/K"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Shard):
+            return value
+        try:
+            return Shard.parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @click.command()
 @connection_options
 @click.option("--group-id", default="pubsub-processor", show_default=True,
               help="Consumer group; instances with the same group share the event partitions.")
+@click.option("--shard", type=ShardType(), default="0/1", show_default=True,
+              help="Hold only the subscriptions of shard I of K (crc32 of the decimal id, modulo K), for more "
+                   "subscriptions than one machine holds.  Each shard is its own consumer group, "
+                   "<group-id>.shard-I-of-K, reading every event; run one or more instances of every shard 0..K-1 "
+                   "(docs/processor.md, \"Sharding\").  0/1: unsharded.")
+@click.option("--start-from-group", "start_from_groups", multiple=True, metavar="GROUP",
+              help="Repeatable.  A partition of pubsub.events this instance's consumer group has never committed "
+                   "starts at the smallest offset these groups committed there, instead of the earliest event: "
+                   "for new shards (or a new --shard count) that take over from the groups they replace "
+                   "without notifying the retained events again.")
 @click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="Encoding of notifications and dead letters.")
 @click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
@@ -80,7 +105,7 @@ from .common import connection_options, on_signals, setup_logging
               help="Input records (key plus value) larger than this are dead-lettered before they are decoded, "
                    "which bounds the memory one record can take.  Default: the input topics' max.message.bytes, "
                    "1,048,588 (Kafka's default) where the broker does not report it.")
-def run(clients, group_id, output_format, delivery, transactional_id, batch_size, algorithm, runs,
+def run(clients, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         log_level, metrics_port, metrics_host, stall_seconds,
@@ -106,6 +131,7 @@ def run(clients, group_id, output_format, delivery, transactional_id, batch_size
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
             notification_event=notification_event, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,
+            shard=shard, start_from_groups=start_from_groups,
         ))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None

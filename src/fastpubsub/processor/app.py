@@ -14,6 +14,8 @@ read only what the stages publish (``processor.counters``, ``processor.metrics``
 Subscriptions are state, not work: every instance rebuilds them from
 ``pubsub.subscriptions`` (or a snapshot and what followed it) before it
 matches any event; events are shared between the instances of one consumer group.
+A shard (``processor.shard``, ``--shard I/K``) holds only the subscriptions
+whose id hashes to it and reads every event in its own consumer group.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from fastpubsub.kafka.deadletter import DeadLetters
 from fastpubsub.kafka.delivery import Delivery, DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
+from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
 from .counters import PipelineCounters
@@ -44,9 +47,10 @@ from .instance import InstanceSlot
 from .match import Match
 from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
 from .progress import RateMeter, human
+from .shard import UNSHARDED, Shard
 from .state import ProcessorState
 from .statistics_feed import StatisticsFeed
-from .subscriptions import SubscriptionState
+from .subscriptions import SubscriptionState, parse_subscription_id
 from .warmup import PROCESSOR_STEPS, CompileWatch, warm_up
 
 log = logging.getLogger("pubsub")
@@ -80,8 +84,18 @@ class ProcessorConfig:
     notification_event: str = "auto"  # full | reference | auto (processor.encode.NOTIFICATION_EVENT_MODES)
     max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes (Kafka's default if unreported)
+    shard: Shard = UNSHARDED  # or "I/K": hold only the subscriptions of shard I of K (processor.shard)
+    start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (processor.inputs)
 
     def __post_init__(self) -> None:
+        if isinstance(self.shard, str):
+            self.shard = Shard.parse(self.shard)
+        self.start_from_groups = tuple(self.start_from_groups)
+        if "" in self.start_from_groups:
+            raise ValueError("--start-from-group needs a consumer group name, got an empty one")
+        if self.group in self.start_from_groups:
+            raise ValueError(f"--start-from-group {self.group} is this instance's own consumer group; name the "
+                             f"groups it takes over from (e.g. the unsharded --group-id, or the old shards' groups)")
         if self.notification_event not in NOTIFICATION_EVENT_MODES:
             raise ValueError(f"notification_event must be one of {', '.join(NOTIFICATION_EVENT_MODES)}, "
                              f"got {self.notification_event!r}")
@@ -90,17 +104,22 @@ class ProcessorConfig:
             if value is not None and value < MIN_RECORD_LIMIT:
                 raise ValueError(f"{name} must be at least {MIN_RECORD_LIMIT} bytes, got {value}")
 
+    @property
+    def group(self) -> str:
+        """The consumer group this instance joins: ``group_id``, or ``<group_id>.shard-I-of-K`` for a shard."""
+        return self.shard.group(self.group_id)
+
 
 class Processor:
     def __init__(self, config: ProcessorConfig) -> None:
         self.config = config
         self.clients = ClientFactory(config.bootstrap_servers, config.client_config)
         self.held = ProcessorState(config.algorithm, config.runs, config.max_valid_events, config.max_valid_event_bytes,
-                                   config.snapshot_dir, config.snapshot_every, config.snapshot_changes)
+                                   config.snapshot_dir, config.snapshot_every, config.snapshot_changes, config.shard)
         self.counters = PipelineCounters()
         self.metrics = Metrics(config.stall_seconds, self.counters)  # served by processor.metrics.MetricsServer
         self.ready = self.metrics.ready
-        self.decode = Decode(self.counters)
+        self.decode = Decode(self.counters, config.shard.reports_unowned_input)
         self.match = Match(self.held, self.counters)
         self.encode = Encode(config.output_format, config.notification_event, self.counters)
         self.limits = RecordLimits()  # learned at start (kafka.record_limits)
@@ -162,7 +181,7 @@ class Processor:
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
-        records, keys, values, rejects, limit = [], [], [], [], self.limits.max_record_bytes
+        records, keys, values, rejects, passed, limit = [], [], [], [], [], self.limits.max_record_bytes
         for msg in msgs:  # a rebuild runs this a million times: the common case in a few C calls
             if msg.error() is not None and not has_data(msg):
                 continue
@@ -172,12 +191,22 @@ class Processor:
                 keys.append(key)
                 values.append(value)
             else:
-                rejects.append((msg, too_large(msg, limit)))
-        applied = self.held.apply_columns(records, keys, values, [msg for msg, _ in rejects])
+                passed.append(msg)
+                if self._owns_record(msg):  # dead-lettered once: by its id's shard, else by shard 0
+                    rejects.append((msg, too_large(msg, limit)))
+        applied = self.held.apply_columns(records, keys, values, passed)
         rejects += [(records[i], str(exc)) for i, exc in applied.errors]
         produced = self.deliver.send(self.encode(self.match.stored(applied)), rejects)
         self.counters.stored_notifications += produced
         self.counters.notifications += produced
+
+    def _owns_record(self, msg: Message) -> bool:
+        """Whether this shard dead-letters a subscription record it cannot decode: its id's shard, else shard 0."""
+        shard = self.config.shard
+        try:
+            return shard.owns(parse_subscription_id(msg.key()))
+        except DecodeError:
+            return shard.reports_unowned_input
 
     # --- start: snapshot, rebuild ------------------------------------------------------
 
@@ -259,7 +288,7 @@ class Processor:
     def run(self) -> dict[str, Any]:
         """Run until :meth:`stop`; return the final statistics."""
         cfg = self.config
-        slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
+        slot = None if cfg.transactional_id else InstanceSlot(cfg.group)  # one set of slots per shard
         transactional_id = cfg.transactional_id or slot.transactional_id
         self.limits = discover(self.clients, (NOTIFICATIONS, DEAD_LETTER), (EVENTS, SUBSCRIPTIONS), cfg.max_output_bytes,
                                cfg.max_record_bytes)
@@ -269,11 +298,16 @@ class Processor:
         self.metrics.dead_letters = self.deliver.dead_letters.by_reason
         log.info("delivery: %s%s", self.deliver.mode,
                  f" (transactional.id {transactional_id})" if self.deliver.mode == "transactional" else "")
-        inputs = Inputs(self.clients, cfg.group_id, cfg.queue_bounds, cfg.session_timeout_ms)
+        if cfg.shard.sharded:
+            log.info("shard %s: holding the subscriptions whose id hashes to %d of %d; consumer group %s",
+                     cfg.shard, cfg.shard.index, cfg.shard.count, cfg.group)
+        inputs = Inputs(self.clients, cfg.group, cfg.queue_bounds, cfg.session_timeout_ms, cfg.start_from_groups)
         try:
             self._partitions = require(self.clients)[SUBSCRIPTIONS]  # the topics it cannot run without, or a clear error
             # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
-            self.statistics_feed = StatisticsFeed(self.clients, lambda: self.state.matcher, dead_letter=self.deliver.reject)
+            self.statistics_feed = StatisticsFeed(  # bad statistics records are dead-lettered once, by shard 0
+                self.clients, lambda: self.state.matcher,
+                dead_letter=self.deliver.reject if cfg.shard.reports_unowned_input else None)
             inputs.join()
             self._warm_up()
             self._start(inputs)
@@ -351,7 +385,8 @@ class Processor:
         st = self.state
         self.metrics.publish(len(st), {k: getattr(st, k) for k in ("added", "replaced", "removed", "expired")},
                              self.deliver.queue() if self.deliver else None, algorithm=st.matcher.algorithm,
-                             delivery=self.deliver.mode if self.deliver else "", group_id=self.config.group_id)
+                             delivery=self.deliver.mode if self.deliver else "", group_id=self.config.group,
+                             shard=str(self.config.shard))
 
     def _log_progress(self, meter: RateMeter, consumer: Consumer) -> None:
         rates = meter.tick({"events": self.counters.events, "notifications": self.counters.notifications})
@@ -378,6 +413,9 @@ class Processor:
             "replays": c.replays,
             "limits": {"output": self.limits.output, "max_record_bytes": self.limits.max_record_bytes},
             **self.state.stats(),
+            "shard": str(self.config.shard),
+            "group": self.config.group,
+            "other_shards_records": self.state.skipped,  # subscription records of ids other shards hold
             "stored_notifications": c.stored_notifications,
             "valid_events": self.store.stats(),
             "snapshots": self.held.snapshots,

@@ -50,10 +50,16 @@ def too_large(msg: Message, limit: int) -> str | None:
 
 
 class Decode:
-    """Records above the input limit and records whose outputs the broker refused are rejected before decoding."""
+    """Records above the input limit and records whose outputs the broker refused are rejected before decoding.
 
-    def __init__(self, counters: PipelineCounters) -> None:
+    ``reports_bad_input`` False (every shard but shard 0, ``processor.shard``):
+    bad records are skipped, not rejected, since shard 0 dead-letters them;
+    records whose own outputs the broker refused are still rejected here.
+    """
+
+    def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True) -> None:
         self._counters = counters
+        self.reports_bad_input = reports_bad_input
         self.limits = RecordLimits()  # set when the processor has learned them
         #: (topic, partition, offset) -> reason: records whose outputs the broker refused (``kafka.delivery``)
         self.refused: dict[tuple[str, int, int], str] = {}
@@ -65,21 +71,24 @@ class Decode:
             if not has_data(msg):
                 continue
             offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
-            reason = too_large(msg, self.limits.max_record_bytes) or self.refused.get(
-                (msg.topic(), msg.partition(), msg.offset()))
+            refused = self.refused.get((msg.topic(), msg.partition(), msg.offset()))
+            reason = too_large(msg, self.limits.max_record_bytes) or refused
             if reason is not None:
-                rejects.append((msg, reason))
+                if refused is not None or self.reports_bad_input:
+                    rejects.append((msg, reason))
                 continue
             try:
                 eid, valid_until = event_id(msg), valid_until_of(msg.headers())
             except DecodeError as exc:
-                rejects.append((msg, str(exc)))
+                if self.reports_bad_input:
+                    rejects.append((msg, str(exc)))
                 continue
             ids.append(eid)
             until.append(valid_until)
             records.append(msg)
         decoded = decode_events([msg.value() for msg in records])
-        rejects += [(records[i], reason) for i, reason in sorted(decoded.errors.items())]
+        if self.reports_bad_input:
+            rejects += [(records[i], reason) for i, reason in sorted(decoded.errors.items())]
         times = [event_time(records[r]) for r in decoded.rows.tolist()]
         self._counters.lap("decode", t)
         return EventBatch(records, ids, until, decoded, times, offsets, rejects)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from confluent_kafka import (
     OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition,
@@ -72,10 +72,27 @@ def _log_assignment(what: str):
     return callback
 
 
-class Inputs:
-    """The subscriptions reader (assign only, never commits) and the events consumer (the group)."""
+def committed_offsets(clients: ClientFactory, group_id: str, partitions: Sequence[int]) -> dict[int, int]:
+    """Partition of the events topic -> the offset ``group_id`` committed there (negative: none)."""
+    reader = clients.consumer(group_id, None, **{"enable.auto.commit": False})  # never joins: an offset fetch only
+    try:
+        found = reader.committed([TopicPartition(EVENTS, p) for p in partitions], timeout=10)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        reader.close()
 
-    def __init__(self, clients: ClientFactory, group_id: str, bounds: QueueBounds, session_timeout_ms: int) -> None:
+
+class Inputs:
+    """The subscriptions reader (assign only, never commits) and the events consumer (the group).
+
+    ``start_from``: groups whose committed offsets start a partition this
+    group has never committed (``--start-from-group``), e.g. the groups of
+    the shards this one replaces, instead of the earliest retained event.
+    """
+
+    def __init__(self, clients: ClientFactory, group_id: str, bounds: QueueBounds, session_timeout_ms: int,
+                 start_from: Sequence[str] = ()) -> None:
+        self._clients, self._group, self._start_from = clients, group_id, tuple(start_from)
         defaults = {"auto.offset.reset": "earliest", **bounds.consumer()}
         required = {"enable.auto.commit": False, "isolation.level": "read_committed"}
         # end-of-partition events mark the end of the rebuild
@@ -91,7 +108,37 @@ class Inputs:
 
     def join(self) -> None:
         """Join the group; the join proceeds in the background during the rebuild."""
-        self.events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))
+        self.events.subscribe([EVENTS], on_assign=self._on_assign, on_revoke=_log_assignment("revoked"))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        _log_assignment("assigned")(consumer, partitions)
+        starts = self.start_offsets([tp.partition for tp in partitions]) if self._start_from else {}
+        if starts:
+            for tp in partitions:
+                tp.offset = starts.get(tp.partition, tp.offset)
+            consumer.assign(partitions)
+
+    def start_offsets(self, partitions: Sequence[int]) -> dict[int, int]:
+        """Partitions this group never committed -> the smallest offset the ``start_from`` groups committed there.
+
+        The smallest, so that no event is skipped that one of those groups
+        had not yet processed (some may be notified again, with the same
+        notification ids).  A partition that one of them never committed
+        starts as without them (``auto.offset.reset``: the earliest event).
+        """
+        own = committed_offsets(self._clients, self._group, partitions)
+        missing = [p for p, offset in own.items() if offset < 0]
+        if not missing:
+            return {}
+        theirs = [committed_offsets(self._clients, g, missing) for g in self._start_from]
+        starts = {p: min(t[p] for t in theirs) for p in missing if all(t.get(p, -1) >= 0 for t in theirs)}
+        if starts:
+            log.info("%s: partitions %s of %s start at the offsets of %s: %s", self._group, sorted(starts), EVENTS,
+                     ", ".join(self._start_from), dict(sorted(starts.items())))
+        if len(starts) < len(missing):
+            log.warning("%s: partitions %s of %s start at the earliest event: not committed by every one of %s",
+                        self._group, sorted(set(missing) - set(starts)), EVENTS, ", ".join(self._start_from))
+        return starts
 
     def replay(self, partitions: int, offsets: dict[int, int], stopped) -> Iterator[list[Message]]:
         """Every partition of the subscriptions topic from ``offsets`` (else the beginning) to its end, in chunks.

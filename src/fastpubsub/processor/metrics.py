@@ -103,7 +103,7 @@ class Metrics:
         self.subscriptions = 0
         self.changes: dict[str, int] = dict.fromkeys(CHANGE_KINDS, 0)
         self.producer_queue: tuple[int, int, int] | None = None  # (queued, bound, full waits); None before delivery starts
-        self.info: dict[str, str] = {"algorithm": "", "delivery": "", "group_id": ""}
+        self.info: dict[str, str] = {"algorithm": "", "delivery": "", "group_id": "", "shard": "0/1"}
         self.batch_seconds = Histogram()
         self.lag = 0
         self.partitions = 0

@@ -13,6 +13,10 @@ a temporary file, fsynced, then renamed over the old one, so a crash leaves
 either the old or the new snapshot.  A snapshot that is missing, truncated,
 corrupt (checksum), of another format version, or for another partition count
 is logged and ignored: the processor rebuilds from the topic.
+
+A shard (``processor.shard``) writes ``<dir>/processor.shard-I-of-K.snapshot``
+and records ``I`` and ``K`` inside; a snapshot of another shard, or of
+another shard count, is refused even if renamed: it holds other subscriptions.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np
 
 from fastpubsub.engine import ValidEventStore
 
+from .shard import UNSHARDED, Shard
 from .subscriptions import SubscriptionState
 
 log = logging.getLogger("pubsub")
@@ -54,31 +59,35 @@ class Snapshot:
     meta: dict[str, Any]
 
 
-def path_of(directory: str | Path) -> Path:
-    return Path(directory) / FILE_NAME
+def path_of(directory: str | Path, shard: Shard = UNSHARDED) -> Path:
+    """``processor.snapshot``, or ``processor.shard-I-of-K.snapshot`` for a shard (shards may share a directory)."""
+    if not shard.sharded:
+        return Path(directory) / FILE_NAME
+    return Path(directory) / f"processor.shard-{shard.index}-of-{shard.count}.snapshot"
 
 
 def write(directory: str | Path, state: SubscriptionState, store: ValidEventStore, offsets: dict[int, int],
-          partitions: int) -> dict[str, Any]:
+          partitions: int, shard: Shard = UNSHARDED) -> dict[str, Any]:
     """Write a snapshot atomically; returns its metadata (sizes, seconds)."""
     started = time.monotonic()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     meta = {"version": VERSION, "partitions": partitions, "offsets": {str(p): o for p, o in sorted(offsets.items())},
-            "algorithm": state.matcher.algorithm, "subscriptions": len(state), "events": len(store),
+            "algorithm": state.matcher.algorithm, "shard": [shard.index, shard.count], "subscriptions": len(state), "events": len(store),
             "written_at_ms": int(time.time() * 1000)}  # wall clock: information only, never used to decide
     arrays = {**state.to_arrays(), **store.to_arrays(),
               "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     body = buf.getbuffer()
-    tmp = directory / f".{FILE_NAME}.tmp-{os.getpid()}"
+    target = path_of(directory, shard)
+    tmp = directory / f".{target.name}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(MAGIC + _HEAD.pack(VERSION, len(body), hashlib.sha256(body).digest()))
         f.write(body)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path_of(directory))
+    os.replace(tmp, target)
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)  # the rename itself survives a power cut
@@ -87,9 +96,10 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     return {**meta, "bytes": len(body) + len(MAGIC) + _HEAD.size, "seconds": round(time.monotonic() - started, 3)}
 
 
-def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0) -> Snapshot:
+def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0,
+         shard: Shard = UNSHARDED) -> Snapshot:
     """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be."""
-    path = path_of(directory)
+    path = path_of(directory, shard)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -113,7 +123,11 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
             if meta.get("partitions") != partitions:
                 raise SnapshotError(f"{path} is for {meta.get('partitions')} partitions of the subscriptions topic, "
                                     f"which now has {partitions}")
-            state = SubscriptionState.from_arrays(arrays, algorithm, runs)
+            written = Shard(*meta.get("shard", (0, 1)))  # snapshots from before sharding are unsharded
+            if written != shard:
+                raise SnapshotError(f"{path} is of shard {written}, this processor is shard {shard}: it holds "
+                                    f"other subscriptions")
+            state = SubscriptionState.from_arrays(arrays, algorithm, runs, shard)
             store.load_arrays(arrays)
     except SnapshotError:
         raise

@@ -19,6 +19,7 @@ from fastpubsub.wire.topics import SUBSCRIPTIONS
 from . import snapshot
 from .inputs import event_time
 from .progress import human
+from .shard import UNSHARDED, Shard
 from .subscriptions import Applied, SubscriptionState
 
 log = logging.getLogger("pubsub")
@@ -41,11 +42,11 @@ def _next_offsets(msgs: list[Message]) -> dict[int, int]:
 class ProcessorState:
     def __init__(self, algorithm: str = "dynamic", runs: int = 0, max_valid_events: int = 100_000,
                  max_valid_event_bytes: int = 256 << 20, snapshot_dir: str | None = None,
-                 snapshot_every: float = 300.0, snapshot_changes: int = 100_000) -> None:
-        self.algorithm, self.runs = algorithm, runs
+                 snapshot_every: float = 300.0, snapshot_changes: int = 100_000, shard: Shard = UNSHARDED) -> None:
+        self.algorithm, self.runs, self.shard = algorithm, runs, shard
         self._bounds = (max_valid_events, max_valid_event_bytes)
         self.snapshot_dir, self.snapshot_every, self.snapshot_changes = snapshot_dir, snapshot_every, snapshot_changes
-        self.subscriptions = SubscriptionState(algorithm, runs)
+        self.subscriptions = SubscriptionState(algorithm, runs, shard)
         self.events = self._new_store()
         self.offsets: dict[int, int] = {}  # partition of the subscriptions topic -> next offset to apply
         self.snapshots = 0
@@ -58,7 +59,7 @@ class ProcessorState:
 
     def reset(self) -> None:
         """Empty subscriptions and events, from the beginning of the topic (a snapshot that does not apply)."""
-        self.subscriptions = SubscriptionState(self.algorithm, self.runs)
+        self.subscriptions = SubscriptionState(self.algorithm, self.runs, self.shard)
         self.events = self._new_store()
         self.offsets = {}
         self._store_mark = self._store_state()
@@ -86,11 +87,12 @@ class ProcessorState:
         if not self.snapshot_dir:
             return
         started = time.monotonic()
-        if not snapshot.path_of(self.snapshot_dir).exists():
+        if not snapshot.path_of(self.snapshot_dir, self.shard).exists():
             log.info("no snapshot in %s yet: rebuilding from %s", self.snapshot_dir, SUBSCRIPTIONS)
             return
         try:
-            snap = snapshot.read(self.snapshot_dir, partitions, self.algorithm, self._new_store(), self.runs)
+            snap = snapshot.read(self.snapshot_dir, partitions, self.algorithm, self._new_store(), self.runs,
+                                 self.shard)
         except snapshot.SnapshotError as exc:
             log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
             return
@@ -112,7 +114,7 @@ class ProcessorState:
 
     def write_snapshot(self, partitions: int) -> None:
         """Write the snapshot; the caller commits the outputs first (a snapshot must not be ahead of them)."""
-        meta = snapshot.write(self.snapshot_dir, self.subscriptions, self.events, self.offsets, partitions)
+        meta = snapshot.write(self.snapshot_dir, self.subscriptions, self.events, self.offsets, partitions, self.shard)
         self.snapshots += 1
         self.unsnapshotted = 0
         self._store_mark = self._store_state()

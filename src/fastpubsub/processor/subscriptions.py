@@ -20,6 +20,7 @@ over the engine's internal structures.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -35,6 +36,8 @@ from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.subscription_decoder import decode_subscriptions, parse_subscription_id
 
 __all__ = ["Applied", "SubscriptionState", "parse_subscription_id"]
+
+from .shard import UNSHARDED, Shard
 
 _COUNTERS = ("added", "replaced", "removed", "expired")
 
@@ -63,8 +66,10 @@ class Applied:
 class SubscriptionState:
     """What the processor matches against."""
 
-    def __init__(self, algorithm: str = "dynamic", runs: int = 0) -> None:
+    def __init__(self, algorithm: str = "dynamic", runs: int = 0, shard: Shard = UNSHARDED) -> None:
         self.matcher = Matcher(algorithm, runs=runs)
+        self.shard = shard  # only the ids it owns are held; the other shards' records are skipped
+        self.skipped = 0  # records of ids that other shards hold
         self.subscribers: dict[int, str] = {}
         self._deadlines = DeadlineQueue()  # id -> valid_until, for those that have one
         self._starts: dict[int, int] = {}  # id -> valid_from, for those that have one
@@ -102,7 +107,9 @@ class SubscriptionState:
         Only the latest record per id counts; the ids it replaces or removes
         leave the matcher in one ``remove_bulk`` and the new subscriptions
         enter it in one ``add_bulk`` (a rebuild of millions of subscriptions is
-        a few bulk loads, not millions of adds).
+        a few bulk loads, not millions of adds).  Records of ids another shard
+        holds are skipped (neither held nor dead-lettered here); a key that is no id
+        is an error on shard 0 only (``processor.shard``).
         """
         records = records if isinstance(records, list) else list(records)
         return self.apply_columns([k for k, _ in records], [v for _, v in records], times)
@@ -112,12 +119,19 @@ class SubscriptionState:
         """:meth:`apply_records` of the records ``(keys[i], values[i])`` (no tuple per record); ``times`` may be
         a function of record indices, asked only if :attr:`Applied.times` is."""
         decoded = decode_subscriptions(keys, values)
-        errors = sorted([(i, DecodeError(reason)) for i, reason in decoded.key_errors.items()]
-                        + [(i, DecodeError(reason)) for i, reason in decoded.errors.items()], key=lambda x: x[0])
         # the latest record of each id (records with a bad key name no id), in the order of those records
         named = np.ones(len(keys), bool)
         if decoded.key_errors:
             named[list(decoded.key_errors)] = False
+        if self.shard.sharded:  # another shard's records: neither held nor reported here
+            owns = self.shard.owns
+            mine = np.fromiter((owns(sid) for sid in decoded.ids.tolist()), bool, len(keys))
+            self.skipped += int(np.count_nonzero(named & ~mine))
+            named &= mine
+        key_errors = decoded.key_errors if self.shard.reports_unowned_input else {}
+        errors = sorted([(i, DecodeError(reason)) for i, reason in key_errors.items()]
+                        + [(i, DecodeError(reason)) for i, reason in decoded.errors.items() if named[i]],
+                        key=lambda x: x[0])
         rows = np.flatnonzero(named)
         ids = decoded.ids[rows]
         _, last_from_end = np.unique(ids[::-1], return_index=True)
@@ -140,7 +154,7 @@ class SubscriptionState:
             self._log.append(batch)
             self._logged += len(batch)
             new_ids = decoded.ids[new].tolist()  # (the batch has a row per disjunct: OR, in, ...)
-            owners = decoded.subscribers
+            owners = [sys.intern(name) for name in decoded.subscribers]  # one string per subscriber
             self.subscribers.update(zip(new_ids, [owners[i] for i in decoded.owner[new].tolist()]))
             until = new[decoded.has_until[new]]
             if len(until) > 10_000:  # one heapify (as a snapshot load does), not a push each
@@ -204,14 +218,17 @@ class SubscriptionState:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int = 0) -> "SubscriptionState":
+    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int = 0,
+                    shard: Shard = UNSHARDED) -> "SubscriptionState":
         """The state :meth:`to_arrays` wrote, loaded with one ``add_bulk``; ``ValueError`` if inconsistent."""
-        state = cls(algorithm, runs)
+        state = cls(algorithm, runs, shard)
         batch = batch_from_arrays(SubscriptionBatch, arrays, "subscriptions.")
         names = unpack_strings(arrays["subscribers.names"], arrays["subscribers.names.offsets"])
         owner = np.asarray(arrays["subscribers.index"])
         if len(owner) != len(batch) or (len(owner) and not 0 <= owner.min() <= owner.max() < len(names)):
             raise ValueError("snapshot: one subscriber per subscription is needed")
+        if shard.sharded and not all(map(shard.owns, batch.ids.tolist())):
+            raise ValueError(f"snapshot: subscriptions of another shard than {shard}")
         state.matcher.add_bulk(batch)
         if len(batch):
             state._log, state._logged = [batch], len(batch)

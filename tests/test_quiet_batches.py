@@ -1,0 +1,33 @@
+"""Batches that notify nothing still move the committed offsets, in every delivery mode.
+
+A shard (or any processor) whose subscriptions match none of a batch's
+events has no output to put in the batch's transaction.  On Tansu 0.6 a
+transaction that holds only offsets does not always move them (here, without
+the fix, one partition's committed offset stayed at 80 of 100 for good), so
+such a processor's lag would never fall; ``Delivery.commit`` commits those
+offsets through the consumer instead.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kafka_helpers import committed_events, notifications, wait_processed
+from random_workload import send_subscriptions
+from test_crash import send_events
+
+from fastpubsub.wire.codecs import Subscription
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.mark.parametrize("delivery", ["auto", "at-least-once"])
+def test_batches_without_notifications_commit_their_offsets(bootstrap, group_id, start_processor, delivery):
+    send_subscriptions(bootstrap, [(1, Subscription("alice", [("hit", "=", 1)]))])
+    p = start_processor(batch_size=10, delivery=delivery)
+    events = [{"n": n, "hit": 1 if n % 50 == 0 else 0} for n in range(400)]  # most batches notify nothing
+    send_events(bootstrap, events)
+    wait_processed(bootstrap, group_id, timeout=60)
+    stats = p.stop()
+    assert stats["delivery"] == ("transactional" if delivery == "auto" else "at-least-once")
+    assert committed_events(bootstrap, group_id) == len(events) == stats["events"]
+    assert sorted(n["notification_id"] for n in notifications(bootstrap)) == sorted(f"k{n}/1" for n in range(0, 400, 50))
