@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 from confluent_kafka import (
     OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, TopicPartition,
@@ -26,6 +26,11 @@ log = logging.getLogger("pubsub")
 
 #: Subscription records taken per poll (they are applied in one bulk step).
 CHANGES_PER_POLL = 10_000
+
+#: The events consumer's ``fetch.wait.max.ms`` (librdkafka's default is 500; ``-X`` overrides it).  Tansu holds
+#: a fetch for up to this long even when records arrive meanwhile, so it adds to the latency of a quiet input;
+#: a broker that answers as soon as records arrive (Apache Kafka) only gets more empty fetches while idle.
+EVENTS_FETCH_WAIT_MS = 10
 
 
 class StaleSnapshot(Exception):
@@ -78,11 +83,23 @@ class Inputs:
         # end-of-partition events mark the end of the rebuild
         self.subscriptions = clients.consumer(f"{group_id}.subscriptions-reader", defaults,
                                               **required, **{"enable.partition.eof": True})
-        self.events = clients.consumer(group_id, defaults, **required, **{"session.timeout.ms": session_timeout_ms})
+        self.events = clients.consumer(group_id, {**defaults, "fetch.wait.max.ms": EVENTS_FETCH_WAIT_MS}, **required,
+                                       **{"session.timeout.ms": session_timeout_ms})
 
-    def join(self) -> None:
-        """Join the group; the join proceeds in the background during the rebuild."""
-        self.events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=_log_assignment("revoked"))
+    def join(self, before_revoke: Callable[[Consumer], None] = lambda _consumer: None) -> None:
+        """Join the group; the join proceeds in the background during the rebuild.
+
+        ``before_revoke`` runs (on the loop's thread, inside a consume) before
+        partitions are taken away, so that what was processed of them is
+        committed while this instance still owns them.
+        """
+        revoked = _log_assignment("revoked")
+
+        def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            before_revoke(consumer)
+            revoked(consumer, partitions)
+
+        self.events.subscribe([EVENTS], on_assign=_log_assignment("assigned"), on_revoke=on_revoke)
 
     def replay(self, partitions: int, offsets: dict[int, int], stopped) -> Iterator[list[Message]]:
         """Every partition of the subscriptions topic from ``offsets`` (else the beginning) to its end, in chunks.
@@ -112,8 +129,23 @@ class Inputs:
         return self.subscriptions.consume(num_messages=CHANGES_PER_POLL, timeout=0)
 
     def batch(self, size: int, timeout: float = 0.2) -> list[Message]:
-        """The next batch of at most ``size`` events (waits up to ``timeout`` for the first)."""
-        return self.events.consume(num_messages=size, timeout=timeout)
+        """The events already fetched, at most ``size``, without waiting; if there are none, the first to arrive
+        within ``timeout`` and what came with it.
+
+        ``consume(num_messages=size, timeout)`` alone waits until ``size``
+        records are there or the timeout passes: under a quiet input every
+        event would wait out the timeout.  So a batch is what is available,
+        small when the input is quiet, ``size`` under a backlog; a batch
+        shorter than ``size`` means the input is drained (``processor.app``
+        commits then).
+        """
+        msgs = self.events.consume(num_messages=size, timeout=0)
+        if msgs or timeout <= 0:
+            return msgs
+        msgs = self.events.consume(num_messages=1, timeout=timeout)
+        if msgs and size > 1:
+            msgs += self.events.consume(num_messages=size - 1, timeout=0)
+        return msgs
 
     def close(self) -> None:
         self.events.close()
