@@ -61,7 +61,6 @@ class ProcessorConfig:
     output_format: str = "avro"
     delivery: str = "auto"
     batch_size: int = 1000  # most events per consumed batch (one match_encoded); fewer when fewer are there
-    commit_interval_ms: int = 100  # a transaction (at-least-once: the outputs before an offset commit) is open this long at most
     session_timeout_ms: int = 6000
     progress_interval: float = 5.0
     algorithm: str = "dynamic"
@@ -78,6 +77,7 @@ class ProcessorConfig:
     notification_event: str = "auto"  # full | reference | auto (processor.encode.NOTIFICATION_EVENT_MODES)
     max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes (Kafka's default if unreported)
+    commit_interval_ms: int = 100  # a transaction (at-least-once: the outputs before an offset commit) is open this long at most
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
