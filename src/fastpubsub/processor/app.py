@@ -291,7 +291,10 @@ class Processor:
                 self.statistics_feed.poll()
                 size = 1 if self.suspects else cfg.batch_size
                 # nothing open: wait for events; a transaction open and the interval running: look without waiting
+                t = time.perf_counter()
                 batch = inputs.batch(size, 0.0 if self.uncommitted else 0.2)
+                if batch:
+                    self.counters.lap("consume", t)
                 began = time.monotonic()
                 if batch:
                     progressed = self._guarded(events, self._on_events, batch) and progressed

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-#: Stages whose busy time is kept (a batch is decode + match + produce; a commit covers one or more batches).
-STAGES = ("decode", "match", "produce", "commit")
+#: Stages whose busy time is kept (a batch is consume + decode + match + produce; a commit covers one or more
+#: batches).  consume: taking the batch from librdkafka's queue, waits for a first event included.
+STAGES = ("consume", "decode", "match", "produce", "commit")
 
 
 @dataclass
