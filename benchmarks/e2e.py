@@ -24,7 +24,7 @@ delivery when the broker offers it).  Two phases:
    records arrive meanwhile, so that consumer's own wait is in its latency.
 
 What bounds the maximum comes from the processor's busy time by stage
-(``stage_seconds`` in its final statistics: decode, match, produce, commit),
+(``stage_seconds`` in its final statistics: consume, decode, match, produce, commit),
 so the processor of phase 1 is stopped after the backlog and a second one
 (same group, subscriptions rebuilt again) serves phase 2.
 """
