@@ -62,7 +62,7 @@ class Plan:
     latency_seconds: float  # duration of the rate-limited phase
 
 
-FULL = Plan(1_000_000, 200_000, 30.0)
+FULL = Plan(1_000_000, 500_000, 30.0)  # a backlog of several seconds at 100,000 events/s: many commits to time
 QUICK = Plan(20_000, 20_000, 4.0)
 
 #: fetch.wait.max.ms of the consumer that times the notifications (None: librdkafka's default, 500)
