@@ -303,6 +303,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "commits": stats.get("commits"),
         "latency_phase_batches": latency_stats.get("batches"),
         "latency_phase_commits": latency_stats.get("commits"),
+        "latency_phase_busy_s": latency_stats.get("busy_seconds"),  # of plan.latency_seconds (and its tail)
+        **{f"latency_phase_{k}_s": v for k, v in latency_stats.get("stage_seconds", {}).items()},
         "delivery": stats.get("delivery"),
         "matcher": stats.get("matcher"),
         "processor_events": stats.get("events"),
@@ -365,6 +367,8 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
              "value": f"{row['processor_latency_p50_ms']:,.1f} / {row['processor_latency_p99_ms']:,.1f} ms"},
             {"what": "latency p50 / p99 at a consumer with librdkafka's default fetch.wait.max.ms (500)",
              "value": f"{row['default_consumer_latency_p50_ms']:,.1f} / {row['default_consumer_latency_p99_ms']:,.1f} ms"},
+            {"what": "processor busy at half the maximum (decode, match, produce, commit; of the phase's "
+                     f"{plan.latency_seconds:g} s)", "value": f"{row['latency_phase_busy_s'] or 0:,.1f} s"},
             {"what": "batches / commits: draining the backlog; at half the maximum",
              "value": f"{row['batches']:,} / {row['commits']:,}; "
                       f"{row['latency_phase_batches']:,} / {row['latency_phase_commits']:,}"},
