@@ -37,7 +37,7 @@ def test_a_drained_input_commits_at_once_a_backlog_waits_for_the_interval():
     u.add({("e", 0): 10}, events=10, notifications=3)
     opened = u.since
     assert u and not u.due(drained=False, now=opened + 0.099)
-    assert u.due(drained=False, now=opened + 0.1)  # the interval has passed since the first batch
+    assert u.due(drained=False, now=opened + 0.101)  # the interval has passed since the first batch
     assert u.due(drained=True, now=opened)  # a short batch: nothing more is waiting
 
 
