@@ -237,9 +237,13 @@ class Processor:
                  len(self.state), self.rebuild_records, SUBSCRIPTIONS, time.monotonic() - started)
 
     def write_snapshot(self) -> None:
-        """Snapshot the state; outputs not yet committed are committed first (the snapshot must not be ahead of them)."""
+        """Snapshot the state; outputs not yet committed are committed first (the snapshot must not be ahead of them).
+
+        If that commit fails, the batches are replayed and the snapshot waits for the next turn.
+        """
         if self.uncommitted or self.deliver.pending():
-            self._commit(self._events_consumer)
+            if not self._guarded(self._events_consumer, self._commit, self._events_consumer):
+                return
         self.held.write_snapshot(self._partitions)
 
     def _before_revoke(self, consumer: Consumer) -> None:
