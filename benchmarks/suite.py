@@ -85,18 +85,24 @@ MARKDOWN = {"fig3a": ("fig3a",), "fig3b": ("fig3b",), "scaling": ("scaling",), "
 
 
 def run(figures: list[str], out: Path, quick: bool = False, img_dir: Path | None = None,
-        progress: Callable[[str], None] = print) -> dict[str, str]:
-    """Run ``figures`` in order; returns {figure: "ok" or why it failed}.  A failing figure does not stop the others."""
+        progress: Callable[[str], None] = print, e2e: e2e_mod.Options = e2e_mod.Options()) -> dict[str, str]:
+    """Run ``figures`` in order; returns {figure: "ok" or why it failed}.  A failing figure does not stop the others.
+
+    ``e2e``: the processor's delivery, batch size and commit interval in the end-to-end run.
+    """
     out.mkdir(parents=True, exist_ok=True)
     if img_dir is not None:
         img_dir.mkdir(parents=True, exist_ok=True)
     outcome: dict[str, str] = {}
     sections = []
     for name in figures:
-        command = f"pubsub bench {name}{' --quick' if quick else ''}"
+        command = f"pubsub bench {name}{' --quick' if quick else ''}{e2e.flags() if name == 'e2e' else ''}"
         started = time.monotonic()
         try:
-            RUNNERS[name](out, quick, progress, command)
+            if name == "e2e":
+                e2e_mod.e2e(out, quick, progress, command, e2e)
+            else:
+                RUNNERS[name](out, quick, progress, command)
         except Unavailable as exc:
             outcome[name] = str(exc)
             progress(f"{name}: {exc}")

@@ -317,6 +317,10 @@ def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fau
     assert p.suspects == {("e", 0): 6, ("e", 1): 2} and not p.decode.refused  # nobody dead-lettered on a guess
     assert not p._guarded(None, refused([("e", 0, 6)]))  # a batch of one record: that one is at fault
     assert p.decode.refused == {("e", 0, 6): "output refused by the broker: too large"}
-    assert p._guarded(None, lambda: None) and not p.decode.refused
+    assert p._guarded(None, lambda: None) and p.decode.refused  # a step that succeeds is not yet a commit past it
+    p._committed({("e", 0): 6})  # the committed offset is the refused record's: it comes again
+    assert p.decode.refused and p.suspects == {("e", 0): 6, ("e", 1): 2}
+    p._committed({("e", 0): 7, ("e", 1): 3})  # committed past them: forgotten
+    assert not p.decode.refused and not p.suspects
     assert p.counters.replays == 2
     p.deliver.close()

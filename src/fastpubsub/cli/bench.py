@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS
+
 
 def _benchmarks_suite():
     """``benchmarks.suite`` from the checkout in the current directory (never installed), or a clear error."""
@@ -29,7 +31,13 @@ def _benchmarks_suite():
               show_default=True, help="Directory for the CSV, PNG and markdown of each figure, and report.md.")
 @click.option("--img-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also copy the PNGs here (docs/img to refresh docs/benchmarks.md).")
-def bench_cmd(figures, quick, out, img_dir) -> None:
+@click.option("--delivery", type=click.Choice(["transactional", "at-least-once"]), default="transactional",
+              show_default=True, help="e2e: the processor's --delivery.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="e2e: the processor's --batch-size (default: pubsub run's).")
+@click.option("--commit-interval-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=None,
+              help="e2e: the processor's --commit-interval-ms (default: pubsub run's).")
+def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interval_ms) -> None:
     """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
 
     Runs from a checkout of the fastpubsub repository only: the benchmarks
@@ -54,7 +62,9 @@ def bench_cmd(figures, quick, out, img_dir) -> None:
     FIGURES, run_suite = suite.FIGURES, suite.run
 
     chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
-    outcome = run_suite(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush())
+    options = suite.e2e_mod.Options(delivery, batch_size, commit_interval_ms)
+    outcome = run_suite(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush(),
+                        e2e=options)
     failed = {k: v for k, v in outcome.items() if v != "ok"}
     click.echo(f"report: {out / 'report.md'}")
     if failed:

@@ -51,6 +51,7 @@ class Demo:
         self.spec, self.seed, self.port = PRESETS[workload], seed, port
         self.output_format, self.batch_size = output_format, batch_size
         self.statistics = statistics
+        self.run_options: list[str] = []  # more `pubsub run` options (benchmarks.e2e)
         self._interrupted = False
 
     def _say(self, text: str) -> None:
@@ -83,7 +84,8 @@ class Demo:
 
     def _start_processor(self, bootstrap: str, log_path: Path) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "fastpubsub", "run", "--bootstrap-servers", bootstrap, "--group-id", GROUP,
-               "--output-format", self.output_format, "--batch-size", str(self.batch_size), "--progress-interval", "2"]
+               "--output-format", self.output_format, "--batch-size", str(self.batch_size), "--progress-interval", "2",
+               *self.run_options]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "wb"), stdin=subprocess.DEVNULL,
                                 preexec_fn=child_preexec)
 

@@ -10,6 +10,7 @@ import click
 from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
+from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS
 from fastpubsub.processor.encode import NOTIFICATION_EVENT_MODES
 from fastpubsub.processor.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.processor.shard import Shard
@@ -54,7 +55,13 @@ class ShardType(click.ParamType):
 @click.option("--transactional-id", default=None,
               help="transactional.id of this instance; must differ between live instances and should be reused by "
                    "a restarted one.  Default: <group-id>-<hostname>-<lowest free slot on this host>.")
-@click.option("--batch-size", type=int, default=1000, show_default=True, help="Events per match_batch and commit.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Most events matched in one batch: a batch is what has arrived, up to this many (a backlog gives "
+                   "full batches, a quiet input small ones).")
+@click.option("--commit-interval-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=100, show_default=True,
+              help="Longest a transaction (at-least-once: the outputs before an offset commit) stays open over "
+                   "successive batches, like Kafka Streams' commit.interval.ms; it is committed sooner as soon as "
+                   "the input is drained.  0: commit after every batch.")
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default="dynamic", show_default=True,
               help="Matching algorithm (docs/engine.md): dynamic adapts its hash tables to the subscriptions and "
                    "the event statistics; the others are for comparison.")
@@ -105,7 +112,8 @@ class ShardType(click.ParamType):
               help="Input records (key plus value) larger than this are dead-lettered before they are decoded, "
                    "which bounds the memory one record can take.  Default: the input topics' max.message.bytes, "
                    "1,048,588 (Kafka's default) where the broker does not report it.")
-def run(clients, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size, algorithm, runs,
+def run(clients, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size,
+        commit_interval_ms, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         log_level, metrics_port, metrics_host, stall_seconds,
@@ -115,7 +123,8 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
     from pubsub.events in batches.  Input offsets are committed only with (or
-    after) the notifications they caused; see --delivery.  Progress goes to stderr; on shutdown the
+    after) the notifications they caused; see --delivery and
+    --commit-interval-ms.  Progress goes to stderr; on shutdown the
     final statistics are printed to stdout as one JSON line.
     """
     from fastpubsub.processor.app import Processor, ProcessorConfig, stats_json
@@ -126,7 +135,7 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
         processor = Processor(ProcessorConfig(
             clients.bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms,
             progress_interval, algorithm=algorithm, runs=runs, client_config=dict(clients.settings),
-            transactional_id=transactional_id, stall_seconds=stall_seconds,
+            transactional_id=transactional_id, stall_seconds=stall_seconds, commit_interval_ms=commit_interval_ms,
             snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),

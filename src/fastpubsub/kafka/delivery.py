@@ -7,15 +7,16 @@ read_committed consumers see each notification once.
 ``at-least-once``: for brokers without transactions.  Outputs are produced
 with an idempotent producer, then flushed until every one is acknowledged,
 and only then are the input offsets committed.  A crash in between replays
-the batch; the replayed notifications carry the same ``notification_id``.
+what was not committed; the replayed notifications carry the same ``notification_id``.
 
 Either way nothing is lost: offsets never move past unacknowledged output.
 
-Recovery: a batch whose outputs or commit fail (broker gone, producer fenced
-or desynchronised, e.g. by a broker that restarted and forgot its producer
-ids) raises :class:`DeliveryError`; :meth:`Delivery.recover` then replaces the
-producer and rewinds the consumer to its committed offsets, so the batch is
-matched and delivered again: nothing lost, duplicates only of that batch.
+Recovery: outputs or a commit that fail (broker gone, producer fenced or
+desynchronised, e.g. by a broker that restarted and forgot its producer ids)
+raise :class:`DeliveryError`; :meth:`Delivery.recover` then replaces the
+producer and rewinds the consumer to its committed offsets, so what was not
+committed (the batches since the last commit, ``processor.app``) is matched
+and delivered again: nothing lost, duplicates only of those batches.
 
 Back-pressure: the producer's queue is bounded (``kafka.queues``); when it
 is full, :meth:`Delivery.produce` waits for acknowledgements and retries, never

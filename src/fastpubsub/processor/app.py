@@ -6,8 +6,11 @@ Each stage hands its result to the next and none calls back into another:
 ``Decode`` turns records into columns and rejects, ``Match`` runs one
 ``match_encoded`` per batch against the subscriptions (``ProcessorState``),
 ``Encode`` writes the notifications, ``Deliver`` owns the producer, the
-transaction that commits the batch's input offsets with its outputs, and the
-dead-letter path.  Subscription changes take the same way from ``match``
+transaction that commits the input offsets with their outputs, and the
+dead-letter path.  A transaction holds as many batches as arrive within
+``--commit-interval-ms``, and is committed as soon as the input is drained
+(``deliver.Uncommitted``): small batches and a commit each when the input is
+quiet, large batches and few commits under a backlog.  Subscription changes take the same way from ``match``
 on: new subscriptions are matched against the stored valid events.  Metrics
 read only what the stages publish (``processor.counters``, ``processor.metrics``).
 
@@ -40,7 +43,7 @@ from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPT
 
 from .counters import PipelineCounters
 from .decode import Decode, too_large
-from .deliver import Deliver
+from .deliver import MAX_COMMIT_INTERVAL_MS, Deliver, Uncommitted
 from .encode import NOTIFICATION_EVENT_MODES, Encode
 from .inputs import Inputs, StaleSnapshot, has_data
 from .instance import InstanceSlot
@@ -67,7 +70,7 @@ class ProcessorConfig:
     group_id: str = "pubsub-processor"
     output_format: str = "avro"
     delivery: str = "auto"
-    batch_size: int = 1000
+    batch_size: int = 1000  # most events per consumed batch (one match_encoded); fewer when fewer are there
     session_timeout_ms: int = 6000
     progress_interval: float = 5.0
     algorithm: str = "dynamic"
@@ -85,9 +88,16 @@ class ProcessorConfig:
     max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes (Kafka's default if unreported)
     shard: Shard = UNSHARDED  # or "I/K": hold only the subscriptions of shard I of K (processor.shard)
+    commit_interval_ms: int = 100  # a transaction (at-least-once: the outputs before an offset commit) is open this long at most
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (processor.inputs)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ValueError(f"batch_size must be a whole number of events, at least 1, got {self.batch_size!r}")
+        if not isinstance(self.commit_interval_ms, int) or not 0 <= self.commit_interval_ms <= MAX_COMMIT_INTERVAL_MS:
+            raise ValueError(f"commit_interval_ms must be a whole number of milliseconds from 0 (commit every batch) "
+                             f"to {MAX_COMMIT_INTERVAL_MS} (half the producer's transaction timeout), "
+                             f"got {self.commit_interval_ms!r}")
         if isinstance(self.shard, str):
             self.shard = Shard.parse(self.shard)
         self.start_from_groups = tuple(self.start_from_groups)
@@ -130,6 +140,9 @@ class Processor:
         #: (topic, partition) -> last offset of records the broker refused together (one refusal for a whole
         #: produce batch): until the committed offsets pass them, batches of one record find the one at fault
         self.suspects: dict[tuple[str, int], int] = {}
+        #: the batches delivered since the last commit (their offsets go with the next commit)
+        self.uncommitted = Uncommitted(config.commit_interval_ms / 1000)
+        self._events_consumer: Consumer | None = None
         self._stop = threading.Event()
         self.kernels_compiled = 0  # numba kernels this run compiled (0 when all came from the cache)
         self._late_compiles = CompileWatch(self._compiled_late)
@@ -163,21 +176,43 @@ class Processor:
 
     # --- the flows --------------------------------------------------------------------
 
-    def _on_events(self, msgs: list[Message], consumer: Consumer) -> None:
-        """consume -> decode -> match -> encode -> deliver, then the batch's offsets committed with its outputs."""
+    def _on_events(self, msgs: list[Message]) -> None:
+        """consume -> decode -> match -> encode -> deliver; the batch's offsets join the open transaction."""
         batch = self.decode(msgs)
         matched = self.match.events(batch)
         t = time.perf_counter()
         produced = self.deliver.send(self.encode(matched), batch.rejects)
-        t = self.counters.lap("produce", t)
-        self.deliver.commit(consumer, batch.commit_offsets())
-        for tp, next_offset in batch.offsets.items():
+        self.counters.lap("produce", t)
+        self.uncommitted.add(batch.offsets, len(batch.decoded), produced)
+
+    def _commit(self, consumer: Consumer | None) -> None:
+        """Commit the outputs delivered so far with the offsets of every batch since the last commit."""
+        t = time.perf_counter()
+        done = self.uncommitted
+        self.deliver.commit(consumer, done.topic_partitions() if consumer is not None else None)
+        self.counters.lap("commit", t)
+        self.metrics.commit_seconds.observe(time.perf_counter() - t)
+        self._committed(done.offsets)
+        self.counters.events += done.events
+        self.counters.notifications += done.notifications
+        self.counters.batches += done.batches
+        self.counters.commits += 1
+        done.clear()
+
+    def _committed(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Records the committed offsets have passed are no longer suspects, nor known to be refused."""
+        for tp, next_offset in offsets.items():
             if self.suspects.get(tp, next_offset) < next_offset:
                 del self.suspects[tp]
-        self.counters.lap("commit", t)
-        self.counters.events += len(batch.decoded)
-        self.counters.notifications += produced
-        self.counters.batches += 1
+        if self.decode.refused:
+            for source in [s for s in self.decode.refused if s[2] < offsets.get(s[:2], -1)]:
+                del self.decode.refused[source]
+
+    def _commit_due(self, drained: bool) -> bool:
+        """Commit now: the interval has passed, the input is drained, or records are being tried one by one."""
+        if self.uncommitted:
+            return self.uncommitted.due(drained or bool(self.suspects))
+        return drained and self.deliver.pending()  # outputs without input offsets (dead letters of the statistics feed)
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
@@ -278,10 +313,23 @@ class Processor:
                  len(self.state), self.rebuild_records, SUBSCRIPTIONS, time.monotonic() - started)
 
     def write_snapshot(self) -> None:
-        """Snapshot the state; outputs not yet committed are committed first (the snapshot must not be ahead of them)."""
-        if self.deliver.pending():
-            self.deliver.commit()
+        """Snapshot the state; outputs not yet committed are committed first (the snapshot must not be ahead of them).
+
+        If that commit fails, the batches are replayed and the snapshot waits for the next turn.
+        """
+        if self.uncommitted or self.deliver.pending():
+            if not self._guarded(self._events_consumer, self._commit, self._events_consumer):
+                return
         self.held.write_snapshot(self._partitions)
+
+    def _before_revoke(self, consumer: Consumer) -> None:
+        """Partitions are about to be taken away: commit what was processed of them while they are still ours.
+
+        A failure is recovered without a rewind (the next assignment starts
+        from the committed offsets anyway).
+        """
+        if self.uncommitted or self.deliver.pending():
+            self._guarded(None, self._commit, consumer)
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -308,28 +356,40 @@ class Processor:
             self.statistics_feed = StatisticsFeed(  # bad statistics records are dead-lettered once, by shard 0
                 self.clients, lambda: self.state.matcher,
                 dead_letter=self.deliver.reject if cfg.shard.reports_unowned_input else None)
-            inputs.join()
+            self._events_consumer = inputs.events
+            inputs.join(self._before_revoke)
             self._warm_up()
             self._start(inputs)
             self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
             self._publish()
             self.ready.set()
             meter = RateMeter(cfg.progress_interval)
+            events = inputs.events
             while not self._stop.is_set():
+                progressed = True  # a turn with nothing to do counts as progress, a failed delivery does not
                 changes = inputs.changes()
                 if changes:
+                    # the events' outputs are committed apart from the changes' (a failure replays only events)
+                    if self.uncommitted or self.deliver.pending():
+                        progressed = self._guarded(events, self._commit, events)
                     self._on_changes(changes)
+                    progressed = self._guarded(events, self._commit, events) and progressed
                 self.statistics_feed.poll()
-                progressed = True  # a turn with nothing to do counts as progress, a failed delivery does not
-                if self.deliver.pending():
-                    progressed = self._guarded(inputs.events, self.deliver.commit)
-                batch = inputs.batch(1 if self.suspects else cfg.batch_size)
+                size = 1 if self.suspects else cfg.batch_size
+                # nothing open: wait for events; a transaction open and the interval running: look without waiting
+                t = time.perf_counter()
+                batch = inputs.batch(size, 0.0 if self.uncommitted else 0.2)
                 if batch:
-                    began = time.monotonic()
-                    progressed = self._guarded(inputs.events, self._on_events, batch, inputs.events) and progressed
-                    self.counters.busy_seconds += time.monotonic() - began
-                    self._publish()
+                    self.counters.lap("consume", t)
+                began = time.monotonic()
+                if batch:
+                    progressed = self._guarded(events, self._on_events, batch) and progressed
                     self.metrics.batch_seconds.observe(time.monotonic() - began)
+                commit = self._commit_due(drained=len(batch) < size)
+                if commit:
+                    progressed = self._guarded(events, self._commit, events) and progressed
+                if batch or commit:
+                    self.counters.busy_seconds += time.monotonic() - began
                 if progressed:
                     self.metrics.beat()
                 self._publish()
@@ -338,6 +398,8 @@ class Processor:
                     self._log_progress(meter, inputs.events)
                 if self.held.snapshot_due():
                     self.write_snapshot()
+            if self.uncommitted or self.deliver.pending():
+                self._guarded(events, self._commit, events)  # a clean stop: what was processed is committed
             if cfg.snapshot_dir and self.held.snapshot_due(force=True):
                 self.write_snapshot()  # a clean stop: the next start replays nothing
         finally:
@@ -366,9 +428,9 @@ class Processor:
         """
         try:
             step(*args)
-            self.decode.refused.clear()
             return True
         except DeliveryError as exc:
+            self.uncommitted.clear()  # every batch since the last commit is consumed again
             if len(exc.refused) == 1:
                 self.decode.refused.update(exc.refused)  # the record at fault is known: dead-lettered on the replay
             else:  # several records refused at once: replay one record per batch until the one at fault shows
@@ -404,6 +466,7 @@ class Processor:
             "events": c.events,
             "notifications": c.notifications,
             "batches": c.batches,
+            "commits": c.commits,
             "busy_seconds": round(c.busy_seconds, 3),
             "stage_seconds": {k: round(v, 3) for k, v in c.stage_seconds.items()},
             "dead_letters": dict(self.deliver.dead_letters.counts) if self.deliver else {},

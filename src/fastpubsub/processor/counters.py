@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-#: Stages whose busy time is kept (one batch is decode + match + produce + commit).
-STAGES = ("decode", "match", "produce", "commit")
+#: Stages whose busy time is kept (a batch is consume + decode + match + produce; a commit covers one or more
+#: batches).  consume: taking the batch from librdkafka's queue, waits for a first event included.
+STAGES = ("consume", "decode", "match", "produce", "commit")
 
 
 @dataclass
@@ -19,10 +20,11 @@ class PipelineCounters:
     notifications: int = 0  # notifications produced, live and for stored valid events
     stored_notifications: int = 0  # of which: new subscriptions x stored valid events
     batches: int = 0  # event batches committed
+    commits: int = 0  # transactions committed (at-least-once: offset commits after a flush), each of one or more batches
     by_reference: int = 0  # notifications that refer to their event's record instead of embedding it
     not_kept: int = 0  # stored valid events whose notification did not fit (docs/reliability.md, "Oversized records")
     replays: int = 0  # batches that failed delivery and were consumed again
-    busy_seconds: float = 0.0  # time spent on event batches
+    busy_seconds: float = 0.0  # time spent on event batches and their commits
     #: busy time by stage, to say what bounds the throughput (docs/benchmarks.md)
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 

@@ -10,6 +10,7 @@ records over.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -22,6 +23,54 @@ from fastpubsub.kafka.record_limits import RecordLimits
 
 from .decode import Reject
 from .encode import Output, Rejected
+
+
+#: Longest --commit-interval-ms: half the producer's transaction.timeout.ms (kafka.delivery), so that a
+#: transaction held open that long, plus its commit, is not aborted by the broker.
+MAX_COMMIT_INTERVAL_MS = 30_000
+
+
+class Uncommitted:
+    """What the open transaction (or, at-least-once, the next commit) holds: the input offsets, since when, how much.
+
+    Batches are delivered into it one after another; :meth:`due` says when
+    to commit: ``interval`` seconds after its first batch, at once when the
+    input is drained (a batch shorter than the largest, so that a quiet input
+    waits for one batch and one commit, not for the interval), or after every
+    batch if ``interval`` is 0.
+    """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.offsets: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset to commit
+        self.since: float | None = None  # time.monotonic() of its first batch
+        self.events = self.notifications = self.batches = 0
+
+    def add(self, offsets: dict[tuple[str, int], int], events: int, notifications: int) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+        self.offsets.update(offsets)  # a partition's records come in order: the later batch's offset wins
+        self.events += events
+        self.notifications += notifications
+        self.batches += 1
+
+    def __bool__(self) -> bool:
+        return self.since is not None
+
+    def due(self, drained: bool, now: float | None = None) -> bool:
+        if self.since is None:
+            return False
+        if drained or self.interval <= 0:
+            return True
+        return (time.monotonic() if now is None else now) - self.since >= self.interval
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(topic, p, o) for (topic, p), o in self.offsets.items()]
+
+    def clear(self) -> None:
+        self.offsets = {}
+        self.since = None
+        self.events = self.notifications = self.batches = 0
 
 
 class Deliver:

@@ -33,7 +33,7 @@ from .counters import PipelineCounters
 
 log = logging.getLogger(__name__)
 
-#: Batch latency histogram buckets (seconds): one batch is decode + match + produce + commit.
+#: Histogram buckets (seconds) of a batch (decode + match + produce) and of a commit.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 LAG_EVERY = 1.0
 ENGINE_EVERY = 10.0
@@ -105,6 +105,7 @@ class Metrics:
         self.producer_queue: tuple[int, int, int] | None = None  # (queued, bound, full waits); None before delivery starts
         self.info: dict[str, str] = {"algorithm": "", "delivery": "", "group_id": "", "shard": "0/1"}
         self.batch_seconds = Histogram()
+        self.commit_seconds = Histogram()
         self.lag = 0
         self.partitions = 0
         self.engine: dict[str, Any] = {}
@@ -180,12 +181,16 @@ def render(metrics: Metrics) -> str:
     _metric(out, "pubsub_events_total", "counter", "Events decoded and matched.", [({}, c.events)])
     _metric(out, "pubsub_notifications_total", "counter", "Notifications produced.", [({}, c.notifications)])
     _metric(out, "pubsub_batches_total", "counter", "Event batches processed and committed.", [({}, c.batches)])
+    _metric(out, "pubsub_commits_total", "counter", "Commits (transactions, or at-least-once offset commits) of one "
+            "or more batches.", [({}, c.commits)])
     _metric(out, "pubsub_dead_letters_total", "counter", "Bad input records sent to pubsub.dead-letter, by source and reason class.",
             [({"topic": t, "reason": r}, n) for (t, r), n in sorted(dict(m.dead_letters).items())])
     _metric(out, "pubsub_consumer_lag", "gauge", "Events between the group's committed offsets and the high watermarks.", [({}, m.lag)])
     _metric(out, "pubsub_assigned_partitions", "gauge", "Event partitions assigned to this instance.", [({}, m.partitions)])
-    out += ["# HELP pubsub_batch_seconds Time to decode, match, produce and commit one event batch.",
+    out += ["# HELP pubsub_batch_seconds Time to decode, match and produce one event batch.",
             "# TYPE pubsub_batch_seconds histogram", *m.batch_seconds.lines("pubsub_batch_seconds")]
+    out += ["# HELP pubsub_commit_seconds Time of one commit: outputs acknowledged, offsets committed with them.",
+            "# TYPE pubsub_commit_seconds histogram", *m.commit_seconds.lines("pubsub_commit_seconds")]
     _metric(out, "pubsub_busy_seconds_total", "counter", "Time spent on event batches.", [({}, c.busy_seconds)])
     _metric(out, "pubsub_subscriptions", "gauge", "Subscriptions in the matcher.", [({}, m.subscriptions)])
     _metric(out, "pubsub_subscription_changes_total", "counter", "Subscription changes applied, by kind.",

@@ -1,0 +1,157 @@
+"""Adaptive batches: a transaction (at-least-once: a commit) holds the batches of up to --commit-interval-ms.
+
+A batch is what has arrived, up to --batch-size; the open transaction is
+committed when the interval has passed since its first batch, or at once
+when a batch comes back short (the input is drained), so a quiet input waits
+for one batch and one commit while a backlog goes through in few commits.
+Nothing may be lost or duplicated by holding several batches in one
+transaction (the kill -9 case is in test_crash.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+from kafka_helpers import committed_events, notifications, send, wait_processed
+from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
+
+from fastpubsub.cli import main
+from fastpubsub.processor.app import ProcessorConfig
+from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS, Uncommitted
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
+
+# --- when a commit is due (no broker) ---------------------------------------------------
+
+
+def test_nothing_open_is_never_due():
+    assert not Uncommitted(0.1).due(drained=True)
+    assert not Uncommitted(0.0).due(drained=False)
+
+
+def test_a_drained_input_commits_at_once_a_backlog_waits_for_the_interval():
+    u = Uncommitted(0.1)
+    u.add({("e", 0): 10}, events=10, notifications=3)
+    opened = u.since
+    assert u and not u.due(drained=False, now=opened + 0.099)
+    assert u.due(drained=False, now=opened + 0.101)  # the interval has passed since the first batch
+    assert u.due(drained=True, now=opened)  # a short batch: nothing more is waiting
+
+
+def test_interval_zero_commits_every_batch():
+    u = Uncommitted(0.0)
+    u.add({("e", 0): 1}, 1, 0)
+    assert u.due(drained=False, now=u.since)
+
+
+def test_the_offsets_of_every_batch_go_with_the_commit_the_latest_per_partition():
+    u = Uncommitted(10.0)
+    u.add({("e", 0): 10, ("e", 1): 4}, 12, 2)
+    first = u.since
+    u.add({("e", 0): 20, ("e", 2): 7}, 15, 1)
+    assert u.since == first  # the interval runs from the first batch
+    assert sorted((tp.partition, tp.offset) for tp in u.topic_partitions()) == [(0, 20), (1, 4), (2, 7)]
+    assert (u.events, u.notifications, u.batches) == (27, 3, 2)
+    u.clear()
+    assert not u and u.topic_partitions() == [] and (u.events, u.notifications, u.batches) == (0, 0, 0)
+
+
+# --- bad settings ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [-1, MAX_COMMIT_INTERVAL_MS + 1, 2.5, None])
+def test_config_refuses_a_commit_interval_out_of_range(value):
+    with pytest.raises(ValueError, match=f"commit_interval_ms must be a whole number of milliseconds from 0 .* to "
+                                         f"{MAX_COMMIT_INTERVAL_MS} .*got {value!r}"):
+        ProcessorConfig("127.0.0.1:1", commit_interval_ms=value)
+
+
+@pytest.mark.parametrize("value", [0, -5, 1.5])
+def test_config_refuses_a_batch_size_below_one(value):
+    with pytest.raises(ValueError, match=f"batch_size must be a whole number of events, at least 1, got {value!r}"):
+        ProcessorConfig("127.0.0.1:1", batch_size=value)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--commit-interval-ms", "-1"], "Invalid value for '--commit-interval-ms': -1 is not in the range 0<=x<=30000"),
+    (["--commit-interval-ms", "30001"], "30001 is not in the range 0<=x<=30000"),
+    (["--commit-interval-ms", "0.5"], "Invalid value for '--commit-interval-ms': '0.5' is not a valid integer"),
+    (["--batch-size", "0"], "Invalid value for '--batch-size': 0 is not in the range x>=1"),
+])
+def test_run_refuses_bad_batching_flags(args, message):
+    result = CliRunner().invoke(main, ["run", "-b", "127.0.0.1:1", *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--commit-interval-ms", "-1"], "Invalid value for '--commit-interval-ms'"),
+    (["--delivery", "sometimes"], "Invalid value for '--delivery'"),
+])
+def test_bench_refuses_bad_processor_flags(args, message):
+    result = CliRunner().invoke(main, ["bench", "e2e", *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+# --- through the broker ------------------------------------------------------------------
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("delivery", ["auto", "at-least-once"])
+def test_a_backlog_goes_through_in_transactions_of_several_batches(bootstrap, group_id, start_processor, delivery):
+    """Full batches wait for the interval: fewer commits than batches, and every notification exactly once."""
+    subs = random_subscriptions(300, seed=31)
+    events = random_events(3000, seed=32)
+    send_subscriptions(bootstrap, subs)
+    send_events(bootstrap, events)  # a backlog before the start: batches come full
+    p = start_processor(batch_size=20, commit_interval_ms=2000, delivery=delivery)
+    wait_processed(bootstrap, group_id, timeout=120)
+    stats = p.stop()
+
+    notes = notifications(bootstrap)
+    assert by_event(notes) == {n: s for n, s in expected_matches(subs, events).items() if s}
+    assert max(Counter(n["notification_id"] for n in notes).values()) == 1
+    assert stats["events"] == len(events) and stats["notifications"] == len(notes)
+    assert stats["batches"] >= len(events) // 20
+    assert stats["commits"] < stats["batches"] / 3, stats  # several batches per transaction
+    assert stats["replays"] == 0
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("delivery", ["auto", "at-least-once"])
+def test_a_quiet_input_is_committed_at_once_not_after_the_interval(bootstrap, group_id, start_processor, delivery):
+    """With the longest interval, one event alone is still committed (and notified) as soon as it is processed."""
+    send_subscriptions(bootstrap, [(1, Subscription("alice", [("price", "<", 10)]))])
+    p = start_processor(commit_interval_ms=MAX_COMMIT_INTERVAL_MS, delivery=delivery)
+    for i in range(3):
+        send(bootstrap, topics.EVENTS, [(f"q{i}", codecs.encode_event({"price": i}))])
+        deadline = time.monotonic() + MAX_COMMIT_INTERVAL_MS / 1000 / 3  # far below the interval
+        while committed_events(bootstrap, group_id) < i + 1:
+            assert time.monotonic() < deadline, f"event q{i} not committed well within the interval"
+            time.sleep(0.05)
+    stats = p.stop()
+    assert sorted(n["event_id"] for n in notifications(bootstrap)) == ["q0", "q1", "q2"]
+    assert stats["commits"] >= 3 and stats["events"] == 3
+
+
+@pytest.mark.broker
+def test_a_clean_stop_commits_the_open_transaction(bootstrap, group_id, start_processor):
+    """SIGTERM / stop() while a transaction holds batches: they are committed, not aborted and replayed."""
+    subs = random_subscriptions(100, seed=41)
+    events = random_events(20_000, seed=42)
+    send_subscriptions(bootstrap, subs)
+    send_events(bootstrap, events)
+    p = start_processor(batch_size=10, commit_interval_ms=MAX_COMMIT_INTERVAL_MS)
+    p.wait_for(lambda: p.processor.uncommitted.events > 0, what="an open transaction")
+    stats = p.stop()
+    done = committed_events(bootstrap, group_id)
+    assert done == stats["events"] > 0  # every event it processed is committed, and counted once committed
+    again = start_processor()  # what is left is processed by the next one, nothing twice
+    wait_processed(bootstrap, group_id, timeout=120)
+    rest = again.stop()
+    assert rest["events"] > 0 and stats["events"] + rest["events"] == len(events)
+    notes = notifications(bootstrap)
+    assert max(Counter(n["notification_id"] for n in notes).values()) == 1
+    assert by_event(notes) == {n: s for n, s in expected_matches(subs, events).items() if s}
