@@ -163,6 +163,28 @@ class AggregateService:
             m.add(ids[key], list(key))
         return ids[key]
 
+    def check(self, spec: AggregateSpec | JoinSpec) -> None:
+        """Refuse (``ValueError``) a subscription over an undeclared table or attribute, or a join on attributes of
+        different kinds, without registering anything: what ``subscribe`` checks first."""
+        if isinstance(spec, JoinSpec):
+            (lt, la), (rt, ra) = spec.left, spec.right
+            ls, rs = self._check_table(lt), self._check_table(rt)
+            self._check_attr(ls, spec.on[0], False)
+            self._check_attr(rs, spec.on[1], False)
+            if ls.kinds is not None and rs.kinds is not None and ls.kinds[spec.on[0]] != rs.kinds[spec.on[1]]:
+                raise ValueError(f"join on attributes of different kinds: {lt}.{spec.on[0]} is a "
+                                 f"{ls.kinds[spec.on[0]]}, {rt}.{spec.on[1]} is a {rs.kinds[spec.on[1]]}")
+            alias = {la: ls, ra: rs}
+            for attr, _, _ in spec.where:
+                a, _, name = attr.partition(".")
+                self._check_attr(alias[a], name, False)
+            return
+        schema = self._check_table(spec.table)
+        self._check_attr(schema, spec.range_attr, True)
+        self._check_attr(schema, spec.value, spec.fn in ("min", "max", "sum", "avg"))
+        for attr, _, _ in spec.where:
+            self._check_attr(schema, attr, False)
+
     def subscribe(self, sid: Any, spec: AggregateSpec | JoinSpec, update_id: str = "0") -> Notification:
         """Register a subscription and return its current answer (id ``<sid>/init/<update_id>``)."""
         if sid in self._subs:

@@ -1,6 +1,7 @@
 """``pubsub``: the one command line of fastpubsub, one module per group of subcommands.
 
 * ``run``: the processor;
+* ``tables``: the table service (aggregate subscriptions over tables);
 * ``messages``: ``subscribe``, ``unsubscribe``, ``publish``, ``tail``;
 * ``broker``: ``broker`` (the embedded one) and ``topics``;
 * ``demo``: everything end to end on the embedded broker;
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import click
 
-from . import bench, broker, demo, messages, run, stats
+from . import bench, broker, demo, messages, run, stats, tables
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +33,7 @@ def main() -> None:
     """
 
 
-for command in (broker.broker, broker.topics_cmd, run.run, messages.subscribe, messages.unsubscribe, messages.publish,
+for command in (broker.broker, broker.topics_cmd, run.run, tables.tables_cmd, messages.subscribe, messages.unsubscribe, messages.publish,
                 messages.tail, stats.stats, demo.demo, bench.bench_cmd):
     main.add_command(command)
 

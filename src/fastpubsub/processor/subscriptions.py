@@ -31,7 +31,9 @@ from fastpubsub.engine import (
 )
 from fastpubsub.engine import DeadlineQueue
 
-from fastpubsub.wire.codecs import DecodeError, decode_subscription
+from fastpubsub.wire.codecs import (
+    AggregateDecodeError, AggregateSubscription, DecodeError, decode_any_subscription, is_aggregate_subscription,
+)
 
 _COUNTERS = ("added", "replaced", "removed", "expired")
 
@@ -109,14 +111,20 @@ class SubscriptionState:
             try:
                 sid = parse_subscription_id(key)
             except DecodeError as exc:
-                errors.append((i, exc))
+                if not is_aggregate_subscription(value):  # an aggregate one is the table service's to refuse
+                    errors.append((i, exc))
                 continue
             latest.pop(sid, None)  # keep the dict in order of each id's latest record
             if not value:  # tombstone (null or empty value)
                 latest[sid] = (None, i)
                 continue
             try:
-                latest[sid] = (decode_subscription(value), i)
+                sub = decode_any_subscription(value)
+                # aggregate subscriptions (valid or not) belong to the table service (processor.tables): here the
+                # id just stops being a plain subscription
+                latest[sid] = (None if isinstance(sub, AggregateSubscription) else sub, i)
+            except AggregateDecodeError:
+                latest[sid] = (None, i)
             except DecodeError as exc:
                 latest[sid] = (None, i)  # the latest value is what counts, and it is invalid
                 errors.append((i, exc))
