@@ -24,9 +24,9 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka_helpers import dead_letters, end_offsets, read_all, send
 
 from fastpubsub.aggregates import parse_subscription
-from fastpubsub.aggregates.client import RangeCountClient, RangeDistinctClient, RangeExtremumClient
+from fastpubsub.aggregates.client import Follower
 from fastpubsub.aggregates.oracle import AggregateOracle
-from fastpubsub.aggregates.service import ReformulatedRecord, group_name
+from fastpubsub.aggregates.service import ReformulatedRecord
 from fastpubsub.cli import main
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.broker import child_preexec
@@ -255,56 +255,31 @@ def test_s_un_notifications_equal_the_oracle(running, tables_bootstrap, group_id
     assert svc.service.stats()["dead_letters"] == {}
 
 
-def clients_for(subs, inits):
-    out = {}
-    for sid, text in subs:
-        spec = parse_subscription(text)
-        v = inits[sid]
-        if spec.fn in ("min", "max"):
-            c = RangeExtremumClient(spec.low, spec.high, v)
-        elif spec.fn == "count":
-            c = RangeCountClient("count", spec.low, spec.high, v, 0.0)
-        elif spec.fn == "sum":
-            c = RangeCountClient("sum", spec.low, spec.high, 0, float(v))
-        else:
-            c = RangeDistinctClient(spec.low, spec.high, frozenset(v))
-        out[sid] = (group_name(spec.group), spec.fn, c)
-    return out
-
-
-def test_s_cn_clients_keep_the_oracle_answers_from_the_reformulated_topic(running, tables_bootstrap, group_id):
+def test_s_cn_followers_keep_the_oracle_answers_from_the_reformulated_topic(running, tables_bootstrap, group_id):
     rows, updates = workload(3, 40, 300)
-    subs = subscriptions(4, 50, fns=("min", "max", "count", "sum", "distinct"))
+    subs = subscriptions(4, 60)
     svc = running(mode="s-cn")
     run_steps(tables_bootstrap, group_id, rows, subs, updates)
     svc.stop()
     notes = notifications_of(tables_bootstrap)
     assert all("/init/" in n["notification_id"] for n in notes)  # S-CN: only the initial answers are unicast
-    inits = {n["subscription"]: n["value"] for n in notes}
-    positions = {n["subscription"]: n["position"][f"{STOCK_TOPIC}:0"] for n in notes}
-    assert set(positions.values()) == {len(rows)}
+    assert {n["position"][f"{STOCK_TOPIC}:0"] for n in notes} == {len(rows)}
+    followers = {n["subscription"]: Follower(n["subscription"], parse_subscription(dict(subs)[n["subscription"]]), n)
+                 for n in notes}
     records = [ReformulatedRecord.from_bytes(m.value()) for m in read_all(tables_bootstrap, topics.REFORMULATED)]
-    by_update: dict[str, dict[str, list]] = {}
+    by_update: dict[str, list[ReformulatedRecord]] = {}
     for r in records:
-        by_update.setdefault(r.update_id, {}).setdefault(r.group, []).append(r.payload)
-    clients = clients_for(subs, inits)
-    got = {(sid, "init"): plain(v) for sid, v in inits.items()}
+        by_update.setdefault(r.update_id, []).append(r)
+    got = {(n["subscription"], "init"): plain(n["value"]) for n in notes}
     for update_id in sorted(by_update, key=lambda u: int(u.rsplit(":", 1)[1])):
-        for sid, (group, fn, c) in clients.items():
-            msgs = by_update[update_id].get(group)
-            if not msgs or int(update_id.rsplit(":", 1)[1]) < positions[sid]:
-                continue
-            if fn in ("count", "sum"):
-                change = None
-                for m in msgs:
-                    change = c.apply(m) or change
-                change = change if change is None else (c.value, 0)
-            else:
-                change = c.apply(msgs)
+        for sid, f in followers.items():
+            change = f.apply(by_update[update_id])
             if change is not None:
+                assert change[1].startswith(f"{sid}/{update_id}/")
                 got[sid, update_id] = plain(change[0])
     assert_same(got, expected(rows, subs, updates, len(rows)))
-    assert len(records) < sum(1 for _ in updates) * 2 * len({c[0] for c in clients.values()})
+    groups = {f.group for f in followers.values()}
+    assert len(records) < len(updates) * 2 * len(groups)  # a few messages per update and group, whatever the subscribers
 
 
 class TablesProcess:

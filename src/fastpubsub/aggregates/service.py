@@ -322,6 +322,14 @@ class AggregateService:
         else:
             g.stage.remove(slot)
 
+    def client_state(self, sid: Any) -> dict[str, Any]:
+        """What an S-CN client needs beyond the answer to follow it: count and sum for count/sum/avg."""
+        key, slot, spec = self._subs[sid]
+        st = self._groups[key].stage
+        if isinstance(st, CountGroup):
+            return {"count": int(st.count[slot]), "sum": float(st.total[slot])}
+        return {}
+
     def answer(self, sid: Any) -> Any:
         """The answer the S-UN stage holds for a subscription now."""
         key, slot, spec = self._subs[sid]

@@ -300,9 +300,10 @@ class TableService:
 
     def _notify(self, n: Notification, subscriber: str, init: bool = False) -> None:
         body = n.to_bytes()
-        extra = {"subscriber": subscriber}
-        if init:  # the S-CN client applies the reformulated messages of updates from here on
+        extra: dict[str, Any] = {"subscriber": subscriber}
+        if init:  # an S-CN client (aggregates.client.Follower) applies the reformulated messages from here on
             extra["position"] = {f"{t}:{p}": o for (t, p), o in self.positions.items() if t in self.by_topic}
+            extra.update(self.svc.client_state(n.subscription))
         self.delivery.produce(NOTIFICATIONS, subscriber, json.dumps(extra, separators=(",", ":"))[:-1].encode()
                               + b"," + body[1:])
         self.notifications += 1
