@@ -256,6 +256,7 @@ class TableService:
         ``replay``: records already processed before a restart: no output (their initial answers and dead
         letters were delivered then)."""
         pending: list[tuple[int, Any, Message, str]] = []
+        pending_ids: set[int] = set()
 
         def flush() -> None:
             if not pending:
@@ -267,33 +268,41 @@ class TableService:
                     self._notify(Notification(f"{sid}/init/{msg.topic()}:{msg.partition()}:{msg.offset()}", sid, n.value,
                                               f"{msg.topic()}:{msg.partition()}:{msg.offset()}"), subscriber, init=True)
             pending.clear()
+            pending_ids.clear()
 
         for msg in msgs:
             if not replay:
                 self.positions[msg.topic(), msg.partition()] = msg.offset() + 1
             value = msg.value()
-            aggregate = codecs.is_aggregate_subscription(value)
             try:
                 sid = parse_subscription_id(msg.key())
             except codecs.DecodeError as exc:
-                if aggregate and not replay:
+                if not replay and codecs.is_aggregate_subscription(value):
                     self.dead_letters.send(msg, str(exc))
                 continue
-            if any(sid == p[0] for p in pending):
+            if sid in pending_ids:  # a second record of the same id: the first one registered before it
                 flush()
             self._drop(sid)
             self.subscription_changes += 1
-            if not aggregate:
-                continue  # a tombstone, or a plain subscription (the event processor's): the id is no aggregate now
+            if not value:
+                continue  # a tombstone
             try:
                 sub = codecs.decode_any_subscription(value)
+                if not isinstance(sub, codecs.AggregateSubscription):
+                    continue  # a plain subscription (the event processor's): the id is no aggregate one now
                 self.svc.check(sub.spec)
-            except ValueError as exc:  # AggregateDecodeError, or a table or attribute this service does not know
+            except codecs.AggregateDecodeError as exc:
                 if not replay:
-                    reason = str(exc) if str(exc).startswith("invalid aggregate") else f"invalid aggregate subscription: {exc}"
-                    self.dead_letters.send(msg, reason)
+                    self.dead_letters.send(msg, str(exc))
+                continue
+            except codecs.DecodeError:
+                continue  # an invalid plain subscription: the event processor dead-letters it
+            except ValueError as exc:  # a table or attribute this service does not know
+                if not replay:
+                    self.dead_letters.send(msg, f"invalid aggregate subscription: {exc}")
                 continue
             pending.append((sid, sub.spec, msg, sub.subscriber))
+            pending_ids.add(sid)
         flush()
 
     # --- rows ----------------------------------------------------------------------------
