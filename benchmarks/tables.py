@@ -86,7 +86,7 @@ def _wait(consumer: Consumer, topic: str, partitions: int, target: int, proc: su
         time.sleep(0.2)
 
 
-def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, progress=print) -> dict:
+def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, batch: int = 1000, progress=print) -> dict:
     rng = np.random.default_rng(seed)
     xs, ys = synthetic_rows(n_rows, rng)
     upd_k, upd_y = synthetic_updates(ys, n_updates, rng)
@@ -120,7 +120,7 @@ def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, prog
                                         json.dumps({"symbol": int(k), "risk": float(xs[k]), "per": float(y)}).encode())
                                        for k, y in zip(upd_k, upd_y)))
         started = time.monotonic()
-        proc = _service(bootstrap, mode, 1000, log)
+        proc = _service(bootstrap, mode, batch, log)
         samples = _wait(watch, TOPIC, 1, n_rows + n_updates, proc, 3600, "the updates")
         stats = _stop(proc)
         watch.close()
@@ -128,7 +128,7 @@ def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, prog
     (t_b, c_b) = samples[-1]
     rate = (c_b - c_a) / max(t_b - t_a, 1e-9)
     restore_s = t_a - started
-    result = {"mode": mode, "subscriptions": n_subs, "rows": n_rows, "updates": n_updates,
+    result = {"mode": mode, "batch_size": batch, "subscriptions": n_subs, "rows": n_rows, "updates": n_updates,
               "updates_per_s": rate, "restore_and_first_batch_s": restore_s, "load_s": load_s,
               "notifications": stats["notifications"], "reformulated": stats["reformulated"],
               "notifications_per_update": stats["notifications"] / n_updates,
@@ -146,12 +146,14 @@ def main(argv=None) -> None:
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--updates", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--batch-size", type=int, default=1000, help="pubsub tables --batch-size while timed")
     ap.add_argument("--json", action="store_true", help="Print the result as one JSON line at the end.")
     args = ap.parse_args(argv)
-    result = run(args.mode, args.subscriptions, args.rows, args.updates, args.seed)
+    result = run(args.mode, args.subscriptions, args.rows, args.updates, args.seed, args.batch_size)
+    batch = args.batch_size
     cmd = " ".join(["python -m benchmarks.tables", *(argv if argv is not None else sys.argv[1:])])
-    print(f"\n| mode | rows | subscriptions | updates | updates/s | notifications/update | reformulated/update | "
-          f"restore s |\n|---|---|---|---|---|---|---|---|\n| {result['mode'].upper()} | {result['rows']:,} | "
+    print(f"\n| mode | batch | rows | subscriptions | updates | updates/s | notifications/update | reformulated/update | "
+          f"restore s |\n|---|---|---|---|---|---|---|---|---|\n| {result['mode'].upper()} | {batch} | {result['rows']:,} | "
           f"{result['subscriptions']:,} | {result['updates']:,} | {result['updates_per_s']:,.0f} | "
           f"{result['notifications_per_update']:.2f} | {result['reformulated_per_update']:.2f} | "
           f"{result['restore_and_first_batch_s']:.1f} |\n\n`{cmd}`, {result['load']}, {os.cpu_count()} CPUs")

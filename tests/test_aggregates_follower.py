@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import random
 
 import pytest
@@ -66,3 +68,21 @@ def test_a_follower_skips_updates_before_its_initial_answer():
 def test_joins_have_no_follower():
     with pytest.raises(ValueError, match="S-UN"):
         Follower(1, parse_subscription("join a x, b y on x.k = y.k"), {"value": []})
+
+
+@given(st.lists(st.one_of(st.floats(), st.integers(-10**6, 10**6).map(float)), min_size=1, max_size=6),
+       st.text(max_size=8), st.integers(0, 10))
+def test_a_record_is_the_json_of_its_fields_and_reads_back(payload, update, index):
+    r = ReformulatedRecord('["t","min","y","x",[]]', f"t:0:{update}", index, tuple(payload))
+    m = [None if v != v else {"inf": 1 if v > 0 else -1} if v in (math.inf, -math.inf) else v for v in payload]
+    assert json.loads(r.to_bytes()) == json.loads(json.dumps({"group": r.group, "id": f"{r.update_id}/{index}", "m": m}))
+    back = ReformulatedRecord.from_bytes(r.to_bytes())
+    assert (back.group, back.update_id, back.index) == (r.group, r.update_id, r.index)
+    assert all((a != a and b != b) or a == b for a, b in zip(back.payload, payload))
+
+
+def test_a_changelog_record_is_the_row_change():
+    from fastpubsub.aggregates.changelog import row_change, row_record
+    from fastpubsub.state import to_records
+    for row in ({"k": "a", "x": 1.5}, None):
+        assert row_record("t", "a", row, 3, 17) == to_records(row_change("t", "a", row, 3, 17))[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable
 
@@ -76,6 +77,19 @@ def _wire(v: Any) -> Any:
     return v
 
 
+_PLAIN_ID = re.compile(r"[\w.:/-]*", re.ASCII)  # ids of topic:partition:offset form need no JSON escaping
+_GROUP_JSON: dict[str, str] = {}  # group name -> the start of its records' JSON (few groups, reused per record)
+
+
+def _float_json(v: float) -> str:
+    """A float as ``json.dumps`` of the payload writes it (``repr``), with NaN as null and ±inf as {"inf": ±1}."""
+    if v != v:
+        return "null"
+    if v in (math.inf, -math.inf):
+        return '{"inf":1}' if v > 0 else '{"inf":-1}'
+    return repr(v)
+
+
 def _unwire(v: Any) -> Any:
     return math.inf * v["inf"] if isinstance(v, dict) and "inf" in v else v
 
@@ -95,6 +109,13 @@ class ReformulatedRecord:
     payload: tuple
 
     def to_bytes(self) -> bytes:
+        if all(type(v) is float for v in self.payload):  # the common case (min/max, count/sum/avg), written directly
+            head = _GROUP_JSON.get(self.group)
+            if head is None:
+                head = _GROUP_JSON[self.group] = '{"group":' + json.dumps(self.group) + ',"id":'
+            m = ",".join(repr(v) if v - v == 0 else _float_json(v) for v in self.payload)  # v - v: NaN for ±inf, NaN
+            rid = f"{self.update_id}/{self.index}"
+            return f'{head}{(chr(34) + rid + chr(34)) if _PLAIN_ID.fullmatch(rid) else json.dumps(rid)},"m":[{m}]}}'.encode()
         m = [None if isinstance(v, float) and math.isnan(v) else _wire(v) for v in self.payload]
         return json.dumps({"group": self.group, "id": f"{self.update_id}/{self.index}", "m": m},
                           separators=(",", ":"), default=str).encode()
@@ -113,7 +134,12 @@ class Output:
     notifications: list[Notification] = field(default_factory=list)
     kinds: list[int] = field(default_factory=list)  # Corollary 1 class per extremum group touched
     rejected: list[str] = field(default_factory=list)  # reasons a row stays out of an aggregate
-    state: StateChanges = field(default_factory=StateChanges)  # the changelog change of this update
+    change: tuple | None = None  # (table, key, row or None, source partition, source offset) of this update
+
+    @property
+    def state(self) -> StateChanges:
+        """The changelog change of this update (built on demand: a Kafka stage may write the row directly)."""
+        return StateChanges() if self.change is None else row_change(*self.change)
 
 
 def group_name(g: tuple) -> str:
@@ -361,8 +387,7 @@ class AggregateService:
                 if isinstance(v, float) and math.isnan(v):
                     raise ValueError(f"table {table}: row {key!r} has NaN in attribute {attr!r}")
         change = self.tables[table].apply(key, row)
-        out = Output()
-        out.state = row_change(table, key, row, *source)
+        out = Output(change=(table, key, row, *source))
         passing = None
         if row is not None and table in self._filters:
             passing = set(self._filters[table][0].match(row).tolist())

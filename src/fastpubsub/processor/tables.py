@@ -23,6 +23,7 @@ with the same codec (``wire.codecs.decode_any_subscription``): each ignores the 
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import re
@@ -37,7 +38,8 @@ from fastpubsub.aggregates import AggregateService, Notification, TableSchema
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.deadletter import DeadLetters
 from fastpubsub.kafka.delivery import Delivery, DeliveryError
-from fastpubsub.state import StateChanges, from_records, to_records
+from fastpubsub.aggregates.changelog import row_record
+from fastpubsub.state import from_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.topics import (
     DEAD_LETTER, NOTIFICATIONS, REFORMULATED, SUBSCRIPTIONS, TABLE_SCHEMAS, TABLE_SERVICE, changelog_topic,
@@ -162,7 +164,9 @@ def _read_to_end(clients: ClientFactory, start: list[TopicPartition], timeout: f
 
 
 def _key_text(v: Any) -> str:
-    return v if isinstance(v, str) else json.dumps(v)
+    if isinstance(v, str):
+        return v
+    return str(v) if type(v) is int else json.dumps(v)
 
 
 @dataclass
@@ -198,6 +202,7 @@ class TableService:
         self.config = config
         self.clients = ClientFactory(config.bootstrap_servers, config.client_config)
         self.by_topic = {t.topic: t for t in config.tables}
+        self.changelogs = {t.name: changelog_topic(t.name) for t in config.tables}
         self.ready = threading.Event()
         self._stop = threading.Event()
         self.svc = AggregateService([t.schema() for t in config.tables], notify=config.mode == "s-un")
@@ -241,6 +246,10 @@ class TableService:
         self.positions = {k: (v if v >= 0 else 0) for k, v in committed.items()}
         consumer.assign([TopicPartition(t, p, o if o >= 0 else OFFSET_BEGINNING) for (t, p), o in committed.items()])
         self.restores += 1
+        # Millions of long-lived subscription objects: keep them out of the cyclic collector's full passes,
+        # which would otherwise walk them all every few thousand updates
+        gc.collect()
+        gc.freeze()
         log.info("restored: %d rows of %d table(s), %d subscriptions", self.restored_rows, len(self.config.tables),
                  len(self.subscribers))
 
@@ -267,6 +276,8 @@ class TableService:
                 if not replay:
                     self._notify(Notification(f"{sid}/init/{msg.topic()}:{msg.partition()}:{msg.offset()}", sid, n.value,
                                               f"{msg.topic()}:{msg.partition()}:{msg.offset()}"), subscriber, init=True)
+            if len(pending) >= 10_000:
+                gc.freeze()  # as after a restore: a bulk of long-lived objects
             pending.clear()
             pending_ids.clear()
 
@@ -351,9 +362,8 @@ class TableService:
             self.dead_letters.send(msg, f"table {table.name}: {exc}")
             return
         self.updates += 1
-        log_topic = changelog_topic(table.name)
-        for k, v, headers in to_records(out.state):
-            self.delivery.produce(log_topic, k, v, headers=headers)
+        k, v, headers = row_record(*out.change)
+        self.delivery.produce(self.changelogs[table.name], k, v, headers=headers)
         if self.config.mode == "s-cn":
             for r in out.records:
                 self.delivery.produce(REFORMULATED, r.group, r.to_bytes())
