@@ -226,6 +226,19 @@ class TableService:
 
     def _restore(self, consumer: Consumer) -> None:
         """Tables from their changelogs, subscriptions up to their committed offsets; then assign the inputs."""
+        gc.disable()  # building millions of long-lived objects: no collector passes over them meanwhile
+        try:
+            self._load(consumer)
+        finally:
+            gc.enable()
+        # Keep them out of the cyclic collector's full passes, which would otherwise walk them all every few
+        # thousand updates
+        gc.collect()
+        gc.freeze()
+        log.info("restored: %d rows of %d table(s), %d subscriptions", self.restored_rows, len(self.config.tables),
+                 len(self.subscribers))
+
+    def _load(self, consumer: Consumer) -> None:
         parts = self._partitions()
         inputs = [TopicPartition(t, p) for t in (*self.by_topic, SUBSCRIPTIONS) for p in range(parts[t])]
         committed = {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(inputs, timeout=30)}
@@ -246,12 +259,6 @@ class TableService:
         self.positions = {k: (v if v >= 0 else 0) for k, v in committed.items()}
         consumer.assign([TopicPartition(t, p, o if o >= 0 else OFFSET_BEGINNING) for (t, p), o in committed.items()])
         self.restores += 1
-        # Millions of long-lived subscription objects: keep them out of the cyclic collector's full passes,
-        # which would otherwise walk them all every few thousand updates
-        gc.collect()
-        gc.freeze()
-        log.info("restored: %d rows of %d table(s), %d subscriptions", self.restored_rows, len(self.config.tables),
-                 len(self.subscribers))
 
     # --- subscriptions ---------------------------------------------------------------
 
