@@ -86,3 +86,13 @@ def test_a_changelog_record_is_the_row_change():
     from fastpubsub.state import to_records
     for row in ({"k": "a", "x": 1.5}, None):
         assert row_record("t", "a", row, 3, 17) == to_records(row_change("t", "a", row, 3, 17))[0]
+
+
+@given(st.one_of(st.none(), st.floats(), st.integers(-10**20, 10**20)),
+       st.sampled_from(["IBM", "a b", 'q"uote', "é", "t:0:1"]), st.sampled_from(["7/t:0:1/0", "7/x y/0"]))
+def test_a_notification_is_the_json_of_its_fields(value, key, nid):
+    from fastpubsub.aggregates import Notification
+    n = Notification(nid, 7, value, "t:0:1", "stock", key)
+    plain = None if isinstance(value, float) and (value != value or value in (math.inf, -math.inf)) else value
+    assert json.loads(n.to_bytes()) == {"notification_id": nid, "subscription": 7, "value": plain, "update_id": "t:0:1",
+                                        "table": "stock", "key": key}

@@ -346,7 +346,9 @@ def test_bad_subscriptions_and_rows_are_dead_lettered_with_their_reasons(running
         5: {"subscriber": "a", "aggregate": "join orders o, shipments s on o.order_id = s.order_id"},
     }
     send(tables_bootstrap, topics.SUBSCRIPTIONS, [(str(k).encode(), json.dumps(v).encode()) for k, v in bad.items()]
-         + [(b"6", json.dumps({"subscriber": "a", "aggregate": good}).encode())])
+         + [(b"6", json.dumps({"subscriber": "a", "aggregate": good}).encode()),
+            (b"7", codecs.encode_subscription(Subscription("b", [("x", "=", 1)]))),  # plain: the processor's
+            (b"8", b'{"subscriber": "b", "predicates": [["x", "~", 1]]}')])  # plain and invalid: the processor's too
     send(tables_bootstrap, STOCK_TOPIC, [(b"IBM", json.dumps({"symbol": "IBM", "risk": 42}).encode()),
                                         (b"HP", json.dumps({"symbol": "HP", "per": 3}).encode()),
                                         (b"SUN", b"{not json"),
@@ -372,6 +374,7 @@ def test_bad_subscriptions_and_rows_are_dead_lettered_with_their_reasons(running
     assert "no key" in rows[3]
     assert "differs from the record key" in rows[4]
     assert svc.service.stats()["rows"]["stock"] == 2  # rows outside an aggregate stay in the table
+    assert svc.service.stats()["subscriptions"] == 1  # 6 only
 
 
 def test_the_event_processor_ignores_aggregate_subscriptions_and_the_service_ignores_plain_ones():

@@ -53,6 +53,7 @@ log = logging.getLogger("pubsub.tables")
 MODES = ("s-un", "s-cn")
 KINDS = ("number", "string", "bool")
 _NAME = re.compile(r"^[A-Za-z_][\w]*$")
+_PLAIN = re.compile(r"[\w.:/@-]*", re.ASCII)  # strings JSON writes as they are
 
 
 @dataclass(frozen=True)
@@ -331,8 +332,11 @@ class TableService:
         if init:  # an S-CN client (aggregates.client.Follower) applies the reformulated messages from here on
             extra["position"] = {f"{t}:{p}": o for (t, p), o in self.positions.items() if t in self.by_topic}
             extra.update(self.svc.client_state(n.subscription))
-        self.delivery.produce(NOTIFICATIONS, subscriber, json.dumps(extra, separators=(",", ":"))[:-1].encode()
-                              + b"," + body[1:])
+        if init:
+            head = json.dumps(extra, separators=(",", ":"))[:-1]
+        else:
+            head = '{"subscriber":' + (f'"{subscriber}"' if _PLAIN.fullmatch(subscriber) else json.dumps(subscriber))
+        self.delivery.produce(NOTIFICATIONS, subscriber, head.encode() + b"," + body[1:])
         self.notifications += 1
 
     def _on_row(self, msg: Message) -> None:
