@@ -302,22 +302,31 @@ def committed(bootstrap: str, group_id: str, topic: str) -> int:
         c.close()
 
 
-def test_kill_9_and_restart_deduplicated_notifications_equal_the_oracle(tables_bootstrap, group_id):
-    rows, updates = workload(5, 60, 1500)
+@pytest.mark.parametrize("delay", [0.0, 0.25])
+def test_kill_9_and_restart_deduplicated_notifications_equal_the_oracle(tables_bootstrap, group_id, delay):
+    rows, updates = workload(5, 60, 3000)
     subs = subscriptions(6, 80)
     first = TablesProcess(tables_bootstrap, group_id)
+    # the updates arrive as a backlog, so that the service is busy (likely inside a transaction) when killed;
+    # the first third is written at once, the rest in chunks, so that the kill cannot come after the end
+    writer = threading.Thread(target=lambda: [(send(tables_bootstrap, STOCK_TOPIC, row_records(updates[i:i + 100])),
+                                               time.sleep(0.02 if i >= len(updates) // 3 else 0))
+                                              for i in range(0, len(updates), 100)])
     try:
         send(tables_bootstrap, STOCK_TOPIC, row_records(rows))
         wait_committed(tables_bootstrap, group_id, STOCK_TOPIC, timeout=120)
         send(tables_bootstrap, topics.SUBSCRIPTIONS, encode_subs(subs))
         wait_committed(tables_bootstrap, group_id, topics.SUBSCRIPTIONS)
-        send(tables_bootstrap, STOCK_TOPIC, row_records(updates))
+        writer.start()
         deadline = time.monotonic() + 60
         while committed(tables_bootstrap, group_id, STOCK_TOPIC) < len(rows) + 300:
             assert time.monotonic() < deadline and first.proc.poll() is None, "no progress before the kill"
             time.sleep(0.05)
+        time.sleep(delay)  # the kill falls at different points of a batch
     finally:
         first.kill()
+        if writer.is_alive() or writer.ident is not None:
+            writer.join(60)
     done_at_kill = committed(tables_bootstrap, group_id, STOCK_TOPIC)
     assert done_at_kill < len(rows) + len(updates), "the kill came after the end: nothing to recover"
     second = TablesProcess(tables_bootstrap, group_id)
