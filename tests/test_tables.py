@@ -416,3 +416,11 @@ def test_pubsub_subscribe_refuses_what_the_service_would(running, tables_bootstr
     result = subscribe("avg(per) over stock where risk between 20 and 60")
     assert result.exit_code == 0, result.output
     assert '"fn": "avg"' in result.output
+
+
+def test_a_missing_table_topic_is_created_with_one_partition(running, tables_bootstrap):
+    running(tables=(STOCK, "fresh:pubsub.tables.fresh:id"))
+    from fastpubsub.kafka import admin
+    assert admin.partitions_of(tables_bootstrap, "pubsub.tables.fresh") == 1
+    assert admin.cleanup_policies(ClientFactory(tables_bootstrap).admin(), names=("pubsub.tables.fresh",)).get(
+        "pubsub.tables.fresh", "compact") == "compact"

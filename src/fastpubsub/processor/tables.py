@@ -32,7 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from fastpubsub.aggregates import AggregateService, Notification, TableSchema
 from fastpubsub.kafka import ClientFactory, admin
@@ -398,12 +399,31 @@ class TableService:
             self._on_subscriptions(run)
         self.delivery.commit(consumer, [TopicPartition(t, p, o) for (t, p), o in self.positions.items()])
 
+    def _create_table_topics(self) -> None:
+        """A table topic that does not exist yet is created with one partition (a table's update order), compacted
+        (the latest row per key is the table)."""
+        client = self.clients.admin()
+        existing = set(client.list_topics(timeout=10).topics)
+        missing = [t.topic for t in self.config.tables if t.topic not in existing]
+        if not missing:
+            return
+        futures = client.create_topics([NewTopic(t, 1, 1, config={"cleanup.policy": "compact"}) for t in missing],
+                                       operation_timeout=30)
+        for topic, future in futures.items():
+            try:
+                future.result(30)
+                log.info("created the table topic %s (one partition, compacted)", topic)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+
     # --- the loop --------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
         cfg = self.config
         admin.create_topics(self.clients, names=TABLE_SERVICE)
         admin.create_topics(self.clients, partitions=1, names=tuple(changelog_topic(t.name) for t in cfg.tables))
+        self._create_table_topics()
         self._partitions()  # every topic it needs, or a clear error
         announce = self.clients.producer(**{"enable.idempotence": True})
         for t in cfg.tables:
