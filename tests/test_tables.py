@@ -249,6 +249,10 @@ def test_s_un_notifications_equal_the_oracle(running, tables_bootstrap, group_id
     svc.stop()
     notes = notifications_of(tables_bootstrap)
     assert all(n["subscriber"] == f"u{n['subscription']}" for n in notes)
+    for n in notes:  # an update's notification carries the row that caused it
+        if "/init/" not in n["notification_id"]:
+            symbol, row = updates[int(n["update_id"].rsplit(":", 1)[1]) - len(rows)]
+            assert n["key"] == symbol and n["row"] == row
     want = expected(rows, subs, updates, len(rows))
     assert_same(received(notes), want)
     assert sum(1 for k in want if k[1] != "init") > 100  # the workload does change answers

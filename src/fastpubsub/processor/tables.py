@@ -327,17 +327,19 @@ class TableService:
 
     # --- rows ----------------------------------------------------------------------------
 
-    def _notify(self, n: Notification, subscriber: str, init: bool = False) -> None:
+    def _notify(self, n: Notification, subscriber: str, init: bool = False, row: bytes | None = None) -> None:
+        """One notification on pubsub.notifications: the service's JSON plus the subscriber and, for an update, the
+        row that caused it (``row``: its JSON, encoded once per update; ``null`` for a delete)."""
         body = n.to_bytes()
-        extra: dict[str, Any] = {"subscriber": subscriber}
         if init:  # an S-CN client (aggregates.client.Follower) applies the reformulated messages from here on
+            extra: dict[str, Any] = {"subscriber": subscriber}
             extra["position"] = {f"{t}:{p}": o for (t, p), o in self.positions.items() if t in self.by_topic}
             extra.update(self.svc.client_state(n.subscription))
-        if init:
-            head = json.dumps(extra, separators=(",", ":"))[:-1]
+            head = json.dumps(extra, separators=(",", ":"))[:-1].encode()
         else:
-            head = '{"subscriber":' + (f'"{subscriber}"' if _PLAIN.fullmatch(subscriber) else json.dumps(subscriber))
-        self.delivery.produce(NOTIFICATIONS, subscriber, head.encode() + b"," + body[1:])
+            head = ('{"subscriber":' + (f'"{subscriber}"' if _PLAIN.fullmatch(subscriber) else json.dumps(subscriber))
+                    + ',"row":').encode() + (b"null" if row is None else row)
+        self.delivery.produce(NOTIFICATIONS, subscriber, head + b"," + body[1:])
         self.notifications += 1
 
     def _on_row(self, msg: Message) -> None:
@@ -381,7 +383,7 @@ class TableService:
                 self.delivery.produce(REFORMULATED, r.group, r.to_bytes())
             self.records += len(out.records)
         for n in out.notifications:
-            self._notify(n, self.subscribers[n.subscription])
+            self._notify(n, self.subscribers[n.subscription], row=v)
         if out.rejected:
             self.dead_letters.send(msg, f"table {table.name}: row kept out of an aggregate: " + "; ".join(out.rejected))
 
