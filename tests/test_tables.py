@@ -428,3 +428,16 @@ def test_a_missing_table_topic_is_created_with_one_partition(running, tables_boo
     assert admin.partitions_of(tables_bootstrap, "pubsub.tables.fresh") == 1
     assert admin.cleanup_policies(ClientFactory(tables_bootstrap).admin(), names=("pubsub.tables.fresh",)).get(
         "pubsub.tables.fresh", "compact") == "compact"
+
+
+def test_a_table_declaration_names_its_mistake():
+    t = TableDeclaration.parse("stock:pubsub.tables.stock:symbol:risk=number,per=number")
+    assert (t.name, t.topic, t.key, t.kinds) == ("stock", "pubsub.tables.stock", "symbol",
+                                                 {"risk": "number", "per": "number", "symbol": "string"})
+    assert TableDeclaration.parse("t:topic:k").kinds is None
+    for text, reason in [("stock", "NAME:TOPIC:KEY"), ("stock:t:k:risk", "ATTR=KIND"), ("stock:t:k:risk=float", "kind"),
+                         ("9x:t:k", "table name"), ("s::k", "must not be empty")]:
+        with pytest.raises(ValueError, match=reason):
+            TableDeclaration.parse(text)
+    result = CliRunner().invoke(main, ["tables", "-b", "127.0.0.1:1", "--table", "stock:t:k", "--table", "stock:u:k"])
+    assert result.exit_code == 2 and "declared twice" in result.output

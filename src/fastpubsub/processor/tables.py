@@ -89,7 +89,7 @@ class TableDeclaration:
                 if not sep or not attr.strip():
                     raise ValueError(f"table {parts[0]}: attribute kinds are ATTR=KIND, got {item!r}")
                 kinds[attr.strip()] = kind.strip()
-            kinds.setdefault(parts[2], kinds.get(parts[2], "string"))
+            kinds.setdefault(parts[2], "string")  # the key attribute is declared even when its kind is not given
         return TableDeclaration(parts[0], parts[1], parts[2], kinds)
 
     def schema(self) -> TableSchema:
