@@ -38,7 +38,7 @@ from confluent_kafka.admin import NewTopic
 from fastpubsub.aggregates import AggregateService, Notification, TableSchema
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.deadletter import DeadLetters
-from fastpubsub.kafka.delivery import Delivery, DeliveryError
+from fastpubsub.kafka.delivery import Delivery, DeliveryError, RecordRefused
 from fastpubsub.aggregates.changelog import row_record
 from fastpubsub.state import from_records
 from fastpubsub.wire import codecs
@@ -378,12 +378,16 @@ class TableService:
         self.updates += 1
         k, v, headers = row_record(*out.change)
         self.delivery.produce(self.changelogs[table.name], k, v, headers=headers)
-        if self.config.mode == "s-cn":
-            for r in out.records:
-                self.delivery.produce(REFORMULATED, r.group, r.to_bytes())
-            self.records += len(out.records)
-        for n in out.notifications:
-            self._notify(n, self.subscribers[n.subscription], row=v)
+        try:
+            if self.config.mode == "s-cn":
+                for r in out.records:
+                    self.delivery.produce(REFORMULATED, r.group, r.to_bytes())
+                self.records += len(out.records)
+            for n in out.notifications:
+                self._notify(n, self.subscribers[n.subscription], row=v)
+        except RecordRefused as exc:  # an output too large for the producer (a huge distinct set or join answer)
+            self.dead_letters.send(msg, f"table {table.name}: an output of this update was refused, the rest of its "
+                                        f"outputs are not sent: {exc}")
         if out.rejected:
             self.dead_letters.send(msg, f"table {table.name}: row kept out of an aggregate: " + "; ".join(out.rejected))
 
