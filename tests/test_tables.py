@@ -64,9 +64,10 @@ def tables_bootstrap(bootstrap):
 
 
 class RunningTables:
-    def __init__(self, bootstrap: str, group_id: str, mode: str = "s-un", tables=(STOCK,)) -> None:
+    def __init__(self, bootstrap: str, group_id: str, mode: str = "s-un", tables=(STOCK,), **settings) -> None:
         self.service = TableService(TableServiceConfig(bootstrap, [TableDeclaration.parse(t) for t in tables], mode,
-                                                       group_id, batch_size=50, progress_interval=60))
+                                                       group_id, batch_size=50, progress_interval=60,
+                                                       client_config=settings))
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -441,3 +442,17 @@ def test_a_table_declaration_names_its_mistake():
             TableDeclaration.parse(text)
     result = CliRunner().invoke(main, ["tables", "-b", "127.0.0.1:1", "--table", "stock:t:k", "--table", "stock:u:k"])
     assert result.exit_code == 2 and "declared twice" in result.output
+
+
+def test_an_output_too_large_dead_letters_its_update_and_the_service_goes_on(running, tables_bootstrap, group_id):
+    svc = running(**{"message.max.bytes": "20000"})
+    send(tables_bootstrap, topics.SUBSCRIPTIONS,
+         [(b"1", json.dumps({"subscriber": "a", "aggregate": "distinct(sector) over stock where risk between 0 and 9"}).encode())])
+    wait_committed(tables_bootstrap, group_id, topics.SUBSCRIPTIONS)
+    rows = [(f"S{i}", {"symbol": f"S{i}", "risk": 1, "per": 1, "sector": f"{i:04d}" + "x" * 2000}) for i in range(12)]
+    send(tables_bootstrap, STOCK_TOPIC, row_records(rows))
+    wait_committed(tables_bootstrap, group_id, STOCK_TOPIC)
+    svc.stop()
+    refused = [d for d in dead_letters(tables_bootstrap) if d.source_topic == STOCK_TOPIC]
+    assert refused and all("an output of this update was refused" in d.reason for d in refused)
+    assert svc.service.stats()["rows"]["stock"] == 12  # every row is in the table, the service went on
