@@ -43,7 +43,7 @@ class TableSchema:
 
 
 def _plain(v: Any) -> Any:
-    if isinstance(v, float) and math.isinf(v):
+    if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):  # no answer; JSON has neither
         return None
     if isinstance(v, (frozenset, set)):
         return sorted(v, key=repr)
