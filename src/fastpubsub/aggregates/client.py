@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .spec import _number
+from .service import ReformulatedRecord, group_name
+from .spec import AggregateSpec, JoinSpec, _number
 
 
 def _value(v: float) -> float | None:
@@ -87,3 +88,53 @@ class RangeDistinctClient:
                 last = i
         self.value = frozenset(cur)
         return None if self.value == before else (self.value, last)
+
+
+class Follower:
+    """One subscription kept from the S-CN topic (``pubsub.reformulated``), from its initial notification on.
+
+    ``init`` is the subscription's initial notification (a dict: ``value``, ``position`` — the next offset of
+    each table partition the answer reflects — and, for count/sum/avg, ``count`` and ``sum``).  Feed
+    :meth:`apply` the records of one table update at a time, in the order of the table's partition (records
+    of other groups are ignored); it returns ``(new answer, notification id)`` when the answer changes, the
+    same id the S-UN notification would carry.  Select-joins have no S-CN client (their messages carry pair
+    keys, not the joined rows the subscription's predicates need).
+    """
+
+    def __init__(self, sid: Any, spec: AggregateSpec | JoinSpec, init: dict[str, Any]) -> None:
+        if isinstance(spec, JoinSpec):
+            raise ValueError("select-join subscriptions have no S-CN client: use S-UN")
+        self.sid, self.spec, self.group = sid, spec, group_name(spec.group)
+        self.position = dict(init.get("position") or {})
+        self.fn = spec.fn
+        if spec.fn in ("min", "max"):
+            self.client: Any = RangeExtremumClient(spec.low, spec.high, init["value"])
+        elif spec.fn == "distinct":
+            self.client = RangeDistinctClient(spec.low, spec.high, frozenset(init["value"]))
+        else:
+            self.client = RangeCountClient(spec.fn, spec.low, spec.high, int(init["count"]), float(init["sum"]))
+
+    @property
+    def value(self) -> Any:
+        return self.client.value
+
+    def _after_start(self, update_id: str) -> bool:
+        where, _, offset = update_id.rpartition(":")
+        return int(offset) >= self.position.get(where, 0)
+
+    def apply(self, records: list[ReformulatedRecord]) -> tuple[Any, str] | None:
+        mine = [r for r in records if r.group == self.group]
+        if not mine or not self._after_start(mine[0].update_id):
+            return None
+        update_id = mine[0].update_id
+        if self.fn in ("count", "sum", "avg"):
+            before = self.client.value
+            for r in mine:
+                self.client.apply(np.array(r.payload, np.float64))
+            after = self.client.value
+            return None if after == before else (after, f"{self.sid}/{update_id}/0")
+        if self.fn == "distinct":
+            change = self.client.apply([tuple(r.payload) for r in mine])
+        else:
+            change = self.client.apply(np.array([r.payload for r in mine], np.float64))
+        return None if change is None else (change[0], f"{self.sid}/{update_id}/{mine[change[1]].index}")

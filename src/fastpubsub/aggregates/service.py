@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable
 
@@ -28,6 +29,10 @@ from .stateless import CountGroup, DistinctGroup, ExtremumGroup, net_changes
 from .table import Row, Table, TableChange
 
 
+#: Strings that JSON writes as they are (ids of topic:partition:offset form, plain keys): no escaping needed.
+_PLAIN_ID = re.compile(r"[\w.:/-]*", re.ASCII)
+
+
 @dataclass(frozen=True)
 class TableSchema:
     """A declared table: name, key attribute and, optionally, the kind of each attribute."""
@@ -38,7 +43,7 @@ class TableSchema:
 
 
 def _plain(v: Any) -> Any:
-    if isinstance(v, float) and math.isinf(v):
+    if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):  # no answer; JSON has neither
         return None
     if isinstance(v, (frozenset, set)):
         return sorted(v, key=repr)
@@ -61,6 +66,14 @@ class Notification:
     removed: Any = None
 
     def to_bytes(self) -> bytes:
+        v, key, table = self.value, self.key, self.table
+        if (self.added is None and type(self.subscription) is int and (v is None or type(v) in (float, int))
+                and type(key) is str and type(table) is str and _PLAIN_ID.fullmatch(self.notification_id)
+                and _PLAIN_ID.fullmatch(self.update_id) and _PLAIN_ID.fullmatch(key) and _PLAIN_ID.fullmatch(table)):
+            # the S-UN fan-out's common case, written directly (the same JSON as below)
+            vs = "null" if v is None or v - v != 0 else repr(v)
+            return (f'{{"notification_id":"{self.notification_id}","subscription":{self.subscription},"value":{vs},'
+                    f'"update_id":"{self.update_id}","table":"{table}","key":"{key}"}}').encode()
         d = {"notification_id": self.notification_id, "subscription": self.subscription,
              "value": _plain(self.value), "update_id": self.update_id, "table": self.table, "key": self.key}
         if self.added is not None:
@@ -74,6 +87,18 @@ def _wire(v: Any) -> Any:
     if isinstance(v, float) and math.isinf(v):
         return {"inf": 1 if v > 0 else -1}
     return v
+
+
+_GROUP_JSON: dict[str, str] = {}  # group name -> the start of its records' JSON (few groups, reused per record)
+
+
+def _float_json(v: float) -> str:
+    """A float as ``json.dumps`` of the payload writes it (``repr``), with NaN as null and ±inf as {"inf": ±1}."""
+    if v != v:
+        return "null"
+    if v in (math.inf, -math.inf):
+        return '{"inf":1}' if v > 0 else '{"inf":-1}'
+    return repr(v)
 
 
 def _unwire(v: Any) -> Any:
@@ -95,6 +120,13 @@ class ReformulatedRecord:
     payload: tuple
 
     def to_bytes(self) -> bytes:
+        if all(type(v) is float for v in self.payload):  # the common case (min/max, count/sum/avg), written directly
+            head = _GROUP_JSON.get(self.group)
+            if head is None:
+                head = _GROUP_JSON[self.group] = '{"group":' + json.dumps(self.group) + ',"id":'
+            m = ",".join(repr(v) if v - v == 0 else _float_json(v) for v in self.payload)  # v - v: NaN for ±inf, NaN
+            rid = f"{self.update_id}/{self.index}"
+            return f'{head}{(chr(34) + rid + chr(34)) if _PLAIN_ID.fullmatch(rid) else json.dumps(rid)},"m":[{m}]}}'.encode()
         m = [None if isinstance(v, float) and math.isnan(v) else _wire(v) for v in self.payload]
         return json.dumps({"group": self.group, "id": f"{self.update_id}/{self.index}", "m": m},
                           separators=(",", ":"), default=str).encode()
@@ -113,7 +145,12 @@ class Output:
     notifications: list[Notification] = field(default_factory=list)
     kinds: list[int] = field(default_factory=list)  # Corollary 1 class per extremum group touched
     rejected: list[str] = field(default_factory=list)  # reasons a row stays out of an aggregate
-    state: StateChanges = field(default_factory=StateChanges)  # the changelog change of this update
+    change: tuple | None = None  # (table, key, row or None, source partition, source offset) of this update
+
+    @property
+    def state(self) -> StateChanges:
+        """The changelog change of this update (built on demand: a Kafka stage may write the row directly)."""
+        return StateChanges() if self.change is None else row_change(*self.change)
 
 
 def group_name(g: tuple) -> str:
@@ -162,6 +199,28 @@ class AggregateService:
             ids[key] = len(ids)
             m.add(ids[key], list(key))
         return ids[key]
+
+    def check(self, spec: AggregateSpec | JoinSpec) -> None:
+        """Refuse (``ValueError``) a subscription over an undeclared table or attribute, or a join on attributes of
+        different kinds, without registering anything: what ``subscribe`` checks first."""
+        if isinstance(spec, JoinSpec):
+            (lt, la), (rt, ra) = spec.left, spec.right
+            ls, rs = self._check_table(lt), self._check_table(rt)
+            self._check_attr(ls, spec.on[0], False)
+            self._check_attr(rs, spec.on[1], False)
+            if ls.kinds is not None and rs.kinds is not None and ls.kinds[spec.on[0]] != rs.kinds[spec.on[1]]:
+                raise ValueError(f"join on attributes of different kinds: {lt}.{spec.on[0]} is a "
+                                 f"{ls.kinds[spec.on[0]]}, {rt}.{spec.on[1]} is a {rs.kinds[spec.on[1]]}")
+            alias = {la: ls, ra: rs}
+            for attr, _, _ in spec.where:
+                a, _, name = attr.partition(".")
+                self._check_attr(alias[a], name, False)
+            return
+        schema = self._check_table(spec.table)
+        self._check_attr(schema, spec.range_attr, True)
+        self._check_attr(schema, spec.value, spec.fn in ("min", "max", "sum", "avg"))
+        for attr, _, _ in spec.where:
+            self._check_attr(schema, attr, False)
 
     def subscribe(self, sid: Any, spec: AggregateSpec | JoinSpec, update_id: str = "0") -> Notification:
         """Register a subscription and return its current answer (id ``<sid>/init/<update_id>``)."""
@@ -300,6 +359,14 @@ class AggregateService:
         else:
             g.stage.remove(slot)
 
+    def client_state(self, sid: Any) -> dict[str, Any]:
+        """What an S-CN client needs beyond the answer to follow it: count and sum for count/sum/avg."""
+        key, slot, spec = self._subs[sid]
+        st = self._groups[key].stage
+        if isinstance(st, CountGroup):
+            return {"count": int(st.count[slot]), "sum": float(st.total[slot])}
+        return {}
+
     def answer(self, sid: Any) -> Any:
         """The answer the S-UN stage holds for a subscription now."""
         key, slot, spec = self._subs[sid]
@@ -331,8 +398,7 @@ class AggregateService:
                 if isinstance(v, float) and math.isnan(v):
                     raise ValueError(f"table {table}: row {key!r} has NaN in attribute {attr!r}")
         change = self.tables[table].apply(key, row)
-        out = Output()
-        out.state = row_change(table, key, row, *source)
+        out = Output(change=(table, key, row, *source))
         passing = None
         if row is not None and table in self._filters:
             passing = set(self._filters[table][0].match(row).tolist())

@@ -1,6 +1,7 @@
 """``pubsub``: the one command line of fastpubsub, one module per group of subcommands.
 
 * ``run``: the processor;
+* ``tables``: the table service (aggregate subscriptions over tables);
 * ``messages``: ``subscribe``, ``unsubscribe``, ``publish``, ``tail``;
 * ``broker``: ``broker`` (the embedded one) and ``topics``;
 * ``demo``: everything end to end on the embedded broker;
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import click
 
-from . import bench, broker, demo, messages, run, stats, warmup
+from . import bench, broker, demo, messages, run, stats, tables, warmup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,8 +34,8 @@ def main() -> None:
     """
 
 
-for command in (broker.broker, broker.topics_cmd, run.run, messages.subscribe, messages.unsubscribe, messages.publish,
-                messages.tail, stats.stats, demo.demo, bench.bench_cmd, warmup.warmup):
+for command in (broker.broker, broker.topics_cmd, run.run, tables.tables_cmd, messages.subscribe, messages.unsubscribe,
+                messages.publish, messages.tail, stats.stats, demo.demo, bench.bench_cmd, warmup.warmup):
     main.add_command(command)
 
 __all__ = ["main"]

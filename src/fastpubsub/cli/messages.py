@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import uuid
@@ -31,6 +32,30 @@ def _send(clients: ClientFactory, topic: str, key: bytes | None, value: bytes | 
     producer.produce(topic, value, key, on_delivery=lambda err, _m: err and errors.append(str(err)))
     if producer.flush(30) or errors:
         raise click.ClickException(f"could not write to {topic} on {clients.bootstrap_servers}: {errors or 'timed out'}")
+
+
+#: An aggregate or select-join subscription's text starts like this (docs/aggregates.md).
+AGGREGATE_TEXT = re.compile(r"^\s*((min|max|count|sum|avg|distinct)\s*\(|join\s)", re.IGNORECASE)
+
+
+def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:
+    """The value of an aggregate subscription, checked against the tables the table service declared."""
+    from fastpubsub.aggregates import AggregateService, parse_subscription
+    from fastpubsub.processor.tables import declared_tables
+
+    try:
+        spec = parse_subscription(expression)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
+    declared = declared_tables(clients)
+    if declared is None:
+        raise click.ClickException(f"no tables are declared ({topics.TABLE_SCHEMAS} does not exist): start "
+                                   f"`pubsub tables --table NAME:TOPIC:KEY` first")
+    try:
+        AggregateService([t.schema() for t in declared.values()]).check(spec)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
+    return codecs.encode_aggregate_subscription(codecs.AggregateSubscription(subscriber, spec), fmt), json.dumps(spec.to_json())
 
 
 def _epoch_ms(text: str | None, option: str = "--valid-until") -> int | None:
@@ -64,12 +89,26 @@ def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, 
 
     \b
       pubsub subscribe --id 42 --subscriber alice 'movie = "groundhog day" and price <= 10'
+      pubsub subscribe --subscriber bob 'min(per) over stock where risk between 20 and 60'
 
     Predicates are joined by `and` and `or` (`and` binds tighter, parentheses
     group); operators = != < <= > >=, in (v, ...), not in (v, ...),
     between lo and hi, not between lo and hi, prefix "s", suffix "s",
-    contains "s", exists; values are "strings", numbers, true or false.
+    contains "s", exists; values are "strings", numbers, true or false.  An
+    aggregate subscription over a table (min, max, count(*), sum, avg,
+    distinct ... over TABLE where ATTR between LOW and HIGH, or a select-join)
+    is checked against the tables that `pubsub tables` declared and served by
+    it (docs/aggregates.md).
     """
+    if AGGREGATE_TEXT.match(expression):
+        if valid_until or valid_from:
+            raise click.BadParameter("aggregate subscriptions have no validity interval", param_hint="--valid-until")
+        value, shown = _aggregate_value(clients, expression, subscriber, fmt)
+        if sub_id is None:
+            sub_id = uuid.uuid4().int >> 65
+        _send(clients, topics.SUBSCRIPTIONS, str(sub_id).encode(), value)
+        click.echo(f"subscription {sub_id} ({subscriber}): {shown}")
+        return
     try:
         predicates = parse(expression)
     except ExpressionError as exc:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from fastpubsub.wire.topics import ALL, CONFIGS, FIXED_PARTITIONS, REQUIRED
+from fastpubsub.wire.topics import ALL, FIXED_PARTITIONS, REQUIRED, config_of
 
 from .clients import ClientFactory
 
@@ -24,7 +24,7 @@ def create_topics(clients: ClientFactory | str, partitions: int = 4, replication
                   names: tuple[str, ...] = ALL) -> list[TopicStatus]:
     """Create the topics that do not exist yet; report every topic as the broker sees it."""
     client = ClientFactory.of(clients).admin()
-    new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=CONFIGS[name]) for name in names]
+    new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=config_of(name)) for name in names]
     created = {}
     for name, future in client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
         try:

@@ -129,6 +129,8 @@ class SubscriptionState:
             self.skipped += int(np.count_nonzero(named & ~mine))
             named &= mine
         key_errors = decoded.key_errors if self.shard.reports_unowned_input else {}
+        if decoded.aggregate:  # aggregate subscriptions are the table service's to refuse
+            key_errors = {i: reason for i, reason in key_errors.items() if i not in decoded.aggregate}
         errors = sorted([(i, DecodeError(reason)) for i, reason in key_errors.items()]
                         + [(i, DecodeError(reason)) for i, reason in decoded.errors.items() if named[i]],
                         key=lambda x: x[0])

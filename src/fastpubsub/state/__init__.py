@@ -8,7 +8,8 @@ or past the committed input offset (the embedded broker shows aborted
 transactions to read_committed consumers).  See docs/patterns.md section 4.
 """
 
-from .changelog import OFFSET_HEADER, PARTITION_HEADER, StateChanges, from_records, to_records
+from .changelog import OFFSET_HEADER, PARTITION_HEADER, StateChanges, from_records, source_headers, to_records
 from .store import KeyedStore
 
-__all__ = ["KeyedStore", "OFFSET_HEADER", "PARTITION_HEADER", "StateChanges", "from_records", "to_records"]
+__all__ = ["KeyedStore", "OFFSET_HEADER", "PARTITION_HEADER", "StateChanges", "from_records", "source_headers",
+           "to_records"]

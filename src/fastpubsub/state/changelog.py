@@ -68,10 +68,14 @@ class StateChanges:
                    np.concatenate([p.partitions for p in parts]) if parts else np.zeros(0, np.int32))
 
 
+def source_headers(partition: int, offset: int) -> list[tuple[str, bytes]]:
+    """The headers that name a change's source position."""
+    return [(OFFSET_HEADER, _OFFSET.pack(offset)), (PARTITION_HEADER, _PARTITION.pack(partition))]
+
+
 def to_records(changes: StateChanges) -> list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]:
     """``(key, value or None, headers)`` per change, ready for a producer."""
-    return [(k, v, [(OFFSET_HEADER, _OFFSET.pack(o)), (PARTITION_HEADER, _PARTITION.pack(p))])
-            for k, v, p, o in changes.sources()]
+    return [(k, v, source_headers(p, o)) for k, v, p, o in changes.sources()]
 
 
 def from_records(records: Iterable[tuple[bytes, bytes | None, Sequence[tuple[str, bytes]] | None]]) -> StateChanges:

@@ -38,6 +38,7 @@ SCHEMA_IDS: dict[str, int] = {
     "statistics": 5,
     "notification_reference": 6,
     "subscription_v2": 7,
+    "aggregate_subscription": 8,
 }
 
 FORMATS = ("avro", "json")
@@ -349,6 +350,96 @@ def encode_subscription(sub: Subscription, fmt: str = "avro") -> bytes:
              "predicates": None if isinstance(p, AnyOf) else _avro_predicates(p),
              "any": [_avro_predicates(group) for group in p.disjuncts] if isinstance(p, AnyOf) else None}
     return _wire("subscription_v2", _avro_write(SCHEMAS["subscription_v2"], datum))
+
+
+# --- aggregate subscriptions (over tables) -------------------------------------
+
+
+class AggregateDecodeError(DecodeError):
+    """An aggregate subscription record that is invalid: the table service dead-letters it, the event processor
+    ignores it (both tell the two kinds apart with :func:`decode_any_subscription`)."""
+
+
+@dataclass(frozen=True)
+class AggregateSubscription:
+    """A decoded aggregate or select-join subscription: its owner and spec (``fastpubsub.aggregates``)."""
+
+    subscriber: str
+    spec: Any  # AggregateSpec | JoinSpec
+
+
+def _aggregate_spec(definition: Any) -> Any:
+    from fastpubsub.aggregates import parse_subscription, spec_from_json  # numba-heavy: only when needed
+
+    try:
+        if isinstance(definition, str):
+            text = definition.strip()
+            if text.startswith("{"):
+                return spec_from_json(_json_read(text.encode()))
+            return parse_subscription(text)
+        if isinstance(definition, dict):
+            return spec_from_json(definition)
+    except DecodeError as exc:
+        raise AggregateDecodeError(f"invalid aggregate subscription: {exc}") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise AggregateDecodeError(f"invalid aggregate subscription: {str(exc)[:500]}") from None
+    raise AggregateDecodeError(f"invalid aggregate subscription: 'aggregate' must be the text or JSON form, "
+                               f"got {type(definition).__name__}")
+
+
+def _check_aggregate(obj: dict[str, Any]) -> AggregateSubscription:
+    unknown = sorted(set(obj) - {"subscriber", "aggregate"})
+    if unknown:
+        raise AggregateDecodeError(f"unknown aggregate subscription field(s): {', '.join(unknown)}")
+    subscriber = obj.get("subscriber")
+    if not isinstance(subscriber, str) or not subscriber:
+        raise AggregateDecodeError(f"subscriber must be a non-empty string, got {str(subscriber)[:40]!r}")
+    if len(subscriber.encode("utf-8", "surrogatepass")) > MAX_SUBSCRIBER_BYTES:
+        raise AggregateDecodeError(f"subscriber name too long (at most {MAX_SUBSCRIBER_BYTES} bytes)")
+    return AggregateSubscription(subscriber, _aggregate_spec(obj.get("aggregate")))
+
+
+def is_aggregate_subscription(value: bytes | None) -> bool:
+    """Whether a subscriptions-topic value is meant as an aggregate subscription (valid or not)."""
+    if not value:
+        return False
+    if value[:1] == b"{":
+        try:
+            obj = _json_read(value)
+        except DecodeError:
+            return False
+        return isinstance(obj, dict) and "aggregate" in obj
+    return value[0] == MAGIC and len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS["aggregate_subscription"]
+
+
+def decode_any_subscription(value: bytes) -> Subscription | AggregateSubscription:
+    """A value of pubsub.subscriptions, plain or aggregate.
+
+    The kind is decided before validity: a JSON object with an ``aggregate``
+    field, or Avro with schema id 8, is an aggregate subscription, and if it is
+    invalid the error is an :class:`AggregateDecodeError` — so the event
+    processor and the table service agree on whose record it is.
+    """
+    if _sniff(value, "subscription") == "json":
+        obj = _json_read(value)
+        if isinstance(obj, dict) and "aggregate" in obj:
+            return _check_aggregate(obj)
+        return _check_subscription(obj)
+    if len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS["aggregate_subscription"]:
+        try:
+            obj = _avro_read("aggregate_subscription", value)
+        except DecodeError as exc:
+            raise AggregateDecodeError(str(exc)) from None
+        return _check_aggregate(obj)
+    return decode_subscription(value)
+
+
+def encode_aggregate_subscription(sub: AggregateSubscription, fmt: str = "avro") -> bytes:
+    """The spec travels in its JSON form (``to_json``) in either format."""
+    if fmt == "json":
+        return json.dumps({"subscriber": sub.subscriber, "aggregate": sub.spec.to_json()}).encode()
+    datum = {"subscriber": sub.subscriber, "aggregate": json.dumps(sub.spec.to_json())}
+    return _wire("aggregate_subscription", _avro_write(SCHEMAS["aggregate_subscription"], datum))
 
 
 # --- events ------------------------------------------------------------------

@@ -11,10 +11,11 @@ and attribute names within the byte limits, known operators, no NaN, at
 least one predicate, ``valid_from < valid_until``).  Every other record
 (JSON values, other schema ids, values written with an earlier schema
 version, malformed or invalid Avro, keys with a sign, underscores or
-spaces, ...) is handed to ``codecs.decode_subscription`` and
+spaces, ...) is handed to ``codecs.decode_any_subscription`` and
 ``processor``'s key parser (:func:`parse_subscription_id`).  So for every
 record the result is, by construction, what the per-record path says: the
-same subscription, or a :class:`~wire.codecs.DecodeError` with the same reason.
+same subscription, or a :class:`~wire.codecs.DecodeError` with the same reason; an aggregate subscription
+(``pubsub tables``) counts as the removal of a plain one with its id, and is not reported here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import numpy as np
 from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING, OPERATORS, SubscriptionBatch
 
 from .codecs import (
-    MAX_ATTRIBUTE_BYTES, MAX_SUBSCRIBER_BYTES, SCHEMA_IDS, DecodeError, Subscription, decode_subscription,
+    MAX_ATTRIBUTE_BYTES, MAX_SUBSCRIBER_BYTES, SCHEMA_IDS, AggregateDecodeError, AggregateSubscription, DecodeError,
+    Subscription, decode_any_subscription, is_aggregate_subscription,
 )
 from .event_decoder import _gather_bytes, _utf8_ok, _varint
 
@@ -349,6 +351,8 @@ class DecodedSubscriptions:
     #: record index -> the predicates of a valid subscription that is not a plain conjunction of the six
     #: comparisons (OR, ``in``, ``prefix``, ...): it has no columns here, the engine lowers it to rows
     complex: dict[int, Any] = field(default_factory=dict)
+    #: records that are aggregate subscriptions (valid or not): not this decoder's to report
+    aggregate: set[int] = field(default_factory=set)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -435,6 +439,7 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
     errors: dict[int, str] = {}
     slow = np.flatnonzero(status == SLOW)
     complex_: dict[int, Any] = {}
+    aggregate: set[int] = set()
     if len(slow):
         attr_index = {name: i for i, name in enumerate(names)}
         owner_index = {name: i for i, name in enumerate(owners)}
@@ -445,14 +450,24 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
                 ids[r] = parse_subscription_id(keys[r])
             except DecodeError as exc:
                 key_errors[r] = str(exc)
+                if is_aggregate_subscription(values[r]):
+                    aggregate.add(r)  # the table service's to refuse
                 continue
             if not values[r]:
                 tombstone[r] = True
                 continue
             try:
-                sub = decode_subscription(values[r])
+                sub = decode_any_subscription(values[r])
+            except AggregateDecodeError:
+                sub = None
             except DecodeError as exc:
                 errors[r] = str(exc)
+                continue
+            if sub is None or isinstance(sub, AggregateSubscription):
+                # an aggregate subscription, valid or not, belongs to the table service (processor.tables): for
+                # the event processor its id just stops being a plain subscription
+                tombstone[r] = True
+                aggregate.add(r)
                 continue
             valid[r] = True
             owner[r] = owner_index.setdefault(sub.subscriber, len(owner_index))
@@ -494,4 +509,4 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
         np.cumsum(np.bincount(rec, minlength=n), out=offsets[1:])
     return DecodedSubscriptions(ids, key_errors, errors, tombstone, valid, tuple(owners), owner, until, has_until,
                                 since, has_since, tuple(names), offsets, attr, op, kind, number, sstart, slen, buf,
-                                len(slow), complex_)
+                                len(slow), complex_, aggregate)

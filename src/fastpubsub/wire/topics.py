@@ -1,4 +1,10 @@
-"""The five topics: their names and configurations (what ``pubsub topics`` creates, ``kafka.admin``)."""
+"""The five topics: their names and configurations (what ``pubsub topics`` creates, ``kafka.admin``).
+
+The table service (``pubsub tables``, docs/aggregates.md) adds its own: the public S-CN topic
+``pubsub.reformulated``, ``pubsub.table-schemas`` (the declared tables, read by ``pubsub subscribe``)
+and one compacted changelog per table, all created by the service when missing.  Table topics
+(``pubsub.tables.<name>`` by convention) belong to the publishers of the rows.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,23 @@ STATISTICS = "pubsub.statistics"
 ALL = (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER, STATISTICS)
 REQUIRED = (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER)  # the processor cannot run without these
 
+REFORMULATED = "pubsub.reformulated"
+TABLE_SCHEMAS = "pubsub.table-schemas"
+TABLE_PREFIX = "pubsub.tables."
+CHANGELOG_PREFIX = "pubsub.changelog.tables."
+TABLE_SERVICE = (REFORMULATED, TABLE_SCHEMAS)  # created by the table service
+
+
+def table_topic(table: str) -> str:
+    """The conventional topic of a table's rows."""
+    return TABLE_PREFIX + table
+
+
+def changelog_topic(table: str) -> str:
+    """A table's changelog: the latest row per key, written in the transaction of the outputs (compacted)."""
+    return CHANGELOG_PREFIX + table
+
+
 # Subscriptions are state (latest value per id), dead letters are keyed by
 # their source position so replays collapse, statistics snapshots are keyed by
 # their source topic (the latest per topic is what counts): all compacted.
@@ -19,7 +42,17 @@ CONFIGS: dict[str, dict[str, str]] = {
     NOTIFICATIONS: {"cleanup.policy": "delete"},
     DEAD_LETTER: {"cleanup.policy": "compact"},
     STATISTICS: {"cleanup.policy": "compact"},
+    REFORMULATED: {"cleanup.policy": "delete"},
+    TABLE_SCHEMAS: {"cleanup.policy": "compact"},
 }
+
+
+def config_of(name: str) -> dict[str, str]:
+    """The configuration of any fastpubsub topic (changelogs are compacted)."""
+    if name.startswith(CHANGELOG_PREFIX):
+        return {"cleanup.policy": "compact"}
+    return CONFIGS[name]
 # Partitions fixed by design, whatever `--partitions` says: one for the
 # statistics, so that the latest snapshot is simply the last record.
-FIXED_PARTITIONS: dict[str, int] = {STATISTICS: 1}
+# One for the table schemas and every changelog too: a table has one owner (docs/aggregates.md).
+FIXED_PARTITIONS: dict[str, int] = {STATISTICS: 1, TABLE_SCHEMAS: 1}

@@ -1,0 +1,66 @@
+"""``pubsub tables``: the table service (aggregate subscriptions over tables) until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import click
+
+from fastpubsub.wire import codecs
+
+from .common import connection_options, on_signals, setup_logging
+
+
+@click.command("tables")
+@connection_options
+@click.option("--table", "tables", multiple=True, required=True, metavar="NAME:TOPIC:KEY[:ATTR=KIND,...]",
+              help="A table: its name, the topic of its rows (keyed by the row key), the key attribute and, "
+                   "optionally, the kind (number, string, bool) of each attribute, which lets subscriptions over "
+                   "unknown attributes be refused.  Repeat for several tables.  "
+                   "E.g. stock:pubsub.tables.stock:symbol:risk=number,per=number,sector=string")
+@click.option("--mode", type=click.Choice(["s-un", "s-cn"]), default="s-un", show_default=True,
+              help="s-un: a notification per affected subscription on pubsub.notifications; s-cn: the reformulated "
+                   "messages on pubsub.reformulated, from which subscribers keep their own answers "
+                   "(fastpubsub.aggregates.client).  Initial answers go to pubsub.notifications either way.")
+@click.option("--group-id", default="pubsub-tables", show_default=True,
+              help="Consumer group whose committed offsets say where the service is; also names its "
+                   "transactional.id, so a second instance with the same group fences the first.")
+@click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
+              show_default=True, help="auto: transactions if the broker supports them, else at-least-once.")
+@click.option("--transactional-id", default=None, help="Default: <group-id>-tables.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Input records per transaction.")
+@click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
+              help="Encoding of dead letters (notifications and reformulated messages are JSON).")
+@click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batch_size, output_format,
+               progress_interval, log_level) -> None:
+    """Serve aggregate subscriptions over tables (docs/aggregates.md).
+
+    Reads the declared tables' topics and the aggregate subscriptions of
+    pubsub.subscriptions (plain ones are the processor's, `pubsub run`);
+    writes notifications, reformulated messages, dead letters and each
+    table's changelog in one transaction with the input offsets.  One
+    instance owns all the tables it declares.  On shutdown the final
+    statistics are printed to stdout as one JSON line.
+    """
+    from fastpubsub.processor.tables import TableDeclaration, TableService, TableServiceConfig
+
+    setup_logging(log_level)
+    try:
+        service = TableService(TableServiceConfig(
+            clients.bootstrap_servers, [TableDeclaration.parse(t) for t in tables], mode, group_id, delivery,
+            transactional_id, batch_size, output_format, progress_interval, dict(clients.settings)))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    on_signals(service.stop)
+    try:
+        stats = service.run()
+    except Exception as exc:  # noqa: BLE001 - nothing was committed past the failure; say why and exit non-zero
+        logging.getLogger("pubsub").error("stopping: %s", exc)
+        click.echo(json.dumps(service.stats(), sort_keys=True))
+        sys.exit(1)
+    click.echo(json.dumps(stats, sort_keys=True))
