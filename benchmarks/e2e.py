@@ -133,14 +133,17 @@ def _encoded_events(n: int, seed: int) -> list[bytes]:
 
 def _wait_committed(watcher: _Watcher, total: int, processor, timeout: float,
                     progress: Callable[[str], None]) -> list[tuple[float, int]]:
-    """(time, committed events) samples until the group has committed ``total`` events."""
+    """(time, committed events) samples until the group has committed ``total`` events: for each count, the first
+    and the last time it was seen (so the sample before a change is at most one poll before it)."""
     samples: list[tuple[float, int]] = []
     deadline = time.monotonic() + timeout
     last_say = 0.0
     while True:
         processed, _ = watcher.progress(total)
         now = time.monotonic()
-        if not samples or processed != samples[-1][1]:
+        if len(samples) >= 2 and processed == samples[-1][1] == samples[-2][1]:
+            samples[-1] = (now, processed)  # unchanged: keep the last time it was still seen at this count
+        else:
             samples.append((now, processed))
         if processed >= total:
             return samples
@@ -229,7 +232,10 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         watcher = _Watcher(bootstrap)
         samples = _wait_committed(watcher, plan.backlog, processor, 600 + plan.subscriptions / 1000, progress)
         # from the first commit we see (the rebuild and the first batch before it are not throughput)
-        (t0, c0), (t1, c1) = next(s for s in samples if s[1] > 0), samples[-1]
+        first = next(i for i, s in enumerate(samples) if s[1] > 0)
+        (t0, c0), (t1, c1) = samples[first], samples[-1]
+        if c1 == c0 and first > 0:  # the whole backlog went in one commit: time it from the sample before
+            t0, c0 = samples[first - 1]
         max_rate = (c1 - c0) / max(t1 - t0, 1e-9)
         ready = t0 - started
         progress(f"  maximum: {max_rate:,.0f} events/s ({c1 - c0:,} events in {t1 - t0:.1f} s)")
