@@ -228,11 +228,7 @@ class AggregateService:
             raise ValueError(f"subscription {sid!r} already exists")
         if isinstance(spec, JoinSpec):
             return self._subscribe_join(sid, spec, update_id)
-        schema = self._check_table(spec.table)
-        self._check_attr(schema, spec.range_attr, True)
-        self._check_attr(schema, spec.value, spec.fn in ("min", "max", "sum", "avg"))
-        for attr, _, _ in spec.where:
-            self._check_attr(schema, attr, False)
+        self.check(spec)
         g = self._groups.get(spec.group)
         if g is None:
             g = self._new_group(spec)
@@ -311,18 +307,12 @@ class AggregateService:
         return fid in self._filters[table][0].match(row)
 
     def _subscribe_join(self, sid: Any, spec: JoinSpec, update_id: str) -> Notification:
+        self.check(spec)  # tables, join attributes and their kinds, the where attributes
         (lt, la), (rt, ra) = spec.left, spec.right
-        ls, rs = self._check_table(lt), self._check_table(rt)
-        self._check_attr(ls, spec.on[0], False)
-        self._check_attr(rs, spec.on[1], False)
-        if ls.kinds is not None and rs.kinds is not None and ls.kinds[spec.on[0]] != rs.kinds[spec.on[1]]:
-            raise ValueError(f"join on attributes of different kinds: {lt}.{spec.on[0]} is a "
-                             f"{ls.kinds[spec.on[0]]}, {rt}.{spec.on[1]} is a {rs.kinds[spec.on[1]]}")
         alias = {la: lt, ra: rt}
         where = []
         for attr, op, v in spec.where:
             a, _, name = attr.partition(".")
-            self._check_attr(self.schemas[alias[a]], name, False)
             where.append((f"{alias[a]}.{name}", op, v))
         key = ("join", lt, spec.on[0], rt, spec.on[1])
         g = self._groups.get(key)
