@@ -4,8 +4,16 @@ A snapshot holds the subscription state (``SubscriptionState.to_arrays``: the
 live subscriptions as one columnar ``SubscriptionBatch``, their subscribers and
 validity), the valid-event store (``ValidEventStore.to_arrays``), and the
 offsets of ``pubsub.subscriptions`` the state reflects (next offset per
-partition).  On restart the processor loads it with one ``add_bulk`` and reads
-the subscriptions topic from those offsets instead of from the beginning.
+partition), and the matcher's built index (``engine.structure``: the dynamic
+clustering's arrays as the bulk load and its maintenance left them).  On
+restart the processor loads that index as it was, without a bulk load, and
+reads the subscriptions topic from the offsets instead of from the beginning.
+
+The index is an accelerator, the columns are the content: it is used only if
+it was written by the same engine code (``engine.structure.fingerprint``), the
+same algorithm and ``runs``, and holds exactly the snapshot's subscriptions;
+otherwise the log says why and the columns are bulk-loaded (one ``add_bulk``),
+as for a snapshot written without it.
 
 File: ``<dir>/processor.snapshot`` = magic, format version, body length,
 SHA-256 of the body, body (``np.savez`` of flat arrays, no pickles).  Written to
@@ -35,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from fastpubsub.engine import ValidEventStore
+from fastpubsub.engine import structure
 
 from .shard import UNSHARDED, Shard
 from .subscriptions import SubscriptionState
@@ -45,6 +54,7 @@ MAGIC = b"PUBSUBSNAP"
 VERSION = 1
 FILE_NAME = "processor.snapshot"
 _HEAD = struct.Struct(">IQ32s")  # version, body length, sha256(body)
+INDEX = "engine.structure"  # the matcher's built index (engine.structure), beside the columns
 
 
 class SnapshotError(ValueError):
@@ -72,10 +82,13 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     started = time.monotonic()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    index = structure.dump(state.matcher)
     meta = {"version": VERSION, "partitions": partitions, "offsets": {str(p): o for p, o in sorted(offsets.items())},
             "algorithm": state.matcher.algorithm, "shard": [shard.index, shard.count], "subscriptions": len(state), "events": len(store),
+            "index": {"engine": structure.fingerprint(), "algorithm": state.matcher.algorithm, "runs": state.runs,
+                      "bytes": len(index)},
             "written_at_ms": int(time.time() * 1000)}  # wall clock: information only, never used to decide
-    arrays = {**state.to_arrays(), **store.to_arrays(),
+    arrays = {**state.to_arrays(), **store.to_arrays(), INDEX: np.frombuffer(index, dtype=np.uint8),
               "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -127,7 +140,11 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
             if written != shard:
                 raise SnapshotError(f"{path} is of shard {written}, this processor is shard {shard}: it holds "
                                     f"other subscriptions")
-            state = SubscriptionState.from_arrays(arrays, algorithm, runs, shard)
+            matcher, why = _index(arrays, meta, algorithm, runs)
+            if why:
+                log.info("snapshot %s: %s; bulk-loading its %s subscriptions instead", path.name, why,
+                         meta.get("subscriptions"))
+            state = SubscriptionState.from_arrays(arrays, algorithm, runs, shard, matcher=matcher)
             store.load_arrays(arrays)
     except SnapshotError:
         raise
@@ -135,3 +152,20 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
         raise SnapshotError(f"{path} cannot be loaded: {type(exc).__name__}: {exc}") from None
     offsets = {int(p): int(o) for p, o in meta["offsets"].items()}
     return Snapshot(state, store, offsets, meta)
+
+
+def _index(arrays: Any, meta: dict[str, Any], algorithm: str, runs: int) -> tuple[Any, str | None]:
+    """The snapshot's built index if this processor can use it as it is, else (None, why not)."""
+    info = meta.get("index")
+    if info is None or INDEX not in arrays.files:
+        return None, "it holds no built index"
+    if info.get("engine") != structure.fingerprint():
+        return None, f"its index was built by another engine version ({info.get('engine')}, this one is " \
+                     f"{structure.fingerprint()})"
+    if (info.get("algorithm"), info.get("runs")) != (algorithm, runs):
+        return None, f"its index is {info.get('algorithm')} with runs={info.get('runs')}, this processor matches " \
+                     f"with {algorithm} and runs={runs}"
+    try:
+        return structure.load(memoryview(arrays[INDEX])), None
+    except structure.StructureError as exc:
+        return None, f"its index cannot be loaded ({exc})"
