@@ -184,6 +184,7 @@ class Processor:
         produced = self.deliver.send(self.encode(matched), batch.rejects)
         self.counters.lap("produce", t)
         self.uncommitted.add(batch.offsets, len(batch.decoded), produced)
+        self.counters.sized(len(msgs))
 
     def _commit(self, consumer: Consumer | None) -> None:
         """Commit the outputs delivered so far with the offsets of every batch since the last commit."""
@@ -469,6 +470,9 @@ class Processor:
             "commits": c.commits,
             "busy_seconds": round(c.busy_seconds, 3),
             "stage_seconds": {k: round(v, 3) for k, v in c.stage_seconds.items()},
+            "commit_seconds": {k: round(v, 3) for k, v in self.deliver.delivery.commit_seconds.items()}
+            if self.deliver else {},
+            "batch_sizes": dict(c.batch_sizes),
             "dead_letters": dict(self.deliver.dead_letters.counts) if self.deliver else {},
             "dead_letters_truncated": self.deliver.dead_letters.truncated if self.deliver else 0,
             "notifications_by_reference": c.by_reference,
