@@ -16,7 +16,7 @@ otherwise the log says why and the columns are bulk-loaded (one ``add_bulk``),
 as for a snapshot written without it.
 
 File: ``<dir>/processor.snapshot`` = magic, format version, body length,
-SHA-256 of the body, body (``np.savez`` of flat arrays, no pickles).  Written to
+SHA-256 of the body, body (``np.savez`` of flat arrays; the index is one, read by ``engine.structure``).  Written to
 a temporary file, fsynced, then renamed over the old one, so a crash leaves
 either the old or the new snapshot.  A snapshot that is missing, truncated,
 corrupt (checksum), of another format version, or for another partition count
@@ -113,19 +113,19 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
          shard: Shard = UNSHARDED) -> Snapshot:
     """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be."""
     path = path_of(directory, shard)
+    head = len(MAGIC) + _HEAD.size
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:  # the head and the body apart: the body is hashed and read without a copy
+            data, body = f.read(head), f.read()
     except FileNotFoundError:
         raise SnapshotError(f"no snapshot at {path}") from None
     except OSError as exc:
         raise SnapshotError(f"cannot read {path}: {exc}") from None
-    head = len(MAGIC) + _HEAD.size
     if len(data) < head or not data.startswith(MAGIC):
         raise SnapshotError(f"{path} is not a snapshot (bad magic or too short)")
     version, length, digest = _HEAD.unpack_from(data, len(MAGIC))
     if version != VERSION:
         raise SnapshotError(f"{path} has format version {version}; this processor reads version {VERSION}")
-    body = memoryview(data)[head:]
     if len(body) != length:
         raise SnapshotError(f"{path} is truncated or padded: body of {len(body)} bytes, header says {length}")
     if hashlib.sha256(body).digest() != digest:
