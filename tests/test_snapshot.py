@@ -194,3 +194,18 @@ def test_an_index_that_does_not_hold_the_snapshot_s_subscriptions_is_not_used(tm
     snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
     loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state
     assert not loaded.index_loaded and len(loaded) == len(state)
+
+
+def test_a_snapshot_read_ahead_on_a_thread_loads_and_is_checked_the_same(tmp_path):
+    state = a_state()
+    snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
+    loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore(), prefetched=snapshot.Prefetch(tmp_path)).state
+    assert loaded.index_loaded and loaded.subscribers == state.subscribers
+    path = snapshot.path_of(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[:40] + bytes([data[40] ^ 1]) + data[41:])
+    with pytest.raises(snapshot.SnapshotError, match="checksum"):
+        snapshot.read(tmp_path, 4, "dynamic", ValidEventStore(), prefetched=snapshot.Prefetch(tmp_path))
+    path.unlink()
+    with pytest.raises(snapshot.SnapshotError, match="no snapshot"):
+        snapshot.read(tmp_path, 4, "dynamic", ValidEventStore(), prefetched=snapshot.Prefetch(tmp_path))

@@ -337,6 +337,7 @@ class Processor:
     def run(self) -> dict[str, Any]:
         """Run until :meth:`stop`; return the final statistics."""
         cfg = self.config
+        self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group)  # one set of slots per shard
         transactional_id = cfg.transactional_id or slot.transactional_id
         self.limits = discover(self.clients, (NOTIFICATIONS, DEAD_LETTER), (EVENTS, SUBSCRIPTIONS), cfg.max_output_bytes,

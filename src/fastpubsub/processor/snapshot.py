@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,18 +110,51 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     return {**meta, "bytes": len(body) + len(MAGIC) + _HEAD.size, "seconds": round(time.monotonic() - started, 3)}
 
 
-def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0,
-         shard: Shard = UNSHARDED) -> Snapshot:
-    """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be."""
-    path = path_of(directory, shard)
+def _read_file(path: Path) -> tuple[bytes, bytes, bytes] | OSError:
+    """(head, body, SHA-256 of the body), or the error reading it.  The head and the body are read apart, so the
+    body is hashed and parsed without a copy; reading and hashing release the GIL (see :class:`Prefetch`)."""
     head = len(MAGIC) + _HEAD.size
     try:
-        with open(path, "rb") as f:  # the head and the body apart: the body is hashed and read without a copy
+        with open(path, "rb") as f:
             data, body = f.read(head), f.read()
-    except FileNotFoundError:
-        raise SnapshotError(f"no snapshot at {path}") from None
     except OSError as exc:
-        raise SnapshotError(f"cannot read {path}: {exc}") from None
+        return exc
+    return data, body, hashlib.sha256(body).digest()
+
+
+class Prefetch:
+    """The snapshot file read and hashed on a thread, while the processor starts its clients and loads its
+    kernels (together about as long as the read and the checksum of a million subscriptions' snapshot)."""
+
+    def __init__(self, directory: str | Path, shard: Shard = UNSHARDED) -> None:
+        self.path = path_of(directory, shard)
+        self._result: tuple[bytes, bytes, bytes] | OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="snapshot-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._result = _read_file(self.path)
+
+    def result(self) -> tuple[bytes, bytes, bytes] | OSError:
+        self._thread.join()
+        result, self._result = self._result, None  # read once: the bytes are not kept beyond the load
+        return result
+
+
+def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0,
+         shard: Shard = UNSHARDED, prefetched: Prefetch | None = None) -> Snapshot:
+    """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be.
+
+    ``prefetched``: the file as :class:`Prefetch` read it (else it is read now)."""
+    path = path_of(directory, shard)
+    head = len(MAGIC) + _HEAD.size
+    raw = prefetched.result() if prefetched is not None and prefetched.path == path else None
+    raw = raw if raw is not None else _read_file(path)
+    if isinstance(raw, FileNotFoundError):
+        raise SnapshotError(f"no snapshot at {path}")
+    if isinstance(raw, OSError):
+        raise SnapshotError(f"cannot read {path}: {raw}")
+    data, body, body_digest = raw
     if len(data) < head or not data.startswith(MAGIC):
         raise SnapshotError(f"{path} is not a snapshot (bad magic or too short)")
     version, length, digest = _HEAD.unpack_from(data, len(MAGIC))
@@ -128,7 +162,7 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
         raise SnapshotError(f"{path} has format version {version}; this processor reads version {VERSION}")
     if len(body) != length:
         raise SnapshotError(f"{path} is truncated or padded: body of {len(body)} bytes, header says {length}")
-    if hashlib.sha256(body).digest() != digest:
+    if body_digest != digest:
         raise SnapshotError(f"{path} is corrupt: checksum mismatch")
     try:
         with np.load(io.BytesIO(body), allow_pickle=False) as arrays:
