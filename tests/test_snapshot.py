@@ -139,6 +139,7 @@ def test_a_restart_loads_the_built_index_and_it_keeps_matching_and_changing_like
 
 @pytest.mark.parametrize("algorithm", ["counting", "propagation", "propagation-wp", "static", "dynamic"])
 def test_every_algorithm_s_index_is_written_and_read_back(algorithm):
+    from fastpubsub import engine
     from fastpubsub.engine import Matcher, structure
 
     matcher = Matcher(algorithm)
@@ -152,11 +153,12 @@ def test_every_algorithm_s_index_is_written_and_read_back(algorithm):
 
 
 def test_an_index_of_another_engine_version_is_not_used(tmp_path, caplog, monkeypatch):
+    from fastpubsub import engine
     from fastpubsub.engine import structure
 
     state = a_state()
     snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
-    monkeypatch.setattr(structure, "fingerprint", lambda: "0123456789abcdef")  # as if the engine had changed since
+    monkeypatch.setattr(engine, "index_fingerprint", lambda: "0123456789abcdef")  # as if the engine had changed since
     caplog.set_level("INFO", logger="pubsub")
     loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state
     assert not loaded.index_loaded
@@ -171,12 +173,13 @@ def test_an_index_of_another_engine_version_is_not_used(tmp_path, caplog, monkey
     (lambda: __import__("pickle").dumps([1, 2]), "a list"),
 ])
 def test_a_foreign_index_is_refused_and_the_columns_are_bulk_loaded(tmp_path, caplog, monkeypatch, index, reason):
+    from fastpubsub import engine
     from fastpubsub.engine import structure
 
     with pytest.raises(structure.StructureError, match=reason):
         structure.load(index())  # nothing it names outside the engine and numpy's arrays is even looked up
     state = a_state()
-    monkeypatch.setattr(structure, "dump", lambda matcher: index())
+    monkeypatch.setattr(engine, "dump_index", lambda matcher: index())
     snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
     caplog.set_level("INFO", logger="pubsub")
     loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state
@@ -185,11 +188,12 @@ def test_a_foreign_index_is_refused_and_the_columns_are_bulk_loaded(tmp_path, ca
 
 
 def test_an_index_that_does_not_hold_the_snapshot_s_subscriptions_is_not_used(tmp_path, monkeypatch):
+    from fastpubsub import engine
     from fastpubsub.engine import Matcher, structure
 
     other = Matcher("dynamic")
     other.add(1, [("price", "=", 1)])
-    monkeypatch.setattr(structure, "dump", lambda matcher, dump=structure.dump: dump(other))
+    monkeypatch.setattr(engine, "dump_index", lambda matcher, dump=structure.dump: dump(other))
     state = a_state()
     snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
     loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state

@@ -10,7 +10,7 @@ restart the processor loads that index as it was, without a bulk load, and
 reads the subscriptions topic from the offsets instead of from the beginning.
 
 The index is an accelerator, the columns are the content: it is used only if
-it was written by the same engine code (``engine.structure.fingerprint``), the
+it was written by the same engine code (``engine.index_fingerprint``), the
 same algorithm and ``runs``, and holds exactly the snapshot's subscriptions;
 otherwise the log says why and the columns are bulk-loaded (one ``add_bulk``),
 as for a snapshot written without it.
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from fastpubsub.engine import ValidEventStore
-from fastpubsub.engine import structure
+from fastpubsub import engine  # its index functions are looked up at each call (tests replace them)
 
 from .shard import UNSHARDED, Shard
 from .subscriptions import SubscriptionState
@@ -83,10 +83,10 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     started = time.monotonic()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    index = structure.dump(state.matcher)
+    index = engine.dump_index(state.matcher)
     meta = {"version": VERSION, "partitions": partitions, "offsets": {str(p): o for p, o in sorted(offsets.items())},
             "algorithm": state.matcher.algorithm, "shard": [shard.index, shard.count], "subscriptions": len(state), "events": len(store),
-            "index": {"engine": structure.fingerprint(), "algorithm": state.matcher.algorithm, "runs": state.runs,
+            "index": {"engine": engine.index_fingerprint(), "algorithm": state.matcher.algorithm, "runs": state.runs,
                       "bytes": len(index)},
             "written_at_ms": int(time.time() * 1000)}  # wall clock: information only, never used to decide
     arrays = {**state.to_arrays(), **store.to_arrays(), INDEX: np.frombuffer(index, dtype=np.uint8),
@@ -193,13 +193,13 @@ def _index(arrays: Any, meta: dict[str, Any], algorithm: str, runs: int) -> tupl
     info = meta.get("index")
     if info is None or INDEX not in arrays.files:
         return None, "it holds no built index"
-    if info.get("engine") != structure.fingerprint():
+    if info.get("engine") != engine.index_fingerprint():
         return None, f"its index was built by another engine version ({info.get('engine')}, this one is " \
-                     f"{structure.fingerprint()})"
+                     f"{engine.index_fingerprint()})"
     if (info.get("algorithm"), info.get("runs")) != (algorithm, runs):
         return None, f"its index is {info.get('algorithm')} with runs={info.get('runs')}, this processor matches " \
                      f"with {algorithm} and runs={runs}"
     try:
-        return structure.load(memoryview(arrays[INDEX])), None
-    except structure.StructureError as exc:
+        return engine.load_index(memoryview(arrays[INDEX])), None
+    except engine.StructureError as exc:
         return None, f"its index cannot be loaded ({exc})"

@@ -31,7 +31,7 @@ from fastpubsub.engine import (
     unpack_strings,
 )
 from fastpubsub.engine import DeadlineQueue
-from fastpubsub.engine import structure
+from fastpubsub.engine import index_holds
 
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.subscription_decoder import decode_subscriptions, parse_subscription_id
@@ -239,7 +239,7 @@ class SubscriptionState:
             raise ValueError("snapshot: one subscriber per subscription is needed")
         if shard.sharded and not all(map(shard.owns, batch.ids.tolist())):
             raise ValueError(f"snapshot: subscriptions of another shard than {shard}")
-        if matcher is not None and matcher.algorithm == algorithm and structure.holds_exactly(matcher, batch.ids):
+        if matcher is not None and matcher.algorithm == algorithm and index_holds(matcher, batch.ids):
             state.matcher, state.index_loaded = matcher, True
         else:
             state.matcher.add_bulk(batch)
