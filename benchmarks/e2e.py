@@ -109,8 +109,12 @@ class _NotificationClock(threading.Thread):
     def run(self) -> None:
         try:
             while not self._stopping.is_set():
-                msgs = self._consumer.consume(num_messages=10_000, timeout=0.05)
+                # the first record to arrive, then what is already there: consume(10_000, 0.05) alone returns
+                # only after 50 ms unless 10,000 records came, which added up to 50 ms to the latencies measured
+                msgs = self._consumer.consume(num_messages=1, timeout=0.05)
                 arrived = time.time()
+                if msgs:
+                    msgs += self._consumer.consume(num_messages=10_000, timeout=0)
                 for msg in msgs:
                     if not msg.error():
                         self._seen.append((msg.value(), arrived, msg.timestamp()[1]))
@@ -311,6 +315,10 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "latency_phase_commits": latency_stats.get("commits"),
         "latency_phase_busy_s": latency_stats.get("busy_seconds"),  # of plan.latency_seconds (and its tail)
         **{f"latency_phase_{k}_s": v for k, v in latency_stats.get("stage_seconds", {}).items()},
+        # the commits' time by part (waiting for acknowledgements, the offsets, the transaction's end) and the
+        # batch sizes the loop took, at half the maximum
+        **{f"latency_phase_commit_{k}_s": v for k, v in latency_stats.get("commit_seconds", {}).items()},
+        "latency_phase_batch_sizes": _sizes(latency_stats.get("batch_sizes", {})),
         "delivery": stats.get("delivery"),
         "matcher": stats.get("matcher"),
         "processor_events": stats.get("events"),
@@ -321,6 +329,11 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
 
 
 STAGES = ("consume", "decode", "match", "produce", "commit")
+
+
+def _sizes(by_bucket: dict[str, int]) -> str:
+    """``{"1": 3, "2-3": 5}`` as ``1:3 2-3:5``, smallest first (one CSV cell)."""
+    return " ".join(f"{k}:{v}" for k, v in sorted(by_bucket.items(), key=lambda kv: int(kv[0].split("-")[0])))
 
 
 def bound(row: dict) -> tuple[list[dict], str]:
@@ -378,6 +391,12 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
             {"what": "batches / commits: draining the backlog; at half the maximum",
              "value": f"{row['batches']:,} / {row['commits']:,}; "
                       f"{row['latency_phase_batches']:,} / {row['latency_phase_commits']:,}"},
+            {"what": "at half the maximum: busy time by stage (consume includes waiting for a first event)",
+             "value": ", ".join(f"{st} {row.get(f'latency_phase_{st}_s') or 0:,.1f} s" for st in STAGES)},
+            {"what": "at half the maximum: commits by part (flush: outputs acknowledged; offsets; transaction end)",
+             "value": ", ".join(f"{part} {row.get(f'latency_phase_commit_{part}_s') or 0:,.1f} s"
+                                for part in ("flush", "offsets", "transaction"))},
+            {"what": "at half the maximum: batches by number of events", "value": row["latency_phase_batch_sizes"]},
             {"what": "start of the processor to its first commit (rebuild of the subscriptions, group join)",
              "value": f"{row['rebuild_and_join_s']:,.1f} s"},
         ], [("what", "measure"), ("value", "value")])

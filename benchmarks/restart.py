@@ -30,14 +30,14 @@ from fastpubsub.cli.demo import Demo
 
 def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
     """Seconds from spawning `pubsub run` to its ready line, and its log up to then; stops it cleanly."""
-    began = time.monotonic()
+    began, wall = time.monotonic(), time.time()
     proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", "bench-restart",
                              "--progress-interval", "600", *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=child_preexec)
     lines = []
     try:
         for line in proc.stderr:
-            lines.append(line.rstrip())
+            lines.append(f"{time.time() - wall:5.2f} {line.rstrip()}")  # when it came, after the spawn
             if " ready: " in line:
                 took = time.monotonic() - began
                 break
@@ -109,6 +109,9 @@ def main() -> None:
             loaded = [x for x in lines if "snapshot loaded" in x][-1]
             print(f"from the snapshot: ready in {took:.1f}s  ({loaded.split(' INFO ')[-1]})", flush=True)
             results["snapshot_load_seconds"] = float(re.search(r"loaded in ([\d.]+)s", loaded).group(1))
+        print("the last start from the snapshot, seconds after the spawn by log line:")
+        for line in lines:
+            print(f"  {line}")
         print(json.dumps(results))
 
 

@@ -111,3 +111,105 @@ def test_restart_from_snapshot_replays_only_later_changes(bootstrap, group_id, s
     assert third.state.subscribers == from_snapshot.subscribers
     third.stop()
     snapshot.read(tmp_path, 4, "dynamic", ValidEventStore())  # the fallback wrote a good one again
+
+
+# --- the built index in the snapshot (engine.structure) ------------------------------------------------------------
+
+
+def matches(matcher, events):
+    return [r.tolist() for r in matcher.match_batch(events)]
+
+
+def test_a_restart_loads_the_built_index_and_it_keeps_matching_and_changing_like_a_bulk_load(tmp_path, caplog):
+    state = a_state()
+    snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
+    caplog.set_level("INFO", logger="pubsub")
+    loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state
+    assert loaded.index_loaded and not caplog.records  # no bulk load, nothing to explain
+    assert loaded.matcher.stats() == state.matcher.stats()  # the same clustering, not a re-clustering
+    bulk = snapshot.read(tmp_path, 4, "static", ValidEventStore()).state  # another algorithm: bulk-loaded
+    assert not bulk.index_loaded
+    events = random_events(300, seed=56)
+    assert matches(loaded.matcher, events) == matches(state.matcher, events) == matches(bulk.matcher, events)
+    later = [(b"1", None), (b"2", None)] + records(random_subscriptions(360, seed=57)[300:])
+    for s in (loaded, state, bulk):
+        s.apply_many(later)
+    assert matches(loaded.matcher, events) == matches(state.matcher, events) == matches(bulk.matcher, events)
+
+
+@pytest.mark.parametrize("algorithm", ["counting", "propagation", "propagation-wp", "static", "dynamic"])
+def test_every_algorithm_s_index_is_written_and_read_back(algorithm):
+    from fastpubsub import engine
+    from fastpubsub.engine import Matcher, structure
+
+    matcher = Matcher(algorithm)
+    for sid, s in random_subscriptions(200, seed=58):
+        matcher.add(sid, s.predicates)
+    copy = structure.load(structure.dump(matcher))
+    events = random_events(200, seed=59)
+    assert matches(copy, events) == matches(matcher, events)
+    copy.remove(5), matcher.remove(5)
+    assert matches(copy, events) == matches(matcher, events)
+
+
+def test_an_index_of_another_engine_version_is_not_used(tmp_path, caplog, monkeypatch):
+    from fastpubsub import engine
+    from fastpubsub.engine import structure
+
+    state = a_state()
+    snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
+    monkeypatch.setattr(engine, "index_fingerprint", lambda: "0123456789abcdef")  # as if the engine had changed since
+    caplog.set_level("INFO", logger="pubsub")
+    loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state
+    assert not loaded.index_loaded
+    assert any("another engine version" in r.getMessage() and "bulk-loading" in r.getMessage() for r in caplog.records)
+    events = random_events(100, seed=60)
+    assert matches(loaded.matcher, events) == matches(state.matcher, events)
+
+
+@pytest.mark.parametrize("index, reason", [
+    (lambda: __import__("pickle").dumps(__import__("os").getcwd), "does not name posix.getcwd"),
+    (lambda: b"\x80\x05garbage", "not a matcher structure"),
+    (lambda: __import__("pickle").dumps([1, 2]), "a list"),
+])
+def test_a_foreign_index_is_refused_and_the_columns_are_bulk_loaded(tmp_path, caplog, monkeypatch, index, reason):
+    from fastpubsub import engine
+    from fastpubsub.engine import structure
+
+    with pytest.raises(structure.StructureError, match=reason):
+        structure.load(index())  # nothing it names outside the engine and numpy's arrays is even looked up
+    state = a_state()
+    monkeypatch.setattr(engine, "dump_index", lambda matcher: index())
+    snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
+    caplog.set_level("INFO", logger="pubsub")
+    loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state
+    assert not loaded.index_loaded and any(reason in r.getMessage() for r in caplog.records)
+    assert matches(loaded.matcher, random_events(100, seed=61)) == matches(state.matcher, random_events(100, seed=61))
+
+
+def test_an_index_that_does_not_hold_the_snapshot_s_subscriptions_is_not_used(tmp_path, monkeypatch):
+    from fastpubsub import engine
+    from fastpubsub.engine import Matcher, structure
+
+    other = Matcher("dynamic")
+    other.add(1, [("price", "=", 1)])
+    monkeypatch.setattr(engine, "dump_index", lambda matcher, dump=structure.dump: dump(other))
+    state = a_state()
+    snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
+    loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore()).state
+    assert not loaded.index_loaded and len(loaded) == len(state)
+
+
+def test_a_snapshot_read_ahead_on_a_thread_loads_and_is_checked_the_same(tmp_path):
+    state = a_state()
+    snapshot.write(tmp_path, state, a_store(), {0: 1}, partitions=4)
+    loaded = snapshot.read(tmp_path, 4, "dynamic", ValidEventStore(), prefetched=snapshot.Prefetch(tmp_path)).state
+    assert loaded.index_loaded and loaded.subscribers == state.subscribers
+    path = snapshot.path_of(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[:40] + bytes([data[40] ^ 1]) + data[41:])
+    with pytest.raises(snapshot.SnapshotError, match="checksum"):
+        snapshot.read(tmp_path, 4, "dynamic", ValidEventStore(), prefetched=snapshot.Prefetch(tmp_path))
+    path.unlink()
+    with pytest.raises(snapshot.SnapshotError, match="no snapshot"):
+        snapshot.read(tmp_path, 4, "dynamic", ValidEventStore(), prefetched=snapshot.Prefetch(tmp_path))

@@ -18,6 +18,11 @@ from .semantics import (
     ALL_OPERATORS, EXTENDED_OPERATORS, KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, MAX_CONJUNCTIONS, MAX_LIST, OPERATORS,
     AllOf, AnyOf, Predicate, validate_event, validate_predicates, validate_subscription,
 )
+from .structure import StructureError
+from .structure import dump as dump_index
+from .structure import fingerprint as index_fingerprint
+from .structure import holds_exactly as index_holds
+from .structure import load as load_index
 from .statistics import AttributeStats, EventStatistics, PartitionOffsets, SourceWindow
 from .validity import DeadlineQueue
 from .workload import PRESETS, generate_events, generate_subscriptions
@@ -28,5 +33,5 @@ __all__ = [
     "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher", "PRESETS",
     "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "generate_events", "generate_subscriptions",
-    "pack_strings", "register", "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
+    "pack_strings", "register", "StructureError", "dump_index", "index_fingerprint", "index_holds", "load_index", "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
 ]

@@ -101,6 +101,10 @@ class Delivery:
         self._refused: dict[Source, str] = {}
         self.bound = bounds.producer_messages
         self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
+        #: where commits spend their time, waiting on the broker mostly: ``flush`` (outputs acknowledged),
+        #: ``offsets`` (send_offsets_to_transaction, or at-least-once the offset commit), ``transaction``
+        #: (commit_transaction)
+        self.commit_seconds = {"flush": 0.0, "offsets": 0.0, "transaction": 0.0}
 
     def _new_producer(self, mode: str) -> Producer:
         if mode == "at-least-once":
@@ -157,16 +161,20 @@ class Delivery:
                 # offsets of a transaction that holds no records (tests/test_quiet_batches.py): a shard or a
                 # processor whose batches match nothing would keep its committed offsets behind for good.
                 self._raise_failures()
+                t = time.perf_counter()
                 try:
                     consumer.commit(offsets=offsets, asynchronous=False)
                 except KafkaException as exc:
                     raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
+                self._lap("offsets", t)
                 return
             if offsets:
                 # Outputs first: after a broker restart the transaction failed and send_offsets_to_transaction
                 # then hung, whatever its timeout; failed records show the failure before that call.
+                t = time.perf_counter()
                 if self._in_transaction and self._flush(timeout):
                     raise DeliveryError(f"records not acknowledged within {timeout:.0f}s")
+                t = self._lap("flush", t)
                 self._raise_failures()
                 try:
                     if not self._in_transaction:
@@ -175,16 +183,21 @@ class Delivery:
                     self.producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout)
                 except KafkaException as exc:
                     raise DeliveryError(f"sending offsets to the transaction failed: {exc.args[0]}") from None
+                self._lap("offsets", t)
             if self._in_transaction:
+                t = time.perf_counter()
                 try:
                     self.producer.commit_transaction(timeout)
                 except KafkaException as exc:
                     raise DeliveryError(f"transaction commit failed: {exc.args[0]}") from None
                 finally:
                     self._in_transaction = False
+                    self._lap("transaction", t)
             self._raise_failures()
             return
+        t = time.perf_counter()
         remaining = self._flush(timeout)
+        t = self._lap("flush", t)
         if remaining:
             raise DeliveryError(f"{remaining} records not acknowledged within {timeout:.0f}s")
         self._raise_failures()
@@ -193,6 +206,12 @@ class Delivery:
                 consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
                 raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
+            self._lap("offsets", t)
+
+    def _lap(self, part: str, since: float) -> float:
+        now = time.perf_counter()
+        self.commit_seconds[part] += now - since
+        return now
 
     def recover(self, consumer: Consumer | None, should_stop: Callable[[], bool] = lambda: False,
                 on_wait: Callable[[], None] = lambda: None) -> bool:

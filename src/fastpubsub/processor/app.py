@@ -184,6 +184,7 @@ class Processor:
         produced = self.deliver.send(self.encode(matched), batch.rejects)
         self.counters.lap("produce", t)
         self.uncommitted.add(batch.offsets, len(batch.decoded), produced)
+        self.counters.sized(len(msgs))
 
     def _commit(self, consumer: Consumer | None) -> None:
         """Commit the outputs delivered so far with the offsets of every batch since the last commit."""
@@ -336,6 +337,7 @@ class Processor:
     def run(self) -> dict[str, Any]:
         """Run until :meth:`stop`; return the final statistics."""
         cfg = self.config
+        self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group)  # one set of slots per shard
         transactional_id = cfg.transactional_id or slot.transactional_id
         self.limits = discover(self.clients, (NOTIFICATIONS, DEAD_LETTER), (EVENTS, SUBSCRIPTIONS), cfg.max_output_bytes,
@@ -469,6 +471,9 @@ class Processor:
             "commits": c.commits,
             "busy_seconds": round(c.busy_seconds, 3),
             "stage_seconds": {k: round(v, 3) for k, v in c.stage_seconds.items()},
+            "commit_seconds": {k: round(v, 3) for k, v in self.deliver.delivery.commit_seconds.items()}
+            if self.deliver else {},
+            "batch_sizes": dict(c.batch_sizes),
             "dead_letters": dict(self.deliver.dead_letters.counts) if self.deliver else {},
             "dead_letters_truncated": self.deliver.dead_letters.truncated if self.deliver else 0,
             "notifications_by_reference": c.by_reference,

@@ -27,6 +27,13 @@ class PipelineCounters:
     busy_seconds: float = 0.0  # time spent on event batches and their commits
     #: busy time by stage, to say what bounds the throughput (docs/benchmarks.md)
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    #: event batches by size, in powers of two ("1", "2-3", "4-7", ...): what the adaptive batching chose
+    batch_sizes: dict[str, int] = field(default_factory=dict)
+
+    def sized(self, n: int) -> None:
+        low = 1 << (max(n, 1).bit_length() - 1)
+        name = str(low) if low == 1 else f"{low}-{2 * low - 1}"
+        self.batch_sizes[name] = self.batch_sizes.get(name, 0) + 1
 
     def lap(self, stage: str, since: float) -> float:
         """Add the time since ``since`` (``time.perf_counter``) to ``stage``; return now."""

@@ -4,11 +4,19 @@ A snapshot holds the subscription state (``SubscriptionState.to_arrays``: the
 live subscriptions as one columnar ``SubscriptionBatch``, their subscribers and
 validity), the valid-event store (``ValidEventStore.to_arrays``), and the
 offsets of ``pubsub.subscriptions`` the state reflects (next offset per
-partition).  On restart the processor loads it with one ``add_bulk`` and reads
-the subscriptions topic from those offsets instead of from the beginning.
+partition), and the matcher's built index (``engine.structure``: the dynamic
+clustering's arrays as the bulk load and its maintenance left them).  On
+restart the processor loads that index as it was, without a bulk load, and
+reads the subscriptions topic from the offsets instead of from the beginning.
+
+The index is an accelerator, the columns are the content: it is used only if
+it was written by the same engine code (``engine.index_fingerprint``), the
+same algorithm and ``runs``, and holds exactly the snapshot's subscriptions;
+otherwise the log says why and the columns are bulk-loaded (one ``add_bulk``),
+as for a snapshot written without it.
 
 File: ``<dir>/processor.snapshot`` = magic, format version, body length,
-SHA-256 of the body, body (``np.savez`` of flat arrays, no pickles).  Written to
+SHA-256 of the body, body (``np.savez`` of flat arrays; the index is one, read by ``engine.structure``).  Written to
 a temporary file, fsynced, then renamed over the old one, so a crash leaves
 either the old or the new snapshot.  A snapshot that is missing, truncated,
 corrupt (checksum), of another format version, or for another partition count
@@ -27,6 +35,7 @@ import json
 import logging
 import os
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from fastpubsub.engine import ValidEventStore
+from fastpubsub import engine  # its index functions are looked up at each call (tests replace them)
 
 from .shard import UNSHARDED, Shard
 from .subscriptions import SubscriptionState
@@ -45,6 +55,7 @@ MAGIC = b"PUBSUBSNAP"
 VERSION = 1
 FILE_NAME = "processor.snapshot"
 _HEAD = struct.Struct(">IQ32s")  # version, body length, sha256(body)
+INDEX = "engine.structure"  # the matcher's built index (engine.structure), beside the columns
 
 
 class SnapshotError(ValueError):
@@ -72,10 +83,13 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     started = time.monotonic()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    index = engine.dump_index(state.matcher)
     meta = {"version": VERSION, "partitions": partitions, "offsets": {str(p): o for p, o in sorted(offsets.items())},
             "algorithm": state.matcher.algorithm, "shard": [shard.index, shard.count], "subscriptions": len(state), "events": len(store),
+            "index": {"engine": engine.index_fingerprint(), "algorithm": state.matcher.algorithm, "runs": state.runs,
+                      "bytes": len(index)},
             "written_at_ms": int(time.time() * 1000)}  # wall clock: information only, never used to decide
-    arrays = {**state.to_arrays(), **store.to_arrays(),
+    arrays = {**state.to_arrays(), **store.to_arrays(), INDEX: np.frombuffer(index, dtype=np.uint8),
               "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -96,26 +110,59 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     return {**meta, "bytes": len(body) + len(MAGIC) + _HEAD.size, "seconds": round(time.monotonic() - started, 3)}
 
 
-def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0,
-         shard: Shard = UNSHARDED) -> Snapshot:
-    """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be."""
-    path = path_of(directory, shard)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise SnapshotError(f"no snapshot at {path}") from None
-    except OSError as exc:
-        raise SnapshotError(f"cannot read {path}: {exc}") from None
+def _read_file(path: Path) -> tuple[bytes, bytes, bytes] | OSError:
+    """(head, body, SHA-256 of the body), or the error reading it.  The head and the body are read apart, so the
+    body is hashed and parsed without a copy; reading and hashing release the GIL (see :class:`Prefetch`)."""
     head = len(MAGIC) + _HEAD.size
+    try:
+        with open(path, "rb") as f:
+            data, body = f.read(head), f.read()
+    except OSError as exc:
+        return exc
+    return data, body, hashlib.sha256(body).digest()
+
+
+class Prefetch:
+    """The snapshot file read and hashed on a thread, while the processor starts its clients and loads its
+    kernels (together about as long as the read and the checksum of a million subscriptions' snapshot)."""
+
+    def __init__(self, directory: str | Path, shard: Shard = UNSHARDED) -> None:
+        self.path = path_of(directory, shard)
+        self._result: tuple[bytes, bytes, bytes] | OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="snapshot-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._result = _read_file(self.path)
+
+    def result(self) -> tuple[bytes, bytes, bytes] | OSError:
+        self._thread.join()
+        result, self._result = self._result, None  # read once: the bytes are not kept beyond the load
+        return result
+
+
+def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0,
+         shard: Shard = UNSHARDED, prefetched: Prefetch | None = None) -> Snapshot:
+    """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be.
+
+    ``prefetched``: the file as :class:`Prefetch` read it (else it is read now)."""
+    path = path_of(directory, shard)
+    head = len(MAGIC) + _HEAD.size
+    raw = prefetched.result() if prefetched is not None and prefetched.path == path else None
+    raw = raw if raw is not None else _read_file(path)
+    if isinstance(raw, FileNotFoundError):
+        raise SnapshotError(f"no snapshot at {path}")
+    if isinstance(raw, OSError):
+        raise SnapshotError(f"cannot read {path}: {raw}")
+    data, body, body_digest = raw
     if len(data) < head or not data.startswith(MAGIC):
         raise SnapshotError(f"{path} is not a snapshot (bad magic or too short)")
     version, length, digest = _HEAD.unpack_from(data, len(MAGIC))
     if version != VERSION:
         raise SnapshotError(f"{path} has format version {version}; this processor reads version {VERSION}")
-    body = memoryview(data)[head:]
     if len(body) != length:
         raise SnapshotError(f"{path} is truncated or padded: body of {len(body)} bytes, header says {length}")
-    if hashlib.sha256(body).digest() != digest:
+    if body_digest != digest:
         raise SnapshotError(f"{path} is corrupt: checksum mismatch")
     try:
         with np.load(io.BytesIO(body), allow_pickle=False) as arrays:
@@ -127,7 +174,11 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
             if written != shard:
                 raise SnapshotError(f"{path} is of shard {written}, this processor is shard {shard}: it holds "
                                     f"other subscriptions")
-            state = SubscriptionState.from_arrays(arrays, algorithm, runs, shard)
+            matcher, why = _index(arrays, meta, algorithm, runs)
+            if why:
+                log.info("snapshot %s: %s; bulk-loading its %s subscriptions instead", path.name, why,
+                         meta.get("subscriptions"))
+            state = SubscriptionState.from_arrays(arrays, algorithm, runs, shard, matcher=matcher)
             store.load_arrays(arrays)
     except SnapshotError:
         raise
@@ -135,3 +186,20 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
         raise SnapshotError(f"{path} cannot be loaded: {type(exc).__name__}: {exc}") from None
     offsets = {int(p): int(o) for p, o in meta["offsets"].items()}
     return Snapshot(state, store, offsets, meta)
+
+
+def _index(arrays: Any, meta: dict[str, Any], algorithm: str, runs: int) -> tuple[Any, str | None]:
+    """The snapshot's built index if this processor can use it as it is, else (None, why not)."""
+    info = meta.get("index")
+    if info is None or INDEX not in arrays.files:
+        return None, "it holds no built index"
+    if info.get("engine") != engine.index_fingerprint():
+        return None, f"its index was built by another engine version ({info.get('engine')}, this one is " \
+                     f"{engine.index_fingerprint()})"
+    if (info.get("algorithm"), info.get("runs")) != (algorithm, runs):
+        return None, f"its index is {info.get('algorithm')} with runs={info.get('runs')}, this processor matches " \
+                     f"with {algorithm} and runs={runs}"
+    try:
+        return engine.load_index(memoryview(arrays[INDEX])), None
+    except engine.StructureError as exc:
+        return None, f"its index cannot be loaded ({exc})"

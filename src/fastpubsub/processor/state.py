@@ -53,6 +53,12 @@ class ProcessorState:
         self.unsnapshotted = 0  # subscription records applied since the last snapshot
         self._store_mark = self._store_state()
         self._last_snapshot = time.monotonic()
+        self._prefetch: snapshot.Prefetch | None = None
+
+    def prefetch_snapshot(self) -> None:
+        """Start reading the snapshot file (if any) on a thread; :meth:`load_snapshot` takes what it read."""
+        if self.snapshot_dir and snapshot.path_of(self.snapshot_dir, self.shard).exists():
+            self._prefetch = snapshot.Prefetch(self.snapshot_dir, self.shard)
 
     def _new_store(self) -> ValidEventStore:
         return ValidEventStore(*self._bounds)
@@ -91,8 +97,9 @@ class ProcessorState:
             log.info("no snapshot in %s yet: rebuilding from %s", self.snapshot_dir, SUBSCRIPTIONS)
             return
         try:
+            prefetched, self._prefetch = self._prefetch, None
             snap = snapshot.read(self.snapshot_dir, partitions, self.algorithm, self._new_store(), self.runs,
-                                 self.shard)
+                                 self.shard, prefetched)
         except snapshot.SnapshotError as exc:
             log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
             return

@@ -122,7 +122,9 @@ class StatisticsFeed:
             return
         mine, at_end, deadline = [], set(), time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for msg in self._consumer.consume(num_messages=1000, timeout=0.5):
+            # a short wait per call: consume() returns only at 1,000 records or at its timeout, so a small topic's
+            # end-of-partition would otherwise wait out the whole timeout (0.5 s of every start)
+            for msg in self._consumer.consume(num_messages=1000, timeout=0.05):
                 if msg.error() is not None:
                     if self._consumer_error(msg):
                         at_end.add(msg.partition())

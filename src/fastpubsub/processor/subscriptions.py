@@ -31,6 +31,7 @@ from fastpubsub.engine import (
     unpack_strings,
 )
 from fastpubsub.engine import DeadlineQueue
+from fastpubsub.engine import index_holds
 
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.subscription_decoder import decode_subscriptions, parse_subscription_id
@@ -68,6 +69,8 @@ class SubscriptionState:
 
     def __init__(self, algorithm: str = "dynamic", runs: int = 0, shard: Shard = UNSHARDED) -> None:
         self.matcher = Matcher(algorithm, runs=runs)
+        self.runs = runs
+        self.index_loaded = False  # the matcher came built from a snapshot (engine.structure), not from a bulk load
         self.shard = shard  # only the ids it owns are held; the other shards' records are skipped
         self.skipped = 0  # records of ids that other shards hold
         self.subscribers: dict[int, str] = {}
@@ -221,8 +224,13 @@ class SubscriptionState:
 
     @classmethod
     def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int = 0,
-                    shard: Shard = UNSHARDED) -> "SubscriptionState":
-        """The state :meth:`to_arrays` wrote, loaded with one ``add_bulk``; ``ValueError`` if inconsistent."""
+                    shard: Shard = UNSHARDED, matcher: Matcher | None = None) -> "SubscriptionState":
+        """The state :meth:`to_arrays` wrote; ``ValueError`` if inconsistent.
+
+        ``matcher``: the snapshot's built index (``engine.structure``), used as
+        it is if it holds exactly these subscriptions; else (or without one)
+        they are loaded with one ``add_bulk``.
+        """
         state = cls(algorithm, runs, shard)
         batch = batch_from_arrays(SubscriptionBatch, arrays, "subscriptions.")
         names = unpack_strings(arrays["subscribers.names"], arrays["subscribers.names.offsets"])
@@ -231,7 +239,10 @@ class SubscriptionState:
             raise ValueError("snapshot: one subscriber per subscription is needed")
         if shard.sharded and not all(map(shard.owns, batch.ids.tolist())):
             raise ValueError(f"snapshot: subscriptions of another shard than {shard}")
-        state.matcher.add_bulk(batch)
+        if matcher is not None and matcher.algorithm == algorithm and index_holds(matcher, batch.ids):
+            state.matcher, state.index_loaded = matcher, True
+        else:
+            state.matcher.add_bulk(batch)
         if len(batch):
             state._log, state._logged = [batch], len(batch)
         state.subscribers = dict(zip(batch.ids.tolist(), [names[i] for i in owner.tolist()]))

@@ -1,0 +1,58 @@
+"""The decode stage: its few-C-calls path for plain batches gives what the record-by-record path gives."""
+
+from __future__ import annotations
+
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fastpubsub.kafka.record_limits import RecordLimits
+from fastpubsub.processor.counters import PipelineCounters
+from fastpubsub.processor.decode import Decode
+from fastpubsub.wire.codecs import encode_event
+
+GOOD = [encode_event({"price": i, "movie": "rex"}, "avro") for i in range(5)] + [encode_event({"a": 1}, "json")]
+#: records the plain path must leave to the record-by-record one (or decode the same way)
+ODD = {
+    "no key": dict(key=None),
+    "key not UTF-8": dict(key=b"\xff\xfe"),
+    "valid_until header": dict(headers=[("valid_until", b"99")]),
+    "bad valid_until": dict(headers=[("valid_until", b"soon")]),
+    "no value": dict(value=None),
+    "bad value": dict(value=b"\x00\x00\x00\x00\x02\x99"),
+    "no timestamp": dict(timestamp=(TIMESTAMP_NOT_AVAILABLE, 0)),
+    "too large": dict(value=encode_event({"s": "x" * 3000}, "avro")),
+}
+
+
+def message(i: int, odd: str | None, value: int) -> Message:
+    fields = dict(topic="pubsub.events", partition=i % 3, offset=100 + i, key=f"e{i}".encode(), value=GOOD[value],
+                  headers=None, timestamp=(TIMESTAMP_CREATE_TIME, 1_000 + i))
+    fields.update(ODD.get(odd, {}))
+    return Message(**fields)
+
+
+def summary(batch):
+    times = [t if t < 1_000_000 else "now" for t in batch.times]  # a record without a timestamp: the clock's time
+    return ([m.offset() for m in batch.records], batch.ids, batch.valid_until, batch.decoded.rows.tolist(), times,
+            batch.offsets, [(m.offset(), reason) for m, reason in batch.rejects])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([None] * 8 + sorted(ODD)), st.integers(0, len(GOOD) - 1)), min_size=1,
+                max_size=30), st.booleans())
+def test_a_batch_decodes_the_same_whichever_path_takes_it(records, reports):
+    decode = Decode(PipelineCounters(), reports_bad_input=reports)
+    decode.limits = RecordLimits(max_record_bytes=2048)
+    msgs = [message(i, odd, v) for i, (odd, v) in enumerate(records)]
+    assert summary(decode(msgs)) == summary(decode._each(msgs))
+    if all(odd is None for odd, _ in records):
+        assert decode._plain(msgs) is not None  # the common batch takes the short path
+
+
+def test_a_refused_record_sends_the_batch_the_long_way():
+    decode = Decode(PipelineCounters())
+    msgs = [message(i, None, 0) for i in range(4)]
+    decode.refused[("pubsub.events", 1, 101)] = "output refused by the broker: too large"
+    assert decode._plain(msgs) is None
+    assert [(m.offset(), reason) for m, reason in decode(msgs).rejects] == [(101, "output refused by the broker: too large")]
