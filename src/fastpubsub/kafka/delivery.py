@@ -120,9 +120,10 @@ class Delivery:
                 self._refused[source] = f"output refused by the broker: {err.str()}"
 
     def produce(self, topic: str, key: bytes | str | None, value: bytes | None, source: Source | None = None,
-                headers: list[tuple[str, bytes]] | None = None) -> None:
+                headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
         """Queue one output record; ``source`` is the input record it comes from, named if the broker refuses it.
-        ``value`` None is a tombstone (changelogs); ``headers`` go with the record."""
+        ``value`` None is a tombstone (changelogs); ``headers`` go with the record; ``partition`` overrides the
+        key's (a changelog partition belongs to its input partition)."""
         callback = self._on_delivery if source is None else functools.partial(self._on_delivery_of, source)
         try:
             if self.mode == "transactional" and not self._in_transaction:
@@ -130,8 +131,11 @@ class Delivery:
                 self._in_transaction = True
             while True:
                 try:
-                    if headers:
-                        self.producer.produce(topic, value, key, on_delivery=callback, headers=headers)
+                    if headers or partition is not None:
+                        extra: dict[str, Any] = {"headers": headers} if headers else {}
+                        if partition is not None:
+                            extra["partition"] = partition
+                        self.producer.produce(topic, value, key, on_delivery=callback, **extra)
                     else:
                         self.producer.produce(topic, value, key, on_delivery=callback)
                     break
