@@ -164,11 +164,13 @@ class PatternService:
     def _restore(self, partitions: list[int], consumer: Consumer) -> None:
         """Each partition's state from its changelog partition, then its events from the committed offset."""
         found = consumer.committed([TopicPartition(EVENTS, p) for p in partitions], timeout=30)
+        logged: dict[int, list[Message]] = {p: [] for p in partitions}
+        for m in read_to_end(self.clients, [TopicPartition(PATTERN_CHANGELOG, p, OFFSET_BEGINNING) for p in partitions],
+                             group_id=f"{self.config.group_id}.restore"):
+            logged[m.partition()].append(m)
         for tp in found:
             p, committed = tp.partition, max(tp.offset, 0)
-            msgs = read_to_end(self.clients, [TopicPartition(PATTERN_CHANGELOG, p, OFFSET_BEGINNING)],
-                               group_id=f"{self.config.group_id}.restore")
-            changes = from_records((m.key(), m.value(), m.headers()) for m in msgs)
+            changes = from_records((m.key(), m.value(), m.headers()) for m in logged[p])
             store = KeyedStore()
             self.discarded_changes += store.apply(changes, committed)
             engine_state, contents_state = split(store)
