@@ -229,6 +229,7 @@ class PatternService:
             part.contents.settle(part.engine.bound_event_ids(), last)
             self.events += len(events)
         part.position = last + 1
+        self._write_changes([p])
 
     def _notify(self, p: int, part: _Partition, w: Witness) -> None:
         subscriber, pattern, _ = self.subs[w.sid]
@@ -247,9 +248,11 @@ class PatternService:
         self.delivery.produce(NOTIFICATIONS, subscriber, json.dumps(body, separators=(",", ":")).encode())
         self.notifications += 1
 
-    def _write_changes(self) -> None:
-        """Every owned partition's state changes to its changelog partition (in the open transaction)."""
-        for p, part in self.parts.items():
+    def _write_changes(self, partitions: list[int] | None = None) -> None:
+        """State changes of owned partitions (all by default) to their changelog partitions, in the open
+        transaction: the events' offsets are committed with them."""
+        for p in list(self.parts) if partitions is None else partitions:
+            part = self.parts[p]
             changes = StateChanges.concat([part.engine.changes(), part.contents.changes()])
             for key, value, headers in to_records(changes):
                 self.delivery.produce(PATTERN_CHANGELOG, key, value, headers=headers, partition=p)

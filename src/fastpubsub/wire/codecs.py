@@ -369,23 +369,28 @@ class AggregateSubscription:
     spec: Any  # AggregateSpec | JoinSpec
 
 
-def _aggregate_spec(definition: Any) -> Any:
-    from fastpubsub.aggregates import parse_subscription, spec_from_json  # numba-heavy: only when needed
-
+def _definition(definition: Any, parse_text: Any, from_json: Any, error: type[DecodeError], what: str, field: str) -> Any:
+    """A definition given as text or JSON (a JSON object, or its text), compiled; ``error`` names what is wrong."""
     try:
         if isinstance(definition, str):
             text = definition.strip()
             if text.startswith("{"):
-                return spec_from_json(_json_read(text.encode()))
-            return parse_subscription(text)
+                return from_json(_json_read(text.encode()))
+            return parse_text(text)
         if isinstance(definition, dict):
-            return spec_from_json(definition)
+            return from_json(definition)
     except DecodeError as exc:
-        raise AggregateDecodeError(f"invalid aggregate subscription: {exc}") from None
+        raise error(f"invalid {what}: {exc}") from None
     except (ValueError, TypeError, KeyError) as exc:
-        raise AggregateDecodeError(f"invalid aggregate subscription: {str(exc)[:500]}") from None
-    raise AggregateDecodeError(f"invalid aggregate subscription: 'aggregate' must be the text or JSON form, "
-                               f"got {type(definition).__name__}")
+        raise error(f"invalid {what}: {str(exc)[:500]}") from None
+    raise error(f"invalid {what}: '{field}' must be the text or JSON form, got {type(definition).__name__}")
+
+
+def _aggregate_spec(definition: Any) -> Any:
+    from fastpubsub.aggregates import parse_subscription, spec_from_json  # numba-heavy: only when needed
+
+    return _definition(definition, parse_subscription, spec_from_json, AggregateDecodeError, "aggregate subscription",
+                       "aggregate")
 
 
 def _owner(obj: dict[str, Any], fields: set[str], kind: str, error: type[DecodeError]) -> str:
@@ -425,19 +430,7 @@ class PatternSubscription:
 def _pattern(definition: Any) -> Any:
     from fastpubsub.patterns import from_json, parse  # only when needed
 
-    try:
-        if isinstance(definition, str):
-            text = definition.strip()
-            if text.startswith("{"):
-                return from_json(_json_read(text.encode()))
-            return parse(text)
-        if isinstance(definition, dict):
-            return from_json(definition)
-    except DecodeError as exc:
-        raise PatternDecodeError(f"invalid pattern: {exc}") from None
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PatternDecodeError(f"invalid pattern: {str(exc)[:500]}") from None
-    raise PatternDecodeError(f"invalid pattern: 'pattern' must be the text or JSON form, got {type(definition).__name__}")
+    return _definition(definition, parse, from_json, PatternDecodeError, "pattern", "pattern")
 
 
 def _check_pattern(obj: dict[str, Any]) -> PatternSubscription:
