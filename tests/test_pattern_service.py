@@ -29,6 +29,7 @@ from fastpubsub.kafka.broker import child_preexec
 from fastpubsub.patterns import parse
 from fastpubsub.patterns.oracle import OraclePatterns
 from fastpubsub.processor.patterns import PatternService, PatternServiceConfig, pattern_notification_id
+from fastpubsub.state import source_headers
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.dedup import deduplicate
 from fastpubsub.wire.placement import partition_for
@@ -310,3 +311,35 @@ def test_pubsub_subscribe_compiles_patterns_and_refuses_bad_ones_with_the_column
     (msg,) = read_all(patterns_bootstrap, topics.SUBSCRIPTIONS)
     sub = codecs.decode_any_subscription(msg.value())
     assert isinstance(sub, codecs.PatternSubscription) and sub.pattern == parse(TEMPLATES[1].format(c1=1, f="1.01", w=60))
+
+
+def test_a_restore_discards_the_changes_of_an_aborted_transaction(running, patterns_bootstrap, group_id):
+    """Tansu shows aborted records to read_committed consumers: a transaction that deletes every instance and bound
+    event, tagged at the committed offsets, then aborts, must change nothing."""
+    subs = subscriptions(9, 16)
+    evs = events(10, 600)
+    send_subscriptions(patterns_bootstrap, subs)
+    a = running()
+    send_events(patterns_bootstrap, evs[:300])
+    wait_processed(patterns_bootstrap, group_id, timeout=120)
+    a.stop()
+    done = {p: max(e[-1][0] + 1, 0) for p, e in stored_events(patterns_bootstrap).items()}
+    live: dict[tuple[int, bytes], bool] = {}
+    for m in read_all(patterns_bootstrap, topics.PATTERN_CHANGELOG):
+        live[m.partition(), m.key()] = m.value() is not None
+    doomed = [(p, k) for (p, k), alive in live.items() if alive and k != b"meta"]
+    assert doomed
+    p = Producer({"bootstrap.servers": patterns_bootstrap, "transactional.id": f"{group_id}-aborted"})
+    p.init_transactions(15)
+    p.begin_transaction()
+    for part, key in doomed:
+        p.produce(topics.PATTERN_CHANGELOG, None, key, partition=part, headers=source_headers(part, done[part]))
+    p.flush(30)
+    p.abort_transaction(15)
+    b = running()
+    send_events(patterns_bootstrap, evs[300:])
+    wait_processed(patterns_bootstrap, group_id, timeout=120)
+    stats = b.stop()
+    assert stats["restored_instances"] > 0 and stats["discarded_changes"] >= len(doomed)
+    _, got = received(patterns_bootstrap)
+    assert sorted(got) == sorted(oracle(subs, stored_events(patterns_bootstrap)))
