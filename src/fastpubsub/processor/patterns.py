@@ -103,6 +103,7 @@ class PatternService:
         self.subscription_changes = 0
         self.restores = self.restored_instances = self.discarded_changes = 0
         self._counters: dict[str, int] = {}  # engine counters of partitions no longer owned
+        self._unwritten: set[int] = set()  # partitions with state changes not yet written (subscriptions, restore)
 
     def stop(self) -> None:
         self._stop.set()
@@ -147,6 +148,7 @@ class PatternService:
         for sid in gone:
             del self.subs[sid]
         self.subs.update(added)
+        self._unwritten.update(self.parts)
         for part in self.parts.values():
             for sid in gone:
                 part.engine.unsubscribe(sid)
@@ -180,6 +182,7 @@ class PatternService:
             # contents of instances that were not restored (their subscription is gone or changed) are released
             part.contents.settle(part.engine.bound_event_ids(), committed - 1)
             self.parts[p] = part
+            self._unwritten.add(p)
             self.restores += 1
             log.info("partition %d restored: %d instances, %d bound events, %d changelog records (%d discarded), "
                      "from offset %d", p, part.engine.live(), len(part.contents), len(changes),
@@ -188,6 +191,7 @@ class PatternService:
     def _release(self, partitions: list[int] | None = None) -> None:
         """Forget owned partitions (all by default: revoked, or to be restored after a failed batch)."""
         for p in list(self.parts) if partitions is None else partitions:
+            self._unwritten.discard(p)
             for k, v in self.parts.pop(p).engine.counters.items():
                 self._counters[k] = self._counters.get(k, 0) + v
 
@@ -249,10 +253,13 @@ class PatternService:
         self.notifications += 1
 
     def _write_changes(self, partitions: list[int] | None = None) -> None:
-        """State changes of owned partitions (all by default) to their changelog partitions, in the open
-        transaction: the events' offsets are committed with them."""
-        for p in list(self.parts) if partitions is None else partitions:
-            part = self.parts[p]
+        """State changes of owned partitions (by default those changed by subscriptions or a restore) to their
+        changelog partitions, in the open transaction: the events' offsets are committed with them."""
+        for p in sorted(self._unwritten) if partitions is None else partitions:
+            self._unwritten.discard(p)
+            part = self.parts.get(p)
+            if part is None:
+                continue
             changes = StateChanges.concat([part.engine.changes(), part.contents.changes()])
             for key, value, headers in to_records(changes):
                 self.delivery.produce(PATTERN_CHANGELOG, key, value, headers=headers, partition=p)
