@@ -126,16 +126,15 @@ class PatternService:
                     self.dead_letters.send(msg, str(exc))
                 continue
             entry = None
-            if value:
+            # another service's record (plain, aggregate, or a bad one of theirs): the id is no pattern now; the
+            # kind is told from the Avro schema id or the JSON fields, without validating the others' records
+            if codecs.is_pattern_subscription(value):
                 try:
                     sub = codecs.decode_any_subscription(value)
-                    if isinstance(sub, codecs.PatternSubscription):
-                        kind, ms = msg.timestamp()
-                        entry = (sub.subscriber, sub.pattern, ms if kind != TIMESTAMP_NOT_AVAILABLE else 0)
+                    kind, ms = msg.timestamp()
+                    entry = (sub.subscriber, sub.pattern, ms if kind != TIMESTAMP_NOT_AVAILABLE else 0)
                 except codecs.PatternDecodeError as exc:
                     self.dead_letters.send(msg, str(exc))
-                except codecs.DecodeError:
-                    pass  # another service's record (or its bad one): the id is no pattern now
             if entry is None and sid not in self.subs and sid not in latest:
                 continue  # not a pattern subscription, and the id held none
             latest.pop(sid, None)  # keep the order of the latest record per id
