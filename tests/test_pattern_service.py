@@ -1,8 +1,9 @@
 """The pattern service end to end through the broker: de-duplicated notification ids equal the oracle's (run per
 events partition over the events read back), with the bound events' contents and the aggregates; events placed by
 their symbol give the same matches as the oracle over the whole stream; a kill -9 and restart loses nothing and adds
-nothing; partitions move between two instances; bad pattern subscriptions are dead-lettered with their reasons and
-refused by `pubsub subscribe` with their column.
+nothing; a restore discards the changelog changes of an aborted transaction; replacing and deleting a pattern while
+the service runs drops its instances; partitions move between two instances; bad pattern subscriptions are
+dead-lettered with their reasons and refused by `pubsub subscribe` with their column.
 
 Subscriptions are written before the service starts (it loads them before it joins the group), so the oracle sees
 them at the same point of the stream as the service.  Record timestamps are set by the test: event time is theirs.
@@ -335,3 +336,39 @@ def test_a_restore_discards_the_changes_of_an_aborted_transaction(running, patte
     assert stats["restored_instances"] > 0 and stats["discarded_changes"] >= len(doomed)
     _, got = received(patterns_bootstrap)
     assert sorted(got) == sorted(oracle(subs, stored_events(patterns_bootstrap)))
+
+
+def test_replacing_and_deleting_a_pattern_while_running_drops_its_instances(running, patterns_bootstrap, group_id):
+    subs = subscriptions(11, 12)
+    evs = events(12, 600)
+    send_subscriptions(patterns_bootstrap, subs)
+    service = running().service
+    send_events(patterns_bootstrap, evs[:300])
+    wait_processed(patterns_bootstrap, group_id, timeout=120)
+    (gone, _, _), (replaced, _, t) = subs[1], subs[2]
+    new_text = TEMPLATES[t].format(s1="IBM", s2="IBM", c1=95, c2=100, f="1.005", v=0, d=3, w=30)
+    since = evs[299][0] + 1
+    p = Producer({"bootstrap.servers": patterns_bootstrap})
+    p.produce(topics.SUBSCRIPTIONS, None, str(gone).encode())
+    p.produce(topics.SUBSCRIPTIONS, codecs.encode_pattern_subscription(
+        codecs.PatternSubscription("user0", parse(new_text))), str(replaced).encode(), timestamp=since)
+    assert p.flush(30) == 0
+    deadline = time.monotonic() + 30
+    while gone in service.subs or service.subs[replaced][1] != parse(new_text):
+        assert time.monotonic() < deadline, "the changes did not arrive"
+        time.sleep(0.05)
+    send_events(patterns_bootstrap, evs[300:])
+    wait_processed(patterns_bootstrap, group_id, timeout=120)
+    expected = {}
+    for part, stored in stored_events(patterns_bootstrap).items():
+        o = OraclePatterns()
+        for sid, text, _ in subs:
+            o.subscribe(sid, parse(text), BASE_TS)
+        witnesses = o.process([e for e in stored if e[2]["n"] < 300])
+        o.unsubscribe(gone)
+        o.subscribe(replaced, parse(new_text), since)  # replaced: its old instances are dropped
+        witnesses += o.process([e for e in stored if e[2]["n"] >= 300])
+        expected.update({pattern_notification_id(w.sid, part, w.bound): w for w in witnesses})
+    _, got = received(patterns_bootstrap)
+    assert sorted(got) == sorted(expected)
+    assert service.stats()["instances"]["dropped"] > 0
