@@ -256,8 +256,7 @@ class PatternService:
             if part is None:
                 continue
             changes = StateChanges.concat([part.engine.changes(), part.contents.changes()])
-            for key, value, headers in to_records(changes):
-                self.delivery.produce(PATTERN_CHANGELOG, key, value, headers=headers, partition=p)
+            self.delivery.produce_many(PATTERN_CHANGELOG, to_records(changes), p)
             self.changes_written += len(changes)
 
     def _commit(self, consumer: Consumer) -> None:
