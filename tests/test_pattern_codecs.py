@@ -115,3 +115,10 @@ def test_placement_is_stable_across_releases():
     assert [partition_for(s, 4) for s in ("IBM", "MSFT", "AAPL")] == [
         __import__("zlib").crc32(json.dumps(s).encode()) % 4 for s in ("IBM", "MSFT", "AAPL")]
     assert np.all(np.array([partition_for(7, 16), partition_for(7.0, 16)]) == partition_for(7, 16))
+
+
+def test_pubsub_subscribe_tells_a_pattern_from_a_predicate_on_an_attribute_named_seq():
+    from fastpubsub.cli.messages import PATTERN_TEXT
+
+    assert PATTERN_TEXT.match("seq a: price > 1 within 1s") and PATTERN_TEXT.match("  seq  first : x = 1 within 1s")
+    assert not PATTERN_TEXT.match("seq = 5") and not PATTERN_TEXT.match("seq > 1 and x = 2")

@@ -59,8 +59,8 @@ def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, f
     return codecs.encode_aggregate_subscription(codecs.AggregateSubscription(subscriber, spec), fmt), json.dumps(spec.to_json())
 
 
-#: A pattern subscription's text starts with ``seq`` (docs/patterns.md).
-PATTERN_TEXT = re.compile(r"^\s*seq\b")
+#: A pattern subscription's text starts with ``seq NAME:`` (docs/patterns.md); ``seq = 5`` is a plain predicate.
+PATTERN_TEXT = re.compile(r"^\s*seq\s+[A-Za-z_]\w*\s*:")
 
 
 def _pattern_value(_clients: ClientFactory, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:
