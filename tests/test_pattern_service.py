@@ -366,3 +366,11 @@ def test_restore_discards_an_aborted_transaction_and_replacing_or_deleting_a_pat
         expected.update({pattern_notification_id(w.sid, part, w.bound): w for w in witnesses})
     _, got = received(patterns_bootstrap)
     assert sorted(got) == sorted(expected)
+
+
+def test_pubsub_publish_places_events_by_an_attribute(patterns_bootstrap):
+    lines = "".join(json.dumps({"name": name, "price": 1}) + "\n" for name in ("IBM", "MSFT", "IBM", "SAP"))
+    result = CliRunner().invoke(main, ["publish", "-b", patterns_bootstrap, "--partition-by", "name", "-"], input=lines)
+    assert result.exit_code == 0, result.output
+    placed = {(codecs.decode_event(m.value())["name"], m.partition()) for m in read_all(patterns_bootstrap, topics.EVENTS)}
+    assert placed == {(name, partition_for(name, PARTITIONS)) for name in ("IBM", "MSFT", "SAP")}
