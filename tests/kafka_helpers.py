@@ -55,6 +55,46 @@ class RunningProcessor:
         return self.result
 
 
+class RunningService:
+    """A stateful service (``run``, ``stop``, ``stats``, ``ready``: the table or the pattern service) on a thread."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.service.ready.wait(60) or self.error, f"{type(service).__name__} not ready"
+        assert self.error is None, self.error
+
+    def _run(self) -> None:
+        try:
+            self.service.run()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+            self.service.ready.set()
+
+    def stop(self) -> dict[str, Any]:
+        self.service.stop()
+        self.thread.join(60)
+        assert self.error is None, self.error
+        return self.service.stats()
+
+
+def started_services(start):
+    """A fixture's body: yields ``start`` (which returns a :class:`RunningService`), then stops what it started."""
+    started: list[RunningService] = []
+
+    def tracked(**kw) -> RunningService:
+        r = start(**kw)
+        started.append(r)
+        return r
+
+    yield tracked
+    for r in started:
+        if r.thread.is_alive():
+            r.stop()
+
+
 # --- producing and reading ----------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
-from kafka_helpers import dead_letters, end_offsets, read_all, send
+from kafka_helpers import RunningService, dead_letters, end_offsets, read_all, send, started_services
 
 from fastpubsub.aggregates import parse_subscription
 from fastpubsub.aggregates.client import Follower
@@ -63,43 +63,15 @@ def tables_bootstrap(bootstrap):
     return bootstrap
 
 
-class RunningTables:
-    def __init__(self, bootstrap: str, group_id: str, mode: str = "s-un", tables=(STOCK,), **settings) -> None:
-        self.service = TableService(TableServiceConfig(bootstrap, [TableDeclaration.parse(t) for t in tables], mode,
-                                                       group_id, batch_size=50, progress_interval=60,
-                                                       client_config=settings))
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.service.ready.wait(60) or self.error, "table service not ready"
-        assert self.error is None, self.error
-
-    def _run(self) -> None:
-        try:
-            self.service.run()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-            self.service.ready.set()
-
-    def stop(self) -> None:
-        self.service.stop()
-        self.thread.join(60)
-        assert self.error is None, self.error
+def RunningTables(bootstrap: str, group_id: str, mode: str = "s-un", tables=(STOCK,), **settings) -> RunningService:
+    return RunningService(TableService(TableServiceConfig(bootstrap, [TableDeclaration.parse(t) for t in tables], mode,
+                                                          group_id, batch_size=50, progress_interval=60,
+                                                          client_config=settings)))
 
 
 @pytest.fixture
 def running(tables_bootstrap, group_id):
-    started: list[RunningTables] = []
-
-    def start(**kw) -> RunningTables:
-        r = RunningTables(tables_bootstrap, group_id, **kw)
-        started.append(r)
-        return r
-
-    yield start
-    for r in started:
-        if r.thread.is_alive():
-            r.stop()
+    yield from started_services(lambda **kw: RunningTables(tables_bootstrap, group_id, **kw))
 
 
 def wait_committed(bootstrap: str, group_id: str, topic: str, timeout: float = 90.0) -> None:

@@ -2,6 +2,7 @@
 
 * ``run``: the processor;
 * ``tables``: the table service (aggregate subscriptions over tables);
+* ``patterns``: the pattern service (pattern subscriptions over the events);
 * ``messages``: ``subscribe``, ``unsubscribe``, ``publish``, ``tail``;
 * ``broker``: ``broker`` (the embedded one) and ``topics``;
 * ``demo``: everything end to end on the embedded broker;
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import click
 
-from . import bench, broker, demo, messages, run, stats, tables, warmup
+from . import bench, broker, demo, messages, patterns, run, stats, tables, warmup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,7 +35,7 @@ def main() -> None:
     """
 
 
-for command in (broker.broker, broker.topics_cmd, run.run, tables.tables_cmd, messages.subscribe, messages.unsubscribe,
+for command in (broker.broker, broker.topics_cmd, run.run, tables.tables_cmd, patterns.patterns_cmd, messages.subscribe, messages.unsubscribe,
                 messages.publish, messages.tail, stats.stats, demo.demo, bench.bench_cmd, warmup.warmup):
     main.add_command(command)
 

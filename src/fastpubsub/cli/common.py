@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import signal
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 import click
 
@@ -50,3 +51,16 @@ def require_topic(clients: ClientFactory, topic: str) -> None:
         require(clients, (topic,))
     except Exception as exc:  # noqa: BLE001 - unreachable broker or missing topic, shown as is
         raise click.ClickException(str(exc)) from None
+
+
+def run_service(service: Any) -> None:
+    """Run a service (``run()`` -> statistics, ``stop()``, ``stats()``) until Ctrl-C or SIGTERM; print its final
+    statistics as one JSON line, and exit non-zero with the reason logged if it failed."""
+    on_signals(service.stop)
+    try:
+        stats = service.run()
+    except Exception as exc:  # noqa: BLE001 - nothing was committed past the failure; say why and exit non-zero
+        logging.getLogger("pubsub").error("stopping: %s", exc)
+        click.echo(json.dumps(service.stats(), sort_keys=True))
+        sys.exit(1)
+    click.echo(json.dumps(stats, sort_keys=True))

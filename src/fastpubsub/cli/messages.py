@@ -16,6 +16,7 @@ from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.language import ExpressionError, format_predicates, parse
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
+from fastpubsub.wire.placement import partition_for
 
 from .common import connection_options, on_signals, require_topic
 
@@ -58,6 +59,22 @@ def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, f
     return codecs.encode_aggregate_subscription(codecs.AggregateSubscription(subscriber, spec), fmt), json.dumps(spec.to_json())
 
 
+#: A pattern subscription's text starts with ``seq NAME:`` (docs/patterns.md); ``seq = 5`` is a plain predicate.
+PATTERN_TEXT = re.compile(r"^\s*seq\s+[A-Za-z_]\w*\s*:")
+
+
+def _pattern_value(_clients: ClientFactory, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:
+    """The value of a pattern subscription, compiled here so that a bad one is refused with its column."""
+    from fastpubsub.patterns import PatternError, parse as parse_pattern, to_json
+
+    try:
+        pattern = parse_pattern(expression)
+    except PatternError as exc:
+        raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
+    value = codecs.encode_pattern_subscription(codecs.PatternSubscription(subscriber, pattern), fmt)
+    return value, "pattern " + json.dumps(to_json(pattern))
+
+
 def _epoch_ms(text: str | None, option: str = "--valid-until") -> int | None:
     if text is None:
         return None
@@ -90,6 +107,7 @@ def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, 
     \b
       pubsub subscribe --id 42 --subscriber alice 'movie = "groundhog day" and price <= 10'
       pubsub subscribe --subscriber bob 'min(per) over stock where risk between 20 and 60'
+      pubsub subscribe --subscriber carol 'seq a: price > 0 next b: name = a.name where b.price > 1.05 * a.price within 1d'
 
     Predicates are joined by `and` and `or` (`and` binds tighter, parentheses
     group); operators = != < <= > >=, in (v, ...), not in (v, ...),
@@ -98,12 +116,17 @@ def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, 
     aggregate subscription over a table (min, max, count(*), sum, avg,
     distinct ... over TABLE where ATTR between LOW and HIGH, or a select-join)
     is checked against the tables that `pubsub tables` declared and served by
-    it (docs/aggregates.md).
+    it (docs/aggregates.md).  A pattern subscription (seq ... within D) is
+    compiled here and served by `pubsub patterns` (docs/patterns.md).
     """
-    if AGGREGATE_TEXT.match(expression):
+    special = "aggregate" if AGGREGATE_TEXT.match(expression) else "pattern" if PATTERN_TEXT.match(expression) else None
+    if special:
         if valid_until or valid_from:
-            raise click.BadParameter("aggregate subscriptions have no validity interval", param_hint="--valid-until")
-        value, shown = _aggregate_value(clients, expression, subscriber, fmt)
+            raise click.BadParameter(f"{special} subscriptions have no validity interval"
+                                     + (" (a pattern starts at its record's time and ends at its `within`)"
+                                        if special == "pattern" else ""), param_hint="--valid-until")
+        value, shown = (_aggregate_value if special == "aggregate" else _pattern_value)(clients, expression,
+                                                                                        subscriber, fmt)
         if sub_id is None:
             sub_id = uuid.uuid4().int >> 65
         _send(clients, topics.SUBSCRIPTIONS, str(sub_id).encode(), value)
@@ -138,7 +161,12 @@ def unsubscribe(clients, sub_id) -> None:
 @click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
               help="Encoding of the event value.")
-def publish(clients, event, key, fmt) -> None:
+@click.option("--partition-by", "partition_by", default=None, metavar="ATTR",
+              help="Place each event in the partition of its ATTR value (wire.placement: CRC-32 of the value's JSON "
+                   "text modulo the partition count), so that the events of one value share a partition: a pattern "
+                   "correlated on ATTR (name = a.name) is then exact.  Events without ATTR go where the producer "
+                   "puts them.")
+def publish(clients, event, key, fmt, partition_by) -> None:
     """Publish an event given as a JSON object, e.g.
 
     \b
@@ -149,12 +177,15 @@ def publish(clients, event, key, fmt) -> None:
     """
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
     producer = _producer(clients, topics.EVENTS)
+    partitions = admin.partitions_of(clients, topics.EVENTS) if partition_by else 0
     for n, line in enumerate(lines, 1):
         try:
             parsed = codecs.decode_event(line.strip().encode())
         except codecs.DecodeError as exc:
             raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
-        producer.produce(topics.EVENTS, codecs.encode_event(parsed, fmt), key.encode() if key and event != "-" else None)
+        placed = {"partition": partition_for(parsed[partition_by], partitions)} if partition_by in parsed else {}
+        producer.produce(topics.EVENTS, codecs.encode_event(parsed, fmt), key.encode() if key and event != "-" else None,
+                         **placed)
     if producer.flush(30):
         raise click.ClickException(f"could not write to {topics.EVENTS} on {clients.bootstrap_servers}")
     click.echo(f"published {len(lines)} event(s)")

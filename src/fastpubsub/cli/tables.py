@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import logging
-import sys
-
 import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, on_signals, setup_logging
+from .common import connection_options, run_service, setup_logging
 
 
 @click.command("tables")
@@ -56,11 +52,4 @@ def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batc
             transactional_id, batch_size, output_format, progress_interval, dict(clients.settings)))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    on_signals(service.stop)
-    try:
-        stats = service.run()
-    except Exception as exc:  # noqa: BLE001 - nothing was committed past the failure; say why and exit non-zero
-        logging.getLogger("pubsub").error("stopping: %s", exc)
-        click.echo(json.dumps(service.stats(), sort_keys=True))
-        sys.exit(1)
-    click.echo(json.dumps(stats, sort_keys=True))
+    run_service(service)

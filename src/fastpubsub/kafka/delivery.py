@@ -124,24 +124,38 @@ class Delivery:
                 self._refused[source] = f"output refused by the broker: {err.str()}"
 
     def produce(self, topic: str, key: bytes | str | None, value: bytes | None, source: Source | None = None,
-                headers: list[tuple[str, bytes]] | None = None) -> None:
+                headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
         """Queue one output record; ``source`` is the input record it comes from, named if the broker refuses it.
-        ``value`` None is a tombstone (changelogs); ``headers`` go with the record."""
+        ``value`` None is a tombstone (changelogs); ``headers`` go with the record; ``partition`` overrides the
+        key's (a changelog partition belongs to its input partition)."""
         callback = self._on_delivery if source is None else functools.partial(self._on_delivery_of, source)
+        self._produce_all(topic, ((key, value, headers),), partition, callback)
+
+    def produce_many(self, topic: str, records: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]],
+                     partition: int) -> None:
+        """:meth:`produce` of many ``(key, value or None, headers)`` records to one partition (a changelog's
+        changes): one call per batch instead of one per record."""
+        if records:
+            self._produce_all(topic, records, partition, self._on_delivery)
+
+    def _produce_all(self, topic: str, records, partition: int | None, callback) -> None:
+        value = None
         try:
             if self.mode == "transactional" and not self._in_transaction:
                 self.producer.begin_transaction()
                 self._in_transaction = True
-            while True:
-                try:
-                    if headers:
-                        self.producer.produce(topic, value, key, on_delivery=callback, headers=headers)
-                    else:
-                        self.producer.produce(topic, value, key, on_delivery=callback)
-                    break
-                except BufferError:  # local queue full: serve acknowledgements until there is room, never drop
-                    self.queue_full_waits += 1
-                    self.producer.poll(0.05)
+            produce = self.producer.produce
+            for key, value, headers in records:
+                extra: dict[str, Any] = {"headers": headers} if headers else {}
+                if partition is not None:
+                    extra["partition"] = partition
+                while True:
+                    try:
+                        produce(topic, value, key, on_delivery=callback, **extra)
+                        break
+                    except BufferError:  # local queue full: serve acknowledgements until there is room, never drop
+                        self.queue_full_waits += 1
+                        self.producer.poll(0.05)
         except KafkaException as exc:
             if isinstance(exc.args[0], KafkaError) and exc.args[0].code() in RECORD_ERRORS:
                 raise RecordRefused(f"output refused: {exc.args[0].str()} ({len(value or b'')} bytes to {topic})") from None

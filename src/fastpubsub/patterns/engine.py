@@ -704,6 +704,12 @@ class PatternEngine:
     def live(self) -> int:
         return int(self.st[K.ST_LIVE])
 
+    def bound_event_ids(self) -> np.ndarray:
+        """The ids of the events that live instances have bound (sorted, unique): the events whose contents a
+        later witness may carry (``patterns.contents``)."""
+        ids = self.bound[self.inst_alive]
+        return np.unique(ids[ids >= 0])
+
     @property
     def counters(self) -> dict[str, int]:
         st = self.st

@@ -28,7 +28,6 @@ import json
 import logging
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +38,7 @@ from fastpubsub.aggregates import AggregateService, Notification, TableSchema
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.deadletter import DeadLetters
 from fastpubsub.kafka.delivery import Delivery, DeliveryError, RecordRefused
+from fastpubsub.kafka.readers import read_to_end
 from fastpubsub.aggregates.changelog import row_record
 from fastpubsub.state import from_records
 from fastpubsub.wire import codecs
@@ -112,57 +112,13 @@ def declared_tables(clients: ClientFactory | str, timeout: float = 10.0) -> dict
     except RuntimeError:
         return None
     out: dict[str, TableDeclaration] = {}
-    for msg in _read_to_end(clients, [TopicPartition(TABLE_SCHEMAS, p, OFFSET_BEGINNING) for p in range(n)], timeout):
+    for msg in read_to_end(clients, [TopicPartition(TABLE_SCHEMAS, p, OFFSET_BEGINNING) for p in range(n)], timeout):
         name = msg.key().decode()
         if msg.value():
             out[name] = TableDeclaration.from_json(msg.value())
         else:
             out.pop(name, None)
     return out
-
-
-def _read_to_end(clients: ClientFactory, start: list[TopicPartition], timeout: float = 60.0,
-                 stop_at: dict[tuple[str, int], int] | None = None) -> list[Message]:
-    """Every record from ``start`` to the end of each partition (or to ``stop_at`` offsets, exclusive).
-
-    End-of-partition events, not watermarks: Tansu reports a short high watermark.  Read_committed,
-    which on Tansu still shows records of aborted transactions (the changelog's source offsets sort
-    those out).
-    """
-    if not start:
-        return []
-    stop_at = stop_at or {}
-    todo = {(tp.topic, tp.partition) for tp in start if stop_at.get((tp.topic, tp.partition), 1) > 0}
-    if not todo:
-        return []
-    c = clients.consumer("pubsub-tables-restore", {"auto.offset.reset": "earliest"},
-                         **{"enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": "read_committed"})
-    out: list[Message] = []
-    try:
-        c.assign([tp for tp in start if (tp.topic, tp.partition) in todo])
-        deadline = time.monotonic() + timeout
-        while todo:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"could not read {sorted(todo)} to their end within {timeout:.0f}s")
-            for msg in c.consume(10_000, 0.2):
-                tp = (msg.topic(), msg.partition())
-                if tp not in todo:
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        todo.discard(tp)
-                    continue
-                end = stop_at.get(tp)
-                if end is not None and msg.offset() >= end:
-                    todo.discard(tp)
-                    continue
-                out.append(msg)
-                if end is not None and msg.offset() + 1 >= end:
-                    todo.discard(tp)
-        return out
-    finally:
-        c.close()
 
 
 def _key_text(v: Any) -> str:
@@ -249,13 +205,13 @@ class TableService:
         self.restored_rows = 0
         for table in self.config.tables:
             log_topic = changelog_topic(table.name)
-            msgs = _read_to_end(self.clients, [TopicPartition(log_topic, p, OFFSET_BEGINNING) for p in range(parts[log_topic])])
+            msgs = read_to_end(self.clients, [TopicPartition(log_topic, p, OFFSET_BEGINNING) for p in range(parts[log_topic])])
             changes = from_records((m.key(), m.value(), m.headers()) for m in msgs)
             done = {p: max(committed[table.topic, p], 0) for p in range(parts[table.topic])}
             self.discarded_changes += sum(1 for _, _, p, o in changes.sources() if o >= done.get(p, 0))
             self.restored_rows += self.svc.restore(changes, done)
         upto = {(SUBSCRIPTIONS, p): max(committed[SUBSCRIPTIONS, p], 0) for p in range(parts[SUBSCRIPTIONS])}
-        subs = _read_to_end(self.clients, [TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING) for p in range(parts[SUBSCRIPTIONS])],
+        subs = read_to_end(self.clients, [TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING) for p in range(parts[SUBSCRIPTIONS])],
                             stop_at=upto)
         self._on_subscriptions(subs, replay=True)
         self.positions = {k: (v if v >= 0 else 0) for k, v in committed.items()}

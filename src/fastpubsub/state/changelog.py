@@ -75,7 +75,9 @@ def source_headers(partition: int, offset: int) -> list[tuple[str, bytes]]:
 
 def to_records(changes: StateChanges) -> list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]]:
     """``(key, value or None, headers)`` per change, ready for a producer."""
-    return [(k, v, source_headers(p, o)) for k, v, p, o in changes.sources()]
+    parts = {p: (PARTITION_HEADER, _PARTITION.pack(p)) for p in set(changes.partitions.tolist())}
+    pack = _OFFSET.pack
+    return [(k, v, [(OFFSET_HEADER, pack(o)), parts[p]]) for k, v, p, o in changes.sources()]
 
 
 def from_records(records: Iterable[tuple[bytes, bytes | None, Sequence[tuple[str, bytes]] | None]]) -> StateChanges:

@@ -39,6 +39,7 @@ SCHEMA_IDS: dict[str, int] = {
     "notification_reference": 6,
     "subscription_v2": 7,
     "aggregate_subscription": 8,
+    "pattern_subscription": 9,
 }
 
 FORMATS = ("avro", "json")
@@ -368,69 +369,137 @@ class AggregateSubscription:
     spec: Any  # AggregateSpec | JoinSpec
 
 
-def _aggregate_spec(definition: Any) -> Any:
-    from fastpubsub.aggregates import parse_subscription, spec_from_json  # numba-heavy: only when needed
-
+def _definition(definition: Any, parse_text: Any, from_json: Any, error: type[DecodeError], what: str, field: str) -> Any:
+    """A definition given as text or JSON (a JSON object, or its text), compiled; ``error`` names what is wrong."""
     try:
         if isinstance(definition, str):
             text = definition.strip()
             if text.startswith("{"):
-                return spec_from_json(_json_read(text.encode()))
-            return parse_subscription(text)
+                return from_json(_json_read(text.encode()))
+            return parse_text(text)
         if isinstance(definition, dict):
-            return spec_from_json(definition)
+            return from_json(definition)
     except DecodeError as exc:
-        raise AggregateDecodeError(f"invalid aggregate subscription: {exc}") from None
+        raise error(f"invalid {what}: {exc}") from None
     except (ValueError, TypeError, KeyError) as exc:
-        raise AggregateDecodeError(f"invalid aggregate subscription: {str(exc)[:500]}") from None
-    raise AggregateDecodeError(f"invalid aggregate subscription: 'aggregate' must be the text or JSON form, "
-                               f"got {type(definition).__name__}")
+        raise error(f"invalid {what}: {str(exc)[:500]}") from None
+    raise error(f"invalid {what}: '{field}' must be the text or JSON form, got {type(definition).__name__}")
+
+
+def _aggregate_spec(definition: Any) -> Any:
+    from fastpubsub.aggregates import parse_subscription, spec_from_json  # numba-heavy: only when needed
+
+    return _definition(definition, parse_subscription, spec_from_json, AggregateDecodeError, "aggregate subscription",
+                       "aggregate")
+
+
+def _owner(obj: dict[str, Any], fields: set[str], kind: str, error: type[DecodeError]) -> str:
+    """The subscriber of an aggregate or pattern subscription (both are a subscriber and a definition)."""
+    unknown = sorted(set(obj) - fields)
+    if unknown:
+        raise error(f"unknown {kind} subscription field(s): {', '.join(unknown)}")
+    subscriber = obj.get("subscriber")
+    if not isinstance(subscriber, str) or not subscriber:
+        raise error(f"subscriber must be a non-empty string, got {str(subscriber)[:40]!r}")
+    if len(subscriber.encode("utf-8", "surrogatepass")) > MAX_SUBSCRIBER_BYTES:
+        raise error(f"subscriber name too long (at most {MAX_SUBSCRIBER_BYTES} bytes)")
+    return subscriber
 
 
 def _check_aggregate(obj: dict[str, Any]) -> AggregateSubscription:
-    unknown = sorted(set(obj) - {"subscriber", "aggregate"})
-    if unknown:
-        raise AggregateDecodeError(f"unknown aggregate subscription field(s): {', '.join(unknown)}")
-    subscriber = obj.get("subscriber")
-    if not isinstance(subscriber, str) or not subscriber:
-        raise AggregateDecodeError(f"subscriber must be a non-empty string, got {str(subscriber)[:40]!r}")
-    if len(subscriber.encode("utf-8", "surrogatepass")) > MAX_SUBSCRIBER_BYTES:
-        raise AggregateDecodeError(f"subscriber name too long (at most {MAX_SUBSCRIBER_BYTES} bytes)")
+    subscriber = _owner(obj, {"subscriber", "aggregate"}, "aggregate", AggregateDecodeError)
     return AggregateSubscription(subscriber, _aggregate_spec(obj.get("aggregate")))
 
 
-def is_aggregate_subscription(value: bytes | None) -> bool:
-    """Whether a subscriptions-topic value is meant as an aggregate subscription (valid or not)."""
+# --- pattern subscriptions (sequences over the events) --------------------------
+
+
+class PatternDecodeError(DecodeError):
+    """A pattern subscription record that is invalid: the pattern service (``pubsub patterns``) dead-letters it,
+    the event processor and the table service ignore it."""
+
+
+@dataclass(frozen=True)
+class PatternSubscription:
+    """A decoded pattern subscription: its owner and compiled pattern (``fastpubsub.patterns.Pattern``)."""
+
+    subscriber: str
+    pattern: Any
+
+
+def _pattern(definition: Any) -> Any:
+    from fastpubsub.patterns import from_json, parse  # only when needed
+
+    return _definition(definition, parse, from_json, PatternDecodeError, "pattern", "pattern")
+
+
+def _check_pattern(obj: dict[str, Any]) -> PatternSubscription:
+    subscriber = _owner(obj, {"subscriber", "pattern"}, "pattern", PatternDecodeError)
+    return PatternSubscription(subscriber, _pattern(obj.get("pattern")))
+
+
+def _kind_of(value: bytes | None) -> str | None:
+    """"aggregate", "pattern" or None (a plain subscription, or not a subscription at all), before validity."""
     if not value:
-        return False
+        return None
     if value[:1] == b"{":
         try:
             obj = _json_read(value)
         except DecodeError:
-            return False
-        return isinstance(obj, dict) and "aggregate" in obj
-    return value[0] == MAGIC and len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS["aggregate_subscription"]
+            return None
+        if isinstance(obj, dict):
+            return "aggregate" if "aggregate" in obj else "pattern" if "pattern" in obj else None
+        return None
+    if value[0] == MAGIC and len(value) >= 5:
+        return {SCHEMA_IDS["aggregate_subscription"]: "aggregate",
+                SCHEMA_IDS["pattern_subscription"]: "pattern"}.get(_HEADER.unpack_from(value)[1])
+    return None
 
 
-def decode_any_subscription(value: bytes) -> Subscription | AggregateSubscription:
-    """A value of pubsub.subscriptions, plain or aggregate.
+def is_pattern_subscription(value: bytes | None) -> bool:
+    """Whether a subscriptions-topic value is meant as a pattern subscription (valid or not)."""
+    return _kind_of(value) == "pattern"
+
+
+def encode_pattern_subscription(sub: PatternSubscription, fmt: str = "avro") -> bytes:
+    """The pattern travels in its JSON form (``patterns.to_json``) in either format."""
+    from fastpubsub.patterns import to_json
+
+    if fmt == "json":
+        return json.dumps({"subscriber": sub.subscriber, "pattern": to_json(sub.pattern)}).encode()
+    datum = {"subscriber": sub.subscriber, "pattern": json.dumps(to_json(sub.pattern))}
+    return _wire("pattern_subscription", _avro_write(SCHEMAS["pattern_subscription"], datum))
+
+
+def is_aggregate_subscription(value: bytes | None) -> bool:
+    """Whether a subscriptions-topic value is meant as an aggregate subscription (valid or not)."""
+    return _kind_of(value) == "aggregate"
+
+
+def decode_any_subscription(value: bytes) -> Subscription | AggregateSubscription | PatternSubscription:
+    """A value of pubsub.subscriptions, plain, aggregate or pattern.
 
     The kind is decided before validity: a JSON object with an ``aggregate``
     field, or Avro with schema id 8, is an aggregate subscription, and if it is
-    invalid the error is an :class:`AggregateDecodeError` — so the event
-    processor and the table service agree on whose record it is.
+    invalid the error is an :class:`AggregateDecodeError`; likewise a ``pattern``
+    field or schema id 9 and :class:`PatternDecodeError` — so the event processor,
+    the table service and the pattern service agree on whose record it is.
     """
     if _sniff(value, "subscription") == "json":
         obj = _json_read(value)
         if isinstance(obj, dict) and "aggregate" in obj:
             return _check_aggregate(obj)
+        if isinstance(obj, dict) and "pattern" in obj:
+            return _check_pattern(obj)
         return _check_subscription(obj)
-    if len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS["aggregate_subscription"]:
-        try:
-            obj = _avro_read("aggregate_subscription", value)
-        except DecodeError as exc:
-            raise AggregateDecodeError(str(exc)) from None
-        return _check_aggregate(obj)
+    for name, error, check in (("aggregate_subscription", AggregateDecodeError, _check_aggregate),
+                               ("pattern_subscription", PatternDecodeError, _check_pattern)):
+        if len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS[name]:
+            try:
+                obj = _avro_read(name, value)
+            except DecodeError as exc:
+                raise error(str(exc)) from None
+            return check(obj)
     return decode_subscription(value)
 
 

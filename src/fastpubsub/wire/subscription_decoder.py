@@ -30,7 +30,8 @@ from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING, OPERATORS, Su
 
 from .codecs import (
     MAX_ATTRIBUTE_BYTES, MAX_SUBSCRIBER_BYTES, SCHEMA_IDS, AggregateDecodeError, AggregateSubscription, DecodeError,
-    Subscription, decode_any_subscription, is_aggregate_subscription,
+    PatternDecodeError, PatternSubscription, Subscription, decode_any_subscription, is_aggregate_subscription,
+    is_pattern_subscription,
 )
 from .event_decoder import _gather_bytes, _utf8_ok, _varint
 
@@ -351,7 +352,7 @@ class DecodedSubscriptions:
     #: record index -> the predicates of a valid subscription that is not a plain conjunction of the six
     #: comparisons (OR, ``in``, ``prefix``, ...): it has no columns here, the engine lowers it to rows
     complex: dict[int, Any] = field(default_factory=dict)
-    #: records that are aggregate subscriptions (valid or not): not this decoder's to report
+    #: records that are aggregate or pattern subscriptions (valid or not): not this decoder's to report
     aggregate: set[int] = field(default_factory=set)
 
     def __len__(self) -> int:
@@ -450,22 +451,23 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
                 ids[r] = parse_subscription_id(keys[r])
             except DecodeError as exc:
                 key_errors[r] = str(exc)
-                if is_aggregate_subscription(values[r]):
-                    aggregate.add(r)  # the table service's to refuse
+                if is_aggregate_subscription(values[r]) or is_pattern_subscription(values[r]):
+                    aggregate.add(r)  # the table or pattern service's to refuse
                 continue
             if not values[r]:
                 tombstone[r] = True
                 continue
             try:
                 sub = decode_any_subscription(values[r])
-            except AggregateDecodeError:
+            except (AggregateDecodeError, PatternDecodeError):
                 sub = None
             except DecodeError as exc:
                 errors[r] = str(exc)
                 continue
-            if sub is None or isinstance(sub, AggregateSubscription):
-                # an aggregate subscription, valid or not, belongs to the table service (processor.tables): for
-                # the event processor its id just stops being a plain subscription
+            if sub is None or isinstance(sub, (AggregateSubscription, PatternSubscription)):
+                # an aggregate or pattern subscription, valid or not, belongs to the table service
+                # (processor.tables) or the pattern service (processor.patterns): for the event processor its id
+                # just stops being a plain subscription
                 tombstone[r] = True
                 aggregate.add(r)
                 continue

@@ -1,6 +1,7 @@
 """The five topics: their names and configurations (what ``pubsub topics`` creates, ``kafka.admin``).
 
-The table service (``pubsub tables``, docs/aggregates.md) adds its own: the public S-CN topic
+The pattern service (``pubsub patterns``, docs/patterns.md) adds ``pubsub.changelog.patterns``, with the
+events topic's partition count.  The table service (``pubsub tables``, docs/aggregates.md) adds its own: the public S-CN topic
 ``pubsub.reformulated``, ``pubsub.table-schemas`` (the declared tables, read by ``pubsub subscribe``)
 and one compacted changelog per table, all created by the service when missing.  Table topics
 (``pubsub.tables.<name>`` by convention) belong to the publishers of the rows.
@@ -21,6 +22,8 @@ TABLE_SCHEMAS = "pubsub.table-schemas"
 TABLE_PREFIX = "pubsub.tables."
 CHANGELOG_PREFIX = "pubsub.changelog.tables."
 TABLE_SERVICE = (REFORMULATED, TABLE_SCHEMAS)  # created by the table service
+#: The pattern service's state (``pubsub patterns``, docs/patterns.md): one partition per events partition, compacted.
+PATTERN_CHANGELOG = "pubsub.changelog.patterns"
 
 
 def table_topic(table: str) -> str:
@@ -44,6 +47,7 @@ CONFIGS: dict[str, dict[str, str]] = {
     STATISTICS: {"cleanup.policy": "compact"},
     REFORMULATED: {"cleanup.policy": "delete"},
     TABLE_SCHEMAS: {"cleanup.policy": "compact"},
+    PATTERN_CHANGELOG: {"cleanup.policy": "compact"},
 }
 
 

@@ -1,0 +1,54 @@
+"""``pubsub patterns``: the pattern service (pattern subscriptions over the events) until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import click
+
+from fastpubsub.wire import codecs
+
+from .common import connection_options, run_service, setup_logging
+
+
+@click.command("patterns")
+@connection_options
+@click.option("--group-id", default="pubsub-patterns", show_default=True,
+              help="Consumer group of the events: instances with the same group share the events partitions, and "
+                   "its committed offsets say where each partition is.  Also names the transactional.id.")
+@click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
+              show_default=True, help="auto: transactions if the broker supports them, else at-least-once.")
+@click.option("--transactional-id", default=None,
+              help="Default: <group-id>-<hostname>-<slot>, the lowest slot free on this host (a restarted "
+                   "instance takes its predecessor's and ends its open transaction).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Events per transaction (at most).")
+@click.option("--max-per-subscription", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Live instances of one subscription per events partition; more are refused and counted.")
+@click.option("--max-state-mb", type=click.IntRange(min=1), default=1024, show_default=True,
+              help="Bound of the instance store of one events partition, in MB (converted to a number of instances).")
+@click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
+              help="Encoding of dead letters (notifications are JSON).")
+@click.option("--session-timeout-ms", type=click.IntRange(min=1000), default=6000, show_default=True,
+              help="Consumer group session timeout: how soon a dead instance's partitions move to the others.")
+@click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
+                 output_format, session_timeout_ms, progress_interval, log_level) -> None:
+    """Serve pattern subscriptions over the events (docs/patterns.md).
+
+    Reads pubsub.events (partitions shared by the instances of a group) and
+    the pattern subscriptions of pubsub.subscriptions (plain ones are
+    `pubsub run`'s, aggregate ones `pubsub tables`'s); writes a notification
+    per completed pattern, dead letters and each events partition's state to
+    pubsub.changelog.patterns, in one transaction with the events offsets.
+    On shutdown the final statistics are printed to stdout as one JSON line.
+    """
+    from fastpubsub.processor.patterns import PatternService, PatternServiceConfig
+
+    setup_logging(log_level)
+    try:
+        service = PatternService(PatternServiceConfig(
+            clients.bootstrap_servers, group_id, delivery, transactional_id, batch_size, max_per_subscription,
+            max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings)))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    run_service(service)

@@ -1,0 +1,365 @@
+"""The pattern service: pattern subscriptions over the events topic, through the topics, exactly once.
+
+Its own composition root beside the event processor (``processor.app``) and the table service
+(``processor.tables``), run by ``pubsub patterns``:
+
+    pubsub.events (a consumer group: partitions shared between instances)
+    + pubsub.subscriptions (every instance reads them all: the pattern ones are the service's)
+        -> one PatternEngine per owned events partition (fastpubsub.patterns)
+        -> pubsub.notifications (one per completed pattern, JSON, keyed by subscriber)
+        -> pubsub.changelog.patterns, partition p for events partition p (instances, bound events, event time)
+        -> pubsub.dead-letter (bad pattern subscriptions)
+
+all in one Kafka transaction with the events offsets (``kafka.delivery``).  A partition's state is
+restored from its changelog partition whenever the partition is assigned, before any of its events is
+processed; changes tagged with a source offset at or past the committed one are discarded (they come from
+a transaction that did not commit, which the embedded broker still shows to read_committed consumers, and
+the replay from the committed offset produces them again).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, Message, TopicPartition
+
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.kafka.deadletter import DeadLetters
+from fastpubsub.kafka.delivery import Delivery, DeliveryError
+from fastpubsub.kafka.queues import QueueBounds
+from fastpubsub.kafka.readers import read_to_end
+from fastpubsub.patterns import Pattern
+from fastpubsub.patterns.contents import BoundContents, split
+from fastpubsub.patterns.engine import PatternEngine, limits_from_bytes
+from fastpubsub.patterns.oracle import Witness, notification_id
+from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
+from fastpubsub.wire import codecs
+from fastpubsub.wire.event_decoder import decode_events
+from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, PATTERN_CHANGELOG, SUBSCRIPTIONS
+
+from .inputs import Inputs, has_data
+from .instance import InstanceSlot
+from .progress import RateMeter, human
+from .subscriptions import parse_subscription_id
+
+log = logging.getLogger("pubsub.patterns")
+
+
+@dataclass
+class PatternServiceConfig:
+    bootstrap_servers: str
+    group_id: str = "pubsub-patterns"  # the events consumer group: instances share the events partitions
+    delivery: str = "auto"
+    transactional_id: str | None = None  # default: a stable per-host slot of the group (processor.instance)
+    batch_size: int = 1000
+    max_per_subscription: int = 10_000  # live instances of one subscription, per events partition
+    max_state_bytes: int = 1 << 30  # instance store of one events partition (docs/patterns.md 1.3)
+    output_format: str = "avro"  # of dead letters (notifications are JSON)
+    session_timeout_ms: int = 6000
+    progress_interval: float = 5.0
+    client_config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.max_per_subscription < 1 or self.max_state_bytes < 1:
+            raise ValueError("batch size, instance cap and state bound must be positive")
+
+
+def pattern_notification_id(sid: int, partition: int, bound: tuple[tuple[int, int], ...]) -> str:
+    """``<sid>/<p>:<a's offset>|<p>:<r's offset>#<iterations>|...``: deterministic, unique over partitions."""
+    return notification_id(sid, [(f"{partition}:{i}", n) for i, n in bound])
+
+
+@dataclass
+class _Partition:
+    """One owned events partition: its engine, the bound events' contents, the next offset to process."""
+
+    engine: PatternEngine
+    contents: BoundContents
+    position: int
+    event_time: int = 0
+
+
+class PatternService:
+    """Runs until :meth:`stop`; ``ready`` is set once the subscriptions are loaded."""
+
+    def __init__(self, config: PatternServiceConfig) -> None:
+        self.config = config
+        self.clients = ClientFactory(config.bootstrap_servers, config.client_config)
+        self.ready = threading.Event()
+        self._stop = threading.Event()
+        self.subs: dict[int, tuple[str, Pattern, int]] = {}  # sid -> (subscriber, pattern, since ms)
+        self.parts: dict[int, _Partition] = {}
+        self.delivery: Delivery | None = None
+        self.dead_letters: DeadLetters | None = None
+        self.inputs: Inputs | None = None
+        self.events = self.invalid_events = self.notifications = self.changes_written = 0
+        self.subscription_changes = 0
+        self.restores = self.restored_instances = self.discarded_changes = 0
+        self._counters: dict[str, int] = {}  # engine counters of partitions no longer owned
+        self._unwritten: set[int] = set()  # partitions with state changes not yet written (subscriptions, restore)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # --- subscriptions ----------------------------------------------------------------
+
+    def _on_subscriptions(self, msgs: list[Message]) -> None:
+        """Apply subscription records in order: the latest per id counts; a replaced or deleted pattern loses its
+        instances in every owned partition.  Bad pattern records are dead-lettered (keyed by their position, so the
+        same record dead-lettered again, by a restart or another instance, collapses with the first)."""
+        latest: dict[int, tuple[str, Pattern, int] | None] = {}
+        for msg in msgs:
+            if not has_data(msg):
+                continue
+            value = msg.value()
+            try:
+                sid = parse_subscription_id(msg.key())
+            except codecs.DecodeError as exc:
+                if codecs.is_pattern_subscription(value):
+                    self.dead_letters.send(msg, str(exc))
+                continue
+            entry = None
+            # another service's record (plain, aggregate, or a bad one of theirs): the id is no pattern now; the
+            # kind is told from the Avro schema id or the JSON fields, without validating the others' records
+            if codecs.is_pattern_subscription(value):
+                try:
+                    sub = codecs.decode_any_subscription(value)
+                    kind, ms = msg.timestamp()
+                    entry = (sub.subscriber, sub.pattern, ms if kind != TIMESTAMP_NOT_AVAILABLE else 0)
+                except codecs.PatternDecodeError as exc:
+                    self.dead_letters.send(msg, str(exc))
+            if entry is None and sid not in self.subs and sid not in latest:
+                continue  # not a pattern subscription, and the id held none
+            latest.pop(sid, None)  # keep the order of the latest record per id
+            latest[sid] = entry
+        if not latest:
+            return
+        self.subscription_changes += len(latest)
+        gone = [sid for sid, e in latest.items() if e is None and sid in self.subs]
+        added = {sid: e for sid, e in latest.items() if e is not None}
+        for sid in gone:
+            del self.subs[sid]
+        self.subs.update(added)
+        self._unwritten.update(self.parts)
+        for part in self.parts.values():
+            for sid in gone:
+                part.engine.unsubscribe(sid)
+            part.engine.subscribe_many([(sid, pattern, since) for sid, (_, pattern, since) in added.items()])
+
+    # --- partitions: restore on assignment ------------------------------------------------
+
+    def _engine(self) -> PatternEngine:
+        cfg = self.config
+        engine = PatternEngine("dynamic", track_changes=True)
+        engine.limits = limits_from_bytes(cfg.max_state_bytes, cfg.max_per_subscription, engine.instance_bytes())
+        engine.subscribe_many([(sid, pattern, since) for sid, (_, pattern, since) in self.subs.items()])
+        return engine
+
+    def _restore(self, partitions: list[int], consumer: Consumer) -> None:
+        """Each partition's state from its changelog partition, then its events from the committed offset."""
+        found = consumer.committed([TopicPartition(EVENTS, p) for p in partitions], timeout=30)
+        logged: dict[int, list[Message]] = {p: [] for p in partitions}
+        for m in read_to_end(self.clients, [TopicPartition(PATTERN_CHANGELOG, p, OFFSET_BEGINNING) for p in partitions],
+                             group_id=f"{self.config.group_id}.restore"):
+            logged[m.partition()].append(m)
+        for tp in found:
+            p, committed = tp.partition, max(tp.offset, 0)
+            changes = from_records((m.key(), m.value(), m.headers()) for m in logged[p])
+            store = KeyedStore()
+            self.discarded_changes += store.apply(changes, committed)
+            engine_state, contents_state = split(store)
+            part = _Partition(self._engine(), BoundContents(), committed)
+            self.restored_instances += part.engine.restore(engine_state)
+            part.contents.restore(contents_state)
+            # contents of instances that were not restored (their subscription is gone or changed) are released
+            part.contents.settle(part.engine.bound_event_ids(), committed - 1)
+            self.parts[p] = part
+            self._unwritten.add(p)
+            self.restores += 1
+            log.info("partition %d restored: %d instances, %d bound events, %d changelog records (%d discarded), "
+                     "from offset %d", p, part.engine.live(), len(part.contents), len(changes),
+                     sum(1 for _, _, _, o in changes.sources() if o >= committed), committed)
+
+    def _release(self, partitions: list[int] | None = None) -> None:
+        """Forget owned partitions (all by default: revoked, or to be restored after a failed batch)."""
+        for p in list(self.parts) if partitions is None else partitions:
+            self._unwritten.discard(p)
+            for k, v in self.parts.pop(p).engine.counters.items():
+                self._counters[k] = self._counters.get(k, 0) + v
+
+    def _sync_assignment(self, consumer: Consumer) -> None:
+        owned = {tp.partition for tp in consumer.assignment() if tp.topic == EVENTS}
+        self._release([p for p in self.parts if p not in owned])
+        new = sorted(owned - set(self.parts))
+        if new:
+            self._restore(new, consumer)
+
+    # --- events -------------------------------------------------------------------------
+
+    def _on_events(self, p: int, msgs: list[Message]) -> None:
+        part = self.parts[p]
+        msgs = [m for m in msgs if m.offset() >= part.position]  # a replay of what a restore already covers
+        if not msgs:
+            return
+        decoded = decode_events([m.value() for m in msgs])  # the batch decoder: values straight into columns
+        self.invalid_events += len(decoded.errors)  # the event processor (pubsub run) dead-letters invalid events
+        ids, ts, values = [], [], []
+        for r in decoded.rows.tolist():
+            m = msgs[r]
+            kind, ms = m.timestamp()
+            if kind != TIMESTAMP_NOT_AVAILABLE:
+                part.event_time = max(part.event_time, ms)
+            ids.append(m.offset())
+            ts.append(ms if kind != TIMESTAMP_NOT_AVAILABLE else part.event_time)  # event time, never the clock
+            values.append(m.value())
+        last = msgs[-1].offset()
+        if ids:
+            part.contents.offer(ids, ts, values)
+            witnesses = part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64))
+            for w in witnesses:
+                self._notify(p, part, w)
+            part.contents.settle(part.engine.bound_event_ids(), last)
+            self.events += len(ids)
+        part.position = last + 1
+        self._write_changes([p])
+
+    def _notify(self, p: int, part: _Partition, w: Witness) -> None:
+        subscriber, pattern, _ = self.subs[w.sid]
+        names = [pattern.bind] + [s.bind for s in pattern.steps]
+        bound = []
+        for name, (offset, iterations) in zip(names, w.bound):
+            item = part.contents.get(offset)
+            bound.append({"bind": name, "event_id": f"{p}:{offset}", "offset": offset, "iterations": iterations,
+                          "ts": None if item is None else item[0],
+                          "event": None if item is None else codecs.decode_event(item[1])})
+        body = {"notification_id": pattern_notification_id(w.sid, p, w.bound), "subscription_id": w.sid,
+                "subscriber": subscriber, "kind": "pattern", "partition": p, "start_ts": w.start_ts,
+                "end_ts": w.end_ts, "events": bound,
+                "aggregates": {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
+                               for k, v in w.aggregates}}
+        self.delivery.produce(NOTIFICATIONS, subscriber, json.dumps(body, separators=(",", ":")).encode())
+        self.notifications += 1
+
+    def _write_changes(self, partitions: list[int] | None = None) -> None:
+        """State changes of owned partitions (by default those changed by subscriptions or a restore) to their
+        changelog partitions, in the open transaction: the events' offsets are committed with them."""
+        for p in sorted(self._unwritten) if partitions is None else partitions:
+            self._unwritten.discard(p)
+            part = self.parts.get(p)
+            if part is None:
+                continue
+            changes = StateChanges.concat([part.engine.changes(), part.contents.changes()])
+            self.delivery.produce_many(PATTERN_CHANGELOG, to_records(changes), p)
+            self.changes_written += len(changes)
+
+    def _commit(self, consumer: Consumer) -> None:
+        self._write_changes()
+        offsets = [TopicPartition(EVENTS, p, part.position) for p, part in self.parts.items()]
+        if offsets or self.delivery.pending():
+            self.delivery.commit(consumer, offsets)
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def _check_topics(self) -> None:
+        parts = admin.require(self.clients, (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER))
+        admin.create_topics(self.clients, partitions=parts[EVENTS], names=(PATTERN_CHANGELOG,))
+        n = admin.partitions_of(self.clients, PATTERN_CHANGELOG)
+        if n != parts[EVENTS]:
+            raise RuntimeError(f"{PATTERN_CHANGELOG} has {n} partitions and {EVENTS} {parts[EVENTS]}: a partition's "
+                               f"state lives in the changelog partition of the same number; recreate the changelog "
+                               f"(the state is rebuilt from the committed offsets only if nothing was committed)")
+        self._sub_partitions = parts[SUBSCRIPTIONS]
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.config
+        self._check_topics()
+        slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
+        transactional_id = cfg.transactional_id or slot.transactional_id
+        self.delivery = Delivery(self.clients, cfg.delivery, transactional_id)
+        self.dead_letters = DeadLetters(self.delivery, cfg.output_format)
+        log.info("delivery: %s%s", self.delivery.mode,
+                 f" (transactional.id {transactional_id})" if self.delivery.mode == "transactional" else "")
+        self.inputs = Inputs(self.clients, cfg.group_id, QueueBounds(), cfg.session_timeout_ms)
+        consumer = self.inputs.events
+        try:
+            for msgs in self.inputs.replay(self._sub_partitions, {}, self._stop.is_set):
+                self._on_subscriptions(msgs)
+            gc.collect()
+            gc.freeze()  # compiled patterns are long-lived: keep them out of the collector's full passes
+            log.info("%d pattern subscriptions loaded", len(self.subs))
+            self.inputs.join(before_revoke=self._before_revoke)
+            self.ready.set()
+            meter = RateMeter(cfg.progress_interval)
+            while not self._stop.is_set():
+                try:
+                    self._step(consumer)
+                except DeliveryError as exc:
+                    if "fenced" in str(exc).lower():
+                        raise RuntimeError(f"another instance took over this one's transactional.id ({exc})") from None
+                    log.error("not delivered (%s): restoring the partitions from the committed offsets", exc)
+                    self._release()
+                    if not self.delivery.recover(consumer, self._stop.is_set):
+                        break
+                if meter.due():
+                    rates = meter.tick({"events": self.events, "notifications": self.notifications})
+                    log.info("%s events/s, %s notifications/s, %s pattern subscriptions, partitions %s, "
+                             "%d live instances, %d dead letters", human(rates["events"]),
+                             human(rates["notifications"]), human(len(self.subs)), sorted(self.parts),
+                             sum(part.engine.live() for part in self.parts.values()), self.dead_letters.total)
+        finally:
+            try:
+                self.delivery.close()
+            finally:
+                self.inputs.close()
+                if slot is not None:
+                    slot.release()
+        return self.stats()
+
+    def _step(self, consumer: Consumer) -> None:
+        changes = self.inputs.changes()  # subscriptions first: they apply to the events of this batch on
+        if changes:
+            self._on_subscriptions(changes)
+        msgs = [m for m in self.inputs.batch(self.config.batch_size) if has_data(m)]
+        self._sync_assignment(consumer)
+        by_partition: dict[int, list[Message]] = {}
+        for m in msgs:
+            if m.topic() == EVENTS:
+                by_partition.setdefault(m.partition(), []).append(m)
+        for p, part_msgs in sorted(by_partition.items()):
+            if p in self.parts:  # events of a partition revoked meanwhile are its next owner's
+                self._on_events(p, part_msgs)
+        if msgs or changes or self.delivery.pending():
+            self._commit(consumer)
+
+    def _before_revoke(self, consumer: Consumer) -> None:
+        """Partitions are taken away: commit what was processed of them while this instance owns them, then
+        forget them (the next assignment restores them from the changelog)."""
+        try:
+            if self.parts:
+                self._commit(consumer)
+        except DeliveryError as exc:
+            log.warning("commit before revoke failed (%s): the next owner replays from the committed offsets", exc)
+            self.delivery.recover(None, self._stop.is_set)
+        self._release()
+
+    def stats(self) -> dict[str, Any]:
+        counters = dict(self._counters)
+        for part in self.parts.values():
+            for k, v in part.engine.counters.items():
+                counters[k] = counters.get(k, 0) + v
+        return {"delivery": self.delivery.mode if self.delivery else None, "events": self.events,
+                "invalid_events": self.invalid_events, "notifications": self.notifications,
+                "subscriptions": len(self.subs), "subscription_changes": self.subscription_changes,
+                "partitions": sorted(self.parts), "restores": self.restores,
+                "restored_instances": self.restored_instances, "discarded_changes": self.discarded_changes,
+                "changelog_records": self.changes_written,
+                "instances": {k: counters.get(k, 0) for k in ("started", "completed", "killed", "expired", "refused",
+                                                              "dropped")},
+                "dead_letters": dict(self.dead_letters.counts) if self.dead_letters else {}}
