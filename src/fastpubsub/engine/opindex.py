@@ -64,10 +64,10 @@ class OpIndexArrays(NamedTuple):
 
     list_of_field: np.ndarray  # int32 [fields]: pivot list of the field (-1: not a pivot)
     list_op: np.ndarray  # int32 [lists * 6]: directory of the (list, operator) predicate list (-1: none)
+    seg_sig: np.ndarray  # uint64 [directories * segments]: the segment's signature (a list's 32 are adjacent)
     seg_bucket: np.ndarray  # int32 [directories * segments]: the segment's bucket (-1: none)
     b_base: np.ndarray  # int64 [buckets]: first arena position of the segment
     b_len: np.ndarray  # int32 [buckets]: its entries, sorted by (field, value, slot)
-    b_sig: np.ndarray  # uint64 [buckets]: its signature
     e_field: np.ndarray  # int32 [arena]: the entry's field
     e_slot: np.ndarray  # int32 [arena]: the owning row's slot in its pivot list's counter region
     e_val: np.ndarray  # float64 [arena]: value (=, !=: number, string id or 0/1; ranges: the order code)
@@ -153,8 +153,8 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
     decrements its row's counter and a counter at 0 is a match.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
-    list_of_field, list_op, seg_bucket = ix.list_of_field, ix.list_op, ix.seg_bucket
-    b_base, b_len, b_sig = ix.b_base, ix.b_len, ix.b_sig
+    list_of_field, list_op, seg_sig, seg_bucket = ix.list_of_field, ix.list_op, ix.seg_sig, ix.seg_bucket
+    b_base, b_len = ix.b_base, ix.b_len
     e_field, e_slot, e_val = ix.e_field, ix.e_slot, ix.e_val
     c_base, c_need, c_state, c_handle = ix.c_base, ix.c_need, ix.c_state, ix.c_handle
     n_fields = list_of_field.shape[0]
@@ -163,11 +163,24 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     low = np.int64(0xFFFFFFFF)
+    width = 0
+    for i in range(n_ev):
+        width = max(width, ev_off[i + 1] - ev_off[i])
+    p_seg = np.empty(width, dtype=np.int64)  # per pair of the event: its segment,
+    p_any = np.empty(width, dtype=np.uint64)  # its signature bit for any operator but '=',
+    p_eq = np.empty(width, dtype=np.uint64)  # and for '='
+    one = np.uint64(1)
     for i in range(n_ev):
         epoch += 1
         tag = np.int64(epoch) << 32
         lo_pair, hi_pair = ev_off[i], ev_off[i + 1]
         start = nout
+        for t in range(lo_pair, hi_pair):
+            g = ev_field[t]
+            if g >= 0:
+                p_seg[t - lo_pair] = (g // 3) % segments
+                p_any[t - lo_pair] = one << signature_bit(g, 0)
+                p_eq[t - lo_pair] = one << signature_bit(g, ev_eqbits[t])
         for j in range(lo_pair, hi_pair):
             fj = ev_field[j]
             if fj < 0 or fj >= n_fields:
@@ -180,18 +193,16 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
                 d = list_op[lst * 6 + op]
                 if d < 0:
                     continue
+                dseg = d * segments
                 for t in range(lo_pair, hi_pair):
                     g = ev_field[t]
                     if g < 0:
                         continue
-                    b = seg_bucket[d * segments + (g // 3) % segments]
-                    if b < 0:
+                    q = t - lo_pair
+                    if seg_sig[dseg + p_seg[q]] & (p_eq[q] if op == 0 else p_any[q]) == 0:
                         continue
+                    b = seg_bucket[dseg + p_seg[q]]
                     n = b_len[b]
-                    if n == 0:
-                        continue
-                    if (b_sig[b] >> signature_bit(g, ev_eqbits[t] if op == 0 else 0)) & np.uint64(1) == 0:
-                        continue
                     base = b_base[b]
                     a, e = field_bounds(e_field, base, base + n, g)
                     if a == e:
@@ -294,7 +305,7 @@ def key_less(f1, v1, s1, f2, v2, s2):
 
 
 @njit(cache=True)
-def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, b_cap, b_sig, b_op,
+def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, b_cap, b_slot, seg_sig, b_op,
                   e_field, e_slot, e_val):
     """Merge each bucket's new entries (sorted, ``starts`` CSR per touched bucket) into it.
 
@@ -332,14 +343,14 @@ def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, 
                 w -= 1
         b_base[b] = dst
         b_len[b] = n_old + (hi - lo)
-        sig = b_sig[b]
+        sig = seg_sig[b_slot[b]]
         for j in range(lo, hi):
             sig |= np.uint64(1) << signature_bit(nf[j], equality_key(nf[j], nv[j], scratch, bits) if b_op[b] == 0 else 0)
-        b_sig[b] = sig
+        seg_sig[b_slot[b]] = sig
 
 
 @njit(cache=True)
-def delete_entries(bucket, nf, nv, ns, b_base, b_len, b_sig, b_op, e_field, e_slot, e_val):
+def delete_entries(bucket, nf, nv, ns, b_base, b_len, b_slot, seg_sig, b_op, e_field, e_slot, e_val):
     """Delete entries (bucket, field, value, slot) found by binary search; recompute touched signatures.
 
     Returns how many were not found (0 unless the index is corrupt).
@@ -373,7 +384,7 @@ def delete_entries(bucket, nf, nv, ns, b_base, b_len, b_sig, b_op, e_field, e_sl
         for k in range(base, base + b_len[b]):
             key = equality_key(e_field[k], e_val[k], scratch, bits) if b_op[b] == 0 else 0
             sig |= np.uint64(1) << signature_bit(e_field[k], key)
-        b_sig[b] = sig
+        seg_sig[b_slot[b]] = sig
     return missing
 
 
@@ -434,11 +445,12 @@ class OpIndex:
         self.list_op = np.zeros(0, dtype=np.int32)
         self.n_dirs = 0
         self.seg_bucket = np.zeros(0, dtype=np.int32)
+        self.seg_sig = np.zeros(0, dtype=np.uint64)
         self.n_buckets = 0
         self.b_base = np.zeros(0, dtype=np.int64)
         self.b_len = np.zeros(0, dtype=np.int32)
         self.b_cap = np.zeros(0, dtype=np.int32)
-        self.b_sig = np.zeros(0, dtype=np.uint64)
+        self.b_slot = np.zeros(0, dtype=np.int64)  # bucket -> its directory position (d * segments + segment)
         self.b_op = np.zeros(0, dtype=np.int8)
         self.e_field = np.zeros(0, dtype=np.int32)
         self.e_slot = np.zeros(0, dtype=np.int32)
@@ -624,6 +636,7 @@ class OpIndex:
             self.list_op[new] = ids
             self.n_dirs += len(new)
             self.seg_bucket = grow(self.seg_bucket, self.n_dirs * self.segments, -1)
+            self.seg_sig = grow(self.seg_sig, self.n_dirs * self.segments, 0)
             d = self.list_op[key].astype(np.int64)
         return d
 
@@ -637,11 +650,11 @@ class OpIndex:
             self.seg_bucket[new] = ids
             n = self.n_buckets = self.n_buckets + len(new)
             self.b_base, self.b_len = grow(self.b_base, n, 0), grow(self.b_len, n, 0)
-            self.b_cap, self.b_sig = grow(self.b_cap, n, 0), grow(self.b_sig, n, 0)
+            self.b_cap, self.b_slot = grow(self.b_cap, n, 0), grow(self.b_slot, n, 0)
             self.b_op = grow(self.b_op, n, 0)
             self.b_len[ids] = 0
             self.b_cap[ids] = 0
-            self.b_sig[ids] = 0
+            self.b_slot[ids] = new
             self.b_op[ids] = ops[b < 0][first]
             b = self.seg_bucket[key].astype(np.int64)
         return b
@@ -663,7 +676,8 @@ class OpIndex:
         new_base = np.where(moving, self.e_top + np.cumsum(new_cap) - new_cap, -1).astype(np.int64)
         self.e_top += int(new_cap.sum())
         merge_entries(starts, touched, new_cap, new_base, fields.astype(np.int32), vals, slots.astype(np.int32),
-                      self.b_base, self.b_len, self.b_cap, self.b_sig, self.b_op, self.e_field, self.e_slot, self.e_val)
+                      self.b_base, self.b_len, self.b_cap, self.b_slot, self.seg_sig, self.b_op, self.e_field,
+                      self.e_slot, self.e_val)
         self.n_entries += len(buckets)
 
     def _reserve_entries(self, extra: int) -> None:
@@ -688,7 +702,7 @@ class OpIndex:
         self.field_subs[: int(fields.max()) + 1] -= np.bincount(fields)
         self.live[handles] = False
         self.pool_live -= len(pids)
-        if self.pool_top > 2 * self.pool_live + 65536:
+        if self.pool_top > 2 * self.pool_live + 4096:
             self._compact_pool()
         self.preds.decref(pids)
 
@@ -709,8 +723,8 @@ class OpIndex:
         vals = self._entry_values(pids)
         order = np.argsort(buckets, kind="stable")
         missing = delete_entries(buckets[order], fields[order].astype(np.int32), vals[order],
-                                 slots[row_of][order].astype(np.int32), self.b_base, self.b_len, self.b_sig,
-                                 self.b_op, self.e_field, self.e_slot, self.e_val)
+                                 slots[row_of][order].astype(np.int32), self.b_base, self.b_len, self.b_slot,
+                                 self.seg_sig, self.b_op, self.e_field, self.e_slot, self.e_val)
         if missing:
             raise AssertionError(f"opindex: {missing} entries to delete were not found")
         self.n_entries -= len(pids)
@@ -784,9 +798,13 @@ class OpIndex:
         sid = order[np.searchsorted(old[order], self.e_val[pos].astype(np.int64))]
         self.e_val[pos] = self._codes_seen[sid]
 
+    def pivot_fields(self, handles: np.ndarray) -> np.ndarray:
+        """The pivot field (``attribute id * 3 + kind``) of each filed row."""
+        return self.list_field[self.h_list[np.asarray(handles, dtype=np.int64)]]
+
     # -- matching --------------------------------------------------------
     def arrays(self) -> OpIndexArrays:
-        return OpIndexArrays(self.list_of_field, self.list_op, self.seg_bucket, self.b_base, self.b_len, self.b_sig,
+        return OpIndexArrays(self.list_of_field, self.list_op, self.seg_sig, self.seg_bucket, self.b_base, self.b_len,
                              self.e_field, self.e_slot, self.e_val, self.c_base, self.c_need, self.c_state,
                              self.c_handle)
 
@@ -803,8 +821,8 @@ class OpIndex:
     def stats(self) -> dict:
         lists = int(np.count_nonzero(self.list_rows[: self.n_lists]))
         mem = sum(int(a.nbytes) for a in (
-            self.list_of_field, self.list_field, self.list_rows, self.list_op, self.seg_bucket, self.b_base,
-            self.b_len, self.b_cap, self.b_sig, self.b_op, self.e_field, self.e_slot, self.e_val, self.c_base,
+            self.list_of_field, self.list_field, self.list_rows, self.list_op, self.seg_bucket, self.seg_sig,
+            self.b_base, self.b_len, self.b_cap, self.b_slot, self.b_op, self.e_field, self.e_slot, self.e_val, self.c_base,
             self.c_cap, self.c_top, self.c_free, self.c_nfree, self.c_need, self.c_state, self.c_handle, self.c_next,
             self.h_list, self.h_slot, self.h_first, self.h_size, self.pool, self.live, self.field_subs, self.delta))
         return {
