@@ -1,0 +1,237 @@
+"""OpIndex's workloads (Zhang et al., PVLDB 2014, section 7) through the public API: opindex against the engine.
+
+Three measurements, each comparing algorithms side by side in one process on
+the same generated data (engine/sparse_workload.py), with identical matches
+checked:
+
+* ``compare``: one workload (default the issue's: 1M subscriptions, 20,000
+  attributes, subscriptions of 1-8 predicates, 40 % ``=``, events of 40
+  attributes; ``--zipf`` for Zipf-popular attributes): insertion time (one
+  ``add_bulk``), memory (``stats()["memory_bytes"]``), events/s (best of
+  ``--repeat`` rounds, the algorithms taking turns in each round).
+* ``changes``: with ``--n`` subscriptions present, single ``add`` and
+  ``remove`` calls per second (buffered and applied in bulk by the matcher,
+  timed until a match has seen them) and ``remove_bulk`` per second.
+* ``sweep``: the shape of section 7.3's synthetic figures scaled to this
+  machine: events/s, insertion time and memory as the number of
+  subscriptions (0.5M-4M), of attributes (20K-60K), the subscription size
+  (Gamma_max) and the event size (m) grow; one CSV row per (point,
+  algorithm) and, with ``--img``, a figure.
+
+Commands (the figures in docs/benchmarks.md):
+
+    python -m benchmarks.opindex compare --n 1000000 --repeat 5
+    python -m benchmarks.opindex compare --n 1000000 --zipf 1.0 --repeat 5
+    python -m benchmarks.opindex changes --n 1000000 --changes 20000
+    python -m benchmarks.opindex sweep --csv benchmarks/results/opindex_sweep.csv --img docs/img/opindex-sweep.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from fastpubsub.engine import Matcher
+from fastpubsub.engine.columnar import take_events, take_subscriptions
+from fastpubsub.engine.sparse_workload import OPINDEX, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
+
+ALGORITHMS = ("opindex", "dynamic", "propagation-wp")
+BATCH = 1000  # events per match_encoded call
+
+
+def load(algorithm: str, subs) -> tuple[Matcher, float]:
+    """A matcher holding ``subs`` and the seconds its ``add_bulk`` took (kernels compiled beforehand)."""
+    warm = Matcher(algorithm)
+    warm.add_bulk(take_subscriptions(subs, np.arange(min(len(subs), 200))))
+    gc.collect()
+    m = Matcher(algorithm)
+    t = time.perf_counter()
+    m.add_bulk(subs)
+    return m, time.perf_counter() - t
+
+
+def match_all(m: Matcher, batches) -> tuple[float, list]:
+    t = time.perf_counter()
+    out = [m.match_encoded(b) for b in batches]
+    return time.perf_counter() - t, out
+
+
+def compare(spec: SparseSpec, n: int, n_events: int, repeat: int, algorithms=ALGORITHMS, seed: int = 1,
+            progress=print) -> list[dict]:
+    """One row per algorithm: insertion seconds, memory, events/s (best round), matches per event."""
+    subs = generate_sparse_subscriptions(spec, n, seed=seed)
+    events = generate_sparse_events(spec, n_events, seed=seed + 1)
+    batches = [take_events(events, np.arange(i, min(i + BATCH, n_events))) for i in range(0, n_events, BATCH)]
+    matchers, rows = {}, {}
+    for a in algorithms:
+        m, secs = load(a, subs)
+        m.match_encoded(batches[0])
+        matchers[a] = m
+        s = m.stats()
+        rows[a] = {"algorithm": a, "subscriptions": n, "rows": len(subs), "attributes": spec.n_attributes,
+                   "subscription_size": f"{spec.subscription_size[0]}-{spec.subscription_size[1]}",
+                   "event_size": f"{spec.event_size[0]}-{spec.event_size[1]}", "zipf": spec.attribute_zipf,
+                   "insert_s": round(secs, 2), "inserts_per_s": round(len(subs) / secs),
+                   "memory_mb": round(s["memory_bytes"] / 1e6, 1), "best_s": float("inf")}
+        progress(f"# loaded {a}: {secs:.1f} s, {rows[a]['memory_mb']} MB")
+    reference = None
+    for r in range(repeat):
+        for a in algorithms:
+            secs, out = match_all(matchers[a], batches)
+            rows[a]["best_s"] = min(rows[a]["best_s"], secs)
+            ids = np.concatenate([o.ids for o in out])
+            offs = [np.diff(o.offsets) for o in out]
+            got = (ids, np.concatenate(offs))
+            if reference is None:
+                reference = got
+            elif not (np.array_equal(got[0], reference[0]) and np.array_equal(got[1], reference[1])):
+                raise AssertionError(f"{a} disagrees with {algorithms[0]}")
+    load_avg = os.getloadavg()[0]
+    for a in algorithms:
+        row = rows[a]
+        row["events_per_s"] = round(n_events / row.pop("best_s"))
+        row["matches_per_event"] = round(len(reference[0]) / n_events, 1)
+        row["load_average"] = round(load_avg, 2)
+        progress(" ".join(f"{k}={v}" for k, v in row.items()))
+    return list(rows.values())
+
+
+def changes(spec: SparseSpec, n: int, n_changes: int, algorithms=ALGORITHMS, seed: int = 1, progress=print) -> list[dict]:
+    """Single adds/s and removes/s with ``n`` subscriptions present, and bulk removes/s."""
+    subs = generate_sparse_subscriptions(spec, n, seed=seed)
+    extra = generate_sparse_subscriptions(spec, n_changes, seed=seed + 7, first_id=10 * n + 10).to_lists()
+    event = generate_sparse_events(spec, 10, seed=seed + 1)
+    rows = []
+    for a in algorithms:
+        m, secs = load(a, subs)
+        m.match_encoded(event)
+        t = time.perf_counter()
+        for sid, preds in extra:
+            m.add(sid, preds)
+        m.match_encoded(event)
+        t_add = time.perf_counter() - t
+        ids = [sid for sid, _ in extra]
+        t = time.perf_counter()
+        for sid in ids:
+            m.remove(sid)
+        m.match_encoded(event)
+        t_remove = time.perf_counter() - t
+        old = np.unique(np.asarray(subs.ids))[: n_changes]
+        t = time.perf_counter()
+        m.remove_bulk(old)
+        t_bulk = time.perf_counter() - t
+        row = {"algorithm": a, "present": n, "changes": len(extra), "single_adds_per_s": round(len(extra) / t_add),
+               "single_removes_per_s": round(len(ids) / t_remove), "bulk_removes_per_s": round(len(old) / t_bulk),
+               "bulk_inserts_per_s": round(len(subs) / secs), "load_average": round(os.getloadavg()[0], 2)}
+        progress(" ".join(f"{k}={v}" for k, v in row.items()))
+        rows.append(row)
+        del m
+        gc.collect()
+    return rows
+
+
+SWEEP = {  # section 7.3's axes (Table 3), scaled: (parameter, values)
+    "subscriptions": (500_000, 1_000_000, 2_000_000, 4_000_000),
+    "attributes": (20_000, 40_000, 60_000),
+    "subscription_size": (4, 8, 12, 16, 20),
+    "event_size": (20, 40, 80, 120),
+}
+
+
+def sweep(n: int, n_events: int, repeat: int, axes: list[str], algorithms=ALGORITHMS, progress=print) -> list[dict]:
+    rows = []
+    for axis in axes:
+        for v in SWEEP[axis]:
+            spec, size = OPINDEX, n
+            if axis == "subscriptions":
+                size = v
+            elif axis == "attributes":
+                spec = replace(OPINDEX, n_attributes=v)
+            elif axis == "subscription_size":
+                spec = replace(OPINDEX, subscription_size=(1, v))
+            else:
+                spec = replace(OPINDEX, event_size=(v, v))
+            progress(f"# {axis} = {v}")
+            for row in compare(spec, size, n_events, repeat, algorithms, progress=progress):
+                rows.append({"axis": axis, "value": v, **row})
+            gc.collect()
+    return rows
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = [a for a in SWEEP if any(r["axis"] == a for r in rows)]
+    fig, grid = plt.subplots(3, len(axes), figsize=(4 * len(axes), 9), squeeze=False)
+    labels = {"subscriptions": "subscriptions N", "attributes": "attributes d", "subscription_size": "Gamma_max",
+              "event_size": "event size m"}
+    for j, axis in enumerate(axes):
+        for metric, i, ylabel in (("events_per_s", 0, "events/s"), ("insert_s", 1, "insertion (s)"),
+                                  ("memory_mb", 2, "memory (MB)")):
+            ax = grid[i][j]
+            for a in dict.fromkeys(r["algorithm"] for r in rows):
+                pts = [(r["value"], r[metric]) for r in rows if r["axis"] == axis and r["algorithm"] == a]
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", label=a)
+            ax.set_xlabel(labels[axis])
+            ax.set_ylabel(ylabel)
+            if metric == "events_per_s":
+                ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+    grid[0][0].legend()
+    fig.suptitle("OpIndex section 7.3 synthetic workload, scaled (defaults: N=1M, d=20K, Gamma 1-8, m=40, 40% '=')")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.opindex", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("compare", "changes", "sweep"):
+        s = sub.add_parser(name)
+        s.add_argument("--n", type=int, default=1_000_000, help="subscriptions (sweep: default of the other axes)")
+        s.add_argument("--algorithms", default=",".join(ALGORITHMS))
+        s.add_argument("--attributes", type=int, default=OPINDEX.n_attributes)
+        s.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of attribute popularity")
+        s.add_argument("--events", type=int, default=5000)
+        s.add_argument("--repeat", type=int, default=3)
+        s.add_argument("--changes", type=int, default=20_000)
+        s.add_argument("--axes", default=",".join(SWEEP))
+        s.add_argument("--csv")
+        s.add_argument("--img")
+    args = p.parse_args(argv)
+    algorithms = tuple(a for a in args.algorithms.split(",") if a)
+    spec = replace(OPINDEX, n_attributes=args.attributes, attribute_zipf=args.zipf)
+    print(f"# {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}", flush=True)
+    t0 = time.perf_counter()
+    if args.cmd == "compare":
+        rows = compare(spec, args.n, args.events, args.repeat, algorithms)
+    elif args.cmd == "changes":
+        rows = changes(spec, args.n, args.changes, algorithms)
+    else:
+        rows = sweep(args.n, args.events, args.repeat, [a for a in args.axes.split(",") if a], algorithms)
+        if args.img:
+            plot(rows, args.img)
+    if args.csv and rows:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    print(f"# {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()[0]:.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
