@@ -305,6 +305,70 @@ def key_less(f1, v1, s1, f2, v2, s2):
 
 
 @njit(cache=True)
+def assign_ids(keys, table, next_id):
+    """``table[key]`` for each key, giving the keys without one (-1) the next ids in order of appearance.
+
+    Returns (ids, next id, positions of the keys that got a new id).
+    """
+    out = np.empty(keys.shape[0], dtype=np.int64)
+    fresh = np.empty(keys.shape[0], dtype=np.int64)
+    n_fresh = 0
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        v = table[k]
+        if v < 0:
+            v = next_id
+            table[k] = v
+            next_id += 1
+            fresh[n_fresh] = i
+            n_fresh += 1
+        out[i] = v
+    return out, next_id, fresh[:n_fresh]
+
+
+@njit(cache=True)
+def sort_by_bucket(buckets, fields, vals, slots):
+    """Order of new entries by (bucket, field, value, slot): a counting sort by bucket, then each bucket's entries."""
+    n = buckets.shape[0]
+    n_b = 0
+    for i in range(n):
+        n_b = max(n_b, buckets[i] + 1)
+    start = np.zeros(n_b + 1, dtype=np.int64)
+    for i in range(n):
+        start[buckets[i] + 1] += 1
+    for b in range(n_b):
+        start[b + 1] += start[b]
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        b = buckets[i]
+        order[start[b]] = i
+        start[b] += 1
+    i = 0
+    while i < n:
+        j = i + 1
+        b = buckets[order[i]]
+        while j < n and buckets[order[j]] == b:
+            j += 1
+        if j - i <= 32:  # insertion sort of a small group
+            for a in range(i + 1, j):
+                x = order[a]
+                c = a - 1
+                while c >= i and key_less(fields[x], vals[x], slots[x], fields[order[c]], vals[order[c]],
+                                          slots[order[c]]):
+                    order[c + 1] = order[c]
+                    c -= 1
+                order[c + 1] = x
+        else:  # a large group: stable sorts by the minor keys first
+            g = order[i:j].copy()
+            g = g[np.argsort(slots[g], kind="mergesort")]
+            g = g[np.argsort(vals[g], kind="mergesort")]
+            g = g[np.argsort(fields[g], kind="mergesort")]
+            order[i:j] = g
+        i = j
+    return order
+
+
+@njit(cache=True)
 def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, b_cap, b_slot, seg_sig, b_op,
                   e_field, e_slot, e_val):
     """Merge each bucket's new entries (sorted, ``starts`` CSR per touched bucket) into it.
@@ -629,41 +693,36 @@ class OpIndex:
 
     def _directories(self, lists: np.ndarray, ops: np.ndarray, create: bool) -> np.ndarray:
         key = lists * N_OPS + ops
-        d = self.list_op[key].astype(np.int64)
-        if create and np.any(d < 0):
-            new = np.unique(key[d < 0])
-            ids = np.arange(self.n_dirs, self.n_dirs + len(new))
-            self.list_op[new] = ids
-            self.n_dirs += len(new)
-            self.seg_bucket = grow(self.seg_bucket, self.n_dirs * self.segments, -1)
-            self.seg_sig = grow(self.seg_sig, self.n_dirs * self.segments, 0)
-            d = self.list_op[key].astype(np.int64)
+        if not create:
+            return self.list_op[key].astype(np.int64)
+        d, self.n_dirs, _ = assign_ids(key, self.list_op, self.n_dirs)
+        self.seg_bucket = grow(self.seg_bucket, self.n_dirs * self.segments, -1)
+        self.seg_sig = grow(self.seg_sig, self.n_dirs * self.segments, 0)
         return d
 
     def _buckets(self, lists, ops, fields, create: bool) -> np.ndarray:
         d = self._directories(lists, ops, create)
         key = d * self.segments + (fields // N_KINDS) % self.segments
-        b = self.seg_bucket[key].astype(np.int64)
-        if create and np.any(b < 0):
-            new, first = np.unique(key[b < 0], return_index=True)
-            ids = np.arange(self.n_buckets, self.n_buckets + len(new))
-            self.seg_bucket[new] = ids
-            n = self.n_buckets = self.n_buckets + len(new)
+        if not create:
+            return self.seg_bucket[key].astype(np.int64)
+        b, n, fresh = assign_ids(key, self.seg_bucket, self.n_buckets)
+        if len(fresh):
+            ids = b[fresh]
+            self.n_buckets = n
             self.b_base, self.b_len = grow(self.b_base, n, 0), grow(self.b_len, n, 0)
             self.b_cap, self.b_slot = grow(self.b_cap, n, 0), grow(self.b_slot, n, 0)
             self.b_op = grow(self.b_op, n, 0)
             self.b_len[ids] = 0
             self.b_cap[ids] = 0
-            self.b_slot[ids] = new
-            self.b_op[ids] = ops[b < 0][first]
-            b = self.seg_bucket[key].astype(np.int64)
+            self.b_slot[ids] = key[fresh]
+            self.b_op[ids] = ops[fresh]
         return b
 
     def _insert_entries(self, lists, ops, fields, vals, slots) -> None:
         if self.e_top > 2 * self.n_entries + 4096:  # mostly abandoned segments: compact first
             self._compact_entries()
         buckets = self._buckets(lists, ops, fields, create=True)
-        order = np.lexsort((slots, vals, fields, buckets))
+        order = sort_by_bucket(buckets, fields, vals, slots)
         buckets, fields, vals, slots = buckets[order], fields[order], vals[order], slots[order]
         first = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
         starts = np.r_[first, len(buckets)].astype(np.int64)
