@@ -119,10 +119,8 @@ def distinct_per_event(offsets, ids) -> tuple[np.ndarray, np.ndarray]:
 # -- OpIndex (engine/opindex.py) -------------------------------------------------------------------------------------
 
 def opindex_segment(ix, d: int, segments: int, seg: int) -> list[tuple[int, float, int]]:
-    """(field, value, slot) entries of segment ``seg`` of directory ``d`` (empty if it has no bucket)."""
-    b = int(ix.seg_bucket[d * segments + seg])
-    if b < 0:
-        return []
+    """(field, value, slot) entries of segment ``seg`` of directory ``d``."""
+    b = d * segments + seg
     base, n = int(ix.b_base[b]), int(ix.b_len[b])
     return [(int(ix.e_field[k]), float(ix.e_val[k]), int(ix.e_slot[k])) for k in range(base, base + n)]
 

@@ -149,8 +149,7 @@ def _assert_well_formed(ix) -> None:
         for seg in range(ix.segments):
             entries = naive.opindex_segment(a, d, ix.segments, seg)
             assert entries == sorted(entries)
-            b = int(ix.seg_bucket[d * ix.segments + seg])
-            op = int(ix.b_op[b]) if b >= 0 else 0
+            op = int(ix.b_op[d * ix.segments + seg])
             sig = 0
             for f, v, _ in entries:
                 assert f // 3 % ix.segments == seg

@@ -48,7 +48,7 @@ from .idpool import grow
 from .index import IndexContext
 from .lowering import parse_derived
 from .predicates import PredicateTable
-from .scan import ensure_room, finish_event
+from .scan import ensure_room, finish_event, prefetch
 from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OP_EQ, OP_NE
 
 N_OPS = 6
@@ -64,10 +64,9 @@ class OpIndexArrays(NamedTuple):
 
     list_of_field: np.ndarray  # int32 [fields]: pivot list of the field (-1: not a pivot)
     list_op: np.ndarray  # int32 [lists * 6]: directory of the (list, operator) predicate list (-1: none)
-    seg_sig: np.ndarray  # uint64 [directories * segments]: the segment's signature (a list's 32 are adjacent)
-    seg_bucket: np.ndarray  # int32 [directories * segments]: the segment's bucket (-1: none)
-    b_base: np.ndarray  # int64 [buckets]: first arena position of the segment
-    b_len: np.ndarray  # int32 [buckets]: its entries, sorted by (field, value, slot)
+    seg_sig: np.ndarray  # uint64 [directories * segments]: the segment's signature (a list's b are adjacent)
+    b_base: np.ndarray  # int64 [directories * segments]: first arena position of the segment
+    b_len: np.ndarray  # int32 [directories * segments]: its entries, sorted by (field, value, slot)
     e_field: np.ndarray  # int32 [arena]: the entry's field
     e_slot: np.ndarray  # int32 [arena]: the owning row's slot in its pivot list's counter region
     e_val: np.ndarray  # float64 [arena]: value (=, !=: number, string id or 0/1; ranges: the order code)
@@ -151,9 +150,15 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
     of that pivot, for every pair of the event: the pair's segment, its
     signature bit, then the range scan of the segment; each entry found
     decrements its row's counter and a counter at 0 is a match.
+
+    The work is the paper's, in stages so that cache misses overlap (the
+    machine otherwise waits for each): (1) the operator lists of the
+    event's pivots, prefetching their signatures; (2) the signature tests,
+    prefetching the segments that pass; (3) the first arena line of each of
+    those; (4) the scans.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
-    list_of_field, list_op, seg_sig, seg_bucket = ix.list_of_field, ix.list_op, ix.seg_sig, ix.seg_bucket
+    list_of_field, list_op, seg_sig = ix.list_of_field, ix.list_op, ix.seg_sig
     b_base, b_len = ix.b_base, ix.b_len
     e_field, e_slot, e_val = ix.e_field, ix.e_slot, ix.e_val
     c_base, c_need, c_state, c_handle = ix.c_base, ix.c_need, ix.c_state, ix.c_handle
@@ -163,12 +168,18 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     low = np.int64(0xFFFFFFFF)
-    width = 0
+    width = 1
     for i in range(n_ev):
         width = max(width, ev_off[i + 1] - ev_off[i])
     p_seg = np.empty(width, dtype=np.int64)  # per pair of the event: its segment,
     p_any = np.empty(width, dtype=np.uint64)  # its signature bit for any operator but '=',
     p_eq = np.empty(width, dtype=np.uint64)  # and for '='
+    d_seg = np.empty(6 * width, dtype=np.int64)  # stage 1: first segment of each operator list reached,
+    d_op = np.empty(6 * width, dtype=np.int64)  # its operator,
+    d_cb = np.empty(6 * width, dtype=np.int64)  # and its pivot list's counter base
+    c_b = np.empty(6 * width * width, dtype=np.int64)  # stage 2: segments whose signature passed,
+    c_t = np.empty(6 * width * width, dtype=np.int64)  # the event pair,
+    c_d = np.empty(6 * width * width, dtype=np.int64)  # and the operator list
     one = np.uint64(1)
     for i in range(n_ev):
         epoch += 1
@@ -181,6 +192,7 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
                 p_seg[t - lo_pair] = (g // 3) % segments
                 p_any[t - lo_pair] = one << signature_bit(g, 0)
                 p_eq[t - lo_pair] = one << signature_bit(g, ev_eqbits[t])
+        nd = 0
         for j in range(lo_pair, hi_pair):
             fj = ev_field[j]
             if fj < 0 or fj >= n_fields:
@@ -188,56 +200,74 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
             lst = list_of_field[fj]
             if lst < 0:
                 continue
-            cb = c_base[lst]
             for op in range(6):
                 d = list_op[lst * 6 + op]
                 if d < 0:
                     continue
                 dseg = d * segments
-                for t in range(lo_pair, hi_pair):
-                    g = ev_field[t]
-                    if g < 0:
-                        continue
-                    q = t - lo_pair
-                    if seg_sig[dseg + p_seg[q]] & (p_eq[q] if op == 0 else p_any[q]) == 0:
-                        continue
-                    b = seg_bucket[dseg + p_seg[q]]
-                    n = b_len[b]
-                    base = b_base[b]
-                    a, e = field_bounds(e_field, base, base + n, g)
-                    if a == e:
-                        continue
-                    if op <= 1:  # '=' and '!=' compare equality values
-                        x = np.float64(ev_eqbits[t]) if g % 3 == 1 else ev_code[t]
-                    else:
-                        x = ev_code[t]
-                    skip_lo, skip_hi = 0, 0
-                    if op == 0:
-                        s = value_lower(e_val, a, e, x)
-                        e = value_upper(e_val, s, e, x)
-                        a = s
-                    elif op == 1:  # whole field but the constants equal to x
-                        skip_lo = value_lower(e_val, a, e, x)
-                        skip_hi = value_upper(e_val, skip_lo, e, x)
-                    elif op == 2:  # x < c
-                        a = value_upper(e_val, a, e, x)
-                    elif op == 3:  # x <= c
-                        a = value_lower(e_val, a, e, x)
-                    elif op == 4:  # x > c
-                        e = value_lower(e_val, a, e, x)
-                    else:  # x >= c
-                        e = value_upper(e_val, a, e, x)
-                    out = ensure_room(out, nout, e - a)
-                    for k in range(a, e):
-                        if k >= skip_lo and k < skip_hi:
-                            continue
-                        pos = cb + e_slot[k]
-                        v = c_state[pos]
-                        rem = (v & low) - 1 if (v >> 32) == epoch else np.int64(c_need[pos]) - 1
-                        c_state[pos] = tag | rem
-                        if rem == 0:
-                            out[nout] = c_handle[pos]
-                            nout += 1
+                for s8 in range(0, segments, 8):  # a list's signatures: 8 per cache line
+                    prefetch(seg_sig, dseg + s8)
+                d_seg[nd], d_op[nd], d_cb[nd] = dseg, op, c_base[lst]
+                nd += 1
+        nc = 0
+        for k in range(nd):
+            dseg, op = d_seg[k], d_op[k]
+            for t in range(lo_pair, hi_pair):
+                if ev_field[t] < 0:
+                    continue
+                q = t - lo_pair
+                b = dseg + p_seg[q]
+                if seg_sig[b] & (p_eq[q] if op == 0 else p_any[q]) == 0:
+                    continue
+                prefetch(b_base, b)
+                prefetch(b_len, b)
+                c_b[nc], c_t[nc], c_d[nc] = b, t, k
+                nc += 1
+        for c in range(nc):
+            base = b_base[c_b[c]]
+            prefetch(e_field, base)
+            prefetch(e_val, base)
+            prefetch(e_slot, base)
+        for c in range(nc):
+            b, t, k = c_b[c], c_t[c], c_d[c]
+            op, cb = d_op[k], d_cb[k]
+            g = ev_field[t]
+            n = b_len[b]
+            base = b_base[b]
+            a, e = field_bounds(e_field, base, base + n, g)
+            if a == e:
+                continue
+            if op <= 1:  # '=' and '!=' compare equality values
+                x = np.float64(ev_eqbits[t]) if g % 3 == 1 else ev_code[t]
+            else:
+                x = ev_code[t]
+            skip_lo, skip_hi = 0, 0
+            if op == 0:
+                s = value_lower(e_val, a, e, x)
+                e = value_upper(e_val, s, e, x)
+                a = s
+            elif op == 1:  # whole field but the constants equal to x
+                skip_lo = value_lower(e_val, a, e, x)
+                skip_hi = value_upper(e_val, skip_lo, e, x)
+            elif op == 2:  # x < c
+                a = value_upper(e_val, a, e, x)
+            elif op == 3:  # x <= c
+                a = value_lower(e_val, a, e, x)
+            elif op == 4:  # x > c
+                e = value_lower(e_val, a, e, x)
+            else:  # x >= c
+                e = value_upper(e_val, a, e, x)
+            out = ensure_room(out, nout, e - a)
+            for k2 in range(a, e):
+                if k2 >= skip_lo and k2 < skip_hi:
+                    continue
+                pos = cb + e_slot[k2]
+                v = c_state[pos]
+                rem = (v & low) - 1 if (v >> 32) == epoch else np.int64(c_need[pos]) - 1
+                c_state[pos] = tag | rem
+                if rem == 0:
+                    out[nout] = c_handle[pos]
+                    nout += 1
         finish_event(out, start, nout, handle_id)
         out_off[i + 1] = nout
     return out_off, out[:nout].copy(), epoch
@@ -369,7 +399,7 @@ def sort_by_bucket(buckets, fields, vals, slots):
 
 
 @njit(cache=True)
-def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, b_cap, b_slot, seg_sig, b_op,
+def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, b_cap, seg_sig, b_op,
                   e_field, e_slot, e_val):
     """Merge each bucket's new entries (sorted, ``starts`` CSR per touched bucket) into it.
 
@@ -407,14 +437,14 @@ def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, 
                 w -= 1
         b_base[b] = dst
         b_len[b] = n_old + (hi - lo)
-        sig = seg_sig[b_slot[b]]
+        sig = seg_sig[b]
         for j in range(lo, hi):
             sig |= np.uint64(1) << signature_bit(nf[j], equality_key(nf[j], nv[j], scratch, bits) if b_op[b] == 0 else 0)
-        seg_sig[b_slot[b]] = sig
+        seg_sig[b] = sig
 
 
 @njit(cache=True)
-def delete_entries(bucket, nf, nv, ns, b_base, b_len, b_slot, seg_sig, b_op, e_field, e_slot, e_val):
+def delete_entries(bucket, nf, nv, ns, b_base, b_len, seg_sig, b_op, e_field, e_slot, e_val):
     """Delete entries (bucket, field, value, slot) found by binary search; recompute touched signatures.
 
     Returns how many were not found (0 unless the index is corrupt).
@@ -448,7 +478,7 @@ def delete_entries(bucket, nf, nv, ns, b_base, b_len, b_slot, seg_sig, b_op, e_f
         for k in range(base, base + b_len[b]):
             key = equality_key(e_field[k], e_val[k], scratch, bits) if b_op[b] == 0 else 0
             sig |= np.uint64(1) << signature_bit(e_field[k], key)
-        seg_sig[b_slot[b]] = sig
+        seg_sig[b] = sig
     return missing
 
 
@@ -508,13 +538,11 @@ class OpIndex:
         # level 2: (list, op) directories of segments, buckets, arena
         self.list_op = np.zeros(0, dtype=np.int32)
         self.n_dirs = 0
-        self.seg_bucket = np.zeros(0, dtype=np.int32)
         self.seg_sig = np.zeros(0, dtype=np.uint64)
-        self.n_buckets = 0
+        self.n_buckets = 0  # directories * segments: segment d * segments + s is "bucket" d * segments + s
         self.b_base = np.zeros(0, dtype=np.int64)
         self.b_len = np.zeros(0, dtype=np.int32)
         self.b_cap = np.zeros(0, dtype=np.int32)
-        self.b_slot = np.zeros(0, dtype=np.int64)  # bucket -> its directory position (d * segments + segment)
         self.b_op = np.zeros(0, dtype=np.int8)
         self.e_field = np.zeros(0, dtype=np.int32)
         self.e_slot = np.zeros(0, dtype=np.int32)
@@ -695,28 +723,22 @@ class OpIndex:
         key = lists * N_OPS + ops
         if not create:
             return self.list_op[key].astype(np.int64)
-        d, self.n_dirs, _ = assign_ids(key, self.list_op, self.n_dirs)
-        self.seg_bucket = grow(self.seg_bucket, self.n_dirs * self.segments, -1)
-        self.seg_sig = grow(self.seg_sig, self.n_dirs * self.segments, 0)
+        d, self.n_dirs, fresh = assign_ids(key, self.list_op, self.n_dirs)
+        if len(fresh):
+            n = self.n_buckets = self.n_dirs * self.segments
+            self.seg_sig, self.b_op = grow(self.seg_sig, n, 0), grow(self.b_op, n, 0)
+            self.b_base, self.b_len, self.b_cap = grow(self.b_base, n, 0), grow(self.b_len, n, 0), grow(self.b_cap, n, 0)
+            slots = (d[fresh][:, None] * self.segments + np.arange(self.segments)).ravel()
+            self.seg_sig[slots] = 0
+            self.b_base[slots] = 0
+            self.b_len[slots] = 0
+            self.b_cap[slots] = 0
+            self.b_op[slots] = np.repeat(ops[fresh], self.segments)
         return d
 
     def _buckets(self, lists, ops, fields, create: bool) -> np.ndarray:
         d = self._directories(lists, ops, create)
-        key = d * self.segments + (fields // N_KINDS) % self.segments
-        if not create:
-            return self.seg_bucket[key].astype(np.int64)
-        b, n, fresh = assign_ids(key, self.seg_bucket, self.n_buckets)
-        if len(fresh):
-            ids = b[fresh]
-            self.n_buckets = n
-            self.b_base, self.b_len = grow(self.b_base, n, 0), grow(self.b_len, n, 0)
-            self.b_cap, self.b_slot = grow(self.b_cap, n, 0), grow(self.b_slot, n, 0)
-            self.b_op = grow(self.b_op, n, 0)
-            self.b_len[ids] = 0
-            self.b_cap[ids] = 0
-            self.b_slot[ids] = key[fresh]
-            self.b_op[ids] = ops[fresh]
-        return b
+        return d * self.segments + (fields // N_KINDS) % self.segments
 
     def _insert_entries(self, lists, ops, fields, vals, slots) -> None:
         if self.e_top > 2 * self.n_entries + 4096:  # mostly abandoned segments: compact first
@@ -735,7 +757,7 @@ class OpIndex:
         new_base = np.where(moving, self.e_top + np.cumsum(new_cap) - new_cap, -1).astype(np.int64)
         self.e_top += int(new_cap.sum())
         merge_entries(starts, touched, new_cap, new_base, fields.astype(np.int32), vals, slots.astype(np.int32),
-                      self.b_base, self.b_len, self.b_cap, self.b_slot, self.seg_sig, self.b_op, self.e_field,
+                      self.b_base, self.b_len, self.b_cap, self.seg_sig, self.b_op, self.e_field,
                       self.e_slot, self.e_val)
         self.n_entries += len(buckets)
 
@@ -782,7 +804,7 @@ class OpIndex:
         vals = self._entry_values(pids)
         order = np.argsort(buckets, kind="stable")
         missing = delete_entries(buckets[order], fields[order].astype(np.int32), vals[order],
-                                 slots[row_of][order].astype(np.int32), self.b_base, self.b_len, self.b_slot,
+                                 slots[row_of][order].astype(np.int32), self.b_base, self.b_len,
                                  self.seg_sig, self.b_op, self.e_field, self.e_slot, self.e_val)
         if missing:
             raise AssertionError(f"opindex: {missing} entries to delete were not found")
@@ -863,7 +885,7 @@ class OpIndex:
 
     # -- matching --------------------------------------------------------
     def arrays(self) -> OpIndexArrays:
-        return OpIndexArrays(self.list_of_field, self.list_op, self.seg_sig, self.seg_bucket, self.b_base, self.b_len,
+        return OpIndexArrays(self.list_of_field, self.list_op, self.seg_sig, self.b_base, self.b_len,
                              self.e_field, self.e_slot, self.e_val, self.c_base, self.c_need, self.c_state,
                              self.c_handle)
 
@@ -880,8 +902,8 @@ class OpIndex:
     def stats(self) -> dict:
         lists = int(np.count_nonzero(self.list_rows[: self.n_lists]))
         mem = sum(int(a.nbytes) for a in (
-            self.list_of_field, self.list_field, self.list_rows, self.list_op, self.seg_bucket, self.seg_sig,
-            self.b_base, self.b_len, self.b_cap, self.b_slot, self.b_op, self.e_field, self.e_slot, self.e_val, self.c_base,
+            self.list_of_field, self.list_field, self.list_rows, self.list_op, self.seg_sig,
+            self.b_base, self.b_len, self.b_cap, self.b_op, self.e_field, self.e_slot, self.e_val, self.c_base,
             self.c_cap, self.c_top, self.c_free, self.c_nfree, self.c_need, self.c_state, self.c_handle, self.c_next,
             self.h_list, self.h_slot, self.h_first, self.h_size, self.pool, self.live, self.field_subs, self.delta))
         return {
