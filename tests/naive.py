@@ -161,3 +161,24 @@ def opindex_matches(ix, ev, segments: int) -> list[list[int]]:
                             hits[pos] = hits.get(pos, 0) + 1
         out.append(sorted(int(ix.c_handle[p]) for p, k in hits.items() if k == int(ix.c_need[p])))
     return out
+
+
+def opindex_pivots(off, fields, delta, subs) -> list[int]:
+    """Per row (CSR ``off`` over ``fields``): the field with the least (delta, subscriptions, field id) (equation 1)."""
+    return [min(fields[off[i]:off[i + 1]].tolist(), key=lambda f: (delta[f], subs[f], f)) for i in range(len(off) - 1)]
+
+
+def opindex_entry_order(buckets, fields, vals, slots) -> list[int]:
+    """Positions of new entries in (segment, field, value, slot) order."""
+    return sorted(range(len(buckets)), key=lambda i: (buckets[i], fields[i], vals[i], slots[i]))
+
+
+def opindex_assign_ids(keys, table: dict, next_id: int) -> tuple[list[int], int]:
+    """The id of each key in ``table``, new keys numbered from ``next_id`` in order of appearance."""
+    out = []
+    for k in keys.tolist():
+        if k not in table:
+            table[k] = next_id
+            next_id += 1
+        out.append(table[k])
+    return out, next_id

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 
 from fastpubsub.engine import AllOf, AnyOf, AttributeStats, EventStatistics, Matcher, OracleMatcher, SubscriptionBatch
 from fastpubsub.engine.encoding import encode_batch
-from fastpubsub.engine.opindex import EPOCH_LIMIT, opindex_events, signature_bit
+from fastpubsub.engine.opindex import (
+    EPOCH_LIMIT, assign_ids, choose_pivots, opindex_events, signature_bit, sort_by_bucket,
+)
 from fastpubsub.engine.semantics import OPERATORS
 from fastpubsub.engine.sparse_workload import (
     SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions,
@@ -269,3 +271,29 @@ def test_options():
         m.add(sid, p)
         o.add(sid, p)
     _check(m, o, [{"a": 1, "b": 1}, {"b": 5}, {"a": 1}])
+
+
+def test_the_filing_kernels_agree_with_their_naive_references():
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        n = int(rng.integers(1, 300))
+        sizes = rng.integers(1, 6, size=n)
+        off = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        fields = rng.integers(0, 40, size=int(off[-1])).astype(np.int64)
+        delta = rng.choice([0.0, 0.1, 0.5, 1.0], size=40)
+        subs = rng.integers(0, 4, size=40).astype(np.int64)
+        assert choose_pivots(off, fields, delta, subs).tolist() == naive.opindex_pivots(off, fields, delta, subs)
+        m = int(rng.integers(1, 500))
+        buckets = rng.integers(0, 3 if trial % 2 else 60, size=m).astype(np.int64)  # big groups, then small ones
+        f = rng.integers(0, 5, size=m).astype(np.int64)
+        v = rng.choice([-1.0, 0.0, 2.5, 7.0], size=m)
+        s = rng.integers(0, 50, size=m).astype(np.int64)
+        assert sort_by_bucket(buckets, f, v, s).tolist() == naive.opindex_entry_order(buckets, f, v, s)
+        table = np.full(100, -1, dtype=np.int32)
+        known = {int(k): int(i) for i, k in enumerate(rng.choice(100, size=10, replace=False))}
+        table[list(known)] = list(known.values())
+        keys = rng.integers(0, 100, size=m).astype(np.int64)
+        ids, top, fresh = assign_ids(keys, table, 10)
+        want, want_top = naive.opindex_assign_ids(keys, dict(known), 10)
+        assert ids.tolist() == want and top == want_top
+        assert sorted(set(keys[fresh].tolist())) == sorted(set(keys.tolist()) - set(known))
