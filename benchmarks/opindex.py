@@ -25,7 +25,8 @@ Commands (the figures in docs/benchmarks.md):
     python -m benchmarks.opindex compare --n 1000000 --repeat 5
     python -m benchmarks.opindex compare --n 1000000 --zipf 1.0 --repeat 5
     python -m benchmarks.opindex changes --n 1000000 --changes 20000
-    python -m benchmarks.opindex sweep --csv benchmarks/results/opindex_sweep.csv --img docs/img/opindex-sweep.png
+    python -m benchmarks.opindex sweep --n 500000 --events 1000 --repeat 2 --csv benchmarks/results/opindex_sweep.csv --img docs/img/opindex-sweep.png
+    python -m benchmarks.opindex plot --csv benchmarks/results/opindex_sweep.csv --img docs/img/opindex-sweep.png
 """
 
 from __future__ import annotations
@@ -164,8 +165,10 @@ SWEEP = {  # section 7.3's axes (Table 3), scaled: (parameter, values)
 }
 
 
-def sweep(n: int, n_events: int, repeat: int, axes: list[str], algorithms=ALGORITHMS, progress=print) -> list[dict]:
-    rows = []
+def sweep(n: int, n_events: int, repeat: int, axes: list[str], algorithms=ALGORITHMS, progress=print,
+          csv_path: str | None = None) -> list[dict]:
+    """Every point of ``axes``; with ``csv_path`` the CSV is rewritten after each point (a long sweep keeps its rows)."""
+    rows: list[dict] = []
     for axis in axes:
         for v in SWEEP[axis]:
             spec, size = OPINDEX, n
@@ -180,8 +183,24 @@ def sweep(n: int, n_events: int, repeat: int, axes: list[str], algorithms=ALGORI
             progress(f"# {axis} = {v}")
             for row in compare(spec, size, n_events, repeat, algorithms, progress=progress):
                 rows.append({"axis": axis, "value": v, **row})
+            if csv_path:
+                write_csv(rows, csv_path)
             gc.collect()
     return rows
+
+
+def write_csv(rows: list[dict], path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def read_csv(path: str) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{k: (v if k in ("axis", "algorithm", "subscription_size", "event_size") else float(v))
+                 for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def plot(rows: list[dict], path: str) -> None:
@@ -216,6 +235,9 @@ def plot(rows: list[dict], path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.opindex", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    plot_cmd = sub.add_parser("plot", help="the sweep's figure from its CSV")
+    plot_cmd.add_argument("--csv", required=True)
+    plot_cmd.add_argument("--img", required=True)
     for name in ("compare", "changes", "sweep"):
         s = sub.add_parser(name)
         s.add_argument("--n", type=int, default=1_000_000, help="subscriptions (sweep: default of the other axes)")
@@ -229,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--csv")
         s.add_argument("--img")
     args = p.parse_args(argv)
+    if args.cmd == "plot":
+        plot(read_csv(args.csv), args.img)
+        return 0
     algorithms = tuple(a for a in args.algorithms.split(",") if a)
     spec = replace(OPINDEX, n_attributes=args.attributes, attribute_zipf=args.zipf)
     print(f"# {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}", flush=True)
@@ -238,15 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "changes":
         rows = changes(spec, args.n, args.changes, algorithms)
     else:
-        rows = sweep(args.n, args.events, args.repeat, [a for a in args.axes.split(",") if a], algorithms)
+        rows = sweep(args.n, args.events, args.repeat, [a for a in args.axes.split(",") if a], algorithms,
+                     csv_path=args.csv)
         if args.img:
             plot(rows, args.img)
     if args.csv and rows:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(rows, args.csv)
     print(f"# {time.perf_counter() - t0:.0f} s, load average {os.getloadavg()[0]:.2f}", flush=True)
     return 0
 
