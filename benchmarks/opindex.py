@@ -42,7 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastpubsub.engine import Matcher
+from fastpubsub.engine import EventStatistics, Matcher
+from fastpubsub.engine.statistics import StatisticsCollector
 from fastpubsub.engine.columnar import take_events, take_subscriptions
 from fastpubsub.engine.sparse_workload import OPINDEX, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
 
@@ -76,6 +77,14 @@ def load(algorithm: str, subs) -> tuple[Matcher, float, float]:
     return m, secs, filing[0]
 
 
+def event_statistics(spec: SparseSpec, n: int = 5000, seed: int = 99) -> EventStatistics:
+    """Statistics of a sample of the workload's events (presence and values of each attribute), as the Spark job gives."""
+    events = generate_sparse_events(spec, n, seed=seed)
+    collector = StatisticsCollector(sample_per_batch=n, half_life=10**9)
+    collector.observe(events)
+    return collector.snapshot()
+
+
 def match_all(m: Matcher, batches) -> tuple[float, list]:
     t = time.perf_counter()
     out = [m.match_encoded(b) for b in batches]
@@ -83,14 +92,22 @@ def match_all(m: Matcher, batches) -> tuple[float, list]:
 
 
 def compare(spec: SparseSpec, n: int, n_events: int, repeat: int, algorithms=ALGORITHMS, seed: int = 1,
-            progress=print) -> list[dict]:
-    """One row per algorithm: insertion seconds, memory, events/s (best round), matches per event."""
+            progress=print, statistics: bool = False) -> list[dict]:
+    """One row per algorithm: insertion seconds, memory, events/s (best round), matches per event.
+
+    ``statistics``: each matcher is given event statistics (``set_statistics``) after loading and before matching.
+    """
+    stats = event_statistics(spec) if statistics else None
     subs = generate_sparse_subscriptions(spec, n, seed=seed)
     events = generate_sparse_events(spec, n_events, seed=seed + 1)
     batches = [take_events(events, np.arange(i, min(i + BATCH, n_events))) for i in range(0, n_events, BATCH)]
     matchers, rows = {}, {}
     for a in algorithms:
         m, secs, filing = load(a, subs)
+        t = time.perf_counter()
+        if stats is not None:
+            m.set_statistics(stats)
+        adopt = time.perf_counter() - t
         m.match_encoded(batches[0])
         matchers[a] = m
         s = m.stats()
@@ -98,7 +115,8 @@ def compare(spec: SparseSpec, n: int, n_events: int, repeat: int, algorithms=ALG
                    "subscription_size": f"{spec.subscription_size[0]}-{spec.subscription_size[1]}",
                    "event_size": f"{spec.event_size[0]}-{spec.event_size[1]}", "zipf": spec.attribute_zipf,
                    "insert_s": round(secs, 2), "inserts_per_s": round(len(subs) / secs),
-                   "index_insert_s": round(filing, 2),
+                   "index_insert_s": round(filing, 2), "statistics": statistics,
+                   "set_statistics_s": round(adopt, 2),
                    "memory_mb": round(s["memory_bytes"] / 1e6, 1), "best_s": float("inf")}
         progress(f"# loaded {a}: {secs:.1f} s, {rows[a]['memory_mb']} MB")
     reference = None
@@ -128,6 +146,7 @@ def changes(spec: SparseSpec, n: int, n_changes: int, algorithms=ALGORITHMS, see
     subs = generate_sparse_subscriptions(spec, n, seed=seed)
     extra = generate_sparse_subscriptions(spec, n_changes, seed=seed + 7, first_id=10 * n + 10).to_lists()
     event = generate_sparse_events(spec, 10, seed=seed + 1)
+    stats = event_statistics(spec)
     rows = []
     for a in algorithms:
         m, secs, _ = load(a, subs)
@@ -143,13 +162,18 @@ def changes(spec: SparseSpec, n: int, n_changes: int, algorithms=ALGORITHMS, see
             m.remove(sid)
         m.match_encoded(event)
         t_remove = time.perf_counter() - t
+        t = time.perf_counter()
+        m.set_statistics(stats)  # opindex: every row whose rarest attribute changed moves
+        t_stats = time.perf_counter() - t
+        moved = m.stats().get("moved_by_refresh", 0)
         old = np.unique(np.asarray(subs.ids))[: n_changes]
         t = time.perf_counter()
         m.remove_bulk(old)
         t_bulk = time.perf_counter() - t
         row = {"algorithm": a, "present": n, "changes": len(extra), "single_adds_per_s": round(len(extra) / t_add),
                "single_removes_per_s": round(len(ids) / t_remove), "bulk_removes_per_s": round(len(old) / t_bulk),
-               "bulk_inserts_per_s": round(len(subs) / secs), "load_average": round(os.getloadavg()[0], 2)}
+               "bulk_inserts_per_s": round(len(subs) / secs), "set_statistics_s": round(t_stats, 2),
+               "moved_by_refresh": moved, "load_average": round(os.getloadavg()[0], 2)}
         progress(" ".join(f"{k}={v}" for k, v in row.items()))
         rows.append(row)
         del m
@@ -248,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--repeat", type=int, default=3)
         s.add_argument("--changes", type=int, default=20_000)
         s.add_argument("--axes", default=",".join(SWEEP))
+        s.add_argument("--statistics", action="store_true",
+                       help="compare: give every matcher event statistics before matching")
         s.add_argument("--csv")
         s.add_argument("--img")
     args = p.parse_args(argv)
@@ -259,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}", flush=True)
     t0 = time.perf_counter()
     if args.cmd == "compare":
-        rows = compare(spec, args.n, args.events, args.repeat, algorithms)
+        rows = compare(spec, args.n, args.events, args.repeat, algorithms, statistics=args.statistics)
     elif args.cmd == "changes":
         rows = changes(spec, args.n, args.changes, algorithms)
     else:
