@@ -229,6 +229,7 @@ def read_csv(path: str) -> list[dict]:
 
 def plot(rows: list[dict], path: str) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -246,12 +247,19 @@ def plot(rows: list[dict], path: str) -> None:
                 if pts:
                     ax.plot(*zip(*pts), marker="o", label=a)
             ax.set_xlabel(labels[axis])
+            if axis == "subscriptions":
+                ax.ticklabel_format(axis="x", style="plain")
+                ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x / 1e6:g}M"))
             ax.set_ylabel(ylabel)
             if metric == "events_per_s":
                 ax.set_yscale("log")
             ax.grid(alpha=0.3)
     grid[0][0].legend()
-    fig.suptitle("OpIndex section 7.3 synthetic workload, scaled (defaults: N=1M, d=20K, Gamma 1-8, m=40, 40% '=')")
+    others = [r for r in rows if r["axis"] != "subscriptions"] or rows
+    n = int(others[0]["subscriptions"])
+    loads = [float(r["load_average"]) for r in rows]
+    fig.suptitle(f"OpIndex's synthetic workload (section 7.3), scaled: N={n:,} unless varied, d=20,000, "
+                 f"Gamma 1..8, m=40, 40% '='; one thread, load average {min(loads):.1f}-{max(loads):.1f}")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
 
