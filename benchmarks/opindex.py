@@ -23,7 +23,9 @@ checked:
 Commands (the figures in docs/benchmarks.md):
 
     python -m benchmarks.opindex compare --n 1000000 --repeat 5
-    python -m benchmarks.opindex compare --n 1000000 --zipf 1.0 --repeat 5
+    python -m benchmarks.opindex compare --n 1000000 --zipf 0.6 --statistics --events 1000 --repeat 2
+    python -m benchmarks.opindex compare --preset ebay --n 1000000 --statistics --events 3000 --repeat 3
+    python -m benchmarks.opindex compare --preset opindex-operators --n 1000000 --events 2000 --repeat 2
     python -m benchmarks.opindex changes --n 1000000 --changes 20000
     python -m benchmarks.opindex sweep --n 500000 --events 1000 --repeat 2 --csv benchmarks/results/opindex_sweep.csv --img docs/img/opindex-sweep.png
     python -m benchmarks.opindex plot --csv benchmarks/results/opindex_sweep.csv --img docs/img/opindex-sweep.png
@@ -45,7 +47,9 @@ import numpy as np
 from fastpubsub.engine import EventStatistics, Matcher
 from fastpubsub.engine.statistics import StatisticsCollector
 from fastpubsub.engine.columnar import take_events, take_subscriptions
-from fastpubsub.engine.sparse_workload import OPINDEX, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
+from fastpubsub.engine.sparse_workload import (
+    OPINDEX, SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions,
+)
 
 ALGORITHMS = ("opindex", "dynamic", "propagation-wp")
 BATCH = 1000  # events per match_encoded call
@@ -111,10 +115,10 @@ def compare(spec: SparseSpec, n: int, n_events: int, repeat: int, algorithms=ALG
         m.match_encoded(batches[0])
         matchers[a] = m
         s = m.stats()
-        rows[a] = {"algorithm": a, "subscriptions": n, "rows": len(subs), "attributes": spec.n_attributes,
+        rows[a] = {"algorithm": a, "workload": spec.name, "subscriptions": n, "rows": len(subs), "attributes": spec.n_attributes,
                    "subscription_size": f"{spec.subscription_size[0]}-{spec.subscription_size[1]}",
                    "event_size": f"{spec.event_size[0]}-{spec.event_size[1]}", "zipf": spec.attribute_zipf,
-                   "insert_s": round(secs, 2), "inserts_per_s": round(len(subs) / secs),
+                   "insert_s": round(secs, 2), "inserts_per_s": round(n / secs),
                    "index_insert_s": round(filing, 2), "statistics": statistics,
                    "set_statistics_s": round(adopt, 2),
                    "memory_mb": round(s["memory_bytes"] / 1e6, 1), "best_s": float("inf")}
@@ -170,7 +174,7 @@ def changes(spec: SparseSpec, n: int, n_changes: int, algorithms=ALGORITHMS, see
         t = time.perf_counter()
         m.remove_bulk(old)
         t_bulk = time.perf_counter() - t
-        row = {"algorithm": a, "present": n, "changes": len(extra), "single_adds_per_s": round(len(extra) / t_add),
+        row = {"algorithm": a, "workload": spec.name, "present": n, "changes": len(extra), "single_adds_per_s": round(len(extra) / t_add),
                "single_removes_per_s": round(len(ids) / t_remove), "bulk_removes_per_s": round(len(old) / t_bulk),
                "bulk_inserts_per_s": round(len(subs) / secs), "set_statistics_s": round(t_stats, 2),
                "moved_by_refresh": moved, "load_average": round(os.getloadavg()[0], 2)}
@@ -274,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         s = sub.add_parser(name)
         s.add_argument("--n", type=int, default=1_000_000, help="subscriptions (sweep: default of the other axes)")
         s.add_argument("--algorithms", default=",".join(ALGORITHMS))
-        s.add_argument("--attributes", type=int, default=OPINDEX.n_attributes)
-        s.add_argument("--zipf", type=float, default=0.0, help="Zipf exponent of attribute popularity")
+        s.add_argument("--preset", default="opindex", choices=sorted(SPARSE_PRESETS),
+                       help="compare, changes: the workload (engine/sparse_workload.py); --attributes/--zipf override it")
+        s.add_argument("--attributes", type=int)
+        s.add_argument("--zipf", type=float, help="Zipf exponent of attribute popularity")
         s.add_argument("--events", type=int, default=5000)
         s.add_argument("--repeat", type=int, default=3)
         s.add_argument("--changes", type=int, default=20_000)
@@ -289,7 +295,11 @@ def main(argv: list[str] | None = None) -> int:
         plot(read_csv(args.csv), args.img)
         return 0
     algorithms = tuple(a for a in args.algorithms.split(",") if a)
-    spec = replace(OPINDEX, n_attributes=args.attributes, attribute_zipf=args.zipf)
+    spec = SPARSE_PRESETS[args.preset]
+    if args.attributes is not None:
+        spec = replace(spec, n_attributes=args.attributes)
+    if args.zipf is not None:
+        spec = replace(spec, attribute_zipf=args.zipf)
     print(f"# {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}", flush=True)
     t0 = time.perf_counter()
     if args.cmd == "compare":
