@@ -297,3 +297,19 @@ def test_the_filing_kernels_agree_with_their_naive_references():
         want, want_top = naive.opindex_assign_ids(keys, dict(known), 10)
         assert ids.tolist() == want and top == want_top
         assert sorted(set(keys[fresh].tolist())) == sorted(set(keys.tolist()) - set(known))
+
+
+def test_wide_events_with_many_candidate_segments():
+    """Events of 400 attributes, rows of 20 predicates over them: one segment per list, so every signature is
+    saturated and an event has far more candidate segments (about 800 lists x 400 pairs) than the kernel's
+    first allocation (65,536): the candidate list grows mid-batch."""
+    rng = np.random.default_rng(8)
+    names = [f"w{i}" for i in range(400)]
+    m, o = Matcher("opindex", segments=1), OracleMatcher()
+    for sid in range(300):
+        preds = [(names[int(a)], ["<=", ">=", "!="][int(rng.integers(3))], int(rng.integers(3)))
+                 for a in rng.choice(400, size=20, replace=False)]
+        m.add(sid, preds)
+        o.add(sid, preds)
+    events = [{n: int(rng.integers(3)) for n in names} for _ in range(3)]
+    _check(m, o, events)

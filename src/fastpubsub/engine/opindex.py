@@ -143,6 +143,13 @@ def value_upper(e_val, lo, hi, x):
 
 
 @njit(cache=True)
+def _doubled(a, n):
+    out = np.empty(2 * a.shape[0], dtype=a.dtype)
+    out[:n] = a[:n]
+    return out
+
+
+@njit(cache=True)
 def opindex_events(ev, ix, handle_id, segments, epoch):
     """Algorithm 2 over a batch of events: CSR (offsets, ids) of matches, and the next epoch.
 
@@ -177,9 +184,10 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
     d_seg = np.empty(6 * width, dtype=np.int64)  # stage 1: first segment of each operator list reached,
     d_op = np.empty(6 * width, dtype=np.int64)  # its operator,
     d_cb = np.empty(6 * width, dtype=np.int64)  # and its pivot list's counter base
-    c_b = np.empty(6 * width * width, dtype=np.int64)  # stage 2: segments whose signature passed,
-    c_t = np.empty(6 * width * width, dtype=np.int64)  # the event pair,
-    c_d = np.empty(6 * width * width, dtype=np.int64)  # and the operator list
+    room = min(6 * width * width, 1 << 16)  # grows when an event needs more
+    c_b = np.empty(room, dtype=np.int64)  # stage 2: segments whose signature passed,
+    c_t = np.empty(room, dtype=np.int64)  # the event pair,
+    c_d = np.empty(room, dtype=np.int64)  # and the operator list
     one = np.uint64(1)
     for i in range(n_ev):
         epoch += 1
@@ -221,6 +229,8 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
                     continue
                 prefetch(b_base, b)
                 prefetch(b_len, b)
+                if nc == c_b.shape[0]:
+                    c_b, c_t, c_d = _doubled(c_b, nc), _doubled(c_t, nc), _doubled(c_d, nc)
                 c_b[nc], c_t[nc], c_d[nc] = b, t, k
                 nc += 1
         for c in range(nc):
@@ -876,7 +886,10 @@ class OpIndex:
         if len(pos) == 0:
             return
         order = np.argsort(old)
-        sid = order[np.searchsorted(old[order], self.e_val[pos].astype(np.int64))]
+        stale = self.e_val[pos].astype(np.int64)
+        sid = order[np.minimum(np.searchsorted(old[order], stale), len(old) - 1)]
+        if np.any(old[sid] != stale):
+            raise AssertionError("opindex: a stored string code is not one of the codes seen")
         self.e_val[pos] = self._codes_seen[sid]
 
     def pivot_fields(self, handles: np.ndarray) -> np.ndarray:
