@@ -137,10 +137,12 @@ def test_the_matching_kernel_agrees_with_algorithm_2_written_naively():
     ix = m.index
     ev = encode_batch(m.derived.derive_events(batch, m.strings.ids), m.attributes, m.strings).arrays()
     handles = np.arange(len(m.handle_id), dtype=np.int64)  # report handles, not ids
-    off, got, _ = opindex_events(ev, ix.arrays(), handles, ix.segments, ix.epoch + 1)
     want = naive.opindex_matches(ix.arrays(), ev, ix.segments)
-    assert [got[off[i]:off[i + 1]].tolist() for i in range(len(off) - 1)] == want
     assert sum(map(len, want)) > 0
+    epoch = ix.epoch
+    for room in (1 << 16, 3):  # 3: the candidate list grows many times within an event
+        off, got, epoch = opindex_events(ev, ix.arrays(), handles, ix.segments, epoch, room)
+        assert [got[off[i]:off[i + 1]].tolist() for i in range(len(off) - 1)] == want
 
 
 def _assert_well_formed(ix) -> None:
@@ -300,16 +302,17 @@ def test_the_filing_kernels_agree_with_their_naive_references():
 
 
 def test_wide_events_with_many_candidate_segments():
-    """Events of 400 attributes, rows of 20 predicates over them: one segment per list, so every signature is
-    saturated and an event has far more candidate segments (about 800 lists x 400 pairs) than the kernel's
-    first allocation (65,536): the candidate list grows mid-batch."""
+    """Events of 400 attributes, rows of 20 predicates over them, one segment per list: most signatures are
+    saturated and an event reaches tens of thousands of candidate segments."""
     rng = np.random.default_rng(8)
     names = [f"w{i}" for i in range(400)]
     m, o = Matcher("opindex", segments=1), OracleMatcher()
     for sid in range(300):
-        preds = [(names[int(a)], ["<=", ">=", "!="][int(rng.integers(3))], int(rng.integers(3)))
-                 for a in rng.choice(400, size=20, replace=False)]
+        ops = rng.choice(["<=", ">=", "!="], size=20)
+        preds = [(names[int(a)], str(op), {"<=": int(rng.integers(1, 3)), ">=": int(rng.integers(0, 2)), "!=": 3}[op])
+                 for a, op in zip(rng.choice(400, size=20, replace=False), ops)]
         m.add(sid, preds)
         o.add(sid, preds)
     events = [{n: int(rng.integers(3)) for n in names} for _ in range(3)]
     _check(m, o, events)
+    assert sum(len(o.match(e)) for e in events) > 10

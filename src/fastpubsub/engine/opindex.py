@@ -54,6 +54,8 @@ from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OP_EQ, OP_NE
 N_OPS = 6
 #: Segments per (pivot, operator) list (the paper's b, section 7.1).
 SEGMENTS = 32
+#: Candidate segments (signature passed) the matching kernel makes room for at first, per event.
+CANDIDATES = 1 << 16
 #: Epochs stay below this; the counters are cleared when it is reached.
 EPOCH_LIMIT = 1 << 30
 _LOW = np.int64(0xFFFFFFFF)
@@ -150,7 +152,7 @@ def _doubled(a, n):
 
 
 @njit(cache=True)
-def opindex_events(ev, ix, handle_id, segments, epoch):
+def opindex_events(ev, ix, handle_id, segments, epoch, room):
     """Algorithm 2 over a batch of events: CSR (offsets, ids) of matches, and the next epoch.
 
     Per event, for every pair whose field is a pivot, for every operator list
@@ -184,7 +186,7 @@ def opindex_events(ev, ix, handle_id, segments, epoch):
     d_seg = np.empty(6 * width, dtype=np.int64)  # stage 1: first segment of each operator list reached,
     d_op = np.empty(6 * width, dtype=np.int64)  # its operator,
     d_cb = np.empty(6 * width, dtype=np.int64)  # and its pivot list's counter base
-    room = min(6 * width * width, 1 << 16)  # grows when an event needs more
+    room = max(1, min(6 * width * width, room))  # candidate segments; grows when an event needs more
     c_b = np.empty(room, dtype=np.int64)  # stage 2: segments whose signature passed,
     c_t = np.empty(room, dtype=np.int64)  # the event pair,
     c_d = np.empty(room, dtype=np.int64)  # and the operator list
@@ -909,7 +911,7 @@ class OpIndex:
         if self.epoch + n >= EPOCH_LIMIT:
             self.c_state[:] = 0
             self.epoch = 0
-        off, ids, self.epoch = opindex_events(events, self.arrays(), handle_id, self.segments, self.epoch)
+        off, ids, self.epoch = opindex_events(events, self.arrays(), handle_id, self.segments, self.epoch, CANDIDATES)
         return off, ids
 
     def stats(self) -> dict:
