@@ -316,3 +316,13 @@ def test_wide_events_with_many_candidate_segments():
     events = [{n: int(rng.integers(3)) for n in names} for _ in range(3)]
     _check(m, o, events)
     assert sum(len(o.match(e)) for e in events) > 10
+
+
+def test_a_warm_process_loads_opindexs_kernels_from_numbas_cache():
+    """No closure, no captured dispatcher: a second process finds every opindex kernel it runs in the cache."""
+    from benchmarks.warm_start import run_process
+
+    run_process("opindex", 500)
+    warm = run_process("opindex", 500)
+    assert warm["compiled"] == [] and warm["events"] == 200
+    assert "fastpubsub.engine.opindex.opindex_events" in warm["loaded"]
