@@ -49,7 +49,7 @@ from .index import IndexContext
 from .lowering import parse_derived
 from .predicates import PredicateTable
 from .scan import ensure_room, finish_event, prefetch
-from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, OP_EQ, OP_NE
+from .semantics import KIND_NUMBER, KIND_STRING, KINDS, OP_NE
 
 N_OPS = 6
 #: Segments per (pivot, operator) list (the paper's b, section 7.1).
@@ -58,7 +58,6 @@ SEGMENTS = 32
 CANDIDATES = 1 << 16
 #: Epochs stay below this; the counters are cleared when it is reached.
 EPOCH_LIMIT = 1 << 30
-_LOW = np.int64(0xFFFFFFFF)
 
 
 class OpIndexArrays(NamedTuple):
@@ -451,7 +450,8 @@ def merge_entries(starts, bucket, new_cap, new_base, nf, nv, ns, b_base, b_len, 
         b_len[b] = n_old + (hi - lo)
         sig = seg_sig[b]
         for j in range(lo, hi):
-            sig |= np.uint64(1) << signature_bit(nf[j], equality_key(nf[j], nv[j], scratch, bits) if b_op[b] == 0 else 0)
+            key = equality_key(nf[j], nv[j], scratch, bits) if b_op[b] == 0 else 0
+            sig |= np.uint64(1) << signature_bit(nf[j], key)
         seg_sig[b] = sig
 
 
@@ -679,7 +679,8 @@ class OpIndex:
             self.list_field[ids] = new
             self.list_rows = grow(self.list_rows, n, 0)
             self.list_op = grow(self.list_op, n * N_OPS, -1)
-            self.c_base, self.c_cap, self.c_top = grow(self.c_base, n, 0), grow(self.c_cap, n, 0), grow(self.c_top, n, 0)
+            self.c_base, self.c_cap = grow(self.c_base, n, 0), grow(self.c_cap, n, 0)
+            self.c_top = grow(self.c_top, n, 0)
             self.c_free, self.c_nfree = grow(self.c_free, n, -1), grow(self.c_nfree, n, 0)
             self.c_cap[ids] = 0
             self.c_top[ids] = 0
@@ -723,8 +724,9 @@ class OpIndex:
         size = max(int(caps.sum()), 64)
         need, state = np.zeros(size, np.int32), np.zeros(size, np.int64)
         handle, nxt = np.full(size, -1, np.int32), np.full(size, -1, np.int64)
-        for arr_new, arr_old in ((need, self.c_need), (state, self.c_state), (handle, self.c_handle), (nxt, self.c_next)):
-            idx_old = np.repeat(self.c_base[lists] - new_base, caps) + np.arange(int(caps.sum()))
+        idx_old = np.repeat(self.c_base[lists] - new_base, caps) + np.arange(int(caps.sum()))
+        for arr_new, arr_old in ((need, self.c_need), (state, self.c_state), (handle, self.c_handle),
+                                 (nxt, self.c_next)):
             arr_new[: int(caps.sum())] = arr_old[idx_old]
         self.c_need, self.c_state, self.c_handle, self.c_next = need, state, handle, nxt
         self.c_base[lists] = new_base
@@ -739,7 +741,8 @@ class OpIndex:
         if len(fresh):
             n = self.n_buckets = self.n_dirs * self.segments
             self.seg_sig, self.b_op = grow(self.seg_sig, n, 0), grow(self.b_op, n, 0)
-            self.b_base, self.b_len, self.b_cap = grow(self.b_base, n, 0), grow(self.b_len, n, 0), grow(self.b_cap, n, 0)
+            self.b_base, self.b_len = grow(self.b_base, n, 0), grow(self.b_len, n, 0)
+            self.b_cap = grow(self.b_cap, n, 0)
             slots = (d[fresh][:, None] * self.segments + np.arange(self.segments)).ravel()
             self.seg_sig[slots] = 0
             self.b_base[slots] = 0
