@@ -114,3 +114,71 @@ def distinct_per_event(offsets, ids) -> tuple[np.ndarray, np.ndarray]:
     off = np.zeros(len(groups) + 1, dtype=np.int64)
     np.cumsum([len(g) for g in groups], out=off[1:])
     return off, np.array([x for g in groups for x in g], dtype=np.int64)
+
+
+# -- OpIndex (engine/opindex.py) -------------------------------------------------------------------------------------
+
+def opindex_segment(ix, d: int, segments: int, seg: int) -> list[tuple[int, float, int]]:
+    """(field, value, slot) entries of segment ``seg`` of directory ``d``."""
+    b = d * segments + seg
+    base, n = int(ix.b_base[b]), int(ix.b_len[b])
+    return [(int(ix.e_field[k]), float(ix.e_val[k]), int(ix.e_slot[k])) for k in range(base, base + n)]
+
+
+def opindex_pair_holds(op: int, field: int, code: float, eqbits: int, value: float) -> bool:
+    """An entry ``(field, value)`` of operator ``op`` holds for an event pair of this field (engine/opindex.py)."""
+    if op <= 1:
+        x = float(eqbits) if field % 3 == 1 else code
+        return (x == value) if op == 0 else (x != value)
+    return {2: code < value, 3: code <= value, 4: code > value, 5: code >= value}[op]
+
+
+def opindex_matches(ix, ev, segments: int) -> list[list[int]]:
+    """Algorithm 2 without signatures, binary searches or epochs: handles matched by each event, ascending.
+
+    For each pair whose field is a pivot, every entry of every operator list of
+    that pivot whose field the event carries is tested; a row matches when
+    all its predicates (``c_need``) were found true.
+    """
+    out = []
+    for i in range(len(ev.offsets) - 1):
+        pairs = [(int(ev.field[j]), float(ev.code[j]), int(ev.eqbits[j]))
+                 for j in range(ev.offsets[i], ev.offsets[i + 1]) if ev.field[j] >= 0]
+        by_field = {f: (c, e) for f, c, e in pairs}
+        hits: dict[int, int] = {}
+        for f, _, _ in pairs:
+            lst = int(ix.list_of_field[f]) if f < len(ix.list_of_field) else -1
+            if lst < 0:
+                continue
+            for op in range(6):
+                d = int(ix.list_op[lst * 6 + op])
+                if d < 0:
+                    continue
+                for seg in range(segments):
+                    for g, value, slot in opindex_segment(ix, d, segments, seg):
+                        if g in by_field and opindex_pair_holds(op, g, *by_field[g], value):
+                            pos = int(ix.c_base[lst]) + slot
+                            hits[pos] = hits.get(pos, 0) + 1
+        out.append(sorted(int(ix.c_handle[p]) for p, k in hits.items() if k == int(ix.c_need[p])))
+    return out
+
+
+def opindex_pivots(off, fields, delta, subs) -> list[int]:
+    """Per row (CSR ``off`` over ``fields``): the field with the least (delta, subscriptions, field id) (equation 1)."""
+    return [min(fields[off[i]:off[i + 1]].tolist(), key=lambda f: (delta[f], subs[f], f)) for i in range(len(off) - 1)]
+
+
+def opindex_entry_order(buckets, fields, vals, slots) -> list[int]:
+    """Positions of new entries in (segment, field, value, slot) order."""
+    return sorted(range(len(buckets)), key=lambda i: (buckets[i], fields[i], vals[i], slots[i]))
+
+
+def opindex_assign_ids(keys, table: dict, next_id: int) -> tuple[list[int], int]:
+    """The id of each key in ``table``, new keys numbered from ``next_id`` in order of appearance."""
+    out = []
+    for k in keys.tolist():
+        if k not in table:
+            table[k] = next_id
+            next_id += 1
+        out.append(table[k])
+    return out, next_id

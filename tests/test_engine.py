@@ -110,7 +110,7 @@ def test_interleaved_add_remove_match(algorithm, ops):
     _check(m, o, [{"a": 1, "b": "a", "c": True, "d": -0.0}, {}])
 
 
-@pytest.mark.parametrize("algorithm", ["counting", "propagation-wp"])
+@pytest.mark.parametrize("algorithm", ["counting", "propagation-wp", "opindex"])
 def test_churn_at_scale_reclaims_space(algorithm):
     """Thousands of inserts and deletes: clusters shrink, predicates are freed, results stay right."""
     rng = np.random.default_rng(3)
@@ -268,7 +268,7 @@ def test_batch_from_dicts_equals_columnar_from_dicts():
     assert fast.kinds.tolist() == ref.kinds.tolist() and fast.strings == ref.strings
 
 
-@pytest.mark.parametrize("algorithm", ["counting", "propagation"])
+@pytest.mark.parametrize("algorithm", ["counting", "propagation", "opindex"])
 def test_bulk_strings_renumber_existing_codes(algorithm):
     """A bulk load of many new strings renumbers the codes of strings already in predicates."""
     m, o = Matcher(algorithm), OracleMatcher()

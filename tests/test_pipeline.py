@@ -18,6 +18,7 @@ pytestmark = pytest.mark.broker
     ("avro", "auto", {}),
     ("json", "at-least-once", {}),
     ("avro", "auto", {"algorithm": "static", "runs": 2}),  # every cluster of 2 or more sorted into runs
+    ("avro", "auto", {"algorithm": "opindex"}),
 ])
 def test_notifications_equal_the_oracle(bootstrap, group_id, start_processor, output_format, delivery, matcher):
     subs = random_subscriptions(1500, seed=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .conjunction_index import DynamicIndex, StaticIndex, make_clustering
 from .counting import make_counting
 from .index import register
+from .opindex import make_opindex
 from .propagation import make_propagation
 
 register("counting", make_counting)
@@ -15,3 +16,4 @@ register("propagation", make_propagation(False))
 register("propagation-wp", make_propagation(True))
 register("static", make_clustering(StaticIndex))
 register("dynamic", make_clustering(DynamicIndex))
+register("opindex", make_opindex)

@@ -136,7 +136,9 @@ class Matcher:
     software prefetch), "static" (section 3: greedy multi-attribute
     clustering, recomputed on every bulk load and by :meth:`reorganize`) and
     "dynamic" (section 4: the maintenance algorithm keeps the clustering
-    near the best one as subscriptions and statistics change).
+    near the best one as subscriptions and statistics change); "opindex"
+    (Zhang et al., PVLDB 2014: subscriptions filed under their attribute
+    rarest in events, for sparse events over many attributes; engine/opindex.py).
 
     The algorithm is looked up in the registry (engine/index.py), which
     other algorithms join with ``register``; keyword ``options`` (scan
