@@ -18,8 +18,9 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 ``tests/naive.py``:
 
 1. :func:`stage_keys`: phase 1 of each event, and the lists it reaches: the
-   catch-all and its single-predicate lists (keys known, ``KNOWN_KEY``) and
-   one probe per configured schema whose fields it carries;
+   catch-all, the presence lists of its fields and its single-predicate lists
+   (keys known, ``KNOWN_KEY``) and one probe per configured schema whose
+   fields it carries;
 2. :func:`stage_lookup`: the conjunction probes looked up (key or -1);
 3. :func:`stage_heads`: the first cluster of each list found;
 4. :func:`stage_prefetch_rows`: the first rows each scan reads, prefetched;
@@ -96,6 +97,8 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     n_sch = sch_fields.shape[0]
     mask = access.conj_vals.shape[0] - 1
     pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
+    field_key = access.field_key
+    n_fk = field_key.shape[0]
     n_keys = key_head.shape[0]
     n_sat = 0
     n_probe = 0
@@ -103,7 +106,17 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
         ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
                                   g_start, g_end, g_vals, g_pids, sat)
         gsat = ensure_room(gsat, n_sat, ns)
-        probe = grow_rows(probe, n_probe, n_sch + ns + 1)
+        probe = grow_rows(probe, n_probe, n_sch + ns + 1 + (ev_off[e + 1] - ev_off[e] if n_fk else 0))
+        if n_fk:
+            # the presence lists of the fields the event carries (one read per pair; none while no key exists)
+            for j in range(ev_off[e], ev_off[e + 1]):
+                f = ev_field[j]
+                if 0 <= f < n_fk:
+                    q = field_key[f]
+                    if 0 <= q < n_keys:
+                        prefetch(key_head, q)
+                        probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
+                        n_probe += 1
         for t in range(-1, ns):
             if t >= 0:
                 p = sat[t]

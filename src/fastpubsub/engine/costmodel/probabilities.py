@@ -13,7 +13,8 @@ import numpy as np
 
 from ..encoding import N_KINDS, AttributeDictionary, StringDictionary
 from ..predicates import PredicateTable
-from ..semantics import KIND_BOOL, KIND_STRING, OP_EQ
+from ..lowering import parse_derived
+from ..semantics import KIND_BOOL, KIND_STRING, KINDS, OP_EQ, RESERVED_PREFIX
 from ..statistics import EventStatistics, StatisticsCollector
 
 #: Online statistics are adopted when some live equality predicate's nu differs this much (dynamic).
@@ -53,6 +54,30 @@ class EventProbabilities:
             kind = f % N_KINDS
             value = strings[b] if kind == KIND_STRING else bool(b) if kind == KIND_BOOL else float(np.int64(b).view(np.float64))
             out[i] = self.statistics.value_probability(names[f // N_KINDS], value)
+        return np.maximum(out, 1e-12)
+
+    def presence(self, fields: np.ndarray) -> np.ndarray:
+        """P(event carries the field): presence of the attribute times the share of its values of the field's kind.
+
+        Uniform statistics: 1 for every field (every attribute present).  A
+        kind the statistics give no share for counts as the attribute's only one.
+        """
+        fields = np.asarray(fields, dtype=np.int64)
+        if self.statistics.source == "uniform":
+            return np.ones(len(fields), dtype=np.float64)
+        names = list(self.attributes.ids)
+        out = np.empty(len(fields), dtype=np.float64)
+        for i, f in enumerate(fields.tolist()):
+            name = names[f // N_KINDS]
+            kind = KINDS[f % N_KINDS]
+            derived = parse_derived(name) if name[0] == RESERVED_PREFIX else None
+            if derived is not None:  # a prefix / suffix / contains slice: at most where its attribute has a string
+                name, kind = derived[1], KINDS[KIND_STRING]
+            st = self.statistics.attributes.get(name)
+            share = 1.0
+            if st is not None and st.value_types:
+                share = st.value_types.get(kind, 0.0)
+            out[i] = self.statistics.presence(name) * share
         return np.maximum(out, 1e-12)
 
     def mu(self, fields: tuple[int, ...]) -> float:
