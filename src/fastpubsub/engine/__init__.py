@@ -18,8 +18,9 @@ from .semantics import (
     ALL_OPERATORS, EXTENDED_OPERATORS, KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, MAX_CONJUNCTIONS, MAX_LIST, OPERATORS,
     AllOf, AnyOf, Predicate, validate_event, validate_predicates, validate_subscription,
 )
-from .statistics import AttributeStats, EventStatistics, PartitionOffsets, SourceWindow
+from .statistics import MAX_PART_BYTES, AttributeStats, EventStatistics, PartitionOffsets, SnapshotParts, SourceWindow, split_record
 from .validity import DeadlineQueue
+from .sparse_workload import SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
 from .workload import PRESETS, generate_events, generate_subscriptions
 
 __all__ = [
@@ -29,4 +30,6 @@ __all__ = [
     "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "generate_events", "generate_subscriptions",
     "pack_strings", "register", "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
+    "MAX_PART_BYTES", "SnapshotParts", "split_record", "SPARSE_PRESETS", "SparseSpec", "generate_sparse_events",
+    "generate_sparse_subscriptions",
 ]

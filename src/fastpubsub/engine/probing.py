@@ -121,8 +121,9 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
             if t >= 0:
                 p = sat[t]
                 gsat[n_sat + t] = p
-                if pred_op[p] == 0:
-                    eq_of_field[pred_field[p]] = p
+                if pred_op[p] != 0:
+                    continue  # only equalities are single-predicate access keys: no pred_key read for the others
+                eq_of_field[pred_field[p]] = p
             # the catch-all and the single-predicate lists: their keys are known, no table to probe
             q = predicate_list_key(pred_key, sat, t)
             if 0 <= q < n_keys:
@@ -146,8 +147,9 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
             prefetch(access.conj_vals, slot)
             probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
             n_probe += 1
-        for t in range(ns):
-            eq_of_field[pred_field[sat[t]]] = -1
+        for j in range(ev_off[e], ev_off[e + 1]):  # the equalities set above are on the event's own fields
+            if 0 <= ev_field[j] < eq_of_field.shape[0]:
+                eq_of_field[ev_field[j]] = -1
         n_sat += ns
         gs_off[e - g0 + 1] = n_sat
         gp_off[e - g0 + 1] = n_probe
