@@ -506,8 +506,8 @@ class DynamicIndex(ClusteredIndex):
     def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         result = super().match_encoded(events, batch, handle_id)
         self._batches += 1
-        if self._batches % OBSERVE_EVERY == 0:
-            self.collector.observe(batch)
+        if self._batches % OBSERVE_EVERY == 0 and not self.probabilities.external:
+            self.collector.observe(batch)  # (given statistics win over online ones: nothing to observe then)
         if self.maintenance.note_events(len(batch)):
             self.maintain()
         return result
