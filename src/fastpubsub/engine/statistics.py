@@ -186,6 +186,7 @@ class EventStatistics:
             ],
             "bad_records": int(self.bad_records),
             "window": None if self.window is None else self.window.to_record(),
+            "part": None,  # the whole snapshot (split_record makes parts)
         }
 
     @classmethod

@@ -32,6 +32,13 @@ class EventProbabilities:
         self.preds = preds
         self.statistics = EventStatistics.uniform()
         self.external = False  # statistics given by the user: online ones are never adopted
+        self._names_cache: list[str] = []
+
+    def _names(self) -> list[str]:
+        """Attribute names by id (the dictionary only grows: the list is rebuilt when it did)."""
+        if len(self._names_cache) != len(self.attributes.ids):
+            self._names_cache = list(self.attributes.ids)
+        return self._names_cache
 
     def use(self, statistics: EventStatistics) -> None:
         """Use these statistics from now on; they win over online ones."""
@@ -46,7 +53,7 @@ class EventProbabilities:
             live = (self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ)
             distinct = np.bincount(self.preds.field[:top][live], minlength=int(field.max()) + 1)
             return 1.0 / np.maximum(distinct[field], 1)
-        names = list(self.attributes.ids)
+        names = self._names()
         strings = list(self.strings.ids)
         bits = self.preds.bits_value[pids]
         out = np.empty(len(pids), dtype=np.float64)
@@ -65,7 +72,7 @@ class EventProbabilities:
         fields = np.asarray(fields, dtype=np.int64)
         if self.statistics.source == "uniform":
             return np.ones(len(fields), dtype=np.float64)
-        names = list(self.attributes.ids)
+        names = self._names()
         out = np.empty(len(fields), dtype=np.float64)
         for i, f in enumerate(fields.tolist()):
             name = names[f // N_KINDS]
@@ -84,7 +91,7 @@ class EventProbabilities:
         """Probability that an event carries all of ``fields`` (uniform: 1)."""
         if self.statistics.source == "uniform":
             return 1.0
-        names = list(self.attributes.ids)
+        names = self._names()
         return self.statistics.mu([names[f // N_KINDS] for f in fields])
 
     def adopt_online(self, collector: StatisticsCollector) -> bool:
