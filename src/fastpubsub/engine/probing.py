@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
-from .hashtable import ht_find3, ht_slot3
+from .hashtable import ht_find3, ht_slot2, ht_slot3
 from .predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
                    run_path, scan_clusters, scan_dispatch)
@@ -57,6 +57,9 @@ KNOWN_KEY = -3
 STAGED = -2
 #: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).
 RUN_AHEAD = 8
+#: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
+#: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
+PHASE1_AHEAD_FIELDS = 4096
 
 
 class ProbeScratch(NamedTuple):
@@ -75,6 +78,34 @@ def grow_rows(a, n, extra):
     bigger = np.empty((max(2 * a.shape[0], n + extra), a.shape[1]), dtype=a.dtype)
     bigger[:n] = a[:n]
     return bigger
+
+
+@njit(cache=True, inline="always")
+def phase1_prefetch_rows(ev_off, ev_field, ev_eqbits, e, g_flat, n_gf, tk_flat, tvals, t_mask):
+    """Prefetch what phase 1 reads first for event ``e``: its fields' rows of ``group_of``, its equality slots."""
+    for j in range(ev_off[e], ev_off[e + 1]):
+        f = ev_field[j]
+        if f < 0:
+            continue
+        s = ht_slot2(t_mask, f * 6 + 0, ev_eqbits[j])
+        prefetch(tvals, s)
+        prefetch(tk_flat, 2 * s)
+        if f < n_gf:
+            prefetch(g_flat, f * 6)
+
+
+@njit(cache=True, inline="always")
+def phase1_prefetch_groups(ev_off, ev_field, e, group_of, n_gf, g_start, g_end):
+    """Prefetch the bounds of the inequality groups of event ``e``'s fields (their ``group_of`` rows fetched before)."""
+    for j in range(ev_off[e], ev_off[e + 1]):
+        f = ev_field[j]
+        if f < 0 or f >= n_gf:
+            continue
+        for op in range(1, 6):
+            g = group_of[f, op]
+            if g >= 0:
+                prefetch(g_start, g)
+                prefetch(g_end, g)
 
 
 @njit(cache=True, inline="always")
@@ -102,7 +133,22 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     n_keys = key_head.shape[0]
     n_sat = 0
     n_probe = 0
+    n_ev = ev_off.shape[0] - 1
+    n_gf = group_of.shape[0]
+    ahead = n_gf >= PHASE1_AHEAD_FIELDS  # many fields: phase 1's reads miss the cache, fetch them ahead
+    if ahead:
+        g_flat = group_of.ravel()
+        tk_flat = tkeys.ravel()
+        t_mask = tvals.shape[0] - 1
+        for e2 in range(g0, min(g0 + 2, n_ev)):  # the first two events of the group: not fetched by the one before
+            phase1_prefetch_rows(ev_off, ev_field, ev_eqbits, e2, g_flat, n_gf, tk_flat, tvals, t_mask)
     for e in range(g0, g1):
+        if ahead:
+            # two events ahead: its rows of group_of and its equality slots; one ahead: its groups' bounds
+            if e + 2 < n_ev:
+                phase1_prefetch_rows(ev_off, ev_field, ev_eqbits, e + 2, g_flat, n_gf, tk_flat, tvals, t_mask)
+            if e + 1 < n_ev:
+                phase1_prefetch_groups(ev_off, ev_field, e + 1, group_of, n_gf, g_start, g_end)
         ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
                                   g_start, g_end, g_vals, g_pids, sat)
         gsat = ensure_room(gsat, n_sat, ns)
