@@ -106,9 +106,10 @@ def test_without_statistics_the_subscription_database_picks_the_pivot():
 
 
 def test_presence_keys_are_reached_as_the_naive_reference_says():
-    """Stage 1 of the clustered kernel adds the presence list of every field an event carries."""
+    """Stage 1 of the clustered kernel (its variant with presence keys) adds the presence list of every field an event
+    carries."""
     from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import GROUP, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.probing import GROUP, stage_heads, stage_keys_sparse, stage_lookup
 
     spec = replace(OPERATORS_SPEC, n_attributes=300)
     m = Matcher("dynamic")
@@ -127,7 +128,7 @@ def test_presence_keys_are_reached_as_the_naive_reference_says():
     presence_heads = 0
     for g0 in range(0, 40, GROUP):
         g1 = min(40, g0 + GROUP)
-        gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
+        gsat, probe, n_probe = stage_keys_sparse(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
                                           store.key_head, sat, gsat, gs_off, gp_off, probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, ix.store.run_arrays())

@@ -128,6 +128,75 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     n_sch = sch_fields.shape[0]
     mask = access.conj_vals.shape[0] - 1
     pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
+    n_keys = key_head.shape[0]
+    n_sat = 0
+    n_probe = 0
+    for e in range(g0, g1):
+        ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
+        gsat = ensure_room(gsat, n_sat, ns)
+        probe = grow_rows(probe, n_probe, n_sch + ns + 1)
+        for t in range(-1, ns):
+            if t >= 0:
+                p = sat[t]
+                gsat[n_sat + t] = p
+                if pred_op[p] == 0:
+                    eq_of_field[pred_field[p]] = p
+            # the catch-all and the single-predicate lists: their keys are known, no table to probe
+            q = predicate_list_key(pred_key, sat, t)
+            if 0 <= q < n_keys:
+                prefetch(key_head, q)
+                probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
+                n_probe += 1
+        for s in range(n_sch):
+            p0 = eq_of_field[sch_fields[s, 0]]
+            if p0 < 0:
+                continue
+            p1 = eq_of_field[sch_fields[s, 1]]
+            if p1 < 0:
+                continue
+            p2 = -1
+            if sch_fields[s, 2] >= 0:
+                p2 = eq_of_field[sch_fields[s, 2]]
+                if p2 < 0:
+                    continue
+            slot = ht_slot3(mask, p0, p1, p2)
+            prefetch(conj_flat, slot * 3)
+            prefetch(access.conj_vals, slot)
+            probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+            n_probe += 1
+        for t in range(ns):
+            eq_of_field[pred_field[sat[t]]] = -1
+        n_sat += ns
+        gs_off[e - g0 + 1] = n_sat
+        gp_off[e - g0 + 1] = n_probe
+    return gsat, probe, n_probe
+
+
+@njit(cache=True)
+def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, gp_off, probe):
+    """Stage 1 of :func:`stage_keys` with presence keys and, over thousands of fields, phase 1's reads prefetched.
+
+    Also adds a ``KNOWN_KEY`` row for the presence list of each field the
+    event carries (``access.field_key``).  A separate function, so that
+    :func:`stage_keys` (W0 and every workload without presence keys) stays as it was.
+
+    Writes the group's satisfied predicates to ``gsat`` (event ``i`` of the
+    group: ``gsat[gs_off[i]:gs_off[i + 1]]``) and a row per reached list to
+    ``probe`` (event ``i``: rows ``gp_off[i]:gp_off[i + 1]``): ``(key,
+    KNOWN_KEY, -)`` for the catch-all and the single-predicate lists, ``(p0,
+    p1, p2)`` -- the event's equality predicates on a configured schema's
+    fields (``p2 = -1`` for two fields) -- for each conjunction to look up.
+    ``conj_flat`` is ``access.conj_keys`` flattened (once per batch).  Returns ``(gsat, probe, n_probe)``, the arrays grown if
+    needed.
+    """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    sch_fields = access.schema_fields
+    n_sch = sch_fields.shape[0]
+    mask = access.conj_vals.shape[0] - 1
+    pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
     field_key = access.field_key
     n_fk = field_key.shape[0]
     n_keys = key_head.shape[0]
@@ -193,9 +262,13 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
             prefetch(access.conj_vals, slot)
             probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
             n_probe += 1
-        for j in range(ev_off[e], ev_off[e + 1]):  # the equalities set above are on the event's own fields
-            if 0 <= ev_field[j] < eq_of_field.shape[0]:
-                eq_of_field[ev_field[j]] = -1
+        if ahead:  # the equalities set above are on the event's own fields: no pred_field read per predicate
+            for j in range(ev_off[e], ev_off[e + 1]):
+                if 0 <= ev_field[j] < eq_of_field.shape[0]:
+                    eq_of_field[ev_field[j]] = -1
+        else:
+            for t in range(ns):
+                eq_of_field[pred_field[sat[t]]] = -1
         n_sat += ns
         gs_off[e - g0 + 1] = n_sat
         gp_off[e - g0 + 1] = n_probe
@@ -460,10 +533,15 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     hit = np.empty((256, 4), dtype=np.int64)
     sv = np.empty((256, 2), dtype=np.int64)
     sv_off = np.zeros(GROUP + 1, dtype=np.int64)
+    sparse = access.field_key.shape[0] > 0 or preds.group_of.shape[0] >= PHASE1_AHEAD_FIELDS
     for g0 in range(0, n_ev, GROUP):
         g1 = min(n_ev, g0 + GROUP)
-        gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field, store.key_head,
-                                          sat, gsat, gs_off, gp_off, probe)
+        if sparse:
+            gsat, probe, n_probe = stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field,
+                                                     store.key_head, sat, gsat, gs_off, gp_off, probe)
+        else:
+            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field,
+                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, runs)
         stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
