@@ -489,15 +489,21 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
                 nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + done, c_cap[c], n - done,
                                      out, nout)
                 out, nout = scan_clusters(store.next[c], store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
-            elif n <= SMALL_CLUSTER and store.next[c] < 0:
-                # the common case of the small lists a conjunction finds: checked here, without the
-                # call into the cluster kernels (whose fixed cost dwarfs a few entries)
-                out = ensure_room(out, nout, n)
-                k, base, cap = c_k[c], c_base[c], c_cap[c]
-                for j in range(n):
-                    if entry_matches(-1, k, arena, bits, base, cap, j):
-                        out[nout] = arena[base + k * cap + j]
-                        nout += 1
+            elif n <= SMALL_CLUSTER:
+                # the common case of the small lists a conjunction or a presence key finds (one small cluster
+                # per subscription size): checked here, without the call into the cluster kernels (whose
+                # fixed cost dwarfs a few entries); a larger cluster further down the list goes to them
+                while c >= 0 and c_len[c] <= SMALL_CLUSTER:
+                    n = c_len[c]
+                    out = ensure_room(out, nout, n)
+                    k, base, cap = c_k[c], c_base[c], c_cap[c]
+                    for j in range(n):
+                        if entry_matches(-1, k, arena, bits, base, cap, j):
+                            out[nout] = arena[base + k * cap + j]
+                            nout += 1
+                    c = store.next[c]
+                if c >= 0:
+                    out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
             else:  # (c is the head of the list stage_heads found)
                 out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
         for t in range(ns):
