@@ -31,14 +31,19 @@ def list_clusters(store, head: int) -> list[int]:
     return out
 
 
-def keys_reached(sat: list[int], preds, access, n_keys: int) -> list[int]:
-    """Access keys an event with satisfied predicates ``sat`` reaches (stages 1 and 2 of engine/probing.py).
+def keys_reached(sat: list[int], preds, access, n_keys: int, fields: list[int] = ()) -> list[int]:
+    """Access keys an event with satisfied predicates ``sat`` and fields ``fields`` reaches (stages 1 and 2 of
+    engine/probing.py).
 
-    The catch-all (key 0); the single-predicate key of each satisfied
-    predicate; for each configured schema whose fields the event satisfies an
-    equality on, the conjunction key of those equalities if it exists.
+    The catch-all (key 0); the presence key of each field the event carries;
+    the single-predicate key of each satisfied predicate; for each configured
+    schema whose fields the event satisfies an equality on, the conjunction
+    key of those equalities if it exists.
     """
     keys = [0] if n_keys > 0 else []
+    for f in fields:
+        if 0 <= f < len(access.field_key) and 0 <= access.field_key[f] < n_keys:
+            keys.append(int(access.field_key[f]))
     for p in sat:
         if p < len(access.pred_key) and 0 <= access.pred_key[p] < n_keys:
             keys.append(int(access.pred_key[p]))
@@ -57,10 +62,11 @@ def keys_reached(sat: list[int], preds, access, n_keys: int) -> list[int]:
     return keys
 
 
-def heads_reached(sat: list[int], preds, access, store) -> list[int]:
+def heads_reached(sat: list[int], preds, access, store, fields: list[int] = ()) -> list[int]:
     """First clusters of the lists an event reaches (stage 3): ``key_head`` of :func:`keys_reached`, none missing."""
     n_keys = len(store.key_head)
-    return sorted(int(store.key_head[q]) for q in keys_reached(sat, preds, access, n_keys) if store.key_head[q] >= 0)
+    return sorted(int(store.key_head[q]) for q in keys_reached(sat, preds, access, n_keys, fields)
+                  if store.key_head[q] >= 0)
 
 
 def run_entries(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:

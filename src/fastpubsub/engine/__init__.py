@@ -23,8 +23,9 @@ from .structure import dump as dump_index
 from .structure import fingerprint as index_fingerprint
 from .structure import holds_exactly as index_holds
 from .structure import load as load_index
-from .statistics import AttributeStats, EventStatistics, PartitionOffsets, SourceWindow
+from .statistics import MAX_PART_BYTES, AttributeStats, EventStatistics, PartitionOffsets, SnapshotParts, SourceWindow, split_record
 from .validity import DeadlineQueue
+from .sparse_workload import SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
 from .workload import PRESETS, generate_events, generate_subscriptions
 
 __all__ = [
@@ -33,5 +34,8 @@ __all__ = [
     "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher", "PRESETS",
     "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "generate_events", "generate_subscriptions",
-    "pack_strings", "register", "StructureError", "dump_index", "index_fingerprint", "index_holds", "load_index", "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
+    "pack_strings", "register", "StructureError", "dump_index", "index_fingerprint", "index_holds", "load_index",
+    "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
+    "MAX_PART_BYTES", "SnapshotParts", "split_record", "SPARSE_PRESETS", "SparseSpec", "generate_sparse_events",
+    "generate_sparse_subscriptions",
 ]

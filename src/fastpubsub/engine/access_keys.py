@@ -14,6 +14,13 @@ predicate phase through ``pred_key`` (predicate id -> key id, -1 if the
 predicate is no access predicate); conjunction keys through ``conj``, a
 hash table from the sorted predicate ids of the conjunction (-1 padded) to
 the key, probed by the clustered matcher for each configured schema.
+
+*Presence* keys (the pivot attribute of Zhang et al., PVLDB 2014) stand for
+"the event carries field f": ``field_key`` (field -> key, -1 if none) is read
+once per event pair.  They imply no predicate (``members`` all -1; the
+subscriptions filed under one keep every predicate in their columns), so a
+subscription without any equality is no longer checked for every event, only
+for those carrying its rarest field.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from .hashtable import HashTable
 from .idpool import IdPool, grow
 
 CATCH_ALL = 0
+_NO_FIELDS = np.full(0, -1, dtype=np.int64)
 
 
 class AccessArrays(NamedTuple):
@@ -36,6 +44,7 @@ class AccessArrays(NamedTuple):
     conj_keys: np.ndarray  # int64 [slots, MAX_SCHEMA]: sorted predicate ids of a conjunction (hashtable.py)
     conj_vals: np.ndarray  # int64 [slots]: its key (-1: empty slot)
     schema_fields: np.ndarray  # int64 [schemas, MAX_SCHEMA]: fields of each configured multi-field schema (-1 padded)
+    field_key: np.ndarray  # int64 [fields]: the field's presence key (-1: none); empty while there is none
 
 
 class AccessKeys:
@@ -46,6 +55,9 @@ class AccessKeys:
         self.members = np.full((64, MAX_SCHEMA), -1, dtype=np.int64)  # key -> its predicate ids
         self.pred_key = np.full(64, -1, dtype=np.int64)  # predicate id -> its single-predicate key
         self.conj = HashTable(width=MAX_SCHEMA)  # sorted predicate ids of a conjunction -> key
+        self.field_key = np.full(0, -1, dtype=np.int64)  # field -> its presence key
+        self.key_field = np.full(64, -1, dtype=np.int64)  # key -> the field of a presence key (-1: other kinds)
+        self.n_presence = 0  # live presence keys
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -58,7 +70,24 @@ class AccessKeys:
             m[: len(self.members)] = self.members
             self.members = m
         self.refs[new] = 0
+        self.key_field = grow(self.key_field, self.ids.high, -1)
+        self.key_field[new] = -1
         return new
+
+    def for_fields(self, fields: np.ndarray) -> np.ndarray:
+        """Presence key of each field, creating missing ones."""
+        fields = np.asarray(fields, dtype=np.int64)
+        self.field_key = grow(self.field_key, int(fields.max()) + 1 if len(fields) else 0, -1)
+        keys = self.field_key[fields]
+        missing = np.unique(fields[keys < 0])
+        if len(missing):
+            new = self._new_keys(len(missing))
+            self.field_key[missing] = new
+            self.key_field[new] = missing
+            self.members[new] = -1
+            self.n_presence += len(missing)
+            keys = self.field_key[fields]
+        return keys
 
     def for_predicates(self, pids: np.ndarray) -> np.ndarray:
         """Single-predicate key of each predicate id, creating missing ones."""
@@ -92,6 +121,13 @@ class AccessKeys:
         np.subtract.at(self.refs, keys, 1)
         dead = np.unique(keys[(self.refs[keys] == 0) & (keys != CATCH_ALL)])
         if len(dead):
+            pres = self.key_field[dead] >= 0
+            if pres.any():
+                self.field_key[self.key_field[dead[pres]]] = -1
+                self.key_field[dead[pres]] = -1
+                self.n_presence -= int(pres.sum())
+                dead_pres, dead = dead[pres], dead[~pres]
+                self.ids.release(dead_pres)
             m = self.members[dead]
             single = m[:, 1] < 0
             self.pred_key[m[single, 0]] = -1
@@ -99,11 +135,14 @@ class AccessKeys:
                 self.conj.delete(m[~single])
             self.members[dead] = -1
             self.ids.release(dead)
+            if pres.any():
+                dead = np.sort(np.concatenate([dead, dead_pres]))
         return dead
 
     def arrays(self, schema_fields: np.ndarray) -> AccessArrays:
         """The tables as the kernels read them, with the configured schemas' fields (none for propagation)."""
-        return AccessArrays(self.pred_key, self.conj.keys, self.conj.vals, schema_fields)
+        return AccessArrays(self.pred_key, self.conj.keys, self.conj.vals, schema_fields,
+                            self.field_key if self.n_presence else _NO_FIELDS)
 
     def predicates_of(self, keys: np.ndarray) -> np.ndarray:
         """The access predicates implied by keys (the catch-all implies none), flat."""
@@ -114,5 +153,7 @@ class AccessKeys:
         return {
             "access_keys": len(self.ids),
             "conjunction_keys": len(self.conj),
-            "memory_bytes": int(self.refs.nbytes + self.members.nbytes + self.pred_key.nbytes + self.conj.nbytes),
+            "presence_keys": int(self.n_presence),
+            "memory_bytes": int(self.refs.nbytes + self.members.nbytes + self.pred_key.nbytes + self.conj.nbytes
+                                + self.field_key.nbytes + self.key_field.nbytes),
         }

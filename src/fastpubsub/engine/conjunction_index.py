@@ -35,7 +35,8 @@ from numba import njit
 from .access_keys import CATCH_ALL, AccessKeys
 from .batch import clustered_kernel
 from .cluster_store import OP_RANK, ClusterStore, order_columns
-from .costmodel.constants import MAX_SCHEMA, is_multi, pack_rows, unpack_rows, unpack_schema
+from .costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
+                                  unpack_rows, unpack_schema)
 from .costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration
 from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
@@ -86,6 +87,33 @@ def equality_profile(off, pids, pred_field, pred_op, pred_prob):
 
 
 @njit(cache=True)
+def best_presence(off, pids, pred_field, field_nu, field_rank):
+    """Per row: the field of its predicates least likely present in an event (its pivot), and that probability.
+
+    Ties (every field at 1 under uniform statistics) go to the field with the
+    smallest ``field_rank`` -- the number of predicates on it, the
+    subscription database standing in for the event stream (Zhang et al.,
+    section 4.1) -- then to the smallest field id.
+    """
+    n = off.shape[0] - 1
+    best_field = np.full(n, -1, dtype=np.int64)
+    best_nu = np.ones(n, dtype=np.float64)
+    for i in range(n):
+        bf = -1
+        bn = 2.0
+        br = 0.0
+        for j in range(off[i], off[i + 1]):
+            f = pred_field[pids[j]]
+            nu = field_nu[f]
+            r = field_rank[f]
+            if bf < 0 or nu < bn or (nu == bn and (r < br or (r == br and f < bf))):
+                bf, bn, br = f, nu, r
+        best_field[i] = bf
+        best_nu[i] = min(bn, 1.0)
+    return best_field, best_nu
+
+
+@njit(cache=True)
 def access_of(off, pids, pred_field, pred_op, schema_fields):
     """Per row: its equality predicates on its schema's fields, in field order (-1 padded).
 
@@ -119,7 +147,7 @@ class ClusteredIndex:
 
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: EventProbabilities, *,
                  prefetch_columns: int = PREFETCH_COLUMNS, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD,
-                 max_space: float | None = None, runs: int = 0) -> None:
+                 max_space: float | None = None, runs: int = 0, presence: bool = True) -> None:
         self.preds = preds
         self.model = model
         self.probabilities = probabilities
@@ -131,6 +159,9 @@ class ClusteredIndex:
         self.schemas = np.zeros(0, dtype=np.int64)  # configured multi-field schemas (packed, sorted)
         self.sch_fields = np.zeros((0, MAX_SCHEMA), dtype=np.int64)
         self.pred_prob = np.zeros(0, dtype=np.float64)  # nu of each equality predicate id
+        self.presence = bool(presence)
+        self.field_nu = np.ones(0, dtype=np.float64)  # P(event carries the field), for presence keys
+        self._field_known = np.zeros(0, dtype=bool)
         self._prob_known = np.zeros(0, dtype=bool)
         self.eq_of_field = np.full(0, -1, dtype=np.int64)
         self.gmask = np.zeros(0, dtype=np.uint16)  # stage_runs' group bit vector (all zero between batches)
@@ -148,6 +179,7 @@ class ClusteredIndex:
         top = self.preds.n_ids
         self.pred_prob = grow(self.pred_prob, top, 1.0)
         self._prob_known = grow(self._prob_known, top, False)
+        everything = pids is None
         if pids is None:
             pids = np.flatnonzero((self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ))
         else:
@@ -155,6 +187,22 @@ class ClusteredIndex:
         if len(pids):
             self.pred_prob[pids] = self.probabilities.nu(pids)
             self._prob_known[pids] = True
+        if everything:
+            self._refresh_presence(None)
+
+    def _refresh_presence(self, fields: np.ndarray | None) -> None:
+        """P(present) of the given fields (None: every field live predicates use), the price of presence keys."""
+        n = self.preds.n_fields
+        if not self.presence or n == 0:
+            return
+        self.field_nu = grow(self.field_nu, n, 1.0)
+        self._field_known = grow(self._field_known, n, False)
+        if fields is None:
+            top = self.preds.n_ids
+            fields = np.unique(self.preds.field[:top][self.preds.refcount[:top] > 0])
+        if len(fields):
+            self.field_nu[fields] = self.probabilities.presence(fields)
+            self._field_known[fields] = True
 
     def _ensure_probabilities(self, pids: np.ndarray) -> None:
         top = self.preds.n_ids
@@ -165,10 +213,25 @@ class ClusteredIndex:
             self.refresh_probabilities(unknown)
 
     def profile(self, off: np.ndarray, pids: np.ndarray) -> tuple[EqualityProfile, np.ndarray]:
-        """Equality profile of subscriptions given as CSR predicate ids (and the pid of each entry)."""
+        """Equality profile of subscriptions given as CSR predicate ids (and the pid of each entry).
+
+        With presence keys on, it carries each subscription's best presence
+        key (its pivot) too.
+        """
         self._ensure_probabilities(pids)
         eq_off, field, pid, prob, size = equality_profile(off, pids, self.preds.field, self.preds.op, self.pred_prob)
-        return EqualityProfile(eq_off, field, pid, prob, size), pid
+        prof = EqualityProfile(eq_off, field, pid, prob, size)
+        if self.presence and len(pids):
+            n = self.preds.n_fields
+            self._field_known = grow(self._field_known, n, False)
+            fields = np.unique(self.preds.field[pids])
+            unknown = fields[~self._field_known[fields]]
+            if len(unknown):
+                self._refresh_presence(unknown)
+            top = self.preds.n_ids
+            rank = np.bincount(self.preds.field[:top], weights=self.preds.refcount[:top], minlength=n)
+            prof.presence_field, prof.presence_nu = best_presence(off, pids, self.preds.field, self.field_nu, rank)
+        return prof, pid
 
     def config(self) -> np.ndarray:
         """Every schema subscriptions may be filed under: all single fields plus the multi ones."""
@@ -181,12 +244,16 @@ class ClusteredIndex:
 
     # -- filing ------------------------------------------------------------
     def file(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray, schemas: np.ndarray) -> None:
-        """File subscriptions (distinct predicate ids in CSR) under the given packed schemas."""
-        access = access_of(off, pids, self.preds.field, self.preds.op, unpack_rows(schemas))
+        """File subscriptions (distinct predicate ids in CSR) under the given packed schemas (negative: presence)."""
+        schemas = np.asarray(schemas, dtype=np.int64)
+        pres = is_presence(schemas)
+        access = access_of(off, pids, self.preds.field, self.preds.op, unpack_rows(np.where(pres, 0, schemas)))
         self._ensure_probabilities(pids)
         ks, cols, col_off = order_columns(off, pids, self.preds.op, access, OP_RANK, self.pred_prob)
         n_members = (access >= 0).sum(axis=1)
         keys = np.full(len(handles), CATCH_ALL, dtype=np.int64)
+        if np.any(pres):
+            keys[pres] = self.keys.for_fields(presence_field(schemas[pres]))
         single = n_members == 1
         if np.any(single):
             keys[single] = self.keys.for_predicates(access[single, 0])
@@ -256,15 +323,25 @@ class ClusteredIndex:
         return np.flatnonzero(e >= 0)
 
     def key_schema(self, keys: np.ndarray) -> np.ndarray:
-        """Packed schema of access keys: the fields of their predicates (0: catch-all)."""
+        """Packed schema of access keys: the fields of their predicates (0: catch-all; negative: presence)."""
+        keys = np.asarray(keys, dtype=np.int64)
         members = self.keys.members[keys]
-        return pack_rows(np.where(members >= 0, self.preds.field[np.maximum(members, 0)], -1))
+        packed = pack_rows(np.where(members >= 0, self.preds.field[np.maximum(members, 0)], -1))
+        field = self.keys.key_field[keys]
+        return np.where(field >= 0, presence_schema(field), packed)
 
     def key_nu(self, keys: np.ndarray) -> np.ndarray:
-        """nu of access keys: the product of their predicates' probabilities (catch-all: 1)."""
+        """nu of access keys: the product of their predicates' probabilities (catch-all: 1; presence: P(present))."""
+        keys = np.asarray(keys, dtype=np.int64)
         members = self.keys.members[keys]
         self._ensure_probabilities(members[members >= 0])
-        return np.where(members >= 0, self.pred_prob[np.maximum(members, 0)], 1.0).prod(axis=1)
+        nu = np.where(members >= 0, self.pred_prob[np.maximum(members, 0)], 1.0).prod(axis=1)
+        field = self.keys.key_field[keys]
+        pres = field >= 0
+        if pres.any():
+            self.field_nu = grow(self.field_nu, self.preds.n_fields, 1.0)
+            nu[pres] = self.field_nu[field[pres]]
+        return nu
 
     def live_keys(self) -> np.ndarray:
         """Access keys with at least one subscription, catch-all excluded."""
@@ -351,13 +428,14 @@ class ClusteredIndex:
         schema_of = self.filed_schema(live) if len(live) else np.zeros(0, np.int64)
         tables = []
         for sch, n_subs in zip(*np.unique(schema_of, return_counts=True)):
-            fields = unpack_schema(int(sch))
+            fields = unpack_schema(int(sch)) if sch > 0 else ()
             if len(fields) >= 2:
                 tables.append({"fields": list(fields), "subscriptions": int(n_subs)})
         s["hash_tables"] = {
             "multi_attribute": len(self.schemas),
             "schemas": tables,
             "single_field_subscriptions": int(np.count_nonzero((schema_of > 0) & ~is_multi(schema_of))),
+            "presence_subscriptions": int(np.count_nonzero(schema_of < 0)),
             "catch_all_subscriptions": int(np.count_nonzero(schema_of == 0)),
         }
         sizes = self.store.c_len[: self.store.ids.high][self.store.c_k[: self.store.ids.high] >= 0]
@@ -428,8 +506,8 @@ class DynamicIndex(ClusteredIndex):
     def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         result = super().match_encoded(events, batch, handle_id)
         self._batches += 1
-        if self._batches % OBSERVE_EVERY == 0:
-            self.collector.observe(batch)
+        if self._batches % OBSERVE_EVERY == 0 and not self.probabilities.external:
+            self.collector.observe(batch)  # (given statistics win over online ones: nothing to observe then)
         if self.maintenance.note_events(len(batch)):
             self.maintain()
         return result
@@ -468,6 +546,10 @@ def make_clustering(cls: type[ClusteredIndex]):
         runs = options.pop("runs", 0)
         if not isinstance(runs, (int, np.integer)) or runs < 0:
             raise ValueError(f"runs must be a non-negative integer (0: off), not {runs!r}")
+        presence = options.pop("presence", True)
+        if not isinstance(presence, bool):
+            raise ValueError(f"presence must be True or False, not {presence!r}")
+        options["presence"] = presence
         extra = {"thresholds": ctx.thresholds} if cls is DynamicIndex else {}
         return cls(ctx.preds, ctx.cost_model(), ctx.probabilities, max_space=ctx.max_space, runs=int(runs),
                    **extra, **options)

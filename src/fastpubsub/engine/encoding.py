@@ -49,6 +49,7 @@ class AttributeDictionary:
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
+        self._last: tuple = (None, -1, None)  # (names tuple, len(ids), its lookup): batches often share their names
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -58,8 +59,15 @@ class AttributeDictionary:
         return np.array([ids.setdefault(n, len(ids)) for n in names], dtype=np.int64)
 
     def lookup(self, names: Sequence[str]) -> np.ndarray:
+        """Ids of names (-1: unknown); the same tuple again, with no name added since, costs nothing."""
+        last, size, ids = self._last
+        if names is last and size == len(self.ids):
+            return ids
         get = self.ids.get
-        return np.array([get(n, -1) for n in names], dtype=np.int64)
+        ids = np.array([get(n, -1) for n in names], dtype=np.int64)
+        if type(names) is tuple:
+            self._last = (names, len(self.ids), ids)
+        return ids
 
 
 class StringDictionary:

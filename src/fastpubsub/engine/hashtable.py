@@ -65,6 +65,15 @@ def ht_find2(tkeys, tvals, k0, k1):
 
 
 @njit(cache=True, inline="always")
+def ht_slot2(mask, k0, k1):
+    """Home slot of a width-2 key (what :func:`ht_find2` probes first; prefetch it ahead)."""
+    h = np.uint64(0x9E3779B97F4A7C15)
+    h = _mix(h ^ np.uint64(k0))
+    h = _mix(h ^ np.uint64(k1))
+    return np.int64(h & np.uint64(mask))
+
+
+@njit(cache=True, inline="always")
 def ht_slot3(mask, k0, k1, k2):
     """Home slot of a width-3 key (what :func:`ht_find3` probes first; prefetch it ahead)."""
     h = np.uint64(0x9E3779B97F4A7C15)

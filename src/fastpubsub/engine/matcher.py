@@ -162,6 +162,7 @@ class Matcher:
         self._index: Index = REGISTRY.build(algorithm, ctx, **options)
         self.derived = DerivedAttributes()  # derived attributes of prefix / suffix / contains (engine/lowering.py)
         self._rows: dict[int, np.ndarray] = {}  # id -> handles of its later rows, for subscriptions of several rows
+        self._checked_names: tuple | None = None  # the last event batch names found valid and without repeats
         self._pending_add: dict[int, list] = {}  # buffered single adds, validated (see add)
         self._pending_remove: dict[int, None] = {}  # buffered single removes of filed subscriptions
         self._one_id, self._one_out = np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64)
@@ -341,14 +342,18 @@ class Matcher:
         self.flush()
         batch.validate()
         _check_values("EventBatch", batch)
-        names = list(batch.attribute_names)
-        for a in names:
-            if not a or a[0] == RESERVED_PREFIX:
-                raise ValueError(f"EventBatch: attribute names must be non-empty strings not starting with NUL, got {a!r}")
-        first = {a: i for i, a in reversed(list(enumerate(names)))}
         attrs = np.asarray(batch.attributes, dtype=np.int64)
-        if len(first) < len(names):  # a name listed twice: compare events by name, not by index
-            attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
+        names = batch.attribute_names
+        if not (type(names) is tuple and names is self._checked_names):  # (batches of one source share their names)
+            names = list(names)
+            for a in names:
+                if not a or a[0] == RESERVED_PREFIX:
+                    raise ValueError(f"EventBatch: attribute names must be non-empty strings not starting with NUL, got {a!r}")
+            first = {a: i for i, a in reversed(list(enumerate(names)))}
+            if len(first) < len(names):  # a name listed twice: compare events by name, not by index
+                attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
+            elif type(batch.attribute_names) is tuple:
+                self._checked_names = batch.attribute_names
         if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
             raise ValueError("EventBatch: an event carries the same attribute twice")
         if len(self.derived):

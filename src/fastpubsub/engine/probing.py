@@ -18,8 +18,9 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 ``tests/naive.py``:
 
 1. :func:`stage_keys`: phase 1 of each event, and the lists it reaches: the
-   catch-all and its single-predicate lists (keys known, ``KNOWN_KEY``) and
-   one probe per configured schema whose fields it carries;
+   catch-all, the presence lists of its fields and its single-predicate lists
+   (keys known, ``KNOWN_KEY``) and one probe per configured schema whose
+   fields it carries;
 2. :func:`stage_lookup`: the conjunction probes looked up (key or -1);
 3. :func:`stage_heads`: the first cluster of each list found;
 4. :func:`stage_prefetch_rows`: the first rows each scan reads, prefetched;
@@ -40,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
-from .hashtable import ht_find3, ht_slot3
+from .hashtable import ht_find3, ht_slot2, ht_slot3
 from .predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
                    run_path, scan_clusters, scan_dispatch)
@@ -56,6 +57,9 @@ KNOWN_KEY = -3
 STAGED = -2
 #: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).
 RUN_AHEAD = 8
+#: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
+#: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
+PHASE1_AHEAD_FIELDS = 4096
 
 
 class ProbeScratch(NamedTuple):
@@ -74,6 +78,34 @@ def grow_rows(a, n, extra):
     bigger = np.empty((max(2 * a.shape[0], n + extra), a.shape[1]), dtype=a.dtype)
     bigger[:n] = a[:n]
     return bigger
+
+
+@njit(cache=True, inline="always")
+def phase1_prefetch_rows(ev_off, ev_field, ev_eqbits, e, g_flat, n_gf, tk_flat, tvals, t_mask):
+    """Prefetch what phase 1 reads first for event ``e``: its fields' rows of ``group_of``, its equality slots."""
+    for j in range(ev_off[e], ev_off[e + 1]):
+        f = ev_field[j]
+        if f < 0:
+            continue
+        s = ht_slot2(t_mask, f * 6 + 0, ev_eqbits[j])
+        prefetch(tvals, s)
+        prefetch(tk_flat, 2 * s)
+        if f < n_gf:
+            prefetch(g_flat, f * 6)
+
+
+@njit(cache=True, inline="always")
+def phase1_prefetch_groups(ev_off, ev_field, e, group_of, n_gf, g_start, g_end):
+    """Prefetch the bounds of the inequality groups of event ``e``'s fields (their ``group_of`` rows fetched before)."""
+    for j in range(ev_off[e], ev_off[e + 1]):
+        f = ev_field[j]
+        if f < 0 or f >= n_gf:
+            continue
+        for op in range(1, 6):
+            g = group_of[f, op]
+            if g >= 0:
+                prefetch(g_start, g)
+                prefetch(g_end, g)
 
 
 @njit(cache=True, inline="always")
@@ -135,6 +167,108 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
             n_probe += 1
         for t in range(ns):
             eq_of_field[pred_field[sat[t]]] = -1
+        n_sat += ns
+        gs_off[e - g0 + 1] = n_sat
+        gp_off[e - g0 + 1] = n_probe
+    return gsat, probe, n_probe
+
+
+@njit(cache=True)
+def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, gp_off, probe):
+    """Stage 1 of :func:`stage_keys` with presence keys and, over thousands of fields, phase 1's reads prefetched.
+
+    Also adds a ``KNOWN_KEY`` row for the presence list of each field the
+    event carries (``access.field_key``).  A separate function, so that
+    :func:`stage_keys` (W0 and every workload without presence keys) stays as it was.
+
+    Writes the group's satisfied predicates to ``gsat`` (event ``i`` of the
+    group: ``gsat[gs_off[i]:gs_off[i + 1]]``) and a row per reached list to
+    ``probe`` (event ``i``: rows ``gp_off[i]:gp_off[i + 1]``): ``(key,
+    KNOWN_KEY, -)`` for the catch-all and the single-predicate lists, ``(p0,
+    p1, p2)`` -- the event's equality predicates on a configured schema's
+    fields (``p2 = -1`` for two fields) -- for each conjunction to look up.
+    ``conj_flat`` is ``access.conj_keys`` flattened (once per batch).  Returns ``(gsat, probe, n_probe)``, the arrays grown if
+    needed.
+    """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    sch_fields = access.schema_fields
+    n_sch = sch_fields.shape[0]
+    mask = access.conj_vals.shape[0] - 1
+    pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
+    field_key = access.field_key
+    n_fk = field_key.shape[0]
+    n_keys = key_head.shape[0]
+    n_sat = 0
+    n_probe = 0
+    n_ev = ev_off.shape[0] - 1
+    n_gf = group_of.shape[0]
+    ahead = n_gf >= PHASE1_AHEAD_FIELDS  # many fields: phase 1's reads miss the cache, fetch them ahead
+    if ahead:
+        g_flat = group_of.ravel()
+        tk_flat = tkeys.ravel()
+        t_mask = tvals.shape[0] - 1
+        for e2 in range(g0, min(g0 + 2, n_ev)):  # the first two events of the group: not fetched by the one before
+            phase1_prefetch_rows(ev_off, ev_field, ev_eqbits, e2, g_flat, n_gf, tk_flat, tvals, t_mask)
+    for e in range(g0, g1):
+        if ahead:
+            # two events ahead: its rows of group_of and its equality slots; one ahead: its groups' bounds
+            if e + 2 < n_ev:
+                phase1_prefetch_rows(ev_off, ev_field, ev_eqbits, e + 2, g_flat, n_gf, tk_flat, tvals, t_mask)
+            if e + 1 < n_ev:
+                phase1_prefetch_groups(ev_off, ev_field, e + 1, group_of, n_gf, g_start, g_end)
+        ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
+        gsat = ensure_room(gsat, n_sat, ns)
+        probe = grow_rows(probe, n_probe, n_sch + ns + 1 + (ev_off[e + 1] - ev_off[e] if n_fk else 0))
+        if n_fk:
+            # the presence lists of the fields the event carries (one read per pair; none while no key exists)
+            for j in range(ev_off[e], ev_off[e + 1]):
+                f = ev_field[j]
+                if 0 <= f < n_fk:
+                    q = field_key[f]
+                    if 0 <= q < n_keys:
+                        prefetch(key_head, q)
+                        probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
+                        n_probe += 1
+        for t in range(-1, ns):
+            if t >= 0:
+                p = sat[t]
+                gsat[n_sat + t] = p
+                if pred_op[p] != 0:
+                    continue  # only equalities are single-predicate access keys: no pred_key read for the others
+                eq_of_field[pred_field[p]] = p
+            # the catch-all and the single-predicate lists: their keys are known, no table to probe
+            q = predicate_list_key(pred_key, sat, t)
+            if 0 <= q < n_keys:
+                prefetch(key_head, q)
+                probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
+                n_probe += 1
+        for s in range(n_sch):
+            p0 = eq_of_field[sch_fields[s, 0]]
+            if p0 < 0:
+                continue
+            p1 = eq_of_field[sch_fields[s, 1]]
+            if p1 < 0:
+                continue
+            p2 = -1
+            if sch_fields[s, 2] >= 0:
+                p2 = eq_of_field[sch_fields[s, 2]]
+                if p2 < 0:
+                    continue
+            slot = ht_slot3(mask, p0, p1, p2)
+            prefetch(conj_flat, slot * 3)
+            prefetch(access.conj_vals, slot)
+            probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+            n_probe += 1
+        if ahead:  # the equalities set above are on the event's own fields: no pred_field read per predicate
+            for j in range(ev_off[e], ev_off[e + 1]):
+                if 0 <= ev_field[j] < eq_of_field.shape[0]:
+                    eq_of_field[ev_field[j]] = -1
+        else:
+            for t in range(ns):
+                eq_of_field[pred_field[sat[t]]] = -1
         n_sat += ns
         gs_off[e - g0 + 1] = n_sat
         gp_off[e - g0 + 1] = n_probe
@@ -355,15 +489,21 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
                 nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + done, c_cap[c], n - done,
                                      out, nout)
                 out, nout = scan_clusters(store.next[c], store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
-            elif n <= SMALL_CLUSTER and store.next[c] < 0:
-                # the common case of the small lists a conjunction finds: checked here, without the
-                # call into the cluster kernels (whose fixed cost dwarfs a few entries)
-                out = ensure_room(out, nout, n)
-                k, base, cap = c_k[c], c_base[c], c_cap[c]
-                for j in range(n):
-                    if entry_matches(-1, k, arena, bits, base, cap, j):
-                        out[nout] = arena[base + k * cap + j]
-                        nout += 1
+            elif n <= SMALL_CLUSTER:
+                # the common case of the small lists a conjunction or a presence key finds (one small cluster
+                # per subscription size): checked here, without the call into the cluster kernels (whose
+                # fixed cost dwarfs a few entries); a larger cluster further down the list goes to them
+                while c >= 0 and c_len[c] <= SMALL_CLUSTER:
+                    n = c_len[c]
+                    out = ensure_room(out, nout, n)
+                    k, base, cap = c_k[c], c_base[c], c_cap[c]
+                    for j in range(n):
+                        if entry_matches(-1, k, arena, bits, base, cap, j):
+                            out[nout] = arena[base + k * cap + j]
+                            nout += 1
+                    c = store.next[c]
+                if c >= 0:
+                    out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
             else:  # (c is the head of the list stage_heads found)
                 out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
         for t in range(ns):
@@ -399,10 +539,15 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     hit = np.empty((256, 4), dtype=np.int64)
     sv = np.empty((256, 2), dtype=np.int64)
     sv_off = np.zeros(GROUP + 1, dtype=np.int64)
+    sparse = access.field_key.shape[0] > 0 or preds.group_of.shape[0] >= PHASE1_AHEAD_FIELDS
     for g0 in range(0, n_ev, GROUP):
         g1 = min(n_ev, g0 + GROUP)
-        gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field, store.key_head,
-                                          sat, gsat, gs_off, gp_off, probe)
+        if sparse:
+            gsat, probe, n_probe = stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field,
+                                                     store.key_head, sat, gsat, gs_off, gp_off, probe)
+        else:
+            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field,
+                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, runs)
         stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -186,6 +186,7 @@ class EventStatistics:
             ],
             "bad_records": int(self.bad_records),
             "window": None if self.window is None else self.window.to_record(),
+            "part": None,  # the whole snapshot (split_record makes parts)
         }
 
     @classmethod
@@ -323,3 +324,93 @@ class StatisticsCollector:
                 quantiles=_weighted_quantiles(numeric),
             )
         return EventStatistics(event_count=int(round(self._events)), attributes=attributes, source="online")
+
+
+# --- snapshots larger than one record --------------------------------------------------
+
+#: Default bound on one encoded part: under Kafka's default 1 MB record (and batch) limit, with room for headers.
+MAX_PART_BYTES = 900_000
+#: Attributes sized together when splitting (runs over the bound are halved).
+SIZE_RUN = 512
+
+
+def split_record(record: Mapping[str, Any], size_of: Callable[[Mapping[str, Any]], int],
+                 max_bytes: int = MAX_PART_BYTES) -> list[dict[str, Any]]:
+    """Split a snapshot record (``EventStatistics.to_record()``) into parts that each encode under ``max_bytes``.
+
+    A snapshot of tens of thousands of attributes is tens of MB with its top
+    values and quantiles; Kafka refuses records over 1 MB by default.  Nothing
+    is dropped: attributes are split in name order, the attribute sets go in
+    part 0, every part carries the counts and the window, and
+    ``part = {snapshot, index, count}`` lets a reader put them back together
+    (:class:`SnapshotParts`).  ``size_of``: the encoded size of a record (the
+    wire codec's).  A record that fits is returned whole (``part`` null).
+    """
+    whole = dict(record, part=None)
+    attributes = list(record["attributes"])
+    bare = dict(record, attributes=[], schemas=[], part={"snapshot": 0, "index": 0, "count": 1})
+    base = size_of(bare)
+    head = size_of(dict(bare, schemas=record["schemas"]))
+    if head > max_bytes:
+        raise ValueError(f"the attribute sets of the snapshot alone encode to {head} bytes, over {max_bytes}: "
+                         "measure fewer joint sets (--max-sets, --joint-top-k)")
+    # sizes of runs of attributes (each run encoded once: the whole snapshot is encoded about once in all)
+    runs: list[tuple[int, int, int]] = []  # (start, end, bytes beyond the bare record)
+    todo = [(lo, min(lo + SIZE_RUN, len(attributes))) for lo in range(0, len(attributes), SIZE_RUN)][::-1]
+    while todo:
+        lo, hi = todo.pop()
+        extra = size_of(dict(bare, attributes=attributes[lo:hi])) - base
+        if base + extra > max_bytes and hi - lo > 1:
+            mid = (lo + hi) // 2
+            todo += [(mid, hi), (lo, mid)]
+            continue
+        if base + extra > max_bytes:
+            raise ValueError(f"one attribute's statistics encode to {base + extra} bytes, over {max_bytes}")
+        runs.append((lo, hi, extra + 16))  # +16: the array block header of a run joined to others
+    if head + sum(r[2] for r in runs) <= max_bytes:
+        return [whole]
+    groups: list[list[dict]] = [[]]
+    used = head
+    for lo, hi, extra in runs:
+        if used + extra > max_bytes and groups[-1]:
+            groups.append([])
+            used = base
+        groups[-1].extend(attributes[lo:hi])
+        used += extra
+    window = record.get("window") or {}
+    snapshot = int(window.get("computed_at_ms") or 0) or int(record.get("event_count") or 0)
+    return [dict(record, attributes=g, schemas=record["schemas"] if i == 0 else [],
+                 part={"snapshot": snapshot, "index": i, "count": len(groups)}) for i, g in enumerate(groups)]
+
+
+class SnapshotParts:
+    """Puts split snapshots back together: ``add`` each record as it is read; a whole record comes out when complete.
+
+    Parts of a snapshot are kept until all arrived; a part of a newer snapshot
+    drops the incomplete older ones (compaction may leave stale parts of any
+    snapshot behind, and a snapshot with fewer parts leaves the older extra ones).
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[int, dict[int, Mapping[str, Any]]] = {}
+
+    def add(self, record: Mapping[str, Any]) -> dict[str, Any] | None:
+        part = record.get("part")
+        if part is None:
+            return dict(record)
+        snapshot, index, count = int(part["snapshot"]), int(part["index"]), int(part["count"])
+        if not 0 <= index < count:
+            raise ValueError(f"snapshot part {index} of {count}")
+        newest = max(self._parts, default=snapshot)
+        if snapshot < newest:
+            return None  # a stale part of an older snapshot
+        for s in [s for s in self._parts if s < snapshot]:
+            del self._parts[s]
+        got = self._parts.setdefault(snapshot, {})
+        got[index] = record
+        if len(got) < count or any(int(r["part"]["count"]) != count for r in got.values()):
+            return None
+        del self._parts[snapshot]
+        ordered = [got[i] for i in range(count)]
+        return dict(ordered[0], part=None, attributes=[a for r in ordered for a in r["attributes"]],
+                    schemas=[s for r in ordered for s in r["schemas"]])

@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from fastpubsub.engine import EventStatistics
+from fastpubsub.engine import MAX_PART_BYTES, SnapshotParts, split_record
 
 from fastpubsub.wire.codecs import DecodeError, decode_statistics, encode_statistics
 from fastpubsub.wire.topics import CONFIGS, STATISTICS
@@ -42,23 +43,42 @@ def ensure_statistics_topic(clients: ClientFactory | str, topic: str = STATISTIC
         return False
 
 
+def part_key(source_topic: str, index: int, count: int) -> bytes:
+    """Key of a snapshot record: the source topic, or for one part of a split snapshot ``topic#part<i>of<n>``
+    (distinct per part, so that compaction keeps every part; ``#`` is not allowed in topic names)."""
+    return (source_topic if count == 1 else f"{source_topic}#part{index}of{count}").encode()
+
+
+def is_snapshot_key(key: bytes | None, source_topic: str) -> bool:
+    """True for the key of a snapshot (whole or a part) of ``source_topic``."""
+    return key is not None and (key == source_topic.encode() or key.startswith(source_topic.encode() + b"#part"))
+
+
 def publish_snapshot(clients: ClientFactory | str, stats: EventStatistics, topic: str = STATISTICS,
-                     timeout: float = 30.0) -> tuple[int, int]:
-    """Produce one snapshot (key: its source topic) and wait for the broker's ack: (partition, offset)."""
+                     timeout: float = 30.0, max_bytes: int = MAX_PART_BYTES) -> tuple[int, int]:
+    """Produce one snapshot and wait for the broker's acks: (partition, offset of its last record).
+
+    A snapshot that encodes over ``max_bytes`` (default: under Kafka's default
+    1 MB record limit) is split into parts (``engine.statistics.split_record``),
+    produced in order, each keyed by :func:`part_key`.
+    """
     if stats.window is None:
         raise ValueError("only snapshots with a source window can be published (the key is the source topic)")
     clients = ClientFactory.of(clients)
+    parts = split_record(stats.to_record(), lambda r: len(encode_statistics(r)), max_bytes)
     producer = clients.producer({"message.max.bytes": 16 * 2**20}, **{"enable.idempotence": True})
     result: list = []
-    producer.produce(topic, key=stats.window.topic.encode(), value=encode_statistics(stats.to_record()),
-                     on_delivery=lambda err, msg: result.append((err, msg)))
+    for i, part in enumerate(parts):
+        producer.produce(topic, key=part_key(stats.window.topic, i, len(parts)), value=encode_statistics(part),
+                         on_delivery=lambda err, msg: result.append((err, msg)))
     remaining = producer.flush(timeout)
-    if remaining or not result:
+    if remaining or len(result) < len(parts):
         raise RuntimeError(f"the snapshot was not acknowledged by {clients.bootstrap_servers} within {timeout:.0f}s")
-    err, msg = result[0]
-    if err is not None:
-        raise KafkaException(err)
-    return msg.partition(), msg.offset()
+    for err, _ in result:
+        if err is not None:
+            raise KafkaException(err)
+    last = max(result, key=lambda r: r[1].offset())[1]
+    return last.partition(), last.offset()
 
 
 def latest_snapshot(clients: ClientFactory | str, source_topic: str, topic: str = STATISTICS,
@@ -76,6 +96,7 @@ def latest_snapshot(clients: ClientFactory | str, source_topic: str, topic: str 
         if metadata is None or metadata.error is not None:
             return None
         latest = None
+        parts = SnapshotParts()
         for partition in metadata.partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
             if high <= low:
@@ -91,10 +112,12 @@ def latest_snapshot(clients: ClientFactory | str, source_topic: str, topic: str 
                         break
                     raise KafkaException(msg.error())
                 position = msg.offset() + 1
-                if msg.key() != source_topic.encode() or msg.value() is None:
+                if not is_snapshot_key(msg.key(), source_topic) or msg.value() is None:
                     continue
                 try:
-                    latest = EventStatistics.from_record(decode_statistics(msg.value()))
+                    whole = parts.add(decode_statistics(msg.value()))
+                    if whole is not None:
+                        latest = EventStatistics.from_record(whole)
                 except (DecodeError, KeyError, TypeError, ValueError) as exc:
                     log.warning("skipping an undecodable snapshot at %s[%d]@%d: %s", topic, partition, msg.offset(), exc)
         return latest

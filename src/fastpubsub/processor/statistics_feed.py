@@ -32,9 +32,10 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, Message, TopicPartitio
 from fastpubsub.engine import Matcher
 from fastpubsub.engine import N_KINDS
 from fastpubsub.engine import KIND_NUMBER, KINDS
-from fastpubsub.engine import EventStatistics
+from fastpubsub.engine import EventStatistics, SnapshotParts
 
 from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.statistics_topic import is_snapshot_key
 from fastpubsub.wire.codecs import decode_statistics
 from fastpubsub.wire.topics import EVENTS, STATISTICS
 
@@ -90,6 +91,7 @@ class StatisticsFeed:
         self.bad = 0
         self.last: dict[str, Any] | None = None
         self.current: EventStatistics | None = None  # the snapshot last adopted
+        self._parts = SnapshotParts()  # parts of a split snapshot read so far
         self._catch_up(startup_timeout)
 
     # --- reading ---------------------------------------------------------------
@@ -151,7 +153,7 @@ class StatisticsFeed:
         return self._adopt_newest(mine)
 
     def _mine(self, msg: Message) -> bool:
-        return msg.key() == self._source and msg.value() is not None
+        return is_snapshot_key(msg.key(), self._source.decode()) and msg.value() is not None
 
     def _consumer_error(self, msg: Message) -> bool:
         """True at end-of-partition; a vanished topic is looked for again later, anything else logged."""
@@ -169,17 +171,39 @@ class StatisticsFeed:
     # --- adopting --------------------------------------------------------------
 
     def _adopt_newest(self, msgs: list[Message]) -> bool:
-        """Adopt the newest snapshot of ``msgs`` that decodes and that the engine takes (older ones are superseded)."""
-        for msg in reversed(msgs):
-            if self._adopt(msg):
+        """Adopt the newest snapshot of ``msgs`` that decodes and that the engine takes (older ones are superseded).
+
+        The parts of a split snapshot are put together first (they may span
+        calls); the snapshot counts as arriving with its last part.
+        """
+        whole: list[tuple[Message, dict[str, Any] | None]] = []
+        for msg in msgs:
+            if msg.key() == self._source:
+                whole.append((msg, None))  # decoded when adopted: a bad one is dead-lettered there
+                continue
+            try:
+                record = self._parts.add(decode_statistics(msg.value()))
+            except Exception as exc:  # noqa: BLE001 - a bad part must not stop the processor
+                self._reject(msg, f"statistics snapshot part not adopted: {type(exc).__name__}: {exc}")
+                continue
+            if record is not None:
+                whole.append((msg, record))
+        for msg, record in reversed(whole):
+            if self._adopt(msg, record):
                 return True
         return False
 
-    def _adopt(self, msg: Message) -> bool:
+    def _reject(self, msg: Message, reason: str) -> None:
+        self.bad += 1
+        log.warning("%s at %s[%d]@%d; keeping the statistics in use", reason, msg.topic(), msg.partition(), msg.offset())
+        if self._dead_letter is not None:
+            self._dead_letter(msg, reason)
+
+    def _adopt(self, msg: Message, record: dict[str, Any] | None = None) -> bool:
         where = f"{msg.topic()}[{msg.partition()}]@{msg.offset()}"
         started = time.monotonic()
         try:
-            stats = EventStatistics.from_record(decode_statistics(msg.value()))
+            stats = EventStatistics.from_record(record if record is not None else decode_statistics(msg.value()))
             matcher = self._matcher()
             was = matcher.stats()
             matcher.set_statistics(stats)

@@ -5,6 +5,11 @@ most ``MAX_SCHEMA`` fields; an access key therefore stands for at most that
 many equality predicates.  Schemas are packed into one int64 (sorted field
 ids, ``(id + 1) << (FIELD_BITS * i)``; 0 is the empty schema, the catch-all),
 written here once and used by every module that packs or unpacks them.
+
+A *presence* key (the pivot of Zhang et al., PVLDB 2014, section 4.1) is
+written as the negative ``-(field + 1)``: "the event carries ``field``",
+which every predicate on the field implies, so any subscription may be filed
+under the presence of any of its fields.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ def unpack_schema(key: int) -> tuple[int, ...]:
     """The fields of a packed schema, ascending."""
     out = []
     key = int(key)
+    if key < 0:
+        raise ValueError(f"{key} is a presence key (field {-key - 1}), not a field set")
     while key:
         out.append((key & FIELD_MASK) - 1)
         key >>= FIELD_BITS
@@ -67,6 +74,20 @@ def unpack_rows(schemas: np.ndarray) -> np.ndarray:
     for m in range(MAX_SCHEMA):
         out[:, m] = ((schemas >> (FIELD_BITS * m)) & FIELD_MASK) - 1
     return out
+
+
+def presence_schema(fields: np.ndarray | int) -> np.ndarray | int:
+    """Packed presence key of fields (negative: never a field set)."""
+    return -(np.asarray(fields, dtype=np.int64) + 1) if not isinstance(fields, int) else -(fields + 1)
+
+
+def is_presence(schemas: np.ndarray) -> np.ndarray:
+    return np.asarray(schemas) < 0
+
+
+def presence_field(schemas: np.ndarray) -> np.ndarray:
+    """Field of packed presence keys."""
+    return -np.asarray(schemas, dtype=np.int64) - 1
 
 
 def is_multi(schemas: np.ndarray) -> np.ndarray:

@@ -20,6 +20,17 @@ predicates' (independence, section 3.1); callers may fold measured joint
 frequencies into the per-predicate probabilities beforehand.
 
 Schemas are packed into one int64 (engine/costmodel/constants.py).
+
+Presence keys (the pivot attribute of Zhang et al., PVLDB 2014): every
+predicate needs its field present, so a subscription may also be filed under
+the presence of any of its fields, checked with probability ``P(field
+present)``.  A profile may carry, per subscription, its best such field
+(``presence_field`` / ``presence_nu``); every assignment below then takes it
+where it beats the best equality schema (or where the subscription has no
+equality: the catch-all is never better).  Presence keys cost no table: the
+matcher reaches them with one array read per event pair, so, like single
+fields, they are in every configuration, and the greedy prices a
+multi-attribute schema against them.
 """
 
 from __future__ import annotations
@@ -30,11 +41,12 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from .constants import EMPTY_SCHEMA as CATCH_ALL, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, unpack_schema
+from .constants import (EMPTY_SCHEMA as CATCH_ALL, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, presence_schema,
+                        unpack_schema)
 from .model import space_cost
 
 __all__ = ["CATCH_ALL", "Configuration", "EqualityProfile", "MAX_SCHEMA", "best_assignment", "enumerate_multi",
-           "greedy_configuration", "pack_schema", "unpack_schema"]
+           "fold_presence", "greedy_configuration", "pack_schema", "unpack_schema"]
 
 
 @dataclass
@@ -51,6 +63,8 @@ class EqualityProfile:
     value: np.ndarray  # int64 [m], equality code of the value
     prob: np.ndarray  # float64 [m]
     size: np.ndarray  # int64 [n]
+    presence_field: np.ndarray | None = None  # int64 [n]: field of the subscription's best presence key (-1: none)
+    presence_nu: np.ndarray | None = None  # float64 [n]: P(that field present)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -61,7 +75,26 @@ class EqualityProfile:
         off = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=off[1:])
         pos = np.repeat(starts - off[:-1], lengths) + np.arange(int(off[-1]), dtype=np.int64)
-        return EqualityProfile(off, self.attr[pos], self.value[pos], self.prob[pos], self.size[rows])
+        pf = None if self.presence_field is None else self.presence_field[rows]
+        pn = None if self.presence_nu is None else self.presence_nu[rows]
+        return EqualityProfile(off, self.attr[pos], self.value[pos], self.prob[pos], self.size[rows], pf, pn)
+
+
+def fold_presence(profile: EqualityProfile, key: np.ndarray, nu: np.ndarray, length: np.ndarray):
+    """Take each subscription's presence key where it beats its equality schema (in place; returns the arrays).
+
+    Ties with the catch-all go to the presence key (reached only when the event
+    carries the field); ties with an equality schema to the equality (it also
+    drops a column).  A presence key drops no column: its length is 0.
+    """
+    if profile.presence_field is None:
+        return key, nu, length
+    has = profile.presence_field >= 0
+    take = has & ((profile.presence_nu < nu) | ((key == CATCH_ALL) & (profile.presence_nu <= nu)))
+    key[take] = presence_schema(profile.presence_field[take])
+    nu[take] = profile.presence_nu[take]
+    length[take] = 0
+    return key, nu, length
 
 
 @njit(cache=True, inline="always")
@@ -150,11 +183,12 @@ def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: in
     """The best clustering instance for ``config`` (section 3.2).
 
     Returns ``(key, nu, length)`` per subscription: the packed schema it is
-    filed under (0 for the catch-all), the probability that it is checked,
-    and the schema's size.
+    filed under (0 for the catch-all, negative for a presence key), the
+    probability that it is checked, and the number of its predicates the key
+    stands for.
     """
     config = np.unique(np.asarray(config, dtype=np.int64))
-    return _best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema)
+    return fold_presence(profile, *_best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema))
 
 
 @dataclass
@@ -212,7 +246,8 @@ def greedy_configuration(
     scale = n / len(rows)
 
     config = singles.copy()
-    _, cur_nu, cur_len = _best_assignment(sample.offsets, sample.attr, sample.prob, config, max_schema)
+    _, cur_nu, cur_len = fold_presence(sample, *_best_assignment(sample.offsets, sample.attr, sample.prob, config,
+                                                                 max_schema))
     base_space = space_cost(model, np.zeros(0), sample.size, cur_len) * scale  # the single-field clustering
     limit = 4.0 * base_space if max_space is None else float(max_space)
     space = base_space
@@ -260,5 +295,5 @@ def greedy_configuration(
                     "subscriptions_moved": int(round(movers[c])),
                 }
             )
-    key, nu, length = _best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema)
+    key, nu, length = best_assignment(profile, config, max_schema)
     return Configuration(config, key, nu, length, steps)

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..encoding import N_KINDS, AttributeDictionary, StringDictionary
 from ..predicates import PredicateTable
-from ..semantics import KIND_BOOL, KIND_STRING, OP_EQ
+from ..lowering import parse_derived
+from ..semantics import KIND_BOOL, KIND_STRING, KINDS, OP_EQ, RESERVED_PREFIX
 from ..statistics import EventStatistics, StatisticsCollector
 
 #: Online statistics are adopted when some live equality predicate's nu differs this much (dynamic).
@@ -31,6 +32,13 @@ class EventProbabilities:
         self.preds = preds
         self.statistics = EventStatistics.uniform()
         self.external = False  # statistics given by the user: online ones are never adopted
+        self._names_cache: list[str] = []
+
+    def _names(self) -> list[str]:
+        """Attribute names by id (the dictionary only grows: the list is rebuilt when it did)."""
+        if len(self._names_cache) != len(self.attributes.ids):
+            self._names_cache = list(self.attributes.ids)
+        return self._names_cache
 
     def use(self, statistics: EventStatistics) -> None:
         """Use these statistics from now on; they win over online ones."""
@@ -45,7 +53,7 @@ class EventProbabilities:
             live = (self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ)
             distinct = np.bincount(self.preds.field[:top][live], minlength=int(field.max()) + 1)
             return 1.0 / np.maximum(distinct[field], 1)
-        names = list(self.attributes.ids)
+        names = self._names()
         strings = list(self.strings.ids)
         bits = self.preds.bits_value[pids]
         out = np.empty(len(pids), dtype=np.float64)
@@ -55,11 +63,35 @@ class EventProbabilities:
             out[i] = self.statistics.value_probability(names[f // N_KINDS], value)
         return np.maximum(out, 1e-12)
 
+    def presence(self, fields: np.ndarray) -> np.ndarray:
+        """P(event carries the field): presence of the attribute times the share of its values of the field's kind.
+
+        Uniform statistics: 1 for every field (every attribute present).  A
+        kind the statistics give no share for counts as the attribute's only one.
+        """
+        fields = np.asarray(fields, dtype=np.int64)
+        if self.statistics.source == "uniform":
+            return np.ones(len(fields), dtype=np.float64)
+        names = self._names()
+        out = np.empty(len(fields), dtype=np.float64)
+        for i, f in enumerate(fields.tolist()):
+            name = names[f // N_KINDS]
+            kind = KINDS[f % N_KINDS]
+            derived = parse_derived(name) if name[0] == RESERVED_PREFIX else None
+            if derived is not None:  # a prefix / suffix / contains slice: at most where its attribute has a string
+                name, kind = derived[1], KINDS[KIND_STRING]
+            st = self.statistics.attributes.get(name)
+            share = 1.0
+            if st is not None and st.value_types:
+                share = st.value_types.get(kind, 0.0)
+            out[i] = self.statistics.presence(name) * share
+        return np.maximum(out, 1e-12)
+
     def mu(self, fields: tuple[int, ...]) -> float:
         """Probability that an event carries all of ``fields`` (uniform: 1)."""
         if self.statistics.source == "uniform":
             return 1.0
-        names = list(self.attributes.ids)
+        names = self._names()
         return self.statistics.mu([names[f // N_KINDS] for f in fields])
 
     def adopt_online(self, collector: StatisticsCollector) -> bool:
