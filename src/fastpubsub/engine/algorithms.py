@@ -5,6 +5,7 @@ An algorithm defined elsewhere registers itself the same way, from its own modul
 
 from __future__ import annotations
 
+from .bitmaps import make_bitmaps
 from .conjunction_index import DynamicIndex, StaticIndex, make_clustering
 from .counting import make_counting
 from .index import register
@@ -15,3 +16,4 @@ register("propagation", make_propagation(False))
 register("propagation-wp", make_propagation(True))
 register("static", make_clustering(StaticIndex))
 register("dynamic", make_clustering(DynamicIndex))
+register("bitmaps", make_bitmaps)
