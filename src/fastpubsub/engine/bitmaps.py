@@ -211,7 +211,8 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
     as (event, slot) survivors; then, event by event, each survivor's
     predicates checked against the event's values.  Returns CSR (ids ascending).
     """
-    rows = bm.rows
+    flat = bm.rows.ravel()
+    stride = np.uint64(bm.rows.shape[1])
     n_ev = ev.offsets.shape[0] - 1
     n_fa = bm.miss_row.shape[0]
     n_fields = bm.field_slot.shape[0]
@@ -250,19 +251,26 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
             ecount[i] = n
         nsv = 0
         for w0 in range(0, n_words, block_words):
-            bw = min(n_words, w0 + block_words) - w0
+            bw = np.uint64(min(n_words, w0 + block_words) - w0)
             for i in range(m):
+                # unsigned indices into the flat rows: the loops vectorise (signed ones add wrap-around code)
+                b = np.uint64(DEAD_ROW) * stride + np.uint64(w0)
                 for w in range(bw):
-                    acc[w] = rows[DEAD_ROW, w0 + w]
+                    acc[w] = flat[b + w]
                 for t in range(ecount[i]):
-                    r = erow[i, t]
+                    b = np.uint64(erow[i, t]) * stride + np.uint64(w0)
                     for w in range(bw):
-                        acc[w] |= rows[r, w0 + w]
+                        acc[w] |= flat[b + w]
+                every = ALL_ONES
+                for w in range(bw):
+                    every &= acc[w]
+                if every == ALL_ONES:
+                    continue  # no survivor in the block (the common case)
                 for w in range(bw):
                     x = ~acc[w]
                     if x == 0:
                         continue
-                    base = (w0 + w) * 64
+                    base = (w0 + np.int64(w)) * 64
                     for b in range(64):
                         if (x >> np.uint64(b)) & np.uint64(1):
                             if nsv == sv_e.shape[0]:
