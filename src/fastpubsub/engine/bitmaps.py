@@ -129,14 +129,17 @@ def slot_interval(start, stop, f, sub_pids, pfield, pop, pcode):
 
 @njit(cache=True)
 def cell_fails(lo, lo_open, hi, hi_open, a, b, last):
-    """True only if no value of the cell ``[a, b)`` (``[a, b]`` for the last) lies in the interval (sound, not tight)."""
-    if lo > hi or (lo == hi and (lo_open or hi_open)):
-        return True
-    if hi < a or (hi == a and hi_open):
-        return True
-    if last:
-        return lo > b or (lo == b and lo_open)
-    return lo >= b
+    """True iff no double of the cell ``[a, b)`` (``[a, b]`` for the last) lies in the interval.
+
+    Exact over doubles, as the comparisons of the exact check are: an open
+    end becomes the next double inwards.
+    """
+    if (lo_open and lo == np.inf) or (hi_open and hi == -np.inf):
+        return True  # x > inf, x < -inf: no double
+    xl = np.nextafter(lo, np.inf) if lo_open else lo
+    xh = np.nextafter(hi, -np.inf) if hi_open else hi
+    top = b if last else np.nextafter(b, -np.inf)
+    return max(xl, a) > min(xh, top)
 
 
 @njit(cache=True)

@@ -208,7 +208,10 @@ class PredicateTable:
     def decref(self, ids: np.ndarray) -> np.ndarray:
         """Drop references; predicates reaching zero are removed from the indexes. Returns them."""
         np.subtract.at(self.refcount, ids, 1)
-        dead = np.unique(ids[self.refcount[ids] == 0])
+        left = self.refcount[ids]
+        if np.any((left > 0) & (left <= self.offpath[ids])):
+            self._dirty = True  # only off-path references left: out of the groups
+        dead = np.unique(ids[left == 0])
         if len(dead):
             keys = np.empty((len(dead), 2), dtype=np.int64)
             keys[:, 0] = self.field[dead] * N_OPS + self.op[dead]
