@@ -405,8 +405,9 @@ class RangeBitmaps:
         self.n_pids += len(pids)
         self.live += len(handles)
         self._ensure_words(top)
-        new_fields = self._add_fields(np.unique(p.field[pids]), pids)
-        if self.live > 2 * self.placed_at + 1024 or (new_fields and self.placed_at == 0):
+        replace = self.live > 2 * self.placed_at + 1024 or self.placed_at == 0
+        self._add_fields(np.unique(p.field[pids]), pids, place=not replace)
+        if replace:
             self.rebuild()
         else:
             self._mark(slots, True)
@@ -465,8 +466,8 @@ class RangeBitmaps:
         rows[DEAD_ROW, self.rows.shape[1] :] = ALL_ONES
         self.rows = rows
 
-    def _add_fields(self, fields: np.ndarray, pids: np.ndarray) -> bool:
-        """Rows for fields no subscription here constrained yet; returns whether there were any."""
+    def _add_fields(self, fields: np.ndarray, pids: np.ndarray, place: bool) -> bool:
+        """Rows for fields no subscription here constrained yet (cells placed from ``pids`` if ``place``)."""
         self.field_slot = grow(self.field_slot, int(fields.max()) + 1 if len(fields) else 0, -1)
         new = fields[self.field_slot[fields] < 0]
         if len(new) == 0:
@@ -480,9 +481,10 @@ class RangeBitmaps:
         self.miss_row = np.concatenate([self.miss_row, first])
         self.cell_base = np.concatenate([self.cell_base, np.where(numeric, first + 1, -1)])
         bounds = np.full((len(new), max(self.cells - 1, 0)), np.inf)
-        pf = self.preds.field[pids]
-        for i in np.flatnonzero(numeric).tolist():
-            bounds[i] = self._place(self.pcode[pids[pf == new[i]]], pids[pf == new[i]])
+        if place:
+            pf = self.preds.field[pids]
+            for i in np.flatnonzero(numeric).tolist():
+                bounds[i] = self._place(self.pcode[pids[pf == new[i]]], pids[pf == new[i]])
         self.bounds = np.concatenate([self.bounds, bounds])
         rows = np.zeros((n_rows + int(extra.sum()), self.rows.shape[1]), dtype=np.uint64)
         rows[:n_rows] = self.rows
