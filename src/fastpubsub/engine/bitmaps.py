@@ -28,10 +28,10 @@ and left to that check.  No phase 1: the predicates this path holds are
 kept out of the inequality groups (``PredicateTable.hold_off_path``).
 
 Events are taken in chunks of ``EVENT_CHUNK``, and the bitmaps in blocks of
-``BLOCK_WORDS`` words: a block of every row of every field (``rows x 512``
-bytes with the defaults) stays in the L2 cache while each event of the
-chunk ORs its rows, so memory is read once per chunk instead of once per
-event.  Memory: ``(fields x (cells + 1) + 1) x slots / 8`` bytes (20
+words (``block``: as many as keep a block of every row within
+``BLOCK_BUDGET``, 256 words for 20 fields and 16 cells): the block stays in
+the L2 cache while each event of the chunk ORs its rows, so memory is read
+once per chunk instead of once per event.  Memory: ``(fields x (cells + 1) + 1) x slots / 8`` bytes (20
 fields, 16 cells, 1M subscriptions: 42 MB) plus the predicate ids.
 
 :class:`RangeBitmaps` is the structure; :class:`BitmapIndex` is
@@ -56,10 +56,11 @@ from .semantics import KIND_NUMBER, OP_EQ
 
 #: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
 CELLS = 16
-#: Words of every row a chunk of events ORs before moving to the next block (64 words = 4,096 slots).
-BLOCK_WORDS = 64
+#: Bytes of rows a block may span (every row's block stays in a 1 MB L2 cache while a chunk of events ORs it):
+#: a block is the largest power of two of words, 16 to 256, within this budget.
+BLOCK_BUDGET = 768 * 1024
 #: Events whose rows are ORed block by block together.
-EVENT_CHUNK = 256
+EVENT_CHUNK = 1024
 #: Constants sampled per field to place the cell boundaries.
 BOUNDARY_SAMPLE = 65536
 #: The row of slots not in use.
@@ -345,17 +346,17 @@ class RangeBitmaps:
     keeps the references themselves.
     """
 
-    def __init__(self, preds: PredicateTable, cells: int = CELLS, block_words: int = BLOCK_WORDS,
+    def __init__(self, preds: PredicateTable, cells: int = CELLS, block_words: int | None = None,
                  event_chunk: int = EVENT_CHUNK) -> None:
         if not isinstance(cells, (int, np.integer)) or not 1 <= cells <= 4096:
             raise ValueError(f"cells must be an integer in 1..4096, not {cells!r}")
-        if not isinstance(block_words, (int, np.integer)) or block_words < 1:
-            raise ValueError(f"block_words must be a positive integer, not {block_words!r}")
+        if block_words is not None and (not isinstance(block_words, (int, np.integer)) or block_words < 1):
+            raise ValueError(f"block_words must be a positive integer (None: from BLOCK_BUDGET), not {block_words!r}")
         if not isinstance(event_chunk, (int, np.integer)) or event_chunk < 1:
             raise ValueError(f"event_chunk must be a positive integer, not {event_chunk!r}")
         self.preds = preds
         self.cells = int(cells)
-        self.block_words = int(block_words)
+        self.block_words = None if block_words is None else int(block_words)
         self.event_chunk = int(event_chunk)
         self.slots = IdPool()
         self.handle_slot = np.zeros(0, dtype=np.int64)
@@ -541,7 +542,14 @@ class RangeBitmaps:
         """Matches of encoded events as CSR ``(offsets, ids)`` (:func:`bitmap_events`)."""
         self._refresh_codes()
         n_words = (self.slots.high + 63) // 64
-        return bitmap_events(events, self.arrays(), handle_id, n_words, self.block_words, self.event_chunk)
+        return bitmap_events(events, self.arrays(), handle_id, n_words, self.block(), self.event_chunk)
+
+    def block(self) -> int:
+        """Words per block: ``block_words``, or the largest power of two within ``BLOCK_BUDGET`` (16..256)."""
+        if self.block_words is not None:
+            return self.block_words
+        fit = BLOCK_BUDGET // (8 * self.rows.shape[0])
+        return int(min(256, max(16, 1 << max(int(fit).bit_length() - 1, 0))))
 
     def stats(self) -> dict:
         rows_bytes = int(self.rows.shape[0]) * ((self.slots.high + 63) // 64) * 8
@@ -582,7 +590,7 @@ class BitmapIndex:
 
 
 def make_bitmaps(ctx: IndexContext, **options) -> BitmapIndex:
-    """``Matcher("bitmaps", cells=CELLS, block_words=BLOCK_WORDS, event_chunk=EVENT_CHUNK)``."""
+    """``Matcher("bitmaps", cells=CELLS, block_words=None, event_chunk=EVENT_CHUNK)``."""
     if options.pop("runs", 0):
         raise ValueError("runs (sorted clusters) is an option of static and dynamic, not of bitmaps")
     unknown = set(options) - {"cells", "block_words", "event_chunk"}
