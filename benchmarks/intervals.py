@@ -16,7 +16,7 @@ Per configuration and N: load time, ms per event on ``match_encoded``
 shared), matches per event, ``stats()["memory_bytes"]``, and for dynamic
 which path its catch-all took.  Every configuration's matches are checked
 equal to the first one's.  Slow configurations are timed on fewer events:
-a first pass over 20 events sets how many fit in ``--budget`` seconds.
+a first pass over 5 events sets how many (5 at least) fit in ``--budget`` seconds.
 
 It also prints the constants of ``engine.costmodel.bitmaps`` these runs
 imply: ``K_bw`` (ns per word ORed) from ``bitmaps``, and ``K_p`` (ns per
@@ -55,12 +55,12 @@ def load_average() -> str:
 
 def time_passes(m: Matcher, events, repeat: int, budget: float):
     """(best, worst) seconds per event over ``repeat`` passes, events used, and the last result."""
-    head = _first(events, min(20, len(events.offsets) - 1))
+    head = _first(events, min(5, len(events.offsets) - 1))
     t = time.perf_counter()
     m.match_encoded(head)
     per = (time.perf_counter() - t) / max(len(head), 1)
     total = len(events.offsets) - 1
-    n = int(min(total, max(20, budget / max(per, 1e-9))))
+    n = int(min(total, max(5, budget / max(per, 1e-9))))
     sub = events if n == total else _first(events, n)
     times, out = [], None
     for _ in range(repeat):
