@@ -27,8 +27,13 @@ The catch-all moves to the bit-parallel path when ``bitmaps * MARGIN <
 scan`` and back when ``bitmaps > scan`` (hysteresis, so a list near the
 break-even point does not flap at every change), and only once it holds
 ``MIN_SUBSCRIPTIONS``: below that, the fixed cost of a second kernel call
-per batch dominates.  The constants were measured with
-``python -m benchmarks.intervals --calibrate`` (docs/benchmarks.md).
+per batch dominates.  ``K_bw`` and ``K_p`` are what ``python -m
+benchmarks.intervals`` measures (it prints the values its runs imply:
+``K_bw`` 0.56-2.2 ns and ``K_p`` 28-47 ns on the development machine under
+load average 5-10; the lower ends are taken); ``K_b0``, ``K_bf`` and
+``K_bx`` are estimates of fixed costs, which decide nothing but lists near
+``MIN_SUBSCRIPTIONS``: on the interval workload the two prices differ by
+three orders of magnitude (docs/benchmarks.md, "Range workloads").
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ class BitmapCost:
     K_bf: float = 25.0  # ns per constrained field per event: the event's row (cell search) for that field
     K_bw: float = 0.6  # ns per 64-bit word ORed (a block of every row in L2, the loops vectorised)
     K_bx: float = 60.0  # ns per survivor checked exactly
-    K_p: float = 15.0  # ns per satisfied range predicate in phase 1 (listed, bit set, bit cleared)
+    K_p: float = 28.0  # ns per satisfied range predicate in phase 1 (listed, bit set, bit cleared)
 
     def bitmaps(self, n: int, fields: int) -> float:
         """Per-event cost of ``n`` subscriptions constraining ``fields`` fields on the bit-parallel path."""
@@ -65,7 +70,7 @@ class BitmapCost:
         return asdict(self)
 
 
-#: Measured on the development machine (benchmarks/intervals.py, docs/benchmarks.md).
+#: The constants in use (module docstring: how they were obtained).
 BITMAP_COST = BitmapCost()
 
 
