@@ -39,7 +39,7 @@ subscription = st.lists(predicate, min_size=1, max_size=6)
 event = st.dictionaries(st.sampled_from(ATTRS + ["w"]),
                         st.one_of(numbers, numbers, st.just(math.nan), st.sampled_from(["a", "ab", "zz"]), st.booleans()),
                         max_size=5)
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 #: Matchers that put every subscription (bitmaps) or every catch-all one (static, dynamic) on the path.
 CONFIGS = [("bitmaps", {"cells": 1}), ("bitmaps", {"cells": 3}), ("bitmaps", {}),
