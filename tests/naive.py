@@ -188,3 +188,47 @@ def opindex_assign_ids(keys, table: dict, next_id: int) -> tuple[list[int], int]
             next_id += 1
         out.append(table[k])
     return out, next_id
+def holds(op: int, x: float, c: float) -> bool:
+    """``x op c`` for the order operators and ``=`` (``!=`` is no bound of a cell)."""
+    return {0: x == c, 1: True, 2: x < c, 3: x <= c, 4: x > c, 5: x >= c}[op]
+
+
+def bitmap_rows(bm, n_slots: int) -> np.ndarray:
+    """The rows engine/bitmaps.py must hold, one bool per slot.
+
+    Row 0 marks the slots not in use; a field's missing row marks every slot
+    with a predicate on the field; a (field, cell) row marks a slot when no
+    double of the cell satisfies its predicates on the field.  The least such
+    double, if any, is the cell's lower end or a constant or the double just
+    above one, so those are the only values tried.
+    """
+    rows = np.zeros((bm.rows.shape[0], n_slots), dtype=bool)
+    rows[0] = True
+    n_cells = bm.bounds.shape[1] + 1
+    for s in range(n_slots):
+        if bm.slot_handle[s] < 0:
+            continue
+        rows[0, s] = False
+        pids = [int(p) for p in bm.sub_pids[bm.slot_start[s] : bm.slot_start[s] + bm.slot_len[s]]]
+        for f in sorted({int(bm.pfield[p]) for p in pids}):
+            fa = int(bm.field_slot[f])
+            rows[bm.miss_row[fa], s] = True
+            if bm.cell_base[fa] < 0:
+                continue
+            mine = [(int(bm.pop[p]), float(bm.pcode[p])) for p in pids if bm.pfield[p] == f]
+            for c in range(n_cells):
+                a = -np.inf if c == 0 else float(bm.bounds[fa, c - 1])
+                b = np.inf if c == n_cells - 1 else float(bm.bounds[fa, c])
+                tries = [a] + [x for _, v in mine for x in (v, float(np.nextafter(v, np.inf)))]
+                inside = [x for x in tries if a <= x and (x < b or (c == n_cells - 1 and x <= b))]
+                rows[bm.cell_base[fa] + c, s] = not any(all(holds(op, x, v) for op, v in mine) for x in inside)
+    return rows
+
+
+def merge_matches(off_a, ids_a, off_b, ids_b) -> tuple[np.ndarray, np.ndarray]:
+    """Two CSR match lists of the same events merged, ids ascending per event."""
+    lists = [sorted(list(ids_a[off_a[e] : off_a[e + 1]]) + list(ids_b[off_b[e] : off_b[e + 1]]))
+             for e in range(len(off_a) - 1)]
+    off = np.zeros(len(lists) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(x) for x in lists])
+    return off, np.array([i for x in lists for i in x], dtype=np.int64)

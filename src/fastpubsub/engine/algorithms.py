@@ -5,6 +5,7 @@ An algorithm defined elsewhere registers itself the same way, from its own modul
 
 from __future__ import annotations
 
+from .bitmaps import make_bitmaps
 from .conjunction_index import DynamicIndex, StaticIndex, make_clustering
 from .counting import make_counting
 from .index import register
@@ -17,3 +18,4 @@ register("propagation-wp", make_propagation(True))
 register("static", make_clustering(StaticIndex))
 register("dynamic", make_clustering(DynamicIndex))
 register("opindex", make_opindex)
+register("bitmaps", make_bitmaps)

@@ -34,6 +34,7 @@ from numba import njit
 
 from .access_keys import CATCH_ALL, AccessKeys
 from .batch import clustered_kernel
+from .catchall import CatchAllPath
 from .cluster_store import OP_RANK, ClusterStore, order_columns
 from .costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
                                   unpack_rows, unpack_schema)
@@ -147,7 +148,7 @@ class ClusteredIndex:
 
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: EventProbabilities, *,
                  prefetch_columns: int = PREFETCH_COLUMNS, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD,
-                 max_space: float | None = None, runs: int = 0, presence: bool = True) -> None:
+                 max_space: float | None = None, runs: int = 0, presence: bool = True, catch_all: str = "auto") -> None:
         self.preds = preds
         self.model = model
         self.probabilities = probabilities
@@ -168,6 +169,13 @@ class ClusteredIndex:
         self.moved = 0  # subscriptions re-filed since creation
         self.reorganize_seconds = 0.0
         self.handles_high = 0
+        # the catch-all list on the bit-parallel path when its price says so (engine/catchall.py)
+        self.catch_all = CatchAllPath(preds, model.K_c, self._catch_all_members, mode=catch_all)
+
+    def _catch_all_members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        handles = self.members_of(np.array([CATCH_ALL]))
+        off, pids = self.predicates_of(handles)
+        return handles, off, pids
 
     def mu(self, fields: tuple[int, ...]) -> float:
         """Probability that an event carries every one of ``fields`` (equation 3.1's mu(H))."""
@@ -231,6 +239,11 @@ class ClusteredIndex:
             top = self.preds.n_ids
             rank = np.bincount(self.preds.field[:top], weights=self.preds.refcount[:top], minlength=n)
             prof.presence_field, prof.presence_nu = best_presence(off, pids, self.preds.field, self.field_nu, rank)
+            # A presence key that prunes nothing is scanned for every event like the catch-all; without any
+            # equality such subscriptions go to the catch-all when its bit-parallel path is priced cheaper.
+            idle = np.flatnonzero((np.diff(eq_off) == 0) & (prof.presence_nu >= 1.0))
+            if len(idle) and self.catch_all.would_take(off, pids, idle):
+                prof.presence_field[idle] = -1
         return prof, pid
 
     def config(self) -> np.ndarray:
@@ -264,6 +277,7 @@ class ClusteredIndex:
         clusters = self.store.clusters_for(keys, ks)
         self.store.append(clusters, handles, cols, col_off)
         self.handles_high = max(self.handles_high, int(handles.max()) + 1 if len(handles) else 0)
+        self.catch_all.filed(handles, keys, off, pids)
 
     def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File new subscriptions under the configured schema that is best for each (section 4)."""
@@ -299,6 +313,7 @@ class ClusteredIndex:
         self.store.remove(handles)
         for q in self.keys.decref(keys).tolist():
             self.store.release_key(q)
+        self.catch_all.unfiled(handles, keys, off, pids)
         return off, pids
 
     def remove_bulk(self, handles: np.ndarray) -> None:
@@ -416,14 +431,21 @@ class ClusteredIndex:
         assert GROUP <= 8 * self.gmask.itemsize  # one bit per event of a group
         probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_SCHEMA), dtype=np.int64)
         scratch = ProbeScratch(self.eq_of_field, probe, self.gmask)
-        return self._kernel(events, p.arrays(), self.store.arrays(), self.store.run_arrays(),
-                            self.keys.arrays(self.sch_fields), scratch, handle_id)
+        store = self.store.arrays()
+
+        def scan():
+            return self._kernel(events, p.arrays(), store, self.store.run_arrays(), self.keys.arrays(self.sch_fields),
+                                scratch, handle_id)
+
+        return self.catch_all.match(scan, store.key_head, events, handle_id)
 
     def stats(self) -> dict:
         s = self.store.stats()
         k = self.keys.stats()
         s.update({key: v for key, v in k.items() if key != "memory_bytes"})
         s["memory_bytes"] += k["memory_bytes"] + int(self.pred_prob.nbytes + self.eq_of_field.nbytes)
+        s["memory_bytes"] += self.catch_all.memory_bytes()
+        s["catch_all"] = self.catch_all.stats()
         live = self.live_handles()
         schema_of = self.filed_schema(live) if len(live) else np.zeros(0, np.int64)
         tables = []

@@ -141,6 +141,9 @@ class PredicateTable:
         self.op = np.zeros(0, dtype=np.int8)
         self.bits_value = np.zeros(0, dtype=np.int64)  # eqbits of the constant
         self.refcount = np.zeros(0, dtype=np.int64)
+        # references held by indexes that evaluate the predicate themselves (engine/bitmaps.py): a predicate
+        # all of whose references are such stays out of the inequality groups, so phase 1 never lists it
+        self.offpath = np.zeros(0, dtype=np.int64)
         self.ids = IdPool()
         self.pending_free: list[int] = []  # freed ids still present in the groups
         self.n_live = 0
@@ -172,6 +175,7 @@ class PredicateTable:
             self.op = grow(self.op, top, 0)
             self.bits_value = grow(self.bits_value, top, 0)
             self.refcount = grow(self.refcount, top, 0)
+            self.offpath = grow(self.offpath, top, 0)
             self.field[final], self.op[final], self.bits_value[final] = nf, no, nb
             self.refcount[final] = 0
             self.n_live += n_new
@@ -194,10 +198,20 @@ class PredicateTable:
     def incref(self, ids: np.ndarray) -> None:
         np.add.at(self.refcount, ids, 1)
 
+    def hold_off_path(self, ids: np.ndarray, delta: int) -> None:
+        """References ``ids`` (one per entry) are (``delta=1``) or stop being (``-1``) evaluated off phase 1."""
+        if len(ids):
+            np.add.at(self.offpath, ids, delta)
+            if np.any(self.op[ids] != OP_EQ):
+                self._dirty = True
+
     def decref(self, ids: np.ndarray) -> np.ndarray:
         """Drop references; predicates reaching zero are removed from the indexes. Returns them."""
         np.subtract.at(self.refcount, ids, 1)
-        dead = np.unique(ids[self.refcount[ids] == 0])
+        left = self.refcount[ids]
+        if np.any((left > 0) & (left <= self.offpath[ids])):
+            self._dirty = True  # only off-path references left: out of the groups
+        dead = np.unique(ids[left == 0])
         if len(dead):
             keys = np.empty((len(dead), 2), dtype=np.int64)
             keys[:, 0] = self.field[dead] * N_OPS + self.op[dead]
@@ -219,7 +233,7 @@ class PredicateTable:
         if not self._dirty and self._strings_version == self.strings.version:
             return
         top = self.n_ids
-        ids = np.flatnonzero((self.refcount[:top] > 0) & (self.op[:top] != OP_EQ))
+        ids = np.flatnonzero((self.refcount[:top] > self.offpath[:top]) & (self.op[:top] != OP_EQ))
         f, o = self.field[ids], self.op[ids].astype(np.int64)
         vals = self._codes(f, self.bits_value[ids])
         order = np.lexsort((vals, o, f))

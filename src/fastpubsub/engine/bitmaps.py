@@ -1,0 +1,599 @@
+"""The bit-parallel path: subscriptions decided 64 at a time by bitmaps over value cells.
+
+A subscription made only of ranges has no equality to be filed under, so the
+clustered matchers check it for every event, and phase 1 lists every range
+constant an event value satisfies (half of them, on a uniform workload).
+Interval matchers (HEM, TAMA, REIN) instead precompute, per attribute and
+*cell* of its values, which subscriptions an event in that cell cannot
+match.  Here:
+
+* every subscription takes a *slot* (a bit position; freed slots are reused,
+  lowest first, so the bitmaps stay dense);
+* per numeric *field* it constrains (engine/encoding.py), ``cells`` value
+  cells -- boundaries at quantiles of the predicates' constants on the
+  field -- and per (field, cell) a bitmap of the slots whose predicates on
+  the field fail for *every* value of the cell (their interval misses it);
+* per constrained field of any kind, a *missing* bitmap: the slots with a
+  predicate on the field, which fail when an event lacks it (or carries NaN
+  or a value of another kind: another field);
+* row 0 marks the slots not in use.
+
+An event ORs one row per constrained field: the cell row of its value, or
+the missing row.  A zero bit left is a *survivor*: a true match, or a
+subscription with a constant inside the event's cell on some field.
+Survivors are checked exactly, predicate by predicate, against the event's
+values (the same comparisons phase 1 makes), so the result is exact for
+every operator: ``!=``, strings and booleans are only in the missing rows
+and left to that check.  No phase 1: the predicates this path holds are
+kept out of the inequality groups (``PredicateTable.hold_off_path``).
+
+Events are taken in chunks of ``EVENT_CHUNK``, and the bitmaps in blocks of
+words (``block``: as many as keep a block of every row within
+``BLOCK_BUDGET``, 256 words for 20 fields and 16 cells): the block stays in
+the L2 cache while each event of the chunk ORs its rows, so memory is read
+once per chunk instead of once per event.  Memory: ``(fields x (cells + 1) + 1) x slots / 8`` bytes (20
+fields, 16 cells, 1M subscriptions: 42 MB) plus the predicate ids.
+
+:class:`RangeBitmaps` is the structure; :class:`BitmapIndex` is
+``Matcher("bitmaps")`` (every subscription on this path), and static and
+dynamic use a :class:`RangeBitmaps` for their catch-all list when
+``engine.costmodel.bitmaps`` prices it below the scan.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .encoding import N_KINDS
+from .idpool import IdPool, grow
+from .index import IndexContext
+from .predicates import PredicateTable
+from .scan import ensure_room, finish_event
+from .semantics import KIND_NUMBER, OP_EQ
+
+#: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
+CELLS = 16
+#: Bytes of rows a block may span (every row's block stays in a 1 MB L2 cache while a chunk of events ORs it):
+#: a block is the largest power of two of words, 16 to 256, within this budget.
+BLOCK_BUDGET = 768 * 1024
+#: Events whose rows are ORed block by block together.
+EVENT_CHUNK = 1024
+#: Constants sampled per field to place the cell boundaries.
+BOUNDARY_SAMPLE = 65536
+#: The row of slots not in use.
+DEAD_ROW = 0
+ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+class BitmapArrays(NamedTuple):
+    """The bit-parallel structure as its kernels read it (:meth:`RangeBitmaps.arrays`)."""
+
+    rows: np.ndarray  # uint64 [rows, words]: bit s of a row = slot s (row 0: slots not in use)
+    field_slot: np.ndarray  # int64 [fields]: field -> constrained-field index fa (-1: no subscription constrains it)
+    miss_row: np.ndarray  # int64 [fa]: row of slots constraining the field (they fail when an event lacks it)
+    cell_base: np.ndarray  # int64 [fa]: row of the field's first cell (-1: no cells, a field not of numbers)
+    bounds: np.ndarray  # float64 [fa, cells - 1]: cell boundaries, ascending, +inf padded; cell c = [b[c-1], b[c])
+    slot_start: np.ndarray  # int64 [slots]: the slot's predicate ids are sub_pids[start:start + len]
+    slot_len: np.ndarray  # int64 [slots]
+    slot_handle: np.ndarray  # int64 [slots]: the subscription's handle
+    sub_pids: np.ndarray  # int64: predicate ids of the slots
+    pfield: np.ndarray  # int64 [ids]: field of each predicate id (PredicateTable.field)
+    pop: np.ndarray  # int8 [ids]: operator code (PredicateTable.op)
+    pcode: np.ndarray  # float64 [ids]: the constant's order code
+    pbits: np.ndarray  # int64 [ids]: the constant's equality bits (PredicateTable.bits_value)
+
+
+@njit(cache=True, inline="always")
+def tighten_low(lo, lo_open, v, is_open):
+    if v > lo:
+        return v, is_open
+    if v == lo:
+        return lo, lo_open or is_open
+    return lo, lo_open
+
+
+@njit(cache=True, inline="always")
+def tighten_high(hi, hi_open, v, is_open):
+    if v < hi:
+        return v, is_open
+    if v == hi:
+        return hi, hi_open or is_open
+    return hi, hi_open
+
+
+@njit(cache=True)
+def slot_interval(start, stop, f, sub_pids, pfield, pop, pcode):
+    """The interval ``(lo, lo_open, hi, hi_open)`` of values satisfying every range and ``=`` predicate on field ``f``.
+
+    ``!=`` is left out (the exact check decides it): the interval holds every
+    value the predicates accept, which is all soundness needs.
+    """
+    lo, lo_open, hi, hi_open = -np.inf, False, np.inf, False
+    for q in range(start, stop):
+        p = sub_pids[q]
+        if pfield[p] != f:
+            continue
+        op, v = pop[p], pcode[p]
+        if op == 0 or op == 5:  # = or >=
+            lo, lo_open = tighten_low(lo, lo_open, v, False)
+        if op == 0 or op == 3:  # = or <=
+            hi, hi_open = tighten_high(hi, hi_open, v, False)
+        if op == 4:  # >
+            lo, lo_open = tighten_low(lo, lo_open, v, True)
+        if op == 2:  # <
+            hi, hi_open = tighten_high(hi, hi_open, v, True)
+    return lo, lo_open, hi, hi_open
+
+
+@njit(cache=True)
+def cell_fails(lo, lo_open, hi, hi_open, a, b, last):
+    """True iff no double of the cell ``[a, b)`` (``[a, b]`` for the last) lies in the interval.
+
+    Exact over doubles, as the comparisons of the exact check are: an open
+    end becomes the next double inwards.
+    """
+    if (lo_open and lo == np.inf) or (hi_open and hi == -np.inf):
+        return True  # x > inf, x < -inf: no double
+    xl = np.nextafter(lo, np.inf) if lo_open else lo
+    xh = np.nextafter(hi, -np.inf) if hi_open else hi
+    top = b if last else np.nextafter(b, -np.inf)
+    return max(xl, a) > min(xh, top)
+
+
+@njit(cache=True)
+def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, slot_start, slot_len, sub_pids, pfield, pop,
+               pcode):
+    """Set (``on``) or clear the bits of ``slots`` in every row of the fields their predicates constrain.
+
+    Setting clears the slot's bit in the dead row, clearing sets it.
+    """
+    n_cells = bounds.shape[1] + 1
+    for s in slots:
+        w = s >> 6
+        bit = np.uint64(1) << np.uint64(s & 63)
+        if on:
+            rows[DEAD_ROW, w] &= ~bit
+        else:
+            rows[DEAD_ROW, w] |= bit
+        st, stop = slot_start[s], slot_start[s] + slot_len[s]
+        for q in range(st, stop):
+            f = pfield[sub_pids[q]]
+            dup = False
+            for q2 in range(st, q):
+                if pfield[sub_pids[q2]] == f:
+                    dup = True
+                    break
+            if dup:
+                continue
+            fa = field_slot[f]
+            if on:
+                rows[miss_row[fa], w] |= bit
+            else:
+                rows[miss_row[fa], w] &= ~bit
+            cb = cell_base[fa]
+            if cb < 0:
+                continue
+            if not on:
+                for c in range(n_cells):
+                    rows[cb + c, w] &= ~bit
+                continue
+            lo, lo_open, hi, hi_open = slot_interval(st, stop, f, sub_pids, pfield, pop, pcode)
+            for c in range(n_cells):
+                a = -np.inf if c == 0 else bounds[fa, c - 1]
+                last = c == n_cells - 1
+                b = np.inf if last else bounds[fa, c]
+                if cell_fails(lo, lo_open, hi, hi_open, a, b, last):
+                    rows[cb + c, w] |= bit
+
+
+@njit(cache=True, inline="always")
+def predicate_holds(op, code, eqbits, c, cbits):
+    """The comparison of phase 1 for one present value: ``value op constant``."""
+    if op == 0:
+        return eqbits == cbits
+    if op == 1:
+        return eqbits != cbits
+    if op == 2:
+        return code < c
+    if op == 3:
+        return code <= c
+    if op == 4:
+        return code > c
+    return code >= c
+
+
+@njit(cache=True)
+def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
+    """Match a batch of events (:class:`~engine.encoding.EventArrays`) on the bit-parallel structure ``bm``.
+
+    Per chunk of events: each event's rows (a cell row or the missing row per
+    constrained field); then block by block of ``block_words`` words, every
+    event's rows ORed into one block accumulator and its zero bits collected
+    as (event, slot) survivors; then, event by event, each survivor's
+    predicates checked against the event's values.  Returns CSR (ids ascending).
+    """
+    flat = bm.rows.ravel()
+    stride = np.uint64(bm.rows.shape[1])
+    n_ev = ev.offsets.shape[0] - 1
+    n_fa = bm.miss_row.shape[0]
+    n_fields = bm.field_slot.shape[0]
+    field_slot, cell_base, bounds = bm.field_slot, bm.cell_base, bm.bounds
+    slot_start, slot_len, slot_handle, sub_pids = bm.slot_start, bm.slot_len, bm.slot_handle, bm.sub_pids
+    pfield, pop, pcode, pbits = bm.pfield, bm.pop, bm.pcode, bm.pbits
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    out = np.empty(1024, dtype=np.int64)
+    out_off = np.zeros(n_ev + 1, dtype=np.int64)
+    nout = 0
+    erow = np.empty((chunk, max(n_fa, 1)), dtype=np.int64)
+    ecount = np.zeros(chunk, dtype=np.int64)
+    pair = np.full(max(n_fa, 1), -1, dtype=np.int64)  # fa -> the current event's pair on the field (-1: none)
+    acc = np.empty(block_words, dtype=np.uint64)
+    sv_e = np.empty(1024, dtype=np.int64)
+    sv_s = np.empty(1024, dtype=np.int64)
+    sv_off = np.zeros(chunk + 1, dtype=np.int64)
+    for c0 in range(0, n_ev, chunk):
+        m = min(n_ev, c0 + chunk) - c0
+        for i in range(m):
+            e = c0 + i
+            for j in range(ev_off[e], ev_off[e + 1]):
+                f = ev_field[j]
+                if 0 <= f < n_fields and field_slot[f] >= 0:
+                    pair[field_slot[f]] = j
+            n = 0
+            for fa in range(n_fa):
+                j = pair[fa]
+                if j < 0:
+                    erow[i, n] = bm.miss_row[fa]
+                    n += 1
+                elif cell_base[fa] >= 0:
+                    erow[i, n] = cell_base[fa] + np.searchsorted(bounds[fa], ev_code[j], side="right")
+                    n += 1
+                pair[fa] = -1
+            ecount[i] = n
+        nsv = 0
+        for w0 in range(0, n_words, block_words):
+            bw = np.uint64(min(n_words, w0 + block_words) - w0)
+            for i in range(m):
+                # unsigned indices into the flat rows: the loops vectorise (signed ones add wrap-around code)
+                b = np.uint64(DEAD_ROW) * stride + np.uint64(w0)
+                for w in range(bw):
+                    acc[w] = flat[b + w]
+                for t in range(ecount[i]):
+                    b = np.uint64(erow[i, t]) * stride + np.uint64(w0)
+                    for w in range(bw):
+                        acc[w] |= flat[b + w]
+                every = ALL_ONES
+                for w in range(bw):
+                    every &= acc[w]
+                if every == ALL_ONES:
+                    continue  # no survivor in the block (the common case)
+                for w in range(bw):
+                    x = ~acc[w]
+                    if x == 0:
+                        continue
+                    base = (w0 + np.int64(w)) * 64
+                    for b in range(64):
+                        if (x >> np.uint64(b)) & np.uint64(1):
+                            if nsv == sv_e.shape[0]:
+                                sv_e = ensure_room(sv_e, nsv, 1)
+                                sv_s = ensure_room(sv_s, nsv, 1)
+                            sv_e[nsv] = i
+                            sv_s[nsv] = base + b
+                            nsv += 1
+        # survivors grouped by event (a counting sort keeps each event's slots ascending)
+        sv_off[:] = 0
+        for h in range(nsv):
+            sv_off[sv_e[h] + 1] += 1
+        for i in range(m):
+            sv_off[i + 1] += sv_off[i]
+        order = np.empty(nsv, dtype=np.int64)
+        fill = sv_off[:m].copy()
+        for h in range(nsv):
+            order[fill[sv_e[h]]] = sv_s[h]
+            fill[sv_e[h]] += 1
+        for i in range(m):
+            e = c0 + i
+            for j in range(ev_off[e], ev_off[e + 1]):
+                f = ev_field[j]
+                if 0 <= f < n_fields and field_slot[f] >= 0:
+                    pair[field_slot[f]] = j
+            start = nout
+            out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
+            for h in range(sv_off[i], sv_off[i + 1]):
+                s = order[h]
+                ok = True
+                for q in range(slot_start[s], slot_start[s] + slot_len[s]):
+                    p = sub_pids[q]
+                    j = pair[field_slot[pfield[p]]]
+                    if j < 0 or not predicate_holds(pop[p], ev_code[j], ev_eqbits[j], pcode[p], pbits[p]):
+                        ok = False
+                        break
+                if ok:
+                    out[nout] = slot_handle[s]
+                    nout += 1
+            for j in range(ev_off[e], ev_off[e + 1]):
+                f = ev_field[j]
+                if 0 <= f < n_fields and field_slot[f] >= 0:
+                    pair[field_slot[f]] = -1
+            finish_event(out, start, nout, handle_id)
+            out_off[e + 1] = nout
+    return out_off, out[:nout].copy()
+
+
+def _quantile_bounds(values: np.ndarray, cells: int) -> np.ndarray:
+    """``cells - 1`` boundaries (+inf padded) at quantiles of a field's finite constants."""
+    out = np.full(cells - 1, np.inf)
+    values = values[np.isfinite(values)]
+    if len(values) == 0 or cells < 2:
+        return out
+    qs = np.unique(np.quantile(values, np.arange(1, cells) / cells, method="nearest"))
+    out[: len(qs)] = qs
+    return out
+
+
+class RangeBitmaps:
+    """Slots, rows and the predicate ids of the subscriptions on the bit-parallel path (module docstring).
+
+    ``add`` / ``remove`` patch the bits of the slots concerned; a new field
+    gets its rows (cells placed at the quantiles of the constants being
+    added); when the number of subscriptions has doubled or fallen to a
+    quarter since the cells were placed, every field's cells are placed
+    again and the rows rebuilt.  The predicates of the subscriptions held
+    are kept out of phase 1 (``PredicateTable.hold_off_path``); the owner
+    keeps the references themselves.
+    """
+
+    def __init__(self, preds: PredicateTable, cells: int = CELLS, block_words: int | None = None,
+                 event_chunk: int = EVENT_CHUNK) -> None:
+        if not isinstance(cells, (int, np.integer)) or not 1 <= cells <= 4096:
+            raise ValueError(f"cells must be an integer in 1..4096, not {cells!r}")
+        if block_words is not None and (not isinstance(block_words, (int, np.integer)) or block_words < 1):
+            raise ValueError(f"block_words must be a positive integer (None: from BLOCK_BUDGET), not {block_words!r}")
+        if not isinstance(event_chunk, (int, np.integer)) or event_chunk < 1:
+            raise ValueError(f"event_chunk must be a positive integer, not {event_chunk!r}")
+        self.preds = preds
+        self.cells = int(cells)
+        self.block_words = None if block_words is None else int(block_words)
+        self.event_chunk = int(event_chunk)
+        self.slots = IdPool()
+        self.handle_slot = np.zeros(0, dtype=np.int64)
+        self.slot_start = np.zeros(0, dtype=np.int64)
+        self.slot_len = np.zeros(0, dtype=np.int64)
+        self.slot_handle = np.full(0, -1, dtype=np.int64)
+        self.sub_pids = np.zeros(0, dtype=np.int64)
+        self.n_pids = 0  # used part of sub_pids (live and garbage)
+        self.garbage = 0
+        self.field_slot = np.full(0, -1, dtype=np.int64)
+        self.miss_row = np.zeros(0, dtype=np.int64)
+        self.cell_base = np.zeros(0, dtype=np.int64)
+        self.bounds = np.zeros((0, max(self.cells - 1, 0)), dtype=np.float64)
+        self.rows = np.full((1, 1), ALL_ONES, dtype=np.uint64)
+        self.pcode = np.zeros(0, dtype=np.float64)
+        self._strings_version = preds.strings.version
+        self.live = 0
+        self.placed_at = 0  # live subscriptions when the cells were last placed
+        self.rebuilds = 0
+
+    def __len__(self) -> int:
+        return self.live
+
+    # -- insertion and deletion ------------------------------------------
+    def add(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """Take slots for subscriptions (distinct predicate ids in CSR) and set their bits."""
+        if len(handles) == 0:
+            return
+        p = self.preds
+        self.pcode = grow(self.pcode, p.n_ids, 0.0)
+        if len(pids):
+            self.pcode[pids] = p._codes(p.field[pids], p.bits_value[pids])
+        p.hold_off_path(pids, 1)
+        slots = self.slots.take(len(handles))
+        top = int(slots.max()) + 1
+        self.slot_start = grow(self.slot_start, top, 0)
+        self.slot_len = grow(self.slot_len, top, 0)
+        self.slot_handle = grow(self.slot_handle, top, -1)
+        self.handle_slot = grow(self.handle_slot, int(handles.max()) + 1, -1)
+        sizes = np.diff(off)
+        self.sub_pids = grow(self.sub_pids, self.n_pids + len(pids), 0)
+        self.sub_pids[self.n_pids : self.n_pids + len(pids)] = pids
+        self.slot_start[slots] = self.n_pids + off[:-1]
+        self.slot_len[slots] = sizes
+        self.slot_handle[slots] = handles
+        self.handle_slot[handles] = slots
+        self.n_pids += len(pids)
+        self.live += len(handles)
+        self._ensure_words(top)
+        replace = self.live > 2 * self.placed_at + 1024 or self.placed_at == 0
+        self._add_fields(np.unique(p.field[pids]), pids, place=not replace)
+        if replace:
+            self.rebuild()
+        else:
+            self._mark(slots, True)
+
+    def remove(self, handles: np.ndarray) -> np.ndarray:
+        """Free the slots of subscriptions held; returns their predicate ids (the owner drops the references)."""
+        slots = self.handle_slot[handles]
+        if np.any(slots < 0):
+            raise KeyError("a handle is not on the bit-parallel path")
+        pids = self._pids_of(slots)
+        self._mark(slots, False)
+        self.preds.hold_off_path(pids, -1)
+        self.slot_handle[slots] = -1
+        self.handle_slot[handles] = -1
+        self.garbage += int(self.slot_len[slots].sum())
+        self.slot_len[slots] = 0
+        self.slots.release(slots)
+        self.live -= len(handles)
+        if self.garbage > max(1 << 16, self.n_pids - self.garbage):
+            self._compact()
+        if self.placed_at > 4096 and 4 * self.live < self.placed_at:
+            self.rebuild()
+        return pids
+
+    def holds(self, handles: np.ndarray) -> np.ndarray:
+        """Which of ``handles`` are on this path."""
+        h = np.asarray(handles, dtype=np.int64)
+        inside = h < len(self.handle_slot)
+        out = np.zeros(len(h), dtype=bool)
+        out[inside] = self.handle_slot[h[inside]] >= 0
+        return out
+
+    def live_slots(self) -> np.ndarray:
+        return np.flatnonzero(self.slot_handle[: self.slots.high] >= 0)
+
+    def _pids_of(self, slots: np.ndarray) -> np.ndarray:
+        starts, lens = self.slot_start[slots], self.slot_len[slots]
+        idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        return self.sub_pids[idx]
+
+    def _compact(self) -> None:
+        slots = self.live_slots()
+        pids = self._pids_of(slots)
+        lens = self.slot_len[slots]
+        self.sub_pids = pids.copy() if len(pids) else np.zeros(0, dtype=np.int64)
+        self.slot_start[slots] = np.cumsum(lens) - lens
+        self.n_pids, self.garbage = len(pids), 0
+
+    def _ensure_words(self, top_slot: int) -> None:
+        words = (top_slot + 63) // 64
+        if words <= self.rows.shape[1]:
+            return
+        cap = max(words, 2 * self.rows.shape[1])
+        rows = np.zeros((self.rows.shape[0], cap), dtype=np.uint64)
+        rows[:, : self.rows.shape[1]] = self.rows
+        rows[DEAD_ROW, self.rows.shape[1] :] = ALL_ONES
+        self.rows = rows
+
+    def _add_fields(self, fields: np.ndarray, pids: np.ndarray, place: bool) -> bool:
+        """Rows for fields no subscription here constrained yet (cells placed from ``pids`` if ``place``)."""
+        self.field_slot = grow(self.field_slot, int(fields.max()) + 1 if len(fields) else 0, -1)
+        new = fields[self.field_slot[fields] < 0]
+        if len(new) == 0:
+            return False
+        n_rows = self.rows.shape[0]
+        fa0 = len(self.miss_row)
+        numeric = (new % N_KINDS) == KIND_NUMBER
+        extra = np.where(numeric, self.cells + 1, 1)
+        first = n_rows + np.cumsum(extra) - extra
+        self.field_slot[new] = fa0 + np.arange(len(new))
+        self.miss_row = np.concatenate([self.miss_row, first])
+        self.cell_base = np.concatenate([self.cell_base, np.where(numeric, first + 1, -1)])
+        bounds = np.full((len(new), max(self.cells - 1, 0)), np.inf)
+        if place:
+            pf = self.preds.field[pids]
+            for i in np.flatnonzero(numeric).tolist():
+                bounds[i] = self._place(self.pcode[pids[pf == new[i]]], pids[pf == new[i]])
+        self.bounds = np.concatenate([self.bounds, bounds])
+        rows = np.zeros((n_rows + int(extra.sum()), self.rows.shape[1]), dtype=np.uint64)
+        rows[:n_rows] = self.rows
+        self.rows = rows
+        return True
+
+    def _place(self, codes: np.ndarray, pids: np.ndarray) -> np.ndarray:
+        """Cell boundaries of one field from its constants (``!=`` constants do not bound anything)."""
+        codes = codes[self.preds.op[pids] != 1]
+        if len(codes) > BOUNDARY_SAMPLE:
+            codes = np.random.default_rng(len(codes)).choice(codes, BOUNDARY_SAMPLE, replace=False)
+        return _quantile_bounds(codes, self.cells)
+
+    def rebuild(self) -> None:
+        """Place every field's cells at the quantiles of the constants held now, and set every live slot's bits."""
+        slots = self.live_slots()
+        pids = self._pids_of(slots)
+        pf = self.preds.field[pids]
+        fa = self.field_slot[pf]
+        order = np.argsort(fa, kind="stable")
+        starts = np.searchsorted(fa[order], np.arange(len(self.miss_row) + 1))
+        for i in np.flatnonzero(self.cell_base >= 0).tolist():
+            sel = order[starts[i] : starts[i + 1]]
+            if len(sel):
+                self.bounds[i] = self._place(self.pcode[pids[sel]], pids[sel])
+        self.rows[:] = 0
+        self.rows[DEAD_ROW] = ALL_ONES
+        self._mark(slots, True)
+        self.placed_at = self.live
+        self.rebuilds += 1
+
+    def _mark(self, slots: np.ndarray, on: bool) -> None:
+        p = self.preds
+        mark_slots(np.asarray(slots, dtype=np.int64), on, self.rows, self.field_slot, self.miss_row, self.cell_base,
+                   self.bounds, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, self.pcode)
+
+    # -- matching --------------------------------------------------------
+    def _refresh_codes(self) -> None:
+        """Re-read the codes of string constants after the dictionary renumbered them (strings have no cells)."""
+        p = self.preds
+        if self._strings_version == p.strings.version:
+            return
+        pids = self._pids_of(self.live_slots())
+        if len(pids):
+            self.pcode[pids] = p._codes(p.field[pids], p.bits_value[pids])
+        self._strings_version = p.strings.version
+
+    def arrays(self) -> BitmapArrays:
+        p = self.preds
+        return BitmapArrays(self.rows, self.field_slot, self.miss_row, self.cell_base, self.bounds, self.slot_start,
+                            self.slot_len, self.slot_handle, self.sub_pids, p.field, p.op, self.pcode, p.bits_value)
+
+    def match(self, events, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Matches of encoded events as CSR ``(offsets, ids)`` (:func:`bitmap_events`)."""
+        self._refresh_codes()
+        n_words = (self.slots.high + 63) // 64
+        return bitmap_events(events, self.arrays(), handle_id, n_words, self.block(), self.event_chunk)
+
+    def block(self) -> int:
+        """Words per block: ``block_words``, or the largest power of two within ``BLOCK_BUDGET`` (16..256)."""
+        if self.block_words is not None:
+            return self.block_words
+        fit = BLOCK_BUDGET // (8 * self.rows.shape[0])
+        return int(min(256, max(16, 1 << max(int(fit).bit_length() - 1, 0))))
+
+    def stats(self) -> dict:
+        rows_bytes = int(self.rows.shape[0]) * ((self.slots.high + 63) // 64) * 8
+        return {
+            "subscriptions": self.live,
+            "slots": int(self.slots.high),
+            "constrained_fields": int(len(self.miss_row)),
+            "cell_fields": int(np.count_nonzero(self.cell_base >= 0)),
+            "cells": self.cells,
+            "rows": int(self.rows.shape[0]),
+            "bitmap_bytes": rows_bytes,
+            "rebuilds": self.rebuilds,
+            "memory_bytes": int(self.rows.nbytes + self.sub_pids.nbytes + self.slot_start.nbytes + self.slot_len.nbytes
+                                + self.slot_handle.nbytes + self.handle_slot.nbytes + self.pcode.nbytes
+                                + self.bounds.nbytes + self.field_slot.nbytes),
+        }
+
+
+class BitmapIndex:
+    """``Matcher("bitmaps")``: every subscription on the bit-parallel path (:class:`RangeBitmaps`)."""
+
+    def __init__(self, preds: PredicateTable, **options) -> None:
+        self.preds = preds
+        self.bitmaps = RangeBitmaps(preds, **options)
+
+    def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        self.preds.refcount[: self.preds.n_ids] += np.bincount(pids, minlength=self.preds.n_ids)
+        self.bitmaps.add(handles, off, pids)
+
+    def remove_bulk(self, handles: np.ndarray) -> None:
+        self.preds.decref(self.bitmaps.remove(handles))
+
+    def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.bitmaps.match(events, handle_id)
+
+    def stats(self) -> dict:
+        return {"bitmaps": self.bitmaps.stats(), "memory_bytes": self.bitmaps.stats()["memory_bytes"]}
+
+
+def make_bitmaps(ctx: IndexContext, **options) -> BitmapIndex:
+    """``Matcher("bitmaps", cells=CELLS, block_words=None, event_chunk=EVENT_CHUNK)``."""
+    if options.pop("runs", 0):
+        raise ValueError("runs (sorted clusters) is an option of static and dynamic, not of bitmaps")
+    unknown = set(options) - {"cells", "block_words", "event_chunk"}
+    if unknown:
+        raise ValueError(f"bitmaps takes no option {', '.join(sorted(unknown))}")
+    return BitmapIndex(ctx.preds, **options)

@@ -1,0 +1,200 @@
+"""Static and dynamic's catch-all list on the bit-parallel path, when its price says so.
+
+Subscriptions with nothing to key on are filed under the catch-all key and
+scanned for every event; when they are range-heavy, phase 1 also lists
+every range constant each event value satisfies.  :class:`CatchAllPath`
+mirrors the catch-all's subscriptions into a
+:class:`~engine.bitmaps.RangeBitmaps` when ``engine.costmodel.bitmaps``
+prices it below the scan: they stay filed in the cluster store (so moving,
+removing and statistics are unchanged), the scan kernel skips the catch-all
+list (its head hidden for the call), their predicates leave phase 1, and
+the bitmap kernel's matches are merged in.  The hooks are three calls in
+engine/conjunction_index.py: :meth:`filed`, :meth:`unfiled`, :meth:`match`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+from .access_keys import CATCH_ALL
+from .bitmaps import RangeBitmaps
+from .costmodel.bitmaps import BITMAP_COST, BitmapCost, prefer_bitmaps
+from .idpool import grow
+from .predicates import PredicateTable
+from .semantics import OP_EQ
+
+
+#: ``Matcher("static" | "dynamic", catch_all=...)``.
+MODES = ("auto", "scan", "bitmaps")
+
+
+@njit(cache=True)
+def count_fields(off, pids, pred_field, sign, field_refs):
+    """Add ``sign`` to ``field_refs`` of each distinct field of each row (rows are short)."""
+    for i in range(off.shape[0] - 1):
+        for q in range(off[i], off[i + 1]):
+            f = pred_field[pids[q]]
+            dup = False
+            for q2 in range(off[i], q):
+                if pred_field[pids[q2]] == f:
+                    dup = True
+                    break
+            if not dup:
+                field_refs[f] += sign
+
+
+@njit(cache=True)
+def merge_matches(off_a, ids_a, off_b, ids_b):
+    """Two CSR match lists of the same events, ids ascending per event, merged (ascending per event)."""
+    n = off_a.shape[0] - 1
+    off = np.zeros(n + 1, dtype=np.int64)
+    ids = np.empty(ids_a.shape[0] + ids_b.shape[0], dtype=np.int64)
+    w = 0
+    for e in range(n):
+        i, i1 = off_a[e], off_a[e + 1]
+        j, j1 = off_b[e], off_b[e + 1]
+        while i < i1 or j < j1:
+            if j >= j1 or (i < i1 and ids_a[i] <= ids_b[j]):
+                ids[w] = ids_a[i]
+                i += 1
+            else:
+                ids[w] = ids_b[j]
+                j += 1
+            w += 1
+        off[e + 1] = w
+    return off, ids
+
+
+class CatchAllPath:
+    """The catch-all's subscriptions on a :class:`RangeBitmaps` while the price prefers it (module docstring).
+
+    ``members`` returns the handles filed under the catch-all and their
+    predicate ids in CSR (``ClusteredIndex``'s ``members_of`` and
+    ``predicates_of``).  ``mode``: ``"auto"`` (the price decides), ``"scan"``
+    or ``"bitmaps"`` (forced, e.g. to compare them).
+    """
+
+    def __init__(self, preds: PredicateTable, K_c: float, members: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]],
+                 mode: str = "auto", cost: BitmapCost = BITMAP_COST, **bitmap_options) -> None:
+        if mode not in MODES:
+            raise ValueError(f"catch_all must be one of {', '.join(MODES)}, not {mode!r}")
+        self.preds = preds
+        self.K_c = K_c
+        self.members = members
+        self.cost = cost
+        self.mode = mode
+        self.bitmap_options = bitmap_options
+        self.bitmaps: RangeBitmaps | None = None
+        self.n = 0  # subscriptions in the catch-all
+        self.range_predicates = 0  # their non-equality predicates
+        self.field_refs = np.zeros(0, dtype=np.int64)  # per field: catch-all subscriptions constraining it
+        self.switches = 0
+
+    @property
+    def active(self) -> bool:
+        return self.bitmaps is not None
+
+    def _count(self, off: np.ndarray, pids: np.ndarray, sign: int) -> None:
+        self.field_refs = grow(self.field_refs, self.preds.n_fields, 0)
+        count_fields(off, pids, self.preds.field, sign, self.field_refs)
+        self.range_predicates += sign * int(np.count_nonzero(self.preds.op[pids] != OP_EQ))
+        self.n += sign * (len(off) - 1)
+
+    def filed(self, handles: np.ndarray, keys: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """Subscriptions were filed under ``keys``: mirror the catch-all's, then reconsider the path."""
+        ca = np.flatnonzero(keys == CATCH_ALL)
+        if len(ca) == 0:
+            return
+        soff, spids = _subset(off, pids, ca)
+        self._count(soff, spids, 1)
+        if self.bitmaps is not None:
+            self.bitmaps.add(handles[ca], soff, spids)
+        self.decide()
+
+    def unfiled(self, handles: np.ndarray, keys: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        """Subscriptions left their clusters (``keys``, predicate ids in CSR): forget the catch-all's."""
+        ca = np.flatnonzero(keys == CATCH_ALL)
+        if len(ca) == 0:
+            return
+        soff, spids = _subset(off, pids, ca)
+        self._count(soff, spids, -1)
+        if self.bitmaps is not None:
+            self.bitmaps.remove(handles[ca])
+        self.decide()
+
+    def would_take(self, off: np.ndarray, pids: np.ndarray, rows: np.ndarray) -> bool:
+        """Whether the catch-all, with ``rows`` of a CSR of predicate ids added, would be on the bit-parallel path.
+
+        Static and dynamic ask this before filing a subscription with no
+        equality under a presence key that prunes nothing (P(present) = 1 on
+        the statistics in use): such a key is scanned for every event, exactly
+        like the catch-all, so the catch-all is the better home whenever its
+        bit-parallel path is priced cheaper.
+        """
+        if self.mode != "auto":
+            return self.mode == "bitmaps"
+        n = len(rows)
+        if n == 0:
+            return self.active
+        off, pids = _subset(off, pids, rows)
+        refs = grow(self.field_refs.copy(), self.preds.n_fields, 0)
+        count_fields(off, pids, self.preds.field, 1, refs)
+        ranges = self.range_predicates + int(np.count_nonzero(self.preds.op[pids] != OP_EQ))
+        return prefer_bitmaps(self.cost, self.K_c, self.n + n, int(np.count_nonzero(refs)), ranges, self.active)
+
+    def decide(self) -> None:
+        """Move the catch-all onto the bit-parallel path or back, as the price says."""
+        fields = int(np.count_nonzero(self.field_refs))
+        if self.mode == "auto":
+            want = prefer_bitmaps(self.cost, self.K_c, self.n, fields, self.range_predicates, self.active)
+        else:
+            want = self.mode == "bitmaps" and self.n > 0
+        if want and self.bitmaps is None:
+            self.bitmaps = RangeBitmaps(self.preds, **self.bitmap_options)
+            handles, off, pids = self.members()
+            self.bitmaps.add(handles, off, pids)
+            self.switches += 1
+        elif not want and self.bitmaps is not None:
+            held = self.bitmaps
+            self.bitmaps = None
+            slots = held.live_slots()
+            if len(slots):
+                held.remove(held.slot_handle[slots])
+            self.switches += 1
+
+    def match(self, scan: Callable[[], tuple[np.ndarray, np.ndarray]], key_head: np.ndarray, events,
+              handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``scan()`` (the clustered kernel) with the catch-all list hidden, plus the bit-parallel matches."""
+        if self.bitmaps is None or len(self.bitmaps) == 0:
+            return scan()
+        head = key_head[CATCH_ALL]
+        key_head[CATCH_ALL] = -1
+        try:
+            off_a, ids_a = scan()
+        finally:
+            key_head[CATCH_ALL] = head
+        off_b, ids_b = self.bitmaps.match(events, handle_id)
+        return merge_matches(off_a, ids_a, off_b, ids_b)
+
+    def stats(self) -> dict:
+        out = {"mode": self.mode, "active": self.active, "subscriptions": self.n, "switches": self.switches,
+               "price_ns": {"bitmaps": round(self.cost.bitmaps(self.n, int(np.count_nonzero(self.field_refs))), 1),
+                            "scan": round(self.cost.scan(self.K_c, self.n, self.range_predicates), 1)}}
+        if self.bitmaps is not None:
+            out["bitmaps"] = self.bitmaps.stats()
+        return out
+
+    def memory_bytes(self) -> int:
+        return int(self.field_refs.nbytes) + (self.bitmaps.stats()["memory_bytes"] if self.bitmaps is not None else 0)
+
+
+def _subset(off: np.ndarray, pids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``rows`` of a CSR (offsets, values)."""
+    lens = off[rows + 1] - off[rows]
+    soff = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lens, out=soff[1:])
+    idx = np.repeat(off[rows] - soff[:-1], lens) + np.arange(int(soff[-1]), dtype=np.int64)
+    return soff, pids[idx]
