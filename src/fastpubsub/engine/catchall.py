@@ -14,7 +14,7 @@ engine/conjunction_index.py: :meth:`filed`, :meth:`unfiled`, :meth:`match`.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from numba import njit
@@ -71,19 +71,21 @@ def merge_matches(off_a, ids_a, off_b, ids_b):
 class CatchAllPath:
     """The catch-all's subscriptions on a :class:`RangeBitmaps` while the price prefers it (module docstring).
 
-    ``members`` returns the handles filed under the catch-all and their
-    predicate ids in CSR (``ClusteredIndex``'s ``members_of`` and
-    ``predicates_of``).  ``mode``: ``"auto"`` (the price decides), ``"scan"``
+    ``owner.catch_all_members()`` returns the handles filed under the
+    catch-all and their predicate ids in CSR (``ClusteredIndex``'s
+    ``members_of`` and ``predicates_of``); the owner is kept rather than a
+    bound method so that the index pickles as plain objects
+    (engine/structure.py loads no callables).  ``mode``: ``"auto"`` (the price decides), ``"scan"``
     or ``"bitmaps"`` (forced, e.g. to compare them).
     """
 
-    def __init__(self, preds: PredicateTable, K_c: float, members: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    def __init__(self, preds: PredicateTable, K_c: float, owner: Any,
                  mode: str = "auto", cost: BitmapCost = BITMAP_COST, **bitmap_options) -> None:
         if mode not in MODES:
             raise ValueError(f"catch_all must be one of {', '.join(MODES)}, not {mode!r}")
         self.preds = preds
         self.K_c = K_c
-        self.members = members
+        self.owner = owner
         self.cost = cost
         self.mode = mode
         self.bitmap_options = bitmap_options
@@ -154,7 +156,7 @@ class CatchAllPath:
             want = self.mode == "bitmaps" and self.n > 0
         if want and self.bitmaps is None:
             self.bitmaps = RangeBitmaps(self.preds, **self.bitmap_options)
-            handles, off, pids = self.members()
+            handles, off, pids = self.owner.catch_all_members()
             self.bitmaps.add(handles, off, pids)
             self.switches += 1
         elif not want and self.bitmaps is not None:

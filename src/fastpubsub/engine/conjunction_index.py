@@ -170,9 +170,9 @@ class ClusteredIndex:
         self.reorganize_seconds = 0.0
         self.handles_high = 0
         # the catch-all list on the bit-parallel path when its price says so (engine/catchall.py)
-        self.catch_all = CatchAllPath(preds, model.K_c, self._catch_all_members, mode=catch_all)
+        self.catch_all = CatchAllPath(preds, model.K_c, self, mode=catch_all)
 
-    def _catch_all_members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def catch_all_members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         handles = self.members_of(np.array([CATCH_ALL]))
         off, pids = self.predicates_of(handles)
         return handles, off, pids
