@@ -26,7 +26,8 @@ from fastpubsub.engine import KIND_STRING, OPERATORS, EventBatch, Matcher, Subsc
 
 from . import kernel as K
 from .language import MAX_STEPS, Atom, Operand, Pattern, to_json
-from .oracle import Event, Limits, Witness, aggregate_value
+from .oracle import Event, Limits, Witness, aggregate_value  # noqa: F401 (Witness: re-exported)
+from .witnesses import Witnesses
 from ..state import KeyedStore, StateChanges
 
 MODES = ("none", "static", "dynamic")
@@ -130,7 +131,6 @@ class PatternEngine:
         self.tomb_key = np.zeros((capacity, 1 + K.STRIDE), np.int64)
         self.tomb_off = np.zeros(capacity, np.int64)
         self.last_id = -1
-        self._pending: list[Witness] = []
         self._dropped = 0
 
     # -- allocation ----------------------------------------------------------
@@ -448,14 +448,17 @@ class PatternEngine:
         ev_num[row[sel], cols[sel]] = nums[sel] + 0.0
         return ev_kind, ev_num
 
-    def process_events(self, events: Sequence[Event | tuple]) -> list[Witness]:
+    def process_events(self, events: Sequence[Event | tuple]) -> Witnesses:
         """Convenience: events as ``(id, ts, attributes)`` (builds the :class:`EventBatch`)."""
         events = [Event(*e) for e in events]
         return self.process(EventBatch.from_dicts([e.attributes for e in events]),
                             np.array([e.id for e in events], np.int64), np.array([e.ts for e in events], np.int64))
 
-    def process(self, batch: EventBatch, ids: np.ndarray, ts: np.ndarray) -> list[Witness]:
+    def process(self, batch: EventBatch, ids: np.ndarray, ts: np.ndarray) -> Witnesses:
         """Process a batch of one partition's events in offset order; the witnesses it completes.
+
+        The result is a sequence of :class:`Witness` kept as arrays until read
+        (:class:`~fastpubsub.patterns.witnesses.Witnesses`).
 
         ``ids``: the events' ids (their offsets), ``ts``: their timestamps (ms, event time).
         """
@@ -484,8 +487,7 @@ class PatternEngine:
         ev_bits = ev_num.view(np.int64)
         atoms = self.at
         captures = (self.cap_ev, self.cap_col, self.ag_fn, self.ag_ev, self.ag_slot)
-        out = self._pending
-        self._pending = []
+        parts = []
         i = 0
         while True:
             i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, ts, ids,
@@ -495,13 +497,13 @@ class PatternEngine:
                                  self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
                                  self.start_hi, self.start_res_lo, self.start_res_hi, self.st)
-            out.extend(self._drain(ts))
+            parts.append(self._drain(ts))
             if i >= n:
                 break
             self._reserve(int(n_start[i]))
         if n:
             self.last_id = int(ids[-1])
-        return out
+        return Witnesses.concat(parts)
 
     def _reserve(self, starts: int) -> None:
         """Grow whatever bound stopped the kernel (module docstring of :mod:`.kernel`)."""
@@ -550,22 +552,20 @@ class PatternEngine:
         if self.st[K.ST_KEYS] > 4 * live + 4096:
             self._relist(4 * live + 64)
 
-    def _drain(self, ts: np.ndarray) -> list[Witness]:
+    def _drain(self, ts: np.ndarray) -> Witnesses:
+        """The kernel's witness rows as a :class:`Witnesses` (copied: the buffers are reused)."""
         n = int(self.st[K.ST_WIT])
         self.st[K.ST_WIT] = 0
-        if n == 0:
-            return []
-        ps, ends, starts = self.w_p[:n].tolist(), ts[self.w_ev[:n]].tolist(), self.w_start[:n].tolist()
-        bounds, iters = self.w_bound[:n].tolist(), self.w_iters[:n].tolist()
-        accs, accns = self.w_acc[:n].tolist(), self.w_accn[:n].tolist()
-        out = []
-        for w in range(n):
-            c = self.compiled[ps[w]]
-            ns = len(c.pattern.steps) + 1
-            acc, accn = accs[w], accns[w]
-            aggs = tuple((label, aggregate_value(fn, acc[slot], accn[slot])) for label, slot, fn in c.labels)
-            out.append(Witness(c.sid, tuple(zip(bounds[w][:ns], iters[w][:ns])), aggs, starts[w], ends[w]))
-        return out
+        slot = self.w_p[:n].copy()
+        labels = {}
+        if n:
+            for p in np.unique(slot).tolist():
+                lab = self.compiled[p].labels
+                if lab:
+                    labels[p] = lab
+        return Witnesses(self.pat_sid[slot], self.pat_nsteps[slot] + 1, self.w_bound[:n].copy(),
+                         self.w_iters[:n].copy(), self.w_start[:n].copy(), ts[self.w_ev[:n]], self.w_acc[:n].copy(),
+                         self.w_accn[:n].copy(), slot, labels)
 
     # -- state: changes, export, restore (docs/patterns.md section 4) ---------
     def _new_epoch(self) -> None:
