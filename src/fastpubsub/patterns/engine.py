@@ -118,6 +118,10 @@ class PatternEngine:
         self.group_keys: list[tuple | None] = []
         self.group_members: list[set[int]] = []
         self.free_g: list[int] = []
+        self.sgroup_of: dict[tuple, int] = {}
+        self.sgroup_keys: list[tuple | None] = []
+        self.sgroup_members: list[set[int]] = []
+        self.free_sg: list[int] = []
         self.atom_rows: list[tuple] = []
         self.cap_rows: list[tuple[int, int]] = []
         self.agg_rows: list[tuple[int, int, int]] = []
@@ -172,6 +176,10 @@ class PatternEngine:
         if old_nodes is not None:
             mark[: len(self.pi_mark)] = self.pi_mark
         self.pi_mark = mark
+        sg = np.full(nodes, -1, np.int64)
+        if old_nodes is not None:
+            sg[: len(self.node_sg)] = self.node_sg
+        self.node_sg = sg
         for name, dtype, fill in (("pat_group", np.int64, -1), ("pat_tdir", np.int64, 0), ("pat_tcol", np.int64, 0),
                                   ("pat_thr", np.float64, 0.0), ("pat_teq", np.bool_, False)):
             arr = np.full(n, fill, dtype)
@@ -299,6 +307,7 @@ class PatternEngine:
         start_atoms = [Atom(Operand(_event_ref(a)), op, Operand(None, v)) for a, op, v in pattern.start]
         start_reg, start_res = _split_static(start_atoms)
         rows = []
+        rows_sg: list = []
         group_row = self._join_group(p, start_reg, start_res)
         self.start_lo[p] = len(self.atom_rows)
         self.atom_rows.extend(c.atom_row(a) for a in start_atoms)
@@ -333,8 +342,6 @@ class PatternEngine:
             self.node_rng[node] = rng
             self.node_theta_static[node] = bool(th_static)
             self.node_pi_static[node] = bool(pi_reg)
-            if th_static:
-                rows.append((2 * node, [a.static_triple for a in th_reg]))
             if pi_reg:
                 rows.append((2 * node + 1, [a.static_triple for a in th_reg + pi_reg]))
             self.node_idx_attr[node] = -1
@@ -345,6 +352,11 @@ class PatternEngine:
                     self.node_idx_attr[node] = self._col(lo_.ref.attr)
                     self.node_idx_col[node] = c.cols[(ro_.ref.step, ro_.ref.attr)]
                     break
+            self.node_sg[node] = -1
+            if th_static and not pi_reg and self.node_idx_attr[node] < 0:
+                rows_sg.extend(self._join_step_group(node, th_reg))
+            elif th_static:
+                rows.append((2 * node, [a.static_triple for a in th_reg]))
             self.node_cap[node] = self._captures(c, k)
             lo = len(self.agg_rows)
             for a in s.aggregates:
@@ -353,7 +365,40 @@ class PatternEngine:
             self.node_agg[node] = (lo, len(self.agg_rows))
         self.registered[p] = [r[0] for r in rows]
         self._col("")  # column 0 always exists
-        return rows + group_row
+        return rows + group_row + rows_sg
+
+    def _join_step_group(self, node: int, th_reg: list[Atom]) -> list:
+        """Steps whose correlation is static only (``name = "MSFT"``) and equal share one matcher entry and one
+        instance list: an event probes the list once, not once per subscription."""
+        triples = [a.static_triple for a in th_reg]
+        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
+        g = self.sgroup_of.get(key)
+        rows = []
+        if g is None:
+            g = self.free_sg.pop() if self.free_sg else len(self.sgroup_keys)
+            if g == len(self.sgroup_keys):
+                self.sgroup_keys.append(None)
+                self.sgroup_members.append(set())
+            self.sgroup_of[key] = g
+            self.sgroup_keys[g] = key
+            rows.append((2 * (K.STEP_BASE + g), triples))
+        self.sgroup_members[g].add(node)
+        self.node_sg[node] = g
+        return rows
+
+    def _leave_step_groups(self, p: int) -> None:
+        for node in range(p * K.STRIDE, (p + 1) * K.STRIDE):
+            g = int(self.node_sg[node])
+            if g < 0:
+                continue
+            self.node_sg[node] = -1
+            members = self.sgroup_members[g]
+            members.discard(node)
+            if not members:
+                self.matcher.remove_bulk(np.array([2 * (K.STEP_BASE + g)], np.int64))
+                del self.sgroup_of[self.sgroup_keys[g]]
+                self.sgroup_keys[g] = None
+                self.free_sg.append(g)
 
     def _join_group(self, p: int, start_reg: list[Atom], start_res: list[Atom]) -> list:
         """File pattern slot ``p`` under its start group; the group's matcher row if the group is new.
@@ -408,6 +453,7 @@ class PatternEngine:
         p = self.sid_slot.pop(sid)
         self.matcher.remove_bulk(np.array(self.registered.pop(p), np.int64))
         self._leave_group(p)
+        self._leave_step_groups(p)
         self._sync_tables()
         while True:
             dropped = int(K.drop_pattern(p, self._tables(), self._state(), self.list_head, self.st, self.tomb_key,
@@ -484,7 +530,7 @@ class PatternEngine:
     def _tables(self) -> tuple:
         return (self.node_op, self.node_theta_static, self.node_pi_static, self.node_rng, self.node_idx_attr,
                 self.node_idx_col, self.node_cap, self.node_agg, self.pat_sid, self.pat_within, self.pat_since,
-                self.pat_nsteps, self.pat_active, self.pat_live, self.gcols)
+                self.pat_nsteps, self.pat_active, self.pat_live, self.gcols, self.node_sg)
 
     def _state(self) -> tuple:
         return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_gen,
@@ -567,7 +613,7 @@ class PatternEngine:
             matches = self.matcher.match_encoded(batch)
             m_off, m_ids = matches.offsets.astype(np.int64), matches.ids.astype(np.int64)
             node = m_ids >> 1
-            is_group = ((m_ids & 1) == 0) & (node >= K.GROUP_BASE)
+            is_group = ((m_ids & 1) == 0) & (node >= K.GROUP_BASE) & (node < K.STEP_BASE)
             starts = np.zeros(len(m_ids), np.int64)
             starts[is_group] = self.grp_size[node[is_group] - K.GROUP_BASE]
             cs = np.concatenate([[0], np.cumsum(starts)])

@@ -23,6 +23,7 @@ from numba import njit
 
 STRIDE = 9  # nodes per pattern slot: the start plus MAX_STEPS steps
 GROUP_BASE = 1 << 40  # matcher ids 2 * (GROUP_BASE + g) are start groups (merged start states), below are nodes
+STEP_BASE = 1 << 41  # matcher ids 2 * (STEP_BASE + g) are step groups (equal static correlations), their list key
 OP_START, OP_NEXT, OP_FOLD = 0, 1, 2
 MODE_NONE, MODE_STATIC, MODE_DYNAMIC = 0, 1, 2
 SRC_CONST, SRC_EVENT, SRC_INST, SRC_AGG, SRC_DUR = 0, 1, 2, 3, 4
@@ -73,7 +74,7 @@ def find_list(hk, hval, a, b, c, d, create, st, list_head):
 
 
 @njit(cache=True, inline="always")
-def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num):
+def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num):
     """The list key an instance at ``node`` belongs to (see module docstring)."""
     if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
         col = node_idx_col[node]
@@ -82,6 +83,8 @@ def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv
             return node, np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
         return np.int64(-1), np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
     if mode != MODE_NONE and node_theta_static[node]:
+        if node_sg[node] >= 0:  # a step group: one list for the instances of all its nodes
+            return STEP_BASE + node_sg[node], np.int64(-2), np.int64(0), np.int64(0)
         return node, np.int64(-2), np.int64(0), np.int64(0)
     return np.int64(-1), np.int64(-3), np.int64(0), np.int64(0)
 
@@ -272,7 +275,7 @@ def _agg_step(node, i, slot, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, a
 def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     """Refile every live instance (after growth, a mode change or a restore): empty keys disappear."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     hk[:, 0] = EMPTY
@@ -281,7 +284,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     for s in range(inst_alive.shape[0]):
         if inst_alive[s]:
             node = inst_p[s] * STRIDE + inst_node[s]
-            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num)
+            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
             lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
             _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
@@ -289,7 +292,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 @njit(cache=True, inline="always")
 def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
@@ -315,7 +318,7 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
 def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num):
     """Place instance ``s`` at ``node`` after binding event ``i``; a fold initialises ``.last`` and aggregates."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
@@ -330,7 +333,7 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
         bound[s, node] = -1
         iters[s, node] = 0
         st[ST_FOLDLIVE] += 1
-    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num)
+    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
     lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
     _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
@@ -411,7 +414,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                    start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     AT = atoms
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
@@ -452,11 +455,13 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 if mid & 1:
                     pi_mark[node] = stamp
                     continue
-                if node >= GROUP_BASE:  # a start group: its members whose threshold the event passes
+                if node >= STEP_BASE:  # a step group: the instances of all its nodes in one list
+                    lid = find_list(hk, hval, node, np.int64(-2), np.int64(0), np.int64(0), False, st, list_head)
+                elif node >= GROUP_BASE:  # a start group: its members whose threshold the event passes
                     ncre = _group_starts(node - GROUP_BASE, i, ev_kind, ev_num, grp_blo, grp_bhi, band_lo, band_hi,
                                          band_dir, band_col, mem_p, mem_thr, mem_eq, cre_p, cre_parent, ncre)
                     continue
-                if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
+                elif mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
                     col = node_idx_attr[node]
                     lid = find_list(hk, hval, node, np.int64(col), np.int64(ev_kind[i, col]), ev_bits[i, col], False,
                                     st, list_head)
