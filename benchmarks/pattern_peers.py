@@ -228,9 +228,12 @@ _FLINK_SCRIPT = r'''
 import json, sys, time
 from pyflink.table import EnvironmentSettings, TableEnvironment
 ticks, queries, out, n = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3], int(sys.argv[4])
+config = json.loads(sys.argv[5])
 t0 = time.perf_counter()
 env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
 env.get_config().set("parallelism.default", "1")
+for key, value in config:  # --flink-conf: e.g. network memory for many queries in one job
+    env.get_config().set(key, value)
 env.execute_sql(f"""CREATE TABLE ticks (id BIGINT, ts BIGINT, name STRING, price DOUBLE, volume DOUBLE,
     rt AS TO_TIMESTAMP_LTZ(ts, 3), WATERMARK FOR rt AS rt)
     WITH ('connector' = 'filesystem', 'path' = '{ticks}', 'format' = 'csv')""")
@@ -255,7 +258,7 @@ print(json.dumps({"setup_s": round(t1 - t0, 2), "submit_s": round(t2 - t1, 2), "
 
 
 def run_flink(ticks_csv: Path, n: int, subs: list[tuple[int, Pattern]], work: Path, python: str,
-              timeout: float) -> tuple[dict, set]:
+              timeout: float, conf: list[tuple[str, str]] = ()) -> tuple[dict, set]:
     script = work / "flink_run.py"
     script.write_text(_FLINK_SCRIPT)
     queries = work / "flink_queries.json"
@@ -263,7 +266,7 @@ def run_flink(ticks_csv: Path, n: int, subs: list[tuple[int, Pattern]], work: Pa
     matches = work / "flink_matches.csv"
     t = time.perf_counter()
     try:
-        proc = subprocess.run([python, str(script), str(ticks_csv), str(queries), str(matches), str(n)],
+        proc = subprocess.run([python, str(script), str(ticks_csv), str(queries), str(matches), str(n), json.dumps(list(conf))],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"Flink did not finish within {timeout:.0f} s") from None
@@ -297,6 +300,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--peer-python", default=sys.executable, help="a Python with apache-flink and pysiddhi")
     ap.add_argument("--java-heap", default="8g")
     ap.add_argument("--flink-timeout", type=float, default=1800)
+    ap.add_argument("--flink-conf", nargs="*", default=["taskmanager.memory.network.min=1gb",
+                                                         "taskmanager.memory.network.max=1gb"],
+                    help="key=value Flink settings (the default network memory holds 1,000 queries in one job)")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args(argv)
     n = args.warmup + args.events
@@ -316,7 +322,8 @@ def main(argv: list[str] | None = None) -> None:
                 if peer == "siddhi":
                     prow, theirs = run_siddhi(ticks_csv, subs, args.warmup, work, args.peer_python, args.java_heap)
                 else:  # Flink reads every event in one job: no warm-up split, the time includes all of them
-                    prow, theirs = run_flink(ticks_csv, n, subs, work, args.peer_python, args.flink_timeout)
+                    prow, theirs = run_flink(ticks_csv, n, subs, work, args.peer_python, args.flink_timeout,
+                                             [tuple(kv.split("=", 1)) for kv in args.flink_conf])
             except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
                 print(json.dumps({"system": peer, "subscriptions": m, "error": str(e)}), flush=True)
                 continue
