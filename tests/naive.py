@@ -232,3 +232,36 @@ def merge_matches(off_a, ids_a, off_b, ids_b) -> tuple[np.ndarray, np.ndarray]:
     off = np.zeros(len(lists) + 1, dtype=np.int64)
     off[1:] = np.cumsum([len(x) for x in lists])
     return off, np.array([i for x in lists for i in x], dtype=np.int64)
+def pattern_group_starts(engine, g: int, attributes: dict) -> list[tuple[int, int]]:
+    """(pattern slot, parent) of start group ``g`` for an event with ``attributes``, member by member.
+
+    A member whose remaining start predicate is one ``attr <op> number`` is listed with parent -2 when
+    the event satisfies it (a number, not NaN, the comparison true); every other member is listed with
+    parent -1 (its remaining start atoms are checked later).  ``engine``: a ``PatternEngine``.
+    """
+    import math
+    import operator
+
+    ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+    out = []
+    for p in sorted(engine.group_members[g]):
+        c = engine.compiled[p]
+        reg, res = _pattern_start_split(c.pattern)
+        if len(res) == 1 and res[0][1] in ops and isinstance(res[0][2], (int, float)) and not isinstance(res[0][2], bool):
+            attr, op, v = res[0]
+            x = attributes.get(attr)
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and not math.isnan(x) and ops[op](float(x), float(v)):
+                out.append((p, -2))
+        else:
+            out.append((p, -1))
+    return sorted(out)
+
+
+def _pattern_start_split(pattern) -> tuple[list, list]:
+    """The start triples the matcher checks (equalities, string orderings; all of them without an equality), and the rest."""
+    def matcher_part(t):
+        return t[1] == "=" or (isinstance(t[2], str) and t[1] not in ("=", "!="))
+    reg = [t for t in pattern.start if matcher_part(t)]
+    if not any(t[1] == "=" for t in reg):
+        return list(pattern.start), []
+    return reg, [t for t in pattern.start if not matcher_part(t)]

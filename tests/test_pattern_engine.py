@@ -186,3 +186,18 @@ def test_state_stays_bounded_on_a_long_stream():
         sizes.append(engine.memory_bytes())
         assert engine.live() <= 40 * 20
     assert sizes[-1] <= 2 * sizes[5]
+
+
+def test_witnesses_stay_columns_until_read():
+    engine = PatternEngine()
+    engine.subscribe(7, parse('seq a: name = "A" fold r: name = "A" agg n = count(), m = max(price) until n >= 2 '
+                              'within 1s'))
+    engine.subscribe(8, parse('seq a: name = "A" and price > 1 within 1s'))
+    w = engine.process_events([(0, 1, {"name": "A", "price": 1.0}), (1, 2, {"name": "A", "price": 3.0}),
+                               (2, 3, {"name": "B", "price": 1.0})])
+    assert len(w) == 2 and w._objects is None  # counted without objects
+    assert sorted(w.sid.tolist()) == [7, 8]
+    assert sorted(w.notification_ids()) == sorted(x.notification_id for x in w) == ["7/0|1#1", "8/1"]
+    fold = next(x for x in w if x.sid == 7)
+    assert fold.aggregates == (("r.n", 2.0), ("r.m", 3.0)) and (fold.start_ts, fold.end_ts) == (1, 2)
+    assert w + [] == list(w) and [] + w == list(w)

@@ -26,7 +26,8 @@ from fastpubsub.engine import KIND_STRING, OPERATORS, EventBatch, Matcher, Subsc
 
 from . import kernel as K
 from .language import MAX_STEPS, Atom, Operand, Pattern, to_json
-from .oracle import Event, Limits, Witness, aggregate_value
+from .oracle import Event, Limits, Witness, aggregate_value  # noqa: F401 (Witness: re-exported)
+from .witnesses import Witnesses
 from ..state import KeyedStore, StateChanges
 
 MODES = ("none", "static", "dynamic")
@@ -111,6 +112,16 @@ class PatternEngine:
         self.compiled: list[_Compiled | None] = []
         self.free_p: list[int] = []
         self.registered: dict[int, list[int]] = {}
+        # merged start states: subscriptions whose start has the same matcher part share one matcher entry
+        # (a group); its members' remaining threshold (price > c) is one sorted array per group
+        self.group_of: dict[tuple, int] = {}
+        self.group_keys: list[tuple | None] = []
+        self.group_members: list[set[int]] = []
+        self.free_g: list[int] = []
+        self.sgroup_of: dict[tuple, int] = {}
+        self.sgroup_keys: list[tuple | None] = []
+        self.sgroup_members: list[set[int]] = []
+        self.free_sg: list[int] = []
         self.atom_rows: list[tuple] = []
         self.cap_rows: list[tuple[int, int]] = []
         self.agg_rows: list[tuple[int, int, int]] = []
@@ -130,7 +141,6 @@ class PatternEngine:
         self.tomb_key = np.zeros((capacity, 1 + K.STRIDE), np.int64)
         self.tomb_off = np.zeros(capacity, np.int64)
         self.last_id = -1
-        self._pending: list[Witness] = []
         self._dropped = 0
 
     # -- allocation ----------------------------------------------------------
@@ -166,6 +176,17 @@ class PatternEngine:
         if old_nodes is not None:
             mark[: len(self.pi_mark)] = self.pi_mark
         self.pi_mark = mark
+        sg = np.full(nodes, -1, np.int64)
+        if old_nodes is not None:
+            sg[: len(self.node_sg)] = self.node_sg
+        self.node_sg = sg
+        for name, dtype, fill in (("pat_group", np.int64, -1), ("pat_tdir", np.int64, 0), ("pat_tcol", np.int64, 0),
+                                  ("pat_thr", np.float64, 0.0), ("pat_teq", np.bool_, False)):
+            arr = np.full(n, fill, dtype)
+            if old_pats is not None:
+                old = getattr(self, name)
+                arr[: len(old)] = old
+            setattr(self, name, arr)
         self.n_pat_cap = n
 
     def _alloc_slots(self, cap: int) -> None:
@@ -285,7 +306,9 @@ class PatternEngine:
         self.pat_live[p] = 0
         start_atoms = [Atom(Operand(_event_ref(a)), op, Operand(None, v)) for a, op, v in pattern.start]
         start_reg, start_res = _split_static(start_atoms)
-        rows = [(2 * base, [a.static_triple for a in start_reg])]
+        rows = []
+        rows_sg: list = []
+        group_row = self._join_group(p, start_reg, start_res)
         self.start_lo[p] = len(self.atom_rows)
         self.atom_rows.extend(c.atom_row(a) for a in start_atoms)
         self.start_hi[p] = len(self.atom_rows)
@@ -319,8 +342,6 @@ class PatternEngine:
             self.node_rng[node] = rng
             self.node_theta_static[node] = bool(th_static)
             self.node_pi_static[node] = bool(pi_reg)
-            if th_static:
-                rows.append((2 * node, [a.static_triple for a in th_reg]))
             if pi_reg:
                 rows.append((2 * node + 1, [a.static_triple for a in th_reg + pi_reg]))
             self.node_idx_attr[node] = -1
@@ -331,6 +352,11 @@ class PatternEngine:
                     self.node_idx_attr[node] = self._col(lo_.ref.attr)
                     self.node_idx_col[node] = c.cols[(ro_.ref.step, ro_.ref.attr)]
                     break
+            self.node_sg[node] = -1
+            if th_static and not pi_reg and self.node_idx_attr[node] < 0:
+                rows_sg.extend(self._join_step_group(node, th_reg))
+            elif th_static:
+                rows.append((2 * node, [a.static_triple for a in th_reg]))
             self.node_cap[node] = self._captures(c, k)
             lo = len(self.agg_rows)
             for a in s.aggregates:
@@ -339,7 +365,81 @@ class PatternEngine:
             self.node_agg[node] = (lo, len(self.agg_rows))
         self.registered[p] = [r[0] for r in rows]
         self._col("")  # column 0 always exists
+        return rows + group_row + rows_sg
+
+    def _join_step_group(self, node: int, th_reg: list[Atom]) -> list:
+        """Steps whose correlation is static only (``name = "MSFT"``) and equal share one matcher entry and one
+        instance list: an event probes the list once, not once per subscription."""
+        triples = [a.static_triple for a in th_reg]
+        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
+        g = self.sgroup_of.get(key)
+        rows = []
+        if g is None:
+            g = self.free_sg.pop() if self.free_sg else len(self.sgroup_keys)
+            if g == len(self.sgroup_keys):
+                self.sgroup_keys.append(None)
+                self.sgroup_members.append(set())
+            self.sgroup_of[key] = g
+            self.sgroup_keys[g] = key
+            rows.append((2 * (K.STEP_BASE + g), triples))
+        self.sgroup_members[g].add(node)
+        self.node_sg[node] = g
         return rows
+
+    def _leave_step_groups(self, p: int) -> None:
+        for node in range(p * K.STRIDE, (p + 1) * K.STRIDE):
+            g = int(self.node_sg[node])
+            if g < 0:
+                continue
+            self.node_sg[node] = -1
+            members = self.sgroup_members[g]
+            members.discard(node)
+            if not members:
+                self.matcher.remove_bulk(np.array([2 * (K.STEP_BASE + g)], np.int64))
+                del self.sgroup_of[self.sgroup_keys[g]]
+                self.sgroup_keys[g] = None
+                self.free_sg.append(g)
+
+    def _join_group(self, p: int, start_reg: list[Atom], start_res: list[Atom]) -> list:
+        """File pattern slot ``p`` under its start group; the group's matcher row if the group is new.
+
+        Members whose remaining start predicate is one ``attr <op> number`` (op one of < <= > >=) sit in
+        the group's sorted threshold array: an event walks only the members it satisfies (plus one).
+        """
+        triples = [a.static_triple for a in start_reg]
+        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
+        g = self.group_of.get(key)
+        rows = []
+        if g is None:
+            g = self.free_g.pop() if self.free_g else len(self.group_keys)
+            if g == len(self.group_keys):
+                self.group_keys.append(None)
+                self.group_members.append(set())
+            self.group_of[key] = g
+            self.group_keys[g] = key
+            rows.append((2 * (K.GROUP_BASE + g), triples))
+        self.group_members[g].add(p)
+        self.pat_group[p] = g
+        self.pat_tdir[p], self.pat_tcol[p], self.pat_thr[p], self.pat_teq[p] = 0, 0, 0.0, False
+        if len(start_res) == 1:
+            attr, op, v = start_res[0].static_triple
+            if op in ("<", "<=", ">", ">=") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                self.pat_tdir[p] = 1 if op[0] == ">" else 2
+                self.pat_tcol[p] = self._col(attr)
+                self.pat_thr[p] = float(v)
+                self.pat_teq[p] = op.endswith("=")
+        return rows
+
+    def _leave_group(self, p: int) -> None:
+        g = int(self.pat_group[p])
+        self.pat_group[p] = -1
+        members = self.group_members[g]
+        members.discard(p)
+        if not members:
+            self.matcher.remove_bulk(np.array([2 * (K.GROUP_BASE + g)], np.int64))
+            del self.group_of[self.group_keys[g]]
+            self.group_keys[g] = None
+            self.free_g.append(g)
 
     def _captures(self, c: _Compiled, k: int) -> tuple[int, int]:
         lo = len(self.cap_rows)
@@ -352,6 +452,8 @@ class PatternEngine:
         """Delete a subscription and drop its instances; ``KeyError`` if unknown."""
         p = self.sid_slot.pop(sid)
         self.matcher.remove_bulk(np.array(self.registered.pop(p), np.int64))
+        self._leave_group(p)
+        self._leave_step_groups(p)
         self._sync_tables()
         while True:
             dropped = int(K.drop_pattern(p, self._tables(), self._state(), self.list_head, self.st, self.tomb_key,
@@ -393,12 +495,42 @@ class PatternEngine:
         self.gcols = np.unique(self.node_idx_attr[nodes[glob]]).astype(np.int64)
         if self.mode != "dynamic":
             self.gcols = np.zeros(0, np.int64)
+        self._sync_groups(n)
         self._tables_dirty = False
+
+    def _sync_groups(self, n: int) -> None:
+        """The start groups as arrays: per group a range of bands (threshold direction, attribute), per band a
+        range of members sorted by threshold (ascending for > and >=, descending for < and <=)."""
+        ps = np.flatnonzero(self.pat_group[:n] >= 0)
+        g, d, col, thr = self.pat_group[ps], self.pat_tdir[ps], self.pat_tcol[ps], self.pat_thr[ps]
+        col = np.where(d == 0, 0, col)
+        skey = np.where(d == 1, thr, np.where(d == 2, -thr, 0.0))
+        order = np.lexsort((ps, skey, col, d, g))
+        ps, g, d, col, thr = ps[order], g[order], d[order], col[order], thr[order]
+        self.mem_p = ps.astype(np.int64)
+        self.mem_thr = thr.astype(np.float64)
+        self.mem_eq = self.pat_teq[ps].astype(np.bool_)
+        if len(ps):
+            cut = np.flatnonzero((g[1:] != g[:-1]) | (d[1:] != d[:-1]) | (col[1:] != col[:-1])) + 1
+            lo = np.concatenate([[0], cut]).astype(np.int64)
+            hi = np.concatenate([cut, [len(ps)]]).astype(np.int64)
+        else:
+            lo = hi = np.zeros(0, np.int64)
+        band_g = g[lo]
+        ng = len(self.group_keys)
+        self.band_lo, self.band_hi, self.band_dir, self.band_col = lo, hi, d[lo].astype(np.int64), col[lo].astype(np.int64)
+        self.grp_blo = np.searchsorted(band_g, np.arange(ng), "left").astype(np.int64)
+        self.grp_bhi = np.searchsorted(band_g, np.arange(ng), "right").astype(np.int64)
+        self.grp_size = np.bincount(g, minlength=ng).astype(np.int64) if ng else np.zeros(1, np.int64)
+
+    def _groups(self) -> tuple:
+        return (self.grp_blo, self.grp_bhi, self.band_lo, self.band_hi, self.band_dir, self.band_col, self.mem_p,
+                self.mem_thr, self.mem_eq)
 
     def _tables(self) -> tuple:
         return (self.node_op, self.node_theta_static, self.node_pi_static, self.node_rng, self.node_idx_attr,
                 self.node_idx_col, self.node_cap, self.node_agg, self.pat_sid, self.pat_within, self.pat_since,
-                self.pat_nsteps, self.pat_active, self.pat_live, self.gcols)
+                self.pat_nsteps, self.pat_active, self.pat_live, self.gcols, self.node_sg)
 
     def _state(self) -> tuple:
         return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_gen,
@@ -448,14 +580,17 @@ class PatternEngine:
         ev_num[row[sel], cols[sel]] = nums[sel] + 0.0
         return ev_kind, ev_num
 
-    def process_events(self, events: Sequence[Event | tuple]) -> list[Witness]:
+    def process_events(self, events: Sequence[Event | tuple]) -> Witnesses:
         """Convenience: events as ``(id, ts, attributes)`` (builds the :class:`EventBatch`)."""
         events = [Event(*e) for e in events]
         return self.process(EventBatch.from_dicts([e.attributes for e in events]),
                             np.array([e.id for e in events], np.int64), np.array([e.ts for e in events], np.int64))
 
-    def process(self, batch: EventBatch, ids: np.ndarray, ts: np.ndarray) -> list[Witness]:
+    def process(self, batch: EventBatch, ids: np.ndarray, ts: np.ndarray) -> Witnesses:
         """Process a batch of one partition's events in offset order; the witnesses it completes.
+
+        The result is a sequence of :class:`Witness` kept as arrays until read
+        (:class:`~fastpubsub.patterns.witnesses.Witnesses`).
 
         ``ids``: the events' ids (their offsets), ``ts``: their timestamps (ms, event time).
         """
@@ -477,15 +612,17 @@ class PatternEngine:
         else:
             matches = self.matcher.match_encoded(batch)
             m_off, m_ids = matches.offsets.astype(np.int64), matches.ids.astype(np.int64)
-            is_start = ((m_ids & 1) == 0) & (((m_ids >> 1) % K.STRIDE) == 0)
-            cs = np.concatenate([[0], np.cumsum(is_start)])
+            node = m_ids >> 1
+            is_group = ((m_ids & 1) == 0) & (node >= K.GROUP_BASE) & (node < K.STEP_BASE)
+            starts = np.zeros(len(m_ids), np.int64)
+            starts[is_group] = self.grp_size[node[is_group] - K.GROUP_BASE]
+            cs = np.concatenate([[0], np.cumsum(starts)])
             n_start = (cs[m_off[1:]] - cs[m_off[:-1]]).astype(np.int64)
         ev_kind, ev_num = self._event_matrix(batch)
         ev_bits = ev_num.view(np.int64)
         atoms = self.at
         captures = (self.cap_ev, self.cap_col, self.ag_fn, self.ag_ev, self.ag_slot)
-        out = self._pending
-        self._pending = []
+        parts = []
         i = 0
         while True:
             i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, ts, ids,
@@ -494,14 +631,14 @@ class PatternEngine:
                                  self.heap_g, self.pi_mark, self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
                                  self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
-                                 self.start_hi, self.start_res_lo, self.start_res_hi, self.st)
-            out.extend(self._drain(ts))
+                                 self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
+            parts.append(self._drain(ts))
             if i >= n:
                 break
             self._reserve(int(n_start[i]))
         if n:
             self.last_id = int(ids[-1])
-        return out
+        return Witnesses.concat(parts)
 
     def _reserve(self, starts: int) -> None:
         """Grow whatever bound stopped the kernel (module docstring of :mod:`.kernel`)."""
@@ -550,22 +687,20 @@ class PatternEngine:
         if self.st[K.ST_KEYS] > 4 * live + 4096:
             self._relist(4 * live + 64)
 
-    def _drain(self, ts: np.ndarray) -> list[Witness]:
+    def _drain(self, ts: np.ndarray) -> Witnesses:
+        """The kernel's witness rows as a :class:`Witnesses` (copied: the buffers are reused)."""
         n = int(self.st[K.ST_WIT])
         self.st[K.ST_WIT] = 0
-        if n == 0:
-            return []
-        ps, ends, starts = self.w_p[:n].tolist(), ts[self.w_ev[:n]].tolist(), self.w_start[:n].tolist()
-        bounds, iters = self.w_bound[:n].tolist(), self.w_iters[:n].tolist()
-        accs, accns = self.w_acc[:n].tolist(), self.w_accn[:n].tolist()
-        out = []
-        for w in range(n):
-            c = self.compiled[ps[w]]
-            ns = len(c.pattern.steps) + 1
-            acc, accn = accs[w], accns[w]
-            aggs = tuple((label, aggregate_value(fn, acc[slot], accn[slot])) for label, slot, fn in c.labels)
-            out.append(Witness(c.sid, tuple(zip(bounds[w][:ns], iters[w][:ns])), aggs, starts[w], ends[w]))
-        return out
+        slot = self.w_p[:n].copy()
+        labels = {}
+        if n:
+            for p in np.unique(slot).tolist():
+                lab = self.compiled[p].labels
+                if lab:
+                    labels[p] = lab
+        return Witnesses(self.pat_sid[slot], self.pat_nsteps[slot] + 1, self.w_bound[:n].copy(),
+                         self.w_iters[:n].copy(), self.w_start[:n].copy(), ts[self.w_ev[:n]], self.w_acc[:n].copy(),
+                         self.w_accn[:n].copy(), slot, labels)
 
     # -- state: changes, export, restore (docs/patterns.md section 4) ---------
     def _new_epoch(self) -> None:

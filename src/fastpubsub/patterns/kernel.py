@@ -22,6 +22,8 @@ import numpy as np
 from numba import njit
 
 STRIDE = 9  # nodes per pattern slot: the start plus MAX_STEPS steps
+GROUP_BASE = 1 << 40  # matcher ids 2 * (GROUP_BASE + g) are start groups (merged start states), below are nodes
+STEP_BASE = 1 << 41  # matcher ids 2 * (STEP_BASE + g) are step groups (equal static correlations), their list key
 OP_START, OP_NEXT, OP_FOLD = 0, 1, 2
 MODE_NONE, MODE_STATIC, MODE_DYNAMIC = 0, 1, 2
 SRC_CONST, SRC_EVENT, SRC_INST, SRC_AGG, SRC_DUR = 0, 1, 2, 3, 4
@@ -72,7 +74,7 @@ def find_list(hk, hval, a, b, c, d, create, st, list_head):
 
 
 @njit(cache=True, inline="always")
-def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num):
+def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num):
     """The list key an instance at ``node`` belongs to (see module docstring)."""
     if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
         col = node_idx_col[node]
@@ -81,6 +83,8 @@ def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv
             return node, np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
         return np.int64(-1), np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
     if mode != MODE_NONE and node_theta_static[node]:
+        if node_sg[node] >= 0:  # a step group: one list for the instances of all its nodes
+            return STEP_BASE + node_sg[node], np.int64(-2), np.int64(0), np.int64(0)
         return node, np.int64(-2), np.int64(0), np.int64(0)
     return np.int64(-1), np.int64(-3), np.int64(0), np.int64(0)
 
@@ -271,7 +275,7 @@ def _agg_step(node, i, slot, node_agg, ag_fn, ag_ev, ag_slot, ev_kind, ev_num, a
 def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     """Refile every live instance (after growth, a mode change or a restore): empty keys disappear."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     hk[:, 0] = EMPTY
@@ -280,7 +284,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     for s in range(inst_alive.shape[0]):
         if inst_alive[s]:
             node = inst_p[s] * STRIDE + inst_node[s]
-            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num)
+            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
             lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
             _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
@@ -288,7 +292,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 @njit(cache=True, inline="always")
 def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
@@ -314,7 +318,7 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
 def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num):
     """Place instance ``s`` at ``node`` after binding event ``i``; a fold initialises ``.last`` and aggregates."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
@@ -329,7 +333,7 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
         bound[s, node] = -1
         iters[s, node] = 0
         st[ST_FOLDLIVE] += 1
-    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, iv_kind, iv_num)
+    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
     lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
     _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
@@ -362,16 +366,58 @@ def _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_star
 
 
 @njit(cache=True)
+def group_starts(g, i, ev_kind, ev_num, grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq,
+                 cre_p, cre_parent, ncre):
+    """The members of start group ``g`` that event ``i`` may start, appended to ``cre_p`` from ``ncre``.
+
+    A band of threshold members (``attr > c`` / ``>=``, ascending ``c``; ``<`` / ``<=``, descending) is
+    walked only while the event passes: those get parent -2 (their start is fully checked); the other
+    members (parent -1) still have their remaining start atoms evaluated.  Returns the new ``ncre``.
+    """
+    for b in range(grp_blo[g], grp_bhi[g]):
+        d = band_dir[b]
+        if d == 0:
+            for k in range(band_lo[b], band_hi[b]):
+                cre_p[ncre] = mem_p[k]
+                cre_parent[ncre] = -1
+                ncre += 1
+            continue
+        col = band_col[b]
+        x = ev_num[i, col]
+        if ev_kind[i, col] != 0 or x != x:
+            continue  # missing, not a number, NaN: every comparison fails
+        for k in range(band_lo[b], band_hi[b]):
+            t = mem_thr[k]
+            if d == 1:
+                if t > x:
+                    break
+                ok = t < x or (mem_eq[k] and t == x)
+            else:
+                if t < x:
+                    break
+                ok = t > x or (mem_eq[k] and t == x)
+            if ok:
+                cre_p[ncre] = mem_p[k]
+                cre_parent[ncre] = -2
+                ncre += 1
+    return ncre
+
+
+_group_starts = group_starts
+
+
+@njit(cache=True)
 def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_num, ev_bits,
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
                    heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
-                   start_lo, start_hi, start_res_lo, start_res_hi, st):
+                   start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
-     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols) = tables
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     AT = atoms
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
+    (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     n = ev_ts.shape[0]
@@ -409,12 +455,13 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 if mid & 1:
                     pi_mark[node] = stamp
                     continue
-                if node % STRIDE == 0:
-                    cre_p[ncre] = node // STRIDE
-                    cre_parent[ncre] = -1
-                    ncre += 1
+                if node >= STEP_BASE:  # a step group: the instances of all its nodes in one list
+                    lid = find_list(hk, hval, node, np.int64(-2), np.int64(0), np.int64(0), False, st, list_head)
+                elif node >= GROUP_BASE:  # a start group: its members whose threshold the event passes
+                    ncre = _group_starts(node - GROUP_BASE, i, ev_kind, ev_num, grp_blo, grp_bhi, band_lo, band_hi,
+                                         band_dir, band_col, mem_p, mem_thr, mem_eq, cre_p, cre_parent, ncre)
                     continue
-                if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
+                elif mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
                     col = node_idx_attr[node]
                     lid = find_list(hk, hval, node, np.int64(col), np.int64(ev_kind[i, col]), ev_bits[i, col], False,
                                     st, list_head)
@@ -518,8 +565,8 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             if cre_parent[q] < 0:  # a start
                 if not pat_active[p] or ts < pat_since[p]:
                     continue
-                if mode != MODE_NONE and not _all(start_res_lo[p], start_res_hi[p], AT, i, ev_kind, ev_num,
-                                                  0, iv_kind, iv_num, acc, accn, 0):
+                if mode != MODE_NONE and cre_parent[q] == -1 and not _all(
+                        start_res_lo[p], start_res_hi[p], AT, i, ev_kind, ev_num, 0, iv_kind, iv_num, acc, accn, 0):
                     continue  # the start's part the matcher did not check
                 if pat_nsteps[p] == 0:
                     st[ST_STARTED] += 1
