@@ -100,6 +100,9 @@ class _Workload:
         self.records.append((b"3000", codecs.encode_subscription(codecs.Subscription("json", [("a0", "=", 1)]), "json")))
         self.records.append((b"3001", codecs.encode_subscription(
             codecs.Subscription("strings", [("a0", "=", "x"), ("a1", "!=", True), ("a2", "<", 2.5)], valid_until=2**40))))
+        # no equality: the presence-key and catch-all kernels run for these (as for the demo's hand-written ones)
+        self.records.append((b"3002", codecs.encode_subscription(codecs.Subscription("ranges", [("a1", "<=", 3), ("a2", ">=", 30)]))))
+        self.records.append((b"3003", codecs.encode_subscription(codecs.Subscription("ranges", [("a3", "!=", 1), ("a4", "<", 5)]))))
         self.events = [codecs.encode_event(e) for e in generate_events(spec, 500, seed=8).to_dicts()]
         self.events.append(b'{"a0": 1, "a1": "x", "a2": true}')
 
