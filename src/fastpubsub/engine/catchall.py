@@ -142,10 +142,12 @@ class CatchAllPath:
         if n == 0:
             return self.active
         off, pids = _subset(off, pids, rows)
-        refs = grow(self.field_refs.copy(), self.preds.n_fields, 0)
-        count_fields(off, pids, self.preds.field, 1, refs)
+        # fields the catch-all would constrain: those it does, plus the new ones among these rows' (no copy of field_refs)
+        added = np.unique(self.preds.field[pids])
+        held = added[added < len(self.field_refs)]
+        fields = int(np.count_nonzero(self.field_refs)) + len(added) - int(np.count_nonzero(self.field_refs[held]))
         ranges = self.range_predicates + int(np.count_nonzero(self.preds.op[pids] != OP_EQ))
-        return prefer_bitmaps(self.cost, self.K_c, self.n + n, int(np.count_nonzero(refs)), ranges, self.active)
+        return prefer_bitmaps(self.cost, self.K_c, self.n + n, fields, ranges, self.active)
 
     def decide(self) -> None:
         """Move the catch-all onto the bit-parallel path or back, as the price says."""
