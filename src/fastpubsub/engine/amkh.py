@@ -1,0 +1,603 @@
+"""Adaptive multiple key hashing (Wu & Yu): inequality clauses in the hash key, in one table of M chained slots.
+
+A subscription is a point whose coordinate on a *hashed* field is one of its
+clauses there (0: none).  Its slot is ``(sum_i w_i * h_i(C_i)) mod M``
+(equations 1 and 2 of the paper), collisions chained.  ``h_i`` of an
+equality clause is exact (its predicate id + 1); of an inequality clause on a
+*general* field it depends on the bucketing:
+
+* ``"exact"``: exact too (MKH, equation 1);
+* ``"fold"``: ``-(1 + (C_i mod B))``, the paper's ``w_i (C_i mod B)`` with the
+  predicate id as the clause ID (AMKH(G, B));
+* ``"range"``: the clause's value bucket, ``B`` buckets per field and
+  direction (``<``/``<=``, ``>``/``>=``, ``!=``) bounded at quantiles of the
+  constants filed when the field is configured; an event satisfying a clause
+  of a bucket probes the bucket, so a bucket holds the clauses an event
+  near its edge satisfies and few others.
+
+An event makes, per hashed field, the set of members its satisfied
+predicates map to, and for each *shape* (the set of hashed fields on which
+live subscriptions have a clause) probes the product of those sets: the
+candidate coordinates, enumerated per shape rather than over every field
+with 0s (2^k probes).  Every subscription chained in a probed slot is
+*examined*: all its predicates are checked against the event's satisfied
+predicates, so matching is exact whatever the bucketing and collisions.
+``stats()["amkh"]`` counts events, coordinate probes, subscriptions examined
+and matched since :meth:`AmkhIndex.reset_counters`: the paper's metric is
+``(examined - matched) / events``.
+
+Which fields are hashed is the *configuration*, fixed from the first
+subscriptions filed (and redone by :meth:`AmkhIndex.reorganize`):
+``equality`` (attribute names; default every attribute whose clauses are all
+``=``, the paper's equality-only attributes) key their ``=`` clauses;
+``general`` (attribute names, or ``"auto"``) key every clause.  With
+``general="auto"`` the index prices each candidate general attribute and
+bucketing on a sample of events (the events it is given, or the first match
+batch) with :func:`price`: probes at ``C_h`` and examined subscriptions at
+``K_c`` per predicate, the constants of the calibrated cost model, and keeps
+a general attribute only when it lowers the price -- the paper's rules of
+thumb (G = 0 when many equality clauses, the most selective general
+attribute first, B = 2 when selectivity is low) fall out of the prices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from .costmodel.model import CostModel
+from .encoding import N_KINDS, AttributeDictionary
+from .idpool import grow
+from .index import IndexContext
+from .predicates import PredicateTable, satisfied_predicates
+from .scan import ensure_room, finish_event
+from .semantics import OP_EQ
+
+BUCKETINGS = ("exact", "fold", "range")
+#: member_of value of a predicate that is no key member (an inequality on an equality-only field)
+NO_MEMBER = np.iinfo(np.int64).min
+#: slots per subscription when ``table_size`` is not given (load factor 1/2)
+SLOTS_PER_SUBSCRIPTION = 2
+#: the most hashed fields (shapes are bit masks)
+MAX_HASHED = 63
+#: ns per coordinate probe and per subscription examined (a chained subscription is a random read), as
+#: benchmarks/amkh.py measures them on the Wu & Yu workload; ``general="auto"`` prices with them
+PROBE_NS = 60.0
+CHECK_NS = 30.0
+#: direction of each operator code for range buckets: = (none), !=, <, <=, >, >=
+_DIRECTION = np.array([-1, 2, 0, 0, 1, 1], dtype=np.int64)
+
+
+@njit(cache=True)
+def coordinates(off, pids, pred_field, pred_op, hpos, member_of, weights):
+    """Per row: its key sum (``sum w_k * member_k``, wrapping) and shape (bit mask of hashed positions).
+
+    On each hashed field the row's ``=`` clause is its member, else its first
+    inequality clause with a member.
+    """
+    n = off.shape[0] - 1
+    ksum = np.zeros(n, dtype=np.uint64)
+    shape = np.zeros(n, dtype=np.int64)
+    nh = weights.shape[0]
+    chosen = np.zeros(max(nh, 1), dtype=np.int64)
+    is_eq = np.zeros(max(nh, 1), dtype=np.bool_)
+    for i in range(n):
+        m = 0
+        for j in range(off[i], off[i + 1]):
+            p = pids[j]
+            f = pred_field[p]
+            k = hpos[f] if f < hpos.shape[0] else -1
+            if k < 0 or member_of[p] == NO_MEMBER:
+                continue
+            bit = np.int64(1) << k
+            eq = pred_op[p] == 0
+            if (m & bit) == 0 or (eq and not is_eq[k]):
+                chosen[k] = member_of[p]
+                is_eq[k] = eq
+                m |= bit
+        s = np.uint64(0)
+        for k in range(nh):
+            if m & (np.int64(1) << k):
+                s += weights[k] * np.uint64(chosen[k])
+                is_eq[k] = False
+        ksum[i] = s
+        shape[i] = m
+    return ksum, shape
+
+
+@njit(cache=True)
+def link(handles, ksum, head, nxt, prv, slot_of, m_slots):
+    """Chain each handle at the head of its slot ``ksum mod M``."""
+    for i in range(handles.shape[0]):
+        h = handles[i]
+        s = np.int64(ksum[i] % np.uint64(m_slots))
+        slot_of[h] = s
+        f = head[s]
+        nxt[h] = f
+        prv[h] = -1
+        if f >= 0:
+            prv[f] = h
+        head[s] = h
+
+
+@njit(cache=True)
+def unlink(handles, head, nxt, prv, slot_of):
+    for i in range(handles.shape[0]):
+        h = handles[i]
+        p, q = prv[h], nxt[h]
+        if p >= 0:
+            nxt[p] = q
+        else:
+            head[slot_of[h]] = q
+        if q >= 0:
+            prv[q] = p
+        nxt[h] = -1
+        prv[h] = -1
+        slot_of[h] = -1
+
+
+@njit(cache=True)
+def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
+    """The distinct key members of an event's satisfied predicates per hashed position (CSR in ``mem_off``/``mem``)."""
+    for k in range(nh):
+        cnt[k] = 0
+    for t in range(ns):
+        p = sat[t]
+        f = pred_field[p]
+        k = hpos[f] if f < hpos.shape[0] else -1
+        if k >= 0 and member_of[p] != NO_MEMBER:
+            cnt[k] += 1
+    mem_off[0] = 0
+    for k in range(nh):
+        mem_off[k + 1] = mem_off[k] + cnt[k]
+        cnt[k] = mem_off[k]
+    for t in range(ns):
+        p = sat[t]
+        f = pred_field[p]
+        k = hpos[f] if f < hpos.shape[0] else -1
+        if k >= 0 and member_of[p] != NO_MEMBER:
+            mem[cnt[k]] = member_of[p]
+            cnt[k] += 1
+    # distinct members per position (fold and range map many predicates to one member)
+    for k in range(nh):
+        a, b = mem_off[k], mem_off[k + 1]
+        if b - a > 1:
+            seg = np.sort(mem[a:b])
+            w = a
+            for t in range(b - a):
+                if t == 0 or seg[t] != seg[t - 1]:
+                    mem[w] = seg[t]
+                    w += 1
+            cnt[k] = w - a
+        else:
+            cnt[k] = b - a
+
+
+@njit(cache=True)
+def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, sub_first, sub_len, arena, handle_id,
+                counters):
+    """Match a batch of events; ``counters`` += (events, probes, examined, matched)."""
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    pred_field = preds.field
+    n_ev = ev_off.shape[0] - 1
+    n_ids = max(preds.bits.shape[0], 1)
+    sat = np.empty(n_ids, dtype=np.int64)
+    satbit = np.zeros(n_ids, dtype=np.bool_)
+    nh = weights.shape[0]
+    cnt = np.zeros(nh + 1, dtype=np.int64)
+    mem_off = np.zeros(nh + 1, dtype=np.int64)
+    mem = np.empty(n_ids, dtype=np.int64)
+    pos = np.zeros(nh + 1, dtype=np.int64)
+    digit = np.zeros(nh + 1, dtype=np.int64)
+    slots = np.empty(64, dtype=np.int64)
+    m_slots = np.uint64(head.shape[0])
+    out = np.empty(1024, dtype=np.int64)
+    out_off = np.zeros(n_ev + 1, dtype=np.int64)
+    nout = 0
+    probes = 0
+    examined = 0
+    for i in range(n_ev):
+        ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
+        for t in range(ns):
+            satbit[sat[t]] = True
+        event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem)
+        nslots = 0
+        for si in range(shapes.shape[0]):
+            sh = shapes[si]
+            d = 0
+            ok = True
+            for k in range(nh):
+                if sh & (np.int64(1) << k):
+                    if cnt[k] == 0:
+                        ok = False
+                        break
+                    pos[d] = k
+                    digit[d] = 0
+                    d += 1
+            if not ok:
+                continue
+            while True:  # odometer over the product of the shape's member sets
+                s = np.uint64(0)
+                for t in range(d):
+                    k = pos[t]
+                    s += weights[k] * np.uint64(mem[mem_off[k] + digit[t]])
+                if nslots == slots.shape[0]:
+                    bigger = np.empty(2 * nslots, dtype=np.int64)
+                    bigger[:nslots] = slots[:nslots]
+                    slots = bigger
+                slots[nslots] = np.int64(s % m_slots)
+                nslots += 1
+                t = 0
+                while t < d:
+                    digit[t] += 1
+                    if digit[t] < cnt[pos[t]]:
+                        break
+                    digit[t] = 0
+                    t += 1
+                if t == d:
+                    break
+        probes += nslots
+        # a slot reached by two coordinates is read once (its subscriptions would otherwise match twice)
+        probed = np.sort(slots[:nslots])
+        start = nout
+        for t in range(nslots):
+            if t > 0 and probed[t] == probed[t - 1]:
+                continue
+            h = head[probed[t]]
+            while h >= 0:
+                examined += 1
+                a = sub_first[h]
+                good = True
+                for j in range(a, a + sub_len[h]):
+                    if not satbit[arena[j]]:
+                        good = False
+                        break
+                if good:
+                    out = ensure_room(out, nout, 1)
+                    out[nout] = h
+                    nout += 1
+                h = nxt[h]
+        for t in range(ns):
+            satbit[sat[t]] = False
+        finish_event(out, start, nout, handle_id)
+        out_off[i + 1] = nout
+    counters[0] += n_ev
+    counters[1] += probes
+    counters[2] += examined
+    counters[3] += nout
+    return out_off, out[:nout].copy()
+
+
+def _weights(n: int, seed: int) -> np.ndarray:
+    """The paper's "random" w_i: odd 64-bit multipliers."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 2**63 - 1, size=n, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+
+
+class AmkhIndex:
+    """One multiple-key hash table of M chained slots (module docstring); ``Matcher("amkh", ...)``.
+
+    Options: ``general`` (attribute names whose inequality clauses enter the
+    key, ``()`` for none, ``"auto"`` to price them), ``bucketing`` (one of
+    :data:`BUCKETINGS`), ``buckets`` (B of ``fold``, buckets per direction of
+    ``range``), ``equality`` (attribute names whose ``=`` clauses enter the
+    key; None: every equality-only attribute), ``table_size`` (M; None: twice
+    the subscriptions, doubled as they grow), ``seed`` (of the weights).
+    """
+
+    def __init__(self, preds: PredicateTable, attributes: AttributeDictionary, model: CostModel, *,
+                 general: Any = (), bucketing: str = "fold", buckets: int = 2, equality: Any = None,
+                 table_size: int | None = None, seed: int = 0) -> None:
+        if bucketing not in BUCKETINGS:
+            raise ValueError(f"bucketing is one of {', '.join(BUCKETINGS)}, not {bucketing!r}")
+        if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1:
+            raise ValueError(f"buckets is an integer >= 1, not {buckets!r}")
+        if table_size is not None and (not isinstance(table_size, (int, np.integer)) or table_size < 1):
+            raise ValueError(f"table_size is an integer >= 1, not {table_size!r}")
+        if isinstance(general, str) and general != "auto":
+            general = (general,)
+        if isinstance(equality, str):
+            equality = (equality,)
+        self.preds = preds
+        self.attributes = attributes
+        self.model = model
+        self.general_option = general if general == "auto" else tuple(general)
+        self.bucketing = bucketing
+        self.buckets = int(buckets)
+        self.equality_option = None if equality is None else tuple(equality)
+        self.table_size = None if table_size is None else int(table_size)
+        self.seed = seed
+        self.configured = False
+        self.general: tuple[str, ...] = ()
+        self.equality: tuple[str, ...] = ()
+        self.hpos = np.full(0, -1, dtype=np.int64)  # field -> hashed position (-1: not hashed)
+        self.general_field = np.zeros(0, dtype=bool)  # field -> its inequality clauses are key members
+        self.weights = np.zeros(0, dtype=np.uint64)
+        self.bounds: dict[tuple[int, int], np.ndarray] = {}  # (field, direction) -> range bucket bounds
+        self.member_of = np.full(0, NO_MEMBER, dtype=np.int64)
+        self._member_known = np.zeros(0, dtype=bool)
+        self.head = np.full(1, -1, dtype=np.int64)
+        self.nxt = np.zeros(0, dtype=np.int64)
+        self.prv = np.zeros(0, dtype=np.int64)
+        self.slot_of = np.zeros(0, dtype=np.int64)
+        self.ksum = np.zeros(0, dtype=np.uint64)
+        self.shape_of = np.zeros(0, dtype=np.int64)
+        self.shape_refs: dict[int, int] = {}
+        self.shapes = np.zeros(0, dtype=np.int64)
+        self.sub_first = np.zeros(0, dtype=np.int64)
+        self.sub_len = np.zeros(0, dtype=np.int64)
+        self.arena = np.zeros(0, dtype=np.int64)
+        self.arena_used = 0
+        self.live = np.zeros(0, dtype=bool)
+        self.n_live = 0
+        self.counters = np.zeros(4, dtype=np.int64)
+        self.sample_events = None  # events "auto" prices on (set_sample), else the first match batch
+
+    # -- configuration ---------------------------------------------------------
+    def _fields_of(self, names: tuple[str, ...]) -> np.ndarray:
+        ids = [self.attributes.ids[n] for n in names if n in self.attributes.ids]
+        return np.array([a * N_KINDS + k for a in ids for k in range(N_KINDS)], dtype=np.int64)
+
+    def _live_pids(self) -> np.ndarray:
+        handles = np.flatnonzero(self.live)
+        if not len(handles):
+            return np.zeros(0, dtype=np.int64)
+        return self._pids_of(handles)[1]
+
+    def _configure(self, pids: np.ndarray, general: tuple[str, ...]) -> None:
+        """Choose the hashed fields and the members of every predicate (before any subscription is linked)."""
+        field, op = self.preds.field[pids], self.preds.op[pids]
+        names = {i: n for n, i in self.attributes.ids.items()}
+        if self.equality_option is None:
+            attrs = field // N_KINDS
+            ineq = set(np.unique(attrs[op != OP_EQ]).tolist())
+            eq_attrs = [a for a in np.unique(attrs[op == OP_EQ]).tolist() if a not in ineq]
+            equality = tuple(sorted(names[a] for a in eq_attrs if names[a] not in general))
+        else:
+            equality = tuple(n for n in self.equality_option if n not in general)
+        hashed = np.union1d(self._fields_of(equality), self._fields_of(general))
+        present = np.unique(field)
+        hashed = hashed[np.isin(hashed, present)]
+        if len(hashed) > MAX_HASHED:
+            raise ValueError(f"amkh hashes at most {MAX_HASHED} fields, this configuration has {len(hashed)}")
+        self.equality, self.general = equality, general
+        n_fields = max(self.preds.n_fields, int(hashed.max()) + 1 if len(hashed) else 0)
+        self.hpos = np.full(n_fields, -1, dtype=np.int64)
+        self.hpos[hashed] = np.arange(len(hashed))
+        self.general_field = np.zeros(n_fields, dtype=bool)
+        self.general_field[self._fields_of(general)[self._fields_of(general) < n_fields]] = True
+        self.weights = _weights(len(hashed), self.seed)
+        self.bounds = {}
+        if self.bucketing == "range":
+            codes = self.preds._codes(field, self.preds.bits_value[pids])
+            for f in np.flatnonzero(self.general_field).tolist():
+                for d in range(3):
+                    sel = (field == f) & (op != OP_EQ) & (_DIRECTION[op] == d)
+                    vals = np.unique(codes[sel])
+                    if len(vals) > 1 and self.buckets > 1:
+                        q = np.quantile(vals, np.arange(1, self.buckets) / self.buckets)
+                        self.bounds[(f, d)] = np.unique(q)
+                    else:
+                        self.bounds[(f, d)] = np.zeros(0)
+        self.member_of = np.full(0, NO_MEMBER, dtype=np.int64)
+        self._member_known = np.zeros(0, dtype=bool)
+        self.configured = True
+
+    def _members(self, pids: np.ndarray) -> None:
+        """member_of of predicates not seen since the configuration."""
+        top = self.preds.n_ids
+        self.member_of = grow(self.member_of, top, NO_MEMBER)
+        self._member_known = grow(self._member_known, top, False)
+        new = np.unique(pids[~self._member_known[pids]])
+        if not len(new):
+            return
+        self._member_known[new] = True
+        field, op = self.preds.field[new], self.preds.op[new]
+        n = len(self.general_field)
+        gen = np.zeros(len(new), dtype=bool)
+        inside = field < n
+        gen[inside] = self.general_field[field[inside]]
+        mem = np.full(len(new), NO_MEMBER, dtype=np.int64)
+        eq = op == OP_EQ
+        mem[eq] = new[eq] + 1
+        ineq = gen & ~eq
+        if self.bucketing == "exact":
+            mem[ineq] = new[ineq] + 1
+        elif self.bucketing == "fold":
+            mem[ineq] = -(1 + new[ineq] % self.buckets)
+        else:
+            codes = self.preds._codes(field, self.preds.bits_value[new])
+            kinds = field % N_KINDS
+            for i in np.flatnonzero(ineq).tolist():
+                d = int(_DIRECTION[op[i]])
+                b = self.bounds.get((int(field[i]), d))
+                if b is None or kinds[i] == 1:  # unseen at configuration, or strings (their codes move): fold
+                    mem[i] = -(1 + 3 * self.buckets + int(new[i]) % self.buckets)
+                else:
+                    mem[i] = -(1 + d * self.buckets + int(np.searchsorted(b, codes[i], side="right")))
+        self.member_of[new] = mem
+
+    # -- filing ----------------------------------------------------------------
+    def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
+        self.preds.incref(pids)
+        if not self.configured:
+            general = self.general_option
+            if general == "auto":
+                general = ()  # priced on the first events (choose_general)
+            self._configure(pids, tuple(general))
+        self._members(pids)
+        top = int(handles.max()) + 1
+        self.nxt, self.prv = grow(self.nxt, top, -1), grow(self.prv, top, -1)
+        self.slot_of, self.ksum = grow(self.slot_of, top, -1), grow(self.ksum, top, 0)
+        self.shape_of = grow(self.shape_of, top, 0)
+        self.sub_first, self.sub_len = grow(self.sub_first, top, 0), grow(self.sub_len, top, 0)
+        self.live = grow(self.live, top, False)
+        sizes = np.diff(off)
+        need = self.arena_used + len(pids)
+        if need > len(self.arena):
+            self.arena = grow(self.arena, max(need, 2 * len(self.arena)), -1)
+        self.arena[self.arena_used:need] = pids
+        self.sub_first[handles] = self.arena_used + off[:-1]
+        self.sub_len[handles] = sizes
+        self.arena_used = need
+        self.live[handles] = True
+        self.n_live += len(handles)
+        self._link(handles, off, pids)
+
+    def _link(self, handles, off, pids) -> None:
+        ksum, shape = coordinates(off, pids, self.preds.field, self.preds.op, self.hpos, self.member_of, self.weights)
+        self.ksum[handles] = ksum
+        self.shape_of[handles] = shape
+        for s, c in zip(*np.unique(shape, return_counts=True)):
+            self.shape_refs[int(s)] = self.shape_refs.get(int(s), 0) + int(c)
+        self.shapes = np.array(sorted(self.shape_refs), dtype=np.int64)
+        if self.table_size is not None:
+            rehash = len(self.head) != self.table_size
+            want = self.table_size
+        else:
+            want = max(SLOTS_PER_SUBSCRIPTION * self.n_live, 1)
+            rehash = len(self.head) < want // 2
+        if rehash:
+            self._rehash(want)
+        else:
+            link(handles, ksum, self.head, self.nxt, self.prv, self.slot_of, len(self.head))
+
+    def _rehash(self, m_slots: int) -> None:
+        self.head = np.full(m_slots, -1, dtype=np.int64)
+        live = np.flatnonzero(self.live)
+        link(live, self.ksum[live], self.head, self.nxt, self.prv, self.slot_of, m_slots)
+
+    def _pids_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sizes = self.sub_len[handles]
+        off = np.zeros(len(handles) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=off[1:])
+        idx = np.repeat(self.sub_first[handles] - off[:-1], sizes) + np.arange(int(off[-1]), dtype=np.int64)
+        return off, self.arena[idx]
+
+    def remove_bulk(self, handles: np.ndarray) -> None:
+        handles = np.asarray(handles, dtype=np.int64)
+        _, pids = self._pids_of(handles)
+        unlink(handles, self.head, self.nxt, self.prv, self.slot_of)
+        for s, c in zip(*np.unique(self.shape_of[handles], return_counts=True)):
+            left = self.shape_refs[int(s)] - int(c)
+            if left:
+                self.shape_refs[int(s)] = left
+            else:
+                del self.shape_refs[int(s)]
+        self.shapes = np.array(sorted(self.shape_refs), dtype=np.int64)
+        self.live[handles] = False
+        self.sub_len[handles] = 0
+        self.n_live -= len(handles)
+        dead = self.preds.decref(pids)
+        if len(dead):
+            self._member_known[dead[dead < len(self._member_known)]] = False
+        if self.arena_used > 1024 and self.arena_used > 4 * int(self.sub_len.sum()):
+            self._compact()
+
+    def _compact(self) -> None:
+        live = np.flatnonzero(self.live)
+        off, pids = self._pids_of(live)
+        self.arena = pids.copy()
+        self.sub_first[live] = off[:-1]
+        self.arena_used = len(pids)
+
+    def reorganize(self, general: Any = None) -> dict:
+        """Configure again from the live subscriptions (``general``: as the option; None: the option given)."""
+        live = np.flatnonzero(self.live)
+        off, pids = self._pids_of(live)
+        chosen = self.general_option if general is None else general
+        if chosen == "auto":
+            chosen = self.choose_general(self.sample_events) if self.sample_events is not None else ()
+        self._configure(pids, tuple(chosen) if not isinstance(chosen, str) else (chosen,))
+        self._members(pids)
+        self.shape_refs = {}
+        self.head = np.full(1, -1, dtype=np.int64)
+        self.n_live = len(live)
+        self._link(live, off, pids)
+        return self.configuration()
+
+    def configuration(self) -> dict:
+        return {"equality": list(self.equality), "general": list(self.general), "bucketing": self.bucketing,
+                "buckets": self.buckets, "table_size": int(len(self.head)), "shapes": int(len(self.shapes))}
+
+    # -- "auto": price the candidate general attributes -----------------------------
+    def set_sample(self, events) -> None:
+        """Encoded events (:class:`~engine.encoding.EventArrays`) ``general="auto"`` prices configurations on."""
+        self.sample_events = events
+
+    def choose_general(self, events) -> tuple[str, ...]:
+        """Greedy: add the general attribute that lowers :func:`price` most, while one does."""
+        pids = self._live_pids()
+        field, op = self.preds.field[pids], self.preds.op[pids]
+        names = {i: n for n, i in self.attributes.ids.items()}
+        candidates = sorted({names[a] for a in np.unique(field[op != OP_EQ] // N_KINDS).tolist()})
+        chosen: tuple[str, ...] = ()
+        best = self.price(events, chosen)
+        while True:
+            trials = [(self.price(events, chosen + (c,)), c) for c in candidates if c not in chosen]
+            if not trials:
+                break
+            cost, c = min(trials)
+            if cost >= best:
+                break
+            best, chosen = cost, chosen + (c,)
+        self.chosen_price = best
+        return chosen
+
+    def price(self, events, general: tuple[str, ...]) -> float:
+        """Predicted seconds per event of a configuration, from its probes and examined subscriptions on ``events``."""
+        trial = AmkhIndex(self.preds, self.attributes, self.model, general=general, bucketing=self.bucketing,
+                          buckets=self.buckets, equality=self.equality_option, table_size=self.table_size,
+                          seed=self.seed)
+        live = np.flatnonzero(self.live)
+        off, pids = self._pids_of(live)
+        trial._configure(pids, tuple(general))
+        trial._members(pids)
+        top = int(live.max()) + 1 if len(live) else 1
+        for name in ("nxt", "prv", "slot_of", "sub_first", "sub_len"):
+            setattr(trial, name, np.full(top, -1 if name in ("nxt", "prv", "slot_of") else 0, dtype=np.int64))
+        trial.ksum, trial.shape_of = np.zeros(top, dtype=np.uint64), np.zeros(top, dtype=np.int64)
+        trial.live = self.live[:top].copy()
+        trial.arena, trial.sub_first, trial.sub_len = self.arena, self.sub_first, self.sub_len
+        trial.n_live = len(live)
+        trial._link(live, off, pids)
+        trial._match(events, np.arange(top, dtype=np.int64))
+        ev, probes, examined, _ = trial.counters
+        return float((probes * PROBE_NS + examined * CHECK_NS) / max(ev, 1))
+
+    # -- matching --------------------------------------------------------------
+    def _match(self, events, handle_id):
+        return amkh_events(events, self.preds.arrays(), self.member_of, self.hpos, self.weights, self.shapes,
+                           self.head, self.nxt, self.sub_first, self.sub_len, self.arena, handle_id, self.counters)
+
+    def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.general_option == "auto" and self.sample_events is None and self.n_live:
+            self.sample_events = events
+            self.reorganize("auto")
+        return self._match(events, handle_id)
+
+    def reset_counters(self) -> None:
+        self.counters[:] = 0
+
+    def stats(self) -> dict:
+        ev, probes, examined, matched = (int(x) for x in self.counters)
+        mem = sum(int(a.nbytes) for a in (self.head, self.nxt, self.prv, self.slot_of, self.ksum, self.shape_of,
+                                          self.sub_first, self.sub_len, self.arena, self.member_of))
+        return {"subscriptions": int(self.n_live), "memory_bytes": mem, "configuration": self.configuration(),
+                "amkh": {"events": ev, "probes": probes, "examined": examined, "matched": matched,
+                         "unmatched_examined_per_event": (examined - matched) / ev if ev else 0.0,
+                         "probes_per_event": probes / ev if ev else 0.0}}
+
+
+def make_amkh(ctx: IndexContext, **options) -> AmkhIndex:
+    """``Matcher("amkh", general=..., bucketing=..., buckets=..., equality=..., table_size=..., seed=...)``."""
+    allowed = {"general", "bucketing", "buckets", "equality", "table_size", "seed"}
+    extra = set(options) - allowed
+    if extra:
+        raise ValueError(f"amkh takes no option {', '.join(sorted(extra))}; its options: {', '.join(sorted(allowed))}")
+    return AmkhIndex(ctx.preds, ctx.probabilities.attributes, ctx.cost_model(), **options)
