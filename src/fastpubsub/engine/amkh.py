@@ -176,9 +176,13 @@ def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
 
 
 @njit(cache=True)
-def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, sub_first, sub_len, arena, handle_id,
+def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, ksum, sub_first, sub_len, arena, handle_id,
                 counters):
-    """Match a batch of events; ``counters`` += (events, probes, examined, matched)."""
+    """Match a batch of events; ``counters`` += (events, probes, examined, matched, collisions).
+
+    A chained subscription whose key sum is not the probed coordinate's is a
+    collision: skipped without reading its predicates.
+    """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
@@ -193,13 +197,14 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, sub_firs
     mem = np.empty(n_ids, dtype=np.int64)
     pos = np.zeros(nh + 1, dtype=np.int64)
     digit = np.zeros(nh + 1, dtype=np.int64)
-    slots = np.empty(64, dtype=np.int64)
+    slots = np.empty(64, dtype=np.uint64)
     m_slots = np.uint64(head.shape[0])
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     probes = 0
     examined = 0
+    collisions = 0
     for i in range(n_ev):
         ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
                                   g_start, g_end, g_vals, g_pids, sat)
@@ -227,10 +232,10 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, sub_firs
                     k = pos[t]
                     s += weights[k] * np.uint64(mem[mem_off[k] + digit[t]])
                 if nslots == slots.shape[0]:
-                    bigger = np.empty(2 * nslots, dtype=np.int64)
+                    bigger = np.empty(2 * nslots, dtype=np.uint64)
                     bigger[:nslots] = slots[:nslots]
                     slots = bigger
-                slots[nslots] = np.int64(s % m_slots)
+                slots[nslots] = s
                 nslots += 1
                 t = 0
                 while t < d:
@@ -242,14 +247,19 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, sub_firs
                 if t == d:
                     break
         probes += nslots
-        # a slot reached by two coordinates is read once (its subscriptions would otherwise match twice)
+        # a coordinate reached twice (sums of distinct members may coincide) is probed once
         probed = np.sort(slots[:nslots])
         start = nout
         for t in range(nslots):
             if t > 0 and probed[t] == probed[t - 1]:
                 continue
-            h = head[probed[t]]
+            key = probed[t]
+            h = head[np.int64(key % m_slots)]
             while h >= 0:
+                if ksum[h] != key:
+                    collisions += 1
+                    h = nxt[h]
+                    continue
                 examined += 1
                 a = sub_first[h]
                 good = True
@@ -270,6 +280,7 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, sub_firs
     counters[1] += probes
     counters[2] += examined
     counters[3] += nout
+    counters[4] += collisions
     return out_off, out[:nout].copy()
 
 
@@ -335,7 +346,7 @@ class AmkhIndex:
         self.arena_used = 0
         self.live = np.zeros(0, dtype=bool)
         self.n_live = 0
-        self.counters = np.zeros(4, dtype=np.int64)
+        self.counters = np.zeros(5, dtype=np.int64)
         self.sample_events = None  # events "auto" prices on (set_sample), else the first match batch
 
     # -- configuration ---------------------------------------------------------
@@ -567,13 +578,14 @@ class AmkhIndex:
         trial.n_live = len(live)
         trial._link(live, off, pids)
         trial._match(events, np.arange(top, dtype=np.int64))
-        ev, probes, examined, _ = trial.counters
-        return float((probes * PROBE_NS + examined * CHECK_NS) / max(ev, 1))
+        ev, probes, examined, _, collisions = trial.counters
+        return float((probes * PROBE_NS + (examined + collisions) * CHECK_NS) / max(ev, 1))
 
     # -- matching --------------------------------------------------------------
     def _match(self, events, handle_id):
         return amkh_events(events, self.preds.arrays(), self.member_of, self.hpos, self.weights, self.shapes,
-                           self.head, self.nxt, self.sub_first, self.sub_len, self.arena, handle_id, self.counters)
+                           self.head, self.nxt, self.ksum, self.sub_first, self.sub_len, self.arena, handle_id,
+                           self.counters)
 
     def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.general_option == "auto" and self.sample_events is None and self.n_live:
@@ -585,12 +597,14 @@ class AmkhIndex:
         self.counters[:] = 0
 
     def stats(self) -> dict:
-        ev, probes, examined, matched = (int(x) for x in self.counters)
+        ev, probes, examined, matched, collisions = (int(x) for x in self.counters)
         mem = sum(int(a.nbytes) for a in (self.head, self.nxt, self.prv, self.slot_of, self.ksum, self.shape_of,
                                           self.sub_first, self.sub_len, self.arena, self.member_of))
         return {"subscriptions": int(self.n_live), "memory_bytes": mem, "configuration": self.configuration(),
                 "amkh": {"events": ev, "probes": probes, "examined": examined, "matched": matched,
+                         "collisions": collisions,
                          "unmatched_examined_per_event": (examined - matched) / ev if ev else 0.0,
+                         "chained_unmatched_per_event": (examined - matched + collisions) / ev if ev else 0.0,
                          "probes_per_event": probes / ev if ev else 0.0}}
 
 
