@@ -62,6 +62,9 @@ NO_MEMBER = np.iinfo(np.int64).min
 SLOTS_PER_SUBSCRIPTION = 2
 #: the most hashed fields (shapes are bit masks)
 MAX_HASHED = 63
+#: predicates a handle's record holds inline (one 64-byte line: next, key sum, size, 5 predicate ids)
+INLINE = 5
+REC_WIDTH = 3 + INLINE
 #: ns per coordinate probe and per subscription examined (a chained subscription is a random read), as
 #: benchmarks/amkh.py measures them on the Wu & Yu workload; ``general="auto"`` prices with them
 PROBE_NS = 60.0
@@ -78,7 +81,7 @@ def coordinates(off, pids, pred_field, pred_op, hpos, member_of, weights):
     inequality clause with a member.
     """
     n = off.shape[0] - 1
-    ksum = np.zeros(n, dtype=np.uint64)
+    ksum = np.zeros(n, dtype=np.int64)
     shape = np.zeros(n, dtype=np.int64)
     nh = weights.shape[0]
     chosen = np.zeros(max(nh, 1), dtype=np.int64)
@@ -97,10 +100,10 @@ def coordinates(off, pids, pred_field, pred_op, hpos, member_of, weights):
                 chosen[k] = member_of[p]
                 is_eq[k] = eq
                 m |= bit
-        s = np.uint64(0)
+        s = np.int64(0)
         for k in range(nh):
             if m & (np.int64(1) << k):
-                s += weights[k] * np.uint64(chosen[k])
+                s += weights[k] * chosen[k]  # wraps modulo 2^64
                 is_eq[k] = False
         ksum[i] = s
         shape[i] = m
@@ -108,14 +111,15 @@ def coordinates(off, pids, pred_field, pred_op, hpos, member_of, weights):
 
 
 @njit(cache=True)
-def link(handles, ksum, head, nxt, prv, slot_of, m_slots):
-    """Chain each handle at the head of its slot ``ksum mod M``."""
+def link(handles, ksum, head, rec, prv, slot_of, m_slots):
+    """Chain each handle at the head of its slot ``ksum mod M`` (``rec[h, NEXT]``), its key sum in ``rec[h, KEY]``."""
     for i in range(handles.shape[0]):
         h = handles[i]
-        s = np.int64(ksum[i] % np.uint64(m_slots))
+        s = ksum[i] % m_slots
         slot_of[h] = s
         f = head[s]
-        nxt[h] = f
+        rec[h, 0] = f
+        rec[h, 1] = ksum[i]
         prv[h] = -1
         if f >= 0:
             prv[f] = h
@@ -123,17 +127,17 @@ def link(handles, ksum, head, nxt, prv, slot_of, m_slots):
 
 
 @njit(cache=True)
-def unlink(handles, head, nxt, prv, slot_of):
+def unlink(handles, head, rec, prv, slot_of):
     for i in range(handles.shape[0]):
         h = handles[i]
-        p, q = prv[h], nxt[h]
+        p, q = prv[h], rec[h, 0]
         if p >= 0:
-            nxt[p] = q
+            rec[p, 0] = q
         else:
             head[slot_of[h]] = q
         if q >= 0:
             prv[q] = p
-        nxt[h] = -1
+        rec[h, 0] = -1
         prv[h] = -1
         slot_of[h] = -1
 
@@ -164,24 +168,41 @@ def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
     for k in range(nh):
         a, b = mem_off[k], mem_off[k + 1]
         if b - a > 1:
-            seg = np.sort(mem[a:b])
-            w = a
-            for t in range(b - a):
-                if t == 0 or seg[t] != seg[t - 1]:
-                    mem[w] = seg[t]
+            _sort_small(mem, a, b)
+            w = a + 1
+            for t in range(a + 1, b):
+                if mem[t] != mem[w - 1]:
+                    mem[w] = mem[t]
                     w += 1
             cnt[k] = w - a
         else:
             cnt[k] = b - a
 
 
+@njit(cache=True, inline="always")
+def _sort_small(a, lo, hi):
+    """Sort ``a[lo:hi]`` in place without allocating (insertion sort for the short runs of one event)."""
+    if hi - lo > 32:
+        a[lo:hi].sort()
+        return
+    for i in range(lo + 1, hi):
+        v = a[i]
+        j = i - 1
+        while j >= lo and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+
+
 @njit(cache=True)
-def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, ksum, sub_first, sub_len, arena, handle_id,
-                counters):
+def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, rec, arena, handle_id, counters):
     """Match a batch of events; ``counters`` += (events, probes, examined, matched, collisions).
 
     A chained subscription whose key sum is not the probed coordinate's is a
-    collision: skipped without reading its predicates.
+    collision: skipped without reading its predicates.  ``rec`` holds per
+    handle, in one cache line: the next handle of its chain, its key sum, its
+    number of predicates and the predicates themselves (up to ``INLINE``; more
+    live in ``arena`` from ``rec[h, 3]``).
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
@@ -197,8 +218,8 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, ksum, su
     mem = np.empty(n_ids, dtype=np.int64)
     pos = np.zeros(nh + 1, dtype=np.int64)
     digit = np.zeros(nh + 1, dtype=np.int64)
-    slots = np.empty(64, dtype=np.uint64)
-    m_slots = np.uint64(head.shape[0])
+    slots = np.empty(64, dtype=np.int64)
+    m_slots = head.shape[0]
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
@@ -227,12 +248,12 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, ksum, su
             if not ok:
                 continue
             while True:  # odometer over the product of the shape's member sets
-                s = np.uint64(0)
+                s = np.int64(0)
                 for t in range(d):
                     k = pos[t]
-                    s += weights[k] * np.uint64(mem[mem_off[k] + digit[t]])
+                    s += weights[k] * mem[mem_off[k] + digit[t]]
                 if nslots == slots.shape[0]:
-                    bigger = np.empty(2 * nslots, dtype=np.uint64)
+                    bigger = np.empty(2 * nslots, dtype=np.int64)
                     bigger[:nslots] = slots[:nslots]
                     slots = bigger
                 slots[nslots] = s
@@ -248,30 +269,38 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, ksum, su
                     break
         probes += nslots
         # a coordinate reached twice (sums of distinct members may coincide) is probed once
-        probed = np.sort(slots[:nslots])
+        _sort_small(slots, 0, nslots)
+        probed = slots
         start = nout
         for t in range(nslots):
             if t > 0 and probed[t] == probed[t - 1]:
                 continue
             key = probed[t]
-            h = head[np.int64(key % m_slots)]
+            h = head[key % m_slots]
             while h >= 0:
-                if ksum[h] != key:
+                if rec[h, 1] != key:
                     collisions += 1
-                    h = nxt[h]
+                    h = rec[h, 0]
                     continue
                 examined += 1
-                a = sub_first[h]
+                n = rec[h, 2]
                 good = True
-                for j in range(a, a + sub_len[h]):
-                    if not satbit[arena[j]]:
-                        good = False
-                        break
+                if n <= INLINE:
+                    for j in range(3, 3 + n):
+                        if not satbit[rec[h, j]]:
+                            good = False
+                            break
+                else:
+                    a = rec[h, 3]
+                    for j in range(a, a + n):
+                        if not satbit[arena[j]]:
+                            good = False
+                            break
                 if good:
                     out = ensure_room(out, nout, 1)
                     out[nout] = h
                     nout += 1
-                h = nxt[h]
+                h = rec[h, 0]
         for t in range(ns):
             satbit[sat[t]] = False
         finish_event(out, start, nout, handle_id)
@@ -285,9 +314,9 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, nxt, ksum, su
 
 
 def _weights(n: int, seed: int) -> np.ndarray:
-    """The paper's "random" w_i: odd 64-bit multipliers."""
+    """The paper's "random" w_i: odd 64-bit multipliers (int64 arithmetic wraps modulo 2^64 in the kernels)."""
     rng = np.random.default_rng(seed)
-    return rng.integers(0, 2**63 - 1, size=n, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+    return rng.integers(-(2**62), 2**62, size=n, dtype=np.int64) * 2 + 1
 
 
 class AmkhIndex:
@@ -328,15 +357,15 @@ class AmkhIndex:
         self.equality: tuple[str, ...] = ()
         self.hpos = np.full(0, -1, dtype=np.int64)  # field -> hashed position (-1: not hashed)
         self.general_field = np.zeros(0, dtype=bool)  # field -> its inequality clauses are key members
-        self.weights = np.zeros(0, dtype=np.uint64)
+        self.weights = np.zeros(0, dtype=np.int64)
         self.bounds: dict[tuple[int, int], np.ndarray] = {}  # (field, direction) -> range bucket bounds
         self.member_of = np.full(0, NO_MEMBER, dtype=np.int64)
         self._member_known = np.zeros(0, dtype=bool)
         self.head = np.full(1, -1, dtype=np.int64)
-        self.nxt = np.zeros(0, dtype=np.int64)
+        self.rec = np.zeros((0, REC_WIDTH), dtype=np.int64)  # handle -> next, key sum, size, predicates
         self.prv = np.zeros(0, dtype=np.int64)
         self.slot_of = np.zeros(0, dtype=np.int64)
-        self.ksum = np.zeros(0, dtype=np.uint64)
+        self.ksum = np.zeros(0, dtype=np.int64)
         self.shape_of = np.zeros(0, dtype=np.int64)
         self.shape_refs: dict[int, int] = {}
         self.shapes = np.zeros(0, dtype=np.int64)
@@ -390,6 +419,7 @@ class AmkhIndex:
                 for d in range(3):
                     sel = (field == f) & (op != OP_EQ) & (_DIRECTION[op] == d)
                     vals = np.unique(codes[sel])
+                    vals = vals[np.isfinite(vals)]
                     if len(vals) > 1 and self.buckets > 1:
                         q = np.quantile(vals, np.arange(1, self.buckets) / self.buckets)
                         self.bounds[(f, d)] = np.unique(q)
@@ -443,7 +473,11 @@ class AmkhIndex:
             self._configure(pids, tuple(general))
         self._members(pids)
         top = int(handles.max()) + 1
-        self.nxt, self.prv = grow(self.nxt, top, -1), grow(self.prv, top, -1)
+        if len(self.rec) < top:
+            rec = np.full((max(top, 2 * len(self.rec)), REC_WIDTH), -1, dtype=np.int64)
+            rec[: len(self.rec)] = self.rec
+            self.rec = rec
+        self.prv = grow(self.prv, top, -1)
         self.slot_of, self.ksum = grow(self.slot_of, top, -1), grow(self.ksum, top, 0)
         self.shape_of = grow(self.shape_of, top, 0)
         self.sub_first, self.sub_len = grow(self.sub_first, top, 0), grow(self.sub_len, top, 0)
@@ -456,9 +490,21 @@ class AmkhIndex:
         self.sub_first[handles] = self.arena_used + off[:-1]
         self.sub_len[handles] = sizes
         self.arena_used = need
+        self._records(handles)
         self.live[handles] = True
         self.n_live += len(handles)
         self._link(handles, off, pids)
+
+    def _records(self, handles: np.ndarray) -> None:
+        """Size and predicates (inline, or their place in the arena) of each handle's record."""
+        sizes = self.sub_len[handles]
+        self.rec[handles, 2] = sizes
+        long = sizes > INLINE
+        self.rec[handles[long], 3] = self.sub_first[handles[long]]
+        short = handles[~long]
+        for j in range(INLINE):
+            has = self.sub_len[short] > j
+            self.rec[short[has], 3 + j] = self.arena[self.sub_first[short[has]] + j]
 
     def _link(self, handles, off, pids) -> None:
         ksum, shape = coordinates(off, pids, self.preds.field, self.preds.op, self.hpos, self.member_of, self.weights)
@@ -476,12 +522,12 @@ class AmkhIndex:
         if rehash:
             self._rehash(want)
         else:
-            link(handles, ksum, self.head, self.nxt, self.prv, self.slot_of, len(self.head))
+            link(handles, ksum, self.head, self.rec, self.prv, self.slot_of, len(self.head))
 
     def _rehash(self, m_slots: int) -> None:
         self.head = np.full(m_slots, -1, dtype=np.int64)
         live = np.flatnonzero(self.live)
-        link(live, self.ksum[live], self.head, self.nxt, self.prv, self.slot_of, m_slots)
+        link(live, self.ksum[live], self.head, self.rec, self.prv, self.slot_of, m_slots)
 
     def _pids_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sizes = self.sub_len[handles]
@@ -493,7 +539,7 @@ class AmkhIndex:
     def remove_bulk(self, handles: np.ndarray) -> None:
         handles = np.asarray(handles, dtype=np.int64)
         _, pids = self._pids_of(handles)
-        unlink(handles, self.head, self.nxt, self.prv, self.slot_of)
+        unlink(handles, self.head, self.rec, self.prv, self.slot_of)
         for s, c in zip(*np.unique(self.shape_of[handles], return_counts=True)):
             left = self.shape_refs[int(s)] - int(c)
             if left:
@@ -516,6 +562,7 @@ class AmkhIndex:
         self.arena = pids.copy()
         self.sub_first[live] = off[:-1]
         self.arena_used = len(pids)
+        self._records(live)
 
     def reorganize(self, general: Any = None) -> dict:
         """Configure again from the live subscriptions (``general``: as the option; None: the option given)."""
@@ -570,9 +617,9 @@ class AmkhIndex:
         trial._configure(pids, tuple(general))
         trial._members(pids)
         top = int(live.max()) + 1 if len(live) else 1
-        for name in ("nxt", "prv", "slot_of", "sub_first", "sub_len"):
-            setattr(trial, name, np.full(top, -1 if name in ("nxt", "prv", "slot_of") else 0, dtype=np.int64))
-        trial.ksum, trial.shape_of = np.zeros(top, dtype=np.uint64), np.zeros(top, dtype=np.int64)
+        trial.prv, trial.slot_of = np.full(top, -1, dtype=np.int64), np.full(top, -1, dtype=np.int64)
+        trial.rec = self.rec[:top].copy()
+        trial.ksum, trial.shape_of = np.zeros(top, dtype=np.int64), np.zeros(top, dtype=np.int64)
         trial.live = self.live[:top].copy()
         trial.arena, trial.sub_first, trial.sub_len = self.arena, self.sub_first, self.sub_len
         trial.n_live = len(live)
@@ -584,8 +631,7 @@ class AmkhIndex:
     # -- matching --------------------------------------------------------------
     def _match(self, events, handle_id):
         return amkh_events(events, self.preds.arrays(), self.member_of, self.hpos, self.weights, self.shapes,
-                           self.head, self.nxt, self.ksum, self.sub_first, self.sub_len, self.arena, handle_id,
-                           self.counters)
+                           self.head, self.rec, self.arena, handle_id, self.counters)
 
     def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.general_option == "auto" and self.sample_events is None and self.n_live:
@@ -598,7 +644,7 @@ class AmkhIndex:
 
     def stats(self) -> dict:
         ev, probes, examined, matched, collisions = (int(x) for x in self.counters)
-        mem = sum(int(a.nbytes) for a in (self.head, self.nxt, self.prv, self.slot_of, self.ksum, self.shape_of,
+        mem = sum(int(a.nbytes) for a in (self.head, self.rec, self.prv, self.slot_of, self.ksum, self.shape_of,
                                           self.sub_first, self.sub_len, self.arena, self.member_of))
         return {"subscriptions": int(self.n_live), "memory_bytes": mem, "configuration": self.configuration(),
                 "amkh": {"events": ev, "probes": probes, "examined": examined, "matched": matched,
