@@ -49,6 +49,7 @@ CONFIGS = {
     "range3-equality-k": {"general": ("y", "s"), "bucketing": "range", "buckets": 3, "equality": ("k",),
                           "table_size": 1},
     "auto": {"general": "auto"},
+    "per-attribute": {"general": {"x": ("range", 3), "y": ("exact", 1), "s": ("fold", 2)}},
 }
 
 
@@ -197,5 +198,5 @@ def test_options_are_checked_and_the_configuration_is_reported():
     m.add(2, [("k", "=", 2), ("x", ">=", 3), ("y", "=", "a")])
     assert m.match({"k": 1, "x": 2}).tolist() == [1] and m.match({"k": 2, "x": 3, "y": "a"}).tolist() == [2]
     s = m.stats()
-    assert s["configuration"]["general"] == ["x"] and s["configuration"]["equality"] == ["k", "y"]
+    assert s["configuration"]["general"] == [["x", "range", 4]] and s["configuration"]["equality"] == ["k", "y"]
     assert s["amkh"]["events"] == 2 and s["amkh"]["matched"] == 2

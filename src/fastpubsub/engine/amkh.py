@@ -53,9 +53,13 @@ from .idpool import grow
 from .index import IndexContext
 from .predicates import PredicateTable, satisfied_predicates
 from .scan import ensure_room, finish_event
-from .semantics import OP_EQ
+from .semantics import KIND_STRING, OP_EQ
 
 BUCKETINGS = ("exact", "fold", "range")
+#: the bucketings ``general="auto"`` tries for each attribute with inequality clauses
+AUTO_BUCKETINGS = (("exact", 1), ("fold", 2), ("range", 2), ("range", 4), ("range", 8))
+#: the most general attributes ``general="auto"`` keys (the paper's G; it finds 1 or 2 enough)
+MAX_GENERAL = 2
 #: member_of value of a predicate that is no key member (an inequality on an equality-only field)
 NO_MEMBER = np.iinfo(np.int64).min
 #: slots per subscription when ``table_size`` is not given (load factor 1/2)
@@ -322,8 +326,10 @@ def _weights(n: int, seed: int) -> np.ndarray:
 class AmkhIndex:
     """One multiple-key hash table of M chained slots (module docstring); ``Matcher("amkh", ...)``.
 
-    Options: ``general`` (attribute names whose inequality clauses enter the
-    key, ``()`` for none, ``"auto"`` to price them), ``bucketing`` (one of
+    Options: ``general`` (attributes whose inequality clauses enter the key:
+    names, each with ``bucketing`` and ``buckets``, or ``(name, bucketing,
+    buckets)`` triples, or a dict ``{name: (bucketing, buckets)}``; ``()`` for
+    none; ``"auto"`` to price them), ``bucketing`` (one of
     :data:`BUCKETINGS`), ``buckets`` (B of ``fold``, buckets per direction of
     ``range``), ``equality`` (attribute names whose ``=`` clauses enter the
     key; None: every equality-only attribute), ``table_size`` (M; None: twice
@@ -333,10 +339,7 @@ class AmkhIndex:
     def __init__(self, preds: PredicateTable, attributes: AttributeDictionary, model: CostModel, *,
                  general: Any = (), bucketing: str = "fold", buckets: int = 2, equality: Any = None,
                  table_size: int | None = None, seed: int = 0) -> None:
-        if bucketing not in BUCKETINGS:
-            raise ValueError(f"bucketing is one of {', '.join(BUCKETINGS)}, not {bucketing!r}")
-        if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1:
-            raise ValueError(f"buckets is an integer >= 1, not {buckets!r}")
+        _check_bucketing(bucketing, buckets)
         if table_size is not None and (not isinstance(table_size, (int, np.integer)) or table_size < 1):
             raise ValueError(f"table_size is an integer >= 1, not {table_size!r}")
         if isinstance(general, str) and general != "auto":
@@ -346,17 +349,18 @@ class AmkhIndex:
         self.preds = preds
         self.attributes = attributes
         self.model = model
-        self.general_option = general if general == "auto" else tuple(general)
+        self.general_option = general if general == "auto" else _general(general, bucketing, int(buckets))
         self.bucketing = bucketing
         self.buckets = int(buckets)
         self.equality_option = None if equality is None else tuple(equality)
         self.table_size = None if table_size is None else int(table_size)
         self.seed = seed
         self.configured = False
-        self.general: tuple[str, ...] = ()
+        self.general: tuple[tuple[str, str, int], ...] = ()  # (attribute, bucketing, buckets)
         self.equality: tuple[str, ...] = ()
         self.hpos = np.full(0, -1, dtype=np.int64)  # field -> hashed position (-1: not hashed)
         self.general_field = np.zeros(0, dtype=bool)  # field -> its inequality clauses are key members
+        self.field_bucketing: dict[int, tuple[str, int]] = {}  # general field -> (bucketing, buckets)
         self.weights = np.zeros(0, dtype=np.int64)
         self.bounds: dict[tuple[int, int], np.ndarray] = {}  # (field, direction) -> range bucket bounds
         self.member_of = np.full(0, NO_MEMBER, dtype=np.int64)
@@ -389,8 +393,9 @@ class AmkhIndex:
             return np.zeros(0, dtype=np.int64)
         return self._pids_of(handles)[1]
 
-    def _configure(self, pids: np.ndarray, general: tuple[str, ...]) -> None:
+    def _configure(self, pids: np.ndarray, spec: tuple[tuple[str, str, int], ...]) -> None:
         """Choose the hashed fields and the members of every predicate (before any subscription is linked)."""
+        general = tuple(g[0] for g in spec)
         field, op = self.preds.field[pids], self.preds.op[pids]
         names = {i: n for n, i in self.attributes.ids.items()}
         if self.equality_option is None:
@@ -405,24 +410,28 @@ class AmkhIndex:
         hashed = hashed[np.isin(hashed, present)]
         if len(hashed) > MAX_HASHED:
             raise ValueError(f"amkh hashes at most {MAX_HASHED} fields, this configuration has {len(hashed)}")
-        self.equality, self.general = equality, general
+        self.equality, self.general = equality, spec
         n_fields = max(self.preds.n_fields, int(hashed.max()) + 1 if len(hashed) else 0)
         self.hpos = np.full(n_fields, -1, dtype=np.int64)
         self.hpos[hashed] = np.arange(len(hashed))
         self.general_field = np.zeros(n_fields, dtype=bool)
-        self.general_field[self._fields_of(general)[self._fields_of(general) < n_fields]] = True
+        self.field_bucketing = {}
+        for name, kind, b in spec:
+            fs = self._fields_of((name,))
+            self.general_field[fs[fs < n_fields]] = True
+            self.field_bucketing.update({int(f): (kind, b) for f in fs})
         self.weights = _weights(len(hashed), self.seed)
         self.bounds = {}
-        if self.bucketing == "range":
-            codes = self.preds._codes(field, self.preds.bits_value[pids])
-            for f in np.flatnonzero(self.general_field).tolist():
+        codes = self.preds._codes(field, self.preds.bits_value[pids])
+        for f in np.flatnonzero(self.general_field).tolist():
+            kind, nb = self.field_bucketing[f]
+            if kind == "range":
                 for d in range(3):
                     sel = (field == f) & (op != OP_EQ) & (_DIRECTION[op] == d)
                     vals = np.unique(codes[sel])
                     vals = vals[np.isfinite(vals)]
-                    if len(vals) > 1 and self.buckets > 1:
-                        q = np.quantile(vals, np.arange(1, self.buckets) / self.buckets)
-                        self.bounds[(f, d)] = np.unique(q)
+                    if len(vals) > 1 and nb > 1:
+                        self.bounds[(f, d)] = np.unique(np.quantile(vals, np.arange(1, nb) / nb))
                     else:
                         self.bounds[(f, d)] = np.zeros(0)
         self.member_of = np.full(0, NO_MEMBER, dtype=np.int64)
@@ -446,21 +455,20 @@ class AmkhIndex:
         mem = np.full(len(new), NO_MEMBER, dtype=np.int64)
         eq = op == OP_EQ
         mem[eq] = new[eq] + 1
-        ineq = gen & ~eq
-        if self.bucketing == "exact":
-            mem[ineq] = new[ineq] + 1
-        elif self.bucketing == "fold":
-            mem[ineq] = -(1 + new[ineq] % self.buckets)
-        else:
-            codes = self.preds._codes(field, self.preds.bits_value[new])
-            kinds = field % N_KINDS
-            for i in np.flatnonzero(ineq).tolist():
-                d = int(_DIRECTION[op[i]])
-                b = self.bounds.get((int(field[i]), d))
-                if b is None or kinds[i] == 1:  # unseen at configuration, or strings (their codes move): fold
-                    mem[i] = -(1 + 3 * self.buckets + int(new[i]) % self.buckets)
-                else:
-                    mem[i] = -(1 + d * self.buckets + int(np.searchsorted(b, codes[i], side="right")))
+        ineq = np.flatnonzero(gen & ~eq)
+        codes = self.preds._codes(field, self.preds.bits_value[new])
+        for i in ineq.tolist():
+            f, p = int(field[i]), int(new[i])
+            kind, nb = self.field_bucketing[f]
+            if kind == "exact":
+                mem[i] = p + 1
+                continue
+            d = int(_DIRECTION[op[i]])
+            b = self.bounds.get((f, d))
+            if kind == "fold" or b is None or f % N_KINDS == KIND_STRING:  # strings: their codes move, fold them
+                mem[i] = -(1 + 3 * nb + p % nb)
+            else:
+                mem[i] = -(1 + d * nb + int(np.searchsorted(b, codes[i], side="right")))
         self.member_of[new] = mem
 
     # -- filing ----------------------------------------------------------------
@@ -470,7 +478,7 @@ class AmkhIndex:
             general = self.general_option
             if general == "auto":
                 general = ()  # priced on the first events (choose_general)
-            self._configure(pids, tuple(general))
+            self._configure(pids, general)
         self._members(pids)
         top = int(handles.max()) + 1
         if len(self.rec) < top:
@@ -571,7 +579,7 @@ class AmkhIndex:
         chosen = self.general_option if general is None else general
         if chosen == "auto":
             chosen = self.choose_general(self.sample_events) if self.sample_events is not None else ()
-        self._configure(pids, tuple(chosen) if not isinstance(chosen, str) else (chosen,))
+        self._configure(pids, _general(chosen, self.bucketing, self.buckets))
         self._members(pids)
         self.shape_refs = {}
         self.head = np.full(1, -1, dtype=np.int64)
@@ -580,24 +588,37 @@ class AmkhIndex:
         return self.configuration()
 
     def configuration(self) -> dict:
-        return {"equality": list(self.equality), "general": list(self.general), "bucketing": self.bucketing,
-                "buckets": self.buckets, "table_size": int(len(self.head)), "shapes": int(len(self.shapes))}
+        return {"equality": list(self.equality), "general": [list(g) for g in self.general],
+                "table_size": int(len(self.head)), "shapes": int(len(self.shapes))}
 
     # -- "auto": price the candidate general attributes -----------------------------
     def set_sample(self, events) -> None:
         """Encoded events (:class:`~engine.encoding.EventArrays`) ``general="auto"`` prices configurations on."""
         self.sample_events = events
 
-    def choose_general(self, events) -> tuple[str, ...]:
-        """Greedy: add the general attribute that lowers :func:`price` most, while one does."""
+    def choose_general(self, events) -> tuple[tuple[str, str, int], ...]:
+        """Greedy: add the (general attribute, bucketing) that lowers :meth:`price` most, while one does.
+
+        Candidates: every attribute with inequality clauses, at most
+        ``MAX_GENERAL`` of them, each with every bucketing of :data:`AUTO_BUCKETINGS`.
+        """
         pids = self._live_pids()
         field, op = self.preds.field[pids], self.preds.op[pids]
         names = {i: n for n, i in self.attributes.ids.items()}
-        candidates = sorted({names[a] for a in np.unique(field[op != OP_EQ] // N_KINDS).tolist()})
-        chosen: tuple[str, ...] = ()
+        attrs = sorted({names[a] for a in np.unique(field[op != OP_EQ] // N_KINDS).tolist()})
+        chosen: tuple[tuple[str, str, int], ...] = ()
         best = self.price(events, chosen)
-        while True:
-            trials = [(self.price(events, chosen + (c,)), c) for c in candidates if c not in chosen]
+        self.prices = {"()": round(best, 1)}
+        while len(chosen) < MAX_GENERAL:
+            used = {g[0] for g in chosen}
+            trials = []
+            for a in attrs:
+                if a in used:
+                    continue
+                for kind, b in AUTO_BUCKETINGS:
+                    cost = self.price(events, chosen + ((a, kind, b),))
+                    self.prices[str(chosen + ((a, kind, b),))] = round(cost, 1)
+                    trials.append((cost, (a, kind, b)))
             if not trials:
                 break
             cost, c = min(trials)
@@ -607,14 +628,14 @@ class AmkhIndex:
         self.chosen_price = best
         return chosen
 
-    def price(self, events, general: tuple[str, ...]) -> float:
-        """Predicted seconds per event of a configuration, from its probes and examined subscriptions on ``events``."""
-        trial = AmkhIndex(self.preds, self.attributes, self.model, general=general, bucketing=self.bucketing,
-                          buckets=self.buckets, equality=self.equality_option, table_size=self.table_size,
-                          seed=self.seed)
+    def price(self, events, general) -> float:
+        """Predicted ns per event of a configuration, from its probes and examined subscriptions on ``events``."""
+        spec = _general(general, self.bucketing, self.buckets)
+        trial = AmkhIndex(self.preds, self.attributes, self.model, general=spec, equality=self.equality_option,
+                          table_size=self.table_size, seed=self.seed)
         live = np.flatnonzero(self.live)
         off, pids = self._pids_of(live)
-        trial._configure(pids, tuple(general))
+        trial._configure(pids, spec)
         trial._members(pids)
         top = int(live.max()) + 1 if len(live) else 1
         trial.prv, trial.slot_of = np.full(top, -1, dtype=np.int64), np.full(top, -1, dtype=np.int64)
@@ -652,6 +673,33 @@ class AmkhIndex:
                          "unmatched_examined_per_event": (examined - matched) / ev if ev else 0.0,
                          "chained_unmatched_per_event": (examined - matched + collisions) / ev if ev else 0.0,
                          "probes_per_event": probes / ev if ev else 0.0}}
+
+
+def _check_bucketing(bucketing, buckets) -> None:
+    if bucketing not in BUCKETINGS:
+        raise ValueError(f"bucketing is one of {', '.join(BUCKETINGS)}, not {bucketing!r}")
+    if isinstance(buckets, bool) or not isinstance(buckets, (int, np.integer)) or buckets < 1:
+        raise ValueError(f"buckets is an integer >= 1, not {buckets!r}")
+
+
+def _general(general: Any, bucketing: str, buckets: int) -> tuple[tuple[str, str, int], ...]:
+    """The ``general`` option as (attribute, bucketing, buckets) triples."""
+    if isinstance(general, str):
+        general = (general,)
+    items = general.items() if isinstance(general, dict) else general
+    out = []
+    for g in items:
+        if isinstance(g, str):
+            out.append((g, bucketing, int(buckets)))
+            continue
+        name, rest = (g[0], tuple(g[1:])) if not isinstance(general, dict) else (g[0], tuple(g[1]))
+        if len(rest) == 1 and isinstance(rest[0], (tuple, list)):
+            rest = tuple(rest[0])
+        if not isinstance(name, str) or len(rest) != 2:
+            raise ValueError(f"a general attribute is a name or (name, bucketing, buckets), not {g!r}")
+        _check_bucketing(rest[0], rest[1])
+        out.append((name, rest[0], int(rest[1])))
+    return tuple(out)
 
 
 def make_amkh(ctx: IndexContext, **options) -> AmkhIndex:
