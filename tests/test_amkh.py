@@ -191,8 +191,12 @@ def test_options_are_checked_and_the_configuration_is_reported():
         Matcher("amkh", buckets=0)
     with pytest.raises(ValueError, match="table_size"):
         Matcher("amkh", table_size=0)
-    with pytest.raises(ValueError, match="no option runs"):
+    with pytest.raises(ValueError, match="runs"):
         Matcher("amkh", runs=8)
+    with pytest.raises(ValueError, match="no option cells"):
+        Matcher("amkh", cells=8)
+    with pytest.raises(ValueError, match="general attribute"):
+        Matcher("amkh", general=[("x", "range")])
     m = Matcher("amkh", general="x", bucketing="range", buckets=4)
     m.add(1, [("k", "=", 1), ("x", "<", 3)])
     m.add(2, [("k", "=", 2), ("x", ">=", 3), ("y", "=", "a")])

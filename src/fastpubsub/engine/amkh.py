@@ -704,6 +704,8 @@ def _general(general: Any, bucketing: str, buckets: int) -> tuple[tuple[str, str
 
 def make_amkh(ctx: IndexContext, **options) -> AmkhIndex:
     """``Matcher("amkh", general=..., bucketing=..., buckets=..., equality=..., table_size=..., seed=...)``."""
+    if options.pop("runs", 0):
+        raise ValueError("runs (sorted clusters) is an option of static and dynamic, not of amkh")
     allowed = {"general", "bucketing", "buckets", "equality", "table_size", "seed"}
     extra = set(options) - allowed
     if extra:
