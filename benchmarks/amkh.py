@@ -4,6 +4,7 @@
     python -m benchmarks.amkh --n 1000000 --slots 16 --repeat 5
     python -m benchmarks.amkh --configs "AMKH(0,-),AMKH(1,2)" --x 55
     python -m benchmarks.amkh --plot docs/img/amkh.png         # the figure in docs/benchmarks.md
+    python -m benchmarks.amkh --workload W1,W2 --n 1000000 --configs "AMKH(0,-),auto,dynamic"   # Fabret's
 
 The workload is :func:`engine.intervals.wuyu_subscriptions` /
 :func:`~engine.intervals.wuyu_events`: 10 equality-only attributes, 10
@@ -35,7 +36,10 @@ candidates on the first events), and ``dynamic`` for reference (events/s
 only: it has no such counters).  Per point: unmatched subscriptions examined
 per event (the paper's metric), coordinate probes per event (which it does
 not count), events/s (best and worst of ``--repeat`` passes), load average.
-Every configuration's matches are checked equal to the first one's.  It
+Every configuration's matches are checked equal to the first one's.
+``--workload W1,W2`` (any preset of engine/workload.py) runs Fabret's
+workloads instead (no x; ``general="auto"`` may key their fixed ``<=`` /
+``>=`` attributes).  It
 also fits ``ns/event = a + PROBE_NS * probes + CHECK_NS * examined`` over the
 amkh rows, the constants ``general="auto"`` prices with.
 """
@@ -53,6 +57,7 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.intervals import WuYuSpec, wuyu_events, wuyu_subscriptions
+from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
 
 CONFIGS = {
     "MKH": {"general": ("g0",), "bucketing": "exact"},
@@ -120,6 +125,7 @@ def plot(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if r.get("x") is not None]
     groups = sorted({(r["n"], r["slots_per_subscription"]) for r in rows if "probes" in r})
     fig, axes = plt.subplots(2, len(groups), figsize=(5 * len(groups), 7), squeeze=False)
     for j, (n, s) in enumerate(groups):
@@ -153,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="benchmarks/results/amkh.json")
     ap.add_argument("--plot", default=None, help="write the figure (PNG) here")
+    ap.add_argument("--workload", default="wuyu", help="wuyu, or comma-separated presets of engine/workload.py")
     args = ap.parse_args(argv)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     # names contain commas: re-join "AMKH(0" "-)" style splits
@@ -167,23 +174,34 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(f"unknown configuration {c!r}; expected one of {', '.join(CONFIGS)}")
     print(f"load average at start: {load_average()}", flush=True)
     rows = []
+    points = []
     for n in [int(v) for v in args.n.split(",")]:
-        for x in [int(v) for v in args.x.split(",")]:
+        if args.workload == "wuyu":
+            points += [(n, x, None) for x in [int(v) for v in args.x.split(",")]]
+        else:
+            points += [(n, None, w) for w in args.workload.split(",")]
+    for n, x, preset in points:
+        if preset is None:
             spec = WuYuSpec(x=x)
             subs, events = wuyu_subscriptions(spec, n, args.seed), wuyu_events(spec, args.events, args.seed + 1)
-            for slots in [int(v) for v in args.slots.split(",")]:
-                ref = None
-                for name in fixed:
-                    if name == "dynamic" and slots != int(args.slots.split(",")[0]):
-                        continue  # dynamic has no M
-                    row, out = point(name, n, slots, subs, events, args.repeat)
-                    if ref is None:
-                        ref = out
-                    else:
-                        assert np.array_equal(out.offsets, ref.offsets) and np.array_equal(out.ids, ref.ids), name
-                    row["x"] = x
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
+        else:
+            subs = generate_subscriptions(PRESETS[preset], n, seed=args.seed)
+            events = generate_events(PRESETS[preset], args.events, seed=args.seed + 1)
+        for slots in [int(v) for v in args.slots.split(",")]:
+            ref = None
+            for name in fixed:
+                if name == "dynamic" and slots != int(args.slots.split(",")[0]):
+                    continue  # dynamic has no M
+                row, out = point(name, n, slots, subs, events, args.repeat)
+                if ref is None:
+                    ref = out
+                else:
+                    assert np.array_equal(out.offsets, ref.offsets) and np.array_equal(out.ids, ref.ids), name
+                row["x"] = x
+                if preset:
+                    row["workload"] = preset
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     constants = fit(rows)
     print(json.dumps({"fit": constants}), flush=True)
     print(f"load average at end: {load_average()}", flush=True)
