@@ -120,32 +120,37 @@ def fit(rows: list[dict]) -> dict:
 
 
 def plot(rows: list[dict], path: str) -> None:
+    """Per (N, M): the paper's metric with chained slots, the same with key sums compared, and probes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in rows if r.get("x") is not None]
-    groups = sorted({(r["n"], r["slots_per_subscription"]) for r in rows if "probes" in r})
-    fig, axes = plt.subplots(2, len(groups), figsize=(5 * len(groups), 7), squeeze=False)
+    rows = [r for r in rows if r.get("x") is not None and "probes" in r]
+    groups = sorted({(r["n"], r["slots_per_subscription"]) for r in rows})
+    panels = (("chained_unmatched", "unmatched examined / event\n(chained slots, the paper's count)", "linear"),
+              ("unmatched_examined", "unmatched examined / event\n(key sums compared)", "linear"),
+              ("probes", "coordinate probes / event", "log"))
+    fig, axes = plt.subplots(len(panels), len(groups), figsize=(5 * len(groups), 10), squeeze=False)
     for j, (n, s) in enumerate(groups):
         for name in CONFIGS:
-            pts = sorted((r["x"], r["unmatched_examined"], r["probes"]) for r in rows
-                         if r["config"] == name and r["n"] == n and r["slots_per_subscription"] == s
-                         and "probes" in r)
+            pts = sorted((r["x"], *(r[key] for key, _, _ in panels)) for r in rows
+                         if r["config"] == name and r["n"] == n and r["slots_per_subscription"] == s)
             if not pts:
                 continue
-            xs, ue, pr = zip(*pts)
-            axes[0, j].plot(xs, ue, marker="o", label=name)
-            axes[1, j].plot(xs, pr, marker="o", label=name)
-        axes[0, j].set_title(f"N = {n:,}, M = {s}N")
-        axes[0, j].set_ylabel("unmatched examined / event")
-        axes[1, j].set_ylabel("probes / event")
-        axes[1, j].set_xlabel("x (predicate values in [6, x])")
-        axes[1, j].set_yscale("log")
+            cols = list(zip(*pts))
+            for i in range(len(panels)):
+                axes[i, j].plot(cols[0], cols[i + 1], marker="o", label=name,
+                                linestyle="--" if name == "auto" else "-")
+        axes[0, j].set_title(f"Wu & Yu section 3, N = {n:,}, M = {s}N")
+        for i, (_, label, scale) in enumerate(panels):
+            axes[i, j].set_ylabel(label)
+            if scale == "log":
+                axes[i, j].set_yscale("symlog", linthresh=0.1)
+        axes[-1, j].set_xlabel("x (predicate values in [6, x])")
         axes[0, j].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
 
 
 def main(argv: list[str] | None = None) -> None:
