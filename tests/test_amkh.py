@@ -204,3 +204,16 @@ def test_options_are_checked_and_the_configuration_is_reported():
     s = m.stats()
     assert s["configuration"]["general"] == [["x", "range", 4]] and s["configuration"]["equality"] == ["k", "y"]
     assert s["amkh"]["events"] == 2 and s["amkh"]["matched"] == 2
+
+
+def test_auto_keys_a_general_attribute_only_where_its_price_is_lower():
+    """Priced on counts (probes, examined), not timings: g0 keyed when selective (x = 15), not at x = 95."""
+    chosen = {}
+    for x in (15, 95):
+        spec = WuYuSpec(x=x)
+        m = Matcher("amkh", general="auto")
+        m.add_bulk(wuyu_subscriptions(spec, 20_000, seed=1))
+        m.match_encoded(wuyu_events(spec, 300, seed=2))
+        chosen[x] = m.stats()["configuration"]["general"]
+        assert min(m.index.prices.values()) == round(m.index.chosen_price, 1)
+    assert [g[0] for g in chosen[15]] == ["g0"] and chosen[95] == []
