@@ -30,14 +30,16 @@ Which fields are hashed is the *configuration*, fixed from the first
 subscriptions filed (and redone by :meth:`AmkhIndex.reorganize`):
 ``equality`` (attribute names; default every attribute whose clauses are all
 ``=``, the paper's equality-only attributes) key their ``=`` clauses;
-``general`` (attribute names, or ``"auto"``) key every clause.  With
-``general="auto"`` the index prices each candidate general attribute and
-bucketing on a sample of events (the events it is given, or the first match
-batch) with :func:`price`: probes at ``C_h`` and examined subscriptions at
-``K_c`` per predicate, the constants of the calibrated cost model, and keeps
-a general attribute only when it lowers the price -- the paper's rules of
-thumb (G = 0 when many equality clauses, the most selective general
-attribute first, B = 2 when selectivity is low) fall out of the prices.
+``general`` (attribute names, each with a bucketing, or ``"auto"``) key
+every clause.  With ``general="auto"`` the index prices candidate
+configurations on a sample of events (the first match batch of at least
+``AUTO_MIN_EVENTS`` events, or :meth:`AmkhIndex.set_sample`) by building each and counting what it probes
+and examines: ``PROBE_NS`` per coordinate probe, ``CHECK_NS`` per chained
+subscription read.  A greedy keeps adding the (attribute, bucketing) that
+lowers the price most, at most ``MAX_GENERAL``; the paper's rules of thumb
+(G = 0 when many equality clauses, the most selective general attribute
+first, B small when selectivity is low) become outcomes of the price.
+Choosing costs one trial build of the live subscriptions per candidate.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ from .semantics import KIND_STRING, OP_EQ
 BUCKETINGS = ("exact", "fold", "range")
 #: the bucketings ``general="auto"`` tries for each attribute with inequality clauses
 AUTO_BUCKETINGS = (("exact", 1), ("fold", 2), ("range", 2), ("range", 4), ("range", 8))
+#: events a batch needs for ``general="auto"`` to price on it (smaller batches match with equality keys only)
+AUTO_MIN_EVENTS = 100
 #: the most general attributes ``general="auto"`` keys (the paper's G; it finds 1 or 2 enough)
 MAX_GENERAL = 2
 #: member_of value of a predicate that is no key member (an inequality on an equality-only field)
@@ -69,8 +73,8 @@ MAX_HASHED = 63
 #: predicates a handle's record holds inline (one 64-byte line: next, key sum, size, 5 predicate ids)
 INLINE = 5
 REC_WIDTH = 3 + INLINE
-#: ns per coordinate probe and per subscription examined (a chained subscription is a random read), as
-#: benchmarks/amkh.py measures them on the Wu & Yu workload; ``general="auto"`` prices with them
+#: ns per coordinate probe and per chained subscription read (each a random read of a slot or a record), the
+#: weights of ``general="auto"``'s price; benchmarks/amkh.py fits them on its runs (noisy on a shared machine)
 PROBE_NS = 60.0
 CHECK_NS = 30.0
 #: direction of each operator code for range buckets: = (none), !=, <, <=, >, >=
@@ -602,6 +606,7 @@ class AmkhIndex:
         Candidates: every attribute with inequality clauses, at most
         ``MAX_GENERAL`` of them, each with every bucketing of :data:`AUTO_BUCKETINGS`.
         """
+        self.preds.prepare()  # the trial matches run phase 1
         pids = self._live_pids()
         field, op = self.preds.field[pids], self.preds.op[pids]
         names = {i: n for n, i in self.attributes.ids.items()}
@@ -655,7 +660,8 @@ class AmkhIndex:
                            self.head, self.rec, self.arena, handle_id, self.counters)
 
     def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.general_option == "auto" and self.sample_events is None and self.n_live:
+        if (self.general_option == "auto" and self.sample_events is None and self.n_live
+                and len(events.offsets) - 1 >= AUTO_MIN_EVENTS):
             self.sample_events = events
             self.reorganize("auto")
         return self._match(events, handle_id)
