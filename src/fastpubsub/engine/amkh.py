@@ -696,7 +696,7 @@ def _general(general: Any, bucketing: str, buckets: int) -> tuple[tuple[str, str
     out = []
     for g in items:
         if isinstance(g, str):
-            out.append((g, bucketing, int(buckets)))
+            out.append((g, bucketing, 1 if bucketing == "exact" else int(buckets)))
             continue
         name, rest = (g[0], tuple(g[1:])) if not isinstance(general, dict) else (g[0], tuple(g[1]))
         if len(rest) == 1 and isinstance(rest[0], (tuple, list)):
@@ -704,7 +704,7 @@ def _general(general: Any, bucketing: str, buckets: int) -> tuple[tuple[str, str
         if not isinstance(name, str) or len(rest) != 2:
             raise ValueError(f"a general attribute is a name or (name, bucketing, buckets), not {g!r}")
         _check_bucketing(rest[0], rest[1])
-        out.append((name, rest[0], int(rest[1])))
+        out.append((name, rest[0], 1 if rest[0] == "exact" else int(rest[1])))
     return tuple(out)
 
 
