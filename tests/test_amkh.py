@@ -220,3 +220,29 @@ def test_auto_keys_a_general_attribute_only_where_its_price_is_lower():
         chosen[x] = m.stats()["configuration"]["general"]
         assert min(m.index.prices.values()) == round(m.index.chosen_price, 1)
     assert [g[0] for g in chosen[15]] == ["g0"] and chosen[95] == []
+
+
+def test_removing_most_subscriptions_compacts_the_arena_and_keeps_matching_exact():
+    """Subscriptions of more than ``INLINE`` predicates live in the arena; removals compact it."""
+    rng = np.random.default_rng(5)
+    m, o = Matcher("amkh", general={"x": ("range", 4)}, table_size=64), OracleMatcher()
+    subs = {}
+    for sid in range(600):
+        preds = [("k", "=", int(rng.integers(0, 4))), ("x", rng.choice(["<", ">="]), float(rng.integers(-5, 6)))]
+        preds += [(f"a{j}", ">=", int(rng.integers(-3, 3))) for j in range(int(rng.integers(0, 6)))]
+        subs[sid] = preds
+        o.add(sid, preds)
+    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
+    events = [{"k": int(rng.integers(0, 4)), "x": float(rng.integers(-6, 7)), **{f"a{j}": int(rng.integers(-4, 4))
+              for j in range(5)}} for _ in range(40)]
+    _check(m, o, events)
+    used = m.index.arena_used
+    gone = [sid for sid in subs if sid % 10]
+    m.remove_bulk(gone)
+    for sid in gone:
+        o.remove(sid)
+    assert m.index.arena_used < used / 4  # compacted
+    _check(m, o, events)
+    m.add(10_001, [("k", "=", 1), ("x", "<", 0.5)] + [(f"a{j}", ">=", -9) for j in range(5)])
+    o.add(10_001, [("k", "=", 1), ("x", "<", 0.5)] + [(f"a{j}", ">=", -9) for j in range(5)])
+    _check(m, o, events + [{"k": 1, "x": 0, **{f"a{j}": 0 for j in range(5)}}])
