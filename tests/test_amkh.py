@@ -246,3 +246,18 @@ def test_removing_most_subscriptions_compacts_the_arena_and_keeps_matching_exact
     m.add(10_001, [("k", "=", 1), ("x", "<", 0.5)] + [(f"a{j}", ">=", -9) for j in range(5)])
     o.add(10_001, [("k", "=", 1), ("x", "<", 0.5)] + [(f"a{j}", ">=", -9) for j in range(5)])
     _check(m, o, events + [{"k": 1, "x": 0, **{f"a{j}": 0 for j in range(5)}}])
+
+
+def test_more_equality_attributes_than_a_shape_holds_key_the_most_used_ones():
+    m, o = Matcher("amkh"), OracleMatcher()
+    subs = {i: [(f"a{i % 80}", "=", i % 3), ("b", "=", i % 2)] + ([("c", ">", 0)] if i % 5 == 0 else [])
+            for i in range(400)}
+    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
+    for sid, preds in subs.items():
+        o.add(sid, preds)
+    assert "b" in m.stats()["configuration"]["equality"] and len(m.index.weights) == 63
+    _check(m, o, [{f"a{j}": j % 3 for j in range(0, 80, 3)} | {"b": 1, "c": 2}, {"a7": 1, "b": 1}, {"b": 0}])
+    wide = Matcher("amkh", general=[f"a{j}" for j in range(70)])
+    wide.add_bulk(SubscriptionBatch.from_lists(subs.items()))
+    assert [g[0] for g in wide.stats()["configuration"]["general"]] == [f"a{j}" for j in range(63)]
+    _check(wide, o, [{f"a{j}": j % 3 for j in range(0, 80, 3)} | {"b": 1, "c": 2}, {"a77": 2, "b": 1}])

@@ -68,7 +68,7 @@ MAX_GENERAL = 2
 NO_MEMBER = np.iinfo(np.int64).min
 #: slots per subscription when ``table_size`` is not given (load factor 1/2)
 SLOTS_PER_SUBSCRIPTION = 2
-#: the most hashed fields (shapes are bit masks)
+#: the most hashed fields (shapes are bit masks): beyond, the equality fields with the most "=" clauses are keyed
 MAX_HASHED = 63
 #: predicates a handle's record holds inline (one 64-byte line: next, key sum, size, 5 predicate ids)
 INLINE = 5
@@ -409,11 +409,23 @@ class AmkhIndex:
             equality = tuple(sorted(names[a] for a in eq_attrs if names[a] not in general))
         else:
             equality = tuple(n for n in self.equality_option if n not in general)
-        hashed = np.union1d(self._fields_of(equality), self._fields_of(general))
         present = np.unique(field)
-        hashed = hashed[np.isin(hashed, present)]
-        if len(hashed) > MAX_HASHED:
-            raise ValueError(f"amkh hashes at most {MAX_HASHED} fields, this configuration has {len(hashed)}")
+        gen_fields = np.intersect1d(self._fields_of(general), present)
+        eq_fields = np.setdiff1d(np.intersect1d(self._fields_of(equality), present), gen_fields)
+        if len(gen_fields) > MAX_HASHED:  # keyed in the order given; the others are checked
+            order = [f for g in general for f in self._fields_of((g,)).tolist() if f in set(gen_fields.tolist())]
+            gen_fields = np.sort(np.array(order[:MAX_HASHED], dtype=np.int64))
+            kept = {int(f) // N_KINDS for f in gen_fields}
+            spec = tuple(g for g in spec if self.attributes.ids.get(g[0]) in kept)
+            general = tuple(g[0] for g in spec)
+        if len(gen_fields) + len(eq_fields) > MAX_HASHED:
+            # wide workloads: key the equality fields with the most "=" clauses, check the others
+            counts = np.bincount(field[op == OP_EQ], minlength=int(present.max()) + 1)[eq_fields]
+            keep = np.sort(eq_fields[np.argsort(-counts, kind="stable")[: MAX_HASHED - len(gen_fields)]])
+            kept = {int(f) // N_KINDS for f in keep}
+            equality = tuple(n for n in equality if self.attributes.ids[n] in kept)
+            eq_fields = keep
+        hashed = np.union1d(eq_fields, gen_fields)
         self.equality, self.general = equality, spec
         n_fields = max(self.preds.n_fields, int(hashed.max()) + 1 if len(hashed) else 0)
         self.hpos = np.full(n_fields, -1, dtype=np.int64)
