@@ -39,9 +39,12 @@ not count), events/s (best and worst of ``--repeat`` passes), load average.
 Every configuration's matches are checked equal to the first one's.
 ``--workload W1,W2`` (any preset of engine/workload.py) runs Fabret's
 workloads instead (no x; ``general="auto"`` may key their fixed ``<=`` /
-``>=`` attributes).  It
-also fits ``ns/event = a + PROBE_NS * probes + CHECK_NS * examined`` over the
-amkh rows, the constants ``general="auto"`` prices with.
+``>=`` attributes).  It also fits ``ns/event = a + PROBE_NS * probes +
+CHECK_NS * (examined + collisions)`` over the amkh rows: what the weights of
+``general="auto"``'s price (``engine.amkh.PROBE_NS``, ``CHECK_NS``, set by
+hand) measure on this machine; on a shared machine the fit follows the load
+more than the code (112-297 ns per probe and 19-574 ns per subscription in
+the runs of docs/benchmarks.md).
 """
 
 from __future__ import annotations
