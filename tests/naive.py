@@ -265,3 +265,36 @@ def _pattern_start_split(pattern) -> tuple[list, list]:
     if not any(t[1] == "=" for t in reg):
         return list(pattern.start), []
     return reg, [t for t in pattern.start if not matcher_part(t)]
+
+
+def amkh_coordinate(pids: list[int], field, op, hpos, member_of) -> dict[int, int]:
+    """A subscription's coordinate in engine/amkh.py: hashed position -> member (its ``=`` clause first)."""
+    coord: dict[int, int] = {}
+    eq: set[int] = set()
+    for p in pids:
+        f = int(field[p])
+        k = int(hpos[f]) if f < len(hpos) else -1
+        if k < 0 or member_of[p] == np.iinfo(np.int64).min:
+            continue
+        if k not in coord or (op[p] == 0 and k not in eq):
+            coord[k] = int(member_of[p])
+            if op[p] == 0:
+                eq.add(k)
+    return coord
+
+
+def amkh_candidates(sat: list[int], subs: dict[int, list[int]], field, op, hpos, member_of) -> list[int]:
+    """The subscriptions an event examines in engine/amkh.py, collisions aside: those whose every coordinate
+    member is a member of one of the event's satisfied predicates on the same hashed field."""
+    reached: dict[int, set[int]] = {}
+    for p in sat:
+        f = int(field[p])
+        k = int(hpos[f]) if f < len(hpos) else -1
+        if k >= 0 and member_of[p] != np.iinfo(np.int64).min:
+            reached.setdefault(k, set()).add(int(member_of[p]))
+    out = []
+    for h, pids in subs.items():
+        coord = amkh_coordinate(pids, field, op, hpos, member_of)
+        if all(m in reached.get(k, ()) for k, m in coord.items()):
+            out.append(h)
+    return sorted(out)
