@@ -94,7 +94,6 @@ def _merge_runs(small, s0, s1, big, b0, b1, out, w):
     return w + n
 
 
-@njit(cache=True)
 def prefix_events(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, base, length, arena):
     """Ids of the prefix groups each event's string values pass through, ascending per event (CSR).
 
@@ -102,10 +101,20 @@ def prefix_events(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, 
     attribute has a trie; ``cps[cp_off[v]:cp_off[v+1]]``: its code points.  ``(tkeys, tvals)``: the trie's
     ``(node, code point) -> child`` table; ``arena[base[g]:base[g]+length[g]]``: group ``g``'s ids, ascending.
 
-    Two passes: the trie walks list each event's groups and size its output, then the groups are copied
-    (one group) or merged, the smaller ones pairwise first and the largest (short prefixes: most of the
-    matches) last by slices (:func:`_merge_runs`).
+    Two kernels: :func:`prefix_walk` lists each event's groups and sizes its output, :func:`prefix_fill`
+    copies or merges them.  The output is allocated in between by numpy, which asks the kernel for huge
+    pages on large arrays: first-touch page faults of a numba-allocated output cost 2.7 us per event of
+    669 matches, a numpy-allocated one 0.4 us.
     """
+    off, groups, goff = prefix_walk(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, length)
+    out = np.empty(int(off[n_events]), dtype=np.int64)
+    prefix_fill(off, groups, goff, base, length, arena, out)
+    return off, out
+
+
+@njit(cache=True)
+def prefix_walk(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, length):
+    """Each event's non-empty groups (``groups[goff[e]:goff[e+1]]``) and output offsets (CSR ``off``)."""
     off = np.zeros(n_events + 1, dtype=np.int64)
     groups = np.empty(max(16, cps.shape[0]), dtype=np.int64)  # a group per code point at most
     goff = np.zeros(n_events + 1, dtype=np.int64)
@@ -127,7 +136,15 @@ def prefix_events(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, 
             v += 1
         goff[e + 1] = ng
         off[e + 1] = off[e] + total
-    out = np.empty(off[n_events], dtype=np.int64)
+    return off, groups[:ng], goff
+
+
+@njit(cache=True)
+def prefix_fill(off, groups, goff, base, length, arena, out):
+    """Write each event's groups into ``out[off[e]:off[e+1]]``, ascending: one group is copied; several are
+    merged, the smaller ones pairwise first and the largest (short prefixes: most of the matches) last by
+    slices (:func:`_merge_runs`)."""
+    n_events = off.shape[0] - 1
     tmp = np.empty(16, dtype=np.int64)
     for e in range(n_events):
         g0, g1 = goff[e], goff[e + 1]
@@ -159,7 +176,6 @@ def prefix_events(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, 
             src = dst
         g = mine[order[k - 1]]
         _merge_runs(tmp, src, src + n, arena, base[g], base[g] + length[g], out, w)
-    return off, out
 
 
 @njit(cache=True)
