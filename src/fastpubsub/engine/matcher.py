@@ -257,7 +257,9 @@ class Matcher:
         if n == 0:
             return
         names = batch.attribute_names
-        self.derived.learn([names[a] for a in np.unique(np.asarray(batch.attributes)).tolist()])
+        if any(a[0] == RESERVED_PREFIX for a in names):  # the derived attributes the index's rows use
+            names = [names[a] for a in np.unique(np.asarray(batch.attributes)).tolist()]
+        self.derived.learn(names)
         kinds = np.asarray(batch.kinds, dtype=np.int64)
         attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
         numbers = np.asarray(batch.numbers, dtype=np.float64)
@@ -291,10 +293,9 @@ class Matcher:
         shares them.
         """
         names = batch.attribute_names
-        prefix_attr = np.array([(d := parse_derived(a)) is not None and d[0] == "prefix" for a in names]
-                               if names else [], dtype=bool)
-        if not prefix_attr.any():
+        if not any(a[0] == RESERVED_PREFIX for a in names):
             return batch
+        prefix_attr = np.array([(d := parse_derived(a)) is not None and d[0] == "prefix" for a in names], dtype=bool)
         off = np.asarray(batch.offsets, dtype=np.int64)
         first = off[:-1]
         single = np.diff(off) == 1
