@@ -256,6 +256,9 @@ def prune(tkeys, tvals, parent, cp_of, children, length, cap, candidates, freed)
 class PrefixGroups:
     """Subscriptions ``[(a, "prefix", p)]`` grouped by ``(a, p)``: trie nodes with ascending id slices."""
 
+    #: The arena is compacted once its garbage exceeds both this and half of what it has handed out.
+    compact_min = 4096
+
     def __init__(self) -> None:
         self.roots: dict[str, int] = {}  # attribute -> its trie's root node
         self.trie = HashTable(width=2)  # (node, code point) -> child node
@@ -349,7 +352,7 @@ class PrefixGroups:
             groups_relocate(self.arena, self.arena, self.base, self.cap, self.length, moved, new_base, new_cap)
         groups_add(self.arena, self.base, self.length, nodes, starts, ids)
         self.count += len(ids)
-        if self.garbage > max(4096, self.used // 2):
+        if self.garbage > max(self.compact_min, self.used // 2):
             self._compact()
 
     def remove(self, handles: np.ndarray, ids: np.ndarray) -> None:
@@ -374,7 +377,7 @@ class PrefixGroups:
             self.trie.count -= int(nf)
             self.garbage += int(room)
             self.pool.release(freed[:nf].copy())
-        if self.garbage > max(4096, self.used // 2):
+        if self.garbage > max(self.compact_min, self.used // 2):
             self._compact()
 
     def _compact(self) -> None:
@@ -384,9 +387,10 @@ class PrefixGroups:
         new_cap = self.length[live].copy()
         new_base = np.concatenate([[0], np.cumsum(new_cap)[:-1]]).astype(np.int64)
         arena = np.zeros(max(1024, int(new_cap.sum()) * 2), dtype=np.int64)
-        self.base[:high] = 0
-        self.cap[:high] = 0
         groups_relocate(self.arena, arena, self.base, self.cap, self.length, live, new_base, new_cap)
+        dead = self.length[:high] <= 0
+        self.base[:high][dead] = 0
+        self.cap[:high][dead] = 0
         self.arena, self.used, self.garbage = arena, int(new_cap.sum()), 0
 
     # -- events -------------------------------------------------------------
