@@ -24,7 +24,7 @@ prefix = st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5).map("".join
 attribute = st.sampled_from(["t", "u"])
 event = st.dictionaries(st.sampled_from(["t", "u", "x"]), st.one_of(text, st.integers(0, 2), st.booleans()),
                         max_size=3)
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _model_matches(model: dict[int, tuple[str, str]], events: list[dict]) -> list[list[int]]:
@@ -112,7 +112,7 @@ subscriptions = st.dictionaries(st.integers(-30, 30), st.one_of(prefix_sub, pref
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(subs=subscriptions, more=subscriptions, events=st.lists(event, min_size=1, max_size=6),
        gone=st.sets(st.integers(-30, 30)))
 def test_the_matcher_with_prefix_groups_agrees_with_the_oracle(algorithm, subs, more, events, gone):

@@ -69,29 +69,35 @@ def _merge_into(a, a0, a1, b, b0, b1, out, w):
     return w
 
 
+@njit(cache=True, inline="always")
+def _copy(src, s0, n, out, w):
+    for i in range(n):
+        out[w + i] = src[s0 + i]
+
+
 @njit(cache=True)
 def _merge_runs(small, s0, s1, big, b0, b1, out, w):
     """Merge ascending ``small[s0:s1]`` into ascending ``big[b0:b1]`` at ``out[w:]``: each small entry is
-    placed by binary search and the big entries before it are copied as one slice.  Returns the new end."""
+    placed by binary search and the big entries before it are copied as one run.  Returns the new end."""
     j = b0
     for i in range(s0, s1):
         x = small[i]
-        lo, hi = j, b1
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if big[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
-        n = lo - j
-        out[w:w + n] = big[j:lo]
-        w += n
+        # first big entry above x, in [j, b1]: halving without a data-dependent branch (a select)
+        lo = j
+        n = b1 - j
+        while n > 1:
+            half = n >> 1
+            lo = lo + half if big[lo + half - 1] < x else lo
+            n -= half
+        if n == 1 and big[lo] < x:
+            lo += 1
+        _copy(big, j, lo - j, out, w)
+        w += lo - j
         j = lo
         out[w] = x
         w += 1
-    n = b1 - j
-    out[w:w + n] = big[j:b1]
-    return w + n
+    _copy(big, j, b1 - j, out, w)
+    return w + b1 - j
 
 
 def prefix_events(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, base, length, arena):
@@ -142,39 +148,36 @@ def prefix_walk(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, le
 @njit(cache=True)
 def prefix_fill(off, groups, goff, base, length, arena, out):
     """Write each event's groups into ``out[off[e]:off[e+1]]``, ascending: one group is copied; several are
-    merged, the smaller ones pairwise first and the largest (short prefixes: most of the matches) last by
-    slices (:func:`_merge_runs`)."""
+    merged, the smaller ones pairwise first and the largest (the shortest prefix: most of the matches) last,
+    by runs (:func:`_merge_runs`).  No allocation per event."""
     n_events = off.shape[0] - 1
     tmp = np.empty(16, dtype=np.int64)
     for e in range(n_events):
         g0, g1 = goff[e], goff[e + 1]
         w = off[e]
-        k = g1 - g0
-        if k == 1:
+        if g1 - g0 == 1:
             g = groups[g0]
-            out[w:off[e + 1]] = arena[base[g]:base[g] + length[g]]
+            _copy(arena, base[g], length[g], out, w)
             continue
-        if k == 0:
+        if g1 == g0:
             continue
-        # the groups by size: merge all but the largest in tmp, then that into the largest
-        mine = groups[g0:g1]
-        sizes = np.empty(k, dtype=np.int64)
-        for i in range(k):
-            sizes[i] = length[mine[i]]
-        order = np.argsort(sizes)
-        small = off[e + 1] - off[e] - sizes[order[k - 1]]
+        largest = g0
+        for i in range(g0 + 1, g1):
+            if length[groups[i]] > length[groups[largest]]:
+                largest = i
+        small = off[e + 1] - off[e] - length[groups[largest]]
         if tmp.shape[0] < 2 * small:
             tmp = np.empty(2 * small, dtype=np.int64)
-        g = mine[order[0]]
-        n = length[g]
-        tmp[:n] = arena[base[g]:base[g] + n]
-        src = 0  # the merged small groups: tmp[src:src+n]
-        for i in range(1, k - 1):
-            g = mine[order[i]]
+        n = 0
+        src = 0  # the small groups merged so far: tmp[src:src+n]
+        for i in range(g0, g1):
+            if i == largest:
+                continue
+            g = groups[i]
             dst = small if src == 0 else 0
             n = _merge_into(tmp, src, src + n, arena, base[g], base[g] + length[g], tmp, dst) - dst
             src = dst
-        g = mine[order[k - 1]]
+        g = groups[largest]
         _merge_runs(tmp, src, src + n, arena, base[g], base[g] + length[g], out, w)
 
 
