@@ -295,7 +295,8 @@ class Matcher:
         names = batch.attribute_names
         if not any(a[0] == RESERVED_PREFIX for a in names):
             return batch
-        prefix_attr = np.array([(d := parse_derived(a)) is not None and d[0] == "prefix" for a in names], dtype=bool)
+        parsed = [parse_derived(a) for a in names]
+        prefix_attr = np.array([d is not None and d[0] == "prefix" for d in parsed], dtype=bool)
         off = np.asarray(batch.offsets, dtype=np.int64)
         first = off[:-1]
         single = np.diff(off) == 1
@@ -310,7 +311,7 @@ class Matcher:
         string_pos = np.cumsum(np.asarray(batch.kinds) == KIND_STRING) - 1
         pairs = first[rows]
         prefixes = [batch.strings[k] for k in string_pos[pairs].tolist()]
-        attributes = [parse_derived(names[a])[1] for a in attrs[pairs].tolist()]  # type: ignore[index]
+        attributes = [parsed[a][1] for a in attrs[pairs].tolist()]  # type: ignore[index]
         ids = np.asarray(batch.ids, dtype=np.int64)[rows]
         handles = self.handles.take(len(rows))
         self.id_table.insert(ids, handles)

@@ -303,12 +303,9 @@ class PrefixGroups:
 
     def _nodes_of(self, attributes: Sequence[str], prefixes: Sequence[str]) -> np.ndarray:
         """The trie node of each (attribute, prefix), created where missing."""
-        roots = np.empty(len(attributes), dtype=np.int64)
-        for i, a in enumerate(attributes):
-            r = self.roots.get(a)
-            if r is None:
-                r = self.roots[a] = int(self._alloc(1)[0])
-            roots[i] = r
+        for a in set(attributes) - self.roots.keys():
+            self.roots[a] = int(self._alloc(1)[0])
+        roots = np.fromiter(map(self.roots.__getitem__, attributes), dtype=np.int64, count=len(attributes))
         cps, off = code_points(prefixes)
         node = roots
         lens = np.diff(off)
