@@ -34,6 +34,7 @@ from numba import njit
 
 from .hashtable import HashTable, ht_delete, ht_find2
 from .idpool import IdPool, grow
+from .semantics import KIND_STRING
 
 
 def code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -405,7 +406,7 @@ class PrefixGroups:
         strings = batch.strings
         if not self.count or not len(strings) or not (root_of >= 0).any():
             return np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        is_str = kinds == 1  # KIND_STRING
+        is_str = kinds == KIND_STRING
         str_pos = np.flatnonzero(is_str)
         roots = root_of[np.asarray(batch.attributes, dtype=np.int64)[str_pos]]
         keep = roots >= 0
