@@ -298,3 +298,26 @@ def amkh_candidates(sat: list[int], subs: dict[int, list[int]], field, op, hpos,
         if all(m in reached.get(k, ()) for k, m in coord.items()):
             out.append(h)
     return sorted(out)
+def prefix_groups_content(pg) -> dict[tuple[str, str], list[int]]:
+    """(attribute, prefix) -> ids of every non-empty group of a ``PrefixGroups``, spelled from its trie rows."""
+    live = pg.trie.vals >= 0
+    up = {int(c): (int(p), int(x)) for c, (p, x) in zip(pg.trie.vals[live], pg.trie.keys[live])}
+    root_name = {r: a for a, r in pg.roots.items()}
+
+    def spell(n: int) -> tuple[str, str]:
+        if n in root_name:
+            return root_name[n], ""
+        p, x = up[n]
+        a, s = spell(p)
+        return a, s + chr(x)
+
+    return {spell(n): pg.arena[pg.base[n]: pg.base[n] + pg.length[n]].tolist()
+            for n in up if pg.length[n] > 0}
+
+
+def prefix_groups_matches(pg, events: list[dict]) -> list[list[int]]:
+    """What ``PrefixGroups.match`` returns, per event: the ids of the groups whose prefix starts a string value
+    of the group's attribute, ascending (from the groups' content, with ``str.startswith``)."""
+    content = prefix_groups_content(pg)
+    return [sorted(i for (a, p), ids in content.items() if isinstance(e.get(a), str) and e[a].startswith(p)
+                   for i in ids) for e in events]
