@@ -42,7 +42,7 @@ from .costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi,
 from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.probabilities import EventProbabilities
-from .direct import PHASE1_MODES, DirectTable, direct_events, use_direct
+from .packed import LIST_MODES, PackedLists, packed_events, use_packed
 from .idpool import grow
 from .index import IndexContext
 from .predicates import PredicateTable
@@ -150,7 +150,7 @@ class ClusteredIndex:
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: EventProbabilities, *,
                  prefetch_columns: int = PREFETCH_COLUMNS, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD,
                  max_space: float | None = None, runs: int = 0, presence: bool = True, catch_all: str = "auto",
-                 phase1: str = "auto") -> None:
+                 lists: str = "auto") -> None:
         self.preds = preds
         self.model = model
         self.probabilities = probabilities
@@ -173,9 +173,9 @@ class ClusteredIndex:
         self.handles_high = 0
         # the catch-all list on the bit-parallel path when its price says so (engine/catchall.py)
         self.catch_all = CatchAllPath(preds, model.K_c, self, mode=catch_all)
-        # predicates tested by the clusters reached instead of a bit vector, over thousands of fields (engine/direct.py)
-        self.phase1 = phase1
-        self.direct = DirectTable(preds)
+        # short lists packed into one block each, over thousands of fields (engine/packed.py)
+        self.lists = lists
+        self.packed = PackedLists(self.store)
 
     def catch_all_members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         handles = self.members_of(np.array([CATCH_ALL]))
@@ -437,10 +437,11 @@ class ClusteredIndex:
         probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_SCHEMA), dtype=np.int64)
         scratch = ProbeScratch(self.eq_of_field, probe, self.gmask)
         store = self.store.arrays()
-        if use_direct(self.phase1, p.n_fields):
+        if use_packed(self.lists, p.n_fields):
             def scan():
-                return direct_events(events, p.arrays(), self.direct.arrays(), store, self.keys.arrays(self.sch_fields),
-                                     self.direct.scratch(), handle_id)
+                return packed_events(events, p.arrays(), store, self.store.run_arrays(),
+                                     self.keys.arrays(self.sch_fields), scratch, self.packed.arrays(), handle_id,
+                                     *self.scan_options)
 
             return self.catch_all.match(scan, store.key_head, events, handle_id)
 
@@ -455,8 +456,9 @@ class ClusteredIndex:
         k = self.keys.stats()
         s.update({key: v for key, v in k.items() if key != "memory_bytes"})
         s["memory_bytes"] += k["memory_bytes"] + int(self.pred_prob.nbytes + self.eq_of_field.nbytes)
-        s["memory_bytes"] += self.catch_all.memory_bytes() + self.direct.memory_bytes()
-        s["phase1"] = "direct" if use_direct(self.phase1, self.preds.n_fields) else "bits"
+        s["memory_bytes"] += self.catch_all.memory_bytes() + self.packed.memory_bytes()
+        s["lists"] = "packed" if use_packed(self.lists, self.preds.n_fields) else "clusters"
+        s.update(self.packed.stats())
         s["catch_all"] = self.catch_all.stats()
         live = self.live_handles()
         schema_of = self.filed_schema(live) if len(live) else np.zeros(0, np.int64)
@@ -584,10 +586,10 @@ def make_clustering(cls: type[ClusteredIndex]):
         if not isinstance(presence, bool):
             raise ValueError(f"presence must be True or False, not {presence!r}")
         options["presence"] = presence
-        phase1 = options.pop("phase1", "auto")
-        if phase1 not in PHASE1_MODES:
-            raise ValueError(f"phase1 must be one of {', '.join(PHASE1_MODES)}, not {phase1!r}")
-        options["phase1"] = phase1
+        lists = options.pop("lists", "auto")
+        if lists not in LIST_MODES:
+            raise ValueError(f"lists must be one of {', '.join(LIST_MODES)}, not {lists!r}")
+        options["lists"] = lists
         extra = {"thresholds": ctx.thresholds} if cls is DynamicIndex else {}
         return cls(ctx.preds, ctx.cost_model(), ctx.probabilities, max_space=ctx.max_space, runs=int(runs),
                    **extra, **options)
