@@ -42,6 +42,7 @@ from .costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi,
 from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.probabilities import EventProbabilities
+from .direct import DirectTable
 from .packed import LIST_MODES, PackedLists, packed_events, use_packed
 from .idpool import grow
 from .index import IndexContext
@@ -175,7 +176,8 @@ class ClusteredIndex:
         self.catch_all = CatchAllPath(preds, model.K_c, self, mode=catch_all)
         # short lists packed into one block each, over thousands of fields (engine/packed.py)
         self.lists = lists
-        self.packed = PackedLists(self.store)
+        self.direct = DirectTable(preds)
+        self.packed = PackedLists(self.store, self.direct)
 
     def catch_all_members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         handles = self.members_of(np.array([CATCH_ALL]))
@@ -439,9 +441,9 @@ class ClusteredIndex:
         store = self.store.arrays()
         if use_packed(self.lists, p.n_fields):
             def scan():
-                return packed_events(events, p.arrays(), store, self.store.run_arrays(),
-                                     self.keys.arrays(self.sch_fields), scratch, self.packed.arrays(), handle_id,
-                                     *self.scan_options)
+                packed = self.packed.arrays()
+                return packed_events(events, p.arrays(), self.direct.arrays(), store, self.keys.arrays(self.sch_fields),
+                                     self.direct.scratch(), packed, handle_id)
 
             return self.catch_all.match(scan, store.key_head, events, handle_id)
 
@@ -456,7 +458,7 @@ class ClusteredIndex:
         k = self.keys.stats()
         s.update({key: v for key, v in k.items() if key != "memory_bytes"})
         s["memory_bytes"] += k["memory_bytes"] + int(self.pred_prob.nbytes + self.eq_of_field.nbytes)
-        s["memory_bytes"] += self.catch_all.memory_bytes() + self.packed.memory_bytes()
+        s["memory_bytes"] += self.catch_all.memory_bytes() + self.packed.memory_bytes() + self.direct.memory_bytes()
         s["lists"] = "packed" if use_packed(self.lists, self.preds.n_fields) else "clusters"
         s.update(self.packed.stats())
         s["catch_all"] = self.catch_all.stats()

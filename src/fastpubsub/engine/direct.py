@@ -36,9 +36,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .hashtable import ht_find2, ht_find3, ht_slot2, ht_slot3
-from .probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS, grow_rows
-from .scan import ensure_room, finish_event, prefetch
+from .hashtable import ht_find2, ht_slot2, ht_slot3
+from .probing import KNOWN_KEY, grow_rows
+from .scan import ensure_room, prefetch
 from .semantics import OP_EQ
 
 #: Operator codes packed with the field in ``DirectPredicates.row[:, 0]`` (``field << OP_SHIFT | op``).
@@ -64,26 +64,31 @@ class DirectScratch(NamedTuple):
 
 
 @njit(cache=True, inline="always")
-def predicate_holds(p, row, row_f, slot, slot_f, e):
-    """Whether event ``e`` (whose fields' rows are in ``slot``) satisfies predicate ``p``."""
-    key = row[p, 0]
+def check_predicate(key, const, const_f, slot, slot_f, e):
+    """Whether event ``e`` (its fields' rows in ``slot``) satisfies the predicate ``key`` = ``field << OP_SHIFT | op``
+    with constant ``const`` (equality bits) / ``const_f`` (order code)."""
     f = key >> OP_SHIFT
     if slot[f, 0] != e:
         return False  # the event lacks the field: no predicate on it holds
     op = key & 7
     if op == 0:
-        return slot[f, 1] == row[p, 1]
+        return slot[f, 1] == const
     x = slot_f[f, 2]
-    c = row_f[p, 1]
     if op == 1:
-        return x != c
+        return x != const_f
     if op == 2:
-        return x < c
+        return x < const_f
     if op == 3:
-        return x <= c
+        return x <= const_f
     if op == 4:
-        return x > c
-    return x >= c
+        return x > const_f
+    return x >= const_f
+
+
+@njit(cache=True, inline="always")
+def predicate_holds(p, row, row_f, slot, slot_f, e):
+    """Whether event ``e`` satisfies predicate id ``p`` (its row of :class:`DirectPredicates`)."""
+    return check_predicate(row[p, 0], row[p, 1], row_f[p, 1], slot, slot_f, e)
 
 
 @njit(cache=True, inline="always")
@@ -201,86 +206,6 @@ def direct_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, n_p
                 eq_of_field[f] = -1
         gp_off[e - g0 + 1] = n_probe
     return probe, n_probe
-
-
-@njit(cache=True)
-def direct_heads(probe, n_probe, access, store):
-    """Stages 2 and 3: conjunctions looked up, then ``probe[t, 1]`` = the list's first cluster (-1: none), prefetched."""
-    key_head = store.key_head
-    n_keys = key_head.shape[0]
-    for t in range(n_probe):
-        if probe[t, 1] == KNOWN_KEY:
-            continue
-        q = ht_find3(access.conj_keys, access.conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
-        if 0 <= q < n_keys:
-            prefetch(key_head, q)
-        else:
-            q = -1
-        probe[t, 0] = q
-    for t in range(n_probe):
-        c = key_head[probe[t, 0]] if probe[t, 0] >= 0 else -1
-        probe[t, 1] = c
-        if c >= 0:
-            prefetch(store.base, c)
-            prefetch(store.cap, c)
-            prefetch(store.length, c)
-            prefetch(store.k, c)
-    for t in range(n_probe):
-        c = probe[t, 1]
-        if c >= 0:
-            prefetch(store.arena, store.base[c])  # the first column (the line follows for a one-entry cluster)
-            prefetch(store.arena, store.base[c] + store.k[c] * store.cap[c])
-
-
-@njit(cache=True)
-def direct_events(ev, preds, dpreds, store, access, scratch, handle_id):
-    """Static and dynamic over a batch of events with direct predicate tests (module docstring); CSR of ids."""
-    n_ev = ev.offsets.shape[0] - 1
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
-    row, row_f = dpreds.row, dpreds.row_f
-    slot, slot_f = scratch.slot, scratch.slot_f
-    n_pf = min(slot.shape[0], scratch.eq_of_field.shape[0])
-    conj_flat = access.conj_keys.ravel()
-    gp_off = np.zeros(GROUP + 1, dtype=np.int64)
-    probe = scratch.probe
-    out = np.empty(1024, dtype=np.int64)
-    out_off = np.zeros(n_ev + 1, dtype=np.int64)
-    nout = 0
-    for g0 in range(0, n_ev, GROUP):
-        g1 = min(n_ev, g0 + GROUP)
-        probe, n_probe = direct_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field, store.key_head, n_pf,
-                                     gp_off, probe)
-        direct_heads(probe, n_probe, access, store)
-        for e in range(g0, g1):
-            i = e - g0
-            for j in range(ev_off[e], ev_off[e + 1]):
-                f = ev_field[j]
-                if 0 <= f < n_pf:
-                    slot[f, 0] = e
-                    slot[f, 1] = ev_eqbits[j]
-                    slot_f[f, 2] = ev_code[j]
-            start = nout
-            for t in range(gp_off[i], gp_off[i + 1]):
-                if probe[t, 1] >= 0:
-                    out, nout = scan_list_direct(probe[t, 1], store, row, row_f, slot, slot_f, e, out, nout)
-            for j in range(ev_off[e], ev_off[e + 1]):
-                f = ev_field[j]
-                if 0 <= f < n_pf:
-                    slot[f, 0] = -1
-            finish_event(out, start, nout, handle_id)
-            out_off[e + 1] = nout
-    return out_off, out[:nout].copy()
-
-
-def use_direct(mode: str, n_fields: int) -> bool:
-    """Whether to match with direct tests: ``mode`` "direct" / "bits" forces it; "auto" takes it over thousands of
-    fields (``PHASE1_AHEAD_FIELDS``), where phase 1's bit vector is mostly written for clusters no event reaches."""
-    if mode == "auto":
-        return n_fields >= PHASE1_AHEAD_FIELDS
-    return mode == "direct"
-
-
-PHASE1_MODES = ("auto", "bits", "direct")
 
 
 class DirectTable:

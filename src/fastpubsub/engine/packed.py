@@ -33,9 +33,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .direct import DirectTable, check_predicate, direct_keys, scan_list_direct
+from .hashtable import ht_find3
 from .idpool import grow
-from .probing import GROUP, PHASE1_AHEAD_FIELDS, stage_keys_sparse, stage_lookup
-from .scan import ensure_room, finish_event, prefetch, scan_clusters
+from .probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
+from .scan import ensure_room, finish_event, prefetch
 
 #: Lists of at most this many entries are packed.
 PACK_MAX = 32
@@ -46,14 +48,17 @@ LIST_MODES = ("auto", "clusters", "packed")
 
 class PackedArrays(NamedTuple):
     start: np.ndarray  # int64 [keys]: the key's block in ``data`` (-1: not packed)
-    data: np.ndarray  # int32: blocks [n, (k, handle, columns...) x n]
+    data: np.ndarray  # int64: blocks [n, (k, handle, (predicate key, constant) x k) x n]
+    data_f: np.ndarray  # float64: the same memory (the constants read as order codes)
 
 
 @njit(cache=True)
-def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, start, data, used, pack_max):
+def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, row, start, data, used, pack_max):
     """Pack the lists of ``keys`` at ``data[used:]`` (``start[q]`` = -1 for a list longer than ``pack_max``).
 
-    ``data`` must have room (:func:`packed_size`).  Returns the new ``used``.
+    Each column's predicate id ``p`` is written as its row of
+    :class:`~engine.direct.DirectPredicates` (``row[p]``: field and operator,
+    constant).  ``data`` must have room (:func:`packed_size`).  Returns the new ``used``.
     """
     for q in keys:
         c = key_head[q] if q < key_head.shape[0] else -1
@@ -74,8 +79,10 @@ def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, start, d
                 data[w] = k
                 data[w + 1] = arena[base + k * cap + j]
                 for r in range(k):
-                    data[w + 2 + r] = arena[base + r * cap + j]
-                w += 2 + k
+                    p = arena[base + r * cap + j]
+                    data[w + 2 + 2 * r] = row[p, 0]
+                    data[w + 3 + 2 * r] = row[p, 1]
+                w += 2 + 2 * k
             c = c_next[c]
         used = w
     return used
@@ -91,7 +98,7 @@ def packed_size(keys, key_head, c_next, c_len, c_k, pack_max):
         cells = 1
         while c >= 0:
             n += c_len[c]
-            cells += c_len[c] * (2 + c_k[c])
+            cells += c_len[c] * (2 + 2 * c_k[c])
             c = c_next[c]
         if n <= pack_max:
             total += cells
@@ -99,8 +106,8 @@ def packed_size(keys, key_head, c_next, c_len, c_k, pack_max):
 
 
 @njit(cache=True, inline="always")
-def scan_packed(data, s, bits, out, nout):
-    """Append the handles of the block at ``data[s]`` whose columns' bits are all set."""
+def scan_packed(data, data_f, s, slot, slot_f, e, out, nout):
+    """Append the handles of the block at ``data[s]`` whose predicates all hold for event ``e``."""
     n = data[s]
     out = ensure_room(out, nout, n)
     w = s + 1
@@ -108,94 +115,96 @@ def scan_packed(data, s, bits, out, nout):
         k = data[w]
         ok = True
         for r in range(k):
-            if bits[np.uint64(data[w + 2 + r])] == 0:
+            if not check_predicate(data[w + 2 + 2 * r], data[w + 3 + 2 * r], data_f[w + 3 + 2 * r], slot, slot_f, e):
                 ok = False
                 break
         if ok:
             out[nout] = data[w + 1]
             nout += 1
-        w += 2 + k
+        w += 2 + 2 * k
     return out, nout
 
 
 @njit(cache=True)
-def packed_heads(probe, n_probe, store, start, data):
-    """``probe[t, 1]`` = ``PACKED`` (block at ``probe[t, 2]``), the list's first cluster, or -1; then the first
-    reads of each prefetched, and the first column's bits of each packed block's entries."""
-    n_pk = start.shape[0]
+def packed_heads(probe, n_probe, access, store, start, data):
+    """Conjunctions looked up, then ``probe[t, 1]`` = ``PACKED`` (block at ``probe[t, 2]``), the list's first
+    cluster, or -1; the first reads of each prefetched."""
+    key_head = store.key_head
+    n_keys, n_pk = key_head.shape[0], start.shape[0]
+    for t in range(n_probe):
+        if probe[t, 1] == KNOWN_KEY:
+            continue
+        q = ht_find3(access.conj_keys, access.conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
+        if 0 <= q < n_keys:
+            prefetch(key_head, q)
+            if q < n_pk:
+                prefetch(start, q)
+        else:
+            q = -1
+        probe[t, 0] = q
     for t in range(n_probe):
         q = probe[t, 0]
-        if q < 0 or store.key_head[q] < 0:  # (a list hidden by its head, as the catch-all on bitmaps is)
+        if q >= 0 and q < n_pk:
+            prefetch(start, q)
+    for t in range(n_probe):
+        q = probe[t, 0]
+        if q < 0 or key_head[q] < 0:  # (a list hidden by its head, as the catch-all on bitmaps is)
             probe[t, 1] = -1
         elif q < n_pk and start[q] >= 0:
             s = start[q]
             probe[t, 1], probe[t, 2] = PACKED, s
             prefetch(data, s)
+            prefetch(data, s + 8)
             prefetch(data, s + 16)
         else:
-            c = store.key_head[q]
+            c = key_head[q]
             probe[t, 1], probe[t, 2] = c, 0
-            if c >= 0:
-                prefetch(store.base, c)
-                prefetch(store.cap, c)
-                prefetch(store.length, c)
-                prefetch(store.k, c)
-                prefetch(store.next, c)
+            prefetch(store.base, c)
+            prefetch(store.cap, c)
+            prefetch(store.length, c)
+            prefetch(store.k, c)
+            prefetch(store.next, c)
 
 
 @njit(cache=True)
-def packed_prefetch_bits(probe, n_probe, data, bits):
-    """The bit of each packed entry's first column, for every probe of the group (the scans' first reads)."""
-    for t in range(n_probe):
-        if probe[t, 1] != PACKED:
-            continue
-        s = probe[t, 2]
-        w = s + 1
-        for _ in range(data[s]):
-            k = data[w]
-            if k > 0:
-                prefetch(bits, data[w + 2])
-            w += 2 + k
-
-
-@njit(cache=True)
-def packed_events(ev, preds, store, runs, access, scratch, packed, handle_id, pf, unfold, lookahead):
-    """Static and dynamic over a batch with packed lists: phase 1 and the probes of
-    :func:`engine.probing.clustered_events`, then each reached list scanned from its block or its clusters."""
+def packed_events(ev, preds, dpreds, store, access, dscratch, packed, handle_id):
+    """Static and dynamic over a batch with packed lists and direct tests (module docstring); CSR of ids."""
     n_ev = ev.offsets.shape[0] - 1
-    bits = preds.bits
-    start, data = packed.start, packed.data
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    start, data, data_f = packed.start, packed.data, packed.data_f
+    row, row_f = dpreds.row, dpreds.row_f
+    slot, slot_f = dscratch.slot, dscratch.slot_f
+    n_pf = min(slot.shape[0], dscratch.eq_of_field.shape[0])
     conj_flat = access.conj_keys.ravel()
-    sat = np.empty(max(bits.shape[0], 1), dtype=np.int64)
-    gsat = np.empty(1024, dtype=np.int64)
-    gs_off = np.zeros(GROUP + 1, dtype=np.int64)
     gp_off = np.zeros(GROUP + 1, dtype=np.int64)
-    probe = scratch.probe
+    probe = dscratch.probe
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     for g0 in range(0, n_ev, GROUP):
         g1 = min(n_ev, g0 + GROUP)
-        gsat, probe, n_probe = stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field,
-                                                 store.key_head, sat, gsat, gs_off, gp_off, probe)
-        stage_lookup(probe, n_probe, access, store.key_head)
-        packed_heads(probe, n_probe, store, start, data)
-        packed_prefetch_bits(probe, n_probe, data, bits)
+        probe, n_probe = direct_keys(ev, g0, g1, preds, access, conj_flat, dscratch.eq_of_field, store.key_head, n_pf,
+                                     gp_off, probe)
+        packed_heads(probe, n_probe, access, store, start, data)
         for e in range(g0, g1):
             i = e - g0
-            esat = gsat[gs_off[i]: gs_off[i + 1]]
-            ns = esat.shape[0]
-            for t in range(ns):
-                bits[esat[t]] = 1
+            for j in range(ev_off[e], ev_off[e + 1]):
+                f = ev_field[j]
+                if 0 <= f < n_pf:
+                    slot[f, 0] = e
+                    slot[f, 1] = ev_eqbits[j]
+                    slot_f[f, 2] = ev_code[j]
             begin = nout
             for t in range(gp_off[i], gp_off[i + 1]):
                 c = probe[t, 1]
                 if c == PACKED:
-                    out, nout = scan_packed(data, probe[t, 2], bits, out, nout)
+                    out, nout = scan_packed(data, data_f, probe[t, 2], slot, slot_f, e, out, nout)
                 elif c >= 0:
-                    out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
-            for t in range(ns):
-                bits[esat[t]] = 0
+                    out, nout = scan_list_direct(c, store, row, row_f, slot, slot_f, e, out, nout)
+            for j in range(ev_off[e], ev_off[e + 1]):
+                f = ev_field[j]
+                if 0 <= f < n_pf:
+                    slot[f, 0] = -1
             finish_event(out, begin, nout, handle_id)
             out_off[e + 1] = nout
     return out_off, out[:nout].copy()
@@ -212,53 +221,57 @@ def use_packed(mode: str, n_fields: int) -> bool:
 class PackedLists:
     """The packed copies of a :class:`~engine.cluster_store.ClusterStore`'s short lists, kept up to date lazily."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store, direct: DirectTable) -> None:
         self.store = store
+        self.direct = direct
         self.start = np.full(0, -1, dtype=np.int64)
-        self.data = np.zeros(1, dtype=np.int32)
+        self.data = np.zeros(1, dtype=np.int64)
         self.used = 0
         self.live = 0  # cells of the blocks in use (the rest: blocks left behind by repacks)
         self.built = False
         self.rebuilds = 0
+        self._strings_version = -1
 
-    def _pack(self, keys: np.ndarray) -> None:
+    def _pack(self, keys: np.ndarray, row: np.ndarray) -> None:
         s = self.store
         need = int(packed_size(keys, s.key_head, s.c_next, s.c_len, s.c_k, PACK_MAX))
         if self.used + need > len(self.data):
-            data = np.empty(max(self.used + need, 2 * len(self.data)), dtype=np.int32)
+            data = np.empty(max(self.used + need, 2 * len(self.data)), dtype=np.int64)
             data[: self.used] = self.data[: self.used]
             self.data = data
-        self.used = int(pack_keys(keys, s.key_head, s.c_next, s.c_base, s.c_cap, s.c_len, s.c_k, s.arena, self.start,
-                                  self.data, self.used, PACK_MAX))
+        self.used = int(pack_keys(keys, s.key_head, s.c_next, s.c_base, s.c_cap, s.c_len, s.c_k, s.arena, row,
+                                  self.start, self.data, self.used, PACK_MAX))
         self.live += need
 
     def arrays(self) -> PackedArrays:
-        """The blocks, after packing the keys changed since the last call (all of them the first time)."""
+        """The blocks, after packing the keys changed since the last call (all of them the first time, and
+        whenever string order codes change: the blocks hold the constants)."""
         s = self.store
+        row = self.direct.arrays().row
         n_keys = len(s.key_head)
         s.track_keys = True
         changed = s.changed_keys
         s.changed_keys = []
-        if not self.built or sum(len(c) for c in changed) > n_keys:
+        strings_version = self.direct.preds.strings.version
+        if (not self.built or strings_version != self._strings_version
+                or sum(len(c) for c in changed) > n_keys):
             self.start = np.full(n_keys, -1, dtype=np.int64)
             self.used = self.live = 0
-            self._pack(np.arange(n_keys, dtype=np.int64))
+            self._pack(np.arange(n_keys, dtype=np.int64), row)
             self.built = True
             self.rebuilds += 1
+            self._strings_version = strings_version
         elif changed:
             self.start = grow(self.start, n_keys, -1)
             keys = np.unique(np.concatenate(changed))
-            keys = keys[keys >= 0]
+            keys = keys[(keys >= 0) & (keys < n_keys)]
             old = self.start[keys]
-            self.live -= int(self._cells(old[old >= 0]))
-            self._pack(keys)
+            self.live -= int(_block_cells(self.data, old[old >= 0]))
+            self._pack(keys, row)
             if self.used > 2 * self.live + (1 << 16):
                 self.built = False
                 return self.arrays()
-        return PackedArrays(self.start, self.data)
-
-    def _cells(self, starts: np.ndarray) -> int:
-        return _block_cells(self.data, starts)
+        return PackedArrays(self.start, self.data, self.data.view(np.float64))
 
     def stats(self) -> dict:
         packed = int(np.count_nonzero(self.start >= 0))
@@ -274,6 +287,6 @@ def _block_cells(data, starts):
     for s in starts:
         w = s + 1
         for _ in range(data[s]):
-            w += 2 + data[w]
+            w += 2 + 2 * data[w]
         total += w - s
     return total
