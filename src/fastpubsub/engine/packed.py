@@ -41,6 +41,8 @@ from .scan import ensure_room, finish_event, prefetch
 
 #: Lists of at most this many entries are packed.
 PACK_MAX = 32
+#: Cells of abandoned blocks tolerated beyond the live ones before ``data`` is rebuilt.
+REPACK_SLACK = 1 << 16
 #: ``probe[t, 1]`` of a probe whose key is packed (its block starts at ``probe[t, 2]``).
 PACKED = -2
 LIST_MODES = ("auto", "clusters", "packed")
@@ -268,7 +270,7 @@ class PackedLists:
             old = self.start[keys]
             self.live -= int(_block_cells(self.data, old[old >= 0]))
             self._pack(keys, row)
-            if self.used > 2 * self.live + (1 << 16):
+            if self.used > 2 * self.live + REPACK_SLACK:
                 self.built = False
                 return self.arrays()
         return PackedArrays(self.start, self.data, self.data.view(np.float64))
