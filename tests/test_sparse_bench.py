@@ -22,4 +22,7 @@ def test_sparse_bench_compares_algorithms_by_name_and_sweeps_table_3(tmp_path, c
         on, off = same[0], same[1]
         assert on["catch_all_subscriptions"] == 0 and on["presence_subscriptions"] > 0
         assert off["presence_subscriptions"] == 0 and off["catch_all_subscriptions"] == on["presence_subscriptions"]
+    assert all(r["first_match_s"] >= 0 for r in rows)
+    assert {r["lists"] for r in rows if r["algorithm"].startswith("dynamic")} == {"clusters"}  # 1,200 fields
+    assert sparse.parse_algorithm("dynamic:lists=packed") == ("dynamic", {"lists": "packed"})
     assert sparse.parse_algorithm("static:presence=off+runs=256") == ("static", {"presence": False, "runs": 256})
