@@ -48,6 +48,10 @@ def test_options_and_the_automatic_choice():
     assert m.stats()["lists"] == "packed"  # thousands of fields
     m.match({"a1": 3})
     assert m.stats()["packed_keys"] > 1000
+    # thousands of fields but equalities only (the eBay-like catalogue): phase 1 is its equality probes, no packing
+    e = Matcher("dynamic")
+    e.add_bulk(generate_sparse_subscriptions(SPARSE_PRESETS["ebay"], 3000, seed=1))
+    assert e.preds.n_fields >= 4096 and e.stats()["lists"] == "clusters"
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

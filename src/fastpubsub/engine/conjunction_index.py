@@ -43,11 +43,11 @@ from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.probabilities import EventProbabilities
 from .direct import DirectTable
-from .packed import LIST_MODES, PackedLists, packed_events, use_packed
+from .packed import LIST_MODES, PackedLists, expected_satisfied, packed_events, use_packed
 from .idpool import grow
 from .index import IndexContext
 from .predicates import PredicateTable
-from .probing import GROUP, ProbeScratch
+from .probing import GROUP, PHASE1_AHEAD_FIELDS, ProbeScratch
 from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
 from .semantics import OP_EQ
 from .statistics import StatisticsCollector
@@ -178,6 +178,19 @@ class ClusteredIndex:
         self.lists = lists
         self.direct = DirectTable(preds)
         self.packed = PackedLists(self.store, self.direct)
+        self._satisfied = (-1, None, 0.0)  # (live predicates, statistics, expected satisfied inequalities) of the choice
+
+    def packs(self) -> bool:
+        """Whether matching takes the packed lists (engine/packed.py); the expected count of satisfied inequality
+        predicates it weighs is refreshed when the live predicates change by an eighth or the statistics change."""
+        if self.lists != "auto" or self.preds.n_fields < PHASE1_AHEAD_FIELDS:
+            return use_packed(self.lists, self.preds.n_fields, 0.0)
+        n, stats, sat = self._satisfied
+        live, current = self.preds.n_live, self.probabilities.statistics
+        if current is not stats or 8 * abs(live - n) > n:
+            sat = expected_satisfied(self.preds, self.field_nu if self.presence else np.ones(0))
+            self._satisfied = (live, current, sat)
+        return use_packed(self.lists, self.preds.n_fields, sat)
 
     def catch_all_members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         handles = self.members_of(np.array([CATCH_ALL]))
@@ -439,7 +452,7 @@ class ClusteredIndex:
         probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_SCHEMA), dtype=np.int64)
         scratch = ProbeScratch(self.eq_of_field, probe, self.gmask)
         store = self.store.arrays()
-        if use_packed(self.lists, p.n_fields):
+        if self.packs():
             def scan():
                 packed = self.packed.arrays()
                 return packed_events(events, p.arrays(), self.direct.arrays(), store, self.keys.arrays(self.sch_fields),
@@ -459,7 +472,7 @@ class ClusteredIndex:
         s.update({key: v for key, v in k.items() if key != "memory_bytes"})
         s["memory_bytes"] += k["memory_bytes"] + int(self.pred_prob.nbytes + self.eq_of_field.nbytes)
         s["memory_bytes"] += self.catch_all.memory_bytes() + self.packed.memory_bytes() + self.direct.memory_bytes()
-        s["lists"] = "packed" if use_packed(self.lists, self.preds.n_fields) else "clusters"
+        s["lists"] = "packed" if self.packs() else "clusters"
         s.update(self.packed.stats())
         s["catch_all"] = self.catch_all.stats()
         live = self.live_handles()

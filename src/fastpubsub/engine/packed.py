@@ -38,6 +38,7 @@ from .hashtable import ht_find3
 from .idpool import grow
 from .probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
 from .scan import ensure_room, finish_event, prefetch
+from .semantics import OP_EQ
 
 #: Lists of at most this many entries are packed.
 PACK_MAX = 32
@@ -212,11 +213,29 @@ def packed_events(ev, preds, dpreds, store, access, dscratch, packed, handle_id)
     return out_off, out[:nout].copy()
 
 
-def use_packed(mode: str, n_fields: int) -> bool:
+#: ``lists="auto"`` packs when an event is expected to satisfy at least this many inequality predicates: below,
+#: phase 1 is little more than the equality probes it keeps, and the blocks save only the clusters' misses.
+PACK_MIN_SATISFIED = 64
+
+
+def expected_satisfied(preds, field_nu: np.ndarray) -> float:
+    """Inequality predicates an event satisfies, expected: half of those on each field, times P(field present)
+    (``field_nu``; a field beyond it counts as always present)."""
+    top = preds.n_ids
+    live = (preds.refcount[:top] > 0) & (preds.op[:top] != OP_EQ)
+    counts = np.bincount(preds.field[:top][live], minlength=preds.n_fields).astype(np.float64)
+    nu = np.ones(len(counts))
+    k = min(len(nu), len(field_nu))
+    nu[:k] = field_nu[:k]
+    return float(0.5 * np.dot(counts, nu))
+
+
+def use_packed(mode: str, n_fields: int, satisfied: float) -> bool:
     """``mode`` "packed" / "clusters" forces the choice; "auto" packs over thousands of fields
-    (``PHASE1_AHEAD_FIELDS``, the sparse workloads whose lists are many and short)."""
+    (``PHASE1_AHEAD_FIELDS``, where phase 1's arrays miss the cache) when an event is expected to satisfy at least
+    ``PACK_MIN_SATISFIED`` inequality predicates (``satisfied``, :func:`expected_satisfied`)."""
     if mode == "auto":
-        return n_fields >= PHASE1_AHEAD_FIELDS
+        return n_fields >= PHASE1_AHEAD_FIELDS and satisfied >= PACK_MIN_SATISFIED
     return mode == "packed"
 
 
