@@ -1,32 +1,25 @@
-"""Predicates tested where a cluster entry needs them, instead of a bit vector filled for every event.
+"""Predicates tested where an entry needs them, instead of a bit vector filled for every event.
 
 Phase 1 of Figure 2 fills the predicate bit vector with every predicate the
 event satisfies, so that a cluster scan tests each column with one byte
 read.  Over a few dozen attributes (W0) that is cheap and the scans reuse
 each bit many times.  Over tens of thousands of sparse attributes it is the
 other way round: 1M subscriptions hold millions of distinct range
-predicates, an event of 40 attributes satisfies thousands of them (each
-written into the bit vector and cleared again, a cache miss each), and the
-clusters the event reaches -- one or two entries under an equality or a
-presence key -- read a few dozen of those bits.  Most of phase 1 is work for
-subscriptions the event never reaches.
+predicates, an event of 40 attributes satisfies about 1,500 of them (each
+found in its sorted group, written into the bit vector and cleared again),
+and the lists the event reaches read a few hundred bits.
 
-The *direct* path drops the inequality half of phase 1.  Each event's value
-on each of its fields goes into a per-field row (``DirectScratch.slot``:
-which event, its equality bits, its order code), and an entry's column
-``p`` is tested by reading the predicate's own row
-(``DirectPredicates.row``: field and operator, constant) and comparing --
-one more read per test than a bit, on a row of 16 bytes that the bit vector
-would have needed a miss for anyway.  Equality predicates are still looked
-up per pair (one hash probe), since they are what the access keys are made
-of.
-
-:func:`direct_events` is :func:`engine.probing.clustered_events` with these
-tests: the same stages over groups of ``GROUP`` events, the same probes
-(catch-all, presence keys, single-equality lists, conjunctions), and every
-cluster scanned entry by entry from its first column (sorted runs, an option
-of dense workloads, are not used: every entry keeps all its columns, so the
-plain scan is exact).  :func:`use_direct` decides when it is taken.
+Here each event's value on each of its fields goes into a per-field row
+(``DirectScratch.slot``: which event, its equality bits, its order code),
+and a predicate ``(field << OP_SHIFT | op, constant)`` holds iff its
+field's row is the event's and the comparison holds (:func:`check_predicate`):
+``=`` on the equality bits, the others on the order codes, as phase 1's
+sorted groups decide.  Equality predicates are still looked up once per
+pair (:func:`direct_keys`), since the access keys are made of them.
+engine/packed.py holds the predicates inline in its blocks; clusters outside
+them are scanned through a row per predicate id (``DirectPredicates.row``,
+:func:`scan_list_direct`), from their first entry (sorted runs are not used:
+every entry keeps all its columns, so the plain scan is exact).
 """
 
 from __future__ import annotations
