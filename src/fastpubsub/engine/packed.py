@@ -1,29 +1,32 @@
-"""Packed lists: each short access-key list of static and dynamic copied into one contiguous block.
+"""Packed lists: each short access-key list of static and dynamic in one block, its predicates inline.
 
 A cluster (engine/cluster_store.py) holds the entries of one access key with
 the same number ``k`` of columns; a key's list chains one cluster per ``k``.
 With sparse, high-dimensional attributes (OpIndex's workload: 1M
 subscriptions over 20,000 attributes) the keys are many and their lists
-short: an event of 40 attributes reaches about 60 lists of 2.7 clusters and
-6.6 entries each, and every cluster costs its bookkeeping (five arrays:
-base, capacity, length, columns, next), its first column and its line of
-handles -- seven cache misses for two or three entries, most of which fail
-their first test.  Those misses, not the predicate bit vector, are most of
-the time.
+short: an event of 40 attributes reaches about 61 lists of 2.7 clusters and
+6.6 entries each, every cluster costing its bookkeeping (five arrays), its
+first column and its line of handles in separate cache lines, for two or
+three entries most of which fail their first test.  And phase 1 sets and
+clears about 1,500 bits per event for those few hundred tests.
 
 So a list of at most ``PACK_MAX`` entries is also kept *packed*: one block
-``[n, (k, handle, column 0 .. column k-1) x n]`` in ``PackedLists.data``, at
-``start[key]`` (-1: not packed; its clusters are scanned as usual).  An
-event reaching the key reads one or two cache lines, the block's first
-columns' bits are prefetched for the whole group of events before any is
-tested, and there is no cluster to follow.
+``[n, (k, handle, (field << 3 | op, constant) x k) x n]`` in
+``PackedLists.data``, at ``start[key]`` (-1: not packed; its clusters are
+scanned with engine/direct.py's row per predicate).  An event reaching the
+key reads one block (its first lines prefetched for the whole group of
+events before any is scanned), follows no cluster, and tests each predicate
+from the block against its own per-field rows (engine/direct.py): no
+inequality group is searched, no bit set or cleared.  :func:`packed_events`
+is the batch loop; ``lists="auto"`` takes it where :func:`use_packed` says.
 
 The clusters stay the source of truth: every append and removal logs its
 keys (``ClusterStore.changed_keys``), and before a batch the changed keys
 are packed again at the end of ``data``; the whole of ``data`` is rebuilt
-when the blocks left behind outweigh the live ones.  Reordering within a
-cluster (sorted runs, compaction, relocation) changes no block, since an
-event's matches are sorted at the end.
+when the blocks left behind outweigh the live ones, and when string order
+codes change (the blocks hold the constants).  Reordering within a cluster
+(sorted runs, compaction, relocation) changes no block, since an event's
+matches are sorted at the end.
 """
 
 from __future__ import annotations
