@@ -3,6 +3,7 @@
     python -m benchmarks.sparse                                   # 1M, opindex preset: dynamic, static, propagation-wp
     python -m benchmarks.sparse --algorithms dynamic,dynamic:presence=off,opindex --repeat 3
     python -m benchmarks.sparse --n 1000000 --algorithms opindex,dynamic,dynamic:lists=clusters --events 2000 --repeat 3
+    python -m benchmarks.sparse --n 1000000 --algorithms dynamic --alternate-lists --events 2000 --repeat 3
     python -m benchmarks.sparse --preset ebay --n 1000000
     python -m benchmarks.sparse --n 500000,1000000,2000000 --attributes 20000,40000,60000 --json out.json
 
@@ -111,6 +112,27 @@ def run_one(label: str, name: str, options: dict, subs, batches: list, statistic
     }
 
 
+def alternate_lists(name: str, options: dict, subs, batches: list, statistics, repeat: int) -> dict:
+    """One static/dynamic matcher, its packed lists and its clusters measured alternately (same data, same process)."""
+    m = Matcher(name, **options)
+    m.set_statistics(statistics)
+    m.add_bulk(subs)
+    n_events = sum(len(b) for b in batches)
+    best = {"packed": float("inf"), "clusters": float("inf")}
+    results = {}
+    for _ in range(repeat):
+        for mode in best:
+            m.index.lists = mode
+            m.match_encoded(batches[0])  # packs (or repacks) outside the timing
+            c = time.process_time()
+            out = [m.match_encoded(b) for b in batches]
+            best[mode] = min(best[mode], time.process_time() - c)
+            results[mode] = np.concatenate([r.ids for r in out])
+    assert np.array_equal(results["packed"], results["clusters"])
+    return {mode: {"cpu_us_per_event": round(t / n_events * 1e6, 2), "cpu_events_per_s": round(n_events / t)}
+            for mode, t in best.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="opindex", choices=sorted(SPARSE_PRESETS))
@@ -124,6 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--statistics-sample", type=int, default=STATISTICS_SAMPLE, help="events the statistics are taken from")
+    ap.add_argument("--alternate-lists", action="store_true",
+                    help="static/dynamic only: packed lists and clusters alternately in one matcher (CPU time)")
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     base = SPARSE_PRESETS[args.preset]
@@ -148,6 +172,11 @@ def main(argv: list[str] | None = None) -> None:
                 name, options = parse_algorithm(text)
                 if name not in ALGORITHMS:
                     print(f"# {name}: not registered here (Matcher knows {', '.join(ALGORITHMS)}); skipped")
+                    continue
+                if args.alternate_lists:
+                    print(json.dumps({"algorithm": text, "subscriptions": n, "load_average": os.getloadavg(),
+                                      **alternate_lists(name, options, subs, batches, statistics, args.repeat)}),
+                          flush=True)
                     continue
                 row = run_one(text, name, options, subs, batches, statistics, args.repeat)
                 row.update({"preset": spec.name, "d": spec.n_attributes, "gamma_max": spec.subscription_size[1],
