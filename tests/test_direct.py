@@ -55,13 +55,15 @@ def test_options_and_the_automatic_choice():
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**31 - 1), st.sampled_from(["static", "dynamic"]), st.sampled_from([0, 4]))
-def test_every_operator_and_value_kind_agree_with_the_oracle(seed, algorithm, runs):
-    """Packed lists forced on a small workload of every operator (lowered ones too) and kind, runs on or off;
-    some lists too long to pack."""
+@given(st.integers(0, 2**31 - 1), st.sampled_from(["static", "dynamic"]), st.sampled_from([0, 4]),
+       st.sampled_from([(True, "auto"), (False, "scan"), (False, "bitmaps")]))
+def test_every_operator_and_value_kind_agree_with_the_oracle(seed, algorithm, runs, catch_all):
+    """Packed lists forced on a small workload of every operator (lowered ones too) and kind, runs on or off, the
+    catch-all scanned (packed when short) or on the bit-parallel path; some lists too long to pack."""
     subs = random_subscriptions(300, seed)
     events = random_events(60, seed + 1)
-    m = Matcher(algorithm, lists="packed", runs=runs)
+    presence, mode = catch_all
+    m = Matcher(algorithm, lists="packed", runs=runs, presence=presence, catch_all=mode)
     o = OracleMatcher()
     for sid, sub in subs:
         m.add(sid, sub.predicates)
