@@ -217,6 +217,12 @@ class DirectTable:
         self.eq_of_field = np.full(0, -1, dtype=np.int64)
         self.probe = np.empty((64, 3), dtype=np.int64)
 
+    def __getstate__(self) -> dict:
+        """Saved structures leave the rows out (rebuilt at the first match after a load)."""
+        state = dict(self.__dict__)
+        state.update(row=np.zeros((1, 2), dtype=np.int64), _key=None)
+        return state
+
     def arrays(self) -> DirectPredicates:
         p = self.preds
         key = (p.version, p.strings.version, p.n_ids)

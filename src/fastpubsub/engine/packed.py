@@ -256,6 +256,13 @@ class PackedLists:
         self.rebuilds = 0
         self._strings_version = -1
 
+    def __getstate__(self) -> dict:
+        """Saved structures (engine/structure.py) leave the blocks out: the first match after a load packs again."""
+        state = dict(self.__dict__)
+        state.update(start=np.full(0, -1, dtype=np.int64), data=np.zeros(1, dtype=np.int64), used=0, live=0,
+                     built=False)
+        return state
+
     def _pack(self, keys: np.ndarray, row: np.ndarray) -> None:
         s = self.store
         need = int(packed_size(keys, s.key_head, s.c_next, s.c_len, s.c_k, PACK_MAX))
