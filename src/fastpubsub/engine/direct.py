@@ -204,15 +204,16 @@ def direct_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, n_p
 class DirectTable:
     """The rows of :class:`DirectPredicates` for a :class:`~engine.predicates.PredicateTable`, rebuilt when it changes.
 
-    A new predicate (or a recycled id) bumps the table's ``version``; a new
-    string changes the order codes (``strings.version``).  Either rebuilds
-    the rows, vectorised (as the inequality groups are rebuilt).
+    The predicate table logs the ids it gives new predicates (new or
+    recycled) once this exists (``PredicateTable.assigned``); their rows are
+    filled before the next match.  A change of string order codes
+    (``strings.version``) fills them all again, vectorised.
     """
 
     def __init__(self, preds) -> None:
         self.preds = preds
         self.row = np.zeros((1, 2), dtype=np.int64)
-        self._key = None
+        self._strings_version = None
         self.slot = np.full((0, 3), -1, dtype=np.int64)
         self.eq_of_field = np.full(0, -1, dtype=np.int64)
         self.probe = np.empty((64, 3), dtype=np.int64)
@@ -220,21 +221,32 @@ class DirectTable:
     def __getstate__(self) -> dict:
         """Saved structures leave the rows out (rebuilt at the first match after a load)."""
         state = dict(self.__dict__)
-        state.update(row=np.zeros((1, 2), dtype=np.int64), _key=None)
+        state.update(row=np.zeros((1, 2), dtype=np.int64), _strings_version=None)  # (all filled again at the first match)
         return state
 
     def arrays(self) -> DirectPredicates:
+        """The rows, updated for the ids given new predicates since the last call (all of them the first time and
+        when string order codes change)."""
         p = self.preds
-        key = (p.version, p.strings.version, p.n_ids)
-        if key != self._key:
-            top = p.n_ids
-            row = np.zeros((max(top, 1), 2), dtype=np.int64)
-            f, o, b = p.field[:top], p.op[:top].astype(np.int64), p.bits_value[:top]
-            row[:top, 0] = (f << OP_SHIFT) | o
-            row[:top, 1] = np.where(o == OP_EQ, b, p._codes(f, b).view(np.int64))
-            self.row = row
-            self._key = key
+        assigned, p.assigned = p.assigned, []
+        top = p.n_ids
+        if self._strings_version != p.strings.version or assigned is None:
+            self.row = np.zeros((max(top, 1), 2), dtype=np.int64)
+            self._fill(np.arange(top, dtype=np.int64))
+            self._strings_version = p.strings.version
+        elif assigned:
+            if len(self.row) < top:
+                row = np.zeros((max(top, 2 * len(self.row)), 2), dtype=np.int64)
+                row[: len(self.row)] = self.row
+                self.row = row
+            self._fill(np.concatenate(assigned))
         return DirectPredicates(self.row, self.row.view(np.float64))
+
+    def _fill(self, ids: np.ndarray) -> None:
+        p = self.preds
+        f, o, b = p.field[ids], p.op[ids].astype(np.int64), p.bits_value[ids]
+        self.row[ids, 0] = (f << OP_SHIFT) | o
+        self.row[ids, 1] = np.where(o == OP_EQ, b, p._codes(f, b).view(np.int64))
 
     def scratch(self) -> DirectScratch:
         n = max(self.preds.n_fields, 1)
