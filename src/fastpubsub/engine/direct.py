@@ -231,7 +231,7 @@ class DirectTable:
         assigned, p.assigned = p.assigned, []
         top = p.n_ids
         if self._strings_version != p.strings.version or assigned is None:
-            self.row = np.zeros((max(top, 1), 2), dtype=np.int64)
+            self.row = np.zeros((max(top + top // 8, 1), 2), dtype=np.int64)  # (room for new ids without a copy)
             self._fill(np.arange(top, dtype=np.int64))
             self._strings_version = p.strings.version
         elif assigned:

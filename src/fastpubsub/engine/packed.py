@@ -266,8 +266,8 @@ class PackedLists:
     def _pack(self, keys: np.ndarray, row: np.ndarray) -> None:
         s = self.store
         need = int(packed_size(keys, s.key_head, s.c_next, s.c_len, s.c_k, PACK_MAX))
-        if self.used + need > len(self.data):
-            data = np.empty(max(self.used + need, 2 * len(self.data)), dtype=np.int64)
+        if self.used + need > len(self.data):  # (an eighth to spare: the repacks after a build fit without a copy)
+            data = np.empty(max(self.used + need + (self.used + need) // 8, 2 * len(self.data)), dtype=np.int64)
             data[: self.used] = self.data[: self.used]
             self.data = data
         self.used = int(pack_keys(keys, s.key_head, s.c_next, s.c_base, s.c_cap, s.c_len, s.c_k, s.arena, row,
