@@ -321,3 +321,29 @@ def prefix_groups_matches(pg, events: list[dict]) -> list[list[int]]:
     content = prefix_groups_content(pg)
     return [sorted(i for (a, p), ids in content.items() if isinstance(e.get(a), str) and e[a].startswith(p)
                    for i in ids) for e in events]
+def direct_entry_holds(preds, columns: list[int], pairs: dict[int, tuple[float, int]]) -> bool:
+    """Every predicate id of ``columns`` holds for an event given as ``{field: (order code, eqbits)}``
+    (engine/direct.py): the field present, then ``=`` on the equality bits, the others on the order codes."""
+    for p in columns:
+        f, op = int(preds.field[p]), int(preds.op[p])
+        if f not in pairs:
+            return False
+        code, eqbits = pairs[f]
+        if op == 0:
+            if eqbits != int(preds.bits_value[p]):
+                return False
+            continue
+        c = float(preds._codes(np.array([f]), np.array([preds.bits_value[p]]))[0])
+        if not {1: code != c, 2: code < c, 3: code <= c, 4: code > c, 5: code >= c}[op]:
+            return False
+    return True
+
+
+def direct_scan(preds, store, head: int, pairs: dict[int, tuple[float, int]]) -> list[int]:
+    """Handles of the entries of list ``head`` whose predicates all hold (:func:`direct_entry_holds`), in list order."""
+    out = []
+    for c in list_clusters(store, head):
+        for cols, handle in cluster_entries(store, c):
+            if direct_entry_holds(preds, cols, pairs):
+                out.append(handle)
+    return out
