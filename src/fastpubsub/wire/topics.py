@@ -26,6 +26,23 @@ TABLE_SERVICE = (REFORMULATED, TABLE_SCHEMAS)  # created by the table service
 PATTERN_CHANGELOG = "pubsub.changelog.patterns"
 
 
+#: ``pubsub patterns --repartition-by ATTR`` (docs/patterns.md 6.5): the events re-keyed by an attribute, and the
+#: state of the engines that read them; named from the application id (the consumer group), as Kafka Streams names
+#: its internal topics, with the events topic's partition count.
+REPARTITION_SUFFIX = "-repartition"
+REPARTITION_CHANGELOG_SUFFIX = "-repartition-changelog"
+
+
+def pattern_repartition_topic(application_id: str, attribute: str) -> str:
+    """``<group>-<attribute>-repartition``: the events keyed (and placed) by ``attribute``."""
+    return f"{application_id}-{attribute}{REPARTITION_SUFFIX}"
+
+
+def pattern_repartition_changelog(application_id: str, attribute: str) -> str:
+    """``<group>-<attribute>-repartition-changelog``: the pattern state of each repartition partition (compacted)."""
+    return f"{application_id}-{attribute}{REPARTITION_CHANGELOG_SUFFIX}"
+
+
 def table_topic(table: str) -> str:
     """The conventional topic of a table's rows."""
     return TABLE_PREFIX + table
@@ -53,8 +70,10 @@ CONFIGS: dict[str, dict[str, str]] = {
 
 def config_of(name: str) -> dict[str, str]:
     """The configuration of any fastpubsub topic (changelogs are compacted)."""
-    if name.startswith(CHANGELOG_PREFIX):
+    if name.startswith(CHANGELOG_PREFIX) or name.endswith(REPARTITION_CHANGELOG_SUFFIX):
         return {"cleanup.policy": "compact"}
+    if name.endswith(REPARTITION_SUFFIX):
+        return {"cleanup.policy": "delete"}
     return CONFIGS[name]
 # Partitions fixed by design, whatever `--partitions` says: one for the
 # statistics, so that the latest snapshot is simply the last record.
