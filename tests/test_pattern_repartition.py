@@ -152,3 +152,74 @@ def test_an_event_later_than_the_grace_is_dead_lettered_and_counted(running, pat
     late = [d for d in dead_letters(patterns_bootstrap) if "late event" in d.reason]
     assert len(late) == 1 and late[0].source_topic == topics.EVENTS
     assert codecs.decode_event(late[0].value)["price"] == 3.0
+
+
+def test_kill_9_while_re_keying_and_restart_none_missing_none_unexpected(patterns_bootstrap, group_id):  # noqa: F811
+    """The re-keying produce and the events offsets commit together: a killed instance's successor re-keys from the
+    committed offsets, restores the held events, drops the repeats an aborted re-keying left (the embedded broker
+    shows them) and finds exactly the oracle's notifications."""
+    import json
+    import subprocess
+    import sys
+    import threading
+
+    from kafka_helpers import committed_events
+
+    subs = subscriptions(21, 24)
+    evs = scattered_events(22, 1200)
+    grace = 3_600_000
+    send_subscriptions(patterns_bootstrap, subs)
+    args = [sys.executable, "-m", "fastpubsub", "patterns", "-b", patterns_bootstrap, "--group-id", group_id,
+            "--batch-size", "40", "--progress-interval", "60", "--repartition-by", "name", "--grace-ms", str(grace)]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=child_preexec)
+
+    def write() -> None:
+        for k in range(0, len(evs), 100):
+            send_scattered(patterns_bootstrap, evs[k: k + 100], k)
+            time.sleep(0.03)
+
+    writer = threading.Thread(target=write)
+    try:
+        writer.start()
+        deadline = time.monotonic() + 90
+        while committed_events(patterns_bootstrap, group_id) < 300:
+            assert time.monotonic() < deadline and first.poll() is None, "no progress before the kill"
+            time.sleep(0.05)
+        time.sleep(0.1)  # likely inside a transaction
+    finally:
+        first.kill()
+        first.wait(10)
+        writer.join(60)
+    done_at_kill = committed_events(patterns_bootstrap, group_id)
+    assert done_at_kill < len(evs), "the kill came after the end: nothing to recover"
+    second = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=child_preexec)
+    try:
+        wait_processed(patterns_bootstrap, group_id, timeout=180)
+        tail_ts = evs[-1][0] + grace + 1
+        send_scattered(patterns_bootstrap, [(tail_ts, {"name": n, "price": 1.0, "volume": 1}) for n in tail_names()], 99)
+        wait_processed(patterns_bootstrap, group_id, timeout=60)
+        wait_topic_processed(patterns_bootstrap, group_id, topics.pattern_repartition_topic(group_id, "name"))
+    finally:
+        second.terminate()
+        out, err = second.communicate(timeout=60)
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats["events"] == len(evs) and stats["repartition"]["late_events"] == 0, err[-3000:]
+    by_q: dict[int, list] = {}
+    for p, stored in stored_events(patterns_bootstrap).items():
+        for off, ts, attrs in stored:
+            if ts < tail_ts:
+                by_q.setdefault(partition_for(attrs["name"], PARTITIONS), []).append((ts, p, off, attrs))
+    expected = set()
+    for rows in by_q.values():
+        o = OraclePatterns()
+        for sid, text, _ in subs:
+            o.subscribe(sid, parse(text), BASE_TS)
+        expected |= {repartitioned_notification_id(w.sid, w.bound) for w in o.process(
+            [(event_id(p, off), ts, attrs) for ts, p, off, attrs in sorted(rows, key=lambda r: r[:3])])}
+    raw, got = received(patterns_bootstrap)
+    print(f"\nkill -9 at {done_at_kill} of {len(evs)} events re-keyed: {len(raw)} notifications read, "
+          f"{stats['repartition']['repeated_events']} repeated records dropped, {stats['restores']} restores")
+    assert len(expected) > 100
+    assert sorted(expected - set(got)) == [], "missing"
+    assert sorted(set(got) - expected) == [], "unexpected"
