@@ -1,7 +1,9 @@
 """The five topics: their names and configurations (what ``pubsub topics`` creates, ``kafka.admin``).
 
 The pattern service (``pubsub patterns``, docs/patterns.md) adds ``pubsub.changelog.patterns``, with the
-events topic's partition count.  The table service (``pubsub tables``, docs/aggregates.md) adds its own: the public S-CN topic
+events topic's partition count; with ``--repartition-by ATTR`` it adds ``<group-id>-<ATTR>-repartition`` (the
+events re-keyed by the attribute) and ``<group-id>-<ATTR>-repartition-changelog`` instead (both with the events
+topic's partition count, see :func:`pattern_repartition_topic`).  The table service (``pubsub tables``, docs/aggregates.md) adds its own: the public S-CN topic
 ``pubsub.reformulated``, ``pubsub.table-schemas`` (the declared tables, read by ``pubsub subscribe``)
 and one compacted changelog per table, all created by the service when missing.  Table topics
 (``pubsub.tables.<name>`` by convention) belong to the publishers of the rows.
