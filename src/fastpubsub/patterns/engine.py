@@ -135,6 +135,9 @@ class PatternEngine:
         self._alloc_patterns(16)
         self._alloc_slots(capacity)
         self._alloc_hash(4 * capacity)
+        self.heap_d = np.zeros(capacity, np.int64)
+        self.heap_s = np.zeros(capacity, np.int64)
+        self.heap_g = np.zeros(capacity, np.int64)
         self._alloc_witnesses(capacity)
         self.tomb_key = np.zeros((capacity, 1 + K.STRIDE), np.int64)
         self.tomb_off = np.zeros(capacity, np.int64)
@@ -196,11 +199,10 @@ class PatternEngine:
                 ("iters", np.int64, (K.STRIDE,)), ("iv_kind", np.int8, (self.n_cols,)),
                 ("iv_num", np.float64, (self.n_cols,)), ("acc", np.float64, (self.n_aggs,)),
                 ("accn", np.int64, (self.n_aggs,)), ("dirty_mark", np.int64, ()), ("dirty", np.int64, ()),
-                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ()),
-                ("heap_d", np.int64, ()), ("heap_s", np.int64, ()), ("hpos", np.int64, ())]
+                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ())]
         for name, dt, shape in spec:
             arr = np.zeros((cap,) + shape, dt)
-            if name in ("inst_list", "hpos"):
+            if name == "inst_list":
                 arr[:] = -1
             if old_cap:
                 cur = getattr(self, name)
@@ -456,7 +458,7 @@ class PatternEngine:
         self._sync_tables()
         while True:
             dropped = int(K.drop_pattern(p, self._tables(), self._state(), self.list_head, self.st, self.tomb_key,
-                                         self.tomb_off, self.last_id, self.heap_d, self.heap_s, self.hpos))
+                                         self.tomb_off, self.last_id))
             self._dropped += dropped if dropped >= 0 else -1 - dropped
             if dropped >= 0:
                 break
@@ -627,7 +629,7 @@ class PatternEngine:
             i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, ts, ids,
                                  ev_kind, ev_num, ev_bits, m_off, m_ids, n_start, self._tables(), atoms, captures,
                                  self._state(), self.hk, self.hval, self.list_head, self.heap_d, self.heap_s,
-                                 self.hpos, self.pi_mark, self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
+                                 self.heap_g, self.pi_mark, self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
                                  self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
                                  self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
@@ -646,6 +648,8 @@ class PatternEngine:
         need = starts + int(st[K.ST_FOLDLIVE])
         if st[K.ST_FREE] < need or len(self.affected) < live or len(self.cre_p) < need:
             self._alloc_slots(max(2 * self.slot_cap, live + 2 * need + 64))
+        if len(self.heap_d) - st[K.ST_HEAP] < need:
+            self._compact_heap(max(2 * len(self.heap_d), int(st[K.ST_HEAP]) + 2 * need + 64))
         if len(self.w_p) - st[K.ST_WIT] < live + starts:
             self._alloc_witnesses(max(2 * len(self.w_p), 2 * (live + starts) + 64))
         if 10 * (st[K.ST_KEYS] + live + need) > 7 * len(self.hk) or len(self.list_head) - st[K.ST_LISTS] < live + need:
@@ -661,9 +665,26 @@ class PatternEngine:
         to[: len(self.tomb_off)] = self.tomb_off
         self.tomb_key, self.tomb_off = tk, to
 
+    def _compact_heap(self, size: int) -> None:
+        n = int(self.st[K.ST_HEAP])
+        d, s, g = self.heap_d[:n], self.heap_s[:n], self.heap_g[:n]
+        keep = self.inst_alive[s] & (self.inst_gen[s] == g)
+        d, s, g = d[keep], s[keep], g[keep]
+        order = np.argsort(d, kind="stable")  # a sorted array is a heap
+        size = max(size, 2 * len(order) + 64)
+        self.heap_d = np.zeros(size, np.int64)
+        self.heap_s = np.zeros(size, np.int64)
+        self.heap_g = np.zeros(size, np.int64)
+        self.heap_d[: len(order)] = d[order]
+        self.heap_s[: len(order)] = s[order]
+        self.heap_g[: len(order)] = g[order]
+        self.st[K.ST_HEAP] = len(order)
+
     def _maintain(self) -> None:
-        """Between batches: drop empty index keys when they dominate."""
+        """Between batches: drop stale heap entries and empty index keys when they dominate."""
         live = int(self.st[K.ST_LIVE])
+        if self.st[K.ST_HEAP] > 4 * live + 4096:
+            self._compact_heap(len(self.heap_d))
         if self.st[K.ST_KEYS] > 4 * live + 4096:
             self._relist(4 * live + 64)
 
@@ -807,7 +828,10 @@ class PatternEngine:
             self.st[K.ST_LIVE] += 1
             if self.node_op[p * K.STRIDE + node] == K.OP_FOLD:
                 self.st[K.ST_FOLDLIVE] += 1
-            K.heap_push(self.heap_d, self.heap_s, self.hpos, self.st, start + int(self.pat_within[p]), s)
+            if self.st[K.ST_HEAP] >= len(self.heap_d):
+                self._compact_heap(2 * len(self.heap_d))
+            K._heap_push(self.heap_d, self.heap_s, self.heap_g, self.st, start + int(self.pat_within[p]), s,
+                         int(self.inst_gen[s]))
             restored += 1
         self._relist()
         return restored

@@ -10,8 +10,7 @@ kills instances, and writes witnesses.
 
 Instance state is a structure of arrays with a free list; instances sit in
 doubly linked lists, one per index key, found through an open-addressing hash
-table.  Expiry (``within``) uses a binary heap of the live instances' deadlines
-with a position per instance, so an instance that ends is taken out at once.  Every
+table.  Expiry (``within``) uses a binary heap with lazy deletion.  Every
 buffer is sized by the caller from a bound checked at each event: when a bound
 does not hold the kernel returns the index of the event it stopped at, before
 touching it, and the caller grows the arrays and resumes.
@@ -117,22 +116,28 @@ def _unlink(slot, inst_list, inst_next, inst_prev, list_head):
 
 
 @njit(cache=True, inline="always")
-def _sift_up(heap_d, heap_s, hpos, i, d, s):
+def _heap_push(heap_d, heap_s, heap_g, st, d, s, g):
+    i = st[ST_HEAP]
+    st[ST_HEAP] += 1
     while i > 0:
         parent = (i - 1) >> 1
         if heap_d[parent] <= d:
             break
         heap_d[i] = heap_d[parent]
         heap_s[i] = heap_s[parent]
-        hpos[heap_s[i]] = i
+        heap_g[i] = heap_g[parent]
         i = parent
     heap_d[i] = d
     heap_s[i] = s
-    hpos[s] = i
+    heap_g[i] = g
 
 
-@njit(cache=True, inline="always")
-def _sift_down(heap_d, heap_s, hpos, n, i, d, s):
+@njit(cache=True)
+def _heap_pop(heap_d, heap_s, heap_g, st):
+    n = st[ST_HEAP] - 1
+    st[ST_HEAP] = n
+    d, s, g = heap_d[n], heap_s[n], heap_g[n]
+    i = 0
     while True:
         c = 2 * i + 1
         if c >= n:
@@ -143,39 +148,12 @@ def _sift_down(heap_d, heap_s, hpos, n, i, d, s):
             break
         heap_d[i] = heap_d[c]
         heap_s[i] = heap_s[c]
-        hpos[heap_s[i]] = i
+        heap_g[i] = heap_g[c]
         i = c
-    heap_d[i] = d
-    heap_s[i] = s
-    hpos[s] = i
-
-
-@njit(cache=True)
-def heap_push(heap_d, heap_s, hpos, st, d, s):
-    """Instance ``s`` with deadline ``d`` into the deadline heap (``hpos[s]``: its position, -1 when absent)."""
-    i = st[ST_HEAP]
-    st[ST_HEAP] += 1
-    _sift_up(heap_d, heap_s, hpos, i, d, s)
-
-
-@njit(cache=True)
-def heap_remove(heap_d, heap_s, hpos, st, s):
-    """Instance ``s`` out of the deadline heap, wherever it is: the heap holds live instances only, so an
-    instance killed long before its deadline costs a short sift now, not a pop from the root later."""
-    i = hpos[s]
-    if i < 0:
-        return
-    hpos[s] = -1
-    n = st[ST_HEAP] - 1
-    st[ST_HEAP] = n
-    if i == n:
-        return
-    d = heap_d[n]
-    x = heap_s[n]
-    if i > 0 and heap_d[(i - 1) >> 1] > d:
-        _sift_up(heap_d, heap_s, hpos, i, d, x)
-    else:
-        _sift_down(heap_d, heap_s, hpos, n, i, d, x)
+    if n > 0:
+        heap_d[i] = d
+        heap_s[i] = s
+        heap_g[i] = g
 
 
 @njit(cache=True, inline="always")
@@ -313,13 +291,12 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 
 
 @njit(cache=True, inline="always")
-def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i, heap_d, heap_s, hpos):
+def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
-    heap_remove(heap_d, heap_s, hpos, st, s)
     p = inst_p[s]
     if node_op[p * STRIDE + inst_node[s]] == OP_FOLD:
         st[ST_FOLDLIVE] -= 1
@@ -435,7 +412,7 @@ _group_starts = group_starts
 @njit(cache=True)
 def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_num, ev_bits,
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
-                   heap_d, heap_s, hpos, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
+                   heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
                    start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
@@ -465,8 +442,11 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
         wm = st[ST_WM]
         while st[ST_HEAP] > 0 and heap_d[0] < wm:
             s = heap_s[0]
-            st[ST_EXPIRED] += 1
-            _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i], heap_d, heap_s, hpos)
+            g = heap_g[0]
+            _heap_pop(heap_d, heap_s, heap_g, st)
+            if inst_alive[s] and inst_gen[s] == g:
+                st[ST_EXPIRED] += 1
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
         stamp = np.int64(i) + st[ST_CALL] * np.int64(1 << 40)
         # -- the affected instances -----------------------------------------
         naff = 0
@@ -554,14 +534,14 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             pi = pi and _all(r[4], r[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
                 st[ST_KILLED] += 1
-                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i], heap_d, heap_s, hpos)
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
                 continue
             if node_op[node] == OP_NEXT:
                 _capture(node, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
                 bound[s, step] = ev_id[i]
                 if step == pat_nsteps[p]:
                     _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
-                    _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i], heap_d, heap_s, hpos)
+                    _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
                     continue
                 _enter(s, step + 1, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
                 _mark(s, i, st, state, dirty, ev_id)
@@ -657,7 +637,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 nxt = inst_node[parent] + 1
             _enter(s, nxt, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
             _mark(s, i, st, state, dirty, ev_id)
-            heap_push(heap_d, heap_s, hpos, st, inst_start[s] + pat_within[p], s)
+            _heap_push(heap_d, heap_s, heap_g, st, inst_start[s] + pat_within[p], s, inst_gen[s])
         for q in range(m):
             cre_cnt[cre_p[q]] = 0
             cre_dec[cre_p[q]] = 0
@@ -665,7 +645,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
 
 
 @njit(cache=True)
-def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source, heap_d, heap_s, hpos):
+def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source):
     """Free every instance of pattern slot ``p`` (its subscription was replaced or deleted)."""
     inst_alive = state[0]
     inst_p = state[1]
@@ -674,6 +654,6 @@ def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source, he
         if inst_alive[s] and inst_p[s] == p:
             if tomb_key.shape[0] <= st[ST_TOMB]:
                 return -1 - n  # the caller grows the tombstone buffer and calls again
-            _free(s, tables, state, list_head, st, tomb_key, tomb_off, source, heap_d, heap_s, hpos)
+            _free(s, tables, state, list_head, st, tomb_key, tomb_off, source)
             n += 1
     return n
