@@ -57,7 +57,7 @@ def feed(buf: ReorderBuffer, arrival, cut: int | None = None) -> tuple[list, lis
     return released, late
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(interleavings(), st.integers(0, 60))
 def test_within_the_grace_the_release_order_is_the_event_time_order(arrival, grace):
     buf = ReorderBuffer(grace)
@@ -90,7 +90,7 @@ def test_a_repeated_source_record_is_dropped():
     assert buf.offer(5, 1, 1, b"") == "held"  # another source partition: its own offsets
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(interleavings(), st.integers(0, 30), st.data())
 def test_restored_from_its_changes_it_continues_as_if_never_stopped(arrival, grace, data):
     cut = data.draw(st.integers(0, len(arrival)))

@@ -173,10 +173,16 @@ def test_kill_9_while_re_keying_and_restart_none_missing_none_unexpected(pattern
             "--batch-size", "40", "--progress-interval", "60", "--repartition-by", "name", "--grace-ms", str(grace)]
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=child_preexec)
 
+    send_scattered(patterns_bootstrap, evs[:50], 0)
+    deadline = time.monotonic() + 90
+    while committed_events(patterns_bootstrap, group_id) < 50:  # the service runs
+        assert time.monotonic() < deadline and first.poll() is None, "the service did not start"
+        time.sleep(0.05)
+
     def write() -> None:
-        for k in range(0, len(evs), 100):
-            send_scattered(patterns_bootstrap, evs[k: k + 100], k)
-            time.sleep(0.03)
+        for k in range(50, len(evs), 50):  # over about 5 s: the kill comes while events still arrive
+            send_scattered(patterns_bootstrap, evs[k: k + 50], k)
+            time.sleep(0.2)
 
     writer = threading.Thread(target=write)
     try:
