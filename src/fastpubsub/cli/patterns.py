@@ -29,10 +29,18 @@ from .common import connection_options, run_service, setup_logging
               help="Encoding of dead letters (notifications are JSON).")
 @click.option("--session-timeout-ms", type=click.IntRange(min=1000), default=6000, show_default=True,
               help="Consumer group session timeout: how soon a dead instance's partitions move to the others.")
+@click.option("--repartition-by", "repartition_by", metavar="ATTR", default=None,
+              help="Re-key the events by this attribute into the topic <group-id>-ATTR-repartition (created with the "
+                   "events topic's partition count) and run the patterns on it, so that patterns correlated on ATTR "
+                   "are exact whatever partition the producers chose (docs/patterns.md 6.5).")
+@click.option("--grace-ms", type=int, default=None,
+              help="With --repartition-by: how far (ms of event time) an event may arrive behind the largest "
+                   "timestamp of its repartition partition and still take its place in event-time order; later "
+                   "events are dead-lettered and counted (late_events).  [default: 1000]")
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
-                 output_format, session_timeout_ms, progress_interval, log_level) -> None:
+                 output_format, session_timeout_ms, repartition_by, grace_ms, progress_interval, log_level) -> None:
     """Serve pattern subscriptions over the events (docs/patterns.md).
 
     Reads pubsub.events (partitions shared by the instances of a group) and
@@ -45,10 +53,13 @@ def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_
     from fastpubsub.processor.patterns import PatternService, PatternServiceConfig
 
     setup_logging(log_level)
+    if grace_ms is not None and repartition_by is None:
+        raise click.UsageError("--grace-ms applies to the repartition topic: give --repartition-by ATTR as well")
     try:
         service = PatternService(PatternServiceConfig(
             clients.bootstrap_servers, group_id, delivery, transactional_id, batch_size, max_per_subscription,
-            max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings)))
+            max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings),
+            repartition_by, 1000 if grace_ms is None else grace_ms))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service)

@@ -124,12 +124,14 @@ class Delivery:
                 self._refused[source] = f"output refused by the broker: {err.str()}"
 
     def produce(self, topic: str, key: bytes | str | None, value: bytes | None, source: Source | None = None,
-                headers: list[tuple[str, bytes]] | None = None, partition: int | None = None) -> None:
+                headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
+                timestamp: int | None = None) -> None:
         """Queue one output record; ``source`` is the input record it comes from, named if the broker refuses it.
         ``value`` None is a tombstone (changelogs); ``headers`` go with the record; ``partition`` overrides the
-        key's (a changelog partition belongs to its input partition)."""
+        key's (a changelog partition belongs to its input partition); ``timestamp`` (ms) keeps an input's event time
+        (a repartition topic)."""
         callback = self._on_delivery if source is None else functools.partial(self._on_delivery_of, source)
-        self._produce_all(topic, ((key, value, headers),), partition, callback)
+        self._produce_all(topic, ((key, value, headers),), partition, callback, timestamp)
 
     def produce_many(self, topic: str, records: list[tuple[bytes, bytes | None, list[tuple[str, bytes]]]],
                      partition: int) -> None:
@@ -138,7 +140,7 @@ class Delivery:
         if records:
             self._produce_all(topic, records, partition, self._on_delivery)
 
-    def _produce_all(self, topic: str, records, partition: int | None, callback) -> None:
+    def _produce_all(self, topic: str, records, partition: int | None, callback, timestamp: int | None = None) -> None:
         value = None
         try:
             if self.mode == "transactional" and not self._in_transaction:
@@ -149,6 +151,8 @@ class Delivery:
                 extra: dict[str, Any] = {"headers": headers} if headers else {}
                 if partition is not None:
                     extra["partition"] = partition
+                if timestamp is not None:
+                    extra["timestamp"] = timestamp
                 while True:
                     try:
                         produce(topic, value, key, on_delivery=callback, **extra)

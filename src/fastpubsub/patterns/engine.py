@@ -131,6 +131,7 @@ class PatternEngine:
         self.st = np.zeros(K.ST_SIZE, np.int64)
         self.st[K.ST_WM] = K.EMPTY
         self.st[K.ST_BATCH] = 1
+        self.st[K.ST_TRACK] = int(track_changes)
         self._alloc_patterns(16)
         self._alloc_slots(capacity)
         self._alloc_hash(4 * capacity)

@@ -32,6 +32,7 @@ EMPTY = np.int64(-(2**63))
 # st (int64 scalars)
 ST_WM, ST_LIVE, ST_KEYS, ST_LISTS, ST_FREE, ST_HEAP, ST_WIT, ST_BATCH, ST_TOMB, ST_DIRTY, ST_FOLDLIVE = range(11)
 ST_STARTED, ST_COMPLETED, ST_KILLED, ST_EXPIRED, ST_REFUSED, ST_AFFECTED, ST_PROBES, ST_CALL = range(11, 19)
+ST_TRACK = 19  # 1: record dirty instances and tombstones for the changelog (PatternEngine(track_changes=True))
 ST_SIZE = 20
 # an atom is one row of a float64 matrix (read whole: one or two cache lines, not ten arrays):
 # op, static, then per side src, idx, aux (aggregate function), mul, add, arith, const kind, const value
@@ -299,7 +300,7 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     p = inst_p[s]
     if node_op[p * STRIDE + inst_node[s]] == OP_FOLD:
         st[ST_FOLDLIVE] -= 1
-    if True:  # tombstone its key, always: an aborted transaction may have written it (docs/patterns.md 4)
+    if st[ST_TRACK]:  # tombstone its key, always: an aborted transaction may have written it (docs/patterns.md 4)
         t = st[ST_TOMB]
         st[ST_TOMB] += 1
         tomb_slot_key[t, 0] = pat_sid[p]
@@ -343,6 +344,8 @@ def _mark(s, i, st, state, dirty, ev_id):
     inst_changed = state[10]
     dirty_mark = state[18]
     inst_changed[s] = ev_id[i]
+    if not st[ST_TRACK]:
+        return  # nobody reads the changes: an engine without a changelog keeps no dirty list
     if dirty_mark[s] != st[ST_BATCH]:
         dirty_mark[s] = st[ST_BATCH]
         dirty[st[ST_DIRTY]] = s

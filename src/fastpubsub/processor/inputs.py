@@ -118,12 +118,14 @@ class Inputs:
         self.events = clients.consumer(group_id, {**defaults, **EVENTS_FETCH}, **required,
                                        **{"session.timeout.ms": session_timeout_ms})
 
-    def join(self, before_revoke: Callable[[Consumer], None] = lambda _consumer: None) -> None:
+    def join(self, before_revoke: Callable[[Consumer], None] = lambda _consumer: None,
+             topics: Sequence[str] = (EVENTS,)) -> None:
         """Join the group; the join proceeds in the background during the rebuild.
 
         ``before_revoke`` runs (on the loop's thread, inside a consume) before
         partitions are taken away, so that what was processed of them is
-        committed while this instance still owns them.
+        committed while this instance still owns them.  ``topics``: the group's input topics (the pattern
+        service adds its repartition topic, as a Kafka Streams application subscribes to its own).
         """
         revoked = _log_assignment("revoked")
 
@@ -131,7 +133,7 @@ class Inputs:
             before_revoke(consumer)
             revoked(consumer, partitions)
 
-        self.events.subscribe([EVENTS], on_assign=self._on_assign, on_revoke=on_revoke)
+        self.events.subscribe(list(topics), on_assign=self._on_assign, on_revoke=on_revoke)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log_assignment("assigned")(consumer, partitions)

@@ -1,7 +1,9 @@
 """The five topics: their names and configurations (what ``pubsub topics`` creates, ``kafka.admin``).
 
 The pattern service (``pubsub patterns``, docs/patterns.md) adds ``pubsub.changelog.patterns``, with the
-events topic's partition count.  The table service (``pubsub tables``, docs/aggregates.md) adds its own: the public S-CN topic
+events topic's partition count; with ``--repartition-by ATTR`` it adds ``<group-id>-<ATTR>-repartition`` (the
+events re-keyed by the attribute) and ``<group-id>-<ATTR>-repartition-changelog`` instead (both with the events
+topic's partition count, see :func:`pattern_repartition_topic`).  The table service (``pubsub tables``, docs/aggregates.md) adds its own: the public S-CN topic
 ``pubsub.reformulated``, ``pubsub.table-schemas`` (the declared tables, read by ``pubsub subscribe``)
 and one compacted changelog per table, all created by the service when missing.  Table topics
 (``pubsub.tables.<name>`` by convention) belong to the publishers of the rows.
@@ -24,6 +26,23 @@ CHANGELOG_PREFIX = "pubsub.changelog.tables."
 TABLE_SERVICE = (REFORMULATED, TABLE_SCHEMAS)  # created by the table service
 #: The pattern service's state (``pubsub patterns``, docs/patterns.md): one partition per events partition, compacted.
 PATTERN_CHANGELOG = "pubsub.changelog.patterns"
+
+
+#: ``pubsub patterns --repartition-by ATTR`` (docs/patterns.md 6.5): the events re-keyed by an attribute, and the
+#: state of the engines that read them; named from the application id (the consumer group), as Kafka Streams names
+#: its internal topics, with the events topic's partition count.
+REPARTITION_SUFFIX = "-repartition"
+REPARTITION_CHANGELOG_SUFFIX = "-repartition-changelog"
+
+
+def pattern_repartition_topic(application_id: str, attribute: str) -> str:
+    """``<group>-<attribute>-repartition``: the events keyed (and placed) by ``attribute``."""
+    return f"{application_id}-{attribute}{REPARTITION_SUFFIX}"
+
+
+def pattern_repartition_changelog(application_id: str, attribute: str) -> str:
+    """``<group>-<attribute>-repartition-changelog``: the pattern state of each repartition partition (compacted)."""
+    return f"{application_id}-{attribute}{REPARTITION_CHANGELOG_SUFFIX}"
 
 
 def table_topic(table: str) -> str:
@@ -53,8 +72,10 @@ CONFIGS: dict[str, dict[str, str]] = {
 
 def config_of(name: str) -> dict[str, str]:
     """The configuration of any fastpubsub topic (changelogs are compacted)."""
-    if name.startswith(CHANGELOG_PREFIX):
+    if name.startswith(CHANGELOG_PREFIX) or name.endswith(REPARTITION_CHANGELOG_SUFFIX):
         return {"cleanup.policy": "compact"}
+    if name.endswith(REPARTITION_SUFFIX):
+        return {"cleanup.policy": "delete"}
     return CONFIGS[name]
 # Partitions fixed by design, whatever `--partitions` says: one for the
 # statistics, so that the latest snapshot is simply the last record.
