@@ -76,6 +76,7 @@ class Options:
     delivery: str = "transactional"
     batch_size: int | None = None
     commit_interval_ms: int | None = None
+    overlap_commits: bool | None = None
 
     def run_options(self) -> list[str]:
         out = ["--delivery", self.delivery]
@@ -83,6 +84,8 @@ class Options:
             out += ["--batch-size", str(self.batch_size)]
         if self.commit_interval_ms is not None:
             out += ["--commit-interval-ms", str(self.commit_interval_ms)]
+        if self.overlap_commits is not None:
+            out += ["--overlap-commits" if self.overlap_commits else "--no-overlap-commits"]
         return out
 
     def flags(self) -> str:
@@ -309,6 +312,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "batch_size": options.batch_size or ProcessorConfig.batch_size,
         "commit_interval_ms": ProcessorConfig.commit_interval_ms if options.commit_interval_ms is None
         else options.commit_interval_ms,
+        "overlap_commits": ProcessorConfig.overlap_commits if options.overlap_commits is None
+        else options.overlap_commits,
         "batches": stats.get("batches"),
         "commits": stats.get("commits"),
         "latency_phase_batches": latency_stats.get("batches"),
@@ -372,6 +377,7 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         f"{row['subscriptions']:,} subscriptions ({plan.subscriptions:,} W0 + the demo's three hand-written ones, "
         f"`cli.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
         f"processor batches of at most {row['batch_size']:,} events, commit interval {row['commit_interval_ms']} ms, "
+        f"commits {'overlapped with the next batch' if row['overlap_commits'] else 'waited for'}, "
         f"Avro in and out.\n\n"
         + report.markdown_table([
             {"what": "maximum throughput, events topic → notifications topic (backlog of "
