@@ -318,7 +318,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "commits": stats.get("commits"),
         "latency_phase_batches": latency_stats.get("batches"),
         "latency_phase_commits": latency_stats.get("commits"),
-        "latency_phase_busy_s": latency_stats.get("busy_seconds"),  # of plan.latency_seconds (and its tail)
+        "latency_phase_busy_s": latency_stats.get("busy_seconds"),
+        "latency_phase_overlapped_batches": latency_stats.get("overlapped_batches"),  # of plan.latency_seconds (and its tail)
         **{f"latency_phase_{k}_s": v for k, v in latency_stats.get("stage_seconds", {}).items()},
         # the commits' time by part (waiting for acknowledgements, the offsets, the transaction's end) and the
         # batch sizes the loop took, at half the maximum
@@ -403,6 +404,8 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
              "value": ", ".join(f"{part} {row.get(f'latency_phase_commit_{part}_s') or 0:,.1f} s"
                                 for part in ("flush", "offsets", "transaction"))},
             {"what": "at half the maximum: batches by number of events", "value": row["latency_phase_batch_sizes"]},
+            {"what": "at half the maximum: batches taken while the previous commit was in flight",
+             "value": f"{row['latency_phase_overlapped_batches'] or 0:,}"},
             {"what": "start of the processor to its first commit (rebuild of the subscriptions, group join)",
              "value": f"{row['rebuild_and_join_s']:,.1f} s"},
         ], [("what", "measure"), ("value", "value")])
