@@ -77,6 +77,7 @@ class Options:
     batch_size: int | None = None
     commit_interval_ms: int | None = None
     overlap_commits: bool | None = None
+    offered_rate: float | None = None  # events/s of the latency phase (None: half the maximum measured)
 
     def run_options(self) -> list[str]:
         out = ["--delivery", self.delivery]
@@ -90,7 +91,8 @@ class Options:
 
     def flags(self) -> str:
         """The `pubsub bench` flags that give these options."""
-        return "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "")
+        rate = f" --offered-rate {self.offered_rate:g}" if self.offered_rate else ""
+        return "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "") + rate
 
 
 class _NotificationClock(threading.Thread):
@@ -252,7 +254,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         processor = demo._start_processor(bootstrap, workdir / "processor-latency.log")
         _wait_ready(workdir / "processor-latency.log", processor, 600 + plan.subscriptions / 1000)
 
-        offered = max_rate / 2
+        offered = options.offered_rate or max_rate / 2
         values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2)
         progress(f"  latency phase: offering {offered:,.0f} events/s for {plan.latency_seconds:g} s")
         stamps = _rate_limited(producer, values, offered, plan.latency_seconds)
@@ -383,7 +385,7 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         + report.markdown_table([
             {"what": "maximum throughput, events topic → notifications topic (backlog of "
                      f"{row['backlog_events']:,} events drained)", "value": f"{row['max_events_per_s']:,.0f} events/s"},
-            {"what": "offered load (half the maximum; achieved by the rate-limited producer)",
+            {"what": "offered load (half the maximum, or --offered-rate; achieved by the rate-limited producer)",
              "value": f"{row['offered_events_per_s']:,.0f} ({row['achieved_events_per_s']:,.0f}) events/s"},
             {"what": "events that caused a notification (match rate)",
              "value": f"{row['match_rate']:.1%} (backlog: {row['backlog_match_rate']:.1%})"},
