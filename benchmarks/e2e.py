@@ -31,6 +31,7 @@ so the processor of phase 1 is stopped after the backlog and a second one
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 import time
@@ -321,7 +322,9 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "latency_phase_batches": latency_stats.get("batches"),
         "latency_phase_commits": latency_stats.get("commits"),
         "latency_phase_busy_s": latency_stats.get("busy_seconds"),
-        "latency_phase_overlapped_batches": latency_stats.get("overlapped_batches"),  # of plan.latency_seconds (and its tail)
+        "latency_phase_overlapped_batches": latency_stats.get("overlapped_batches"),
+        # the garbage collector while the loop ran: collections and seconds by generation, the longest pause
+        "latency_phase_gc": json.dumps(latency_stats.get("gc")) if latency_stats.get("gc") else "",  # of plan.latency_seconds (and its tail)
         **{f"latency_phase_{k}_s": v for k, v in latency_stats.get("stage_seconds", {}).items()},
         # the commits' time by part (waiting for acknowledgements, the offsets, the transaction's end) and the
         # batch sizes the loop took, at half the maximum
@@ -408,6 +411,8 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
             {"what": "at half the maximum: batches by number of events", "value": row["latency_phase_batch_sizes"]},
             {"what": "at half the maximum: batches taken while the previous commit was in flight",
              "value": f"{row['latency_phase_overlapped_batches'] or 0:,}"},
+            {"what": "at half the maximum: garbage collections by generation (0, 1, 2), their seconds, the longest",
+             "value": row["latency_phase_gc"] or "not reported"},
             {"what": "start of the processor to its first commit (rebuild of the subscriptions, group join)",
              "value": f"{row['rebuild_and_join_s']:,.1f} s"},
         ], [("what", "measure"), ("value", "value")])
