@@ -46,6 +46,7 @@ from .counters import PipelineCounters
 from .decode import Decode, too_large
 from .deliver import MAX_COMMIT_INTERVAL_MS, Deliver, InFlight, Uncommitted
 from .encode import NOTIFICATION_EVENT_MODES, Encode
+from .gcwatch import GcWatch, freeze_long_lived
 from .inputs import Inputs, StaleSnapshot, has_data
 from .instance import InstanceSlot
 from .match import Match
@@ -144,12 +145,17 @@ class Processor:
         self.suspects: dict[tuple[str, int], int] = {}
         #: the batches delivered since the last commit (their offsets go with the next commit)
         self.uncommitted = Uncommitted(config.commit_interval_ms / 1000)
-        #: the commit under way while the loop prepares the next batch (``--overlap-commits``)
+        #: the commit under way while the loop prepares the next batches (``--overlap-commits``)
         self.in_flight = InFlight()
+        #: batches decoded, matched and encoded while a commit was in flight, produced once it has ended:
+        #: (outputs, rejects, offsets, events decoded, records taken)
+        self._prepared: list[tuple[list, list, dict, int, int]] = []
+        self._prepared_records = 0
         self._events_consumer: Consumer | None = None
         self._stop = threading.Event()
         self.kernels_compiled = 0  # numba kernels this run compiled (0 when all came from the cache)
         self._late_compiles = CompileWatch(self._compiled_late)
+        self.gc = GcWatch()  # the collector's pauses while the loop runs (processor.gcwatch)
         self._publish()
 
     def stop(self) -> None:
@@ -192,18 +198,28 @@ class Processor:
         matched = self.match.events(batch)
         t = time.perf_counter()
         outputs = list(self.encode(matched))
-        self.counters.lap("produce", t)  # encoding counts with producing, as it did
-        if outputs or batch.rejects:
-            self._settle()
-        t = time.perf_counter()
-        produced = self.deliver.send(outputs, batch.rejects)
-        self.counters.lap("produce", t)
-        self.uncommitted.add(batch.offsets, len(batch.decoded), produced)
-        self.counters.sized(len(msgs))
+        self.counters.lap("produce", t)  # encoding counts with producing
+        self._prepared.append((outputs, batch.rejects, batch.offsets, len(batch.decoded), len(msgs)))
+        self._prepared_records += len(msgs)
+        # while the commit is in flight, what arrives is prepared and kept for the next transaction; at most a
+        # full batch of it (back-pressure), then the loop waits for the commit
+        if not self.in_flight or self.in_flight.done() or self._prepared_records >= self.config.batch_size:
+            self._deliver_prepared()
+
+    def _deliver_prepared(self) -> None:
+        """Settle the commit in flight, then produce the prepared batches into the next transaction."""
+        self._settle()
+        prepared, self._prepared, self._prepared_records = self._prepared, [], 0
+        for outputs, rejects, offsets, events, records in prepared:
+            t = time.perf_counter()
+            produced = self.deliver.send(outputs, rejects)
+            self.counters.lap("produce", t)
+            self.uncommitted.add(offsets, events, produced)
+            self.counters.sized(records)
 
     def _commit(self, consumer: Consumer | None) -> None:
         """Commit the outputs delivered so far with the offsets of every batch since the last commit; wait for it."""
-        self._settle()
+        self._deliver_prepared()
         t = time.perf_counter()
         done = self.uncommitted
         self.deliver.commit(consumer, done.topic_partitions() if consumer is not None else None)
@@ -220,7 +236,7 @@ class Processor:
         guarded step, and every batch since the last successful commit is
         replayed as when the loop waited for it.
         """
-        self._settle()
+        self._deliver_prepared()
         done, self.uncommitted = self.uncommitted, Uncommitted(self.config.commit_interval_ms / 1000)
         self.in_flight.start(functools.partial(self.deliver.commit, consumer, done.topic_partitions()), done)
 
@@ -245,7 +261,7 @@ class Processor:
 
     def _open(self) -> bool:
         """Anything not yet committed: a commit in flight, batches, or outputs without input offsets."""
-        return bool(self.in_flight) or bool(self.uncommitted) or self.deliver.pending()
+        return bool(self.in_flight) or bool(self._prepared) or bool(self.uncommitted) or self.deliver.pending()
 
     def _committed(self, offsets: dict[tuple[str, int], int]) -> None:
         """Records the committed offsets have passed are no longer suspects, nor known to be refused."""
@@ -260,7 +276,7 @@ class Processor:
         """Commit now: the interval has passed, the input is drained, or records are being tried one by one."""
         if self.uncommitted:
             return self.uncommitted.due(drained or bool(self.suspects))
-        return drained and not self.in_flight and self.deliver.pending()  # outputs without input offsets (dead letters of the statistics feed)
+        return drained and not self.in_flight and not self._prepared and self.deliver.pending()  # outputs without input offsets (dead letters of the statistics feed)
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
@@ -369,6 +385,7 @@ class Processor:
             if not self._guarded(self._events_consumer, self._commit, self._events_consumer):
                 return
         self.held.write_snapshot(self._partitions)
+        freeze_long_lived()  # the state the snapshot covers is long-lived: out of the collector's full passes
 
     def _before_revoke(self, consumer: Consumer) -> None:
         """Partitions are about to be taken away: commit what was processed of them while they are still ours.
@@ -411,6 +428,8 @@ class Processor:
             inputs.join(self._before_revoke)
             self._warm_up()
             self._start(inputs)
+            freeze_long_lived()  # a million subscriptions out of the collector's full passes (processor.gcwatch)
+            self.gc.__enter__()
             self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
             self._publish()
             self.ready.set()
@@ -418,8 +437,8 @@ class Processor:
             events = inputs.events
             while not self._stop.is_set():
                 progressed = True  # a turn with nothing to do counts as progress, a failed delivery does not
-                if self.in_flight.done():  # a failed commit is replayed without waiting for more input
-                    progressed = self._guarded(events, self._settle)
+                if self.in_flight.done():  # what was prepared meanwhile goes out; a failed commit is replayed now
+                    progressed = self._guarded(events, self._deliver_prepared)
                 changes = inputs.changes()
                 if changes:
                     # the events' outputs are committed apart from the changes' (a failure replays only events)
@@ -431,9 +450,9 @@ class Processor:
                 progressed = self._guarded(events, self.statistics_feed.poll) and progressed
                 size = 1 if self.suspects else cfg.batch_size
                 # nothing open: wait for events; a transaction open and the interval running: look without waiting;
-                # a commit in flight: look again soon, to settle it
+                # a commit in flight: look again soon, to produce what was prepared once it has ended
                 t = time.perf_counter()
-                batch = inputs.batch(size, 0.0 if self.uncommitted else 0.01 if self.in_flight else 0.2)
+                batch = inputs.batch(size, 0.0 if self.uncommitted else 0.005 if self.in_flight else 0.2)
                 if batch:
                     self.counters.lap("consume", t)
                 began = time.monotonic()
@@ -462,6 +481,7 @@ class Processor:
                 self.write_snapshot()  # a clean stop: the next start replays nothing
         finally:
             self._late_compiles.__exit__()
+            self.gc.__exit__()
             try:
                 self._abandon_in_flight()
                 self.deliver.close()
@@ -506,6 +526,7 @@ class Processor:
         except DeliveryError as exc:
             self._abandon_in_flight(close=False)  # nothing is in flight when a step fails, but be sure of it
             self.uncommitted.clear()  # every batch since the last commit is consumed again
+            self._prepared, self._prepared_records = [], 0
             if len(exc.refused) == 1:
                 self.decode.refused.update(exc.refused)  # the record at fault is known: dead-lettered on the replay
             else:  # several records refused at once: replay one record per batch until the one at fault shows
@@ -553,6 +574,7 @@ class Processor:
             "stored_events_not_notified": c.not_kept,
             "replays": c.replays,
             "overlapped_batches": c.overlapped,
+            "gc": self.gc.stats(),  # collections by generation while the loop ran, their seconds, the longest
             "limits": {"output": self.limits.output, "max_record_bytes": self.limits.max_record_bytes},
             **self.state.stats(),
             "shard": str(self.config.shard),
