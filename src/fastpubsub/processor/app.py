@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -60,11 +59,6 @@ from .subscriptions import SubscriptionState, parse_subscription_id
 from .warmup import PROCESSOR_STEPS, CompileWatch, warm_up
 
 log = logging.getLogger("pubsub")
-
-#: sys.setswitchinterval while commits overlap: the commit thread needs the GIL back each time the broker has
-#: answered (flush, offsets, transaction end), and the loop holds it while it matches (numba kernels keep it); with
-#: Python's 5 ms default each of those three steps could wait up to 5 ms for the loop's thread to let go.
-COMMIT_SWITCH_INTERVAL = 0.0005
 
 #: Subscription records applied per bulk step during a rebuild: each step is one batch decode and one
 #: ``add_bulk`` whose index maintenance has a fixed cost, so a rebuild takes few large steps (a live change
@@ -436,8 +430,6 @@ class Processor:
             self._start(inputs)
             freeze_long_lived()  # a million subscriptions out of the collector's full passes (processor.gcwatch)
             self.gc.__enter__()
-            if cfg.overlap_commits:
-                sys.setswitchinterval(COMMIT_SWITCH_INTERVAL)
             self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
             self._publish()
             self.ready.set()
