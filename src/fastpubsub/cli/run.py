@@ -63,8 +63,8 @@ class ShardType(click.ParamType):
                    "successive batches, like Kafka Streams' commit.interval.ms; it is committed sooner as soon as "
                    "the input is drained.  0: commit after every batch.")
 @click.option("--overlap-commits/--no-overlap-commits", default=True, show_default=True,
-              help="Commit on a thread of its own while the next batch is consumed, decoded, matched and encoded "
-                   "(its notifications go into the next transaction once the commit has ended); "
+              help="Commit on a thread of its own while what arrives meanwhile is consumed, decoded, matched and "
+                   "encoded (its notifications go into the next transaction once the commit has ended); "
                    "--no-overlap-commits waits for each commit.")
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default="dynamic", show_default=True,
               help="Matching algorithm (docs/engine.md): dynamic adapts its hash tables to the subscriptions and "
