@@ -31,6 +31,7 @@ so the processor of phase 1 is stopped after the backlog and a second one
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 import time
@@ -76,6 +77,8 @@ class Options:
     delivery: str = "transactional"
     batch_size: int | None = None
     commit_interval_ms: int | None = None
+    overlap_commits: bool | None = None
+    offered_rate: float | None = None  # events/s of the latency phase (None: half the maximum measured)
 
     def run_options(self) -> list[str]:
         out = ["--delivery", self.delivery]
@@ -83,11 +86,14 @@ class Options:
             out += ["--batch-size", str(self.batch_size)]
         if self.commit_interval_ms is not None:
             out += ["--commit-interval-ms", str(self.commit_interval_ms)]
+        if self.overlap_commits is not None:
+            out += ["--overlap-commits" if self.overlap_commits else "--no-overlap-commits"]
         return out
 
     def flags(self) -> str:
         """The `pubsub bench` flags that give these options."""
-        return "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "")
+        rate = f" --offered-rate {self.offered_rate:g}" if self.offered_rate else ""
+        return "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "") + rate
 
 
 class _NotificationClock(threading.Thread):
@@ -249,7 +255,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         processor = demo._start_processor(bootstrap, workdir / "processor-latency.log")
         _wait_ready(workdir / "processor-latency.log", processor, 600 + plan.subscriptions / 1000)
 
-        offered = max_rate / 2
+        offered = options.offered_rate or max_rate / 2
         values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2)
         progress(f"  latency phase: offering {offered:,.0f} events/s for {plan.latency_seconds:g} s")
         stamps = _rate_limited(producer, values, offered, plan.latency_seconds)
@@ -309,11 +315,16 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "batch_size": options.batch_size or ProcessorConfig.batch_size,
         "commit_interval_ms": ProcessorConfig.commit_interval_ms if options.commit_interval_ms is None
         else options.commit_interval_ms,
+        "overlap_commits": ProcessorConfig.overlap_commits if options.overlap_commits is None
+        else options.overlap_commits,
         "batches": stats.get("batches"),
         "commits": stats.get("commits"),
         "latency_phase_batches": latency_stats.get("batches"),
         "latency_phase_commits": latency_stats.get("commits"),
-        "latency_phase_busy_s": latency_stats.get("busy_seconds"),  # of plan.latency_seconds (and its tail)
+        "latency_phase_busy_s": latency_stats.get("busy_seconds"),
+        "latency_phase_overlapped_batches": latency_stats.get("overlapped_batches"),
+        # the garbage collector while the loop ran: collections and seconds by generation, the longest pause
+        "latency_phase_gc": json.dumps(latency_stats.get("gc")) if latency_stats.get("gc") else "",  # of plan.latency_seconds (and its tail)
         **{f"latency_phase_{k}_s": v for k, v in latency_stats.get("stage_seconds", {}).items()},
         # the commits' time by part (waiting for acknowledgements, the offsets, the transaction's end) and the
         # batch sizes the loop took, at half the maximum
@@ -372,11 +383,12 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         f"{row['subscriptions']:,} subscriptions ({plan.subscriptions:,} W0 + the demo's three hand-written ones, "
         f"`cli.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
         f"processor batches of at most {row['batch_size']:,} events, commit interval {row['commit_interval_ms']} ms, "
+        f"commits {'overlapped with the next batch' if row['overlap_commits'] else 'waited for'}, "
         f"Avro in and out.\n\n"
         + report.markdown_table([
             {"what": "maximum throughput, events topic → notifications topic (backlog of "
                      f"{row['backlog_events']:,} events drained)", "value": f"{row['max_events_per_s']:,.0f} events/s"},
-            {"what": "offered load (half the maximum; achieved by the rate-limited producer)",
+            {"what": "offered load (half the maximum, or --offered-rate; achieved by the rate-limited producer)",
              "value": f"{row['offered_events_per_s']:,.0f} ({row['achieved_events_per_s']:,.0f}) events/s"},
             {"what": "events that caused a notification (match rate)",
              "value": f"{row['match_rate']:.1%} (backlog: {row['backlog_match_rate']:.1%})"},
@@ -397,6 +409,10 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
              "value": ", ".join(f"{part} {row.get(f'latency_phase_commit_{part}_s') or 0:,.1f} s"
                                 for part in ("flush", "offsets", "transaction"))},
             {"what": "at half the maximum: batches by number of events", "value": row["latency_phase_batch_sizes"]},
+            {"what": "at half the maximum: batches taken while the previous commit was in flight",
+             "value": f"{row['latency_phase_overlapped_batches'] or 0:,}"},
+            {"what": "at half the maximum: garbage collections by generation (0, 1, 2), their seconds, the longest",
+             "value": row["latency_phase_gc"] or "not reported"},
             {"what": "start of the processor to its first commit (rebuild of the subscriptions, group join)",
              "value": f"{row['rebuild_and_join_s']:,.1f} s"},
         ], [("what", "measure"), ("value", "value")])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import subprocess
@@ -28,8 +29,22 @@ from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.cli.demo import Demo
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far, all its threads (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+#: the embedded broker's process id, for the CPU it spends serving a start (set by main)
+BROKER_PID: int | None = None
+#: CPU seconds of the last start up to its ready line: the processor (all threads) and the broker
+LAST_CPU: dict[str, float] = {}
+
+
 def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
     """Seconds from spawning `pubsub run` to its ready line, and its log up to then; stops it cleanly."""
+    broker_cpu = cpu_seconds(BROKER_PID) if BROKER_PID else 0.0
     began, wall = time.monotonic(), time.time()
     proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", "bench-restart",
                              "--progress-interval", "600", *options],
@@ -40,6 +55,9 @@ def start_once(bootstrap: str, *options: str) -> tuple[float, list[str]]:
             lines.append(f"{time.time() - wall:5.2f} {line.rstrip()}")  # when it came, after the spawn
             if " ready: " in line:
                 took = time.monotonic() - began
+                LAST_CPU["processor"] = round(cpu_seconds(proc.pid), 2)
+                if BROKER_PID:
+                    LAST_CPU["broker"] = round(cpu_seconds(BROKER_PID) - broker_cpu, 2)
                 break
         else:
             raise RuntimeError("the processor exited before it was ready:\n" + "\n".join(lines[-10:]))
@@ -85,8 +103,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.n < 0 or args.repeat <= 0:
         ap.error("--n must be >= 0 and --repeat positive")
+    global BROKER_PID
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="pubsub-restart-") as snapdir:
         bootstrap = broker.bootstrap_servers
+        BROKER_PID = broker._proc.pid
         admin.create_topics(bootstrap, partitions=4)
         total = Demo(args.n, 0)._load_subscriptions(bootstrap)
         results: dict = {"subscriptions": total, "topic": [], "snapshot": []}
@@ -97,8 +117,10 @@ def main() -> None:
         for i in range(args.repeat):
             took, lines = start_once(bootstrap)
             results["topic"].append(round(took, 2))
-            print(f"from the topic: ready in {took:.1f}s  ({[x for x in lines if 'ready:' in x][-1].split(' INFO ')[-1]})",
-                  flush=True)
+            results.setdefault("topic_cpu", []).append(dict(LAST_CPU))
+            print(f"from the topic: ready in {took:.1f}s  ({[x for x in lines if 'ready:' in x][-1].split(' INFO ')[-1]}); "
+                  f"CPU seconds until ready: processor {LAST_CPU['processor']}, broker {LAST_CPU.get('broker')}; "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
         took, lines = start_once(bootstrap, "--snapshot-dir", snapdir)  # no snapshot yet: rebuild, then write one
         written = [x for x in lines if "snapshot written" in x]
         print(f"first start with --snapshot-dir: ready in {took:.1f}s; {written[-1].split(' INFO ')[-1] if written else ''}",
@@ -106,6 +128,7 @@ def main() -> None:
         for i in range(args.repeat):
             took, lines = start_once(bootstrap, "--snapshot-dir", snapdir)
             results["snapshot"].append(round(took, 2))
+            results.setdefault("snapshot_cpu", []).append(dict(LAST_CPU))
             loaded = [x for x in lines if "snapshot loaded" in x][-1]
             print(f"from the snapshot: ready in {took:.1f}s  ({loaded.split(' INFO ')[-1]})", flush=True)
             results["snapshot_load_seconds"] = float(re.search(r"loaded in ([\d.]+)s", loaded).group(1))

@@ -10,6 +10,7 @@ transaction (the kill -9 case is in test_crash.py).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
@@ -20,7 +21,8 @@ from random_workload import by_event, expected_matches, random_events, random_su
 
 from fastpubsub.cli import main
 from fastpubsub.processor.app import ProcessorConfig
-from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS, Uncommitted
+from fastpubsub.kafka.delivery import DeliveryError
+from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS, InFlight, Uncommitted
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 
@@ -155,3 +157,72 @@ def test_a_clean_stop_commits_the_open_transaction(bootstrap, group_id, start_pr
     notes = notifications(bootstrap)
     assert max(Counter(n["notification_id"] for n in notes).values()) == 1
     assert by_event(notes) == {n: s for n, s in expected_matches(subs, events).items() if s}
+
+
+# --- commits overlapped with the next batch -----------------------------------------------
+
+
+def test_a_commit_in_flight_gives_its_batches_once_settled_or_its_error():
+    flight = InFlight()
+    try:
+        assert not flight and not flight.done()
+        held = Uncommitted(0.1)
+        held.add({("e", 0): 5}, 5, 1)
+        gate = threading.Event()
+        flight.start(gate.wait, held)
+        assert flight and not flight.done()  # the loop goes on meanwhile
+        gate.set()
+        assert flight.result() is held and not flight
+        flight.start(lambda: (_ for _ in ()).throw(DeliveryError("broker gone")), held)
+        with pytest.raises(DeliveryError, match="broker gone"):
+            flight.result()
+        assert not flight  # a failed commit is not in flight any more: its batches are replayed by the caller
+    finally:
+        flight.close()
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("overlap", [True, False])
+def test_batches_taken_while_a_commit_is_in_flight_are_delivered_once(bootstrap, group_id, start_processor, overlap):
+    """Events arriving in bursts: with --overlap-commits the next batch is decoded and matched while the previous
+    transaction commits; every notification exactly once either way."""
+    subs = random_subscriptions(300, seed=51)
+    events = random_events(2000, seed=52)
+    send_subscriptions(bootstrap, subs)
+    p = start_processor(batch_size=50, overlap_commits=overlap)
+    for i in range(0, len(events), 100):
+        send_events(bootstrap, events[i:i + 100])
+        time.sleep(0.02)
+    wait_processed(bootstrap, group_id, timeout=120)
+    stats = p.stop()
+    notes = notifications(bootstrap)
+    assert by_event(notes) == {n: s for n, s in expected_matches(subs, events).items() if s}
+    assert max(Counter(n["notification_id"] for n in notes).values()) == 1
+    assert stats["events"] == len(events) and stats["notifications"] == len(notes) and stats["replays"] == 0
+    assert (stats["overlapped_batches"] > 0) == overlap, stats
+
+
+@pytest.mark.broker
+def test_a_commit_that_fails_in_flight_is_replayed(bootstrap, group_id, start_processor):
+    """The commit thread's failure comes out when the loop settles it: every batch since the last successful
+    commit is consumed again, so each event is counted once and notified (a replay may repeat a notification id)."""
+    subs = random_subscriptions(200, seed=61)
+    events = random_events(1500, seed=62)
+    send_subscriptions(bootstrap, subs)
+    p = start_processor(batch_size=50, delivery="at-least-once")
+    p.wait_for(lambda: p.processor.ready.is_set(), what="ready")
+    commit, failed = p.processor.deliver.commit, []
+
+    def failing_once(*args, **kwargs):
+        if not failed and threading.current_thread().name.startswith("pubsub-commit"):
+            failed.append(True)
+            raise DeliveryError("injected: the broker did not answer")
+        return commit(*args, **kwargs)
+
+    p.processor.deliver.commit = failing_once
+    send_events(bootstrap, events)
+    wait_processed(bootstrap, group_id, timeout=120)
+    stats = p.stop()
+    assert failed and stats["replays"] >= 1
+    assert stats["events"] == len(events)  # counted once committed: the failed commit's batches once, on the replay
+    assert by_event(notifications(bootstrap)) == {n: s for n, s in expected_matches(subs, events).items() if s}

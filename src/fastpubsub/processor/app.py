@@ -23,6 +23,7 @@ whose id hashes to it and reads every event in its own consumer group.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -43,8 +44,9 @@ from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPT
 
 from .counters import PipelineCounters
 from .decode import Decode, too_large
-from .deliver import MAX_COMMIT_INTERVAL_MS, Deliver, Uncommitted
+from .deliver import MAX_COMMIT_INTERVAL_MS, Deliver, InFlight, Uncommitted
 from .encode import NOTIFICATION_EVENT_MODES, Encode
+from .gcwatch import GcWatch, freeze_long_lived
 from .inputs import Inputs, StaleSnapshot, has_data
 from .instance import InstanceSlot
 from .match import Match
@@ -90,6 +92,7 @@ class ProcessorConfig:
     shard: Shard = UNSHARDED  # or "I/K": hold only the subscriptions of shard I of K (processor.shard)
     commit_interval_ms: int = 100  # a transaction (at-least-once: the outputs before an offset commit) is open this long at most
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (processor.inputs)
+    overlap_commits: bool = True  # commit on a thread while the next batch is consumed, decoded, matched, encoded
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
@@ -142,10 +145,17 @@ class Processor:
         self.suspects: dict[tuple[str, int], int] = {}
         #: the batches delivered since the last commit (their offsets go with the next commit)
         self.uncommitted = Uncommitted(config.commit_interval_ms / 1000)
+        #: the commit under way while the loop prepares the next batches (``--overlap-commits``)
+        self.in_flight = InFlight()
+        #: batches decoded, matched and encoded while a commit was in flight, produced once it has ended:
+        #: (outputs, rejects, offsets, events decoded, records taken)
+        self._prepared: list[tuple[list, list, dict, int, int]] = []
+        self._prepared_records = 0
         self._events_consumer: Consumer | None = None
         self._stop = threading.Event()
         self.kernels_compiled = 0  # numba kernels this run compiled (0 when all came from the cache)
         self._late_compiles = CompileWatch(self._compiled_late)
+        self.gc = GcWatch()  # the collector's pauses while the loop runs (processor.gcwatch)
         self._publish()
 
     def stop(self) -> None:
@@ -177,28 +187,81 @@ class Processor:
     # --- the flows --------------------------------------------------------------------
 
     def _on_events(self, msgs: list[Message]) -> None:
-        """consume -> decode -> match -> encode -> deliver; the batch's offsets join the open transaction."""
+        """consume -> decode -> match -> encode -> deliver; the batch's offsets join the open transaction.
+
+        A commit in flight (:meth:`_start_commit`) is settled only before the
+        batch's outputs are produced: they belong to the next transaction.
+        """
+        if self.in_flight:
+            self.counters.overlapped += 1
         batch = self.decode(msgs)
         matched = self.match.events(batch)
         t = time.perf_counter()
-        produced = self.deliver.send(self.encode(matched), batch.rejects)
-        self.counters.lap("produce", t)
-        self.uncommitted.add(batch.offsets, len(batch.decoded), produced)
-        self.counters.sized(len(msgs))
+        outputs = list(self.encode(matched))
+        self.counters.lap("produce", t)  # encoding counts with producing
+        self._prepared.append((outputs, batch.rejects, batch.offsets, len(batch.decoded), len(msgs)))
+        self._prepared_records += len(msgs)
+        # while the commit is in flight, what arrives is prepared and kept for the next transaction; at most a
+        # full batch of it (back-pressure), then the loop waits for the commit
+        if not self.in_flight or self.in_flight.done() or self._prepared_records >= self.config.batch_size:
+            self._deliver_prepared()
+
+    def _deliver_prepared(self) -> None:
+        """Settle the commit in flight, then produce the prepared batches into the next transaction."""
+        self._settle()
+        prepared, self._prepared, self._prepared_records = self._prepared, [], 0
+        for outputs, rejects, offsets, events, records in prepared:
+            t = time.perf_counter()
+            produced = self.deliver.send(outputs, rejects)
+            self.counters.lap("produce", t)
+            self.uncommitted.add(offsets, events, produced)
+            self.counters.sized(records)
 
     def _commit(self, consumer: Consumer | None) -> None:
-        """Commit the outputs delivered so far with the offsets of every batch since the last commit."""
+        """Commit the outputs delivered so far with the offsets of every batch since the last commit; wait for it."""
+        self._deliver_prepared()
         t = time.perf_counter()
         done = self.uncommitted
         self.deliver.commit(consumer, done.topic_partitions() if consumer is not None else None)
         self.counters.lap("commit", t)
         self.metrics.commit_seconds.observe(time.perf_counter() - t)
+        self._count_committed(done)
+        done.clear()
+
+    def _start_commit(self, consumer: Consumer) -> None:
+        """:meth:`_commit` on the commit thread (``deliver.InFlight``): the loop goes on with the next batch.
+
+        The batches it holds are counted once it has succeeded (:meth:`_settle`);
+        if it fails, the ``DeliveryError`` comes out of the settle, inside a
+        guarded step, and every batch since the last successful commit is
+        replayed as when the loop waited for it.
+        """
+        self._deliver_prepared()
+        done, self.uncommitted = self.uncommitted, Uncommitted(self.config.commit_interval_ms / 1000)
+        self.in_flight.start(functools.partial(self.deliver.commit, consumer, done.topic_partitions()), done)
+
+    def _settle(self) -> None:
+        """Wait for the commit in flight, if any (the time the loop waits counts as its commit stage)."""
+        if not self.in_flight:
+            return
+        t, began = time.perf_counter(), self.in_flight.began
+        try:
+            done = self.in_flight.result()
+        finally:
+            self.counters.lap("commit", t)
+        self.metrics.commit_seconds.observe(time.perf_counter() - began)
+        self._count_committed(done)
+
+    def _count_committed(self, done: Uncommitted) -> None:
         self._committed(done.offsets)
         self.counters.events += done.events
         self.counters.notifications += done.notifications
         self.counters.batches += done.batches
         self.counters.commits += 1
-        done.clear()
+
+    def _open(self) -> bool:
+        """Anything not yet committed: a commit in flight, batches, or outputs without input offsets."""
+        return bool(self.in_flight) or bool(self._prepared) or bool(self.uncommitted) or self.deliver.pending()
 
     def _committed(self, offsets: dict[tuple[str, int], int]) -> None:
         """Records the committed offsets have passed are no longer suspects, nor known to be refused."""
@@ -213,7 +276,7 @@ class Processor:
         """Commit now: the interval has passed, the input is drained, or records are being tried one by one."""
         if self.uncommitted:
             return self.uncommitted.due(drained or bool(self.suspects))
-        return drained and self.deliver.pending()  # outputs without input offsets (dead letters of the statistics feed)
+        return drained and not self.in_flight and not self._prepared and self.deliver.pending()  # outputs without input offsets (dead letters of the statistics feed)
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
@@ -318,10 +381,11 @@ class Processor:
 
         If that commit fails, the batches are replayed and the snapshot waits for the next turn.
         """
-        if self.uncommitted or self.deliver.pending():
+        if self._open():
             if not self._guarded(self._events_consumer, self._commit, self._events_consumer):
                 return
         self.held.write_snapshot(self._partitions)
+        freeze_long_lived()  # the state the snapshot covers is long-lived: out of the collector's full passes
 
     def _before_revoke(self, consumer: Consumer) -> None:
         """Partitions are about to be taken away: commit what was processed of them while they are still ours.
@@ -329,7 +393,7 @@ class Processor:
         A failure is recovered without a rewind (the next assignment starts
         from the committed offsets anyway).
         """
-        if self.uncommitted or self.deliver.pending():
+        if self._open():
             self._guarded(None, self._commit, consumer)
 
     # --- the loop ----------------------------------------------------------------------
@@ -354,14 +418,18 @@ class Processor:
         inputs = Inputs(self.clients, cfg.group, cfg.queue_bounds, cfg.session_timeout_ms, cfg.start_from_groups)
         try:
             self._partitions = require(self.clients)[SUBSCRIPTIONS]  # the topics it cannot run without, or a clear error
+            if self.held.rebuilds_from_start:  # the rebuild's readers fetch while the statistics and kernels load
+                inputs.prefetch(self._partitions)
             # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it
             self.statistics_feed = StatisticsFeed(  # bad statistics records are dead-lettered once, by shard 0
                 self.clients, lambda: self.state.matcher,
-                dead_letter=self.deliver.reject if cfg.shard.reports_unowned_input else None)
+                dead_letter=self._reject_statistics if cfg.shard.reports_unowned_input else None)
             self._events_consumer = inputs.events
             inputs.join(self._before_revoke)
             self._warm_up()
             self._start(inputs)
+            freeze_long_lived()  # a million subscriptions out of the collector's full passes (processor.gcwatch)
+            self.gc.__enter__()
             self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
             self._publish()
             self.ready.set()
@@ -369,18 +437,22 @@ class Processor:
             events = inputs.events
             while not self._stop.is_set():
                 progressed = True  # a turn with nothing to do counts as progress, a failed delivery does not
+                if self.in_flight.done():  # what was prepared meanwhile goes out; a failed commit is replayed now
+                    progressed = self._guarded(events, self._deliver_prepared)
                 changes = inputs.changes()
                 if changes:
                     # the events' outputs are committed apart from the changes' (a failure replays only events)
-                    if self.uncommitted or self.deliver.pending():
+                    if self._open():
                         progressed = self._guarded(events, self._commit, events)
                     self._on_changes(changes)
                     progressed = self._guarded(events, self._commit, events) and progressed
-                self.statistics_feed.poll()
+                # a bad statistics record is dead-lettered (_reject_statistics), which may settle a failed commit
+                progressed = self._guarded(events, self.statistics_feed.poll) and progressed
                 size = 1 if self.suspects else cfg.batch_size
-                # nothing open: wait for events; a transaction open and the interval running: look without waiting
+                # nothing open: wait for events; a transaction open and the interval running: look without waiting;
+                # a commit in flight: look again soon, to produce what was prepared once it has ended
                 t = time.perf_counter()
-                batch = inputs.batch(size, 0.0 if self.uncommitted else 0.2)
+                batch = inputs.batch(size, 0.0 if self.uncommitted else 0.005 if self.in_flight else 0.2)
                 if batch:
                     self.counters.lap("consume", t)
                 began = time.monotonic()
@@ -389,7 +461,10 @@ class Processor:
                     self.metrics.batch_seconds.observe(time.monotonic() - began)
                 commit = self._commit_due(drained=len(batch) < size)
                 if commit:
-                    progressed = self._guarded(events, self._commit, events) and progressed
+                    # records tried one by one (suspects) are committed alone, before the next one is taken
+                    overlap = cfg.overlap_commits and not self.suspects and self.uncommitted
+                    progressed = self._guarded(events, self._start_commit if overlap else self._commit,
+                                               events) and progressed
                 if batch or commit:
                     self.counters.busy_seconds += time.monotonic() - began
                 if progressed:
@@ -400,13 +475,15 @@ class Processor:
                     self._log_progress(meter, inputs.events)
                 if self.held.snapshot_due():
                     self.write_snapshot()
-            if self.uncommitted or self.deliver.pending():
+            if self._open():
                 self._guarded(events, self._commit, events)  # a clean stop: what was processed is committed
             if cfg.snapshot_dir and self.held.snapshot_due(force=True):
                 self.write_snapshot()  # a clean stop: the next start replays nothing
         finally:
             self._late_compiles.__exit__()
+            self.gc.__exit__()
             try:
+                self._abandon_in_flight()
                 self.deliver.close()
             finally:
                 inputs.close()
@@ -415,6 +492,21 @@ class Processor:
                 if slot is not None:
                     slot.release()
         return self.stats()
+
+    def _reject_statistics(self, msg: Message, reason: str) -> None:
+        """A bad statistics record is dead-lettered: produced, so into the next transaction, after the one in flight."""
+        self._settle()
+        self.deliver.reject(msg, reason)
+
+    def _abandon_in_flight(self, close: bool = True) -> None:
+        """After a failure or on the way out: let a commit in flight end; what it held is replayed if it failed."""
+        if self.in_flight:
+            try:
+                self.in_flight.result()
+            except Exception as exc:  # noqa: BLE001 -- replayed from the committed offsets, here or by the next start
+                log.debug("commit in flight abandoned: %s", exc)
+        if close:
+            self.in_flight.close()
 
     def _guarded(self, events: Consumer, step: Callable[..., None], *args: Any) -> bool:
         """Run a step that produces and commits; if it fails, replay from the committed offsets (kafka.delivery).
@@ -432,7 +524,9 @@ class Processor:
             step(*args)
             return True
         except DeliveryError as exc:
+            self._abandon_in_flight(close=False)  # nothing is in flight when a step fails, but be sure of it
             self.uncommitted.clear()  # every batch since the last commit is consumed again
+            self._prepared, self._prepared_records = [], 0
             if len(exc.refused) == 1:
                 self.decode.refused.update(exc.refused)  # the record at fault is known: dead-lettered on the replay
             else:  # several records refused at once: replay one record per batch until the one at fault shows
@@ -479,6 +573,8 @@ class Processor:
             "notifications_by_reference": c.by_reference,
             "stored_events_not_notified": c.not_kept,
             "replays": c.replays,
+            "overlapped_batches": c.overlapped,
+            "gc": self.gc.stats(),  # collections by generation while the loop ran, their seconds, the longest
             "limits": {"output": self.limits.output, "max_record_bytes": self.limits.max_record_bytes},
             **self.state.stats(),
             "shard": str(self.config.shard),

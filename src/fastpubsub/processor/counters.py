@@ -24,6 +24,7 @@ class PipelineCounters:
     by_reference: int = 0  # notifications that refer to their event's record instead of embedding it
     not_kept: int = 0  # stored valid events whose notification did not fit (docs/reliability.md, "Oversized records")
     replays: int = 0  # batches that failed delivery and were consumed again
+    overlapped: int = 0  # event batches consumed while the previous commit was still in flight (--overlap-commits)
     busy_seconds: float = 0.0  # time spent on event batches and their commits
     #: busy time by stage, to say what bounds the throughput (docs/benchmarks.md)
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))

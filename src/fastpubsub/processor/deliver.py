@@ -11,6 +11,7 @@ records over.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -71,6 +72,46 @@ class Uncommitted:
         self.offsets = {}
         self.since = None
         self.events = self.notifications = self.batches = 0
+
+
+class InFlight:
+    """A commit under way on a thread of its own, while the loop consumes, decodes, matches and encodes the next batch.
+
+    A commit is mostly waiting for the broker (the outputs acknowledged, the
+    offsets, the transaction's end: ``kafka.delivery``), and confluent-kafka
+    releases the GIL while it waits; the loop's next batch needs the CPU, not
+    the producer, until its notifications are produced.  Those go into the
+    next transaction, which can only begin once this one has ended, so the
+    loop settles the commit (:meth:`result`) before it produces anything:
+    at most one commit is in flight, and outputs and offsets stay as atomic
+    as when the loop waited for each commit.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="pubsub-commit")
+        self.future: Future | None = None
+        self.batches: Uncommitted | None = None  # what the commit holds: counted once it has succeeded
+        self.began = 0.0
+
+    def start(self, commit: Callable[[], None], batches: Uncommitted) -> None:
+        assert self.future is None, "one commit in flight at a time"
+        self.began, self.batches = time.perf_counter(), batches
+        self.future = self._pool.submit(commit)
+
+    def __bool__(self) -> bool:
+        return self.future is not None
+
+    def done(self) -> bool:
+        return self.future is not None and self.future.done()
+
+    def result(self) -> Uncommitted:
+        """Wait for the commit; its batches once it succeeded, or its ``DeliveryError`` (then they are replayed)."""
+        future, batches, self.future, self.batches = self.future, self.batches, None, None
+        future.result()
+        return batches
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 class Deliver:

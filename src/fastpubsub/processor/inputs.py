@@ -117,6 +117,14 @@ class Inputs:
                                               **self._reader_required)
         self.events = clients.consumer(group_id, {**defaults, **EVENTS_FETCH}, **required,
                                        **{"session.timeout.ms": session_timeout_ms})
+        self._early: tuple[dict[int, int], dict[int, Consumer]] | None = None  # rebuild readers started by prefetch()
+
+    def prefetch(self, partitions: int) -> None:
+        """Start the rebuild's readers from the beginning of the topic now, so that they fetch into their read-ahead
+        while the rest of the start (statistics, kernels) runs; :meth:`replay` from the beginning takes them over."""
+        if partitions > 1 and self._early is None:
+            start = dict.fromkeys(range(partitions), OFFSET_BEGINNING)
+            self._early = (start, self._readers(start))
 
     def join(self, before_revoke: Callable[[Consumer], None] = lambda _consumer: None,
              topics: Sequence[str] = (EVENTS,)) -> None:
@@ -181,7 +189,13 @@ class Inputs:
         """
         start = {p: offsets.get(p, OFFSET_BEGINNING) for p in range(partitions)}
         after = dict(start)  # partition -> the next offset to read: where the subscriptions reader goes on
-        readers = self._readers(start) if partitions > 1 else {p: self.subscriptions for p in start}
+        early, self._early = self._early, None
+        if early is not None and early[0] != start:  # started for another start (a snapshot was loaded meanwhile)
+            for reader in early[1].values():
+                reader.close()
+            early = None
+        readers = early[1] if early else self._readers(start) if partitions > 1 else {p: self.subscriptions
+                                                                                      for p in start}
         if partitions <= 1:
             self.subscriptions.assign([TopicPartition(SUBSCRIPTIONS, p, o) for p, o in start.items()])
         todo = set(start)
@@ -265,5 +279,9 @@ class Inputs:
         return msgs
 
     def close(self) -> None:
+        if self._early is not None:
+            for reader in self._early[1].values():
+                reader.close()
+            self._early = None
         self.events.close()
         self.subscriptions.close()

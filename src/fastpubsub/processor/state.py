@@ -60,6 +60,11 @@ class ProcessorState:
         if self.snapshot_dir and snapshot.path_of(self.snapshot_dir, self.shard).exists():
             self._prefetch = snapshot.Prefetch(self.snapshot_dir, self.shard)
 
+    @property
+    def rebuilds_from_start(self) -> bool:
+        """No snapshot file to load: the start reads the subscriptions topic from its beginning."""
+        return self._prefetch is None
+
     def _new_store(self) -> ValidEventStore:
         return ValidEventStore(*self._bounds)
 
