@@ -35,13 +35,14 @@ from numba import njit
 from .access_keys import CATCH_ALL, AccessKeys
 from .batch import clustered_kernel
 from .catchall import CatchAllPath
-from .cluster_store import OP_RANK, ClusterStore, order_columns
+from .cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns
 from .costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
                                   unpack_rows, unpack_schema)
 from .costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration
 from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.probabilities import EventProbabilities
+from .costmodel.runs import RunCosts, calibrated_run_costs, pricing_for, typical_pi
 from .idpool import grow
 from .index import IndexContext
 from .predicates import PredicateTable
@@ -148,9 +149,11 @@ class ClusteredIndex:
 
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: EventProbabilities, *,
                  prefetch_columns: int = PREFETCH_COLUMNS, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD,
-                 max_space: float | None = None, runs: int = 0, presence: bool = True, catch_all: str = "auto") -> None:
+                 max_space: float | None = None, runs: int = 0, presence: bool = True, catch_all: str = "auto",
+                 run_costs: RunCosts | None = None) -> None:
         self.preds = preds
         self.model = model
+        self.run_costs = run_costs or calibrated_run_costs()
         self.probabilities = probabilities
         self.max_space = max_space
         self.keys = AccessKeys()
@@ -401,6 +404,21 @@ class ClusteredIndex:
         saved = (probs.min(axis=1) - self.key_nu(live)) * self.keys.refs[live] if len(live) else np.zeros(0)
         return self.key_schema(live), saved
 
+    def conjunction_fallbacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per live conjunction key: the key, its schema, and its predicate of smallest nu (the single-predicate list it falls back to)."""
+        live = self.live_keys()
+        live = live[self.keys.members[live, 1] >= 0]
+        members = self.keys.members[live]
+        probs = np.where(members >= 0, self.pred_prob[np.maximum(members, 0)], np.inf)
+        fallback = members[np.arange(len(live)), np.argmin(probs, axis=1)] if len(live) else np.zeros(0, np.int64)
+        return live, self.key_schema(live), fallback
+
+    def single_keys(self, pids: np.ndarray) -> np.ndarray:
+        """The single-predicate access key of each predicate (-1: none yet)."""
+        pk = self.keys.pred_key
+        pids = np.asarray(pids, dtype=np.int64)
+        return np.where(pids < len(pk), pk[np.minimum(pids, len(pk) - 1)], -1)
+
     def filed_schema(self, handles: np.ndarray) -> np.ndarray:
         """Packed schema each handle is filed under (0: catch-all)."""
         return self.key_schema(self.store.key_of(handles))
@@ -415,7 +433,8 @@ class ClusteredIndex:
             return {"schemas": 0, "moved": 0}
         off, pids = self.unfile(handles)
         prof, _ = self.profile(off, pids)
-        cfg = greedy_configuration(prof, self.mu, self.model, max_space=self.max_space)
+        cfg = greedy_configuration(prof, self.mu, self.model, max_space=self.max_space, pricing=pricing_for(self),
+                                   pi=typical_pi(self))
         self.set_schemas(cfg.multi)
         self.file(handles, off, pids, cfg.key)
         self.moved += len(handles)
@@ -565,7 +584,7 @@ class DynamicIndex(ClusteredIndex):
 def make_clustering(cls: type[ClusteredIndex]):
     """The factory of ``Matcher("static")`` / ``Matcher("dynamic")``: scan options and ``runs``."""
     def make(ctx: IndexContext, **options) -> ClusteredIndex:
-        runs = options.pop("runs", 0)
+        runs = options.pop("runs", RUN_MIN)
         if not isinstance(runs, (int, np.integer)) or runs < 0:
             raise ValueError(f"runs must be a non-negative integer (0: off), not {runs!r}")
         presence = options.pop("presence", True)
