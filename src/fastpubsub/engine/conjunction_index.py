@@ -42,7 +42,7 @@ from .costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi,
 from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.probabilities import EventProbabilities
-from .costmodel.runs import RunCosts, calibrated_run_costs, pricing_for, typical_pi
+from .costmodel.runs import FILING_TOLERANCE, RunCosts, calibrated_run_costs, pricing_for, typical_pi
 from .idpool import grow
 from .index import IndexContext
 from .predicates import PredicateTable
@@ -154,6 +154,7 @@ class ClusteredIndex:
         self.preds = preds
         self.model = model
         self.run_costs = run_costs or calibrated_run_costs()
+        self.filing_tolerance = FILING_TOLERANCE if runs else 1.0  # nu this close is a tie (engine/costmodel/runs.py)
         self.probabilities = probabilities
         self.max_space = max_space
         self.keys = AccessKeys()
@@ -295,7 +296,7 @@ class ClusteredIndex:
     def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File new subscriptions under the configured schema that is best for each (section 4)."""
         prof, _ = self.profile(off, pids)
-        key, _, _ = best_assignment(prof, self.config())
+        key, _, _ = best_assignment(prof, self.config(), tol=self.filing_tolerance)
         self.file(handles, off, pids, key)
 
     def predicates_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -385,7 +386,7 @@ class ClusteredIndex:
         """Per handle: the configured schema of smallest nu it could be filed under, and that nu (section 3.2)."""
         off, pids = self.predicates_of(handles)
         prof, _ = self.profile(off, pids)
-        key, nu, _ = best_assignment(prof, self.config())
+        key, nu, _ = best_assignment(prof, self.config(), tol=self.filing_tolerance)
         return key, nu
 
     def potential_schemas(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

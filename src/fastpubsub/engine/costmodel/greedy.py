@@ -44,7 +44,7 @@ from numba import njit
 from .constants import (EMPTY_SCHEMA as CATCH_ALL, FIELD_BITS, FIELD_MASK, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, presence_schema,
                         unpack_schema)
 from .model import space_cost
-from .runs import candidate_benefits, enumerate_dest, tuples_fit
+from .runs import FILING_TOLERANCE, candidate_benefits, enumerate_dest, tuples_fit
 
 
 @njit(cache=True)
@@ -152,11 +152,15 @@ def _subset(attr, prob, j1, j2, j3):
 
 
 @njit(cache=True)
-def _best_assignment(off, attr, prob, config, max_schema):
+def _best_assignment(off, attr, prob, config, max_schema, tol=1.0):
     """Per subscription: the configured schema of smallest nu contained in A(s) (0: catch-all).
 
     Ties go to the shorter schema (cheaper to probe, fewer columns saved but
-    the same number of checks).
+    the same number of checks).  With ``tol`` > 1, nu within that factor of
+    the best so far is a tie, which keeps the earlier one (lower fields): with
+    runs, measured probabilities that differ by sampling noise must not
+    scatter subscriptions from one long indexed list over many short ones
+    (engine/costmodel/runs.py).
     """
     n = off.shape[0] - 1
     best_key = np.zeros(n, dtype=np.int64)
@@ -170,7 +174,11 @@ def _best_assignment(off, attr, prob, config, max_schema):
                     ok, key, nu, length = _subset(attr, prob, j1, j2 if j2 > j1 else -1, j3 if j3 > j2 else -1)
                     if not ok or _find(config, key) < 0:
                         continue
-                    if nu < best_nu[i] or (nu == best_nu[i] and (best_key[i] == 0 or length < best_len[i])):
+                    if tol > 1.0:
+                        better = nu * tol < best_nu[i] or (best_key[i] == 0 and nu <= best_nu[i])
+                    else:
+                        better = nu < best_nu[i] or (nu == best_nu[i] and (best_key[i] == 0 or length < best_len[i]))
+                    if better:
                         best_nu[i] = nu
                         best_key[i] = key
                         best_len[i] = length
@@ -204,7 +212,7 @@ def enumerate_multi(off, attr, prob, max_schema):
     return rows[:w], keys[:w], nus[:w], lens[:w]
 
 
-def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: int = MAX_SCHEMA):
+def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: int = MAX_SCHEMA, tol: float = 1.0):
     """The best clustering instance for ``config`` (section 3.2).
 
     Returns ``(key, nu, length)`` per subscription: the packed schema it is
@@ -213,7 +221,8 @@ def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: in
     stands for.
     """
     config = np.unique(np.asarray(config, dtype=np.int64))
-    return fold_presence(profile, *_best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema))
+    return fold_presence(profile, *_best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema,
+                                                    tol))
 
 
 @dataclass
@@ -278,8 +287,9 @@ def greedy_configuration(
     scale = n / len(rows)
 
     config = singles.copy()
+    tol = FILING_TOLERANCE if pricing is not None else 1.0
     _, cur_nu, cur_len = fold_presence(sample, *_best_assignment(sample.offsets, sample.attr, sample.prob, config,
-                                                                 max_schema))
+                                                                 max_schema, tol))
     base_space = space_cost(model, np.zeros(0), sample.size, cur_len) * scale  # the single-field clustering
     limit = 4.0 * base_space if max_space is None else float(max_space)
     space = base_space
@@ -301,7 +311,7 @@ def greedy_configuration(
         if priced:
             p_row, p_key, p_nu, p_tup = enumerate_dest(sample.offsets, sample.attr, sample.value, sample.prob, max_schema)
             p_cand = np.searchsorted(cand, p_key)
-            cur_schema, _, _ = best_assignment(sample, config, max_schema)
+            cur_schema, _, _ = best_assignment(sample, config, max_schema, tol)
             cur_tup = row_tuples(sample.offsets, sample.attr, sample.value, cur_schema)
         while True:
             saved = np.maximum(cur_nu[e_row] - e_nu, 0.0)
@@ -347,5 +357,5 @@ def greedy_configuration(
                     "subscriptions_moved": int(round(movers[c])),
                 }
             )
-    key, nu, length = best_assignment(profile, config, max_schema)
+    key, nu, length = best_assignment(profile, config, max_schema, tol)
     return Configuration(config, key, nu, length, steps)

@@ -191,7 +191,7 @@ class Maintenance:
     def _distribute(self, handles: np.ndarray, cur_nu: np.ndarray) -> np.ndarray:
         """cluster_distribute: move each subscription to its best configured schema; returns who stays."""
         key, nu = self.index.best_configured(handles)
-        move = nu < cur_nu * (1.0 - 1e-9)
+        move = nu * self.index.filing_tolerance < cur_nu * (1.0 - 1e-9)
         self._move(handles[move], key[move])
         return ~move
 
