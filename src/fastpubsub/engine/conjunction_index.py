@@ -140,9 +140,11 @@ class ClusteredIndex:
     """Subscriptions filed under single or conjunctive equality access keys (sections 3 and 4).
 
     ``probabilities`` gives nu of equality predicates and mu of field sets
-    under the current event statistics.  ``runs`` (0: off, the default) keeps
-    clusters of that many entries or more sorted into runs
-    (engine/cluster_store.py; ``Matcher("dynamic", runs=RUN_MIN)``).  This
+    under the current event statistics.  ``runs`` keeps clusters of that
+    many entries or more sorted into runs (engine/cluster_store.py; the
+    matcher's factory passes ``RUN_MIN`` unless told ``runs=0``, the paper's
+    plain clusters), and the cost model then prices indexed lists
+    (engine/costmodel/runs.py).  This
     class files new subscriptions under the configured schema best for each;
     :class:`StaticIndex` and :class:`DynamicIndex` decide the configuration.
     """
