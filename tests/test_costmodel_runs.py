@@ -129,3 +129,22 @@ def test_with_runs_a_table_that_splits_an_indexed_list_into_short_ones_is_not_bu
     runs.add_bulk(subs)
     assert len(plain.index.schemas) > 0  # the paper's model splits the long lists
     assert len(runs.index.schemas) == 0
+
+
+def test_with_runs_keys_within_the_filing_tolerance_are_ties_that_keep_the_first():
+    """Noisy measured probabilities must not pull a subscription out of its list for a key barely rarer."""
+    from fastpubsub.engine.costmodel.constants import pack_schema
+    from fastpubsub.engine.costmodel.greedy import EqualityProfile, best_assignment
+    from fastpubsub.engine.costmodel.runs import FILING_TOLERANCE
+
+    # fields 0 (a0, common), 1 (a1), 2 (a free field measured a little rarer than a1)
+    prof = EqualityProfile(np.array([0, 3]), np.array([0, 1, 2]), np.array([10, 20, 30]),
+                           np.array([0.5, 0.03, 0.02]), np.array([3]))
+    singles = np.array([pack_schema([0]), pack_schema([1]), pack_schema([2])])
+    assert best_assignment(prof, singles)[0][0] == pack_schema([2])  # the paper's rule: the smallest nu
+    assert best_assignment(prof, singles, tol=FILING_TOLERANCE)[0][0] == pack_schema([1])
+    # a table that is really better still wins: (a0, a1) at 0.015 against 0.02, and a field far rarer
+    pair = np.append(singles, pack_schema([0, 1]))
+    assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([0, 1])
+    prof.prob[2] = 0.001
+    assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([2])
