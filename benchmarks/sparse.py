@@ -2,19 +2,24 @@
 
     python -m benchmarks.sparse                                   # 1M, opindex preset: dynamic, static, propagation-wp
     python -m benchmarks.sparse --algorithms dynamic,dynamic:presence=off,opindex --repeat 3
+    python -m benchmarks.sparse --n 1000000 --algorithms opindex,dynamic,dynamic:lists=clusters --events 2000 --repeat 3
+    python -m benchmarks.sparse --n 1000000 --algorithms dynamic --alternate-lists --events 2000 --repeat 3
     python -m benchmarks.sparse --preset ebay --n 1000000
     python -m benchmarks.sparse --n 500000,1000000,2000000 --attributes 20000,40000,60000 --json out.json
 
 An algorithm is any name ``Matcher`` knows (``opindex`` once registered; an
 unknown one is reported and skipped) with options after a colon:
 ``dynamic:presence=off`` is ``Matcher("dynamic", presence=False)`` (no
-presence keys: subscriptions without ``=`` go to the catch-all list).
+presence keys: subscriptions without ``=`` go to the catch-all list),
+``dynamic:lists=clusters`` keeps the bit-vector path of clusters where
+thousands of fields would pack the lists (docs/engine.md, "Sparse
+attributes: packed lists and direct predicate tests").
 
 Every matcher is given the same event statistics first (``set_statistics``:
 an online snapshot of a separate sample of 20,000 events, what the Spark job
 or the dynamic algorithm's own sampling would provide), then loaded with
 ``add_bulk``; matching is ``match_encoded`` on batches of events, best of
-``--repeat`` passes, in wall-clock time and in the process's CPU time (on a
+``--repeat`` passes (after a first batch, timed apart: ``first_match_s``), in wall-clock time and in the process's CPU time (on a
 shared machine the second is far less disturbed by other work).  Sweeps over the attribute count (``--attributes``),
 subscription size (``--gamma``, sizes 1..Gamma_max) and event size
 (``--event-size``) follow Table 3.  Reported: load time, events/s, µs per event,
@@ -81,6 +86,9 @@ def run_one(label: str, name: str, options: dict, subs, batches: list, statistic
     t = time.perf_counter()
     m.add_bulk(subs)
     load = time.perf_counter() - t
+    t = time.perf_counter()
+    m.match_encoded(batches[0])  # the first match after the load (static and dynamic pack their lists here)
+    first = time.perf_counter() - t
     n_events = sum(len(b) for b in batches)
     best = best_cpu = float("inf")
     matches = 0
@@ -95,12 +103,34 @@ def run_one(label: str, name: str, options: dict, subs, batches: list, statistic
     ht = st.get("hash_tables", {})
     return {
         "algorithm": label, "subscriptions": subs.n_subscriptions, "load_s": round(load, 3),
+        "first_match_s": round(first, 3), "lists": st.get("lists"),
         "events_per_s": round(n_events / best), "us_per_event": round(best / n_events * 1e6, 2),
         "cpu_events_per_s": round(n_events / max(best_cpu, 1e-9)),
         "matches_per_event": round(matches / n_events, 2), "memory_mb": round(st["memory_bytes"] / 2**20, 1),
         "presence_subscriptions": ht.get("presence_subscriptions"), "catch_all_subscriptions": ht.get("catch_all_subscriptions"),
         "tables": ht.get("multi_attribute"),
     }
+
+
+def alternate_lists(name: str, options: dict, subs, batches: list, statistics, repeat: int) -> dict:
+    """One static/dynamic matcher, its packed lists and its clusters measured alternately (same data, same process)."""
+    m = Matcher(name, **options)
+    m.set_statistics(statistics)
+    m.add_bulk(subs)
+    n_events = sum(len(b) for b in batches)
+    best = {"packed": float("inf"), "clusters": float("inf")}
+    results = {}
+    for _ in range(repeat):
+        for mode in best:
+            m.index.lists = mode
+            m.match_encoded(batches[0])  # packs (or repacks) outside the timing
+            c = time.process_time()
+            out = [m.match_encoded(b) for b in batches]
+            best[mode] = min(best[mode], time.process_time() - c)
+            results[mode] = np.concatenate([r.ids for r in out])
+    assert np.array_equal(results["packed"], results["clusters"])
+    return {mode: {"cpu_us_per_event": round(t / n_events * 1e6, 2), "cpu_events_per_s": round(n_events / t)}
+            for mode, t in best.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,6 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--statistics-sample", type=int, default=STATISTICS_SAMPLE, help="events the statistics are taken from")
+    ap.add_argument("--alternate-lists", action="store_true",
+                    help="static/dynamic only: packed lists and clusters alternately in one matcher (CPU time)")
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     base = SPARSE_PRESETS[args.preset]
@@ -141,6 +173,11 @@ def main(argv: list[str] | None = None) -> None:
                 if name not in ALGORITHMS:
                     print(f"# {name}: not registered here (Matcher knows {', '.join(ALGORITHMS)}); skipped")
                     continue
+                if args.alternate_lists:
+                    print(json.dumps({"algorithm": text, "subscriptions": n, "load_average": os.getloadavg(),
+                                      **alternate_lists(name, options, subs, batches, statistics, args.repeat)}),
+                          flush=True)
+                    continue
                 row = run_one(text, name, options, subs, batches, statistics, args.repeat)
                 row.update({"preset": spec.name, "d": spec.n_attributes, "gamma_max": spec.subscription_size[1],
                             "m": spec.event_size[1], "no_equality": round(share, 3)})
@@ -148,10 +185,10 @@ def main(argv: list[str] | None = None) -> None:
                 print(json.dumps(row), flush=True)
                 gc.collect()
     print(f"# load average {os.getloadavg()}")
-    print("| algorithm | N | d | Γmax | m | load s | events/s | events/s of CPU time | µs/event | matches/event | presence / catch-all subs | memory MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| algorithm | N | d | Γmax | m | load s | first match s | events/s | events/s of CPU time | µs/event | matches/event | presence / catch-all subs | memory MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['algorithm']} | {r['subscriptions']:,} | {r['d']:,} | {r['gamma_max']} | {r['m']} | {r['load_s']:.1f} | "
+        print(f"| {r['algorithm']} | {r['subscriptions']:,} | {r['d']:,} | {r['gamma_max']} | {r['m']} | {r['load_s']:.1f} | {r['first_match_s']:.2f} | "
               f"{r['events_per_s']:,} | {r['cpu_events_per_s']:,} | {r['us_per_event']} | {r['matches_per_event']} | "
               f"{r['presence_subscriptions']} / {r['catch_all_subscriptions']} | {r['memory_mb']} |")
     if args.json:

@@ -265,3 +265,85 @@ def _pattern_start_split(pattern) -> tuple[list, list]:
     if not any(t[1] == "=" for t in reg):
         return list(pattern.start), []
     return reg, [t for t in pattern.start if not matcher_part(t)]
+
+
+def amkh_coordinate(pids: list[int], field, op, hpos, member_of) -> dict[int, int]:
+    """A subscription's coordinate in engine/amkh.py: hashed position -> member (its ``=`` clause first)."""
+    coord: dict[int, int] = {}
+    eq: set[int] = set()
+    for p in pids:
+        f = int(field[p])
+        k = int(hpos[f]) if f < len(hpos) else -1
+        if k < 0 or member_of[p] == np.iinfo(np.int64).min:
+            continue
+        if k not in coord or (op[p] == 0 and k not in eq):
+            coord[k] = int(member_of[p])
+            if op[p] == 0:
+                eq.add(k)
+    return coord
+
+
+def amkh_candidates(sat: list[int], subs: dict[int, list[int]], field, op, hpos, member_of) -> list[int]:
+    """The subscriptions an event examines in engine/amkh.py, collisions aside: those whose every coordinate
+    member is a member of one of the event's satisfied predicates on the same hashed field."""
+    reached: dict[int, set[int]] = {}
+    for p in sat:
+        f = int(field[p])
+        k = int(hpos[f]) if f < len(hpos) else -1
+        if k >= 0 and member_of[p] != np.iinfo(np.int64).min:
+            reached.setdefault(k, set()).add(int(member_of[p]))
+    out = []
+    for h, pids in subs.items():
+        coord = amkh_coordinate(pids, field, op, hpos, member_of)
+        if all(m in reached.get(k, ()) for k, m in coord.items()):
+            out.append(h)
+    return sorted(out)
+def prefix_groups_content(pg) -> dict[tuple[str, str], list[int]]:
+    """(attribute, prefix) -> ids of every non-empty group of a ``PrefixGroups``, spelled from its trie rows."""
+    live = pg.trie.vals >= 0
+    up = {int(c): (int(p), int(x)) for c, (p, x) in zip(pg.trie.vals[live], pg.trie.keys[live])}
+    root_name = {r: a for a, r in pg.roots.items()}
+
+    def spell(n: int) -> tuple[str, str]:
+        if n in root_name:
+            return root_name[n], ""
+        p, x = up[n]
+        a, s = spell(p)
+        return a, s + chr(x)
+
+    return {spell(n): pg.arena[pg.base[n]: pg.base[n] + pg.length[n]].tolist()
+            for n in up if pg.length[n] > 0}
+
+
+def prefix_groups_matches(pg, events: list[dict]) -> list[list[int]]:
+    """What ``PrefixGroups.match`` returns, per event: the ids of the groups whose prefix starts a string value
+    of the group's attribute, ascending (from the groups' content, with ``str.startswith``)."""
+    content = prefix_groups_content(pg)
+    return [sorted(i for (a, p), ids in content.items() if isinstance(e.get(a), str) and e[a].startswith(p)
+                   for i in ids) for e in events]
+def direct_entry_holds(preds, columns: list[int], pairs: dict[int, tuple[float, int]]) -> bool:
+    """Every predicate id of ``columns`` holds for an event given as ``{field: (order code, eqbits)}``
+    (engine/direct.py): the field present, then ``=`` on the equality bits, the others on the order codes."""
+    for p in columns:
+        f, op = int(preds.field[p]), int(preds.op[p])
+        if f not in pairs:
+            return False
+        code, eqbits = pairs[f]
+        if op == 0:
+            if eqbits != int(preds.bits_value[p]):
+                return False
+            continue
+        c = float(preds._codes(np.array([f]), np.array([preds.bits_value[p]]))[0])
+        if not {1: code != c, 2: code < c, 3: code <= c, 4: code > c, 5: code >= c}[op]:
+            return False
+    return True
+
+
+def direct_scan(preds, store, head: int, pairs: dict[int, tuple[float, int]]) -> list[int]:
+    """Handles of the entries of list ``head`` whose predicates all hold (:func:`direct_entry_holds`), in list order."""
+    out = []
+    for c in list_clusters(store, head):
+        for cols, handle in cluster_entries(store, c):
+            if direct_entry_holds(preds, cols, pairs):
+                out.append(handle)
+    return out

@@ -74,6 +74,7 @@ ODD_VALUES = [
     _avro([(1, _bool(b"a", 2))]),  # non-canonical boolean byte
     _avro([(1, _bool(b"a", 1))]),
     _avro([(1, _long(b"", 1))]),  # empty attribute name: bad
+    _avro([(1, _long(b"\x00x", 1))]),  # attribute name starting with NUL (reserved): bad
     _avro([(1, _string(b"k", b"\xff\xfe"))]),  # invalid UTF-8 value
     _avro([(1, _long(b"\xed\xa0\x80", 1))]),  # UTF-16 surrogate in a key
     _avro([(1, _string(b"k", b"\xf0\x9f\x98"))]),  # truncated 4-byte sequence
@@ -108,7 +109,7 @@ def test_every_record_decodes_as_codecs_decode_event_says():
         return {i: re.sub(r"0x[0-9a-f]+", "0x…", m) for i, m in d.items()}
 
     assert addressless(decoded.errors) == addressless(errors)
-    assert len(errors) == 2 * 17  # the bad ones of ODD_VALUES, twice
+    assert len(errors) == 2 * 18  # the bad ones of ODD_VALUES, twice
     assert decoded.rows.tolist() == [i for i, _ in events]
     got = decoded.event_batch().to_dicts()
     assert len(got) == len(events)

@@ -5,6 +5,7 @@ An algorithm defined elsewhere registers itself the same way, from its own modul
 
 from __future__ import annotations
 
+from .amkh import make_amkh
 from .bitmaps import make_bitmaps
 from .conjunction_index import DynamicIndex, StaticIndex, make_clustering
 from .counting import make_counting
@@ -19,3 +20,4 @@ register("static", make_clustering(StaticIndex))
 register("dynamic", make_clustering(DynamicIndex))
 register("opindex", make_opindex)
 register("bitmaps", make_bitmaps)
+register("amkh", make_amkh)

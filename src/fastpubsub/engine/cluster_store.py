@@ -444,6 +444,15 @@ class ClusterStore:
         self.key_head = np.full(0, -1, dtype=np.int64)
         self.e_cluster = np.full(0, -1, dtype=np.int32)
         self.e_pos = np.zeros(0, dtype=np.int32)
+        # keys whose entries changed, logged once someone keeps copies of the lists (engine/packed.py)
+        self.track_keys = False
+        self.changed_keys: list[np.ndarray] = []
+
+    def _log_keys(self, keys: np.ndarray) -> None:
+        if self.track_keys:
+            self.changed_keys.append(keys)
+            if len(self.changed_keys) > 4096:
+                self.changed_keys = [np.unique(np.concatenate(self.changed_keys))]
 
     # -- clusters --------------------------------------------------------
     def clusters_for(self, keys: np.ndarray, ks: np.ndarray) -> np.ndarray:
@@ -479,6 +488,7 @@ class ClusterStore:
             c = int(self.c_next[c])
         if not freed:
             return
+        self._log_keys(np.array([key], dtype=np.int64))
         f = np.array(freed, dtype=np.int64)
         rows = np.stack([self.c_key[f], self.c_k[f]], axis=1)
         self.index.delete(rows)
@@ -541,6 +551,7 @@ class ClusterStore:
     def append(self, clusters: np.ndarray, entries: np.ndarray, payload: np.ndarray, payload_off: np.ndarray) -> None:
         """Add entry ``entries[i]`` with columns ``payload[payload_off[i]:payload_off[i+1]]`` to ``clusters[i]``."""
         uc, counts = np.unique(clusters, return_counts=True)
+        self._log_keys(self.c_key[uc])
         self.reserve(uc, counts)
         top = int(entries.max()) + 1 if len(entries) else 0
         self.e_cluster, self.e_pos = grow(self.e_cluster, top, -1), grow(self.e_pos, top, 0)
@@ -561,6 +572,7 @@ class ClusterStore:
         all become tail, removed in O(k) each) and sorted again afterwards.
         """
         entries = entries.astype(np.int64)
+        self._log_keys(self.c_key[self.e_cluster[entries]])
         heavy = self._no_runs
         if self.run_rows and len(entries) > 1:
             uc, counts = np.unique(self.e_cluster[entries], return_counts=True)

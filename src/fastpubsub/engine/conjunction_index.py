@@ -43,10 +43,12 @@ from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.probabilities import EventProbabilities
 from .costmodel.runs import FILING_TOLERANCE, RunCosts, calibrated_run_costs, pricing_for, typical_pi
+from .direct import DirectTable
+from .packed import LIST_MODES, PackedLists, expected_satisfied, packed_events, use_packed
 from .idpool import grow
 from .index import IndexContext
 from .predicates import PredicateTable
-from .probing import GROUP, ProbeScratch
+from .probing import GROUP, PHASE1_AHEAD_FIELDS, ProbeScratch
 from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
 from .semantics import OP_EQ
 from .statistics import StatisticsCollector
@@ -152,7 +154,7 @@ class ClusteredIndex:
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: EventProbabilities, *,
                  prefetch_columns: int = PREFETCH_COLUMNS, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD,
                  max_space: float | None = None, runs: int = 0, presence: bool = True, catch_all: str = "auto",
-                 run_costs: RunCosts | None = None) -> None:
+                 lists: str = "auto", run_costs: RunCosts | None = None) -> None:
         self.preds = preds
         self.model = model
         self.run_costs = run_costs or calibrated_run_costs()
@@ -177,6 +179,23 @@ class ClusteredIndex:
         self.handles_high = 0
         # the catch-all list on the bit-parallel path when its price says so (engine/catchall.py)
         self.catch_all = CatchAllPath(preds, model.K_c, self, mode=catch_all)
+        # short lists packed into one block each, over thousands of fields (engine/packed.py)
+        self.lists = lists
+        self.direct = DirectTable(preds)
+        self.packed = PackedLists(self.store, self.direct)
+        self._satisfied = (-1, None, 0.0)  # (live predicates, statistics, expected satisfied inequalities) of the choice
+
+    def packs(self) -> bool:
+        """Whether matching takes the packed lists (engine/packed.py); the expected count of satisfied inequality
+        predicates it weighs is refreshed when the live predicates change by an eighth or the statistics change."""
+        if self.lists != "auto" or self.preds.n_fields < PHASE1_AHEAD_FIELDS:
+            return use_packed(self.lists, self.preds.n_fields, 0.0)
+        n, stats, sat = self._satisfied
+        live, current = self.preds.n_live, self.probabilities.statistics
+        if current is not stats or 8 * abs(live - n) > n:
+            sat = expected_satisfied(self.preds, self.field_nu if self.presence else np.ones(0))
+            self._satisfied = (live, current, sat)
+        return use_packed(self.lists, self.preds.n_fields, sat)
 
     def catch_all_members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         handles = self.members_of(np.array([CATCH_ALL]))
@@ -454,6 +473,13 @@ class ClusteredIndex:
         probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_SCHEMA), dtype=np.int64)
         scratch = ProbeScratch(self.eq_of_field, probe, self.gmask)
         store = self.store.arrays()
+        if self.packs():
+            def scan():
+                packed = self.packed.arrays()
+                return packed_events(events, p.arrays(), self.direct.arrays(), store, self.keys.arrays(self.sch_fields),
+                                     self.direct.scratch(), packed, handle_id)
+
+            return self.catch_all.match(scan, store.key_head, events, handle_id)
 
         def scan():
             return self._kernel(events, p.arrays(), store, self.store.run_arrays(), self.keys.arrays(self.sch_fields),
@@ -466,7 +492,9 @@ class ClusteredIndex:
         k = self.keys.stats()
         s.update({key: v for key, v in k.items() if key != "memory_bytes"})
         s["memory_bytes"] += k["memory_bytes"] + int(self.pred_prob.nbytes + self.eq_of_field.nbytes)
-        s["memory_bytes"] += self.catch_all.memory_bytes()
+        s["memory_bytes"] += self.catch_all.memory_bytes() + self.packed.memory_bytes() + self.direct.memory_bytes()
+        s["lists"] = "packed" if self.packs() else "clusters"
+        s.update(self.packed.stats())
         s["catch_all"] = self.catch_all.stats()
         live = self.live_handles()
         schema_of = self.filed_schema(live) if len(live) else np.zeros(0, np.int64)
@@ -594,6 +622,10 @@ def make_clustering(cls: type[ClusteredIndex]):
         if not isinstance(presence, bool):
             raise ValueError(f"presence must be True or False, not {presence!r}")
         options["presence"] = presence
+        lists = options.pop("lists", "auto")
+        if lists not in LIST_MODES:
+            raise ValueError(f"lists must be one of {', '.join(LIST_MODES)}, not {lists!r}")
+        options["lists"] = lists
         extra = {"thresholds": ctx.thresholds} if cls is DynamicIndex else {}
         return cls(ctx.preds, ctx.cost_model(), ctx.probabilities, max_space=ctx.max_space, runs=int(runs),
                    **extra, **options)

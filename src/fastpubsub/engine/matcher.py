@@ -29,7 +29,10 @@ from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, e
 from .hashtable import HashTable, ht_lookup
 from .idpool import IdPool, grow
 from .index import REGISTRY, Clustering, Index, IndexContext
+from .catchall import merge_matches
+from .columnar import take_subscriptions
 from .lowering import DerivedAttributes, parse_derived
+from .prefix_groups import PrefixGroups
 from .predicates import PredicateTable, has_duplicate_attribute
 from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription, validate_subscription_id
 from .statistics import EventStatistics
@@ -161,6 +164,7 @@ class Matcher:
         ctx = IndexContext(self.preds, self.probabilities, model=model, thresholds=thresholds, max_space=max_space)
         self._index: Index = REGISTRY.build(algorithm, ctx, **options)
         self.derived = DerivedAttributes()  # derived attributes of prefix / suffix / contains (engine/lowering.py)
+        self.prefixes = PrefixGroups()  # subscriptions that are one prefix predicate (engine/prefix_groups.py)
         self._rows: dict[int, np.ndarray] = {}  # id -> handles of its later rows, for subscriptions of several rows
         self._checked_names: tuple | None = None  # the last event batch names found valid and without repeats
         self._pending_add: dict[int, list] = {}  # buffered single adds, validated (see add)
@@ -246,10 +250,16 @@ class Matcher:
 
     def _file(self, batch: SubscriptionBatch) -> None:
         """Intern and file a validated batch of new subscriptions."""
+        if len(batch) == 0:
+            return
+        batch = self._file_prefixes(batch)
         n = len(batch)
         if n == 0:
             return
-        self.derived.learn(batch.attribute_names)
+        names = batch.attribute_names
+        if any(a[0] == RESERVED_PREFIX for a in names):  # the derived attributes the index's rows use
+            names = [names[a] for a in np.unique(np.asarray(batch.attributes)).tolist()]
+        self.derived.learn(names)
         kinds = np.asarray(batch.kinds, dtype=np.int64)
         attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
         numbers = np.asarray(batch.numbers, dtype=np.float64)
@@ -275,6 +285,42 @@ class Matcher:
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = ids
         self._index.add_bulk(handles, off, pids)
+
+    def _file_prefixes(self, batch: SubscriptionBatch) -> SubscriptionBatch:
+        """File the subscriptions that are one ``prefix`` predicate in the prefix groups; the rest of ``batch``.
+
+        They need none of the index's machinery (docs/engine.md, "Prefix groups"); every algorithm
+        shares them.
+        """
+        names = batch.attribute_names
+        if not any(a[0] == RESERVED_PREFIX for a in names):
+            return batch
+        parsed = [parse_derived(a) for a in names]
+        prefix_attr = np.array([d is not None and d[0] == "prefix" for d in parsed], dtype=bool)
+        off = np.asarray(batch.offsets, dtype=np.int64)
+        first = off[:-1]
+        single = np.diff(off) == 1
+        d = batch.disjunct_flags()
+        alone = d == 0
+        alone[:-1] &= d[1:] == 0  # the subscription has no later row
+        attrs = np.asarray(batch.attributes, dtype=np.int64)
+        rows = np.flatnonzero(single & alone)
+        rows = rows[prefix_attr[attrs[first[rows]]]]
+        if not len(rows):
+            return batch
+        string_pos = np.cumsum(np.asarray(batch.kinds) == KIND_STRING) - 1
+        pairs = first[rows]
+        prefixes = [batch.strings[k] for k in string_pos[pairs].tolist()]
+        attributes = [parsed[a][1] for a in attrs[pairs].tolist()]  # type: ignore[index]
+        ids = np.asarray(batch.ids, dtype=np.int64)[rows]
+        handles = self.handles.take(len(rows))
+        self.id_table.insert(ids, handles)
+        self.handle_id = grow(self.handle_id, self.handles.high, 0)
+        self.handle_id[handles] = ids
+        self.prefixes.add(handles, ids, attributes, prefixes)
+        rest = np.ones(len(batch), dtype=bool)
+        rest[rows] = False
+        return take_subscriptions(batch, np.flatnonzero(rest))
 
     def _validate_batch(self, batch: SubscriptionBatch) -> None:
         batch.validate()
@@ -328,6 +374,15 @@ class Matcher:
 
     def _remove_found(self, ids: np.ndarray, h: np.ndarray) -> None:
         """Take out live subscriptions (distinct ids and their handles): index (and its predicate references), id table."""
+        if len(self.prefixes):
+            mine = self.prefixes.owns(h)
+            if mine.any():
+                self.prefixes.remove(h[mine], ids[mine])
+                self.id_table.delete(ids[mine])
+                self.handles.release(h[mine])
+                ids, h = ids[~mine], h[~mine]
+                if not len(ids):
+                    return
         if self._rows:
             later = [self._rows.pop(i) for i in ids.tolist() if i in self._rows]
             if later:
@@ -356,6 +411,11 @@ class Matcher:
                 self._checked_names = batch.attribute_names
         if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
             raise ValueError("EventBatch: an event carries the same attribute twice")
+        n_prefix = len(self.prefixes)
+        if n_prefix:
+            p_off, p_ids = self.prefixes.match(batch)
+            if n_prefix == len(self.id_table):  # nothing else is filed: the index would find nothing
+                return Matches(p_off, p_ids)
         if len(self.derived):
             batch = self.derived.derive_events(batch, self.strings.ids)
         ev = encode_batch(batch, self.attributes, self.strings)
@@ -363,6 +423,8 @@ class Matcher:
         off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)
         if self._rows:
             off, ids = distinct_per_event(off, ids)
+        if n_prefix:
+            off, ids = merge_matches(off, ids, p_off, p_ids)
         return Matches(off, ids)
 
     # -- clustering (static, dynamic) --------------------------------------
@@ -416,7 +478,10 @@ class Matcher:
         }
         p = self.preds.stats()
         ix = self._index.stats()
+        pg = self.prefixes.stats()
         out.update({k: v for k, v in p.items() if k != "memory_bytes"})
         out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
-        out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + self.id_table.nbytes + self.handle_id.nbytes)
+        out.update({k: v for k, v in pg.items() if k != "memory_bytes"})
+        out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + pg["memory_bytes"] + self.id_table.nbytes
+                                  + self.handle_id.nbytes)
         return out

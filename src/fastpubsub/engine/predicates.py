@@ -156,6 +156,8 @@ class PredicateTable:
         self.g_vals = np.zeros(0, dtype=np.float64)
         self.g_pids = np.zeros(0, dtype=np.int64)
         self.n_fields = 0
+        self.version = 0  # bumped whenever ids get new predicates
+        self.assigned: list[np.ndarray] | None = None  # the ids given new predicates, logged once a list (engine/direct.py)
 
     # -- insertion -----------------------------------------------------
     def intern(self, field: np.ndarray, op: np.ndarray, eqbits: np.ndarray) -> np.ndarray:
@@ -182,6 +184,9 @@ class PredicateTable:
             self.n_fields = max(self.n_fields, int(nf.max()) + 1)
             if np.any(no != OP_EQ):
                 self._dirty = True
+            self.version += 1
+            if self.assigned is not None:
+                self.assigned.append(final)
             return final
 
         return self.table.get_or_add(keys, assign)

@@ -103,8 +103,12 @@ class _Workload:
         # no equality: the presence-key and catch-all kernels run for these (as for the demo's hand-written ones)
         self.records.append((b"3002", codecs.encode_subscription(codecs.Subscription("ranges", [("a1", "<=", 3), ("a2", ">=", 30)]))))
         self.records.append((b"3003", codecs.encode_subscription(codecs.Subscription("ranges", [("a3", "!=", 1), ("a4", "<", 5)]))))
+        # one prefix predicate alone: the prefix groups' kernels (filing, walk and fill, and removal: 3006 goes)
+        for key, p in ((b"3004", "gr"), (b"3005", "g"), (b"3006", "groundhog")):
+            self.records.append((key, codecs.encode_subscription(codecs.Subscription("prefix", [("movie", "prefix", p)]))))
         self.events = [codecs.encode_event(e) for e in generate_events(spec, 500, seed=8).to_dicts()]
         self.events.append(b'{"a0": 1, "a1": "x", "a2": true}')
+        self.events.append(b'{"a0": 2, "movie": "groundhog day"}')
 
 
 def _subscription_decoder(w: _Workload) -> None:

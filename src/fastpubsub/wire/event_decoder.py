@@ -29,6 +29,8 @@ import numpy as np
 from fastpubsub.engine import EventBatch
 from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING
 
+from .avro_binary import gather_bytes, intern_name, utf8_ok, varint
+from .avro_binary import schema_id as framed_schema_id
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event
 
 _EVENT_SCHEMA_ID = SCHEMA_IDS["event"]
@@ -36,65 +38,6 @@ _FAST, _SLOW = 0, 1
 
 
 # --- the kernel -----------------------------------------------------------------
-
-
-@numba.njit(cache=True)
-def _varint(buf, pos, end):
-    """Zigzag varint (Avro int/long) at ``pos``: (value, new pos, ok)."""
-    result = np.uint64(0)
-    shift = np.uint64(0)
-    for i in range(10):
-        if pos >= end:
-            return np.int64(0), pos, False
-        b = np.uint64(buf[pos])
-        pos += 1
-        if i == 9 and b > np.uint64(1):  # more than 64 bits: leave it to fastavro's verdict
-            return np.int64(0), pos, False
-        result |= (b & np.uint64(0x7F)) << shift
-        if b < np.uint64(0x80):
-            value = np.int64(result >> np.uint64(1)) ^ -np.int64(result & np.uint64(1))
-            return value, pos, True
-        shift += np.uint64(7)
-    return np.int64(0), pos, False
-
-
-@numba.njit(cache=True)
-def _utf8_ok(buf, start, n):
-    """Strict UTF-8 (as Python's decoder: no overlongs, surrogates or code points > U+10FFFF)."""
-    i = start
-    end = start + n
-    while i < end:
-        c = buf[i]
-        if c < 0x80:
-            i += 1
-            continue
-        if 0xC2 <= c <= 0xDF:
-            need, lo, hi = 1, 0x80, 0xBF
-        elif c == 0xE0:
-            need, lo, hi = 2, 0xA0, 0xBF
-        elif 0xE1 <= c <= 0xEC or 0xEE <= c <= 0xEF:
-            need, lo, hi = 2, 0x80, 0xBF
-        elif c == 0xED:
-            need, lo, hi = 2, 0x80, 0x9F
-        elif c == 0xF0:
-            need, lo, hi = 3, 0x90, 0xBF
-        elif 0xF1 <= c <= 0xF3:
-            need, lo, hi = 3, 0x80, 0xBF
-        elif c == 0xF4:
-            need, lo, hi = 3, 0x80, 0x8F
-        else:
-            return False
-        if i + need >= end:
-            return False
-        b = buf[i + 1]
-        if b < lo or b > hi:
-            return False
-        for j in range(2, need + 1):
-            b = buf[i + j]
-            if b < 0x80 or b > 0xBF:
-                return False
-        i += need + 1
-    return True
 
 
 @numba.njit(cache=True)
@@ -130,61 +73,37 @@ def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
     m = 0
     for r in range(n):
         s, e = starts[r], ends[r]
-        if e - s < 5 or buf[s] != 0:
-            continue
-        sid = (np.int64(buf[s + 1]) << 24) | (np.int64(buf[s + 2]) << 16) | (np.int64(buf[s + 3]) << 8) | np.int64(buf[s + 4])
-        if sid != schema_id:
+        if framed_schema_id(buf, s, e) != schema_id:
             continue
         pos = s + 5
         m0 = m
         ok = True
         while ok:
-            count, pos, ok = _varint(buf, pos, e)
+            count, pos, ok = varint(buf, pos, e)
             if not ok or count == 0:
                 break
             if count < 0:
                 count = -count
-                _, pos, ok = _varint(buf, pos, e)  # block size in bytes
+                _, pos, ok = varint(buf, pos, e)  # block size in bytes
                 if not ok:
                     break
             for _j in range(count):
-                klen, pos, ok = _varint(buf, pos, e)
-                if not ok or klen <= 0 or klen > max_name_bytes or pos + klen > e or not _utf8_ok(buf, pos, klen):
+                klen, pos, ok = varint(buf, pos, e)
+                if not ok or klen <= 0 or klen > max_name_bytes or pos + klen > e or not utf8_ok(buf, pos, klen):
                     ok = False
                     break
-                h = np.uint64(14695981039346656037)
-                for i in range(pos, pos + klen):
-                    h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
-                slot = np.int64(h & np.uint64(mask))
-                aid = -1
-                while slots[slot] >= 0:
-                    cand = slots[slot]
-                    if name_hash[cand] == h and name_len[cand] == klen:
-                        same = True
-                        ns = name_start[cand]
-                        for i in range(klen):
-                            if buf[ns + i] != buf[pos + i]:
-                                same = False
-                                break
-                        if same:
-                            aid = cand
-                            break
-                    slot = (slot + 1) & mask
+                if buf[pos] == 0:  # a name starting with NUL is reserved: the per-record path says so
+                    ok = False
+                    break
+                aid, n_names = intern_name(buf, pos, klen, slots, mask, name_start, name_len, name_hash, n_names)
                 if aid < 0:
-                    if n_names == max_names:
-                        return status, rec[:0], attr[:0], kind[:0], number[:0], sstart[:0], slen[:0], name_start[:0], name_len[:0], True
-                    aid = n_names
-                    name_start[aid] = pos
-                    name_len[aid] = klen
-                    name_hash[aid] = h
-                    slots[slot] = aid
-                    n_names += 1
+                    return status, rec[:0], attr[:0], kind[:0], number[:0], sstart[:0], slen[:0], name_start[:0], name_len[:0], True
                 pos += klen
                 if seen[aid] == r:  # duplicate key: fastavro keeps the last value, in the first's place
                     ok = False
                     break
                 seen[aid] = r
-                branch, pos, ok = _varint(buf, pos, e)
+                branch, pos, ok = varint(buf, pos, e)
                 if not ok:
                     break
                 rec[m] = r
@@ -192,7 +111,7 @@ def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
                 slen[m] = -1
                 sstart[m] = 0
                 if branch == 0:
-                    v, pos, ok = _varint(buf, pos, e)
+                    v, pos, ok = varint(buf, pos, e)
                     kind[m] = 0
                     number[m] = np.float64(v)
                 elif branch == 1:
@@ -203,8 +122,8 @@ def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
                     number[m] = buf[pos:pos + 8].view(np.float64)[0]
                     pos += 8
                 elif branch == 2:
-                    ln, pos, ok = _varint(buf, pos, e)
-                    if not ok or ln < 0 or pos + ln > e or not _utf8_ok(buf, pos, ln):
+                    ln, pos, ok = varint(buf, pos, e)
+                    if not ok or ln < 0 or pos + ln > e or not utf8_ok(buf, pos, ln):
                         ok = False
                         break
                     kind[m] = 1
@@ -229,23 +148,6 @@ def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
         else:
             m = m0
     return status, rec[:m], attr[:m], kind[:m], number[:m], sstart[:m], slen[:m], name_start[:n_names], name_len[:n_names], False
-
-
-@numba.njit(cache=True)
-def _gather_bytes(buf, starts, lengths):
-    """Concatenate ``buf[starts[i]:starts[i]+lengths[i]]`` (length < 0: empty) with Arrow offsets."""
-    n = len(starts)
-    offsets = np.empty(n + 1, np.int64)
-    offsets[0] = 0
-    for i in range(n):
-        offsets[i + 1] = offsets[i] + max(lengths[i], 0)
-    out = np.empty(offsets[n], np.uint8)
-    for i in range(n):
-        o = offsets[i]
-        s = starts[i]
-        for j in range(max(lengths[i], 0)):
-            out[o + j] = buf[s + j]
-    return offsets, out
 
 
 # --- the result -------------------------------------------------------------------
@@ -278,7 +180,7 @@ class DecodedEvents:
     def event_batch(self) -> EventBatch:
         """The engine's format (one Python ``str`` per string value)."""
         is_string = self.kinds == KIND_STRING
-        offsets, data = _gather_bytes(self.buffer, self.string_start[is_string], self.string_length[is_string])
+        offsets, data = gather_bytes(self.buffer, self.string_start[is_string], self.string_length[is_string])
         raw = data.tobytes()
         strings = tuple(raw[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
         return EventBatch(self.attribute_names, self.offsets, self.attributes, self.kinds, self.numbers, strings)
@@ -287,7 +189,7 @@ class DecodedEvents:
         """Per pair, its string value as an Arrow ``string`` array (null for numbers and booleans)."""
         import pyarrow as pa
 
-        offsets, data = _gather_bytes(self.buffer, self.string_start, self.string_length)
+        offsets, data = gather_bytes(self.buffer, self.string_start, self.string_length)
         valid = pa.py_buffer(np.packbits(self.string_length >= 0, bitorder="little").tobytes())
         return pa.LargeStringArray.from_buffers(len(self.kinds), pa.py_buffer(offsets), pa.py_buffer(data), valid).cast(pa.string())
 

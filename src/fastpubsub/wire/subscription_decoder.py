@@ -33,7 +33,8 @@ from .codecs import (
     PatternDecodeError, PatternSubscription, Subscription, decode_any_subscription, is_aggregate_subscription,
     is_pattern_subscription,
 )
-from .event_decoder import _gather_bytes, _utf8_ok, _varint
+from .avro_binary import gather_bytes, intern_name, utf8_ok, varint
+from .avro_binary import schema_id as framed_schema_id
 
 _SUBSCRIPTION_SCHEMA_ID = SCHEMA_IDS["subscription"]
 OP_CODE = {op: i for i, op in enumerate(OPERATORS)}
@@ -111,36 +112,6 @@ def _operator(buf, pos, n):
 
 
 @numba.njit(cache=True)
-def _intern(buf, pos, n, slots, mask, name_start, name_len, name_hash, count):
-    """Index of the name buf[pos:pos+n] in an open-addressing table (FNV-1a), adding it if new; -1 if full."""
-    h = np.uint64(14695981039346656037)
-    for i in range(pos, pos + n):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
-    slot = np.int64(h & np.uint64(mask))
-    while slots[slot] >= 0:
-        cand = slots[slot]
-        if name_hash[cand] == h and name_len[cand] == n:
-            same = True
-            ns = name_start[cand]
-            for i in range(n):
-                if buf[ns + i] != buf[pos + i]:
-                    same = False
-                    break
-            if same:
-                return cand
-        slot = (slot + 1) & mask
-    if count[0] == len(name_start):
-        return -1
-    aid = count[0]
-    name_start[aid] = pos
-    name_len[aid] = n
-    name_hash[aid] = h
-    slots[slot] = aid
-    count[0] += 1
-    return aid
-
-
-@numba.njit(cache=True)
 def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id, max_names, max_attribute_bytes,
                     max_subscriber_bytes):
     """Decode every record whose key and value are plain and valid; mark the others for the slow path.
@@ -175,12 +146,12 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
     a_start = np.empty(max_names, np.int64)
     a_len = np.empty(max_names, np.int32)
     a_hash = np.empty(max_names, np.uint64)
-    a_count = np.zeros(1, np.int64)
+    a_count = 0
     s_slots = np.full(size, -1, np.int32)
     s_start = np.empty(max_names, np.int64)
     s_len = np.empty(max_names, np.int32)
     s_hash = np.empty(max_names, np.uint64)
-    s_count = np.zeros(1, np.int64)
+    s_count = 0
     m = 0
     for r in range(n):
         if not has_key[r]:
@@ -193,41 +164,41 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
         if s == e:
             status[r] = TOMBSTONE
             continue
-        if e - s < 5 or buf[s] != 0:
-            continue
-        schema = (np.int64(buf[s + 1]) << 24) | (np.int64(buf[s + 2]) << 16) | (np.int64(buf[s + 3]) << 8) | np.int64(buf[s + 4])
-        if schema != schema_id:
+        if framed_schema_id(buf, s, e) != schema_id:
             continue
         pos = s + 5
-        ln, pos, ok = _varint(buf, pos, e)
-        if not ok or ln <= 0 or ln > max_subscriber_bytes or pos + ln > e or not _utf8_ok(buf, pos, ln):
+        ln, pos, ok = varint(buf, pos, e)
+        if not ok or ln <= 0 or ln > max_subscriber_bytes or pos + ln > e or not utf8_ok(buf, pos, ln):
             continue
-        who = _intern(buf, pos, ln, s_slots, mask, s_start, s_len, s_hash, s_count)
+        who, s_count = intern_name(buf, pos, ln, s_slots, mask, s_start, s_len, s_hash, s_count)
         if who < 0:
             return status, ids, owner, until, has_until, since, has_since, rec[:0], attr[:0], op[:0], kind[:0], \
                 number[:0], sstart[:0], slen[:0], a_start[:0], a_len[:0], s_start[:0], s_len[:0], True
         pos += ln
         m0 = m
         while ok:
-            count, pos, ok = _varint(buf, pos, e)
+            count, pos, ok = varint(buf, pos, e)
             if not ok or count == 0:
                 break
             if count < 0:
                 count = -count
-                _, pos, ok = _varint(buf, pos, e)  # block size in bytes
+                _, pos, ok = varint(buf, pos, e)  # block size in bytes
                 if not ok:
                     break
             for _j in range(count):
-                klen, pos, ok = _varint(buf, pos, e)
-                if not ok or klen <= 0 or klen > max_attribute_bytes or pos + klen > e or not _utf8_ok(buf, pos, klen):
+                klen, pos, ok = varint(buf, pos, e)
+                if not ok or klen <= 0 or klen > max_attribute_bytes or pos + klen > e or not utf8_ok(buf, pos, klen):
                     ok = False
                     break
-                aid = _intern(buf, pos, klen, a_slots, mask, a_start, a_len, a_hash, a_count)
+                if buf[pos] == 0:  # a name starting with NUL is reserved: the per-record path says so
+                    ok = False
+                    break
+                aid, a_count = intern_name(buf, pos, klen, a_slots, mask, a_start, a_len, a_hash, a_count)
                 if aid < 0:
                     return status, ids, owner, until, has_until, since, has_since, rec[:0], attr[:0], op[:0], \
                         kind[:0], number[:0], sstart[:0], slen[:0], a_start[:0], a_len[:0], s_start[:0], s_len[:0], True
                 pos += klen
-                olen, pos, ok = _varint(buf, pos, e)
+                olen, pos, ok = varint(buf, pos, e)
                 if not ok or olen < 1 or olen > 2 or pos + olen > e:
                     ok = False
                     break
@@ -236,7 +207,7 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
                     ok = False
                     break
                 pos += olen
-                branch, pos, ok = _varint(buf, pos, e)
+                branch, pos, ok = varint(buf, pos, e)
                 if not ok:
                     break
                 rec[m] = r
@@ -245,7 +216,7 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
                 slen[m] = -1
                 sstart[m] = 0
                 if branch == 0:
-                    v, pos, ok = _varint(buf, pos, e)
+                    v, pos, ok = varint(buf, pos, e)
                     kind[m] = 0
                     number[m] = np.float64(v)
                 elif branch == 1:
@@ -260,8 +231,8 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
                     number[m] = x
                     pos += 8
                 elif branch == 2:
-                    vl, pos, ok = _varint(buf, pos, e)
-                    if not ok or vl < 0 or pos + vl > e or not _utf8_ok(buf, pos, vl):
+                    vl, pos, ok = varint(buf, pos, e)
+                    if not ok or vl < 0 or pos + vl > e or not utf8_ok(buf, pos, vl):
                         ok = False
                         break
                     kind[m] = 1
@@ -285,12 +256,12 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
             m = m0
             continue
         for which in range(2):  # valid_until, then valid_from: union of null and long
-            branch, pos, ok = _varint(buf, pos, e)
+            branch, pos, ok = varint(buf, pos, e)
             if not ok or branch < 0 or branch > 1:
                 ok = False
                 break
             if branch == 1:
-                t, pos, ok = _varint(buf, pos, e)
+                t, pos, ok = varint(buf, pos, e)
                 if not ok:
                     break
                 if which == 0:
@@ -310,7 +281,7 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
         status[r] = FAST
         owner[r] = who
     return status, ids, owner, until, has_until, since, has_since, rec[:m], attr[:m], op[:m], kind[:m], number[:m], \
-        sstart[:m], slen[:m], a_start[:a_count[0]], a_len[:a_count[0]], s_start[:s_count[0]], s_len[:s_count[0]], False
+        sstart[:m], slen[:m], a_start[:a_count], a_len[:a_count], s_start[:s_count], s_len[:s_count], False
 
 
 # --- the result -------------------------------------------------------------------
@@ -374,7 +345,7 @@ class DecodedSubscriptions:
         strings: tuple[str, ...] = ()
         if is_string.any():
             picked = pair[is_string]
-            soff, data = _gather_bytes(self.buffer, self.string_start[picked], self.string_length[picked])
+            soff, data = gather_bytes(self.buffer, self.string_start[picked], self.string_length[picked])
             raw = data.tobytes()
             cache: dict[bytes, str] = {}
             strings = tuple(cache.get(b) or cache.setdefault(b, b.decode("utf-8", "surrogatepass"))

@@ -1,0 +1,228 @@
+"""Packed lists with direct predicate tests (engine/packed.py, engine/direct.py): static and dynamic over sparse
+attributes without a bit vector filled per event."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import naive
+from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine.direct import scan_list_direct
+from fastpubsub.engine import packed
+from fastpubsub.engine.packed import PACKED, packed_heads, scan_packed
+from fastpubsub.engine.encoding import encode_batch
+from fastpubsub.engine.sparse_workload import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
+from fastpubsub.engine.statistics import AttributeStats, EventStatistics
+from random_workload import random_subscriptions
+
+OPERATORS_SPEC = SPARSE_PRESETS["opindex-operators"]
+
+
+def sparse_statistics(n: int) -> EventStatistics:
+    return EventStatistics(event_count=10_000, source="snapshot", attributes={
+        f"a{i}": AttributeStats(presence=min(1.0, 40 / n * (1 + (i % 7))), distinct=50) for i in range(n)})
+
+
+def random_events(n: int, seed: int) -> list[dict]:
+    """Events over random_workload's attributes with values of every kind (some not comparable with the predicates)."""
+    import random
+
+    from random_workload import ATTRIBUTES, _value
+    rng = random.Random(seed)
+    return [{a: _value(rng, ATTRIBUTES[a]) for a in rng.sample(sorted(ATTRIBUTES), rng.randint(1, 6))}
+            for _ in range(n)]
+
+
+def test_options_and_the_automatic_choice():
+    assert Matcher("dynamic", lists="packed").stats()["lists"] == "packed"
+    assert Matcher("static", lists="clusters").stats()["lists"] == "clusters"
+    assert Matcher("dynamic").stats()["lists"] == "clusters"  # no predicate yet: a few fields
+    with pytest.raises(ValueError, match="lists"):
+        Matcher("dynamic", lists="flat")
+    m = Matcher("dynamic")
+    m.set_statistics(sparse_statistics(3000))
+    m.add_bulk(generate_sparse_subscriptions(replace(OPERATORS_SPEC, n_attributes=3000), 2000, seed=1))
+    assert m.stats()["lists"] == "packed"  # thousands of fields
+    m.match({"a1": 3})
+    assert m.stats()["packed_keys"] > 1000
+    # thousands of fields but equalities only (the eBay-like catalogue): phase 1 is its equality probes, no packing
+    e = Matcher("dynamic")
+    e.add_bulk(generate_sparse_subscriptions(SPARSE_PRESETS["ebay"], 3000, seed=1))
+    assert e.preds.n_fields >= 4096 and e.stats()["lists"] == "clusters"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31 - 1), st.sampled_from(["static", "dynamic"]), st.sampled_from([0, 4]),
+       st.sampled_from([(True, "auto"), (False, "scan"), (False, "bitmaps")]))
+def test_every_operator_and_value_kind_agree_with_the_oracle(seed, algorithm, runs, catch_all):
+    """Packed lists forced on a small workload of every operator (lowered ones too) and kind, runs on or off, the
+    catch-all scanned (packed when short) or on the bit-parallel path; some lists too long to pack."""
+    subs = random_subscriptions(300, seed)
+    events = random_events(60, seed + 1)
+    presence, mode = catch_all
+    m = Matcher(algorithm, lists="packed", runs=runs, presence=presence, catch_all=mode)
+    o = OracleMatcher()
+    for sid, sub in subs:
+        m.add(sid, sub.predicates)
+        o.add(sid, sub.predicates)
+    assert [r.tolist() for r in m.match_batch(events)] == [r.tolist() for r in o.match_batch(events)]
+
+
+@pytest.mark.parametrize("algorithm", ["static", "dynamic"])
+def test_thousands_of_sparse_attributes_every_operator_as_the_bit_vector_and_the_oracle(algorithm):
+    spec = replace(OPERATORS_SPEC, n_attributes=3000, event_size=(20, 60))
+    subs = generate_sparse_subscriptions(spec, 4000, seed=3)
+    events = generate_sparse_events(spec, 120, seed=4)
+    o = OracleMatcher()
+    for sid, sub in subs.to_lists():
+        o.add(sid, sub)
+    want = [r.tolist() for r in o.match_batch(events.to_dicts())]
+    assert sum(map(len, want)) > 100
+    for lists in ("auto", "clusters"):
+        m = Matcher(algorithm, lists=lists)
+        m.set_statistics(sparse_statistics(3000))
+        m.add_bulk(subs)
+        assert m.stats()["lists"] == ("packed" if lists == "auto" else "clusters")
+        assert [r.tolist() for r in m.match_encoded(events).split()] == want
+
+
+def test_changes_between_batches_are_seen():
+    """Blocks are repacked when their lists change, and rebuilt when new strings shift the order codes; the
+    predicate rows when predicates are added (ids recycled)."""
+    m = Matcher("dynamic", lists="packed")
+    o = OracleMatcher()
+    both = lambda f, *a: (getattr(m, f)(*a), getattr(o, f)(*a))  # noqa: E731
+    both("add", 1, [("s", "<", "m"), ("x", ">=", 2)])
+    both("add", 2, [("s", "!=", "c")])
+    events = [{"s": "d", "x": 3}, {"s": "c", "x": 1}, {"s": "z"}]
+    assert [r.tolist() for r in m.match_batch(events)] == [r.tolist() for r in o.match_batch(events)]
+    both("remove", 1)
+    both("add", 3, [("s", ">", "ca"), ("s", "<", "cb")])  # new strings between existing ones: codes change
+    both("add", 4, [("x", "<=", 2.5), ("y", "=", True)])
+    events += [{"s": "caa", "x": 2}, {"s": "cb", "y": True, "x": 2.5}, {"s": "ca", "y": False}]
+    assert [r.tolist() for r in m.match_batch(events)] == [r.tolist() for r in o.match_batch(events)]
+
+
+def test_the_cluster_scan_is_the_naive_direct_scan():
+    """:func:`scan_list_direct` on every list an event could reach, against tests/naive.py."""
+    spec = replace(OPERATORS_SPEC, n_attributes=200, event_size=(10, 40))
+    m = Matcher("dynamic", lists="packed", runs=4)
+    m.set_statistics(sparse_statistics(200))
+    m.add_bulk(generate_sparse_subscriptions(spec, 3000, seed=5))
+    m.flush()
+    m.preds.prepare()
+    ix = m.index
+    store = ix.store.arrays()
+    dp, sc = ix.direct.arrays(), ix.direct.scratch()
+    ev = encode_batch(generate_sparse_events(spec, 12, seed=6), m.attributes, m.strings).arrays()
+    heads = [int(h) for h in store.key_head if h >= 0]
+    checked = 0
+    for e in range(len(ev.offsets) - 1):
+        pairs = {}
+        for j in range(ev.offsets[e], ev.offsets[e + 1]):
+            f = int(ev.field[j])
+            if 0 <= f < len(sc.slot):
+                pairs[f] = (float(ev.code[j]), int(ev.eqbits[j]))
+                sc.slot[f, 0], sc.slot[f, 1], sc.slot_f[f, 2] = e, ev.eqbits[j], ev.code[j]
+        for h in heads:
+            out, n = scan_list_direct(h, store, dp.row, dp.row_f, sc.slot, sc.slot_f, e, np.empty(4, np.int64), 0)
+            want = naive.direct_scan(m.preds, store, h, pairs)
+            assert out[:n].tolist() == want
+            checked += len(want)
+        for f in pairs:
+            sc.slot[f, 0] = -1
+    assert checked > 50
+
+
+def test_packed_blocks_are_the_naive_direct_scan_of_their_lists():
+    """Every packed block holds its list's entries (:func:`scan_packed` = the naive scan of the clusters), through
+    inserts and deletes between batches."""
+    spec = replace(OPERATORS_SPEC, n_attributes=200, event_size=(10, 40))
+    m = Matcher("dynamic", lists="packed")
+    m.set_statistics(sparse_statistics(200))
+    m.add_bulk(generate_sparse_subscriptions(spec, 2000, seed=7))
+    events = generate_sparse_events(spec, 10, seed=8)
+    m.match_encoded(events)
+    m.remove_bulk(np.arange(0, 2000, 3))
+    m.add_bulk(generate_sparse_subscriptions(spec, 500, seed=9, first_id=5000))
+    m.flush()
+    m.match_encoded(events)
+    ix = m.index
+    store, packed = ix.store.arrays(), ix.packed.arrays()
+    sc = ix.direct.scratch()
+    ev = encode_batch(events, m.attributes, m.strings).arrays()
+    keys = np.flatnonzero((packed.start >= 0) & (store.key_head[: len(packed.start)] >= 0))
+    assert len(keys) > 100
+    probe = np.zeros((len(keys), 3), dtype=np.int64)
+    probe[:, 0], probe[:, 1] = keys, -3  # known keys (engine.probing.KNOWN_KEY)
+    packed_heads(probe, len(keys), ix.keys.arrays(ix.sch_fields), store, packed.start, packed.data)
+    assert np.all(probe[:, 1] == PACKED)
+    for e in range(len(ev.offsets) - 1):
+        pairs = {}
+        for j in range(ev.offsets[e], ev.offsets[e + 1]):
+            f = int(ev.field[j])
+            if 0 <= f < len(sc.slot):
+                pairs[f] = (float(ev.code[j]), int(ev.eqbits[j]))
+                sc.slot[f, 0], sc.slot[f, 1], sc.slot_f[f, 2] = e, ev.eqbits[j], ev.code[j]
+        for t, q in enumerate(keys.tolist()):
+            out, n = scan_packed(packed.data, packed.data_f, probe[t, 2], sc.slot, sc.slot_f, e, np.empty(4, np.int64), 0)
+            assert sorted(out[:n].tolist()) == sorted(naive.direct_scan(m.preds, store, int(store.key_head[q]), pairs))
+        for f in pairs:
+            sc.slot[f, 0] = -1
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31 - 1), st.lists(st.sampled_from(["add", "remove", "match"]), min_size=4, max_size=10))
+def test_inserts_and_deletes_interleaved_with_matching_agree_with_the_oracle(seed, steps):
+    """Changed lists repacked between batches (and the blocks rebuilt once the abandoned ones dominate)."""
+    spec = replace(OPERATORS_SPEC, n_attributes=60, event_size=(5, 30), subscription_size=(1, 4))
+    rng = np.random.default_rng(seed)
+    m = Matcher("dynamic", lists="packed")
+    m.set_statistics(sparse_statistics(60))
+    slack, packed.REPACK_SLACK = packed.REPACK_SLACK, 0  # rebuilt as soon as abandoned blocks outweigh live ones
+    try:
+        _interleave(m, spec, rng, steps)
+    finally:
+        packed.REPACK_SLACK = slack
+
+
+def _interleave(m, spec, rng, steps):
+    o = OracleMatcher()
+    next_id = 0
+    for step in steps:
+        if step == "add":
+            batch = generate_sparse_subscriptions(spec, int(rng.integers(20, 300)), seed=int(rng.integers(1 << 30)),
+                                                  first_id=next_id)
+            next_id += batch.n_subscriptions
+            m.add_bulk(batch)
+            for sid, sub in batch.to_lists():
+                o.add(sid, sub)
+        elif step == "remove" and len(o):
+            live = np.array([s for s in range(next_id) if s in o], dtype=np.int64)
+            gone = rng.choice(live, size=max(1, len(live) // 2), replace=False)
+            m.remove_bulk(gone)
+            for sid in gone.tolist():
+                o.remove(sid)
+        events = generate_sparse_events(spec, 10, seed=int(rng.integers(1 << 30)))
+        assert [r.tolist() for r in m.match_encoded(events).split()] == [r.tolist() for r in
+                                                                         o.match_batch(events.to_dicts())]
+
+
+def test_a_saved_matcher_packs_again_after_loading():
+    """engine/structure.py's dump leaves the blocks and rows out; the loaded matcher rebuilds them and agrees."""
+    from fastpubsub.engine import dump_index, load_index
+    spec = replace(OPERATORS_SPEC, n_attributes=3000, event_size=(20, 60))
+    m = Matcher("dynamic")
+    m.set_statistics(sparse_statistics(3000))
+    m.add_bulk(generate_sparse_subscriptions(spec, 4000, seed=11))
+    events = generate_sparse_events(spec, 50, seed=12)
+    want = [r.tolist() for r in m.match_encoded(events).split()]
+    assert m.stats()["packed_keys"] > 0
+    blob = dump_index(m)
+    loaded = load_index(blob)
+    assert loaded.index.packed.used == 0
+    assert [r.tolist() for r in loaded.match_encoded(events).split()] == want
+    assert loaded.stats()["packed_keys"] == m.stats()["packed_keys"]
