@@ -132,5 +132,9 @@ def test_calibration_measures_every_constant_and_saves_where_the_matcher_looks(t
     calibration.main(["--repeat", "1", "--save"])
     printed = json.loads(capsys.readouterr().out.split("saved to")[0])
     model = calibrated_model()
-    assert model.as_dict() == printed and json.loads(path.read_text()) == printed
+    from fastpubsub.engine.costmodel.runs import calibrated_run_costs, run_costs_path
+
+    runs = calibrated_run_costs()
+    assert {**model.as_dict(), **runs.as_dict()} == printed and json.loads(path.read_text()) == model.as_dict()
+    assert json.loads(run_costs_path().read_text()) == runs.as_dict() and runs.K_run > 0 and runs.K_l > 0
     assert model.K_r > 0 and model.C_h > 0 and model.K_c > 0 and model.K_h >= 0

@@ -258,8 +258,8 @@ def test_scan_options_an_algorithm_does_not_have_are_refused(algorithm, options,
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_runs_off_is_every_algorithms_default(algorithm):
-    """``runs=0`` is accepted everywhere, so a caller (the processor) can always pass its setting."""
+def test_runs_off_is_accepted_by_every_algorithm(algorithm):
+    """``runs=0`` (plain clusters) is accepted everywhere; static and dynamic keep runs by default (test_costmodel_runs.py)."""
     m = Matcher(algorithm, runs=0)
     m.add(1, [("a", "=", 1)])
     assert m.match({"a": 1}).tolist() == [1]

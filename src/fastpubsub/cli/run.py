@@ -69,10 +69,10 @@ class ShardType(click.ParamType):
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default="dynamic", show_default=True,
               help="Matching algorithm (docs/engine.md): dynamic adapts its hash tables to the subscriptions and "
                    "the event statistics; the others are for comparison.")
-@click.option("--runs", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--runs", type=click.IntRange(min=0), default=None,
               help=f"static/dynamic: keep clusters of at least this many subscriptions sorted, with a run index "
-                   f"(0: off; {RUN_MIN} is the tested value).  Faster on large, stable populations, slower under "
-                   f"heavy churn (docs/clustering.md, \"Runs\").")
+                   f"(default {RUN_MIN}; 0: the paper's plain clusters).  The cost model prices indexed lists "
+                   f"(docs/clustering.md, \"Runs\").")
 @click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
               help="Consumer group session timeout (a join takes about half of it on Tansu).")
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")

@@ -18,11 +18,12 @@ from fastpubsub.processor.warmup import STEPS, clear_cache, warm_up
 @click.option("--algorithm", "algorithms", multiple=True, type=click.Choice((*ALGORITHMS, "all")),
               default=("dynamic",), show_default=True,
               help="Matcher algorithm to compile for (the processor's --algorithm); repeatable, or 'all'.")
-@click.option("--runs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="The processor's --runs (sorted runs in clusters of at least this many entries; 0: off).")
+@click.option("--runs", type=click.IntRange(min=0), default=None,
+              help="The processor's --runs (sorted runs in clusters of at least this many entries; default the "
+                   "engine's, 0: off).")
 @click.option("--clear", is_flag=True, help="Delete this installation's compiled kernels first (after editing a "
                                             "kernel of a checkout, numba may not notice a change in a called function).")
-def warmup(algorithms: tuple[str, ...], runs: int, clear: bool) -> None:
+def warmup(algorithms: tuple[str, ...], runs: int | None, clear: bool) -> None:
     """Compile the matching kernels ahead, so that the first run matches its first events at once.
 
     numba compiles each kernel on first use and caches the machine code on

@@ -22,8 +22,8 @@ end of the arena with doubled capacity; the holes left behind are reclaimed
 by :meth:`ClusterStore.compact` once they outweigh the live data.  The same
 store holds the counting algorithm's per-predicate subscription lists.
 
-*Runs* (ours, not in the paper; ``ClusterStore(runs=RUN_MIN)``, an option of
-static and dynamic, off by default).  A cluster's first ``c_sorted`` entries are kept sorted by
+*Runs* (ours, not in the paper; ``ClusterStore(runs=RUN_MIN)``, the default of
+static and dynamic; ``runs=0`` gives the paper's plain clusters).  A cluster's first ``c_sorted`` entries are kept sorted by
 their first column, and two more rows list the distinct first-column
 predicates of that prefix and where each run of equal ones starts.  The scan
 then tests one bit per run instead of one per entry, which bounds the cost

@@ -35,13 +35,14 @@ from numba import njit
 from .access_keys import CATCH_ALL, AccessKeys
 from .batch import clustered_kernel
 from .catchall import CatchAllPath
-from .cluster_store import OP_RANK, ClusterStore, order_columns
+from .cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns
 from .costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
                                   unpack_rows, unpack_schema)
 from .costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration
 from .costmodel.model import CostModel
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.probabilities import EventProbabilities
+from .costmodel.runs import FILING_TOLERANCE, RunCosts, calibrated_run_costs, pricing_for, typical_pi
 from .direct import DirectTable
 from .packed import LIST_MODES, PackedLists, expected_satisfied, packed_events, use_packed
 from .idpool import grow
@@ -141,9 +142,11 @@ class ClusteredIndex:
     """Subscriptions filed under single or conjunctive equality access keys (sections 3 and 4).
 
     ``probabilities`` gives nu of equality predicates and mu of field sets
-    under the current event statistics.  ``runs`` (0: off, the default) keeps
-    clusters of that many entries or more sorted into runs
-    (engine/cluster_store.py; ``Matcher("dynamic", runs=RUN_MIN)``).  This
+    under the current event statistics.  ``runs`` keeps clusters of that
+    many entries or more sorted into runs (engine/cluster_store.py; the
+    matcher's factory passes ``RUN_MIN`` unless told ``runs=0``, the paper's
+    plain clusters), and the cost model then prices indexed lists
+    (engine/costmodel/runs.py).  This
     class files new subscriptions under the configured schema best for each;
     :class:`StaticIndex` and :class:`DynamicIndex` decide the configuration.
     """
@@ -151,9 +154,11 @@ class ClusteredIndex:
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: EventProbabilities, *,
                  prefetch_columns: int = PREFETCH_COLUMNS, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD,
                  max_space: float | None = None, runs: int = 0, presence: bool = True, catch_all: str = "auto",
-                 lists: str = "auto") -> None:
+                 lists: str = "auto", run_costs: RunCosts | None = None) -> None:
         self.preds = preds
         self.model = model
+        self.run_costs = run_costs or calibrated_run_costs()
+        self.filing_tolerance = FILING_TOLERANCE if runs else 1.0  # nu this close is a tie (engine/costmodel/runs.py)
         self.probabilities = probabilities
         self.max_space = max_space
         self.keys = AccessKeys()
@@ -312,7 +317,7 @@ class ClusteredIndex:
     def insert(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File new subscriptions under the configured schema that is best for each (section 4)."""
         prof, _ = self.profile(off, pids)
-        key, _, _ = best_assignment(prof, self.config())
+        key, _, _ = best_assignment(prof, self.config(), tol=self.filing_tolerance)
         self.file(handles, off, pids, key)
 
     def predicates_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -402,7 +407,7 @@ class ClusteredIndex:
         """Per handle: the configured schema of smallest nu it could be filed under, and that nu (section 3.2)."""
         off, pids = self.predicates_of(handles)
         prof, _ = self.profile(off, pids)
-        key, nu, _ = best_assignment(prof, self.config())
+        key, nu, _ = best_assignment(prof, self.config(), tol=self.filing_tolerance)
         return key, nu
 
     def potential_schemas(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -421,6 +426,21 @@ class ClusteredIndex:
         saved = (probs.min(axis=1) - self.key_nu(live)) * self.keys.refs[live] if len(live) else np.zeros(0)
         return self.key_schema(live), saved
 
+    def conjunction_fallbacks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per live conjunction key: the key, its schema, and its predicate of smallest nu (the single-predicate list it falls back to)."""
+        live = self.live_keys()
+        live = live[self.keys.members[live, 1] >= 0]
+        members = self.keys.members[live]
+        probs = np.where(members >= 0, self.pred_prob[np.maximum(members, 0)], np.inf)
+        fallback = members[np.arange(len(live)), np.argmin(probs, axis=1)] if len(live) else np.zeros(0, np.int64)
+        return live, self.key_schema(live), fallback
+
+    def single_keys(self, pids: np.ndarray) -> np.ndarray:
+        """The single-predicate access key of each predicate (-1: none yet)."""
+        pk = self.keys.pred_key
+        pids = np.asarray(pids, dtype=np.int64)
+        return np.where(pids < len(pk), pk[np.minimum(pids, len(pk) - 1)], -1)
+
     def filed_schema(self, handles: np.ndarray) -> np.ndarray:
         """Packed schema each handle is filed under (0: catch-all)."""
         return self.key_schema(self.store.key_of(handles))
@@ -435,7 +455,8 @@ class ClusteredIndex:
             return {"schemas": 0, "moved": 0}
         off, pids = self.unfile(handles)
         prof, _ = self.profile(off, pids)
-        cfg = greedy_configuration(prof, self.mu, self.model, max_space=self.max_space)
+        cfg = greedy_configuration(prof, self.mu, self.model, max_space=self.max_space, pricing=pricing_for(self),
+                                   pi=typical_pi(self))
         self.set_schemas(cfg.multi)
         self.file(handles, off, pids, cfg.key)
         self.moved += len(handles)
@@ -594,7 +615,7 @@ class DynamicIndex(ClusteredIndex):
 def make_clustering(cls: type[ClusteredIndex]):
     """The factory of ``Matcher("static")`` / ``Matcher("dynamic")``: scan options and ``runs``."""
     def make(ctx: IndexContext, **options) -> ClusteredIndex:
-        runs = options.pop("runs", 0)
+        runs = options.pop("runs", RUN_MIN)
         if not isinstance(runs, (int, np.integer)) or runs < 0:
             raise ValueError(f"runs must be a non-negative integer (0: off), not {runs!r}")
         presence = options.pop("presence", True)

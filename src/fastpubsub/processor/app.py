@@ -76,7 +76,7 @@ class ProcessorConfig:
     session_timeout_ms: int = 6000
     progress_interval: float = 5.0
     algorithm: str = "dynamic"
-    runs: int = 0  # static/dynamic: clusters of this many entries keep sorted runs (0: off; engine RUN_MIN)
+    runs: int | None = None  # static/dynamic: clusters of this many entries keep sorted runs (0: off; None: engine RUN_MIN)
     transactional_id: str | None = None  # default: a stable per-host slot (processor.instance)
     client_config: dict[str, Any] = field(default_factory=dict)  # the -X settings of every Kafka client
     max_valid_events: int = 100_000  # the valid-event store's bounds (engine ValidEventStore)

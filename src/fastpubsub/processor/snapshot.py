@@ -141,7 +141,7 @@ class Prefetch:
         return result
 
 
-def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int = 0,
+def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEventStore, runs: int | None = None,
          shard: Shard = UNSHARDED, prefetched: Prefetch | None = None) -> Snapshot:
     """Load the snapshot of ``directory`` into a new state and ``store``; ``SnapshotError`` says why it cannot be.
 
@@ -188,7 +188,7 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
     return Snapshot(state, store, offsets, meta)
 
 
-def _index(arrays: Any, meta: dict[str, Any], algorithm: str, runs: int) -> tuple[Any, str | None]:
+def _index(arrays: Any, meta: dict[str, Any], algorithm: str, runs: int | None) -> tuple[Any, str | None]:
     """The snapshot's built index if this processor can use it as it is, else (None, why not)."""
     info = meta.get("index")
     if info is None or INDEX not in arrays.files:

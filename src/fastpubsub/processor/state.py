@@ -40,7 +40,7 @@ def _next_offsets(msgs: list[Message]) -> dict[int, int]:
 
 
 class ProcessorState:
-    def __init__(self, algorithm: str = "dynamic", runs: int = 0, max_valid_events: int = 100_000,
+    def __init__(self, algorithm: str = "dynamic", runs: int | None = None, max_valid_events: int = 100_000,
                  max_valid_event_bytes: int = 256 << 20, snapshot_dir: str | None = None,
                  snapshot_every: float = 300.0, snapshot_changes: int = 100_000, shard: Shard = UNSHARDED) -> None:
         self.algorithm, self.runs, self.shard = algorithm, runs, shard

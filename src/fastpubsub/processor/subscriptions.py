@@ -67,8 +67,8 @@ class Applied:
 class SubscriptionState:
     """What the processor matches against."""
 
-    def __init__(self, algorithm: str = "dynamic", runs: int = 0, shard: Shard = UNSHARDED) -> None:
-        self.matcher = Matcher(algorithm, runs=runs)
+    def __init__(self, algorithm: str = "dynamic", runs: int | None = None, shard: Shard = UNSHARDED) -> None:
+        self.matcher = Matcher(algorithm) if runs is None else Matcher(algorithm, runs=runs)
         self.runs = runs
         self.index_loaded = False  # the matcher came built from a snapshot (engine.structure), not from a bulk load
         self.shard = shard  # only the ids it owns are held; the other shards' records are skipped
@@ -223,7 +223,7 @@ class SubscriptionState:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int = 0,
+    def from_arrays(cls, arrays: Any, algorithm: str = "dynamic", runs: int | None = None,
                     shard: Shard = UNSHARDED, matcher: Matcher | None = None) -> "SubscriptionState":
         """The state :meth:`to_arrays` wrote; ``ValueError`` if inconsistent.
 

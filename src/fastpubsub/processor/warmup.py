@@ -86,7 +86,7 @@ class _Workload:
     """What the steps share: a small W0 sample, encoded as on the topics, and the state built from it."""
 
     algorithm: str
-    runs: int
+    runs: int | None
     records: list[tuple[bytes, bytes]] = field(default_factory=list)
     events: list[bytes] = field(default_factory=list)
     state: SubscriptionState | None = None
@@ -171,7 +171,7 @@ class Report:
     steps: int
 
 
-def warm_up(algorithms: tuple[str, ...] = ("dynamic",), steps: tuple[str, ...] = STEPS, runs: int = 0,
+def warm_up(algorithms: tuple[str, ...] = ("dynamic",), steps: tuple[str, ...] = STEPS, runs: int | None = None,
             on_step: Callable[[int, int, str], None] | None = None,
             on_compile: Callable[[int, int, str, str, int], None] | None = None) -> Report:
     """Run ``steps`` for each algorithm; callbacks: ``on_step(done, total, name)`` after each step,

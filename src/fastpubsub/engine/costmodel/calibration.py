@@ -8,7 +8,8 @@ sizes that do not fit in cache, the way the matcher meets them:
 * ``K_r``: per configured schema, the test that the event carries its first
   field (the loop over the configuration every event pays);
 * ``C_h``, ``K_h``: probes of a large conjunction table with 2 and 3 fields
-  (the difference is ``K_h``, one more field to read and hash).
+  (the difference is ``K_h``, one more field to read and hash);
+* ``K_run``, ``K_l``: the price of a list with a run index (engine/costmodel/runs.py).
 
 ``python -m fastpubsub.engine.costmodel.calibration`` prints the measured model; ``--save`` also
 writes it where :func:`engine.costmodel.model.calibrated_model` finds it.  Best of
@@ -27,6 +28,7 @@ from numba import njit
 from ..hashtable import HashTable, ht_find3
 from ..scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, scan_dispatch
 from .model import CostModel, save_model
+from .runs import measure_run_costs, save_run_costs
 
 
 @njit(cache=True)
@@ -114,9 +116,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--save", action="store_true", help="write the model where calibrated_model() looks first")
     args = ap.parse_args(argv)
     model = measure(args.repeat)
-    print(json.dumps(model.as_dict(), indent=2))
+    runs = measure_run_costs(args.repeat)
+    print(json.dumps({**model.as_dict(), **runs.as_dict()}, indent=2))
     if args.save:
-        print(f"saved to {save_model(model)}")
+        print(f"saved to {save_model(model)} and {save_run_costs(runs)}")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,34 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from .constants import (EMPTY_SCHEMA as CATCH_ALL, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, presence_schema,
+from .constants import (EMPTY_SCHEMA as CATCH_ALL, FIELD_BITS, FIELD_MASK, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, presence_schema,
                         unpack_schema)
 from .model import space_cost
+from .runs import FILING_TOLERANCE, candidate_benefits, enumerate_dest, tuples_fit
+
+
+@njit(cache=True)
+def row_tuples(off, attr, value, schemas):
+    """Per row: the packed tuple of its predicates on the fields of its schema (the list it is in)."""
+    n = off.shape[0] - 1
+    out = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        key = schemas[i]
+        if key <= 0:
+            out[i] = key
+            continue
+        t = np.int64(0)
+        m = 0
+        for j in range(off[i], off[i + 1]):
+            k = key
+            while k:
+                if (k & FIELD_MASK) - 1 == attr[j]:
+                    t |= np.int64(value[j]) << (21 * m)
+                    m += 1
+                    break
+                k >>= FIELD_BITS
+        out[i] = t
+    return out
 
 __all__ = ["CATCH_ALL", "Configuration", "EqualityProfile", "MAX_SCHEMA", "best_assignment", "enumerate_multi",
            "fold_presence", "greedy_configuration", "pack_schema", "unpack_schema"]
@@ -127,11 +152,15 @@ def _subset(attr, prob, j1, j2, j3):
 
 
 @njit(cache=True)
-def _best_assignment(off, attr, prob, config, max_schema):
+def _best_assignment(off, attr, prob, config, max_schema, tol=1.0):
     """Per subscription: the configured schema of smallest nu contained in A(s) (0: catch-all).
 
     Ties go to the shorter schema (cheaper to probe, fewer columns saved but
-    the same number of checks).
+    the same number of checks).  With ``tol`` > 1, nu within that factor of
+    the best so far is a tie, which keeps the earlier one (lower fields): with
+    runs, measured probabilities that differ by sampling noise must not
+    scatter subscriptions from one long indexed list over many short ones
+    (engine/costmodel/runs.py).
     """
     n = off.shape[0] - 1
     best_key = np.zeros(n, dtype=np.int64)
@@ -145,7 +174,11 @@ def _best_assignment(off, attr, prob, config, max_schema):
                     ok, key, nu, length = _subset(attr, prob, j1, j2 if j2 > j1 else -1, j3 if j3 > j2 else -1)
                     if not ok or _find(config, key) < 0:
                         continue
-                    if nu < best_nu[i] or (nu == best_nu[i] and (best_key[i] == 0 or length < best_len[i])):
+                    if tol > 1.0:
+                        better = nu * tol < best_nu[i] or (best_key[i] == 0 and nu <= best_nu[i])
+                    else:
+                        better = nu < best_nu[i] or (nu == best_nu[i] and (best_key[i] == 0 or length < best_len[i]))
+                    if better:
                         best_nu[i] = nu
                         best_key[i] = key
                         best_len[i] = length
@@ -179,7 +212,7 @@ def enumerate_multi(off, attr, prob, max_schema):
     return rows[:w], keys[:w], nus[:w], lens[:w]
 
 
-def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: int = MAX_SCHEMA):
+def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: int = MAX_SCHEMA, tol: float = 1.0):
     """The best clustering instance for ``config`` (section 3.2).
 
     Returns ``(key, nu, length)`` per subscription: the packed schema it is
@@ -188,7 +221,8 @@ def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: in
     stands for.
     """
     config = np.unique(np.asarray(config, dtype=np.int64))
-    return fold_presence(profile, *_best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema))
+    return fold_presence(profile, *_best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema,
+                                                    tol))
 
 
 @dataclass
@@ -217,6 +251,8 @@ def greedy_configuration(
     min_support: int = 2,
     seed: int = 0,
     margin: float = SAFETY_MARGIN,
+    pricing=None,
+    pi: float = 1.0,
 ) -> Configuration:
     """The greedy algorithm of section 3.2.
 
@@ -232,6 +268,11 @@ def greedy_configuration(
     only if the checks it saves are worth ``margin`` times its per-event cost:
     the same safety margin as the dynamic algorithm's ``Bcreate``
     (engine/costmodel/maintenance.py), for the cluster visits the model leaves out.
+    With ``pricing`` (a :class:`engine.costmodel.runs.RunPricing`: the store
+    keeps runs) the checks a schema saves are those of the lists it empties
+    against the lists it fills, each priced with its run index
+    (:func:`engine.costmodel.runs.candidate_benefits`; ``pi``: probability of
+    a list's first column).
     """
     if not 1 <= max_schema <= MAX_SCHEMA:
         raise ValueError(f"max_schema must be in 1..{MAX_SCHEMA}")
@@ -246,8 +287,9 @@ def greedy_configuration(
     scale = n / len(rows)
 
     config = singles.copy()
+    tol = FILING_TOLERANCE if pricing is not None else 1.0
     _, cur_nu, cur_len = fold_presence(sample, *_best_assignment(sample.offsets, sample.attr, sample.prob, config,
-                                                                 max_schema))
+                                                                 max_schema, tol))
     base_space = space_cost(model, np.zeros(0), sample.size, cur_len) * scale  # the single-field clustering
     limit = 4.0 * base_space if max_space is None else float(max_space)
     space = base_space
@@ -265,10 +307,25 @@ def greedy_configuration(
         cand_dom = np.array([np.prod([distinct[a] for a in unpack_schema(k)]) for k in cand.tolist()])
         table_cost = model.table_cost(cand_mu, cand_len)
         chosen = np.zeros(len(cand), dtype=bool)
+        priced = pricing is not None and tuples_fit(sample.value)
+        if priced:
+            p_row, p_key, p_nu, p_tup = enumerate_dest(sample.offsets, sample.attr, sample.value, sample.prob, max_schema)
+            p_cand = np.searchsorted(cand, p_key)
+            cur_schema, _, _ = best_assignment(sample, config, max_schema, tol)
+            cur_tup = row_tuples(sample.offsets, sample.attr, sample.value, cur_schema)
         while True:
             saved = np.maximum(cur_nu[e_row] - e_nu, 0.0)
             mover = saved > 0
             gain = np.bincount(inv, weights=saved, minlength=len(cand)) * scale
+            if priced:
+                lists, row_list = np.unique(np.stack([cur_schema, cur_tup]), axis=1, return_inverse=True)
+                row_list = row_list.ravel()
+                list_n = np.bincount(row_list).astype(np.float64) * scale
+                list_nu = np.zeros(len(list_n))
+                list_nu[row_list] = cur_nu
+                gain = candidate_benefits(pricing, pi, row_list, list_n, list_nu, np.full(len(cur_nu), scale),
+                                          cur_nu, p_row, p_cand, p_nu, p_tup, len(cand))
+                gain[chosen] = -np.inf
             movers = np.bincount(inv, weights=mover, minlength=len(cand)) * scale
             cols = np.bincount(inv, weights=mover * (e_len - cur_len[e_row]), minlength=len(cand)) * scale
             benefit = model.K_c * gain - table_cost
@@ -285,8 +342,13 @@ def greedy_configuration(
             space += delta_space[c]
             sel = np.flatnonzero((inv == c) & mover)
             r = e_row[sel]
+            cur_nu_before = cur_nu.copy()
             cur_nu[r] = e_nu[sel]
             cur_len[r] = e_len[sel]
+            if priced:
+                psel = np.flatnonzero((p_cand == c) & (p_nu < cur_nu_before[p_row]))
+                cur_schema[p_row[psel]] = cand[c]
+                cur_tup[p_row[psel]] = p_tup[psel]
             steps.append(
                 {
                     "schema": unpack_schema(cand[c]),
@@ -295,5 +357,5 @@ def greedy_configuration(
                     "subscriptions_moved": int(round(movers[c])),
                 }
             )
-    key, nu, length = best_assignment(profile, config, max_schema)
+    key, nu, length = best_assignment(profile, config, max_schema, tol)
     return Configuration(config, key, nu, length, steps)

@@ -53,7 +53,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..idpool import grow
-from .constants import SAFETY_MARGIN, unpack_rows, unpack_schema
+from .constants import MAX_SCHEMA, SAFETY_MARGIN, unpack_rows, unpack_schema
+from .runs import candidate_benefits, drop_benefits, enumerate_dest, pricing_for, tuples_fit, typical_pi
 
 # The index maintained is a conjunction_index.ClusteredIndex; it is not imported, not even for type checking:
 # conjunction_index imports this module, and the package's imports form no cycle (tests/test_architecture.py).
@@ -68,6 +69,8 @@ class Thresholds:
     refresh_events: int = 200_000  # events between refreshes
     budget: int = 200_000  # subscriptions examined per refresh
     max_new_tables: int = 64  # tables created per refresh at most
+    list_sample: int = 256  # with runs: subscriptions sampled per hot list to price potential tables
+    sample_budget: int = 30_000  # with runs: subscriptions sampled per refresh at most
 
 
 @dataclass
@@ -124,6 +127,7 @@ class Maintenance:
         self.seconds = 0.0
         self.statistics_changes = 0
         self.frozen = False  # the "no change" strategy of section 6.2.2: see Matcher.freeze_clustering
+        self._priced_last = None  # with runs: (hot keys, their sizes, best benefit / Bcreate) of the last pricing
 
     # -- triggers ----------------------------------------------------------
     def note_changes(self, n: int) -> bool:
@@ -139,6 +143,7 @@ class Maintenance:
     def statistics_changed(self) -> None:
         """New probabilities: every potential benefit and mark is stale."""
         self.statistics_changes += 1
+        self._priced_last = None
         self.potential.clear()
         self.mark_nu[:] = 0.0
         self.index.refresh_probabilities()
@@ -179,12 +184,16 @@ class Maintenance:
         """Live access keys (catch-all excluded), their nu and their BM."""
         live = self.index.live_keys()
         nu = self.index.key_nu(live)
-        return live, nu, nu * self.index.key_refs(live)
+        refs = self.index.key_refs(live)
+        pricing = pricing_for(self.index)
+        if pricing is None:
+            return live, nu, nu * refs
+        return live, nu, nu * pricing.list_checks(refs, typical_pi(self.index))
 
     def _distribute(self, handles: np.ndarray, cur_nu: np.ndarray) -> np.ndarray:
         """cluster_distribute: move each subscription to its best configured schema; returns who stays."""
         key, nu = self.index.best_configured(handles)
-        move = nu < cur_nu * (1.0 - 1e-9)
+        move = nu * self.index.filing_tolerance < cur_nu * (1.0 - 1e-9)
         self._move(handles[move], key[move])
         return ~move
 
@@ -226,7 +235,12 @@ class Maintenance:
             voters, voter_nu, voter_key = handles[sel], hot_nu[which[sel]], hot_keys[which[sel]]
 
         # 3: create the potential tables whose benefit reaches Bcreate, best first
-        created = self._create(voters, voter_nu, voter_key)
+        if pricing_for(ix) is not None and len(hot_keys):
+            created = self._create_priced(hot_keys, voters, voter_nu)
+        elif pricing_for(ix) is not None:
+            created = []
+        else:
+            created = self._create(voters, voter_nu, voter_key)
 
         # 4: drop tables that no longer pay for themselves
         dropped = self._drop_weak_tables()
@@ -291,6 +305,72 @@ class Maintenance:
         self._mark(voters[stays], voter_nu[stays], position[rows[keep]], keys[keep], nus[keep], voter_key[stays])
         return [unpack_schema(k) for k in created]
 
+    def _create_priced(self, hot_keys: np.ndarray, voters: np.ndarray, voter_nu: np.ndarray) -> list[tuple[int, ...]]:
+        """With runs: price each potential table on samples of whole hot lists (engine/costmodel/runs.py).
+
+        Against an indexed list a table saves each subscription far less than
+        a check, so votes are not accumulated subscription by subscription:
+        each round samples every hot list (``list_sample`` subscriptions, at
+        most ``sample_budget`` in all), projects the lists a table would empty
+        and fill, and creates the best table whose benefit reaches
+        ``Bcreate`` (one per round: the lists it empties change the others'
+        benefits).  The examined subscriptions that stayed are marked, so
+        step 1 does not examine them again.
+        """
+        ix = self.index
+        if len(voters):
+            self.mark_nu[voters] = np.maximum(voter_nu, 1e-300)
+        hot_keys = hot_keys[ix.key_refs(hot_keys) > 0]
+        if len(hot_keys) == 0:
+            return []
+        pricing = pricing_for(ix)
+        pi = typical_pi(ix)
+        refs = ix.key_refs(hot_keys).astype(np.float64)
+        # the same hot lists, none grown or shrunk by a tenth, and no table near Bcreate last time: same answer
+        last = self._priced_last
+        if (last is not None and last[2] < 0.8 and len(last[0]) == len(hot_keys)
+                and np.array_equal(last[0], np.sort(hot_keys))
+                and np.all(np.abs(refs[np.argsort(hot_keys)] - last[1]) <= 0.1 * last[1])):
+            return []
+        take = np.minimum(refs, self.t.list_sample).astype(np.int64)
+        within = np.cumsum(take) <= max(self.t.sample_budget, int(take[0]))
+        hot_keys, refs, take = hot_keys[within], refs[within], take[within]
+        members = ix.members_of(hot_keys)
+        starts = np.concatenate(([0], np.cumsum(refs.astype(np.int64))[:-1]))
+        rng = np.random.default_rng(self.refreshes)
+        pick = np.concatenate([s + rng.choice(int(n), size=int(k), replace=False)
+                               for s, n, k in zip(starts.tolist(), refs.tolist(), take.tolist())])
+        sample = members[pick]
+        row_list = np.repeat(np.arange(len(hot_keys)), take)
+        weight = (refs / take)[row_list]
+        list_nu = ix.key_nu(hot_keys)
+        off, pids = ix.predicates_of(sample)
+        prof, _ = ix.profile(off, pids)
+        if not tuples_fit(prof.value):
+            return []
+        e_row, e_key, e_nu, e_tup = enumerate_dest(prof.offsets, prof.attr, prof.value, prof.prob, MAX_SCHEMA)
+        keep = ~np.isin(e_key, ix.schemas)
+        e_row, e_key, e_nu, e_tup = e_row[keep], e_key[keep], e_nu[keep], e_tup[keep]
+        if len(e_key) == 0:
+            return []
+        cand, e_cand = np.unique(e_key, return_inverse=True)
+        benefit = candidate_benefits(pricing, pi, row_list, refs, list_nu, weight, list_nu[row_list], e_row, e_cand,
+                                     e_nu, e_tup, len(cand))
+        need = self.t.create_factor * self._checks(cand)
+        ok = benefit >= need
+        order = np.argsort(hot_keys)
+        self._priced_last = (hot_keys[order], refs[order], float(np.max(benefit / need)))
+        if not ok.any():
+            return []
+        self._priced_last = None
+        c = int(np.flatnonzero(ok)[np.argmax(benefit[ok])])
+        ix.set_schemas(np.append(ix.schemas, cand[c]))
+        self.created += 1
+        lists = np.unique(row_list[e_row[e_cand == c]])
+        handles = ix.members_of(hot_keys[lists])
+        self._distribute(handles, ix.key_nu(ix.key_of(handles)))
+        return [unpack_schema(int(cand[c]))]
+
     def _mark(self, handles, cur_nu, rows, keys, nus, key_of) -> None:
         """Record the votes of subscriptions staying where they are, and mark them."""
         if len(handles) == 0:
@@ -323,6 +403,9 @@ class Maintenance:
     def _table_benefits(self) -> np.ndarray:
         """Checks per event each configured multi-field table saves over single-field access."""
         ix = self.index
+        pricing = pricing_for(ix)
+        if pricing is not None:
+            return self._priced_table_benefits(pricing)
         out = np.zeros(len(ix.schemas), dtype=np.float64)
         schema, saved = ix.conjunction_savings()
         if len(schema) == 0:
@@ -331,6 +414,21 @@ class Maintenance:
         found = ix.schemas[idx] == schema
         np.add.at(out, idx[found], saved[found])
         return out
+
+    def _priced_table_benefits(self, pricing) -> np.ndarray:
+        """With runs: what each table's lists cost against the single-predicate lists they would fall back to."""
+        ix = self.index
+        live, schema, fallback = ix.conjunction_fallbacks()
+        if len(live) == 0:
+            return np.zeros(len(ix.schemas), dtype=np.float64)
+        idx = np.minimum(np.searchsorted(ix.schemas, schema), len(ix.schemas) - 1)
+        found = ix.schemas[idx] == schema
+        live, idx, fallback = live[found], idx[found], fallback[found]
+        fb_key = ix.single_keys(fallback)
+        fb_n = np.where(fb_key >= 0, ix.key_refs(np.maximum(fb_key, 0)), 0).astype(np.float64)
+        fb_nu = ix.pred_prob[fallback]
+        return drop_benefits(pricing, typical_pi(ix), idx, ix.key_refs(live).astype(np.float64), ix.key_nu(live),
+                             fallback, fb_n, fb_nu, len(ix.schemas))
 
     def stats(self) -> dict:
         return {

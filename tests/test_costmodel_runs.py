@@ -1,0 +1,150 @@
+"""The price of lists with a run index (engine/costmodel/runs.py) and what it makes static and dynamic build."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fastpubsub.engine import RUN_MIN, Matcher
+from fastpubsub.engine.costmodel.model import CALIBRATED, CostModel
+from fastpubsub.engine.costmodel.runs import (RUN_CALIBRATED, RunCosts, RunPricing, calibrated_run_costs,
+                                              candidate_benefits, drop_benefits, enumerate_dest, save_run_costs)
+from fastpubsub.engine.costmodel.greedy import enumerate_multi
+from fastpubsub.engine.costmodel.model import MODEL_PATH_ENV
+from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.engine.oracle import OracleMatcher
+
+#: Probes cheap enough that a few tens of thousands of subscriptions call for tables (the calibrated C_h needs millions).
+CHEAP = CostModel(K_r=CALIBRATED.K_r, C_h=40.0, K_h=0.0, K_c=CALIBRATED.K_c)
+PRICING = RunPricing(CALIBRATED, RUN_CALIBRATED, run_min=RUN_MIN, nsat=32.0, fields=31.0)
+
+
+def test_short_lists_cost_a_check_per_entry_and_indexed_ones_far_less():
+    assert PRICING.list_checks(np.array([1.0, 100.0, 300.0]), 1 / 35).tolist() == [1.0, 100.0, 300.0]
+    n = np.array([1_000.0, 10_000.0, 100_000.0])
+    cost = PRICING.list_checks(n, 1 / 35)
+    assert PRICING.indexed(n).all()
+    assert (cost[1:] < n[1:] / 3).all() and np.all(np.diff(cost) > 0)
+    # past a few thousand entries the runs found stop growing: ten times the entries, well under ten times the price
+    assert cost[2] < 7 * cost[1]
+    # a rarer first column finds fewer entries
+    assert PRICING.list_checks(np.array([10_000.0]), 1 / 100)[0] < cost[1]
+
+
+def _naive_benefit(rows, list_of, list_n, list_nu, cur_nu, cand_rows, pi, weight):
+    """Brute force: every list's price before and after the candidate takes its rows."""
+    before = sum(list_nu[l] * PRICING.list_checks(np.array([list_n[l]]), pi)[0] for l in range(len(list_n)))
+    moved = [(r, nu, t) for r, nu, t in cand_rows if nu < cur_nu[r]]
+    left = list(list_n)
+    dest: dict[int, list[float]] = {}
+    for r, nu, t in moved:
+        left[list_of[r]] -= weight
+        dest.setdefault(t, [nu, 0.0])[1] += weight
+    after = sum(list_nu[l] * PRICING.list_checks(np.array([left[l]]), pi)[0] for l in range(len(list_n)))
+    after += sum(nu * PRICING.list_checks(np.array([n]), pi)[0] for nu, n in dest.values())
+    return before - after
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.booleans()), min_size=1, max_size=40),
+       st.sampled_from([1.0, 50.0, 400.0]))
+def test_candidate_benefits_are_the_lists_emptied_against_the_lists_filled(rows, weight):
+    list_n = np.zeros(3)
+    for l, _, _ in rows:
+        list_n[l] += weight
+    list_nu = np.array([1 / 35, 1 / 30, 1 / 2])
+    row_list = np.array([l for l, _, _ in rows])
+    cur_nu = list_nu[row_list]
+    e_row = np.arange(len(rows))
+    e_tup = np.array([t for _, t, _ in rows])
+    e_nu = np.where([m for _, _, m in rows], cur_nu / 35, cur_nu * 2)  # some rows would not move
+    got = candidate_benefits(PRICING, 1 / 35, row_list, list_n, list_nu, np.full(len(rows), weight), cur_nu, e_row,
+                             np.zeros(len(rows), np.int64), e_nu, e_tup, 1)[0]
+    want = _naive_benefit(range(len(rows)), row_list, list_n, list_nu, cur_nu,
+                          list(zip(e_row.tolist(), e_nu.tolist(), e_tup.tolist())), 1 / 35, weight)
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
+def test_dropping_a_table_is_priced_by_the_same_projection_as_creating_it():
+    """A table that took a whole list is worth, to keep, what it was worth to create."""
+    n = 40_000.0
+    rows = 35 * 4
+    row_list = np.zeros(rows, np.int64)
+    tup = np.repeat(np.arange(35), 4)
+    nu_l, nu_d = 1 / 35, 1 / 35 / 35
+    created = candidate_benefits(PRICING, 1 / 35, row_list, np.array([n]), np.array([nu_l]), np.full(rows, n / rows),
+                                 np.full(rows, nu_l), np.arange(rows), np.zeros(rows, np.int64), np.full(rows, nu_d),
+                                 tup, 1)[0]
+    kept = drop_benefits(PRICING, 1 / 35, np.zeros(35, np.int64), np.full(35, n / 35), np.full(35, nu_d),
+                         np.zeros(35, np.int64), np.zeros(35), np.full(35, nu_l), 1)[0]
+    assert kept == pytest.approx(created)
+
+
+def test_enumerate_dest_names_the_list_each_subset_joins():
+    off = np.array([0, 3], np.int64)
+    attr, value, prob = np.array([0, 1, 2]), np.array([10, 20, 30]), np.array([0.5, 0.1, 0.2])
+    rows, keys, nus, tup = enumerate_dest(off, attr, value, prob, 3)
+    r2, k2, n2, _ = enumerate_multi(off, attr, prob, 3)
+    assert sorted(zip(keys.tolist(), nus.tolist())) == sorted(zip(k2.tolist(), n2.tolist()))
+    mask = (1 << 21) - 1
+    lists = {tuple(v for v in ((t >> (21 * i)) & mask for i in range(3)) if v) for t in tup.tolist()}
+    assert lists == {(10, 20), (10, 30), (20, 30), (10, 20, 30)}
+
+
+def test_run_costs_are_saved_beside_the_cost_model(tmp_path, monkeypatch):
+    monkeypatch.setenv(MODEL_PATH_ENV, str(tmp_path / "model.json"))
+    assert calibrated_run_costs() == RUN_CALIBRATED
+    save_run_costs(RunCosts(K_run=7.0, K_l=1.5))
+    assert calibrated_run_costs() == RunCosts(K_run=7.0, K_l=1.5)
+    (tmp_path / "run_costs.json").write_text("{")
+    with pytest.raises(ValueError, match="calibration --save"):
+        calibrated_run_costs()
+
+
+def test_runs_are_the_default_of_static_and_dynamic():
+    for algorithm in ("static", "dynamic"):
+        assert Matcher(algorithm).index.store.run_min == RUN_MIN
+        assert Matcher(algorithm, runs=0).index.store.run_min == 0
+    Matcher("propagation")  # no runs option there, and none given by default
+
+
+def test_with_runs_w0_keeps_the_pair_table_and_builds_no_triple_and_matches_exactly():
+    subs = generate_subscriptions(PRESETS["W0"], 20_000, seed=3)
+    events = generate_events(PRESETS["W0"], 40, seed=4)
+    oracle = OracleMatcher()
+    for sid, preds in subs.to_lists():
+        oracle.add(sid, preds)
+    want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
+    for algorithm in ("static", "dynamic"):
+        m = Matcher(algorithm, model=CHEAP)
+        m.add_bulk(subs)
+        assert [sorted(t) for t in (s["fields"] for s in m.stats()["hash_tables"]["schemas"])] == [[0, 3]]
+        assert [sorted(g.tolist()) for g in m.match_encoded(events).split()] == want
+
+
+def test_with_runs_a_table_that_splits_an_indexed_list_into_short_ones_is_not_built():
+    """W3: pair tables (a0, x) would split each indexed a0 list into plain lists that cost as much as they save."""
+    subs = generate_subscriptions(PRESETS["W3"], 40_000, seed=5)
+    plain, runs = Matcher("dynamic", runs=0, model=CHEAP), Matcher("dynamic", model=CHEAP)
+    plain.add_bulk(subs)
+    runs.add_bulk(subs)
+    assert len(plain.index.schemas) > 0  # the paper's model splits the long lists
+    assert len(runs.index.schemas) == 0
+
+
+def test_with_runs_keys_within_the_filing_tolerance_are_ties_that_keep_the_first():
+    """Noisy measured probabilities must not pull a subscription out of its list for a key barely rarer."""
+    from fastpubsub.engine.costmodel.constants import pack_schema
+    from fastpubsub.engine.costmodel.greedy import EqualityProfile, best_assignment
+    from fastpubsub.engine.costmodel.runs import FILING_TOLERANCE
+
+    # fields 0 (a0, common), 1 (a1), 2 (a free field measured a little rarer than a1)
+    prof = EqualityProfile(np.array([0, 3]), np.array([0, 1, 2]), np.array([10, 20, 30]),
+                           np.array([0.5, 0.03, 0.02]), np.array([3]))
+    singles = np.array([pack_schema([0]), pack_schema([1]), pack_schema([2])])
+    assert best_assignment(prof, singles)[0][0] == pack_schema([2])  # the paper's rule: the smallest nu
+    assert best_assignment(prof, singles, tol=FILING_TOLERANCE)[0][0] == pack_schema([1])
+    # a table that is really better still wins: (a0, a1) at 0.015 against 0.02, and a field far rarer
+    pair = np.append(singles, pack_schema([0, 1]))
+    assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([0, 1])
+    prof.prob[2] = 0.001
+    assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([2])
