@@ -209,7 +209,7 @@ def test_a_commit_that_fails_in_flight_is_replayed(bootstrap, group_id, start_pr
     subs = random_subscriptions(200, seed=61)
     events = random_events(1500, seed=62)
     send_subscriptions(bootstrap, subs)
-    p = start_processor(batch_size=50, delivery="at-least-once")
+    p = start_processor(batch_size=50, delivery="at-least-once", overlap_commits=True)
     p.wait_for(lambda: p.processor.ready.is_set(), what="ready")
     commit, failed = p.processor.deliver.commit, []
 

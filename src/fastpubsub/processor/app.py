@@ -92,7 +92,7 @@ class ProcessorConfig:
     shard: Shard = UNSHARDED  # or "I/K": hold only the subscriptions of shard I of K (processor.shard)
     commit_interval_ms: int = 100  # a transaction (at-least-once: the outputs before an offset commit) is open this long at most
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (processor.inputs)
-    overlap_commits: bool = True  # commit on a thread while the next batch is consumed, decoded, matched, encoded
+    overlap_commits: bool = False  # commit on a thread while the next batch is consumed, decoded, matched, encoded
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
