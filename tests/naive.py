@@ -347,3 +347,8 @@ def direct_scan(preds, store, head: int, pairs: dict[int, tuple[float, int]]) ->
             if direct_entry_holds(preds, cols, pairs):
                 out.append(handle)
     return out
+
+
+def finish_event(out: np.ndarray, start: int, nout: int, handle_id: np.ndarray) -> list[int]:
+    """An event's matched handles ``out[start:nout]`` as subscription ids, ascending (engine/scan.py)."""
+    return sorted(int(handle_id[h]) for h in out[start:nout])

@@ -33,6 +33,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
+from .sorting import sort_slice
 
 MAX_SPECIALISED = 10
 #: A sorted prefix is scanned run by run only if it has at least this many entries per run: a run test
@@ -296,4 +297,4 @@ def finish_event(out, start, nout, handle_id):
     """Turn an event's matched handles into subscription ids, ascending."""
     for t in range(start, nout):
         out[t] = handle_id[out[t]]
-    out[start:nout].sort()
+    sort_slice(out, start, nout)

@@ -1,0 +1,61 @@
+"""The per-event sort of matched ids (engine/sorting.py) and the kernel step that uses it, against naive ones."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+
+import naive
+
+from fastpubsub.engine.scan import finish_event
+from fastpubsub.engine.sorting import INSERTION_MAX, sort_slice
+
+
+@njit  # not cached: a cached wrapper would keep an edited sort_slice (numba checks only this file)
+def _sort(a, start, stop):
+    sort_slice(a, start, stop)
+
+
+@njit  # not cached: a cached wrapper would keep an edited sort_slice (numba checks only this file)
+def _finish(out, start, nout, handle_id):
+    finish_event(out, start, nout, handle_id)
+
+
+# lengths around the switch from insertion sort to quicksort, and repeated values (ids repeat across rows of a
+# subscription of several rows; distinct_per_event removes them after the sort)
+ids = st.lists(st.integers(-2**62, 2**62) | st.integers(0, 5), max_size=3 * INSERTION_MAX)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ids, st.integers(0, 4), st.integers(0, 4))
+def test_sort_slice_sorts_exactly_the_slice(values, before, after):
+    """Only ``a[start:stop]`` moves, and it ends up as ``sorted``; the neighbours are untouched."""
+    rng = np.random.default_rng(len(values))
+    head, tail = rng.integers(-9, 9, before), rng.integers(-9, 9, after)
+    a = np.concatenate([head, np.array(values, dtype=np.int64), tail]).astype(np.int64)
+    _sort(a, before, before + len(values))
+    assert a[:before].tolist() == head.tolist()
+    assert a[before:before + len(values)].tolist() == sorted(values)
+    assert a[before + len(values):].tolist() == tail.tolist()
+
+
+def test_sort_slice_at_the_switch_and_on_ordered_input():
+    for n in (0, 1, 2, INSERTION_MAX - 1, INSERTION_MAX, INSERTION_MAX + 1, 200):
+        for a in (np.arange(n, dtype=np.int64)[::-1].copy(), np.arange(n, dtype=np.int64),
+                  np.zeros(n, dtype=np.int64), np.random.default_rng(n).integers(0, 10**9, n)):
+            want = sorted(a.tolist())
+            _sort(a, 0, n)
+            assert a.tolist() == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 199), max_size=80), st.integers(0, 3))
+def test_finish_event_maps_handles_to_ids_ascending(handles, start):
+    handle_id = np.random.default_rng(7).permutation(10**6)[:200].astype(np.int64)
+    out = np.array([5] * start + handles, dtype=np.int64)
+    want = naive.finish_event(out, start, len(out), handle_id)
+    _finish(out, start, len(out), handle_id)
+    assert out[start:].tolist() == want
+    assert out[:start].tolist() == [5] * start
