@@ -52,7 +52,7 @@ def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interva
     \b
       fig3a  W0, N = 100K..6M: events/s (3a), memory (3c), loading time (3d)
              for counting, propagation, propagation-wp, static, dynamic
-      fig3b  W1 and W2 for propagation-wp and dynamic
+      fig3b  W1 and W2 for propagation-wp and dynamic (with runs and on plain clusters)
       scaling  W0, N = 1M..10M: dynamic on plain clusters and with runs,
              events/s encoded and as dicts, each relative to 1M
       fig4   the equilibrium experiments (W3->W4, W5->W6), dynamic vs no-change
