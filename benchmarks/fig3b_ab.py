@@ -3,6 +3,7 @@
     python -m benchmarks.fig3b_ab --n 6000000 --workloads W1,W2 --configs dynamic,dynamic:runs=0 --repeat 5
     python -m benchmarks.fig3b_ab --n 1000000 --workloads W2 --configs dynamic,static,dynamic:runs=0
     python -m benchmarks.fig3b_ab --n 6000000 --counters --buckets 2,4,8   # entries examined per event, no matcher
+    python -m benchmarks.fig3b_ab --n 6000000 --variants --configs dynamic  # where an event's time goes
 
 ``pubsub bench fig3b`` sweeps N for one configuration per algorithm, one
 after the other; on a shared machine a figure taken minutes after another
@@ -110,6 +111,63 @@ def run_workload(workload: str, n: int, configs: list[str], n_events: int, repea
     return list(rows.values())
 
 
+def event_variants(spec, events) -> dict[str, object]:
+    """The workload's events as drawn, and with one part of every subscription made to hold always or never.
+
+    ``free never``: the free attributes' values lie outside the domain, so no entry's free equality (the first
+    column with runs) holds; ``inequalities never`` / ``always``: the fixed inequality attributes take values
+    that no / every constant satisfies.  The time differences price the entries that pass the first column
+    and the matches themselves.
+    """
+    from fastpubsub.engine.columnar import EventBatch
+
+    lo, hi = spec.domain
+    n_fix = len(spec.fixed)
+    ineq = [(a, op) for a, op in enumerate(spec.fixed) if op != "="]
+
+    def with_values(assign) -> EventBatch:
+        num = np.asarray(events.numbers).reshape(-1, spec.n_attributes).copy()
+        for a, v in assign:
+            num[:, a] = v
+        return EventBatch(attribute_names=events.attribute_names, offsets=events.offsets,
+                          attributes=events.attributes, kinds=events.kinds, numbers=num.ravel())
+
+    return {
+        "drawn": events,
+        "free never": with_values([(a, lo - 1) for a in range(n_fix, spec.n_attributes)]),
+        "inequalities never": with_values([(a, hi + 1 if op in ("<=", "<") else lo - 1) for a, op in ineq]),
+        "inequalities always": with_values([(a, lo - 1 if op in ("<=", "<") else hi + 1) for a, op in ineq]),
+    }
+
+
+def run_variants(workload: str, n: int, configs: list[str], n_events: int, repeat: int) -> list[dict]:
+    """CPU events/s of each configuration on each event variant (:func:`event_variants`), best of ``repeat``."""
+    spec = PRESETS[workload]
+    variants = event_variants(spec, generate_events(spec, n=n_events, seed=2))
+    subs = generate_subscriptions(spec, n=n, seed=1)
+    rows = []
+    for config in configs:
+        algorithm, options = parse_config(config)
+        _warm(algorithm, options, spec, variants["drawn"])
+        m = Matcher(algorithm, **options)
+        m.add_bulk(subs)
+        best = {v: float("inf") for v in variants}
+        matches = {}
+        for _ in range(repeat):
+            for v, ev in variants.items():
+                p = time.process_time()
+                res = m.match_encoded(ev)
+                best[v] = min(best[v], time.process_time() - p)
+                matches[v] = round(len(res.ids) / n_events, 2)
+        for v in variants:
+            rows.append({"workload": workload, "config": config, "n": n, "events": v,
+                         "events_per_cpu_s": round(n_events / best[v]), "us_per_event": round(best[v] / n_events * 1e6, 2),
+                         "matches_per_event": matches[v], "load_average": round(os.getloadavg()[0], 2)})
+        del m
+        gc.collect()
+    return rows
+
+
 def counters(workload: str, n: int, n_events: int, buckets: list[int]) -> list[dict]:
     """Entries an event examines in the layout static and dynamic build on W1/W2, counted from the subscriptions.
 
@@ -175,7 +233,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--counters", action="store_true",
                     help="count entries examined per event in each layout instead (numpy, no matcher)")
     ap.add_argument("--buckets", default="2,4", help="--counters: bucket counts for the a2 inequality")
+    ap.add_argument("--variants", action="store_true",
+                    help="time each configuration on variants of the events (free equalities never hold, "
+                         "inequalities never / always hold) instead")
     args = ap.parse_args(argv)
+    if args.variants:
+        for workload in args.workloads.split(","):
+            for row in run_variants(workload, args.n, _split_configs(args.configs), args.events, args.repeat):
+                print(json.dumps(row), flush=True)
+        return
     if args.counters:
         for workload in args.workloads.split(","):
             for row in counters(workload, args.n, min(args.events, 2000),

@@ -28,3 +28,9 @@ def test_counted_entries_narrow_from_the_list_to_the_matches():
     assert 1 <= row["bucket2_probes"] <= 2 and row["bucket2_probes"] <= row["bucket4_probes"] <= 4
     (matched,) = fig3b_ab.run_workload("W1", 20000, ["dynamic"], 300, 1, progress=lambda _: None)
     assert matched["matches_per_event"] == round(row["matches"], 2)
+
+
+def test_event_variants_make_parts_of_every_subscription_hold_never_or_always():
+    rows = {r["events"]: r for r in fig3b_ab.run_variants("W2", 4000, ["dynamic"], 200, 1)}
+    assert rows["free never"]["matches_per_event"] == rows["inequalities never"]["matches_per_event"] == 0
+    assert rows["inequalities always"]["matches_per_event"] > rows["drawn"]["matches_per_event"]
