@@ -1,8 +1,7 @@
 """Sorting one event's matched ids in place: the last step of every matching kernel (``scan.finish_event``).
 
-numba's ``ndarray.sort`` is a quicksort that allocates its stack on every
-call: about 50 ns for an empty or one-element slice and 200 ns for two
-elements, where most events of a large equality workload match nothing or
+numba's ``ndarray.sort`` is a quicksort with a fixed cost per call: about
+50 ns for an empty or one-element slice and 210 ns for two elements, where most events of a large equality workload match nothing or
 one subscription (W0 at 6M: 0.12 matches per event).  Below
 ``INSERTION_MAX`` ids an insertion sort is cheaper (it moves no more than
 the few ids out of place); above it the quicksort's n log n wins.
