@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n", type=int, default=6_000_000)
     ap.add_argument("--workloads", default="W1,W2")
     ap.add_argument("--configs", default="dynamic,dynamic:runs=0",
-                    help="comma-free list separated by ';' or ',' between configurations without options")
+                    help="configurations, algorithm[:option=value,...], separated by commas (or by ';')")
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/results/fig3b_ab.json")
