@@ -55,8 +55,11 @@ SMALL_CLUSTER = 16
 KNOWN_KEY = -3
 #: ``probe[t, 2]`` of a probe whose first cluster's sorted prefix :func:`stage_runs` scans.
 STAGED = -2
-#: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).
-RUN_AHEAD = 8
+#: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).  Past a
+#: few million W0 subscriptions a run holds about 8 entries and an event finds 30 runs; 8 runs ahead did not
+#: cover the misses there (10M: 1.98-2.21 µs per event against 1.89-2.03 with 16; 1M alike), 4 was slower
+#: at every size (``python -m benchmarks.flatness``, docs/clustering.md "Flatness: what grows with N").
+RUN_AHEAD = 16
 #: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
 #: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
 PHASE1_AHEAD_FIELDS = 4096
