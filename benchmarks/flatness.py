@@ -16,8 +16,12 @@ benchmark says what grows between the two:
   cuts alternating; the difference of two cuts is what the stage between
   them costs.
 
-    python -m benchmarks.flatness --n 1000000
-    python -m benchmarks.flatness --n 10000000 --repeat 5    # a few GB: one such process at a time
+    python -m benchmarks.flatness --n 1000000 --ahead 8,16
+    python -m benchmarks.flatness --n 10000000 --ahead 8,16 --repeat 7    # 2-3 GB: one such process at a time
+
+``--ahead`` times the whole kernel with ``stage_runs``' prefetching
+pipeline at other depths too (run bounds read that many runs ahead, starts
+twice that), side by side in one process.
 
 Nothing here changes how the matcher works: the counters read its arrays.
 """
@@ -33,9 +37,9 @@ import numpy as np
 from numba import njit
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.probing import (GROUP, STAGED, ProbeScratch, runs_entries, runs_found, runs_index_rows,
-                                       scan_group, stage_heads, stage_keys, stage_lookup, stage_prefetch_rows,
-                                       stage_runs)
+from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, ProbeScratch, runs_entries, runs_found,
+                                       runs_index_rows, scan_group, stage_heads, stage_keys, stage_lookup,
+                                       stage_prefetch_rows)
 from fastpubsub.engine.costmodel.constants import MAX_SCHEMA
 from fastpubsub.engine.workload import W0, generate_events, generate_subscriptions
 
@@ -97,8 +101,9 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
 
 
 @njit(cache=True)
-def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last):
-    """``clustered_events`` stopped after stage ``last`` (4, 5, or 6: whole); returns the matches counted."""
+def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
+    """``clustered_events`` stopped after stage ``last`` (4, 5, or 6: whole), with ``stage_runs`` reading run
+    bounds ``ahead`` runs ahead (``RUN_AHEAD`` in the matcher); returns the matches counted."""
     n_ev = ev.offsets.shape[0] - 1
     bits = preds.bits
     conj_flat = access.conj_keys.ravel()
@@ -120,8 +125,12 @@ def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last):
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, runs)
         stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
-        if last >= 5:
-            hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs, hit, sv, sv_off)
+        if last >= 5:  # stage_runs, its pipeline depth a parameter
+            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs)
+            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            sv = runs_entries(g1 - g0, hit, nh, scratch.gmask, store, runs, sv, sv_off, ahead)
+            for s in range(gs_off[g1 - g0]):
+                scratch.gmask[gsat[s]] = 0
         if last >= 6:
             out, nout = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout,
                                    out_off, handle_id, 0, 8, 256)
@@ -134,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--algorithm", default="dynamic", choices=("static", "dynamic"))
+    ap.add_argument("--ahead", default=str(RUN_AHEAD),
+                    help=f"comma-separated pipeline depths of stage_runs to time side by side (the matcher's: {RUN_AHEAD})")
     args = ap.parse_args(argv)
     from fastpubsub.engine.encoding import encode_batch
 
@@ -160,23 +171,26 @@ def main(argv: list[str] | None = None) -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     print("per event: " + ", ".join(f"{name} {counts[:, j].mean():.2f}" for j, name in enumerate(COUNTERS))
           + f", matches {n_match / args.events:.3f}")
-    best = {4: float("inf"), 5: float("inf"), 6: float("inf")}
+    aheads = [int(a) for a in args.ahead.split(",")]
+    cuts = [(last, a) for a in aheads for last in (4, 5, 6)]
+    best = {cut: float("inf") for cut in cuts}
     wall = dict(best)
-    for last in best:
-        cut_kernel(ev, p.arrays(), store, runs, access, scratch, m.handle_id, last)
-    for _ in range(args.repeat):
-        for last in best:
+    for cut in cuts:  # (compiles)
+        cut_kernel(ev, p.arrays(), store, runs, access, scratch, m.handle_id, *cut)
+    for _ in range(args.repeat):  # passes alternate, so that a slow spell of the machine hits every cut
+        for cut in cuts:
             t0, w0 = time.process_time(), time.perf_counter()
-            got = cut_kernel(ev, p.arrays(), store, runs, access, scratch, m.handle_id, last)
-            best[last] = min(best[last], time.process_time() - t0)
-            wall[last] = min(wall[last], time.perf_counter() - w0)
-            if last == 6:
+            got = cut_kernel(ev, p.arrays(), store, runs, access, scratch, m.handle_id, *cut)
+            best[cut] = min(best[cut], time.process_time() - t0)
+            wall[cut] = min(wall[cut], time.perf_counter() - w0)
+            if cut[0] == 6:
                 assert got == n_match, (got, n_match)
-    us = {k: v / args.events * 1e6 for k, v in best.items()}
-    print(f"CPU µs per event: stages 1-4 {us[4]:.3f}, stage 5 (runs) {us[5] - us[4]:.3f}, "
-          f"stage 6 (scans, results) {us[6] - us[5]:.3f}, whole {us[6]:.3f} "
-          f"(wall whole {wall[6] / args.events * 1e6:.3f}); load average {os.getloadavg()[0]:.2f}")
-
+    for a in aheads:
+        us = {last: best[last, a] / args.events * 1e6 for last in (4, 5, 6)}
+        print(f"runs {a} ahead: CPU µs per event: stages 1-4 {us[4]:.3f}, stage 5 (runs) {us[5] - us[4]:.3f}, "
+              f"stage 6 (scans, results) {us[6] - us[5]:.3f}, whole {us[6]:.3f} "
+              f"(wall whole {wall[6, a] / args.events * 1e6:.3f})")
+    print(f"load average {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

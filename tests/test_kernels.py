@@ -306,8 +306,8 @@ def _conjunction_matcher():
 
 def test_probing_stages_agree_with_their_naive_references():
     from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import (GROUP, STAGED, runs_found, runs_index_rows, scan_group, stage_heads,
-                                           stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
+    from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
+                                           stage_heads, stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
 
     m, batches = _conjunction_matcher()
     ix = m.index
@@ -322,6 +322,7 @@ def test_probing_stages_agree_with_their_naive_references():
     gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
     hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
     staged_events = 0
+    most_runs = 0  # runs found in one group: past 2 * RUN_AHEAD, stage_runs' pipeline runs full
     for batch in batches:
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
         n_ev = len(ev.offsets) - 1
@@ -342,6 +343,7 @@ def test_probing_stages_agree_with_their_naive_references():
                                 if mark == STAGED
                                 for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
             assert found == want_found
+            most_runs = max(most_runs, nh)
             gmask[:] = 0
             probe[:n_probe, 2] = 0
             hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
@@ -364,6 +366,7 @@ def test_probing_stages_agree_with_their_naive_references():
                 got = out[out_off[g0 + i]:out_off[g0 + i + 1]].tolist()
                 assert got == naive.scan_lists(sat_list, heads, store)
     assert staged_events > 0  # the run index path was exercised
+    assert most_runs > 2 * RUN_AHEAD  # ... with its prefetching pipeline full, not only filling and draining
 
 
 @settings(max_examples=100, deadline=None)
