@@ -9,6 +9,9 @@ benchmark says what grows between the two:
   those entries span, entries passing the second column (checked from the
   third column on, one scattered read each), entries of unsorted tails and
   other clusters scanned, matches;
+* **a maintenance round** (`dynamic`): its CPU time, and what it adds per
+  event amortized over the events between two rounds (best passes leave the
+  round out);
 * **time of the stages**, CPU time per event of the kernel cut after stage 4
   (phase 1, probes, list heads, first rows), after stage 5 (the run index
   lookups and the runs' second columns, ``stage_runs``) and whole (the
@@ -190,6 +193,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"runs {a} ahead: CPU µs per event: stages 1-4 {us[4]:.3f}, stage 5 (runs) {us[5] - us[4]:.3f}, "
               f"stage 6 (scans, results) {us[6] - us[5]:.3f}, whole {us[6]:.3f} "
               f"(wall whole {wall[6, a] / args.events * 1e6:.3f})")
+    if args.algorithm == "dynamic":
+        # what best passes leave out: a maintenance round every refresh_events events, its price growing with N
+        every = m.maintenance.t.refresh_events
+        t0 = time.process_time()
+        m.index.maintain()
+        round_s = time.process_time() - t0
+        print(f"one maintenance round: {round_s:.3f} CPU s, every {every:,} events: "
+              f"{round_s / every * 1e6:.3f} µs per event amortized")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
