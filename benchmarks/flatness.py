@@ -26,7 +26,9 @@ benchmark says what grows between the two:
 pipeline at other depths too (run bounds read that many runs ahead, starts
 twice that), side by side in one process.
 
-Nothing here changes how the matcher works: the counters read its arrays.
+W0 only (the dense stage 1).  The counters and cuts read the matcher's arrays and change nothing;
+the rounds timed at the end are the matcher's own (``tests/test_kernels.py`` checks the counters
+against ``tests/naive.py``).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
             counts[e, 2] += 1
             counts[e, 3] += end - start
             row = store.base[c] + store.cap[c]
-            counts[e, 4] += (row + end - 1) * 4 // 64 - (row + start) * 4 // 64 + 1
+            counts[e, 4] += (row + end - 1) * 4 // 64 - (row + start) * 4 // 64 + 1  # (arena offsets: lines of a line-aligned arena)
     return counts
 
 

@@ -379,3 +379,49 @@ def test_distinct_per_event_against_naive(events):
     ids = np.array([x for e in events for x in e], dtype=np.int64)
     got, want = distinct_per_event(offsets, ids), naive.distinct_per_event(offsets, ids)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def test_flatness_counters_agree_with_the_naive_stages():
+    """``benchmarks.flatness`` counts per event what stage 5 does: runs found, their entries, those passing column 1."""
+    from benchmarks.flatness import COUNTERS, count_stages
+    from fastpubsub.engine.cluster_store import INDEX_ROW, STARTS_ROW, run_row
+    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.probing import GROUP, ProbeScratch
+    from fastpubsub.engine.scan import BY_INDEX, run_path
+
+    m, batches = _conjunction_matcher()
+    ix = m.index
+    m.preds.prepare()
+    preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
+    access = ix.keys.arrays(ix.sch_fields)
+    col = {name: j for j, name in enumerate(COUNTERS)}
+    for batch in batches:
+        ev = encode_batch(batch, m.attributes, m.strings).arrays()
+        n_ev = len(ev.offsets) - 1
+        scratch = ProbeScratch(np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64),
+                               np.empty((GROUP, 3), dtype=np.int64), np.zeros(len(preds.bits), dtype=np.uint16))
+        counts = count_stages(ev, preds, store, runs, access, scratch, np.zeros((n_ev, len(COUNTERS)), np.int64))
+        assert not scratch.gmask.any() and np.all(scratch.eq_of_field == -1)  # left at rest
+        sat = np.empty(len(preds.bits), dtype=np.int64)
+        for e in range(n_ev):
+            ns = satisfied_predicates(ev.offsets[e], ev.offsets[e + 1], ev.field, ev.code, ev.eqbits, preds.table_keys,
+                                      preds.table_vals, preds.group_of, preds.g_start, preds.g_end, preds.g_vals,
+                                      preds.g_pids, sat)
+            esat = sat[:ns].tolist()
+            heads = naive.heads_reached(esat, preds, access, store)
+            staged = [c for c in heads if run_path(runs, c, ns) == BY_INDEX
+                      and store.arena[run_row(store.base[c], store.cap[c], store.k[c], INDEX_ROW) + 1] > 0]
+            found = [(c, r) for c in staged for r in naive.runs_found(esat, c, store, runs)]
+
+            def bounds(c, r):
+                sr = run_row(int(store.base[c]), int(store.cap[c]), int(store.k[c]), STARTS_ROW)
+                end = int(store.arena[sr + r + 1]) if r + 1 < runs.runs[c] else int(runs.sorted[c])
+                return int(store.arena[sr + r]), end
+
+            assert counts[e, col["lists"]] == len(heads)
+            assert counts[e, col["index_lookups"]] == ns * len(staged)
+            assert counts[e, col["runs_found"]] == len(found)
+            assert counts[e, col["run_entries"]] == sum(b - a for a, b in (bounds(c, r) for c, r in found))
+            assert counts[e, col["passing_second"]] == sum(len(naive.run_entries(esat, c, store, runs)) for c in staged)
+            assert counts[e, col["tail_entries"]] == sum(int(store.length[c] - runs.sorted[c]) for c in staged)
+    assert counts[:, col["runs_found"]].sum() > 0
