@@ -425,3 +425,45 @@ def test_flatness_counters_agree_with_the_naive_stages():
             assert counts[e, col["passing_second"]] == sum(len(naive.run_entries(esat, c, store, runs)) for c in staged)
             assert counts[e, col["tail_entries"]] == sum(int(store.length[c] - runs.sorted[c]) for c in staged)
     assert counts[:, col["runs_found"]].sum() > 0
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 7, 16, 64])
+def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
+    """``runs_entries(..., ahead)``: whatever the prefetch distance (shorter or longer than a group's runs), the same pairs."""
+    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.probing import (GROUP, STAGED, runs_entries, runs_found, runs_index_rows, stage_heads,
+                                           stage_keys, stage_lookup)
+
+    m, batches = _conjunction_matcher()
+    ix = m.index
+    m.preds.prepare()
+    preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
+    access = ix.keys.arrays(ix.sch_fields)
+    eq_of_field = np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64)
+    gmask = np.zeros(len(preds.bits), dtype=np.uint16)
+    sat = np.empty(len(preds.bits), dtype=np.int64)
+    gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
+    gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
+    hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
+    checked = 0
+    for batch in batches:
+        ev = encode_batch(batch, m.attributes, m.strings).arrays()
+        n_ev = len(ev.offsets) - 1
+        for g0 in range(0, n_ev, GROUP):
+            g1 = min(n_ev, g0 + GROUP)
+            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
+                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
+            stage_lookup(probe, n_probe, access, store.key_head)
+            stage_heads(probe, n_probe, store, runs)
+            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            sv = runs_entries(g1 - g0, hit, nh, gmask, store, runs, sv, sv_off, ahead)
+            gmask[:] = 0
+            for i in range(g1 - g0):
+                esat = gsat[gs_off[i]:gs_off[i + 1]].tolist()
+                staged = [int(c) for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
+                          if mark == STAGED]
+                want = sorted(p for c in staged for p in naive.run_entries(esat, c, store, runs))
+                assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want
+                checked += len(want)
+    assert checked > 0
