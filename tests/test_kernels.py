@@ -306,8 +306,8 @@ def _conjunction_matcher():
 
 def test_probing_stages_agree_with_their_naive_references():
     from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import (GROUP, STAGED, runs_found, runs_index_rows, scan_group, stage_heads,
-                                           stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
+    from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
+                                           stage_heads, stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
 
     m, batches = _conjunction_matcher()
     ix = m.index
@@ -322,6 +322,7 @@ def test_probing_stages_agree_with_their_naive_references():
     gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
     hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
     staged_events = 0
+    most_runs = 0  # runs found in one group: past 2 * RUN_AHEAD, stage_runs' pipeline runs full
     for batch in batches:
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
         n_ev = len(ev.offsets) - 1
@@ -342,6 +343,7 @@ def test_probing_stages_agree_with_their_naive_references():
                                 if mark == STAGED
                                 for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
             assert found == want_found
+            most_runs = max(most_runs, nh)
             gmask[:] = 0
             probe[:n_probe, 2] = 0
             hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
@@ -364,6 +366,7 @@ def test_probing_stages_agree_with_their_naive_references():
                 got = out[out_off[g0 + i]:out_off[g0 + i + 1]].tolist()
                 assert got == naive.scan_lists(sat_list, heads, store)
     assert staged_events > 0  # the run index path was exercised
+    assert most_runs > 2 * RUN_AHEAD  # ... with its prefetching pipeline full, not only filling and draining
 
 
 @settings(max_examples=100, deadline=None)
@@ -376,3 +379,91 @@ def test_distinct_per_event_against_naive(events):
     ids = np.array([x for e in events for x in e], dtype=np.int64)
     got, want = distinct_per_event(offsets, ids), naive.distinct_per_event(offsets, ids)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def test_flatness_counters_agree_with_the_naive_stages():
+    """``benchmarks.flatness`` counts per event what stage 5 does: runs found, their entries, those passing column 1."""
+    from benchmarks.flatness import COUNTERS, count_stages
+    from fastpubsub.engine.cluster_store import INDEX_ROW, STARTS_ROW, run_row
+    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.probing import GROUP, ProbeScratch
+    from fastpubsub.engine.scan import BY_INDEX, run_path
+
+    m, batches = _conjunction_matcher()
+    ix = m.index
+    m.preds.prepare()
+    preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
+    access = ix.keys.arrays(ix.sch_fields)
+    col = {name: j for j, name in enumerate(COUNTERS)}
+    for batch in batches:
+        ev = encode_batch(batch, m.attributes, m.strings).arrays()
+        n_ev = len(ev.offsets) - 1
+        scratch = ProbeScratch(np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64),
+                               np.empty((GROUP, 3), dtype=np.int64), np.zeros(len(preds.bits), dtype=np.uint16))
+        counts = count_stages(ev, preds, store, runs, access, scratch, np.zeros((n_ev, len(COUNTERS)), np.int64))
+        assert not scratch.gmask.any() and np.all(scratch.eq_of_field == -1)  # left at rest
+        sat = np.empty(len(preds.bits), dtype=np.int64)
+        for e in range(n_ev):
+            ns = satisfied_predicates(ev.offsets[e], ev.offsets[e + 1], ev.field, ev.code, ev.eqbits, preds.table_keys,
+                                      preds.table_vals, preds.group_of, preds.g_start, preds.g_end, preds.g_vals,
+                                      preds.g_pids, sat)
+            esat = sat[:ns].tolist()
+            heads = naive.heads_reached(esat, preds, access, store)
+            staged = [c for c in heads if run_path(runs, c, ns) == BY_INDEX
+                      and store.arena[run_row(store.base[c], store.cap[c], store.k[c], INDEX_ROW) + 1] > 0]
+            found = [(c, r) for c in staged for r in naive.runs_found(esat, c, store, runs)]
+
+            def bounds(c, r):
+                sr = run_row(int(store.base[c]), int(store.cap[c]), int(store.k[c]), STARTS_ROW)
+                end = int(store.arena[sr + r + 1]) if r + 1 < runs.runs[c] else int(runs.sorted[c])
+                return int(store.arena[sr + r]), end
+
+            assert counts[e, col["lists"]] == len(heads)
+            assert counts[e, col["index_lookups"]] == ns * len(staged)
+            assert counts[e, col["runs_found"]] == len(found)
+            assert counts[e, col["run_entries"]] == sum(b - a for a, b in (bounds(c, r) for c, r in found))
+            assert counts[e, col["passing_second"]] == sum(len(naive.run_entries(esat, c, store, runs)) for c in staged)
+            assert counts[e, col["tail_entries"]] == sum(int(store.length[c] - runs.sorted[c]) for c in staged)
+    assert counts[:, col["runs_found"]].sum() > 0
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 7, 16, 64])
+def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
+    """``runs_entries(..., ahead)``: whatever the prefetch distance (shorter or longer than a group's runs), the same pairs."""
+    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.probing import (GROUP, STAGED, runs_entries, runs_found, runs_index_rows, stage_heads,
+                                           stage_keys, stage_lookup)
+
+    m, batches = _conjunction_matcher()
+    ix = m.index
+    m.preds.prepare()
+    preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
+    access = ix.keys.arrays(ix.sch_fields)
+    eq_of_field = np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64)
+    gmask = np.zeros(len(preds.bits), dtype=np.uint16)
+    sat = np.empty(len(preds.bits), dtype=np.int64)
+    gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
+    gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
+    hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
+    checked = 0
+    for batch in batches:
+        ev = encode_batch(batch, m.attributes, m.strings).arrays()
+        n_ev = len(ev.offsets) - 1
+        for g0 in range(0, n_ev, GROUP):
+            g1 = min(n_ev, g0 + GROUP)
+            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
+                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
+            stage_lookup(probe, n_probe, access, store.key_head)
+            stage_heads(probe, n_probe, store, runs)
+            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            sv = runs_entries(g1 - g0, hit, nh, gmask, store, runs, sv, sv_off, ahead)
+            gmask[:] = 0
+            for i in range(g1 - g0):
+                esat = gsat[gs_off[i]:gs_off[i + 1]].tolist()
+                staged = [int(c) for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
+                          if mark == STAGED]
+                want = sorted(p for c in staged for p in naive.run_entries(esat, c, store, runs))
+                assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want
+                checked += len(want)
+    assert checked > 0

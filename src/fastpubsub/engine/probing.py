@@ -55,8 +55,11 @@ SMALL_CLUSTER = 16
 KNOWN_KEY = -3
 #: ``probe[t, 2]`` of a probe whose first cluster's sorted prefix :func:`stage_runs` scans.
 STAGED = -2
-#: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).
-RUN_AHEAD = 8
+#: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).  Past a
+#: few million W0 subscriptions a run holds about 8 entries and an event finds 30 runs; 8 runs ahead did not
+#: cover the misses there (10M: 1.98-2.21 µs per event against 1.89-2.03 with 16; 1M alike), 4 was slower
+#: at every size (``python -m benchmarks.flatness``, docs/clustering.md "Flatness: what grows with N").
+RUN_AHEAD = 16
 #: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
 #: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
 PHASE1_AHEAD_FIELDS = 4096
@@ -397,23 +400,24 @@ def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
 
 
 @njit(cache=True)
-def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off):
+def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD):
     """Stage 5c: the entries of the runs found whose second column the event satisfies, in a prefetching pipeline.
 
-    Run ``h``'s second column is checked while run ``h + RUN_AHEAD``'s
+    Run ``h``'s second column is checked while run ``h + ahead``'s
     bounds are read (its second column prefetched) and run ``h + 2
-    RUN_AHEAD``'s start is prefetched.  Writes the (cluster, entry) pairs of
+    ahead``'s start is prefetched (``RUN_AHEAD``; ``benchmarks.flatness
+    --ahead`` compares depths).  Writes the (cluster, entry) pairs of
     event ``i`` to ``sv[sv_off[i]:sv_off[i + 1]]``; returns ``sv``.
     """
     arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     nsv = 0
     sv_off[:] = 0
-    for h in range(-2 * RUN_AHEAD, nh):
-        h2 = h + 2 * RUN_AHEAD
+    for h in range(-2 * ahead, nh):
+        h2 = h + 2 * ahead
         if h2 < nh:
             c = hit[h2, 1]
             prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW) + hit[h2, 2])
-        h1 = h + RUN_AHEAD
+        h1 = h + ahead
         if 0 <= h1 < nh:
             c, r = hit[h1, 1], hit[h1, 2]
             sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
+from ..probing import RUN_AHEAD
 from ..scan import INDEX_GAIN, prefetch
 from .model import CostModel, model_path
 
@@ -327,15 +328,15 @@ def measure_run_costs(repeat: int = 5, seed: int = 0) -> RunCosts:
               + rng.integers(0, width, size=clusters * row, dtype=np.int64))
     chosen = rng.integers(0, clusters, size=events, dtype=np.int64)
     hits = (np.repeat(chosen * row, per_event) + rng.integers(0, row, size=events * per_event)).astype(np.int64)
-    _runs_loop(starts, column, hits[:100], 8)
-    k_run = best(lambda: _runs_loop(starts, column, hits, 8)) / len(hits)
+    _runs_loop(starts, column, hits[:100], RUN_AHEAD)
+    k_run = best(lambda: _runs_loop(starts, column, hits, RUN_AHEAD)) / len(hits)
     words = rng.integers(0, 1 << 32, size=clusters * row, dtype=np.uint32)
     lookups = (np.repeat(chosen * row * 32, per_event) + rng.integers(0, row * 32, size=events * per_event))
     _lookup_loop(words, lookups[:100])
     k_l = best(lambda: _lookup_loop(words, lookups)) / len(lookups)
     gmask = rng.integers(0, 1 << 16, size=1 << 16, dtype=np.int64).astype(np.uint16)
-    _entries_loop(starts, column, gmask, hits[:100], 1, 8)
-    one = best(lambda: _entries_loop(starts, column, gmask, hits, 1, 8))
-    eight = best(lambda: _entries_loop(starts, column, gmask, hits, 9, 8))
+    _entries_loop(starts, column, gmask, hits[:100], 1, RUN_AHEAD)
+    one = best(lambda: _entries_loop(starts, column, gmask, hits, 1, RUN_AHEAD))
+    eight = best(lambda: _entries_loop(starts, column, gmask, hits, 9, RUN_AHEAD))
     k_e = max(eight - one, 0.0) / (8 * len(hits))
     return RunCosts(K_run=k_run * 1e9, K_l=k_l * 1e9, K_e=k_e * 1e9)
