@@ -132,12 +132,6 @@ class PatternEngine:
         self.st[K.ST_WM] = K.EMPTY
         self.st[K.ST_BATCH] = 1
         self.st[K.ST_TRACK] = int(track_changes)
-        # expiry queues, one per distinct within value (kernel module docstring); ids live as long as a
-        # pattern uses the value
-        self.wq_of: dict[int, int] = {}
-        self.wq_refs: list[int] = []
-        self.free_wq: list[int] = []
-        self._alloc_queues(16)
         self._alloc_patterns(16)
         self._alloc_slots(capacity)
         self._alloc_hash(4 * capacity)
@@ -187,8 +181,7 @@ class PatternEngine:
         if old_nodes is not None:
             sg[: len(self.node_sg)] = self.node_sg
         self.node_sg = sg
-        for name, dtype, fill in (("pat_group", np.int64, -1), ("pat_wq", np.int64, -1), ("pat_tdir", np.int64, 0),
-                                  ("pat_tcol", np.int64, 0),
+        for name, dtype, fill in (("pat_group", np.int64, -1), ("pat_tdir", np.int64, 0), ("pat_tcol", np.int64, 0),
                                   ("pat_thr", np.float64, 0.0), ("pat_teq", np.bool_, False)):
             arr = np.full(n, fill, dtype)
             if old_pats is not None:
@@ -206,11 +199,10 @@ class PatternEngine:
                 ("iters", np.int64, (K.STRIDE,)), ("iv_kind", np.int8, (self.n_cols,)),
                 ("iv_num", np.float64, (self.n_cols,)), ("acc", np.float64, (self.n_aggs,)),
                 ("accn", np.int64, (self.n_aggs,)), ("dirty_mark", np.int64, ()), ("dirty", np.int64, ()),
-                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ()),
-                ("exp_q", np.int64, ()), ("exp_next", np.int64, ()), ("exp_prev", np.int64, ())]
+                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ())]
         for name, dt, shape in spec:
             arr = np.zeros((cap,) + shape, dt)
-            if name in ("inst_list", "exp_q"):
+            if name == "inst_list":
                 arr[:] = -1
             if old_cap:
                 cur = getattr(self, name)
@@ -244,55 +236,6 @@ class PatternEngine:
             self.n_aggs = n_aggs
             self._alloc_witnesses(len(self.w_p))
         self.n_cols = max(self.n_cols, n_cols)
-
-    def _alloc_queues(self, n: int) -> None:
-        old = getattr(self, "q_head", None)
-        for name, dtype, fill in (("q_head", np.int64, -1), ("q_tail", np.int64, -1), ("q_last", np.int64, K.EMPTY),
-                                  ("q_within", np.int64, 0), ("q_in", np.bool_, False), ("qh_key", np.int64, 0),
-                                  ("qh_q", np.int64, 0)):
-            arr = np.full(n, fill, dtype)
-            if old is not None:
-                cur = getattr(self, name)
-                arr[: len(cur)] = cur
-            setattr(self, name, arr)
-
-    def _join_queue(self, p: int, within: int) -> None:
-        q = self.wq_of.get(within)
-        if q is None:
-            q = self.free_wq.pop() if self.free_wq else len(self.wq_refs)
-            if q == len(self.wq_refs):
-                self.wq_refs.append(0)
-                if q >= len(self.q_head):
-                    self._alloc_queues(2 * len(self.q_head))
-            self.wq_of[within] = q
-            self.q_within[q] = within
-            self.q_last[q] = K.EMPTY
-        self.wq_refs[q] += 1
-        self.pat_wq[p] = q
-
-    def _leave_queue(self, p: int) -> None:
-        """After the slot's instances are dropped: a queue no pattern uses leaves the queue heap and is reused."""
-        q = int(self.pat_wq[p])
-        self.pat_wq[p] = -1
-        self.wq_refs[q] -= 1
-        if self.wq_refs[q]:
-            return
-        del self.wq_of[int(self.q_within[q])]
-        if self.q_in[q]:
-            n = int(self.st[K.ST_QHEAP])
-            keep = self.qh_q[:n] != q
-            key, qs = self.qh_key[:n][keep], self.qh_q[:n][keep]
-            order = np.argsort(key, kind="stable")  # a sorted array is a heap
-            self.qh_key[: len(order)] = key[order]
-            self.qh_q[: len(order)] = qs[order]
-            self.st[K.ST_QHEAP] = len(order)
-            self.q_in[q] = False
-        self.q_head[q] = self.q_tail[q] = -1
-        self.free_wq.append(q)
-
-    def _expiry(self) -> tuple:
-        return (self.exp_q, self.exp_next, self.exp_prev, self.q_head, self.q_tail, self.q_last, self.q_within,
-                self.q_in, self.qh_key, self.qh_q, self.pat_wq)
 
     def _alloc_hash(self, n: int) -> None:
         size = 1 << max(4, int(n - 1).bit_length())
@@ -358,7 +301,6 @@ class PatternEngine:
         base = p * K.STRIDE
         self.pat_sid[p] = sid
         self.pat_within[p] = pattern.within_ms
-        self._join_queue(p, int(pattern.within_ms))
         self.pat_since[p] = since
         self.pat_nsteps[p] = len(pattern.steps)
         self.pat_active[p] = True
@@ -515,15 +457,14 @@ class PatternEngine:
         self._leave_step_groups(p)
         self._sync_tables()
         while True:
-            dropped = int(K.drop_pattern(p, self._tables(), self._state(), self._expiry(), self.list_head, self.st,
-                                         self.tomb_key, self.tomb_off, self.last_id))
+            dropped = int(K.drop_pattern(p, self._tables(), self._state(), self.list_head, self.st, self.tomb_key,
+                                         self.tomb_off, self.last_id))
             self._dropped += dropped if dropped >= 0 else -1 - dropped
             if dropped >= 0:
                 break
             self._grow_tombstones(int(self.st[K.ST_LIVE]))
         if not self.track_changes:
             self._new_epoch()
-        self._leave_queue(p)
         self.pat_active[p] = False
         self.node_op[p * K.STRIDE: (p + 1) * K.STRIDE] = -1
         self.compiled[p] = None
@@ -691,8 +632,7 @@ class PatternEngine:
                                  self.heap_g, self.pi_mark, self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
                                  self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
-                                 self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self._expiry(),
-                                 self.st)
+                                 self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
             parts.append(self._drain(ts))
             if i >= n:
                 break
@@ -915,11 +855,10 @@ class PatternEngine:
 
     def instance_bytes(self) -> int:
         """Bytes of one instance slot (all per-slot arrays): converts the global byte bound to a count."""
-        return (sum(getattr(self, n)[:1].nbytes for n in (
+        return sum(getattr(self, n)[:1].nbytes for n in (
             "inst_alive", "inst_p", "inst_node", "inst_start", "inst_last", "inst_gen", "inst_list", "inst_next",
             "inst_prev", "inst_born", "inst_changed", "bound", "iters", "iv_kind", "iv_num", "acc", "accn",
-            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "free", "exp_q", "exp_next", "exp_prev"))
-                   + 3 * 8 + 4 * 8 * 2)
+            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "free")) + 3 * 8 + 4 * 8 * 2
 
     def memory_bytes(self) -> int:
         """Bytes held by the instance store, indexes and buffers (not the matcher)."""

@@ -10,14 +10,7 @@ kills instances, and writes witnesses.
 
 Instance state is a structure of arrays with a free list; instances sit in
 doubly linked lists, one per index key, found through an open-addressing hash
-table.  Expiry (``within``): one FIFO queue per distinct ``within`` value, an
-intrusive doubly linked list through the instance slots in deadline order
-(instances start in event-time order, so appending keeps it sorted); an
-ending instance leaves its queue at once.  A small heap over the queues, keyed
-by a lower bound of each queue's first deadline, finds the next to expire.  An
-instance whose deadline would break its queue's order (a late event, a fold
-output inheriting an older start, a restored instance) goes to a binary heap
-with lazy deletion instead.  Every
+table.  Expiry (``within``) uses a binary heap with lazy deletion.  Every
 buffer is sized by the caller from a bound checked at each event: when a bound
 does not hold the kernel returns the index of the event it stopped at, before
 touching it, and the caller grows the arrays and resumes.
@@ -40,8 +33,7 @@ EMPTY = np.int64(-(2**63))
 ST_WM, ST_LIVE, ST_KEYS, ST_LISTS, ST_FREE, ST_HEAP, ST_WIT, ST_BATCH, ST_TOMB, ST_DIRTY, ST_FOLDLIVE = range(11)
 ST_STARTED, ST_COMPLETED, ST_KILLED, ST_EXPIRED, ST_REFUSED, ST_AFFECTED, ST_PROBES, ST_CALL = range(11, 19)
 ST_TRACK = 19  # 1: record dirty instances and tombstones for the changelog (PatternEngine(track_changes=True))
-ST_QHEAP = 20  # entries of the heap over the expiry queues
-ST_SIZE = 21
+ST_SIZE = 20
 # an atom is one row of a float64 matrix (read whole: one or two cache lines, not ten arrays):
 # op, static, then per side src, idx, aux (aggregate function), mul, add, arith, const kind, const value
 A_OP, A_STATIC, A_LEFT, A_RIGHT, A_WIDTH = 0, 1, 2, 10, 18
@@ -162,84 +154,6 @@ def _heap_pop(heap_d, heap_s, heap_g, st):
         heap_d[i] = d
         heap_s[i] = s
         heap_g[i] = g
-
-
-@njit(cache=True, inline="always")
-def _qheap_sift_down(qh_key, qh_q, n, i):
-    d, q = qh_key[i], qh_q[i]
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and qh_key[c + 1] < qh_key[c]:
-            c += 1
-        if qh_key[c] >= d:
-            break
-        qh_key[i] = qh_key[c]
-        qh_q[i] = qh_q[c]
-        i = c
-    qh_key[i] = d
-    qh_q[i] = q
-
-
-@njit(cache=True, inline="always")
-def _qheap_push(qh_key, qh_q, st, d, q):
-    i = st[ST_QHEAP]
-    st[ST_QHEAP] += 1
-    while i > 0:
-        parent = (i - 1) >> 1
-        if qh_key[parent] <= d:
-            break
-        qh_key[i] = qh_key[parent]
-        qh_q[i] = qh_q[parent]
-        i = parent
-    qh_key[i] = d
-    qh_q[i] = q
-
-
-@njit(cache=True, inline="always")
-def _schedule(s, p, expiry, inst_start, pat_within, heap_d, heap_s, heap_g, inst_gen, st):
-    """File instance ``s`` of pattern slot ``p`` for expiry at its start plus ``within``."""
-    (exp_q, exp_next, exp_prev, q_head, q_tail, q_last, q_within, q_in, qh_key, qh_q, pat_wq) = expiry
-    d = inst_start[s] + pat_within[p]
-    q = pat_wq[p]
-    if q < 0 or d < q_last[q]:  # out of order for its queue: the heap
-        exp_q[s] = -1
-        _heap_push(heap_d, heap_s, heap_g, st, d, s, inst_gen[s])
-        return
-    q_last[q] = d  # never lowered: every key of the queue heap stays a lower bound of its queue's deadlines
-    t = q_tail[q]
-    exp_q[s] = q
-    exp_prev[s] = t
-    exp_next[s] = -1
-    if t >= 0:
-        exp_next[t] = s
-    else:
-        q_head[q] = s
-    q_tail[q] = s
-    if not q_in[q]:
-        q_in[q] = True
-        _qheap_push(qh_key, qh_q, st, d, q)
-
-
-@njit(cache=True, inline="always")
-def _unschedule(s, expiry):
-    """Take an ending instance out of its expiry queue (heap entries are dropped lazily by generation)."""
-    (exp_q, exp_next, exp_prev, q_head, q_tail, q_last, q_within, q_in, qh_key, qh_q, pat_wq) = expiry
-    q = exp_q[s]
-    if q < 0:
-        return
-    pv = exp_prev[s]
-    nx = exp_next[s]
-    if pv >= 0:
-        exp_next[pv] = nx
-    else:
-        q_head[q] = nx
-    if nx >= 0:
-        exp_prev[nx] = pv
-    else:
-        q_tail[q] = pv
-    exp_q[s] = -1
 
 
 @njit(cache=True, inline="always")
@@ -377,13 +291,12 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 
 
 @njit(cache=True, inline="always")
-def _free(s, tables, state, expiry, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
+def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
-    _unschedule(s, expiry)
     p = inst_p[s]
     if node_op[p * STRIDE + inst_node[s]] == OP_FOLD:
         st[ST_FOLDLIVE] -= 1
@@ -501,7 +414,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
                    heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
-                   start_lo, start_hi, start_res_lo, start_res_hi, groups, expiry, st):
+                   start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
@@ -510,7 +423,6 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
-    q_head, q_within, q_in, qh_key, qh_q = expiry[3], expiry[6], expiry[7], expiry[8], expiry[9]
     n = ev_ts.shape[0]
     n_pat = pat_sid.shape[0]
     slots = inst_alive.shape[0]
@@ -528,32 +440,13 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
         if st[ST_WM] == EMPTY or ts > st[ST_WM]:
             st[ST_WM] = ts
         wm = st[ST_WM]
-        while st[ST_QHEAP] > 0 and qh_key[0] < wm:  # the queues: the head of the queue with the lowest bound
-            q = qh_q[0]
-            s = q_head[q]
-            if s < 0:  # empty: leave the queue heap
-                st[ST_QHEAP] -= 1
-                last = st[ST_QHEAP]
-                q_in[q] = False
-                if last > 0:
-                    qh_key[0] = qh_key[last]
-                    qh_q[0] = qh_q[last]
-                    _qheap_sift_down(qh_key, qh_q, last, 0)
-                continue
-            d = inst_start[s] + q_within[q]
-            if d < wm:
-                st[ST_EXPIRED] += 1
-                _free(s, tables, state, expiry, list_head, st, tomb_key, tomb_off, ev_id[i])
-            else:
-                qh_key[0] = d
-                _qheap_sift_down(qh_key, qh_q, st[ST_QHEAP], 0)
         while st[ST_HEAP] > 0 and heap_d[0] < wm:
             s = heap_s[0]
             g = heap_g[0]
             _heap_pop(heap_d, heap_s, heap_g, st)
             if inst_alive[s] and inst_gen[s] == g:
                 st[ST_EXPIRED] += 1
-                _free(s, tables, state, expiry, list_head, st, tomb_key, tomb_off, ev_id[i])
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
         stamp = np.int64(i) + st[ST_CALL] * np.int64(1 << 40)
         # -- the affected instances -----------------------------------------
         naff = 0
@@ -641,14 +534,14 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             pi = pi and _all(r[4], r[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
                 st[ST_KILLED] += 1
-                _free(s, tables, state, expiry, list_head, st, tomb_key, tomb_off, ev_id[i])
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
                 continue
             if node_op[node] == OP_NEXT:
                 _capture(node, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
                 bound[s, step] = ev_id[i]
                 if step == pat_nsteps[p]:
                     _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
-                    _free(s, tables, state, expiry, list_head, st, tomb_key, tomb_off, ev_id[i])
+                    _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
                     continue
                 _enter(s, step + 1, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
                 _mark(s, i, st, state, dirty, ev_id)
@@ -744,7 +637,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 nxt = inst_node[parent] + 1
             _enter(s, nxt, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
             _mark(s, i, st, state, dirty, ev_id)
-            _schedule(s, p, expiry, inst_start, pat_within, heap_d, heap_s, heap_g, inst_gen, st)
+            _heap_push(heap_d, heap_s, heap_g, st, inst_start[s] + pat_within[p], s, inst_gen[s])
         for q in range(m):
             cre_cnt[cre_p[q]] = 0
             cre_dec[cre_p[q]] = 0
@@ -752,7 +645,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
 
 
 @njit(cache=True)
-def drop_pattern(p, tables, state, expiry, list_head, st, tomb_key, tomb_off, source):
+def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source):
     """Free every instance of pattern slot ``p`` (its subscription was replaced or deleted)."""
     inst_alive = state[0]
     inst_p = state[1]
@@ -761,6 +654,6 @@ def drop_pattern(p, tables, state, expiry, list_head, st, tomb_key, tomb_off, so
         if inst_alive[s] and inst_p[s] == p:
             if tomb_key.shape[0] <= st[ST_TOMB]:
                 return -1 - n  # the caller grows the tombstone buffer and calls again
-            _free(s, tables, state, expiry, list_head, st, tomb_key, tomb_off, source)
+            _free(s, tables, state, list_head, st, tomb_key, tomb_off, source)
             n += 1
     return n
