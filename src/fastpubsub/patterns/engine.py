@@ -122,13 +122,6 @@ class PatternEngine:
         self.sgroup_keys: list[tuple | None] = []
         self.sgroup_members: list[set[int]] = []
         self.free_sg: list[int] = []
-        # shared instances (kernel module docstring): one-step patterns whose step binds the same events share
-        # a slot per start event; off with a changelog (its keys and values are per subscription)
-        self.share = not track_changes
-        self.share_of: dict[tuple, int] = {}
-        self.share_keys: dict[int, tuple] = {}
-        self.share_refs: list[int] = []
-        self.free_share: list[int] = []
         self.atom_rows: list[tuple] = []
         self.cap_rows: list[tuple[int, int]] = []
         self.agg_rows: list[tuple[int, int, int]] = []
@@ -188,8 +181,7 @@ class PatternEngine:
         if old_nodes is not None:
             sg[: len(self.node_sg)] = self.node_sg
         self.node_sg = sg
-        for name, dtype, fill in (("pat_group", np.int64, -1), ("pat_share", np.int64, -1), ("pat_tdir", np.int64, 0),
-                                  ("pat_tcol", np.int64, 0),
+        for name, dtype, fill in (("pat_group", np.int64, -1), ("pat_tdir", np.int64, 0), ("pat_tcol", np.int64, 0),
                                   ("pat_thr", np.float64, 0.0), ("pat_teq", np.bool_, False)):
             arr = np.full(n, fill, dtype)
             if old_pats is not None:
@@ -207,12 +199,10 @@ class PatternEngine:
                 ("iters", np.int64, (K.STRIDE,)), ("iv_kind", np.int8, (self.n_cols,)),
                 ("iv_num", np.float64, (self.n_cols,)), ("acc", np.float64, (self.n_aggs,)),
                 ("accn", np.int64, (self.n_aggs,)), ("dirty_mark", np.int64, ()), ("dirty", np.int64, ()),
-                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ()),
-                ("inst_mem", np.int64, ()), ("inst_shared", np.bool_, ()), ("sm_p", np.int64, ()),
-                ("sm_next", np.int64, ())]
+                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ())]
         for name, dt, shape in spec:
             arr = np.zeros((cap,) + shape, dt)
-            if name in ("inst_list", "inst_mem"):
+            if name == "inst_list":
                 arr[:] = -1
             if old_cap:
                 cur = getattr(self, name)
@@ -232,17 +222,6 @@ class PatternEngine:
             free[:] = np.arange(cap - 1, -1, -1)
             self.st[K.ST_FREE] = cap
         self.free = free
-        sm_free = np.zeros(cap, np.int64)  # the member pool has a slot's capacity: members are instances
-        if old_cap:
-            n_free = int(self.st[K.ST_MFREE])
-            sm_free[:n_free] = self.sm_free[:n_free]
-            add = np.arange(cap - 1, old_cap - 1, -1, dtype=np.int64)
-            sm_free[n_free: n_free + len(add)] = add
-            self.st[K.ST_MFREE] = n_free + len(add)
-        else:
-            sm_free[:] = np.arange(cap - 1, -1, -1)
-            self.st[K.ST_MFREE] = cap
-        self.sm_free = sm_free
         self.slot_cap = cap
 
     def _widen(self, n_cols: int, n_aggs: int) -> None:
@@ -386,52 +365,8 @@ class PatternEngine:
                 self.agg_rows.append((fn, self._col(a.attr) if a.attr else 0, slot))
             self.node_agg[node] = (lo, len(self.agg_rows))
         self.registered[p] = [r[0] for r in rows]
-        self._join_share(p, c)
         self._col("")  # column 0 always exists
         return rows + group_row + rows_sg
-
-    def _share_key(self, p: int, c: _Compiled) -> tuple | None:
-        """What decides which events an instance of slot ``p`` binds, when sharing can keep it exact: one ``next``
-        step without aggregates whose instance list does not depend on the subscription (a step group, the
-        dynamic index on a dynamic-only correlation, or no static correlation); equal correlations and captured
-        columns.  Post-selections and ``within`` may differ: they are checked per member."""
-        pattern = c.pattern
-        if not self.share or len(pattern.steps) != 1 or pattern.steps[0].op != "next":
-            return None
-        node = p * K.STRIDE + 1
-        th_static = bool(self.node_theta_static[node])
-        idx = int(self.node_idx_attr[node])
-        sg = int(self.node_sg[node])
-        if th_static and sg < 0:
-            return None  # its list is keyed by its own node
-        step = pattern.steps[0]
-        return (tuple(c.atom_row(a) for a in step.correlate), idx, int(self.node_idx_col[node]), sg,
-                tuple(c.cols.items()), tuple(self.cap_rows[slice(*self.node_cap[p * K.STRIDE])]))
-
-    def _join_share(self, p: int, c: _Compiled) -> None:
-        key = self._share_key(p, c)
-        self.pat_share[p] = -1
-        if key is None:
-            return
-        g = self.share_of.get(key)
-        if g is None:
-            g = self.free_share.pop() if self.free_share else len(self.share_refs)
-            if g == len(self.share_refs):
-                self.share_refs.append(0)
-            self.share_of[key] = g
-        self.share_refs[g] += 1
-        self.pat_share[p] = g
-        self.share_keys[g] = key
-
-    def _leave_share(self, p: int) -> None:
-        g = int(self.pat_share[p])
-        self.pat_share[p] = -1
-        if g < 0:
-            return
-        self.share_refs[g] -= 1
-        if not self.share_refs[g]:
-            del self.share_of[self.share_keys.pop(g)]
-            self.free_share.append(g)
 
     def _join_step_group(self, node: int, th_reg: list[Atom]) -> list:
         """Steps whose correlation is static only (``name = "MSFT"``) and equal share one matcher entry and one
@@ -522,15 +457,14 @@ class PatternEngine:
         self._leave_step_groups(p)
         self._sync_tables()
         while True:
-            dropped = int(K.drop_pattern(p, self._tables(), self._state(), self._share(), self.list_head, self.st,
-                                         self.tomb_key, self.tomb_off, self.last_id))
+            dropped = int(K.drop_pattern(p, self._tables(), self._state(), self.list_head, self.st, self.tomb_key,
+                                         self.tomb_off, self.last_id))
             self._dropped += dropped if dropped >= 0 else -1 - dropped
             if dropped >= 0:
                 break
             self._grow_tombstones(int(self.st[K.ST_LIVE]))
         if not self.track_changes:
             self._new_epoch()
-        self._leave_share(p)
         self.pat_active[p] = False
         self.node_op[p * K.STRIDE: (p + 1) * K.STRIDE] = -1
         self.compiled[p] = None
@@ -563,9 +497,6 @@ class PatternEngine:
         if self.mode != "dynamic":
             self.gcols = np.zeros(0, np.int64)
         self._sync_groups(n)
-        if len(getattr(self, "share_stamp", ())) < max(1, len(self.share_refs)):
-            self.share_stamp = np.full(max(16, 2 * len(self.share_refs)), -1, np.int64)
-            self.share_slot = np.zeros(len(self.share_stamp), np.int64)
         self._tables_dirty = False
 
     def _sync_groups(self, n: int) -> None:
@@ -592,10 +523,6 @@ class PatternEngine:
         self.grp_blo = np.searchsorted(band_g, np.arange(ng), "left").astype(np.int64)
         self.grp_bhi = np.searchsorted(band_g, np.arange(ng), "right").astype(np.int64)
         self.grp_size = np.bincount(g, minlength=ng).astype(np.int64) if ng else np.zeros(1, np.int64)
-
-    def _share(self) -> tuple:
-        return (self.pat_share, self.share_stamp, self.share_slot, self.inst_mem, self.inst_shared, self.sm_p,
-                self.sm_next, self.sm_free)
 
     def _groups(self) -> tuple:
         return (self.grp_blo, self.grp_bhi, self.band_lo, self.band_hi, self.band_dir, self.band_col, self.mem_p,
@@ -705,8 +632,7 @@ class PatternEngine:
                                  self.heap_g, self.pi_mark, self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
                                  self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
-                                 self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self._share(),
-                                 self.st)
+                                 self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
             parts.append(self._drain(ts))
             if i >= n:
                 break
@@ -720,7 +646,7 @@ class PatternEngine:
         st = self.st
         live = int(st[K.ST_LIVE])
         need = starts + int(st[K.ST_FOLDLIVE])
-        if st[K.ST_FREE] < need or st[K.ST_MFREE] < need or len(self.affected) < live or len(self.cre_p) < need:
+        if st[K.ST_FREE] < need or len(self.affected) < live or len(self.cre_p) < need:
             self._alloc_slots(max(2 * self.slot_cap, live + 2 * need + 64))
         if len(self.heap_d) - st[K.ST_HEAP] < need:
             self._compact_heap(max(2 * len(self.heap_d), int(st[K.ST_HEAP]) + 2 * need + 64))
@@ -783,9 +709,9 @@ class PatternEngine:
         self.st[K.ST_DIRTY] = 0
         self.st[K.ST_TOMB] = 0
 
-    def _key_rows(self, slots: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
+    def _key_rows(self, slots: np.ndarray) -> np.ndarray:
         """Instance keys: subscription id, start event id, and the exit event of every fold already left."""
-        p = self.inst_p[slots] if p is None else p
+        p = self.inst_p[slots]
         keys = np.full((len(slots), 1 + K.STRIDE), -1, np.int64)
         keys[:, 0] = self.pat_sid[p]
         keys[:, 1] = self.bound[slots, 0]
@@ -794,8 +720,8 @@ class PatternEngine:
             keys[left, 1 + k] = self.bound[slots[left], k]
         return keys
 
-    def _value(self, s: int, p: int | None = None) -> bytes:
-        p = int(self.inst_p[s]) if p is None else p
+    def _value(self, s: int) -> bytes:
+        p = int(self.inst_p[s])
         c = self.compiled[p]
         ns, nc, na = len(c.pattern.steps) + 1, len(c.cols), len(c.aggs)
         head = _VALUE_HEADER.pack(_VERSION, c.fp, int(self.pat_sid[p]), int(self.inst_node[s]), int(self.inst_start[s]),
@@ -836,13 +762,8 @@ class PatternEngine:
     def export_state(self) -> StateChanges:
         """Every live instance as a put (a full snapshot in the changelog's format)."""
         slots = np.flatnonzero(self.inst_alive)
-        ps = self.inst_p[slots]
-        if self.inst_shared[slots].any():  # a shared slot is one instance per member
-            pairs = [(s, p) for s in slots.tolist() for p in self.members(s)]
-            slots = np.array([s for s, _ in pairs], np.int64)
-            ps = np.array([p for _, p in pairs], np.int64)
-        keys = [row.tobytes() for row in self._key_rows(slots, ps)]
-        values: list[bytes | None] = [self._value(int(s), int(p)) for s, p in zip(slots, ps)]
+        keys = [row.tobytes() for row in self._key_rows(slots)]
+        values: list[bytes | None] = [self._value(int(s)) for s in slots]
         offsets = [self.inst_changed[slots]]
         if self.last_id >= 0:
             keys.append(b"meta")
@@ -916,16 +837,6 @@ class PatternEngine:
         return restored
 
     # -- observation ---------------------------------------------------------
-    def members(self, s: int) -> list[int]:
-        """The pattern slots of the instances slot ``s`` holds: its own, or every member of a shared slot."""
-        if not self.inst_shared[s]:
-            return [int(self.inst_p[s])]
-        out, m = [], int(self.inst_mem[s])
-        while m >= 0:
-            out.append(int(self.sm_p[m]))
-            m = int(self.sm_next[m])
-        return out
-
     def live(self) -> int:
         return int(self.st[K.ST_LIVE])
 
@@ -947,8 +858,7 @@ class PatternEngine:
         return sum(getattr(self, n)[:1].nbytes for n in (
             "inst_alive", "inst_p", "inst_node", "inst_start", "inst_last", "inst_gen", "inst_list", "inst_next",
             "inst_prev", "inst_born", "inst_changed", "bound", "iters", "iv_kind", "iv_num", "acc", "accn",
-            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "free", "inst_mem", "inst_shared", "sm_p",
-            "sm_next", "sm_free")) + 3 * 8 + 4 * 8 * 2
+            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "free")) + 3 * 8 + 4 * 8 * 2
 
     def memory_bytes(self) -> int:
         """Bytes held by the instance store, indexes and buffers (not the matcher)."""

@@ -10,12 +10,7 @@ kills instances, and writes witnesses.
 
 Instance state is a structure of arrays with a free list; instances sit in
 doubly linked lists, one per index key, found through an open-addressing hash
-table.  Expiry (``within``) uses a binary heap with lazy deletion.  Shared instances: one-step patterns whose step binds the
-same events (equal correlation, see ``PatternEngine._share_key``) and that
-start at the same event share one slot; its subscriptions are a linked list of
-members (``share``), each counted as an instance of its own subscription (caps,
-counters, its own ``within`` through its own heap entry), and each checks its
-own post-selection when the slot binds its next event.  Every
+table.  Expiry (``within``) uses a binary heap with lazy deletion.  Every
 buffer is sized by the caller from a bound checked at each event: when a bound
 does not hold the kernel returns the index of the event it stopped at, before
 touching it, and the caller grows the arrays and resumes.
@@ -38,8 +33,7 @@ EMPTY = np.int64(-(2**63))
 ST_WM, ST_LIVE, ST_KEYS, ST_LISTS, ST_FREE, ST_HEAP, ST_WIT, ST_BATCH, ST_TOMB, ST_DIRTY, ST_FOLDLIVE = range(11)
 ST_STARTED, ST_COMPLETED, ST_KILLED, ST_EXPIRED, ST_REFUSED, ST_AFFECTED, ST_PROBES, ST_CALL = range(11, 19)
 ST_TRACK = 19  # 1: record dirty instances and tombstones for the changelog (PatternEngine(track_changes=True))
-ST_MFREE = 20  # free entries of the member pool of shared instances
-ST_SIZE = 21
+ST_SIZE = 20
 # an atom is one row of a float64 matrix (read whole: one or two cache lines, not ten arrays):
 # op, static, then per side src, idx, aux (aggregate function), mul, add, arith, const kind, const value
 A_OP, A_STATIC, A_LEFT, A_RIGHT, A_WIDTH = 0, 1, 2, 10, 18
@@ -297,7 +291,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 
 
 @njit(cache=True, inline="always")
-def _free(s, tables, state, share, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
+def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
@@ -315,21 +309,8 @@ def _free(s, tables, state, share, list_head, st, tomb_slot_key, tomb_off, ev_id
         tomb_off[t] = ev_id_i
     inst_alive[s] = False
     inst_gen[s] += 1
-    (pat_share, share_stamp, share_slot, inst_mem, inst_shared, sm_p, sm_next, sm_free) = share
-    if inst_shared[s]:  # every member left is an instance of its subscription
-        m = inst_mem[s]
-        while m >= 0:
-            pat_live[sm_p[m]] -= 1
-            st[ST_LIVE] -= 1
-            nx = sm_next[m]
-            sm_free[st[ST_MFREE]] = m
-            st[ST_MFREE] += 1
-            m = nx
-        inst_mem[s] = -1
-        inst_shared[s] = False
-    else:
-        pat_live[p] -= 1
-        st[ST_LIVE] -= 1
+    pat_live[p] -= 1
+    st[ST_LIVE] -= 1
     free[st[ST_FREE]] = s
     st[ST_FREE] += 1
 
@@ -369,35 +350,6 @@ def _mark(s, i, st, state, dirty, ev_id):
         dirty_mark[s] = st[ST_BATCH]
         dirty[st[ST_DIRTY]] = s
         st[ST_DIRTY] += 1
-
-
-@njit(cache=True, inline="always")
-def _drop_member(s, drop_p, expire_before, share, pat_live, pat_within, inst_p, inst_start, st):
-    """Remove the members of shared slot ``s``: those of subscription slot ``drop_p`` (if >= 0), or those whose
-    deadline is before ``expire_before``.  The first member left leads the slot.  Returns the number removed."""
-    (pat_share, share_stamp, share_slot, inst_mem, inst_shared, sm_p, sm_next, sm_free) = share
-    n = 0
-    prev = -1
-    m = inst_mem[s]
-    while m >= 0:
-        nx = sm_next[m]
-        mp = sm_p[m]
-        if (drop_p >= 0 and mp == drop_p) or (drop_p < 0 and inst_start[s] + pat_within[mp] < expire_before):
-            if prev >= 0:
-                sm_next[prev] = nx
-            else:
-                inst_mem[s] = nx
-            pat_live[mp] -= 1
-            st[ST_LIVE] -= 1
-            sm_free[st[ST_MFREE]] = m
-            st[ST_MFREE] += 1
-            n += 1
-        else:
-            prev = m
-        m = nx
-    if inst_mem[s] >= 0:
-        inst_p[s] = sm_p[inst_mem[s]]
-    return n
 
 
 @njit(cache=True, inline="always")
@@ -462,7 +414,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
                    heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
-                   start_lo, start_hi, start_res_lo, start_res_hi, groups, share, st):
+                   start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
@@ -471,7 +423,6 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
-    (pat_share, share_stamp, share_slot, inst_mem, inst_shared, sm_p, sm_next, sm_free) = share
     n = ev_ts.shape[0]
     n_pat = pat_sid.shape[0]
     slots = inst_alive.shape[0]
@@ -483,7 +434,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 or 10 * (st[ST_KEYS] + st[ST_LIVE] + new_max) > 7 * hk.shape[0]
                 or list_head.shape[0] - st[ST_LISTS] < st[ST_LIVE] + new_max
                 or tomb_key.shape[0] - st[ST_TOMB] < st[ST_LIVE] + new_max
-                or affected.shape[0] < st[ST_LIVE] or cre_p.shape[0] < new_max or st[ST_MFREE] < new_max):
+                or affected.shape[0] < st[ST_LIVE] or cre_p.shape[0] < new_max):
             return i
         ts = ev_ts[i]
         if st[ST_WM] == EMPTY or ts > st[ST_WM]:
@@ -494,13 +445,8 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             g = heap_g[0]
             _heap_pop(heap_d, heap_s, heap_g, st)
             if inst_alive[s] and inst_gen[s] == g:
-                if inst_shared[s]:  # one entry per member: the members past their own within leave
-                    st[ST_EXPIRED] += _drop_member(s, -1, wm, share, pat_live, pat_within, inst_p, inst_start, st)
-                    if inst_mem[s] < 0:
-                        _free(s, tables, state, share, list_head, st, tomb_key, tomb_off, ev_id[i])
-                    continue
                 st[ST_EXPIRED] += 1
-                _free(s, tables, state, share, list_head, st, tomb_key, tomb_off, ev_id[i])
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
         stamp = np.int64(i) + st[ST_CALL] * np.int64(1 << 40)
         # -- the affected instances -----------------------------------------
         naff = 0
@@ -578,27 +524,6 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             if not _all(r[0], r[1], AT,
                         i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the filter edge
-            if inst_shared[s]:  # one step, bound now: each member completes or dies by its own post-selection
-                bound[s, step] = ev_id[i]
-                m = inst_mem[s]
-                while m >= 0:
-                    mp = sm_p[m]
-                    mnode = mp * STRIDE + step
-                    rm = node_rng[mnode]
-                    if mode == MODE_NONE:
-                        ok = _all(rm[6], rm[7], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
-                    else:
-                        ok = (not node_pi_static[mnode] or pi_mark[mnode] == stamp) and _all(
-                            rm[12], rm[13], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
-                    ok = ok and _all(rm[4], rm[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
-                    if ok:
-                        inst_p[s] = mp
-                        _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
-                    else:
-                        st[ST_KILLED] += 1
-                    m = sm_next[m]
-                _free(s, tables, state, share, list_head, st, tomb_key, tomb_off, ev_id[i])
-                continue
             if mode == MODE_NONE:
                 pi = _all(r[6], r[7], AT,
                           i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
@@ -609,14 +534,14 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             pi = pi and _all(r[4], r[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
                 st[ST_KILLED] += 1
-                _free(s, tables, state, share, list_head, st, tomb_key, tomb_off, ev_id[i])
+                _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
                 continue
             if node_op[node] == OP_NEXT:
                 _capture(node, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
                 bound[s, step] = ev_id[i]
                 if step == pat_nsteps[p]:
                     _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
-                    _free(s, tables, state, share, list_head, st, tomb_key, tomb_off, ev_id[i])
+                    _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
                     continue
                 _enter(s, step + 1, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
                 _mark(s, i, st, state, dirty, ev_id)
@@ -686,20 +611,9 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                     pat_live[p] += k
             if cre_dec[p] < 0:
                 continue
-            parent = cre_parent[q]
-            c = pat_share[p] if parent < 0 else -1
-            if c >= 0 and share_stamp[c] == stamp:  # another subscription of this step structure started here
-                s = share_slot[c]
-                st[ST_MFREE] -= 1
-                mm = sm_free[st[ST_MFREE]]
-                sm_p[mm] = p
-                sm_next[mm] = inst_mem[s]
-                inst_mem[s] = mm
-                st[ST_STARTED] += 1
-                _heap_push(heap_d, heap_s, heap_g, st, inst_start[s] + pat_within[p], s, inst_gen[s])
-                continue
             st[ST_FREE] -= 1
             s = free[st[ST_FREE]]
+            parent = cre_parent[q]
             inst_alive[s] = True
             inst_p[s] = p
             inst_list[s] = -1
@@ -721,15 +635,6 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 acc[s, :] = acc[parent, :]
                 accn[s, :] = accn[parent, :]
                 nxt = inst_node[parent] + 1
-            if c >= 0:  # the first of its step structure at this event: a shared slot
-                share_stamp[c] = stamp
-                share_slot[c] = s
-                st[ST_MFREE] -= 1
-                mm = sm_free[st[ST_MFREE]]
-                sm_p[mm] = p
-                sm_next[mm] = -1
-                inst_mem[s] = mm
-                inst_shared[s] = True
             _enter(s, nxt, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
             _mark(s, i, st, state, dirty, ev_id)
             _heap_push(heap_d, heap_s, heap_g, st, inst_start[s] + pat_within[p], s, inst_gen[s])
@@ -740,25 +645,15 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
 
 
 @njit(cache=True)
-def drop_pattern(p, tables, state, share, list_head, st, tomb_key, tomb_off, source):
+def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source):
     """Free every instance of pattern slot ``p`` (its subscription was replaced or deleted)."""
     inst_alive = state[0]
     inst_p = state[1]
-    inst_start = state[3]
-    inst_shared = share[4]
-    inst_mem = share[3]
-    pat_within = tables[9]
-    pat_live = tables[13]
     n = 0
     for s in range(inst_alive.shape[0]):
-        if inst_alive[s] and inst_shared[s]:
-            n += _drop_member(s, p, 0, share, pat_live, pat_within, inst_p, inst_start, st)
-            if inst_mem[s] < 0:
-                _free(s, tables, state, share, list_head, st, tomb_key, tomb_off, source)
-            continue
         if inst_alive[s] and inst_p[s] == p:
             if tomb_key.shape[0] <= st[ST_TOMB]:
                 return -1 - n  # the caller grows the tombstone buffer and calls again
-            _free(s, tables, state, share, list_head, st, tomb_key, tomb_off, source)
+            _free(s, tables, state, list_head, st, tomb_key, tomb_off, source)
             n += 1
     return n
