@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from confluent_kafka import Consumer, Message
 
@@ -40,6 +40,7 @@ from fastpubsub.kafka.delivery import Delivery, DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
 from fastpubsub.wire.codecs import DecodeError
+from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions
 from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
 from .counters import PipelineCounters
@@ -47,6 +48,7 @@ from .decode import Decode, too_large
 from .deliver import MAX_COMMIT_INTERVAL_MS, Deliver, InFlight, Uncommitted
 from .encode import NOTIFICATION_EVENT_MODES, Encode
 from .gcwatch import GcWatch, freeze_long_lived
+from .handoff import Handoff
 from .inputs import Inputs, StaleSnapshot, has_data
 from .instance import InstanceSlot
 from .match import Match
@@ -64,6 +66,20 @@ log = logging.getLogger("pubsub")
 #: ``add_bulk`` whose index maintenance has a fixed cost, so a rebuild takes few large steps (a live change
 #: is applied as soon as it is read).
 REBUILD_CHUNK = 100_000
+#: Chunks read and decoded ahead of the bulk load during a rebuild (``processor.handoff``).
+REBUILD_AHEAD = 2
+
+
+@dataclass
+class Changes:
+    """Subscription records taken out of their messages: to apply (key, value each), and passed (too large)."""
+
+    records: list[Message] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    passed: list[Message] = field(default_factory=list)  # not applied, their offsets move on
+    rejects: list[tuple[Message, str]] = field(default_factory=list)  # to dead-letter, with the reason
+    decoded: DecodedSubscriptions | None = None  # keys and values decoded ahead (a rebuild's read thread)
 
 
 @dataclass
@@ -280,7 +296,14 @@ class Processor:
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
-        records, keys, values, rejects, passed, limit = [], [], [], [], [], self.limits.max_record_bytes
+        self._apply_changes(self._split_changes(msgs))
+
+    def _split_changes(self, msgs: list[Message], decode: bool = False) -> Changes:
+        """The records to apply, their keys and values, and the ones too large to; with ``decode``, the keys and
+        values decoded too (the rebuild does this on its read thread: nothing here touches the state)."""
+        changes, limit = Changes(), self.limits.max_record_bytes
+        records, keys, values, passed, rejects = changes.records, changes.keys, changes.values, changes.passed, \
+            changes.rejects
         for msg in msgs:  # a rebuild runs this a million times: the common case in a few C calls
             if msg.error() is not None and not has_data(msg):
                 continue
@@ -293,8 +316,14 @@ class Processor:
                 passed.append(msg)
                 if self._owns_record(msg):  # dead-lettered once: by its id's shard, else by shard 0
                     rejects.append((msg, too_large(msg, limit)))
-        applied = self.held.apply_columns(records, keys, values, passed)
-        rejects += [(records[i], str(exc)) for i, exc in applied.errors]
+        if decode:
+            changes.decoded = decode_subscriptions(keys, values)
+        return changes
+
+    def _apply_changes(self, changes: Changes) -> None:
+        applied = self.held.apply_columns(changes.records, changes.keys, changes.values, changes.passed,
+                                          changes.decoded)
+        rejects = changes.rejects + [(changes.records[i], str(exc)) for i, exc in applied.errors]
         produced = self.deliver.send(self.encode(self.match.stored(applied)), rejects)
         self.counters.stored_notifications += produced
         self.counters.notifications += produced
@@ -357,20 +386,33 @@ class Processor:
                  kernel)
 
     def _rebuild(self, inputs: Inputs) -> None:
+        """Read the subscriptions topic to its end and apply it in bulk steps of ``REBUILD_CHUNK`` records.
+
+        Reading and decoding run on a thread of their own (``processor.handoff``), a chunk or two ahead of the
+        bulk load on this one: the consumers fetch and the decoder's kernel runs without the GIL while
+        ``add_bulk`` loads the chunk before.  The chunks are applied in the order they were read.
+        """
         started, before = time.monotonic(), self.held.unsnapshotted
         meter = RateMeter(self.config.progress_interval)
-        pending: list[Message] = []
-        for msgs in inputs.replay(self._partitions, self.held.offsets, self._stop.is_set):
-            pending += msgs
-            if len(pending) >= REBUILD_CHUNK:
-                self._on_changes(pending)
-                pending = []
-            self.metrics.beat()
-            if meter.due():
-                meter.tick({})
-                log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
-        if pending:
-            self._on_changes(pending)
+        offsets = dict(self.held.offsets)  # where the readers start (the loads below move these on)
+
+        def chunks(stopped: Callable[[], bool]) -> Iterator[Changes]:
+            pending: list[Message] = []
+            for msgs in inputs.replay(self._partitions, offsets, lambda: stopped() or self._stop.is_set()):
+                pending += msgs
+                if len(pending) >= REBUILD_CHUNK:
+                    yield self._split_changes(pending, decode=True)
+                    pending = []
+            if pending:
+                yield self._split_changes(pending, decode=True)
+
+        with Handoff(chunks, depth=REBUILD_AHEAD, idle=self.metrics.beat, name="rebuild-read") as ahead:
+            for changes in ahead:
+                self._apply_changes(changes)
+                self.metrics.beat()
+                if meter.due():
+                    meter.tick({})
+                    log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
         self.deliver.commit()  # dead letters of invalid subscriptions
         self.rebuild_records = self.held.unsnapshotted - before
         log.info("ready: %d subscriptions, %d records of %s read in %.1fs",
