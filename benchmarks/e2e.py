@@ -80,6 +80,7 @@ class Options:
     batch_size: int | None = None
     commit_interval_ms: int | None = None
     overlap_commits: bool | None = None
+    commit_linger_ms: int | None = None
     offered_rate: float | None = None  # events/s of the latency phase (None: half the maximum measured)
     also_at: tuple[float, ...] = ()  # further latency phases, each at this fraction of the maximum measured
 
@@ -89,6 +90,8 @@ class Options:
             out += ["--batch-size", str(self.batch_size)]
         if self.commit_interval_ms is not None:
             out += ["--commit-interval-ms", str(self.commit_interval_ms)]
+        if self.commit_linger_ms is not None:
+            out += ["--commit-linger-ms", str(self.commit_linger_ms)]
         if self.overlap_commits is not None:
             out += ["--overlap-commits" if self.overlap_commits else "--no-overlap-commits"]
         return out
@@ -335,6 +338,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "batch_size": options.batch_size or ProcessorConfig.batch_size,
         "commit_interval_ms": ProcessorConfig.commit_interval_ms if options.commit_interval_ms is None
         else options.commit_interval_ms,
+        "commit_linger_ms": ProcessorConfig.commit_linger_ms if options.commit_linger_ms is None
+        else options.commit_linger_ms,
         "overlap_commits": ProcessorConfig.overlap_commits if options.overlap_commits is None
         else options.overlap_commits,
         "batches": stats.get("batches"),
@@ -448,6 +453,7 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         f"{row['subscriptions']:,} subscriptions ({plan.subscriptions:,} W0 + the demo's three hand-written ones, "
         f"`cli.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
         f"processor batches of at most {row['batch_size']:,} events, commit interval {row['commit_interval_ms']} ms, "
+        f"commit linger {row['commit_linger_ms']} ms, "
         f"commits {'overlapped with the next batch' if row['overlap_commits'] else 'waited for'}, "
         f"Avro in and out.\n\n"
         + report.markdown_table([

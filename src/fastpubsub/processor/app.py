@@ -107,6 +107,7 @@ class ProcessorConfig:
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes (Kafka's default if unreported)
     shard: Shard = UNSHARDED  # or "I/K": hold only the subscriptions of shard I of K (processor.shard)
     commit_interval_ms: int = 100  # a transaction (at-least-once: the outputs before an offset commit) is open this long at most
+    commit_linger_ms: int = 0  # ... and, when the input is drained, at least this long (0: committed at once)
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (processor.inputs)
     overlap_commits: bool = False  # commit on a thread while the next batch is consumed, decoded, matched, encoded
 
@@ -117,6 +118,9 @@ class ProcessorConfig:
             raise ValueError(f"commit_interval_ms must be a whole number of milliseconds from 0 (commit every batch) "
                              f"to {MAX_COMMIT_INTERVAL_MS} (half the producer's transaction timeout), "
                              f"got {self.commit_interval_ms!r}")
+        if not isinstance(self.commit_linger_ms, int) or not 0 <= self.commit_linger_ms <= self.commit_interval_ms:
+            raise ValueError(f"commit_linger_ms must be a whole number of milliseconds from 0 to the commit interval "
+                             f"({self.commit_interval_ms}), got {self.commit_linger_ms!r}")
         if isinstance(self.shard, str):
             self.shard = Shard.parse(self.shard)
         self.start_from_groups = tuple(self.start_from_groups)
@@ -160,7 +164,7 @@ class Processor:
         #: produce batch): until the committed offsets pass them, batches of one record find the one at fault
         self.suspects: dict[tuple[str, int], int] = {}
         #: the batches delivered since the last commit (their offsets go with the next commit)
-        self.uncommitted = Uncommitted(config.commit_interval_ms / 1000)
+        self.uncommitted = self._new_uncommitted()
         #: the commit under way while the loop prepares the next batches (``--overlap-commits``)
         self.in_flight = InFlight()
         #: batches decoded, matched and encoded while a commit was in flight, produced once it has ended:
@@ -253,8 +257,11 @@ class Processor:
         replayed as when the loop waited for it.
         """
         self._deliver_prepared()
-        done, self.uncommitted = self.uncommitted, Uncommitted(self.config.commit_interval_ms / 1000)
+        done, self.uncommitted = self.uncommitted, self._new_uncommitted()
         self.in_flight.start(functools.partial(self.deliver.commit, consumer, done.topic_partitions()), done)
+
+    def _new_uncommitted(self) -> Uncommitted:
+        return Uncommitted(self.config.commit_interval_ms / 1000, self.config.commit_linger_ms / 1000)
 
     def _settle(self) -> None:
         """Wait for the commit in flight, if any (the time the loop waits counts as its commit stage)."""
@@ -494,7 +501,9 @@ class Processor:
                 # nothing open: wait for events; a transaction open and the interval running: look without waiting;
                 # a commit in flight: look again soon, to produce what was prepared once it has ended
                 t = time.perf_counter()
-                batch = inputs.batch(size, 0.0 if self.uncommitted else 0.005 if self.in_flight else 0.2)
+                # (lingering: a drained transaction stays open; wait for input meanwhile rather than spin)
+                batch = inputs.batch(size, min(self.uncommitted.lingering(), 0.02) if self.uncommitted
+                                     else 0.005 if self.in_flight else 0.2)
                 if batch:
                     self.counters.lap("consume", t)
                 began = time.monotonic()
