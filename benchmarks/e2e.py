@@ -321,7 +321,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "backlog_events": plan.backlog,
         "max_events_per_s": round(max_rate, 1),
         "rebuild_and_join_s": round(ready, 1),
-        "offered_events_per_s": round(offered, 1),
+        "offered_events_per_s": round(phases[0]["offered"], 1),
         "latency_events": len(stamps),
         "achieved_events_per_s": round(len(stamps) / plan.latency_seconds, 1),
         "events_notified": len(latency),
