@@ -51,6 +51,8 @@ from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
 
 from . import report
+from .cpu import CpuMeter
+from .cpu import table as cpu_table
 from .engine import warm_up
 
 ALGORITHM = ProcessorConfig.algorithm  # what `pubsub run` matches with
@@ -78,7 +80,9 @@ class Options:
     batch_size: int | None = None
     commit_interval_ms: int | None = None
     overlap_commits: bool | None = None
+    commit_linger_ms: int | None = None
     offered_rate: float | None = None  # events/s of the latency phase (None: half the maximum measured)
+    also_at: tuple[float, ...] = ()  # further latency phases, each at this fraction of the maximum measured
 
     def run_options(self) -> list[str]:
         out = ["--delivery", self.delivery]
@@ -86,6 +90,8 @@ class Options:
             out += ["--batch-size", str(self.batch_size)]
         if self.commit_interval_ms is not None:
             out += ["--commit-interval-ms", str(self.commit_interval_ms)]
+        if self.commit_linger_ms is not None:
+            out += ["--commit-linger-ms", str(self.commit_linger_ms)]
         if self.overlap_commits is not None:
             out += ["--overlap-commits" if self.overlap_commits else "--no-overlap-commits"]
         return out
@@ -93,6 +99,7 @@ class Options:
     def flags(self) -> str:
         """The `pubsub bench` flags that give these options."""
         rate = f" --offered-rate {self.offered_rate:g}" if self.offered_rate else ""
+        rate += "".join(f" --also-at {f:g}" for f in self.also_at)
         return "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "") + rate
 
 
@@ -181,7 +188,7 @@ def _wait_ready(log: Path, processor, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _rate_limited(producer: Producer, values: list[bytes], rate: float, seconds: float) -> list[int]:
+def _rate_limited(producer: Producer, values: list[bytes], rate: float, seconds: float, key: str = "L") -> list[int]:
     """Offer events at ``rate``/s for ``seconds`` (keys L0, L1, ...); returns each one's timestamp (ms)."""
     start = time.time()
     stamps: list[int] = []
@@ -192,7 +199,7 @@ def _rate_limited(producer: Producer, values: list[bytes], rate: float, seconds:
         due = min(int(elapsed * rate), len(values))
         while len(stamps) < due:
             i = len(stamps)
-            stamps.append(_produce_at(producer, f"L{i}".encode(), values[i]))
+            stamps.append(_produce_at(producer, f"{key}{i}".encode(), values[i]))
         producer.poll(0)
         time.sleep(0.002)
 
@@ -219,6 +226,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
     demo = Demo(plan.subscriptions, 0, "W0", seed)  # its subscription loading and processor start
     demo.run_options = options.run_options()
     processor = clock = slow_clock = watcher = producer = None
+    phases: list[dict] = []  # one per offered rate
     try:
         broker.start()
         bootstrap = broker.bootstrap_servers
@@ -252,24 +260,36 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         stats = _stop_processor(processor)  # its busy time by stage covers the backlog alone
         if not stats:
             raise RuntimeError(f"the processor printed no statistics; see {workdir / 'processor.log'}")
-        processor = demo._start_processor(bootstrap, workdir / "processor-latency.log")
-        _wait_ready(workdir / "processor-latency.log", processor, 600 + plan.subscriptions / 1000)
-
-        offered = options.offered_rate or max_rate / 2
-        values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2)
-        progress(f"  latency phase: offering {offered:,.0f} events/s for {plan.latency_seconds:g} s")
-        stamps = _rate_limited(producer, values, offered, plan.latency_seconds)
-        if producer.flush(60):
-            raise RuntimeError("the broker did not acknowledge the latency phase's events")
-        _wait_committed(watcher, plan.backlog + len(stamps), processor, 300, progress)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # the last notifications (all produced before the last commit)
-            before = clock.count
-            time.sleep(1.0)
-            if clock.count == before:
-                break
-        latency_stats = _stop_processor(processor)
-        processor = None
+        rates = [options.offered_rate or max_rate / 2] + [max_rate * f for f in options.also_at]
+        done = plan.backlog
+        for k, offered in enumerate(rates):  # the figure's phase first, then the other rates
+            name = "" if k == 0 else f"-{k}"
+            log = workdir / f"processor-latency{name}.log"
+            processor = demo._start_processor(bootstrap, log)
+            _wait_ready(log, processor, 600 + plan.subscriptions / 1000)
+            values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2 + k)
+            progress(f"  latency phase: offering {offered:,.0f} events/s for {plan.latency_seconds:g} s")
+            meter = CpuMeter({"broker": broker._proc.pid, "processor": processor.pid}, "bench",
+                             {"bench: load producer": [threading.main_thread()],
+                              "bench: timing consumers": [clock, slow_clock]})
+            meter.start()
+            stamps = _rate_limited(producer, values, offered, plan.latency_seconds, f"L{k}-" if k else "L")
+            cpu = meter.stop()
+            progress(f"  {cpu_table(cpu)}")
+            if producer.flush(60):
+                raise RuntimeError("the broker did not acknowledge the latency phase's events")
+            done += len(stamps)
+            _wait_committed(watcher, done, processor, 300, progress)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # the last notifications (all produced before the last commit)
+                before = clock.count
+                time.sleep(1.0)
+                if clock.count == before:
+                    break
+            phases.append({"offered": offered, "stamps": stamps, "key": f"L{k}-" if k else "L", "cpu": cpu,
+                           "stats": _stop_processor(processor)})
+            processor = None
+        latency_stats, stamps = phases[0]["stats"], phases[0]["stamps"]
     finally:
         if processor is not None:
             _stop_processor(processor)
@@ -282,12 +302,15 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         producer = None  # closed before the broker goes, or librdkafka logs the disconnection
         broker.stop()
 
-    latency, processor_side = [], []
-    for i, ms in enumerate(stamps):
-        seen = clock.first.get(f"L{i}")
-        if seen is not None:
-            latency.append(seen[0] * 1000 - ms)
-            processor_side.append(seen[1] - ms)
+    for phase in phases:  # percentiles of each phase: at a consumer, and processor side
+        at, side = [], []
+        for i, ms in enumerate(phase["stamps"]):
+            seen = clock.first.get(f"{phase['key']}{i}")
+            if seen is not None:
+                at.append(seen[0] * 1000 - ms)
+                side.append(seen[1] - ms)
+        phase["latency"], phase["processor_side"] = at, side
+    latency, processor_side = phases[0]["latency"], phases[0]["processor_side"]
     lat, proc = percentiles(np.array(latency)), percentiles(np.array(processor_side))
     slow = percentiles(np.array([slow_clock.first[f"L{i}"][0] * 1000 - ms for i, ms in enumerate(stamps)
                                  if f"L{i}" in slow_clock.first]))
@@ -298,7 +321,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "backlog_events": plan.backlog,
         "max_events_per_s": round(max_rate, 1),
         "rebuild_and_join_s": round(ready, 1),
-        "offered_events_per_s": round(offered, 1),
+        "offered_events_per_s": round(phases[0]["offered"], 1),
         "latency_events": len(stamps),
         "achieved_events_per_s": round(len(stamps) / plan.latency_seconds, 1),
         "events_notified": len(latency),
@@ -315,6 +338,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "batch_size": options.batch_size or ProcessorConfig.batch_size,
         "commit_interval_ms": ProcessorConfig.commit_interval_ms if options.commit_interval_ms is None
         else options.commit_interval_ms,
+        "commit_linger_ms": ProcessorConfig.commit_linger_ms if options.commit_linger_ms is None
+        else options.commit_linger_ms,
         "overlap_commits": ProcessorConfig.overlap_commits if options.overlap_commits is None
         else options.overlap_commits,
         "batches": stats.get("batches"),
@@ -335,8 +360,53 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "processor_events": stats.get("events"),
         "busy_s": busy,
         **{f"{k}_s": v for k, v in stages.items()},
+        # CPU seconds of each process while the events were offered (benchmarks.cpu), against cores x seconds
+        **{f"latency_phase_cpu_{k}_s": v for k, v in phases[0]["cpu"]["cpu"].items()},
+        **{f"latency_phase_cpu_{k}_s": v for k, v in phases[0]["cpu"]["threads"].items()},
+        "latency_phase_cpu_total_s": phases[0]["cpu"]["total"],
+        "latency_phase_cpu_busy": phases[0]["cpu"]["busy"],
+        "latency_phase_seconds": phases[0]["cpu"]["seconds"],
+        "latency_phase_cpu_machine_s": phases[0]["cpu"]["machine"],  # every process on the machine, others' too
+        # the other offered rates (--also-at): rate, p50/p99 at a consumer and processor side, CPU
+        "other_rates": json.dumps([_phase_summary(ph, max_rate) for ph in phases[1:]]),
         "workdir": str(workdir),
     }, latency
+
+
+def _cpu_of(row: dict) -> dict:
+    """The latency phase's CPU measurement back from its row."""
+    threads = ("bench: load producer", "bench: timing consumers", "bench (other threads)")
+    return {"seconds": row["latency_phase_seconds"], "cores": CpuMeter({}).cores,
+            "cpu": {k: row[f"latency_phase_cpu_{k}_s"] for k in ("broker", "processor", "bench")},
+            "threads": {k: row[f"latency_phase_cpu_{k}_s"] for k in threads},
+            "total": row["latency_phase_cpu_total_s"], "busy": row["latency_phase_cpu_busy"],
+            "machine": row["latency_phase_cpu_machine_s"]}
+
+
+def _other_rates(row: dict) -> str:
+    """The latency phases at the other offered rates (``--also-at``), one line each."""
+    others = json.loads(row.get("other_rates") or "[]")
+    if not others:
+        return ""
+    lines = [{"rate": f"{o['offered']:,.0f} events/s ({o['of_max']:.0%} of the maximum)",
+              "p": f"{o['p50_ms']:,.1f} / {o['p99_ms']:,.1f} ms", "side": f"{o['processor_p50_ms']:,.1f} / "
+              f"{o['processor_p99_ms']:,.1f} ms", "busy": f"{o['busy_s'] or 0:,.1f} s, {o['commits'] or 0:,} commits",
+              "cpu": cpu_table(o["cpu"])} for o in others]
+    return ("\n\nThe latency at other offered rates (each phase with a processor of its own, started afresh):\n\n"
+            + report.markdown_table(lines, [("rate", "offered"), ("p", "p50 / p99 at a consumer"),
+                                           ("side", "processor side p50 / p99"), ("busy", "processor busy"),
+                                           ("cpu", "CPU by process")]))
+
+
+def _phase_summary(phase: dict, max_rate: float) -> dict:
+    at, side = percentiles(np.array(phase["latency"])), percentiles(np.array(phase["processor_side"]))
+    stats = phase["stats"]
+    return {"offered": round(phase["offered"], 1), "of_max": round(phase["offered"] / max(max_rate, 1e-9), 3),
+            "events": len(phase["stamps"]), "notified": len(phase["latency"]),
+            "p50_ms": round(at["p50"], 1), "p99_ms": round(at["p99"], 1),
+            "processor_p50_ms": round(side["p50"], 1), "processor_p99_ms": round(side["p99"], 1),
+            "busy_s": stats.get("busy_seconds"), "commits": stats.get("commits"), "batches": stats.get("batches"),
+            "stage_seconds": stats.get("stage_seconds"), "cpu": phase["cpu"]}
 
 
 STAGES = ("consume", "decode", "match", "produce", "commit")
@@ -383,6 +453,7 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         f"{row['subscriptions']:,} subscriptions ({plan.subscriptions:,} W0 + the demo's three hand-written ones, "
         f"`cli.demo.SHOWCASE`); matcher {row['matcher']}, delivery {row['delivery']}, 4 partitions, "
         f"processor batches of at most {row['batch_size']:,} events, commit interval {row['commit_interval_ms']} ms, "
+        f"commit linger {row['commit_linger_ms']} ms, "
         f"commits {'overlapped with the next batch' if row['overlap_commits'] else 'waited for'}, "
         f"Avro in and out.\n\n"
         + report.markdown_table([
@@ -415,7 +486,11 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
              "value": row["latency_phase_gc"] or "not reported"},
             {"what": "start of the processor to its first commit (rebuild of the subscriptions, group join)",
              "value": f"{row['rebuild_and_join_s']:,.1f} s"},
+            {"what": "CPU seconds while the events were offered, by process (broker, processor, this benchmark: "
+                     "load producer, timing consumers, their librdkafka threads), against cores x seconds",
+             "value": cpu_table(_cpu_of(row))},
         ], [("what", "measure"), ("value", "value")])
+        + _other_rates(row)
         + "\n\nWhere the time goes while draining the backlog (the processor's busy time by stage, per event; "
         "*rest* = wall time per event at the maximum minus the five stages):\n\n"
         + report.markdown_table(stages, [("stage", "stage"), ("us_per_event", "µs/event"), ("share", "share")])

@@ -8,6 +8,7 @@ timing is asserted, only that each figure measured something sensible.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,9 @@ from benchmarks import fig3
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def bench(out: Path, *figures: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "fastpubsub", "bench", *figures, "--quick", "--out", str(out)],
+def bench(out: Path, *figures: str, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "fastpubsub", "bench", *figures, "--quick", "--out", str(out),
+                           *options],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
     return done
@@ -84,8 +86,16 @@ def test_an_algorithm_whose_pass_is_too_slow_is_not_run_at_larger_n():
 
 @pytest.mark.broker
 def test_e2e_quick_runs_through_the_broker_and_reports_latency_and_the_bound(tmp_path):
-    bench(tmp_path, "e2e")
+    done = bench(tmp_path, "e2e", options=("--also-at", "0.25"))
     (row,) = rows(tmp_path / "e2e.csv")
+    # each process's CPU while the events were offered, summed against cores x seconds, printed as it goes
+    assert float(row["latency_phase_cpu_processor_s"]) > 0 and float(row["latency_phase_cpu_broker_s"]) > 0
+    assert float(row["latency_phase_cpu_bench: load producer_s"]) > 0
+    assert 0 < float(row["latency_phase_cpu_busy"]) <= 1.05
+    assert done.stdout.count("CPU s over") == 2
+    (other,) = json.loads(row["other_rates"])  # the phase at a quarter of the maximum
+    assert other["of_max"] == pytest.approx(0.25, abs=0.01) and other["notified"] > 0
+    assert 0 < other["p50_ms"] <= other["p99_ms"] and other["cpu"]["cpu"]["processor"] > 0
     assert int(row["processor_events"]) == int(row["backlog_events"])  # phase 1's processor saw the backlog alone
     assert float(row["max_events_per_s"]) > 0
     assert 0.05 < float(row["match_rate"]) < 0.5  # the demo's hand-written subscriptions match ~15% of events

@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
-from kafka_helpers import committed_events, notifications, send, wait_processed
+from kafka_helpers import committed_events, notifications, producer, send, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 
 from fastpubsub.cli import main
@@ -41,6 +41,25 @@ def test_a_drained_input_commits_at_once_a_backlog_waits_for_the_interval():
     assert u and not u.due(drained=False, now=opened + 0.099)
     assert u.due(drained=False, now=opened + 0.101)  # the interval has passed since the first batch
     assert u.due(drained=True, now=opened)  # a short batch: nothing more is waiting
+
+
+def test_with_a_linger_a_drained_input_stays_open_until_the_linger_has_passed():
+    u = Uncommitted(0.1, linger=0.02)
+    assert u.lingering() == 0.0  # nothing open: nothing to wait for
+    u.add({("e", 0): 10}, events=10, notifications=3)
+    opened = u.since
+    assert not u.due(drained=True, now=opened + 0.019)
+    assert u.lingering(now=opened + 0.005) == pytest.approx(0.015)
+    assert u.due(drained=True, now=opened + 0.021) and u.lingering(now=opened + 0.021) == 0.0
+    assert not u.due(drained=False, now=opened + 0.05)  # a backlog still waits for the interval
+    assert Uncommitted(0.01, linger=0.5).linger == 0.01  # never longer than the interval
+
+
+def test_the_linger_is_checked_against_the_interval():
+    with pytest.raises(ValueError, match="commit_linger_ms must be .* from 0 to the commit interval"):
+        ProcessorConfig("localhost:9092", commit_interval_ms=50, commit_linger_ms=60)
+    result = CliRunner().invoke(main, ["run", "-b", "localhost:1", "--commit-linger-ms", "-1"])
+    assert result.exit_code != 0 and "--commit-linger-ms" in result.output
 
 
 def test_interval_zero_commits_every_batch():
@@ -119,6 +138,28 @@ def test_a_backlog_goes_through_in_transactions_of_several_batches(bootstrap, gr
     assert stats["batches"] >= len(events) // 20
     assert stats["commits"] < stats["batches"] / 3, stats  # several batches per transaction
     assert stats["replays"] == 0
+
+
+@pytest.mark.broker
+def test_with_a_linger_a_trickle_shares_commits_and_a_lone_event_waits_for_the_linger_not_the_interval(
+        bootstrap, group_id, start_processor):
+    send_subscriptions(bootstrap, [(1, Subscription("alice", [("price", "<", 1000)]))])
+    p = start_processor(commit_interval_ms=MAX_COMMIT_INTERVAL_MS, commit_linger_ms=300)
+    send(bootstrap, topics.EVENTS, [("lone", codecs.encode_event({"price": 1}))])
+    deadline = time.monotonic() + MAX_COMMIT_INTERVAL_MS / 1000 / 3  # far below the interval
+    while committed_events(bootstrap, group_id) < 1:
+        assert time.monotonic() < deadline, "a lone event waited for the interval, not the linger"
+        time.sleep(0.05)
+    out = producer(bootstrap)
+    for i in range(40):  # a trickle: each batch comes back short (drained)
+        out.produce(topics.EVENTS, codecs.encode_event({"price": i}), f"t{i}")
+        out.flush(10)
+        time.sleep(0.01)
+    wait_processed(bootstrap, group_id, timeout=60)
+    stats = p.stop()
+    ids = Counter(n["event_id"] for n in notifications(bootstrap))
+    assert ids == Counter(["lone"] + [f"t{i}" for i in range(40)])  # each notified once
+    assert stats["events"] == 41 and stats["commits"] < stats["batches"], stats  # batches shared commits
 
 
 @pytest.mark.broker

@@ -37,12 +37,17 @@ def _benchmarks_suite():
               help="e2e: the processor's --batch-size (default: pubsub run's).")
 @click.option("--commit-interval-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=None,
               help="e2e: the processor's --commit-interval-ms (default: pubsub run's).")
+@click.option("--commit-linger-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=None,
+              help="e2e: the processor's --commit-linger-ms (default: pubsub run's).")
 @click.option("--overlap-commits/--no-overlap-commits", default=None,
               help="e2e: the processor's --overlap-commits (default: pubsub run's).")
 @click.option("--offered-rate", type=click.FloatRange(min=1.0), default=None,
               help="e2e: events/s offered in the latency phase (default: half the maximum measured).")
-def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interval_ms, overlap_commits,
-              offered_rate) -> None:
+@click.option("--also-at", "also_at", type=click.FloatRange(min=0.001, max=1.0), multiple=True,
+              help="e2e: a further latency phase at this fraction of the maximum measured (repeatable: "
+                   "--also-at 0.25 --also-at 0.1); each reports its percentiles and the CPU of each process.")
+def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interval_ms, commit_linger_ms, overlap_commits,
+              offered_rate, also_at) -> None:
     """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
 
     Runs from a checkout of the fastpubsub repository only: the benchmarks
@@ -67,7 +72,8 @@ def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interva
     FIGURES, run_suite = suite.FIGURES, suite.run
 
     chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
-    options = suite.e2e_mod.Options(delivery, batch_size, commit_interval_ms, overlap_commits, offered_rate)
+    options = suite.e2e_mod.Options(delivery, batch_size, commit_interval_ms, overlap_commits, commit_linger_ms,
+                                    offered_rate, tuple(also_at))
     outcome = run_suite(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush(),
                         e2e=options)
     failed = {k: v for k, v in outcome.items() if v != "ok"}

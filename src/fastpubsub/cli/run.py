@@ -62,6 +62,10 @@ class ShardType(click.ParamType):
               help="Longest a transaction (at-least-once: the outputs before an offset commit) stays open over "
                    "successive batches, like Kafka Streams' commit.interval.ms; it is committed sooner as soon as "
                    "the input is drained.  0: commit after every batch.")
+@click.option("--commit-linger-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=0, show_default=True,
+              help="When the input is drained, keep the transaction open until it is this old (at most "
+                   "--commit-interval-ms) rather than committing at once: fewer commits under a steady load, "
+                   "each event waiting up to this much longer.  0: commit as soon as the input is drained.")
 @click.option("--overlap-commits/--no-overlap-commits", default=False, show_default=True,
               help="Commit on a thread of its own while what arrives meanwhile is consumed, decoded, matched and "
                    "encoded (its notifications go into the next transaction once the commit has ended); "
@@ -118,7 +122,7 @@ class ShardType(click.ParamType):
                    "which bounds the memory one record can take.  Default: the input topics' max.message.bytes, "
                    "1,048,588 (Kafka's default) where the broker does not report it.")
 def run(clients, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size,
-        commit_interval_ms, overlap_commits, algorithm, runs,
+        commit_interval_ms, commit_linger_ms, overlap_commits, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         log_level, metrics_port, metrics_host, stall_seconds,
@@ -141,7 +145,7 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
             clients.bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms,
             progress_interval, algorithm=algorithm, runs=runs, client_config=dict(clients.settings),
             transactional_id=transactional_id, stall_seconds=stall_seconds, commit_interval_ms=commit_interval_ms,
-            overlap_commits=overlap_commits,
+            commit_linger_ms=commit_linger_ms, overlap_commits=overlap_commits,
             snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),

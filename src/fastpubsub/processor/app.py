@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from confluent_kafka import Consumer, Message
 
@@ -40,6 +40,7 @@ from fastpubsub.kafka.delivery import Delivery, DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
 from fastpubsub.wire.codecs import DecodeError
+from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions
 from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
 from .counters import PipelineCounters
@@ -47,6 +48,7 @@ from .decode import Decode, too_large
 from .deliver import MAX_COMMIT_INTERVAL_MS, Deliver, InFlight, Uncommitted
 from .encode import NOTIFICATION_EVENT_MODES, Encode
 from .gcwatch import GcWatch, freeze_long_lived
+from .handoff import Handoff
 from .inputs import Inputs, StaleSnapshot, has_data
 from .instance import InstanceSlot
 from .match import Match
@@ -64,6 +66,20 @@ log = logging.getLogger("pubsub")
 #: ``add_bulk`` whose index maintenance has a fixed cost, so a rebuild takes few large steps (a live change
 #: is applied as soon as it is read).
 REBUILD_CHUNK = 100_000
+#: Chunks read and decoded ahead of the bulk load during a rebuild (``processor.handoff``).
+REBUILD_AHEAD = 2
+
+
+@dataclass
+class Changes:
+    """Subscription records taken out of their messages: to apply (key, value each), and passed (too large)."""
+
+    records: list[Message] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    passed: list[Message] = field(default_factory=list)  # not applied, their offsets move on
+    rejects: list[tuple[Message, str]] = field(default_factory=list)  # to dead-letter, with the reason
+    decoded: DecodedSubscriptions | None = None  # keys and values decoded ahead (a rebuild's read thread)
 
 
 @dataclass
@@ -91,6 +107,7 @@ class ProcessorConfig:
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes (Kafka's default if unreported)
     shard: Shard = UNSHARDED  # or "I/K": hold only the subscriptions of shard I of K (processor.shard)
     commit_interval_ms: int = 100  # a transaction (at-least-once: the outputs before an offset commit) is open this long at most
+    commit_linger_ms: int = 0  # ... and, when the input is drained, at least this long (0: committed at once)
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (processor.inputs)
     overlap_commits: bool = False  # commit on a thread while the next batch is consumed, decoded, matched, encoded
 
@@ -101,6 +118,9 @@ class ProcessorConfig:
             raise ValueError(f"commit_interval_ms must be a whole number of milliseconds from 0 (commit every batch) "
                              f"to {MAX_COMMIT_INTERVAL_MS} (half the producer's transaction timeout), "
                              f"got {self.commit_interval_ms!r}")
+        if not isinstance(self.commit_linger_ms, int) or not 0 <= self.commit_linger_ms <= self.commit_interval_ms:
+            raise ValueError(f"commit_linger_ms must be a whole number of milliseconds from 0 to the commit interval "
+                             f"({self.commit_interval_ms}), got {self.commit_linger_ms!r}")
         if isinstance(self.shard, str):
             self.shard = Shard.parse(self.shard)
         self.start_from_groups = tuple(self.start_from_groups)
@@ -144,7 +164,7 @@ class Processor:
         #: produce batch): until the committed offsets pass them, batches of one record find the one at fault
         self.suspects: dict[tuple[str, int], int] = {}
         #: the batches delivered since the last commit (their offsets go with the next commit)
-        self.uncommitted = Uncommitted(config.commit_interval_ms / 1000)
+        self.uncommitted = self._new_uncommitted()
         #: the commit under way while the loop prepares the next batches (``--overlap-commits``)
         self.in_flight = InFlight()
         #: batches decoded, matched and encoded while a commit was in flight, produced once it has ended:
@@ -237,8 +257,11 @@ class Processor:
         replayed as when the loop waited for it.
         """
         self._deliver_prepared()
-        done, self.uncommitted = self.uncommitted, Uncommitted(self.config.commit_interval_ms / 1000)
+        done, self.uncommitted = self.uncommitted, self._new_uncommitted()
         self.in_flight.start(functools.partial(self.deliver.commit, consumer, done.topic_partitions()), done)
+
+    def _new_uncommitted(self) -> Uncommitted:
+        return Uncommitted(self.config.commit_interval_ms / 1000, self.config.commit_linger_ms / 1000)
 
     def _settle(self) -> None:
         """Wait for the commit in flight, if any (the time the loop waits counts as its commit stage)."""
@@ -280,7 +303,14 @@ class Processor:
 
     def _on_changes(self, msgs: list[Message]) -> None:
         """Subscription changes: applied in one bulk step, then new subscriptions x stored valid events -> deliver."""
-        records, keys, values, rejects, passed, limit = [], [], [], [], [], self.limits.max_record_bytes
+        self._apply_changes(self._split_changes(msgs))
+
+    def _split_changes(self, msgs: list[Message], decode: bool = False) -> Changes:
+        """The records to apply, their keys and values, and the ones too large to; with ``decode``, the keys and
+        values decoded too (the rebuild does this on its read thread: nothing here touches the state)."""
+        changes, limit = Changes(), self.limits.max_record_bytes
+        records, keys, values, passed, rejects = changes.records, changes.keys, changes.values, changes.passed, \
+            changes.rejects
         for msg in msgs:  # a rebuild runs this a million times: the common case in a few C calls
             if msg.error() is not None and not has_data(msg):
                 continue
@@ -293,8 +323,14 @@ class Processor:
                 passed.append(msg)
                 if self._owns_record(msg):  # dead-lettered once: by its id's shard, else by shard 0
                     rejects.append((msg, too_large(msg, limit)))
-        applied = self.held.apply_columns(records, keys, values, passed)
-        rejects += [(records[i], str(exc)) for i, exc in applied.errors]
+        if decode:
+            changes.decoded = decode_subscriptions(keys, values)
+        return changes
+
+    def _apply_changes(self, changes: Changes) -> None:
+        applied = self.held.apply_columns(changes.records, changes.keys, changes.values, changes.passed,
+                                          changes.decoded)
+        rejects = changes.rejects + [(changes.records[i], str(exc)) for i, exc in applied.errors]
         produced = self.deliver.send(self.encode(self.match.stored(applied)), rejects)
         self.counters.stored_notifications += produced
         self.counters.notifications += produced
@@ -357,20 +393,33 @@ class Processor:
                  kernel)
 
     def _rebuild(self, inputs: Inputs) -> None:
+        """Read the subscriptions topic to its end and apply it in bulk steps of ``REBUILD_CHUNK`` records.
+
+        Reading and decoding run on a thread of their own (``processor.handoff``), a chunk or two ahead of the
+        bulk load on this one: the consumers fetch and the decoder's kernel runs without the GIL while
+        ``add_bulk`` loads the chunk before.  The chunks are applied in the order they were read.
+        """
         started, before = time.monotonic(), self.held.unsnapshotted
         meter = RateMeter(self.config.progress_interval)
-        pending: list[Message] = []
-        for msgs in inputs.replay(self._partitions, self.held.offsets, self._stop.is_set):
-            pending += msgs
-            if len(pending) >= REBUILD_CHUNK:
-                self._on_changes(pending)
-                pending = []
-            self.metrics.beat()
-            if meter.due():
-                meter.tick({})
-                log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
-        if pending:
-            self._on_changes(pending)
+        offsets = dict(self.held.offsets)  # where the readers start (the loads below move these on)
+
+        def chunks(stopped: Callable[[], bool]) -> Iterator[Changes]:
+            pending: list[Message] = []
+            for msgs in inputs.replay(self._partitions, offsets, lambda: stopped() or self._stop.is_set()):
+                pending += msgs
+                if len(pending) >= REBUILD_CHUNK:
+                    yield self._split_changes(pending, decode=True)
+                    pending = []
+            if pending:
+                yield self._split_changes(pending, decode=True)
+
+        with Handoff(chunks, depth=REBUILD_AHEAD, idle=self.metrics.beat, name="rebuild-read") as ahead:
+            for changes in ahead:
+                self._apply_changes(changes)
+                self.metrics.beat()
+                if meter.due():
+                    meter.tick({})
+                    log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
         self.deliver.commit()  # dead letters of invalid subscriptions
         self.rebuild_records = self.held.unsnapshotted - before
         log.info("ready: %d subscriptions, %d records of %s read in %.1fs",
@@ -452,7 +501,9 @@ class Processor:
                 # nothing open: wait for events; a transaction open and the interval running: look without waiting;
                 # a commit in flight: look again soon, to produce what was prepared once it has ended
                 t = time.perf_counter()
-                batch = inputs.batch(size, 0.0 if self.uncommitted else 0.005 if self.in_flight else 0.2)
+                # (lingering: a drained transaction stays open; wait for input meanwhile rather than spin)
+                batch = inputs.batch(size, min(self.uncommitted.lingering(), 0.02) if self.uncommitted
+                                     else 0.005 if self.in_flight else 0.2)
                 if batch:
                     self.counters.lap("consume", t)
                 began = time.monotonic()

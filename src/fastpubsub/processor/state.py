@@ -14,6 +14,7 @@ import time
 from confluent_kafka import Message
 
 from fastpubsub.engine import ValidEventStore
+from fastpubsub.wire.subscription_decoder import DecodedSubscriptions
 from fastpubsub.wire.topics import SUBSCRIPTIONS
 
 from . import snapshot
@@ -83,11 +84,13 @@ class ProcessorState:
         return self.apply_columns(records, [msg.key() for msg in records], [msg.value() for msg in records], passed)
 
     def apply_columns(self, records: list[Message], keys: list[bytes | None], values: list[bytes | None],
-                      passed: list[Message] = ()) -> Applied:
-        """:meth:`apply` with each record's key and value already taken out (a rebuild's one pass over them)."""
+                      passed: list[Message] = (), decoded: DecodedSubscriptions | None = None) -> Applied:
+        """:meth:`apply` with each record's key and value already taken out (a rebuild's one pass over them), and
+        perhaps decoded (``decoded``: ``decode_subscriptions(keys, values)``)."""
         for msgs in (records, passed):
             self.offsets.update(_next_offsets(msgs))
-        applied = self.subscriptions.apply_columns(keys, values, lambda rows: [event_time(records[i]) for i in rows])
+        applied = self.subscriptions.apply_columns(keys, values, lambda rows: [event_time(records[i]) for i in rows],
+                                                   decoded)
         self.unsnapshotted += len(records) + len(passed)
         return applied
 

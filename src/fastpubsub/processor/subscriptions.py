@@ -34,7 +34,7 @@ from fastpubsub.engine import DeadlineQueue
 from fastpubsub.engine import index_holds
 
 from fastpubsub.wire.codecs import DecodeError
-from fastpubsub.wire.subscription_decoder import decode_subscriptions, parse_subscription_id
+from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions, parse_subscription_id
 
 __all__ = ["Applied", "SubscriptionState", "parse_subscription_id"]
 
@@ -118,10 +118,15 @@ class SubscriptionState:
         return self.apply_columns([k for k, _ in records], [v for _, v in records], times)
 
     def apply_columns(self, keys: Sequence[bytes | None], values: Sequence[bytes | None],
-                      times: Sequence[int] | Callable[[np.ndarray], np.ndarray] | None = None) -> Applied:
+                      times: Sequence[int] | Callable[[np.ndarray], np.ndarray] | None = None,
+                      decoded: DecodedSubscriptions | None = None) -> Applied:
         """:meth:`apply_records` of the records ``(keys[i], values[i])`` (no tuple per record); ``times`` may be
-        a function of record indices, asked only if :attr:`Applied.times` is."""
-        decoded = decode_subscriptions(keys, values)
+        a function of record indices, asked only if :attr:`Applied.times` is.  ``decoded``: these records already
+        through :func:`decode_subscriptions` (a rebuild decodes the next chunk on a thread while this one loads)."""
+        if decoded is None:
+            decoded = decode_subscriptions(keys, values)
+        elif len(decoded) != len(keys):
+            raise ValueError(f"{len(keys)} records but {len(decoded)} decoded")
         # the latest record of each id (records with a bad key name no id), in the order of those records
         named = np.ones(len(keys), bool)
         if decoded.key_errors:
@@ -159,8 +164,9 @@ class SubscriptionState:
             self._log.append(batch)
             self._logged += len(batch)
             new_ids = decoded.ids[new].tolist()  # (the batch has a row per disjunct: OR, in, ...)
-            owners = [sys.intern(name) for name in decoded.subscribers]  # one string per subscriber
-            self.subscribers.update(zip(new_ids, [owners[i] for i in decoded.owner[new].tolist()]))
+            owners = np.empty(len(decoded.subscribers), object)  # one string per subscriber, picked in one take
+            owners[:] = [sys.intern(name) for name in decoded.subscribers]
+            self.subscribers.update(zip(new_ids, owners[decoded.owner[new]].tolist()))
             until = new[decoded.has_until[new]]
             if len(until) > 10_000:  # one heapify (as a snapshot load does), not a push each
                 self._deadlines.set_many(decoded.ids[until].tolist(), decoded.valid_until[until].tolist())

@@ -111,7 +111,7 @@ def _operator(buf, pos, n):
     return -1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)  # a rebuild decodes on a thread of its own while the loop bulk-loads
 def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id, max_names, max_attribute_bytes,
                     max_subscriber_bytes):
     """Decode every record whose key and value are plain and valid; mark the others for the slow path.
@@ -280,8 +280,10 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
             continue
         status[r] = FAST
         owner[r] = who
-    return status, ids, owner, until, has_until, since, has_since, rec[:m], attr[:m], op[:m], kind[:m], number[:m], \
-        sstart[:m], slen[:m], a_start[:a_count], a_len[:a_count], s_start[:s_count], s_len[:s_count], False
+    # copies of the used part (here, off the GIL), so that a batch may hold these columns as they are
+    return status, ids, owner, until, has_until, since, has_since, rec[:m].copy(), attr[:m].copy(), op[:m].copy(), \
+        kind[:m].copy(), number[:m].copy(), sstart[:m].copy(), slen[:m].copy(), a_start[:a_count], a_len[:a_count], \
+        s_start[:s_count], s_len[:s_count], False
 
 
 # --- the result -------------------------------------------------------------------
@@ -335,6 +337,10 @@ class DecodedSubscriptions:
         if self.complex and any(r in self.complex for r in rows.tolist()):
             return SubscriptionBatch.from_lists(((int(self.ids[r]), self.predicates(r)) for r in rows.tolist()),
                                                 validated=True)
+        if len(rows) == len(self) and (rows == np.arange(len(rows))).all() and not (self.kinds == KIND_STRING).any():
+            # every record, in order (a rebuild's chunk of distinct new ids) and no strings: the columns as they are
+            return SubscriptionBatch(self.ids, self.attribute_names, self.offsets, self.attributes, self.operators,
+                                     self.kinds, self.numbers, ())
         counts = self.offsets[rows + 1] - self.offsets[rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])

@@ -151,7 +151,7 @@ def _subset(attr, prob, j1, j2, j3):
     return True, pack3(a0, a1, a2), nu, length
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the heaviest step of a bulk load: a rebuild decodes the next chunk meanwhile
 def _best_assignment(off, attr, prob, config, max_schema, tol=1.0):
     """Per subscription: the configured schema of smallest nu contained in A(s) (0: catch-all).
 
