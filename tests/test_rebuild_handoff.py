@@ -89,6 +89,23 @@ def test_closing_stops_the_reader_and_runs_its_cleanup():
     assert not any(t.name == "handoff" and t.is_alive() for t in threading.enumerate())
 
 
+def test_a_reader_stuck_in_a_call_does_not_hang_close(caplog):
+    release = threading.Event()
+
+    def make(stopped):
+        yield 0
+        release.wait(10)  # a blocking call that never looks at stopped()
+        yield 1
+
+    ahead = Handoff(make, depth=1, name="stuck-reader")
+    assert next(iter(ahead)) == 0
+    t0 = time.monotonic()
+    ahead.close(timeout=0.3)
+    assert time.monotonic() - t0 < 5
+    assert "left behind" in caplog.text
+    release.set()
+
+
 def test_the_consumer_is_kept_alive_while_it_waits():
     beats = []
 

@@ -16,11 +16,14 @@ runs its ``finally``: the rebuild's readers are closed there).
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+import time
 from typing import Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 _DONE = object()
 
@@ -89,10 +92,18 @@ class Handoff(Generic[T]):
                 raise item.exc
             yield item
 
-    def close(self) -> None:
-        """Stop making items (those made and not taken are dropped) and wait for the thread to end."""
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop making items (those made and not taken are dropped) and wait for the thread to end.
+
+        The wait is bounded: a reader stuck in a call that does not look at ``stopped()`` must not hang the
+        processor's stop (the thread is a daemon; a warning says it was left behind)."""
         self._closed.set()
+        deadline = time.monotonic() + timeout
         while self._thread.is_alive():
+            if time.monotonic() > deadline:
+                log.warning("%s: its thread did not end within %.0fs of close(); left behind", self._thread.name,
+                            timeout)
+                return
             try:
                 while True:
                     self._queue.get_nowait()
