@@ -118,6 +118,7 @@ class Maintenance:
         self.t = thresholds or Thresholds()
         self.potential = _Potential()
         self.mark_nu = np.zeros(0, dtype=np.float64)  # > 0: marked, with the nu it had when marked
+        self.marked_in = np.zeros(0, dtype=np.int64)  # per access key: how many of its subscriptions are marked
         self.examined = np.zeros(0, dtype=np.int64)  # refresh in which each access key was last examined
         self.changes = 0
         self.events = 0
@@ -146,6 +147,7 @@ class Maintenance:
         self._priced_last = None
         self.potential.clear()
         self.mark_nu[:] = 0.0
+        self.marked_in[:] = 0
         self.index.refresh_probabilities()
 
     # -- thresholds ----------------------------------------------------------
@@ -174,6 +176,22 @@ class Maintenance:
         amount = np.maximum(self.mark_nu[marked][rows] - nus, 0.0)
         self.potential.subtract(keys, amount)
         self.mark_nu[marked] = 0.0
+        self._count_marks(marked, -1)
+
+    def _set_marks(self, handles: np.ndarray, nu: np.ndarray) -> None:
+        """Mark subscriptions (still filed where they were examined) with the nu they had then."""
+        new = handles[self.mark_nu[handles] <= 0]
+        self.mark_nu[handles] = nu
+        self._count_marks(new, 1)
+
+    def _count_marks(self, handles: np.ndarray, sign: int) -> None:
+        """Keep ``marked_in`` (marked subscriptions per access key) in step: a round then gathers only the hot
+        lists that hold unmarked subscriptions, instead of every member of every hot list (at 10M W0 every
+        (a0, a1) list is hot and all of them end up marked)."""
+        if len(handles) == 0:
+            return
+        self.marked_in = grow(self.marked_in, self.index.key_id_bound(), 0)
+        np.add.at(self.marked_in, self.index.key_of(handles), sign)
 
     def _move(self, handles: np.ndarray, schemas: np.ndarray) -> None:
         self.forget(handles)
@@ -219,13 +237,14 @@ class Maintenance:
         voter_key = np.zeros(0, np.int64)
         n_examined = 0
         if len(hot_keys):
-            handles = ix.members_of(hot_keys)  # grouped by key, in hot_keys order
-            which = np.repeat(np.arange(len(hot_keys)), refs)
-            fresh = self.mark_nu[handles] <= 0
-            per_list = np.bincount(which[fresh], minlength=len(hot_keys))
+            self.marked_in = grow(self.marked_in, ix.key_id_bound(), 0)
+            per_list = refs - self.marked_in[hot_keys]  # unmarked subscriptions of each hot list
             within = np.cumsum(per_list) <= max(self.t.budget, int(per_list[0]))
             self.examined[hot_keys[within]] = self.refreshes
-            take = fresh & within[which]
+            lists = np.flatnonzero(within & (per_list > 0))  # only these lists' members are read
+            handles = ix.members_of(hot_keys[lists])  # grouped by key, in hot_keys order
+            which = np.repeat(lists, refs[lists])
+            take = self.mark_nu[handles] <= 0
             handles, which = handles[take], which[take]
             n_examined = int(within.sum())
             stays = self._distribute(handles, hot_nu[which])
@@ -319,7 +338,7 @@ class Maintenance:
         """
         ix = self.index
         if len(voters):
-            self.mark_nu[voters] = np.maximum(voter_nu, 1e-300)
+            self._set_marks(voters, np.maximum(voter_nu, 1e-300))
         hot_keys = hot_keys[ix.key_refs(hot_keys) > 0]
         if len(hot_keys) == 0:
             return []
@@ -376,7 +395,7 @@ class Maintenance:
         if len(handles) == 0:
             return
         self.potential.add(keys, np.maximum(cur_nu[rows] - nus, 0.0), key_of[rows])
-        self.mark_nu[handles] = cur_nu
+        self._set_marks(handles, cur_nu)
 
     def _drop_weak_tables(self) -> list[tuple[int, ...]]:
         ix = self.index
