@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fastpubsub.engine import RUN_MIN, Matcher
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.costmodel.model import CALIBRATED, CostModel
 from fastpubsub.engine.costmodel.runs import (RUN_CALIBRATED, RunCosts, RunPricing, calibrated_run_costs,
                                               candidate_benefits, drop_benefits, enumerate_dest, save_run_costs)
@@ -148,3 +149,59 @@ def test_with_runs_keys_within_the_filing_tolerance_are_ties_that_keep_the_first
     assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([0, 1])
     prof.prob[2] = 0.001
     assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([2])
+
+
+def _tails(m: Matcher) -> int:
+    """Entries waiting in unsorted tails of clusters with runs."""
+    m.flush()
+    st = m.index.store
+    top = st.ids.high
+    runs = (st.c_k[:top] >= 1) & (st.c_len[:top] >= st.run_min)
+    return int(np.sum(st.c_len[:top][runs] - st.c_sorted[:top][runs]))
+
+
+def test_a_maintenance_round_merges_the_hot_lists_tails_into_their_runs_and_matches_stay_exact():
+    """Inserts wait in unsorted tails checked one by one; each round puts those of the hot lists into their runs."""
+    spec = PRESETS["W6"]
+    m = Matcher("dynamic", runs=32, thresholds=Thresholds(refresh_changes=10**9, refresh_events=10**9))
+    frozen = Matcher("dynamic", runs=32)
+    oracle = OracleMatcher()
+    first = generate_subscriptions(spec, 6000, seed=11)
+    later = generate_subscriptions(spec, 300, seed=12, first_id=6000)  # a few per list: they wait in the tails
+    for x in (m, frozen):
+        x.add_bulk(first)
+    frozen.freeze_clustering()
+    for sid, preds in list(first.to_lists()) + list(later.to_lists()):
+        oracle.add(sid, preds)
+    m.remove_bulk(np.arange(0, 6000, 7))
+    frozen.remove_bulk(np.arange(0, 6000, 7))
+    for sid in range(0, 6000, 7):
+        oracle.remove(sid)
+    for sid, preds in later.to_lists():  # one by one, as a service files them
+        m.add(sid, preds)
+        frozen.add(sid, preds)
+        if sid % 50 == 0:
+            m.flush()
+            frozen.flush()
+    events = generate_events(spec, 60, seed=13)
+    want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
+    assert _tails(m) > 0 and _tails(frozen) == _tails(m)
+    m.index.maintain()
+    assert _tails(m) == 0 < _tails(frozen)  # the frozen twin keeps its tails: no round runs
+    assert m.stats()["maintenance"]["tails_sorted"] > 0
+    for x in (m, frozen):
+        assert [sorted(g.tolist()) for g in x.match_encoded(events).split()] == want
+    # and the merged runs keep working under later changes
+    gone = [sid for sid in range(1, 6000, 5) if sid % 7]
+    m.remove_bulk(np.array(gone))
+    for sid in gone:
+        oracle.remove(sid)
+    want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
+    assert [sorted(g.tolist()) for g in m.match_encoded(events).split()] == want
+
+
+def test_sort_tails_leaves_plain_stores_and_unknown_keys_alone():
+    from fastpubsub.engine.cluster_store import ClusterStore
+
+    assert ClusterStore(runs=0).sort_tails(np.array([0, 1])) == 0
+    assert ClusterStore(runs=64).sort_tails(np.array([-1, 10**6])) == 0

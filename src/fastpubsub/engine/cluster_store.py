@@ -262,6 +262,20 @@ def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, clusters,
 
 
 @njit(cache=True)
+def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, keys, run_min):
+    """Merge the unsorted tail of every cluster with runs in the lists of ``keys``; returns the entries merged."""
+    merged = 0
+    for i in range(keys.shape[0]):
+        c = key_head[keys[i]]
+        while c >= 0:
+            if c_k[c] >= 1 and c_len[c] >= run_min and c_len[c] > c_sorted[c]:
+                merged += c_len[c] - c_sorted[c]
+                _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos)
+            c = c_next[c]
+    return merged
+
+
+@njit(cache=True)
 def _append(arena, c_base, c_cap, c_len, c_k, e_cluster, e_pos, clusters, entries, payload, payload_off):
     for i in range(entries.shape[0]):
         c = clusters[i]
@@ -560,6 +574,25 @@ class ClusterStore:
         if self.run_rows:
             _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
                     uc.astype(np.int64), self.run_min)
+
+    def sort_tails(self, keys: np.ndarray) -> int:
+        """Merge the unsorted tails of the lists of ``keys`` into their runs now; returns the entries merged.
+
+        Inserts wait in a tail scanned entry by entry until it outgrows an
+        eighth of the sorted prefix; at equilibrium a long list then carries a
+        tail of about a sixteenth of its size on average.  The dynamic
+        maintenance merges the tails of the hot lists at each round, at the
+        cost of one merge per list (docs/clustering.md, "Runs").
+        """
+        if not self.run_rows:
+            return 0
+        keys = np.asarray(keys, dtype=np.int64)
+        keys = keys[(keys >= 0) & (keys < len(self.key_head))]
+        if len(keys) == 0:
+            return 0
+        self._log_keys(keys)
+        return int(_sort_tails(self.arena, self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k,
+                               self.c_sorted, self.c_runs, self.e_pos, keys, self.run_min))
 
     def payload(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(flat columns, offsets) of entries, e.g. to drop their predicate references."""

@@ -38,7 +38,10 @@ subscription changes or ``refresh_events`` events, or when statistics change:
 3. while a potential ``H`` reaches ``Bcreate``: create it and
    ``cluster_distribute`` its candidate lists;
 4. drop every table whose benefit fell under ``Bdelete`` and re-file its
-   subscriptions.
+   subscriptions;
+5. with runs (ours): merge the unsorted tails of the hot lists into their
+   runs, so that the subscriptions inserted since the last round are found
+   through the run index instead of being checked one by one.
 
 A marked subscription that moves or is deleted withdraws its contribution
 (the paper's marks).  New statistics reset the potential tables, since every
@@ -126,6 +129,7 @@ class Maintenance:
         self.dropped = 0
         self.seconds = 0.0
         self.statistics_changes = 0
+        self.tails_sorted = 0  # entries of hot lists' unsorted tails merged into their runs
         self.frozen = False  # the "no change" strategy of section 6.2.2: see Matcher.freeze_clustering
         self._priced_last = None  # with runs: (hot keys, their sizes, best benefit / Bcreate) of the last pricing
 
@@ -244,6 +248,10 @@ class Maintenance:
 
         # 4: drop tables that no longer pay for themselves
         dropped = self._drop_weak_tables()
+
+        # 5: with runs, the hot lists' inserts (and this round's moves) join their runs
+        if pricing_for(ix) is not None and len(hot_keys):
+            self.tails_sorted += ix.sort_tails(hot_keys)
 
         self.refreshes += 1
         dt = time.perf_counter() - t0
@@ -439,6 +447,7 @@ class Maintenance:
             "potential_tables": len(self.potential.benefit),
             "statistics_changes": self.statistics_changes,
             "marked_subscriptions": int(np.count_nonzero(self.mark_nu > 0)),
+            "tails_sorted": int(self.tails_sorted),
             "maintenance_seconds": round(self.seconds, 6),
             "thresholds": {"bm_max": self.bm_max, "create_factor": self.t.create_factor,
                            "delete_factor": self.t.delete_factor, "refresh_changes": self.t.refresh_changes,
