@@ -151,13 +151,16 @@ def test_with_runs_keys_within_the_filing_tolerance_are_ties_that_keep_the_first
     assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([2])
 
 
-def _tails(m: Matcher) -> int:
-    """Entries waiting in unsorted tails of clusters with runs."""
+def _tails(m: Matcher) -> tuple[int, int]:
+    """Entries waiting in unsorted tails of clusters with runs, and those of tails of a 64th of their cluster or more."""
+    from fastpubsub.engine.cluster_store import TAIL_MERGE_SHIFT
+
     m.flush()
     st = m.index.store
     top = st.ids.high
     runs = (st.c_k[:top] >= 1) & (st.c_len[:top] >= st.run_min)
-    return int(np.sum(st.c_len[:top][runs] - st.c_sorted[:top][runs]))
+    tail = st.c_len[:top][runs] - st.c_sorted[:top][runs]
+    return int(tail.sum()), int(tail[(tail > 0) & (tail >= st.c_len[:top][runs] >> TAIL_MERGE_SHIFT)].sum())
 
 
 def test_a_maintenance_round_merges_the_hot_lists_tails_into_their_runs_and_matches_stay_exact():
@@ -185,9 +188,11 @@ def test_a_maintenance_round_merges_the_hot_lists_tails_into_their_runs_and_matc
             frozen.flush()
     events = generate_events(spec, 60, seed=13)
     want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
-    assert _tails(m) > 0 and _tails(frozen) == _tails(m)
+    before = _tails(m)
+    assert before[1] > 0 and _tails(frozen) == before
     m.index.maintain()
-    assert _tails(m) == 0 < _tails(frozen)  # the frozen twin keeps its tails: no round runs
+    assert _tails(m)[1] == 0 < _tails(frozen)[1]  # the frozen twin keeps its tails: no round runs
+    assert m.stats()["maintenance"]["tails_sorted"] == before[1] and _tails(m)[0] == before[0] - before[1]
     assert m.stats()["maintenance"]["tails_sorted"] > 0
     for x in (m, frozen):
         assert [sorted(g.tolist()) for g in x.match_encoded(events).split()] == want
@@ -200,8 +205,22 @@ def test_a_maintenance_round_merges_the_hot_lists_tails_into_their_runs_and_matc
     assert [sorted(g.tolist()) for g in m.match_encoded(events).split()] == want
 
 
-def test_sort_tails_leaves_plain_stores_and_unknown_keys_alone():
+def test_sort_tails_merges_the_tails_of_a_given_share_and_leaves_plain_stores_and_unknown_keys_alone():
     from fastpubsub.engine.cluster_store import ClusterStore
 
+    st = ClusterStore(runs=8)
+    keys = np.array([3, 3, 3, 5], dtype=np.int64)
+    rng = np.random.default_rng(0)
+    for start in (0, 64):  # 64 entries sorted by the first append, then a tail of 8 (one cluster per key: k = 2)
+        n = 64 if start == 0 else 8
+        clusters = st.clusters_for(np.full(n, 3, dtype=np.int64), np.full(n, 2, dtype=np.int64))
+        payload = rng.integers(0, 50, size=2 * n)
+        st.append(clusters, np.arange(start, start + n), payload, np.arange(0, 2 * n + 1, 2))
+    c = int(st.key_head[3])
+    assert (st.c_len[c], st.c_sorted[c]) == (72, 64)
+    assert st.sort_tails(keys, shift=3) == 0  # 8 entries: under an eighth of 72
+    assert st.sort_tails(keys) == 8 and st.c_sorted[c] == 72  # a 64th or more: merged
+    column = st.arena[st.c_base[c] : st.c_base[c] + 72]
+    assert np.all(np.diff(column) >= 0)  # sorted by the first column
     assert ClusterStore(runs=0).sort_tails(np.array([0, 1])) == 0
     assert ClusterStore(runs=64).sort_tails(np.array([-1, 10**6])) == 0
