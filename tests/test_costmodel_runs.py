@@ -190,6 +190,9 @@ def test_a_maintenance_round_merges_the_hot_lists_tails_into_their_runs_and_matc
     want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
     before = _tails(m)
     assert before[1] > 0 and _tails(frozen) == before
+    m.index.maintain()  # no event matched since the last round: the tails cost nothing yet
+    assert _tails(m) == before and m.stats()["maintenance"]["tails_sorted"] == 0
+    m.match_encoded(events)
     m.index.maintain()
     assert _tails(m)[1] == 0 < _tails(frozen)[1]  # the frozen twin keeps its tails: no round runs
     assert m.stats()["maintenance"]["tails_sorted"] == before[1] and _tails(m)[0] == before[0] - before[1]

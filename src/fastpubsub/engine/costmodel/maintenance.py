@@ -39,9 +39,10 @@ subscription changes or ``refresh_events`` events, or when statistics change:
    ``cluster_distribute`` its candidate lists;
 4. drop every table whose benefit fell under ``Bdelete`` and re-file its
    subscriptions;
-5. with runs (ours): merge the unsorted tails of the hot lists into their
-   runs, so that the subscriptions inserted since the last round are found
-   through the run index instead of being checked one by one.
+5. with runs (ours), when events were matched since the last round: merge
+   the unsorted tails of the hot lists into their runs, so that the
+   subscriptions inserted since then are found through the run index
+   instead of being checked one by one.
 
 A marked subscription that moves or is deleted withdraws its contribution
 (the paper's marks).  New statistics reset the potential tables, since every
@@ -205,6 +206,7 @@ class Maintenance:
         """One maintenance round; returns what it did."""
         t0 = time.perf_counter()
         ix = self.index
+        matched = self.events  # events matched since the last round: whether unsorted tails cost anything
         self.changes = self.events = 0
         self.mark_nu = grow(self.mark_nu, ix.handles_high, 0.0)
         moved_before = ix.moved
@@ -249,8 +251,9 @@ class Maintenance:
         # 4: drop tables that no longer pay for themselves
         dropped = self._drop_weak_tables()
 
-        # 5: with runs, the hot lists' inserts (and this round's moves) join their runs
-        if pricing_for(ix) is not None and len(hot_keys):
+        # 5: with runs, the hot lists' inserts (and this round's moves) join their runs, once events have
+        # been matched since the last round (a bulk load's rounds leave the tails to the load's own merges)
+        if matched and pricing_for(ix) is not None and len(hot_keys):
             self.tails_sorted += ix.sort_tails(hot_keys)
 
         self.refreshes += 1
