@@ -13,6 +13,7 @@ from fastpubsub.engine.costmodel.greedy import enumerate_multi
 from fastpubsub.engine.costmodel.model import MODEL_PATH_ENV
 from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.engine.oracle import OracleMatcher
+from fastpubsub.engine.statistics import StatisticsCollector
 
 #: Probes cheap enough that a few tens of thousands of subscriptions call for tables (the calibrated C_h needs millions).
 CHEAP = CostModel(K_r=CALIBRATED.K_r, C_h=40.0, K_h=0.0, K_c=CALIBRATED.K_c)
@@ -227,3 +228,37 @@ def test_sort_tails_merges_the_tails_of_a_given_share_and_leaves_plain_stores_an
     assert np.all(np.diff(column) >= 0)  # sorted by the first column
     assert ClusterStore(runs=0).sort_tails(np.array([0, 1])) == 0
     assert ClusterStore(runs=64).sort_tails(np.array([-1, 10**6])) == 0
+
+
+def test_refines_holds_when_the_new_schema_has_every_field_of_the_current_one():
+    from fastpubsub.engine.costmodel.constants import pack_schema
+    from fastpubsub.engine.costmodel.maintenance import _refines
+
+    new = np.array([pack_schema([0, 3]), pack_schema([0, 3]), pack_schema([1, 2]), pack_schema([0, 3, 5]), 0])
+    cur = np.array([pack_schema([3]), pack_schema([5]), pack_schema([1, 2]), pack_schema([0, 3]), pack_schema([3])])
+    assert _refines(new, cur).tolist() == [True, False, True, True, False]
+
+
+def test_dynamic_files_w6_under_the_pair_table_that_pays_and_keeps_it_round_after_round():
+    """W6 (a0 on 2 values): (a0, a1) is at nu 1/70 against a1's 1/35, within the filing tolerance, yet it refines
+    a1's key: the maintenance must move the subscriptions it priced the table for, not create it empty and drop it."""
+    spec = PRESETS["W6"]
+    subs = generate_subscriptions(spec, 20_000, seed=21)
+    events = generate_events(spec, 40, seed=22)
+    stats = StatisticsCollector()
+    for i in range(20):
+        stats.observe(generate_events(spec, 256, seed=[23, i]))
+    m = Matcher("dynamic", runs=32, model=CHEAP)
+    m.set_statistics(stats.snapshot())
+    m.add_bulk(subs)
+    for _ in range(3):
+        m.index.maintenance.refresh()
+    tables = m.stats()["hash_tables"]["schemas"]
+    assert [t["fields"] for t in tables] == [[0, 3]] and tables[0]["subscriptions"] > 0.9 * len(subs)
+    mnt = m.stats()["maintenance"]
+    assert mnt["tables_created"] - mnt["tables_dropped"] == 1  # created once, never dropped again
+    oracle = OracleMatcher()
+    for sid, preds in subs.to_lists():
+        oracle.add(sid, preds)
+    want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
+    assert [sorted(g.tolist()) for g in m.match_encoded(events).split()] == want
