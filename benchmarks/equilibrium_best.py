@@ -91,7 +91,7 @@ def configurations(scenario: str, n: int, seed: int, progress) -> dict[str, tupl
     add(f"{second.name}: no table", force(loaded("dynamic", second, n, seed), []), second)
     base = [int(s) for s in static.index.schemas]
     fields = sorted({int(f) for f in static.index.preds.field[: static.index.preds.n_ids]})
-    if not base:  # (W4: no table chosen) extend the fixed attribute of the second workload instead
+    if not base:  # (W4 at 200K: static chooses no table, so there is none to widen)
         return out
     add(f"{second.name}: static's tables", force(loaded("dynamic", second, n, seed), base), second)
     widen = [s for s in base if len(unpack_schema(s)) < 3]
