@@ -47,8 +47,9 @@ def fig4(out: Path, quick: bool = False, progress: Callable[[str], None] = print
     for name, scenario in FIG4_SCENARIOS:
         progress(f"{name}: {scenario}, {' and '.join(FIG4_STRATEGIES)} in lockstep, N={n:,}")
         # the paper's figure: its plain clusters and its cost model (the run-priced default: benchmarks.equilibrium)
+        # (the static rebuilt at the turnover is benchmarks.equilibrium's, not the paper's figure)
         rows = equilibrium.simulate(scenario, FIG4_STRATEGIES, n, equilibrium.setup_for(n, quick), progress=progress,
-                                    cluster_runs=0)
+                                    cluster_runs=0, rebuilt=False)
         report.write_csv(rows, out / f"{name}.csv")
         equilibrium.plot(rows, out / f"{name}.png")
         twin = equilibrium.summarize(rows)[scenario].get("dynamic", {}).get("end_over_shift_state")

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fastpubsub.engine import RUN_MIN, Matcher
+from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.costmodel.model import CALIBRATED, CostModel
 from fastpubsub.engine.costmodel.runs import (RUN_CALIBRATED, RunCosts, RunPricing, calibrated_run_costs,
                                               candidate_benefits, drop_benefits, enumerate_dest, save_run_costs)
@@ -12,6 +13,7 @@ from fastpubsub.engine.costmodel.greedy import enumerate_multi
 from fastpubsub.engine.costmodel.model import MODEL_PATH_ENV
 from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.engine.oracle import OracleMatcher
+from fastpubsub.engine.statistics import StatisticsCollector
 
 #: Probes cheap enough that a few tens of thousands of subscriptions call for tables (the calibrated C_h needs millions).
 CHEAP = CostModel(K_r=CALIBRATED.K_r, C_h=40.0, K_h=0.0, K_c=CALIBRATED.K_c)
@@ -148,3 +150,115 @@ def test_with_runs_keys_within_the_filing_tolerance_are_ties_that_keep_the_first
     assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([0, 1])
     prof.prob[2] = 0.001
     assert best_assignment(prof, pair, tol=FILING_TOLERANCE)[0][0] == pack_schema([2])
+
+
+def _tails(m: Matcher) -> tuple[int, int]:
+    """Entries waiting in unsorted tails of clusters with runs, and those of tails of a 64th of their cluster or more."""
+    from fastpubsub.engine.cluster_store import TAIL_MERGE_SHIFT
+
+    m.flush()
+    st = m.index.store
+    top = st.ids.high
+    runs = (st.c_k[:top] >= 1) & (st.c_len[:top] >= st.run_min)
+    tail = st.c_len[:top][runs] - st.c_sorted[:top][runs]
+    return int(tail.sum()), int(tail[(tail > 0) & (tail >= st.c_len[:top][runs] >> TAIL_MERGE_SHIFT)].sum())
+
+
+def test_a_maintenance_round_merges_the_hot_lists_tails_into_their_runs_and_matches_stay_exact():
+    """Inserts wait in unsorted tails checked one by one; each round puts those of the hot lists into their runs."""
+    spec = PRESETS["W6"]
+    m = Matcher("dynamic", runs=32, thresholds=Thresholds(refresh_changes=10**9, refresh_events=10**9))
+    frozen = Matcher("dynamic", runs=32)
+    oracle = OracleMatcher()
+    first = generate_subscriptions(spec, 6000, seed=11)
+    later = generate_subscriptions(spec, 300, seed=12, first_id=6000)  # a few per list: they wait in the tails
+    for x in (m, frozen):
+        x.add_bulk(first)
+    frozen.freeze_clustering()
+    for sid, preds in list(first.to_lists()) + list(later.to_lists()):
+        oracle.add(sid, preds)
+    m.remove_bulk(np.arange(0, 6000, 7))
+    frozen.remove_bulk(np.arange(0, 6000, 7))
+    for sid in range(0, 6000, 7):
+        oracle.remove(sid)
+    for sid, preds in later.to_lists():  # one by one, as a service files them
+        m.add(sid, preds)
+        frozen.add(sid, preds)
+        if sid % 50 == 0:
+            m.flush()
+            frozen.flush()
+    events = generate_events(spec, 60, seed=13)
+    want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
+    before = _tails(m)
+    assert before[1] > 0 and _tails(frozen) == before
+    m.index.maintain()  # no event matched since the last round: the tails cost nothing yet
+    assert _tails(m) == before and m.stats()["maintenance"]["tails_sorted"] == 0
+    m.match_encoded(events)
+    m.index.maintain()
+    assert _tails(m)[1] == 0 < _tails(frozen)[1]  # the frozen twin keeps its tails: no round runs
+    assert m.stats()["maintenance"]["tails_sorted"] == before[1] and _tails(m)[0] == before[0] - before[1]
+    assert m.stats()["maintenance"]["tails_sorted"] > 0
+    for x in (m, frozen):
+        assert [sorted(g.tolist()) for g in x.match_encoded(events).split()] == want
+    # and the merged runs keep working under later changes
+    gone = [sid for sid in range(1, 6000, 5) if sid % 7]
+    m.remove_bulk(np.array(gone))
+    for sid in gone:
+        oracle.remove(sid)
+    want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
+    assert [sorted(g.tolist()) for g in m.match_encoded(events).split()] == want
+
+
+def test_sort_tails_merges_the_tails_of_a_given_share_and_leaves_plain_stores_and_unknown_keys_alone():
+    from fastpubsub.engine.cluster_store import ClusterStore
+
+    st = ClusterStore(runs=8)
+    keys = np.array([3, 3, 3, 5], dtype=np.int64)
+    rng = np.random.default_rng(0)
+    for start in (0, 64):  # 64 entries sorted by the first append, then a tail of 8 (one cluster per key: k = 2)
+        n = 64 if start == 0 else 8
+        clusters = st.clusters_for(np.full(n, 3, dtype=np.int64), np.full(n, 2, dtype=np.int64))
+        payload = rng.integers(0, 50, size=2 * n)
+        st.append(clusters, np.arange(start, start + n), payload, np.arange(0, 2 * n + 1, 2))
+    c = int(st.key_head[3])
+    assert (st.c_len[c], st.c_sorted[c]) == (72, 64)
+    assert st.sort_tails(keys, shift=3) == 0  # 8 entries: under an eighth of 72
+    assert st.sort_tails(keys) == 8 and st.c_sorted[c] == 72  # a 64th or more: merged
+    column = st.arena[st.c_base[c] : st.c_base[c] + 72]
+    assert np.all(np.diff(column) >= 0)  # sorted by the first column
+    assert ClusterStore(runs=0).sort_tails(np.array([0, 1])) == 0
+    assert ClusterStore(runs=64).sort_tails(np.array([-1, 10**6])) == 0
+
+
+def test_refines_holds_when_the_new_schema_has_every_field_of_the_current_one():
+    from fastpubsub.engine.costmodel.constants import pack_schema
+    from fastpubsub.engine.costmodel.maintenance import _refines
+
+    new = np.array([pack_schema([0, 3]), pack_schema([0, 3]), pack_schema([1, 2]), pack_schema([0, 3, 5]), 0])
+    cur = np.array([pack_schema([3]), pack_schema([5]), pack_schema([1, 2]), pack_schema([0, 3]), pack_schema([3])])
+    assert _refines(new, cur).tolist() == [True, False, True, True, False]
+
+
+def test_dynamic_files_w6_under_the_pair_table_that_pays_and_keeps_it_round_after_round():
+    """W6 (a0 on 2 values): (a0, a1) is at nu 1/70 against a1's 1/35, within the filing tolerance, yet it refines
+    a1's key: the maintenance must move the subscriptions it priced the table for, not create it empty and drop it."""
+    spec = PRESETS["W6"]
+    subs = generate_subscriptions(spec, 20_000, seed=21)
+    events = generate_events(spec, 40, seed=22)
+    stats = StatisticsCollector()
+    for i in range(20):
+        stats.observe(generate_events(spec, 256, seed=[23, i]))
+    m = Matcher("dynamic", runs=32, model=CHEAP)
+    m.set_statistics(stats.snapshot())
+    m.add_bulk(subs)
+    for _ in range(3):
+        m.index.maintenance.refresh()
+    tables = m.stats()["hash_tables"]["schemas"]
+    assert [t["fields"] for t in tables] == [[0, 3]] and tables[0]["subscriptions"] > 0.9 * len(subs)
+    mnt = m.stats()["maintenance"]
+    assert mnt["tables_created"] - mnt["tables_dropped"] == 1  # created once, never dropped again
+    oracle = OracleMatcher()
+    for sid, preds in subs.to_lists():
+        oracle.add(sid, preds)
+    want = [sorted(w.tolist()) for w in oracle.match_batch(events.to_dicts())]
+    assert [sorted(g.tolist()) for g in m.match_encoded(events).split()] == want

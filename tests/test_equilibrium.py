@@ -105,5 +105,39 @@ def test_the_summary_checks_dynamic_against_both_no_changes_at_every_window_afte
     s = eq.summarize(rows)["W3-W4"]
     assert s["min_ratio_after"] == pytest.approx(0.9) and s["end_ratio"] == pytest.approx(1.1)
     assert s["end_ratio_plain"] == pytest.approx(2.2) and not s["target_met"]  # one window under no-change
+    assert s["min_match_ratio_after"] == pytest.approx(1.0)  # the same matching time: the window lost to maintenance
     rows[3]["events_per_s"] = 100.0
     assert eq.summarize(rows)["W3-W4"]["target_met"]
+
+
+def test_extra_timing_passes_keep_the_best_and_do_not_bring_the_maintenance_rounds_forward():
+    m = Matcher("dynamic", thresholds=Thresholds(refresh_events=250, refresh_changes=10**9))
+    m.add_bulk(generate_subscriptions(PRESETS["W5"], 3000, seed=1))
+    run = eq._Run("dynamic", m)
+    events = eq.generate_events(PRESETS["W5"], 100, seed=2)
+    run.match_only(events)
+    first = run.per_event[-1]
+    rounds = m.maintenance.refreshes
+    for _ in range(5):  # 500 more events, yet no round: only the tick's first match counts
+        run.time_again(events)
+    assert m.maintenance.refreshes == rounds and m.maintenance.events == 100
+    assert len(run.per_event) == 1 and 0 < run.per_event[-1] <= first
+    run.match_only(events)
+    run.match_only(events)
+    assert m.maintenance.refreshes == rounds + 1  # the 250th real event brings the round
+
+
+def test_the_static_rebuilt_at_the_turnover_matches_after_it_in_the_same_ticks_and_is_summarized():
+    setup = eq.Setup(per_tick=400, events_per_tick=20, before=5, lifetime=40, after=10, window=5, passes=2)
+    rows = eq.simulate("W5-W6", ["dynamic", "no-change"], 16_000, setup)
+    rebuilt = [r for r in rows if r["strategy"] == eq.REBUILT]
+    dyn = {r["tick"]: r for r in rows if r["strategy"] == "dynamic"}
+    assert [(r["phase"], r["tick"]) for r in rebuilt] == [("after", 50), ("after", 55)]
+    assert all(r["events"] == dyn[r["tick"]]["events"] and r["update_seconds"] == 0 and r["moved"] == 0
+               and r["match_events_per_s"] > 0 for r in rebuilt)
+    d = eq.summarize(rows)["W5-W6"]["dynamic"]
+    us = {s: [r["match_us_per_event"] for r in rows if r["strategy"] == s and r["phase"] == "after"]
+          for s in ("dynamic", eq.AT_SHIFT, eq.REBUILT)}
+    assert d["end_over_rebuilt"] == pytest.approx(np.mean(us[eq.REBUILT]) / np.mean(us["dynamic"]))
+    assert d["rebuilt_over_shift_state"] == pytest.approx(np.mean(us[eq.AT_SHIFT]) / np.mean(us[eq.REBUILT]))
+    assert not [r for r in eq.simulate("W5-W6", ["dynamic"], 16_000, setup, rebuilt=False) if r["strategy"] == eq.REBUILT]

@@ -95,6 +95,9 @@ RUN_ROWS = 3
 PIDS_ROW, STARTS_ROW, INDEX_ROW = 1, 2, 3
 #: The unsorted tail is merged into the runs once longer than max(run_min / 4, c_sorted >> RUN_TAIL_SHIFT).
 RUN_TAIL_SHIFT = 3
+#: The dynamic maintenance merges a hot list's tail at a round once it holds a 64th of its cluster
+#: (:meth:`ClusterStore.sort_tails`): at most 64 entries moved per insert, against 8 for RUN_TAIL_SHIFT.
+TAIL_MERGE_SHIFT = 6
 
 
 @njit(cache=True, inline="always")
@@ -259,6 +262,22 @@ def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, clusters,
             continue
         if c_len[c] - c_sorted[c] > max(run_min >> 2, c_sorted[c] >> RUN_TAIL_SHIFT):
             _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos)
+
+
+@njit(cache=True)
+def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, keys, run_min, shift):
+    """Merge the unsorted tail of every cluster with runs in the lists of ``keys`` once it holds at least
+    ``c_len >> shift`` entries; returns the entries merged."""
+    merged = 0
+    for i in range(keys.shape[0]):
+        c = key_head[keys[i]]
+        while c >= 0:
+            tail = c_len[c] - c_sorted[c]
+            if c_k[c] >= 1 and c_len[c] >= run_min and tail > 0 and tail >= (c_len[c] >> shift):
+                merged += c_len[c] - c_sorted[c]
+                _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos)
+            c = c_next[c]
+    return merged
 
 
 @njit(cache=True)
@@ -560,6 +579,26 @@ class ClusterStore:
         if self.run_rows:
             _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
                     uc.astype(np.int64), self.run_min)
+
+    def sort_tails(self, keys: np.ndarray, shift: int = TAIL_MERGE_SHIFT) -> int:
+        """Merge the tails of the lists of ``keys`` that hold at least ``len >> shift`` entries into their runs.
+
+        Inserts wait in a tail scanned entry by entry until it outgrows an
+        eighth of the sorted prefix; at equilibrium a long list then carries a
+        tail of about a sixteenth of its size on average.  The dynamic
+        maintenance merges the tails of the hot lists at each round once they
+        hold a 64th of the list, which bounds the merging to 64 entries moved
+        per insert (docs/clustering.md, "Runs").  Returns the entries merged.
+        """
+        if not self.run_rows:
+            return 0
+        keys = np.asarray(keys, dtype=np.int64)
+        keys = keys[(keys >= 0) & (keys < len(self.key_head))]
+        if len(keys) == 0:
+            return 0
+        self._log_keys(keys)
+        return int(_sort_tails(self.arena, self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k,
+                               self.c_sorted, self.c_runs, self.e_pos, keys, self.run_min, int(shift)))
 
     def payload(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(flat columns, offsets) of entries, e.g. to drop their predicate references."""

@@ -354,6 +354,10 @@ class ClusteredIndex:
         self.file(handles, off, pids, schemas)
         self.moved += len(handles)
 
+    def sort_tails(self, keys: np.ndarray) -> int:
+        """Merge the unsorted tails of these access keys' lists into their runs (engine/cluster_store.py)."""
+        return self.store.sort_tails(keys)
+
     def members_of(self, keys: np.ndarray) -> np.ndarray:
         """Handles filed under the given access keys."""
         return _members(np.asarray(keys, dtype=np.int64), self.store.arrays())
