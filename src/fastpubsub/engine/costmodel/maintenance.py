@@ -146,11 +146,14 @@ class Maintenance:
         self.tails_sorted = 0  # entries of hot lists' unsorted tails merged into their runs
         self.frozen = False  # the "no change" strategy of section 6.2.2: see Matcher.freeze_clustering
         self._priced_last = None  # with runs: (hot keys, their sizes, best benefit / Bcreate) of the last pricing
+        self._priced_stamp = None  # with runs: what the last pricing that created nothing saw (_stamp)
+        self.total_changes = 0
 
     # -- triggers ----------------------------------------------------------
     def note_changes(self, n: int) -> bool:
         """Count subscription changes; True when a round is due (never while frozen)."""
         self.changes += n
+        self.total_changes += n
         return not self.frozen and self.changes >= self.t.refresh_changes
 
     def note_events(self, n: int) -> bool:
@@ -379,6 +382,11 @@ class Maintenance:
         pricing = pricing_for(ix)
         pi = typical_pi(ix)
         refs = ix.key_refs(hot_keys).astype(np.float64)
+        # nothing filed, moved, created, dropped or re-estimated since a pricing that created nothing: same answer
+        # (at 10M W0 every (a0, a1) list is hot, and pricing them was most of a round once all were marked)
+        stamp = (self.total_changes, ix.moved, self.created, self.dropped, self.statistics_changes)
+        if stamp == self._priced_stamp:
+            return []
         # the same hot lists, none grown or shrunk by a tenth, and no table near Bcreate last time: same answer
         last = self._priced_last
         if (last is not None and last[2] < 0.8 and len(last[0]) == len(hot_keys)
@@ -414,6 +422,7 @@ class Maintenance:
         order = np.argsort(hot_keys)
         self._priced_last = (hot_keys[order], refs[order], float(np.max(benefit / need)))
         if not ok.any():
+            self._priced_stamp = stamp
             return []
         self._priced_last = None
         c = int(np.flatnonzero(ok)[np.argmax(benefit[ok])])
