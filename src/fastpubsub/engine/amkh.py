@@ -55,6 +55,7 @@ from .idpool import grow
 from .index import IndexContext
 from .predicates import PredicateTable, satisfied_predicates
 from .scan import ensure_room, finish_event
+from .sorting import sort_slice
 from .semantics import KIND_STRING, OP_EQ
 
 BUCKETINGS = ("exact", "fold", "range")
@@ -177,7 +178,7 @@ def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
     for k in range(nh):
         a, b = mem_off[k], mem_off[k + 1]
         if b - a > 1:
-            _sort_small(mem, a, b)
+            sort_slice(mem, a, b)
             w = a + 1
             for t in range(a + 1, b):
                 if mem[t] != mem[w - 1]:
@@ -186,21 +187,6 @@ def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
             cnt[k] = w - a
         else:
             cnt[k] = b - a
-
-
-@njit(cache=True, inline="always")
-def _sort_small(a, lo, hi):
-    """Sort ``a[lo:hi]`` in place without allocating (insertion sort for the short runs of one event)."""
-    if hi - lo > 32:
-        a[lo:hi].sort()
-        return
-    for i in range(lo + 1, hi):
-        v = a[i]
-        j = i - 1
-        while j >= lo and a[j] > v:
-            a[j + 1] = a[j]
-            j -= 1
-        a[j + 1] = v
 
 
 @njit(cache=True)
@@ -278,7 +264,7 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, rec, arena, h
                     break
         probes += nslots
         # a coordinate reached twice (sums of distinct members may coincide) is probed once
-        _sort_small(slots, 0, nslots)
+        sort_slice(slots, 0, nslots)
         probed = slots
         start = nout
         for t in range(nslots):
