@@ -31,12 +31,13 @@ TEMPLATES = [
 
 
 @st.composite
-def patterns(draw):
+def patterns(draw, within=st.integers(1, 30)):
+    """A pattern from one of the templates with drawn constants; ``within`` draws its window (ms)."""
     t = draw(st.sampled_from(TEMPLATES))
     return parse(t.format(s1=draw(st.sampled_from(SYMBOLS)), s2=draw(st.sampled_from(SYMBOLS)),
                           c1=draw(st.integers(0, 12)), c2=draw(st.integers(0, 4)),
                           f=draw(st.sampled_from(["1", "1.05", "0.9"])), v=draw(st.sampled_from([0, 5, 100])),
-                          d=draw(st.integers(0, 6)), w=draw(st.integers(1, 30))))
+                          d=draw(st.integers(0, 6)), w=draw(within)))
 
 
 @st.composite
