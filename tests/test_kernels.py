@@ -304,14 +304,11 @@ def _conjunction_matcher():
     return m, [events, sparse]
 
 
-def test_probing_stages_agree_with_their_naive_references():
-    from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
-                                           stage_heads, stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
+def _stage_arrays(m):
+    """The matcher's arrays and the probing stages' scratch, as ``clustered_events`` sets them up."""
+    from fastpubsub.engine.probing import GROUP
 
-    m, batches = _conjunction_matcher()
     ix = m.index
-    assert len(ix.schemas) == 1 and ix.store.c_sorted.max() > 0
     m.preds.prepare()
     preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
     access = ix.keys.arrays(ix.sch_fields)
@@ -321,6 +318,19 @@ def test_probing_stages_agree_with_their_naive_references():
     gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
     gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
     hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
+    return preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit, sv
+
+
+def test_probing_stages_agree_with_their_naive_references():
+    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
+                                           stage_heads, stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
+
+    m, batches = _conjunction_matcher()
+    ix = m.index
+    assert len(ix.schemas) == 1 and ix.store.c_sorted.max() > 0
+    (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
+     sv) = _stage_arrays(m)
     staged_events = 0
     most_runs = 0  # runs found in one group: past 2 * RUN_AHEAD, stage_runs' pipeline runs full
     for batch in batches:
@@ -435,16 +445,8 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
                                            stage_keys, stage_lookup)
 
     m, batches = _conjunction_matcher()
-    ix = m.index
-    m.preds.prepare()
-    preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
-    access = ix.keys.arrays(ix.sch_fields)
-    eq_of_field = np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64)
-    gmask = np.zeros(len(preds.bits), dtype=np.uint16)
-    sat = np.empty(len(preds.bits), dtype=np.int64)
-    gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
-    gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
-    hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
+    (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
+     sv) = _stage_arrays(m)
     checked = 0
     for batch in batches:
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
