@@ -43,12 +43,10 @@ import numpy as np
 from numba import njit
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, ProbeScratch, runs_entries, runs_found,
-                                       runs_index_rows, scan_group, stage_heads, stage_keys, stage_lookup,
+from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, ProbeScratch, run_bounds_ahead, runs_entries,
+                                       runs_found, runs_index_rows, scan_group, stage_heads, stage_keys, stage_lookup,
                                        stage_prefetch_rows)
-from fastpubsub.engine.cluster_store import STARTS_ROW, run_row
 from fastpubsub.engine.costmodel.constants import MAX_SCHEMA
-from fastpubsub.engine.scan import prefetch
 from fastpubsub.engine.workload import W0, generate_events, generate_subscriptions
 
 #: Counters per event, in this order (columns of ``counts``).
@@ -111,21 +109,8 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
 @njit(cache=True)
 def runs_bounds(hit, nh, store, runs, ahead):
     """``runs_entries``' pipeline without its loop over the entries: the starts read, the entry lines prefetched."""
-    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     for h in range(-2 * ahead, nh):
-        h2 = h + 2 * ahead
-        if h2 < nh:
-            c = hit[h2, 1]
-            prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW) + hit[h2, 2])
-        h1 = h + ahead
-        if 0 <= h1 < nh:
-            c, r = hit[h1, 1], hit[h1, 2]
-            sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
-            start = arena[sr + r]
-            end = arena[sr + r + 1] if r + 1 < runs.runs[c] else runs.sorted[c]
-            hit[h1, 2], hit[h1, 3] = start, end
-            prefetch(arena, c_base[c] + c_cap[c] + start)
-            prefetch(arena, c_base[c] + c_cap[c] + end - 1)
+        run_bounds_ahead(hit, h, nh, ahead, store, runs)
 
 
 @njit(cache=True)

@@ -399,6 +399,26 @@ def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
     return hit, nh
 
 
+@njit(cache=True, inline="always")
+def run_bounds_ahead(hit, h, nh, ahead, store, runs):
+    """Step ``h`` of :func:`runs_entries`' pipeline: prefetch the start of run ``h + 2 ahead``, then read the
+    bounds of run ``h + ahead`` into ``hit[h + ahead, 2:4]`` and prefetch its second column."""
+    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
+    h2 = h + 2 * ahead
+    if h2 < nh:
+        c = hit[h2, 1]
+        prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW) + hit[h2, 2])
+    h1 = h + ahead
+    if 0 <= h1 < nh:
+        c, r = hit[h1, 1], hit[h1, 2]
+        sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
+        start = arena[sr + r]
+        end = arena[sr + r + 1] if r + 1 < runs.runs[c] else runs.sorted[c]
+        hit[h1, 2], hit[h1, 3] = start, end
+        prefetch(arena, c_base[c] + c_cap[c] + start)
+        prefetch(arena, c_base[c] + c_cap[c] + end - 1)  # (the same line, unless the run crosses one)
+
+
 @njit(cache=True)
 def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD):
     """Stage 5c: the entries of the runs found whose second column the event satisfies, in a prefetching pipeline.
@@ -413,19 +433,7 @@ def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD
     nsv = 0
     sv_off[:] = 0
     for h in range(-2 * ahead, nh):
-        h2 = h + 2 * ahead
-        if h2 < nh:
-            c = hit[h2, 1]
-            prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW) + hit[h2, 2])
-        h1 = h + ahead
-        if 0 <= h1 < nh:
-            c, r = hit[h1, 1], hit[h1, 2]
-            sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
-            start = arena[sr + r]
-            end = arena[sr + r + 1] if r + 1 < runs.runs[c] else runs.sorted[c]
-            hit[h1, 2], hit[h1, 3] = start, end
-            prefetch(arena, c_base[c] + c_cap[c] + start)
-            prefetch(arena, c_base[c] + c_cap[c] + end - 1)  # (the same line, unless the run crosses one)
+        run_bounds_ahead(hit, h, nh, ahead, store, runs)
         if h < 0:
             continue
         i, c, start, end = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3]
