@@ -83,6 +83,9 @@ class Options:
     commit_linger_ms: int | None = None
     offered_rate: float | None = None  # events/s of the latency phase (None: half the maximum measured)
     also_at: tuple[float, ...] = ()  # further latency phases, each at this fraction of the maximum measured
+    processor_config: tuple[str, ...] = ()  # KEY=VALUE librdkafka settings for the processor's clients (`pubsub run -X`)
+    producer_linger_ms: int = 5  # linger.ms of the load producer (each batch it sends is a batch the broker stores)
+    clock_fetch_wait_ms: int = FAST_FETCH_WAIT_MS  # fetch.wait.max.ms of the consumer that times the notifications
 
     def run_options(self) -> list[str]:
         out = ["--delivery", self.delivery]
@@ -94,13 +97,20 @@ class Options:
             out += ["--commit-linger-ms", str(self.commit_linger_ms)]
         if self.overlap_commits is not None:
             out += ["--overlap-commits" if self.overlap_commits else "--no-overlap-commits"]
+        for setting in self.processor_config:
+            out += ["-X", setting]
         return out
 
     def flags(self) -> str:
         """The `pubsub bench` flags that give these options."""
         rate = f" --offered-rate {self.offered_rate:g}" if self.offered_rate else ""
         rate += "".join(f" --also-at {f:g}" for f in self.also_at)
-        return "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "") + rate
+        if self.producer_linger_ms != Options.producer_linger_ms:
+            rate += f" --producer-linger-ms {self.producer_linger_ms}"
+        if self.clock_fetch_wait_ms != Options.clock_fetch_wait_ms:
+            rate += f" --clock-fetch-wait-ms {self.clock_fetch_wait_ms}"
+        flags = "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "")
+        return flags.replace(" -X ", " --processor-x ") + rate
 
 
 class _NotificationClock(threading.Thread):
@@ -233,7 +243,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         admin.create_topics(bootstrap)
         progress(f"e2e: broker {bootstrap}; {plan.subscriptions:,} W0 subscriptions + {len(SHOWCASE)} hand-written")
         n_subs = demo._load_subscriptions(bootstrap)
-        producer = ClientFactory(bootstrap).producer({"linger.ms": 5}, **{"enable.idempotence": True})
+        producer = ClientFactory(bootstrap).producer({"linger.ms": options.producer_linger_ms},
+                                                    **{"enable.idempotence": True})
         backlog = _encoded_events(plan.backlog, seed + 1)
         for i, value in enumerate(backlog):
             _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
@@ -241,7 +252,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
             raise RuntimeError("the broker did not acknowledge the backlog")
         progress(f"  backlog of {plan.backlog:,} W0 events written; starting the processor (it rebuilds first)")
         warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, seed))  # numba's disk cache, which the processor loads
-        clock = _NotificationClock(bootstrap)
+        clock = _NotificationClock(bootstrap, options.clock_fetch_wait_ms)
         clock.start()
         slow_clock = _NotificationClock(bootstrap, None)
         slow_clock.start()
@@ -342,6 +353,9 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         else options.commit_linger_ms,
         "overlap_commits": ProcessorConfig.overlap_commits if options.overlap_commits is None
         else options.overlap_commits,
+        "processor_config": " ".join(options.processor_config),
+        "producer_linger_ms": options.producer_linger_ms,
+        "clock_fetch_wait_ms": options.clock_fetch_wait_ms,
         "batches": stats.get("batches"),
         "commits": stats.get("commits"),
         "latency_phase_batches": latency_stats.get("batches"),
@@ -455,7 +469,9 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         f"processor batches of at most {row['batch_size']:,} events, commit interval {row['commit_interval_ms']} ms, "
         f"commit linger {row['commit_linger_ms']} ms, "
         f"commits {'overlapped with the next batch' if row['overlap_commits'] else 'waited for'}, "
-        f"Avro in and out.\n\n"
+        + (f"processor clients `-X {row['processor_config']}`, " if row["processor_config"] else "")
+        + f"load producer linger {row['producer_linger_ms']} ms, timing consumer fetch wait "
+        f"{row['clock_fetch_wait_ms']} ms, Avro in and out.\n\n"
         + report.markdown_table([
             {"what": "maximum throughput, events topic → notifications topic (backlog of "
                      f"{row['backlog_events']:,} events drained)", "value": f"{row['max_events_per_s']:,.0f} events/s"},

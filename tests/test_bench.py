@@ -86,8 +86,12 @@ def test_an_algorithm_whose_pass_is_too_slow_is_not_run_at_larger_n():
 
 @pytest.mark.broker
 def test_e2e_quick_runs_through_the_broker_and_reports_latency_and_the_bound(tmp_path):
-    done = bench(tmp_path, "e2e", options=("--also-at", "0.25"))
+    done = bench(tmp_path, "e2e", options=("--also-at", "0.25", "--processor-x", "fetch.wait.max.ms=20",
+                                           "--producer-linger-ms", "2", "--clock-fetch-wait-ms", "15"))
     (row,) = rows(tmp_path / "e2e.csv")
+    # the client settings of the run are recorded with it, and reached the processor's command line
+    assert (row["processor_config"], row["producer_linger_ms"], row["clock_fetch_wait_ms"]) == (
+        "fetch.wait.max.ms=20", "2", "15")
     # each process's CPU while the events were offered, summed against cores x seconds, printed as it goes
     assert float(row["latency_phase_cpu_processor_s"]) > 0 and float(row["latency_phase_cpu_broker_s"]) > 0
     assert float(row["latency_phase_cpu_bench: load producer_s"]) > 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from fastpubsub.kafka.clients import parse_settings
 from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS
 
 
@@ -22,6 +23,14 @@ def _benchmarks_suite():
         sys.path.insert(0, str(Path.cwd()))
         import benchmarks.suite as suite
     return suite
+
+
+def _settings(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        parse_settings(value, "--processor-x")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
 
 
 @click.command("bench")
@@ -46,8 +55,15 @@ def _benchmarks_suite():
 @click.option("--also-at", "also_at", type=click.FloatRange(min=0.001, max=1.0), multiple=True,
               help="e2e: a further latency phase at this fraction of the maximum measured (repeatable: "
                    "--also-at 0.25 --also-at 0.1); each reports its percentiles and the CPU of each process.")
+@click.option("--processor-x", "processor_config", multiple=True, metavar="KEY=VALUE", callback=_settings,
+              help="e2e: a librdkafka setting for the processor's clients (its -X; repeatable), "
+                   "e.g. --processor-x fetch.wait.max.ms=30.")
+@click.option("--producer-linger-ms", type=click.IntRange(0, 10_000), default=5, show_default=True,
+              help="e2e: linger.ms of the load producer.")
+@click.option("--clock-fetch-wait-ms", type=click.IntRange(1, 10_000), default=10, show_default=True,
+              help="e2e: fetch.wait.max.ms of the consumer that times the notifications.")
 def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interval_ms, commit_linger_ms, overlap_commits,
-              offered_rate, also_at) -> None:
+              offered_rate, also_at, processor_config, producer_linger_ms, clock_fetch_wait_ms) -> None:
     """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
 
     Runs from a checkout of the fastpubsub repository only: the benchmarks
@@ -73,7 +89,8 @@ def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interva
 
     chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
     options = suite.e2e_mod.Options(delivery, batch_size, commit_interval_ms, overlap_commits, commit_linger_ms,
-                                    offered_rate, tuple(also_at))
+                                    offered_rate, tuple(also_at), tuple(processor_config), producer_linger_ms,
+                                    clock_fetch_wait_ms)
     outcome = run_suite(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush(),
                         e2e=options)
     failed = {k: v for k, v in outcome.items() if v != "ok"}
