@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka_helpers import send
 from random_workload import random_events, random_subscriptions
 
@@ -213,3 +215,26 @@ def test_a_snapshot_read_ahead_on_a_thread_loads_and_is_checked_the_same(tmp_pat
     path.unlink()
     with pytest.raises(snapshot.SnapshotError, match="no snapshot"):
         snapshot.read(tmp_path, 4, "dynamic", ValidEventStore(), prefetched=snapshot.Prefetch(tmp_path))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.booleans()), min_size=1, max_size=30), st.data())
+def test_the_offsets_a_snapshot_records_only_move_on(records_and_passed, data):
+    """Records and dead-lettered ("passed") records of one call may interleave in a partition: the snapshot's next
+    offset per partition is one past the latest of either, never an earlier one."""
+    from confluent_kafka import Message
+
+    from fastpubsub.processor.state import ProcessorState
+
+    state = ProcessorState("dynamic")
+    last: dict[int, int] = {}
+    next_offset = {0: 0, 1: 0, 2: 0}
+    for chunk in range(3):
+        applied, passed = [], []
+        for p, is_passed in data.draw(st.permutations(records_and_passed)):
+            msg = Message(topic=topics.SUBSCRIPTIONS, partition=p, offset=next_offset[p], key=b"42", value=None)
+            next_offset[p] += 1
+            (passed if is_passed else applied).append(msg)
+            last[p] = next_offset[p]
+        state.apply_columns(applied, [m.key() for m in applied], [m.value() for m in applied], passed)
+        assert state.offsets == last

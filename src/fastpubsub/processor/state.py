@@ -87,8 +87,10 @@ class ProcessorState:
                       passed: list[Message] = (), decoded: DecodedSubscriptions | None = None) -> Applied:
         """:meth:`apply` with each record's key and value already taken out (a rebuild's one pass over them), and
         perhaps decoded (``decoded``: ``decode_subscriptions(keys, values)``)."""
-        for msgs in (records, passed):
-            self.offsets.update(_next_offsets(msgs))
+        for msgs in (records, passed):  # a partition's offset only moves on (its passed records may come first)
+            for p, offset in _next_offsets(msgs).items():
+                if offset > self.offsets.get(p, -1):
+                    self.offsets[p] = offset
         applied = self.subscriptions.apply_columns(keys, values, lambda rows: [event_time(records[i]) for i in rows],
                                                    decoded)
         self.unsnapshotted += len(records) + len(passed)
