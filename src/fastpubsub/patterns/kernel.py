@@ -115,45 +115,51 @@ def _unlink(slot, inst_list, inst_next, inst_prev, list_head):
     inst_list[slot] = -1
 
 
+HEAP_BASE = 3  # the heap's element j sits in row j + 3: the four children of j (4j+1..4j+4) share one cache line
+
+
 @njit(cache=True, inline="always")
-def _heap_push(heap_d, heap_s, heap_g, st, d, s, g):
+def _heap_push(heap, st, d, s):
+    """Push (deadline, slot) into the 4-ary min-heap of rows ``heap`` (16 bytes each, the children of an entry in
+    one 64-byte line: a pop reads one line per level, of half as many levels as a binary heap has)."""
     i = st[ST_HEAP]
     st[ST_HEAP] += 1
     while i > 0:
-        parent = (i - 1) >> 1
-        if heap_d[parent] <= d:
+        parent = (i - 1) >> 2
+        if heap[parent + HEAP_BASE, 0] <= d:
             break
-        heap_d[i] = heap_d[parent]
-        heap_s[i] = heap_s[parent]
-        heap_g[i] = heap_g[parent]
+        heap[i + HEAP_BASE, 0] = heap[parent + HEAP_BASE, 0]
+        heap[i + HEAP_BASE, 1] = heap[parent + HEAP_BASE, 1]
         i = parent
-    heap_d[i] = d
-    heap_s[i] = s
-    heap_g[i] = g
+    heap[i + HEAP_BASE, 0] = d
+    heap[i + HEAP_BASE, 1] = s
 
 
 @njit(cache=True)
-def _heap_pop(heap_d, heap_s, heap_g, st):
+def _heap_pop(heap, st):
     n = st[ST_HEAP] - 1
     st[ST_HEAP] = n
-    d, s, g = heap_d[n], heap_s[n], heap_g[n]
+    d = heap[n + HEAP_BASE, 0]
+    s = heap[n + HEAP_BASE, 1]
     i = 0
     while True:
-        c = 2 * i + 1
+        c = 4 * i + 1
         if c >= n:
             break
-        if c + 1 < n and heap_d[c + 1] < heap_d[c]:
-            c += 1
-        if heap_d[c] >= d:
+        best = c
+        bd = heap[c + HEAP_BASE, 0]
+        for k in range(c + 1, min(c + 4, n)):
+            if heap[k + HEAP_BASE, 0] < bd:
+                bd = heap[k + HEAP_BASE, 0]
+                best = k
+        if bd >= d:
             break
-        heap_d[i] = heap_d[c]
-        heap_s[i] = heap_s[c]
-        heap_g[i] = heap_g[c]
-        i = c
+        heap[i + HEAP_BASE, 0] = bd
+        heap[i + HEAP_BASE, 1] = heap[best + HEAP_BASE, 1]
+        i = best
     if n > 0:
-        heap_d[i] = d
-        heap_s[i] = s
-        heap_g[i] = g
+        heap[i + HEAP_BASE, 0] = d
+        heap[i + HEAP_BASE, 1] = s
 
 
 @njit(cache=True, inline="always")
@@ -277,7 +283,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     """Refile every live instance (after growth, a mode change or a restore): empty keys disappear."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     hk[:, 0] = EMPTY
     st[ST_KEYS] = 0
@@ -294,7 +300,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
     p = inst_p[s]
@@ -308,7 +314,7 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
             tomb_slot_key[t, 1 + k] = bound[s, k] if (k == 0 or (k < inst_node[s] and node_op[p * STRIDE + k] == OP_FOLD)) else -1
         tomb_off[t] = ev_id_i
     inst_alive[s] = False
-    inst_gen[s] += 1
+    inst_deadline[s] = EMPTY  # its heap entries are stale from now on
     pat_live[p] -= 1
     st[ST_LIVE] -= 1
     free[st[ST_FREE]] = s
@@ -321,7 +327,7 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     if inst_list[s] >= 0:
         _unlink(s, inst_list, inst_next, inst_prev, list_head)
@@ -354,7 +360,7 @@ def _mark(s, i, st, state, dirty, ev_id):
 
 @njit(cache=True, inline="always")
 def _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start):
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     w = st[ST_WIT]
     st[ST_WIT] += 1
@@ -412,7 +418,7 @@ _group_starts = group_starts
 @njit(cache=True)
 def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_num, ev_bits,
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
-                   heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
+                   heap, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
                    start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
@@ -421,7 +427,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     AT = atoms
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     n = ev_ts.shape[0]
     n_pat = pat_sid.shape[0]
@@ -429,7 +435,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     for i in range(i0, n):
         # the bounds this event can need (module docstring); stop before touching it
         new_max = n_start_ev[i] + st[ST_FOLDLIVE]
-        if (st[ST_FREE] < new_max or heap_d.shape[0] - st[ST_HEAP] < new_max
+        if (st[ST_FREE] < new_max or heap.shape[0] - HEAP_BASE - st[ST_HEAP] < new_max
                 or w_p.shape[0] - st[ST_WIT] < st[ST_LIVE] + n_start_ev[i]
                 or 10 * (st[ST_KEYS] + st[ST_LIVE] + new_max) > 7 * hk.shape[0]
                 or list_head.shape[0] - st[ST_LISTS] < st[ST_LIVE] + new_max
@@ -440,11 +446,11 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
         if st[ST_WM] == EMPTY or ts > st[ST_WM]:
             st[ST_WM] = ts
         wm = st[ST_WM]
-        while st[ST_HEAP] > 0 and heap_d[0] < wm:
-            s = heap_s[0]
-            g = heap_g[0]
-            _heap_pop(heap_d, heap_s, heap_g, st)
-            if inst_alive[s] and inst_gen[s] == g:
+        while st[ST_HEAP] > 0 and heap[HEAP_BASE, 0] < wm:
+            d = heap[HEAP_BASE, 0]
+            s = heap[HEAP_BASE, 1]
+            _heap_pop(heap, st)
+            if inst_deadline[s] == d:  # else stale: that instance ended (lazy deletion)
                 st[ST_EXPIRED] += 1
                 _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
         stamp = np.int64(i) + st[ST_CALL] * np.int64(1 << 40)
@@ -637,7 +643,9 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 nxt = inst_node[parent] + 1
             _enter(s, nxt, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
             _mark(s, i, st, state, dirty, ev_id)
-            _heap_push(heap_d, heap_s, heap_g, st, inst_start[s] + pat_within[p], s, inst_gen[s])
+            d = inst_start[s] + pat_within[p]
+            inst_deadline[s] = d
+            _heap_push(heap, st, d, s)
         for q in range(m):
             cre_cnt[cre_p[q]] = 0
             cre_dec[cre_p[q]] = 0
