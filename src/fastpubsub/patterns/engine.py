@@ -193,7 +193,7 @@ class PatternEngine:
         spec = [("inst_alive", np.bool_, ()), ("inst_p", np.int64, ()), ("inst_node", np.int64, ()),
                 ("inst_start", np.int64, ()), ("inst_last", np.int64, ()), ("inst_deadline", np.int64, ()),
                 ("inst_list", np.int64, ()), ("inst_next", np.int64, ()), ("inst_prev", np.int64, ()),
-                ("inst_born", np.int64, ()), ("inst_changed", np.int64, ()), ("bound", np.int64, (K.STRIDE,)),
+                ("inst_changed", np.int64, ()), ("bound", np.int64, (K.STRIDE,)),
                 ("iters", np.int64, (K.STRIDE,)), ("iv_kind", np.int8, (self.n_cols,)),
                 ("iv_num", np.float64, (self.n_cols,)), ("acc", np.float64, (self.n_aggs,)),
                 ("accn", np.int64, (self.n_aggs,)), ("dirty_mark", np.int64, ()), ("dirty", np.int64, ()),
@@ -479,8 +479,7 @@ class PatternEngine:
         if not self._tables_dirty:
             return
         rows = self.atom_rows or [(0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))]
-        self.at = np.array([(r[0], float(r[1])) + tuple(map(float, r[2])) + tuple(map(float, r[3])) for r in rows],
-                           np.float64).reshape(len(rows), K.A_WIDTH)
+        self.at = _atom_matrix(rows)
         caps = self.cap_rows or [(0, 0)]
         self.cap_ev = np.array([c[0] for c in caps], np.int64)
         self.cap_col = np.array([c[1] for c in caps], np.int64)
@@ -535,7 +534,7 @@ class PatternEngine:
 
     def _state(self) -> tuple:
         return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_deadline,
-                self.inst_list, self.inst_next, self.inst_prev, self.inst_born, self.inst_changed, self.bound,
+                self.inst_list, self.inst_next, self.inst_prev, self.inst_changed, self.bound,
                 self.iters, self.iv_kind, self.iv_num, self.acc, self.accn, self.free, self.dirty_mark)
 
     def set_mode(self, mode: str) -> None:
@@ -825,7 +824,6 @@ class PatternEngine:
             self.inst_start[s] = start
             self.inst_last[s] = last
             self.inst_changed[s] = _off
-            self.inst_born[s] = self.st[K.ST_BATCH]
             self.pat_live[p] += 1
             self.st[K.ST_LIVE] += 1
             if self.node_op[p * K.STRIDE + node] == K.OP_FOLD:
@@ -859,7 +857,7 @@ class PatternEngine:
         """Bytes of one instance slot (all per-slot arrays): converts the global byte bound to a count."""
         return sum(getattr(self, n)[:1].nbytes for n in (
             "inst_alive", "inst_p", "inst_node", "inst_start", "inst_last", "inst_deadline", "inst_list", "inst_next",
-            "inst_prev", "inst_born", "inst_changed", "bound", "iters", "iv_kind", "iv_num", "acc", "accn",
+            "inst_prev", "inst_changed", "bound", "iters", "iv_kind", "iv_num", "acc", "accn",
             "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "free")) + 2 * 8 + 4 * 8 * 2
 
     def memory_bytes(self) -> int:
@@ -868,11 +866,26 @@ class PatternEngine:
         return sum(v.nbytes for v in arrays if v.base is None) + self.heap.nbytes  # the heap: an aligned view
 
 
-def _aligned_rows(rows: int, width: int) -> np.ndarray:
-    """A zeroed int64 matrix whose first row starts on a 64-byte cache line (numpy aligns to 16 bytes only)."""
-    buf = np.zeros(rows * width + 8, np.int64)
+def _aligned_rows(rows: int, width: int, dtype=np.int64) -> np.ndarray:
+    """A zeroed 8-byte matrix whose first row starts on a 64-byte cache line (numpy aligns to 16 bytes only)."""
+    buf = np.zeros(rows * width + 8, dtype)
     skip = (-buf.ctypes.data % 64) // 8
     return buf[skip: skip + rows * width].reshape(rows, width)
+
+
+def _atom_matrix(rows: list[tuple]) -> np.ndarray:
+    """Atom rows (op, static, left side, right side) in the kernel's 64-byte layout (:mod:`.kernel`, A_WIDTH)."""
+    def head(side: tuple) -> int:
+        src, idx, aux, _mul, _add, arith, kind, _value = side
+        if not 0 <= idx < 1 << 40:
+            raise ValueError(f"atom operand index {idx} out of range")
+        return src | aux << K.H_AUX | int(arith) << K.H_ARITH | kind << K.H_KIND | idx << K.H_IDX
+
+    flat = np.array([(head(left) | op << K.H_OP | int(static) << K.H_STATIC, left[3], left[4], left[7],
+                      head(right), right[3], right[4], right[7]) for op, static, left, right in rows], np.float64)
+    at = _aligned_rows(len(rows), K.A_WIDTH, np.float64)
+    at[:] = flat.reshape(len(rows), K.A_WIDTH)
+    return at
 
 
 def limits_from_bytes(max_bytes: int, per_subscription: int, instance_bytes: int) -> Limits:

@@ -33,10 +33,14 @@ EMPTY = np.int64(-(2**63))
 ST_WM, ST_LIVE, ST_KEYS, ST_LISTS, ST_FREE, ST_HEAP, ST_WIT, ST_BATCH, ST_TOMB, ST_DIRTY, ST_FOLDLIVE = range(11)
 ST_STARTED, ST_COMPLETED, ST_KILLED, ST_EXPIRED, ST_REFUSED, ST_AFFECTED, ST_PROBES, ST_CALL = range(11, 19)
 ST_TRACK = 19  # 1: record dirty instances and tombstones for the changelog (PatternEngine(track_changes=True))
-ST_SIZE = 20
-# an atom is one row of a float64 matrix (read whole: one or two cache lines, not ten arrays):
-# op, static, then per side src, idx, aux (aggregate function), mul, add, arith, const kind, const value
-A_OP, A_STATIC, A_LEFT, A_RIGHT, A_WIDTH = 0, 1, 2, 10, 18
+ST_SINK = 20  # the sum of the values the touch passes load (stored so that the loads stay)
+ST_SIZE = 21
+# an atom is one 64-byte row of a float64 matrix (one cache line: the engine aligns the matrix); per side a header
+# and mul, add (arithmetic ``mul * x + add``), const value.  The header is an integer held exactly in the float:
+# bits 0-2 src, 3-5 aux (aggregate function), 6 arith, 7-8 const kind, 9-11 op and 12 static (left header only),
+# 13 and up idx (below 2**40)
+A_LEFT, A_RIGHT, A_WIDTH = 0, 4, 8
+H_AUX, H_ARITH, H_KIND, H_OP, H_STATIC, H_IDX = 3, 6, 7, 9, 12, 13
 
 
 @njit(cache=True, inline="always")
@@ -166,11 +170,12 @@ def _heap_pop(heap, st):
 def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
     """One side of atom ``a``: (kind, value); kind -1 when missing or not a number under arithmetic."""
     b = A_LEFT if side == 0 else A_RIGHT
-    src = np.int64(AT[a, b + 0])
-    idx = np.int64(AT[a, b + 1])
+    h = np.int64(AT[a, b])
+    src = h & 7
+    idx = h >> H_IDX
     if src == SRC_CONST:
-        k = np.int64(AT[a, b + 6])
-        v = AT[a, b + 7]
+        k = (h >> H_KIND) & 3
+        v = AT[a, b + 3]
     elif src == SRC_EVENT:
         k = np.int64(ev_kind[i, idx])
         v = ev_num[i, idx]
@@ -178,7 +183,7 @@ def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, 
         k = np.int64(iv_kind[slot, idx])
         v = iv_num[slot, idx]
     elif src == SRC_AGG:
-        fn = np.int64(AT[a, b + 2])
+        fn = (h >> H_AUX) & 7
         n = accn[slot, idx]
         k = np.int64(0)
         v = acc[slot, idx]
@@ -190,10 +195,10 @@ def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, 
     else:
         k = np.int64(0)
         v = np.float64(dur)
-    if AT[a, b + 5] != 0.0:
+    if (h >> H_ARITH) & 1:
         if k != 0 or v != v:
             return np.int64(-1), 0.0
-        v = AT[a, b + 3] * v + AT[a, b + 4]
+        v = AT[a, b + 1] * v + AT[a, b + 2]
     return k, v
 
 
@@ -205,8 +210,9 @@ def _holds(a, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
         return False
     if lk == 0 and (lv != lv or rv != rv):
         return False
-    op = np.int64(AT[a, A_OP])
-    if lk == 1 and op >= 2 and AT[a, A_STATIC] == 0.0:
+    h = np.int64(AT[a, A_LEFT])
+    op = (h >> H_OP) & 7
+    if lk == 1 and op >= 2 and not (h >> H_STATIC) & 1:
         return False  # strings order only in static atoms (docs/patterns.md 1.2)
     if op == 0:
         return lv == rv
@@ -283,7 +289,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     """Refile every live instance (after growth, a mode change or a restore): empty keys disappear."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     hk[:, 0] = EMPTY
     st[ST_KEYS] = 0
@@ -300,7 +306,7 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
     p = inst_p[s]
@@ -327,7 +333,7 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     if inst_list[s] >= 0:
         _unlink(s, inst_list, inst_next, inst_prev, list_head)
@@ -347,8 +353,8 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
 
 @njit(cache=True, inline="always")
 def _mark(s, i, st, state, dirty, ev_id):
-    inst_changed = state[10]
-    dirty_mark = state[18]
+    inst_changed = state[9]
+    dirty_mark = state[17]
     inst_changed[s] = ev_id[i]
     if not st[ST_TRACK]:
         return  # nobody reads the changes: an engine without a changelog keeps no dirty list
@@ -360,7 +366,7 @@ def _mark(s, i, st, state, dirty, ev_id):
 
 @njit(cache=True, inline="always")
 def _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start):
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     w = st[ST_WIT]
     st[ST_WIT] += 1
@@ -415,6 +421,41 @@ def group_starts(g, i, ev_kind, ev_num, grp_blo, grp_bhi, band_lo, band_hi, band
 _group_starts = group_starts
 
 
+@njit(cache=True, inline="always")
+def _touch(naff, affected, ncre, cre_p, tables, AT, state):
+    """Load what the event's affected instances and new instances will need, before they need it.
+
+    Each instance and pattern lies in a random place of a store far larger than the caches, and the work on one
+    is a chain of dependent reads (slot, then its node row, then its atoms) that the processor cannot run ahead
+    of by more than an instance or two.  These passes do only the loads, one independent load per instance and
+    level, so that the misses of all the event's instances are in flight together; phases 1 and 2 then find
+    the lines in cache.  Returns a sum of the loaded values (the caller stores it: the loads cannot be dropped).
+    """
+    (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    sink = np.int64(0)
+    for q in range(naff):  # the slots: their scalars and their captured values
+        s = affected[q]
+        sink += inst_p[s] + inst_node[s] + inst_last[s] + inst_start[s] + inst_prev[s] + inst_deadline[s]
+        sink += np.int64(iv_kind[s, 0]) + np.int64(inst_alive[s])
+    for q in range(ncre):  # the start candidates' pattern rows and first two node rows
+        p = cre_p[q]
+        sink += pat_active[p] + node_cap[p * STRIDE, 0] + node_op[p * STRIDE + 1] + node_sg[p * STRIDE + 1]
+    last = AT.shape[0] - 1
+    for q in range(naff):  # the nodes, patterns, atoms and list neighbours of the affected instances
+        s = affected[q]
+        p = inst_p[s]
+        node = p * STRIDE + inst_node[s]
+        sink += pat_nsteps[p] + node_op[node] + np.int64(AT[min(node_rng[node, 0], last), 0])
+        sink += np.int64(AT[min(node_rng[node, 12], last), 0]) + np.int64(AT[min(node_rng[node, 4], last), 0])
+        nx = inst_next[s]
+        pv = inst_prev[s]
+        sink += inst_prev[max(nx, 0)] + inst_next[max(pv, 0)]
+    return sink
+
+
 @njit(cache=True)
 def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_num, ev_bits,
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
@@ -427,7 +468,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     AT = atoms
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev, inst_born,
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
      inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
     n = ev_ts.shape[0]
     n_pat = pat_sid.shape[0]
@@ -511,6 +552,8 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 s = inst_next[s]
         st[ST_AFFECTED] += naff
         n_starts = ncre
+        if mode != MODE_NONE:
+            st[ST_SINK] += _touch(naff, affected, ncre, cre_p, tables, AT, state)
         # -- phase 1: every affected instance reacts ------------------------
         for q in range(naff):
             s = affected[q]
@@ -623,7 +666,6 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             inst_alive[s] = True
             inst_p[s] = p
             inst_list[s] = -1
-            inst_born[s] = st[ST_BATCH]
             if parent < 0:
                 st[ST_STARTED] += 1
                 inst_start[s] = ts
