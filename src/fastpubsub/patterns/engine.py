@@ -197,7 +197,8 @@ class PatternEngine:
                 ("iters", np.int64, (K.STRIDE,)), ("iv_kind", np.int8, (self.n_cols,)),
                 ("iv_num", np.float64, (self.n_cols,)), ("acc", np.float64, (self.n_aggs,)),
                 ("accn", np.int64, (self.n_aggs,)), ("dirty_mark", np.int64, ()), ("dirty", np.int64, ()),
-                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ())]
+                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ()),
+                ("cre_key", np.int64, ()), ("cre_order", np.int64, ()), ("cre_tmp", np.int64, ())]
         for name, dt, shape in spec:
             arr = np.zeros((cap,) + shape, dt)
             if name == "inst_list":
@@ -535,7 +536,8 @@ class PatternEngine:
     def _state(self) -> tuple:
         return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_deadline,
                 self.inst_list, self.inst_next, self.inst_prev, self.inst_changed, self.bound,
-                self.iters, self.iv_kind, self.iv_num, self.acc, self.accn, self.free, self.dirty_mark)
+                self.iters, self.iv_kind, self.iv_num, self.acc, self.accn, self.free, self.dirty_mark,
+                self.iv_num.view(np.int64))
 
     def set_mode(self, mode: str) -> None:
         """Switch the ablation mode; live instances are refiled."""
@@ -628,8 +630,9 @@ class PatternEngine:
             i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, ts, ids,
                                  ev_kind, ev_num, ev_bits, m_off, m_ids, n_start, self._tables(), atoms, captures,
                                  self._state(), self.hk, self.hval, self.list_head, self.heap, self.pi_mark,
-                                 self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
-                                 self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
+                                 self.affected, self.cre_p, self.cre_parent, self.cre_cnt, self.cre_dec,
+                                 self.cre_key, self.cre_order, self.cre_tmp, self.dirty, self.tomb_key,
+                                 self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
                                  self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
             parts.append(self._drain(ts))
@@ -858,7 +861,8 @@ class PatternEngine:
         return sum(getattr(self, n)[:1].nbytes for n in (
             "inst_alive", "inst_p", "inst_node", "inst_start", "inst_last", "inst_deadline", "inst_list", "inst_next",
             "inst_prev", "inst_changed", "bound", "iters", "iv_kind", "iv_num", "acc", "accn",
-            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "free")) + 2 * 8 + 4 * 8 * 2
+            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "cre_key", "cre_order", "cre_tmp",
+            "free")) + 2 * 8 + 4 * 8 * 2
 
     def memory_bytes(self) -> int:
         """Bytes held by the instance store, indexes and buffers (not the matcher)."""

@@ -79,11 +79,11 @@ def find_list(hk, hval, a, b, c, d, create, st, list_head):
 
 
 @njit(cache=True, inline="always")
-def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num):
+def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_bits):
     """The list key an instance at ``node`` belongs to (see module docstring)."""
     if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
         col = node_idx_col[node]
-        bits = iv_num[slot:slot + 1, col].view(np.int64)[0]
+        bits = iv_bits[slot, col]
         if node_theta_static[node]:
             return node, np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
         return np.int64(-1), np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
@@ -92,6 +92,19 @@ def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, no
             return STEP_BASE + node_sg[node], np.int64(-2), np.int64(0), np.int64(0)
         return node, np.int64(-2), np.int64(0), np.int64(0)
     return np.int64(-1), np.int64(-3), np.int64(0), np.int64(0)
+
+
+@njit(cache=True, inline="always")
+def _copy_row(dst, i, src, j):
+    """``dst[i, :] = src[j, :]`` without an array view (the kernel runs without the reference-counting runtime)."""
+    for k in range(dst.shape[1]):
+        dst[i, k] = src[j, k]
+
+
+@njit(cache=True, inline="always")
+def _fill_row(dst, i, value):
+    for k in range(dst.shape[1]):
+        dst[i, k] = value
 
 
 @njit(cache=True, inline="always")
@@ -139,7 +152,7 @@ def _heap_push(heap, st, d, s):
     heap[i + HEAP_BASE, 1] = s
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _heap_pop(heap, st):
     n = st[ST_HEAP] - 1
     st[ST_HEAP] = n
@@ -290,14 +303,15 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     hk[:, 0] = EMPTY
     st[ST_KEYS] = 0
     st[ST_LISTS] = 0
     for s in range(inst_alive.shape[0]):
         if inst_alive[s]:
             node = inst_p[s] * STRIDE + inst_node[s]
-            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
+            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind,
+                                 iv_bits)
             lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
             _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
@@ -307,7 +321,7 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
     p = inst_p[s]
     if node_op[p * STRIDE + inst_node[s]] == OP_FOLD:
@@ -317,7 +331,8 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
         st[ST_TOMB] += 1
         tomb_slot_key[t, 0] = pat_sid[p]
         for k in range(STRIDE):
-            tomb_slot_key[t, 1 + k] = bound[s, k] if (k == 0 or (k < inst_node[s] and node_op[p * STRIDE + k] == OP_FOLD)) else -1
+            left = k == 0 or (k < inst_node[s] and node_op[p * STRIDE + k] == OP_FOLD)
+            tomb_slot_key[t, 1 + k] = bound[s, k] if left else -1
         tomb_off[t] = ev_id_i
     inst_alive[s] = False
     inst_deadline[s] = EMPTY  # its heap entries are stale from now on
@@ -334,7 +349,7 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     if inst_list[s] >= 0:
         _unlink(s, inst_list, inst_next, inst_prev, list_head)
     gnode = inst_p[s] * STRIDE + node
@@ -346,7 +361,7 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
         bound[s, node] = -1
         iters[s, node] = 0
         st[ST_FOLDLIVE] += 1
-    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
+    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_bits)
     lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
     _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
@@ -367,20 +382,20 @@ def _mark(s, i, st, state, dirty, ev_id):
 @njit(cache=True, inline="always")
 def _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start):
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     w = st[ST_WIT]
     st[ST_WIT] += 1
     st[ST_COMPLETED] += 1
     w_p[w] = inst_p[s]
     w_ev[w] = i
-    w_bound[w, :] = bound[s, :]
-    w_iters[w, :] = iters[s, :]
-    w_acc[w, :] = acc[s, :]
-    w_accn[w, :] = accn[s, :]
+    _copy_row(w_bound, w, bound, s)
+    _copy_row(w_iters, w, iters, s)
+    _copy_row(w_acc, w, acc, s)
+    _copy_row(w_accn, w, accn, s)
     w_start[w] = inst_start[s]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def group_starts(g, i, ev_kind, ev_num, grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq,
                  cre_p, cre_parent, ncre):
     """The members of start group ``g`` that event ``i`` may start, appended to ``cre_p`` from ``ncre``.
@@ -422,6 +437,41 @@ _group_starts = group_starts
 
 
 @njit(cache=True, inline="always")
+def _argsort_stable(keys, m, order, tmp):
+    """``order[:m]``: the indices of ``keys[:m]`` in ascending order, ties in index order (a bottom-up merge sort
+    into the caller's buffers: the kernel allocates nothing)."""
+    for q in range(m):
+        order[q] = q
+    width = 1
+    while width < m:
+        lo = 0
+        while lo < m:
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                if keys[order[b]] < keys[order[a]]:
+                    tmp[k] = order[b]
+                    b += 1
+                else:
+                    tmp[k] = order[a]
+                    a += 1
+                k += 1
+            while a < mid:
+                tmp[k] = order[a]
+                a += 1
+                k += 1
+            while b < hi:
+                tmp[k] = order[b]
+                b += 1
+                k += 1
+            lo = hi
+        for q in range(m):
+            order[q] = tmp[q]
+        width *= 2
+
+
+@njit(cache=True, inline="always")
 def _touch(naff, affected, ncre, cre_p, tables, AT, state):
     """Load what the event's affected instances and new instances will need, before they need it.
 
@@ -434,7 +484,7 @@ def _touch(naff, affected, ncre, cre_p, tables, AT, state):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     sink = np.int64(0)
     for q in range(naff):  # the slots: their scalars and their captured values
         s = affected[q]
@@ -456,10 +506,16 @@ def _touch(naff, affected, ncre, cre_p, tables, AT, state):
     return sink
 
 
-@njit(cache=True)
+# Without numba's reference-counting runtime (``_nrt=False``): with it, every array a helper receives or unpacks
+# from the ``tables`` / ``state`` tuples is increfed and decrefed (an atomic operation and a call each); the
+# inlined helpers left about 70 of them per instance killed or created, which cost more than the instance's
+# cache misses.  So the kernel allocates nothing and makes no array views: rows are copied element by element
+# (``_copy_row``), the candidates are sorted into the caller's buffers (``_argsort_stable``) and the bits of a
+# captured value come from an int64 view of ``iv_num`` made by the engine.
+@njit(cache=True, _nrt=False)
 def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_num, ev_bits,
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
-                   heap, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
+                   heap, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec, cre_key, cre_order, cre_tmp,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
                    start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
@@ -469,7 +525,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
     (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     n = ev_ts.shape[0]
     n_pat = pat_sid.shape[0]
     slots = inst_alive.shape[0]
@@ -563,24 +619,24 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             step = inst_node[s]
             node = p * STRIDE + step
             dur = ts - inst_start[s]
-            r = node_rng[node]
-            if mode != MODE_NONE and not _all(r[10], r[11], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
-                                              accn, dur):
+            nr = node_rng
+            if mode != MODE_NONE and not _all(nr[node, 10], nr[node, 11], AT,
+                                              i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the static correlation's part the matcher did not check
-            if mode == MODE_NONE and not _all(r[2], r[3], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
-                                              accn, dur):
+            if mode == MODE_NONE and not _all(nr[node, 2], nr[node, 3], AT,
+                                              i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue
-            if not _all(r[0], r[1], AT,
+            if not _all(nr[node, 0], nr[node, 1], AT,
                         i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the filter edge
             if mode == MODE_NONE:
-                pi = _all(r[6], r[7], AT,
+                pi = _all(nr[node, 6], nr[node, 7], AT,
                           i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             else:
                 pi = (not node_pi_static[node] or pi_mark[node] == stamp) and _all(
-                    r[12], r[13], AT,
+                    nr[node, 12], nr[node, 13], AT,
                     i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
-            pi = pi and _all(r[4], r[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
+            pi = pi and _all(nr[node, 4], nr[node, 5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
                 st[ST_KILLED] += 1
                 _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
@@ -602,7 +658,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             iters[s, step] += 1
             inst_last[s] = ts
             _mark(s, i, st, state, dirty, ev_id)
-            if _all(r[8], r[9], AT,
+            if _all(nr[node, 8], nr[node, 9], AT,
                     i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 if step == pat_nsteps[p]:
                     _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
@@ -627,9 +683,9 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                     st[ST_COMPLETED] += 1
                     w_p[w] = p
                     w_ev[w] = i
-                    w_bound[w, :] = -1
+                    _fill_row(w_bound, w, -1)
                     w_bound[w, 0] = ev_id[i]
-                    w_iters[w, :] = 0
+                    _fill_row(w_iters, w, 0)
                     w_start[w] = ts
                     continue
             cre_p[m] = p
@@ -640,14 +696,11 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             continue
         sorted_ = st[ST_LIVE] + m > max_live
         if sorted_:  # the global bound may bite: decide subscription by subscription, ascending id
-            keys = np.empty(m, np.int64)
             for q in range(m):
-                keys[q] = pat_sid[cre_p[q]]
-            order = np.argsort(keys, kind="mergesort")
-        else:
-            order = affected[:0]
+                cre_key[q] = pat_sid[cre_p[q]]
+            _argsort_stable(cre_key, m, cre_order, cre_tmp)
         for qq in range(m):
-            q = order[qq] if sorted_ else qq
+            q = cre_order[qq] if sorted_ else qq
             p = cre_p[q]
             if cre_dec[p] == 0:
                 k = cre_cnt[p]
@@ -669,19 +722,19 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             if parent < 0:
                 st[ST_STARTED] += 1
                 inst_start[s] = ts
-                bound[s, :] = -1
-                iters[s, :] = 0
+                _fill_row(bound, s, -1)
+                _fill_row(iters, s, 0)
                 bound[s, 0] = ev_id[i]
                 _capture(p * STRIDE, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
                 nxt = 1
             else:
                 inst_start[s] = inst_start[parent]
-                bound[s, :] = bound[parent, :]
-                iters[s, :] = iters[parent, :]
-                iv_kind[s, :] = iv_kind[parent, :]
-                iv_num[s, :] = iv_num[parent, :]
-                acc[s, :] = acc[parent, :]
-                accn[s, :] = accn[parent, :]
+                _copy_row(bound, s, bound, parent)
+                _copy_row(iters, s, iters, parent)
+                _copy_row(iv_kind, s, iv_kind, parent)
+                _copy_row(iv_num, s, iv_num, parent)
+                _copy_row(acc, s, acc, parent)
+                _copy_row(accn, s, accn, parent)
                 nxt = inst_node[parent] + 1
             _enter(s, nxt, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
             _mark(s, i, st, state, dirty, ev_id)
@@ -694,7 +747,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source):
     """Free every instance of pattern slot ``p`` (its subscription was replaced or deleted)."""
     inst_alive = state[0]
