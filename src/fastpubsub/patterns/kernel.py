@@ -10,7 +10,8 @@ kills instances, and writes witnesses.
 
 Instance state is a structure of arrays with a free list; instances sit in
 doubly linked lists, one per index key, found through an open-addressing hash
-table.  Expiry (``within``) uses a binary heap with lazy deletion.  Every
+table.  Expiry (``within``) uses a 4-ary heap with lazy deletion.  The kernel
+runs without numba's reference-counting runtime (see ``process_kernel``).  Every
 buffer is sized by the caller from a bound checked at each event: when a bound
 does not hold the kernel returns the index of the event it stopped at, before
 touching it, and the caller grows the arrays and resumes.
