@@ -202,3 +202,34 @@ def test_witnesses_stay_columns_until_read():
     fold = next(x for x in w if x.sid == 7)
     assert fold.aggregates == (("r.n", 2.0), ("r.m", 3.0)) and (fold.start_ts, fold.end_ts) == (1, 2)
     assert w + [] == list(w) and [] + w == list(w)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-5, 5), max_size=40), st.integers(0, 3))
+def test_the_kernels_candidate_sort_is_a_stable_argsort(keys, spare):
+    """The kernel sorts the candidates under the global bound into its buffers (no allocation): the order of
+    ``np.argsort(kind="stable")`` over the first ``m`` keys, whatever the buffers hold beyond them."""
+    from fastpubsub.patterns import kernel as K
+    m = len(keys)
+    buf = np.array(keys + [99] * spare, np.int64)
+    order, tmp = np.full(m + spare, -7, np.int64), np.full(m + spare, -7, np.int64)
+    K._argsort_stable(buf, m, order, tmp)
+    assert order[:m].tolist() == np.argsort(np.array(keys, np.int64), kind="stable").tolist()
+
+
+def test_atom_rows_keep_every_operand_field():
+    """An atom is one 64-byte row: the packed header of each side decodes to its source, index, aggregate
+    function, arithmetic flag and constant kind; the operator and static flag sit in the left header."""
+    from fastpubsub.patterns import kernel as K
+    from fastpubsub.patterns.engine import _atom_matrix
+    left = (K.SRC_AGG, 12345, K.FN_AVG, 2.5, -1.0, True, 0, 0.0)
+    right = (K.SRC_CONST, 0, 0, 1.0, 0.0, False, 2, 1.0)
+    at = _atom_matrix([(5, True, left, right), (0, False, right, left)])
+    assert at.shape == (2, K.A_WIDTH) and at.ctypes.data % 64 == 0
+    h = int(at[0, K.A_LEFT])
+    assert (h & 7, h >> K.H_IDX, (h >> K.H_AUX) & 7, (h >> K.H_ARITH) & 1) == (K.SRC_AGG, 12345, K.FN_AVG, 1)
+    assert ((h >> K.H_OP) & 7, (h >> K.H_STATIC) & 1) == (5, 1)
+    assert at[0, K.A_LEFT + 1: K.A_LEFT + 4].tolist() == [2.5, -1.0, 0.0]
+    r = int(at[0, K.A_RIGHT])
+    assert (r & 7, (r >> K.H_KIND) & 3, at[0, K.A_RIGHT + 3]) == (K.SRC_CONST, 2, 1.0)
+    assert ((int(at[1, K.A_LEFT]) >> K.H_OP) & 7, (int(at[1, K.A_LEFT]) >> K.H_STATIC) & 1) == (0, 0)

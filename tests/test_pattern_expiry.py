@@ -41,9 +41,10 @@ def _key(w):
 
 
 def assert_expiry_sound(engine):
-    """Every live instance waits for expiry: the deadline heap holds an entry of its generation."""
+    """Every live instance waits for expiry: the deadline heap holds an entry with its deadline."""
     n = int(engine.st[K.ST_HEAP])
-    waiting = {int(s) for s, g in zip(engine.heap_s[:n], engine.heap_g[:n]) if engine.inst_gen[s] == g}
+    rows = engine.heap[K.HEAP_BASE: K.HEAP_BASE + n]
+    waiting = {int(s) for d, s in rows if engine.inst_deadline[s] == d}
     assert set(np.flatnonzero(engine.inst_alive).tolist()) <= waiting
 
 

@@ -135,9 +135,7 @@ class PatternEngine:
         self._alloc_patterns(16)
         self._alloc_slots(capacity)
         self._alloc_hash(4 * capacity)
-        self.heap_d = np.zeros(capacity, np.int64)
-        self.heap_s = np.zeros(capacity, np.int64)
-        self.heap_g = np.zeros(capacity, np.int64)
+        self.heap = _aligned_rows(capacity + K.HEAP_BASE, 2)
         self._alloc_witnesses(capacity)
         self.tomb_key = np.zeros((capacity, 1 + K.STRIDE), np.int64)
         self.tomb_off = np.zeros(capacity, np.int64)
@@ -193,17 +191,20 @@ class PatternEngine:
     def _alloc_slots(self, cap: int) -> None:
         old_cap = getattr(self, "slot_cap", 0)
         spec = [("inst_alive", np.bool_, ()), ("inst_p", np.int64, ()), ("inst_node", np.int64, ()),
-                ("inst_start", np.int64, ()), ("inst_last", np.int64, ()), ("inst_gen", np.int64, ()),
+                ("inst_start", np.int64, ()), ("inst_last", np.int64, ()), ("inst_deadline", np.int64, ()),
                 ("inst_list", np.int64, ()), ("inst_next", np.int64, ()), ("inst_prev", np.int64, ()),
-                ("inst_born", np.int64, ()), ("inst_changed", np.int64, ()), ("bound", np.int64, (K.STRIDE,)),
+                ("inst_changed", np.int64, ()), ("bound", np.int64, (K.STRIDE,)),
                 ("iters", np.int64, (K.STRIDE,)), ("iv_kind", np.int8, (self.n_cols,)),
                 ("iv_num", np.float64, (self.n_cols,)), ("acc", np.float64, (self.n_aggs,)),
                 ("accn", np.int64, (self.n_aggs,)), ("dirty_mark", np.int64, ()), ("dirty", np.int64, ()),
-                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ())]
+                ("affected", np.int64, ()), ("cre_p", np.int64, ()), ("cre_parent", np.int64, ()),
+                ("cre_key", np.int64, ()), ("cre_order", np.int64, ()), ("cre_tmp", np.int64, ())]
         for name, dt, shape in spec:
             arr = np.zeros((cap,) + shape, dt)
             if name == "inst_list":
                 arr[:] = -1
+            if name == "inst_deadline":
+                arr[:] = K.EMPTY
             if old_cap:
                 cur = getattr(self, name)
                 if arr.ndim == 2:
@@ -479,8 +480,7 @@ class PatternEngine:
         if not self._tables_dirty:
             return
         rows = self.atom_rows or [(0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))]
-        self.at = np.array([(r[0], float(r[1])) + tuple(map(float, r[2])) + tuple(map(float, r[3])) for r in rows],
-                           np.float64).reshape(len(rows), K.A_WIDTH)
+        self.at = _atom_matrix(rows)
         caps = self.cap_rows or [(0, 0)]
         self.cap_ev = np.array([c[0] for c in caps], np.int64)
         self.cap_col = np.array([c[1] for c in caps], np.int64)
@@ -534,9 +534,10 @@ class PatternEngine:
                 self.pat_nsteps, self.pat_active, self.pat_live, self.gcols, self.node_sg)
 
     def _state(self) -> tuple:
-        return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_gen,
-                self.inst_list, self.inst_next, self.inst_prev, self.inst_born, self.inst_changed, self.bound,
-                self.iters, self.iv_kind, self.iv_num, self.acc, self.accn, self.free, self.dirty_mark)
+        return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_deadline,
+                self.inst_list, self.inst_next, self.inst_prev, self.inst_changed, self.bound,
+                self.iters, self.iv_kind, self.iv_num, self.acc, self.accn, self.free, self.dirty_mark,
+                self.iv_num.view(np.int64))
 
     def set_mode(self, mode: str) -> None:
         """Switch the ablation mode; live instances are refiled."""
@@ -628,9 +629,10 @@ class PatternEngine:
         while True:
             i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, ts, ids,
                                  ev_kind, ev_num, ev_bits, m_off, m_ids, n_start, self._tables(), atoms, captures,
-                                 self._state(), self.hk, self.hval, self.list_head, self.heap_d, self.heap_s,
-                                 self.heap_g, self.pi_mark, self.affected, self.cre_p, self.cre_parent, self.cre_cnt,
-                                 self.cre_dec, self.dirty, self.tomb_key, self.tomb_off, self.w_p, self.w_ev,
+                                 self._state(), self.hk, self.hval, self.list_head, self.heap, self.pi_mark,
+                                 self.affected, self.cre_p, self.cre_parent, self.cre_cnt, self.cre_dec,
+                                 self.cre_key, self.cre_order, self.cre_tmp, self.dirty, self.tomb_key,
+                                 self.tomb_off, self.w_p, self.w_ev,
                                  self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
                                  self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
             parts.append(self._drain(ts))
@@ -648,8 +650,8 @@ class PatternEngine:
         need = starts + int(st[K.ST_FOLDLIVE])
         if st[K.ST_FREE] < need or len(self.affected) < live or len(self.cre_p) < need:
             self._alloc_slots(max(2 * self.slot_cap, live + 2 * need + 64))
-        if len(self.heap_d) - st[K.ST_HEAP] < need:
-            self._compact_heap(max(2 * len(self.heap_d), int(st[K.ST_HEAP]) + 2 * need + 64))
+        if self._heap_room() - st[K.ST_HEAP] < need:
+            self._compact_heap(max(2 * self._heap_room(), int(st[K.ST_HEAP]) + 2 * need + 64))
         if len(self.w_p) - st[K.ST_WIT] < live + starts:
             self._alloc_witnesses(max(2 * len(self.w_p), 2 * (live + starts) + 64))
         if 10 * (st[K.ST_KEYS] + live + need) > 7 * len(self.hk) or len(self.list_head) - st[K.ST_LISTS] < live + need:
@@ -665,26 +667,28 @@ class PatternEngine:
         to[: len(self.tomb_off)] = self.tomb_off
         self.tomb_key, self.tomb_off = tk, to
 
+    def _heap_room(self) -> int:
+        return len(self.heap) - K.HEAP_BASE
+
     def _compact_heap(self, size: int) -> None:
+        """Drop the stale entries (ended instances) and resize; a sorted array is a heap."""
         n = int(self.st[K.ST_HEAP])
-        d, s, g = self.heap_d[:n], self.heap_s[:n], self.heap_g[:n]
-        keep = self.inst_alive[s] & (self.inst_gen[s] == g)
-        d, s, g = d[keep], s[keep], g[keep]
-        order = np.argsort(d, kind="stable")  # a sorted array is a heap
+        d, s = self.heap[K.HEAP_BASE: K.HEAP_BASE + n, 0], self.heap[K.HEAP_BASE: K.HEAP_BASE + n, 1]
+        keep = self.inst_deadline[s] == d
+        d, s = d[keep], s[keep]
+        order = np.argsort(d, kind="stable")
         size = max(size, 2 * len(order) + 64)
-        self.heap_d = np.zeros(size, np.int64)
-        self.heap_s = np.zeros(size, np.int64)
-        self.heap_g = np.zeros(size, np.int64)
-        self.heap_d[: len(order)] = d[order]
-        self.heap_s[: len(order)] = s[order]
-        self.heap_g[: len(order)] = g[order]
+        heap = _aligned_rows(size + K.HEAP_BASE, 2)
+        heap[K.HEAP_BASE: K.HEAP_BASE + len(order), 0] = d[order]
+        heap[K.HEAP_BASE: K.HEAP_BASE + len(order), 1] = s[order]
+        self.heap = heap
         self.st[K.ST_HEAP] = len(order)
 
     def _maintain(self) -> None:
         """Between batches: drop stale heap entries and empty index keys when they dominate."""
         live = int(self.st[K.ST_LIVE])
         if self.st[K.ST_HEAP] > 4 * live + 4096:
-            self._compact_heap(len(self.heap_d))
+            self._compact_heap(self._heap_room())
         if self.st[K.ST_KEYS] > 4 * live + 4096:
             self._relist(4 * live + 64)
 
@@ -823,15 +827,14 @@ class PatternEngine:
             self.inst_start[s] = start
             self.inst_last[s] = last
             self.inst_changed[s] = _off
-            self.inst_born[s] = self.st[K.ST_BATCH]
             self.pat_live[p] += 1
             self.st[K.ST_LIVE] += 1
             if self.node_op[p * K.STRIDE + node] == K.OP_FOLD:
                 self.st[K.ST_FOLDLIVE] += 1
-            if self.st[K.ST_HEAP] >= len(self.heap_d):
-                self._compact_heap(2 * len(self.heap_d))
-            K._heap_push(self.heap_d, self.heap_s, self.heap_g, self.st, start + int(self.pat_within[p]), s,
-                         int(self.inst_gen[s]))
+            if self.st[K.ST_HEAP] >= self._heap_room():
+                self._compact_heap(2 * self._heap_room())
+            self.inst_deadline[s] = start + int(self.pat_within[p])
+            K._heap_push(self.heap, self.st, int(self.inst_deadline[s]), s)
             restored += 1
         self._relist()
         return restored
@@ -856,13 +859,37 @@ class PatternEngine:
     def instance_bytes(self) -> int:
         """Bytes of one instance slot (all per-slot arrays): converts the global byte bound to a count."""
         return sum(getattr(self, n)[:1].nbytes for n in (
-            "inst_alive", "inst_p", "inst_node", "inst_start", "inst_last", "inst_gen", "inst_list", "inst_next",
-            "inst_prev", "inst_born", "inst_changed", "bound", "iters", "iv_kind", "iv_num", "acc", "accn",
-            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "free")) + 3 * 8 + 4 * 8 * 2
+            "inst_alive", "inst_p", "inst_node", "inst_start", "inst_last", "inst_deadline", "inst_list", "inst_next",
+            "inst_prev", "inst_changed", "bound", "iters", "iv_kind", "iv_num", "acc", "accn",
+            "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "cre_key", "cre_order", "cre_tmp",
+            "free")) + 2 * 8 + 4 * 8 * 2
 
     def memory_bytes(self) -> int:
         """Bytes held by the instance store, indexes and buffers (not the matcher)."""
-        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray) and v.base is None)
+        arrays = [v for v in vars(self).values() if isinstance(v, np.ndarray)]
+        return sum(v.nbytes for v in arrays if v.base is None) + self.heap.nbytes  # the heap: an aligned view
+
+
+def _aligned_rows(rows: int, width: int, dtype=np.int64) -> np.ndarray:
+    """A zeroed 8-byte matrix whose first row starts on a 64-byte cache line (numpy aligns to 16 bytes only)."""
+    buf = np.zeros(rows * width + 8, dtype)
+    skip = (-buf.ctypes.data % 64) // 8
+    return buf[skip: skip + rows * width].reshape(rows, width)
+
+
+def _atom_matrix(rows: list[tuple]) -> np.ndarray:
+    """Atom rows (op, static, left side, right side) in the kernel's 64-byte layout (:mod:`.kernel`, A_WIDTH)."""
+    def head(side: tuple) -> int:
+        src, idx, aux, _mul, _add, arith, kind, _value = side
+        if not 0 <= idx < 1 << 40:
+            raise ValueError(f"atom operand index {idx} out of range")
+        return src | aux << K.H_AUX | int(arith) << K.H_ARITH | kind << K.H_KIND | idx << K.H_IDX
+
+    flat = np.array([(head(left) | op << K.H_OP | int(static) << K.H_STATIC, left[3], left[4], left[7],
+                      head(right), right[3], right[4], right[7]) for op, static, left, right in rows], np.float64)
+    at = _aligned_rows(len(rows), K.A_WIDTH, np.float64)
+    at[:] = flat.reshape(len(rows), K.A_WIDTH)
+    return at
 
 
 def limits_from_bytes(max_bytes: int, per_subscription: int, instance_bytes: int) -> Limits:

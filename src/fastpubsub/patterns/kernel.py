@@ -10,7 +10,8 @@ kills instances, and writes witnesses.
 
 Instance state is a structure of arrays with a free list; instances sit in
 doubly linked lists, one per index key, found through an open-addressing hash
-table.  Expiry (``within``) uses a binary heap with lazy deletion.  Every
+table.  Expiry (``within``) uses a 4-ary heap with lazy deletion.  The kernel
+runs without numba's reference-counting runtime (see ``process_kernel``).  Every
 buffer is sized by the caller from a bound checked at each event: when a bound
 does not hold the kernel returns the index of the event it stopped at, before
 touching it, and the caller grows the arrays and resumes.
@@ -33,10 +34,14 @@ EMPTY = np.int64(-(2**63))
 ST_WM, ST_LIVE, ST_KEYS, ST_LISTS, ST_FREE, ST_HEAP, ST_WIT, ST_BATCH, ST_TOMB, ST_DIRTY, ST_FOLDLIVE = range(11)
 ST_STARTED, ST_COMPLETED, ST_KILLED, ST_EXPIRED, ST_REFUSED, ST_AFFECTED, ST_PROBES, ST_CALL = range(11, 19)
 ST_TRACK = 19  # 1: record dirty instances and tombstones for the changelog (PatternEngine(track_changes=True))
-ST_SIZE = 20
-# an atom is one row of a float64 matrix (read whole: one or two cache lines, not ten arrays):
-# op, static, then per side src, idx, aux (aggregate function), mul, add, arith, const kind, const value
-A_OP, A_STATIC, A_LEFT, A_RIGHT, A_WIDTH = 0, 1, 2, 10, 18
+ST_SINK = 20  # the sum of the values the touch passes load (stored so that the loads stay)
+ST_SIZE = 21
+# an atom is one 64-byte row of a float64 matrix (one cache line: the engine aligns the matrix); per side a header
+# and mul, add (arithmetic ``mul * x + add``), const value.  The header is an integer held exactly in the float:
+# bits 0-2 src, 3-5 aux (aggregate function), 6 arith, 7-8 const kind, 9-11 op and 12 static (left header only),
+# 13 and up idx (below 2**40)
+A_LEFT, A_RIGHT, A_WIDTH = 0, 4, 8
+H_AUX, H_ARITH, H_KIND, H_OP, H_STATIC, H_IDX = 3, 6, 7, 9, 12, 13
 
 
 @njit(cache=True, inline="always")
@@ -75,11 +80,11 @@ def find_list(hk, hval, a, b, c, d, create, st, list_head):
 
 
 @njit(cache=True, inline="always")
-def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num):
+def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_bits):
     """The list key an instance at ``node`` belongs to (see module docstring)."""
     if mode == MODE_DYNAMIC and node_idx_attr[node] >= 0:
         col = node_idx_col[node]
-        bits = iv_num[slot:slot + 1, col].view(np.int64)[0]
+        bits = iv_bits[slot, col]
         if node_theta_static[node]:
             return node, np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
         return np.int64(-1), np.int64(node_idx_attr[node]), np.int64(iv_kind[slot, col]), bits
@@ -88,6 +93,19 @@ def _key_of(slot, node, mode, node_theta_static, node_idx_attr, node_idx_col, no
             return STEP_BASE + node_sg[node], np.int64(-2), np.int64(0), np.int64(0)
         return node, np.int64(-2), np.int64(0), np.int64(0)
     return np.int64(-1), np.int64(-3), np.int64(0), np.int64(0)
+
+
+@njit(cache=True, inline="always")
+def _copy_row(dst, i, src, j):
+    """``dst[i, :] = src[j, :]`` without an array view (the kernel runs without the reference-counting runtime)."""
+    for k in range(dst.shape[1]):
+        dst[i, k] = src[j, k]
+
+
+@njit(cache=True, inline="always")
+def _fill_row(dst, i, value):
+    for k in range(dst.shape[1]):
+        dst[i, k] = value
 
 
 @njit(cache=True, inline="always")
@@ -115,56 +133,63 @@ def _unlink(slot, inst_list, inst_next, inst_prev, list_head):
     inst_list[slot] = -1
 
 
+HEAP_BASE = 3  # the heap's element j sits in row j + 3: the four children of j (4j+1..4j+4) share one cache line
+
+
 @njit(cache=True, inline="always")
-def _heap_push(heap_d, heap_s, heap_g, st, d, s, g):
+def _heap_push(heap, st, d, s):
+    """Push (deadline, slot) into the 4-ary min-heap of rows ``heap`` (16 bytes each, the children of an entry in
+    one 64-byte line: a pop reads one line per level, of half as many levels as a binary heap has)."""
     i = st[ST_HEAP]
     st[ST_HEAP] += 1
     while i > 0:
-        parent = (i - 1) >> 1
-        if heap_d[parent] <= d:
+        parent = (i - 1) >> 2
+        if heap[parent + HEAP_BASE, 0] <= d:
             break
-        heap_d[i] = heap_d[parent]
-        heap_s[i] = heap_s[parent]
-        heap_g[i] = heap_g[parent]
+        heap[i + HEAP_BASE, 0] = heap[parent + HEAP_BASE, 0]
+        heap[i + HEAP_BASE, 1] = heap[parent + HEAP_BASE, 1]
         i = parent
-    heap_d[i] = d
-    heap_s[i] = s
-    heap_g[i] = g
+    heap[i + HEAP_BASE, 0] = d
+    heap[i + HEAP_BASE, 1] = s
 
 
-@njit(cache=True)
-def _heap_pop(heap_d, heap_s, heap_g, st):
+@njit(cache=True, _nrt=False)
+def _heap_pop(heap, st):
     n = st[ST_HEAP] - 1
     st[ST_HEAP] = n
-    d, s, g = heap_d[n], heap_s[n], heap_g[n]
+    d = heap[n + HEAP_BASE, 0]
+    s = heap[n + HEAP_BASE, 1]
     i = 0
     while True:
-        c = 2 * i + 1
+        c = 4 * i + 1
         if c >= n:
             break
-        if c + 1 < n and heap_d[c + 1] < heap_d[c]:
-            c += 1
-        if heap_d[c] >= d:
+        best = c
+        bd = heap[c + HEAP_BASE, 0]
+        for k in range(c + 1, min(c + 4, n)):
+            if heap[k + HEAP_BASE, 0] < bd:
+                bd = heap[k + HEAP_BASE, 0]
+                best = k
+        if bd >= d:
             break
-        heap_d[i] = heap_d[c]
-        heap_s[i] = heap_s[c]
-        heap_g[i] = heap_g[c]
-        i = c
+        heap[i + HEAP_BASE, 0] = bd
+        heap[i + HEAP_BASE, 1] = heap[best + HEAP_BASE, 1]
+        i = best
     if n > 0:
-        heap_d[i] = d
-        heap_s[i] = s
-        heap_g[i] = g
+        heap[i + HEAP_BASE, 0] = d
+        heap[i + HEAP_BASE, 1] = s
 
 
 @njit(cache=True, inline="always")
 def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
     """One side of atom ``a``: (kind, value); kind -1 when missing or not a number under arithmetic."""
     b = A_LEFT if side == 0 else A_RIGHT
-    src = np.int64(AT[a, b + 0])
-    idx = np.int64(AT[a, b + 1])
+    h = np.int64(AT[a, b])
+    src = h & 7
+    idx = h >> H_IDX
     if src == SRC_CONST:
-        k = np.int64(AT[a, b + 6])
-        v = AT[a, b + 7]
+        k = (h >> H_KIND) & 3
+        v = AT[a, b + 3]
     elif src == SRC_EVENT:
         k = np.int64(ev_kind[i, idx])
         v = ev_num[i, idx]
@@ -172,7 +197,7 @@ def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, 
         k = np.int64(iv_kind[slot, idx])
         v = iv_num[slot, idx]
     elif src == SRC_AGG:
-        fn = np.int64(AT[a, b + 2])
+        fn = (h >> H_AUX) & 7
         n = accn[slot, idx]
         k = np.int64(0)
         v = acc[slot, idx]
@@ -184,10 +209,10 @@ def _operand(a, side, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, 
     else:
         k = np.int64(0)
         v = np.float64(dur)
-    if AT[a, b + 5] != 0.0:
+    if (h >> H_ARITH) & 1:
         if k != 0 or v != v:
             return np.int64(-1), 0.0
-        v = AT[a, b + 3] * v + AT[a, b + 4]
+        v = AT[a, b + 1] * v + AT[a, b + 2]
     return k, v
 
 
@@ -199,8 +224,9 @@ def _holds(a, AT, i, ev_kind, ev_num, slot, iv_kind, iv_num, acc, accn, dur):
         return False
     if lk == 0 and (lv != lv or rv != rv):
         return False
-    op = np.int64(AT[a, A_OP])
-    if lk == 1 and op >= 2 and AT[a, A_STATIC] == 0.0:
+    h = np.int64(AT[a, A_LEFT])
+    op = (h >> H_OP) & 7
+    if lk == 1 and op >= 2 and not (h >> H_STATIC) & 1:
         return False  # strings order only in static atoms (docs/patterns.md 1.2)
     if op == 0:
         return lv == rv
@@ -277,15 +303,16 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
     """Refile every live instance (after growth, a mode change or a restore): empty keys disappear."""
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     hk[:, 0] = EMPTY
     st[ST_KEYS] = 0
     st[ST_LISTS] = 0
     for s in range(inst_alive.shape[0]):
         if inst_alive[s]:
             node = inst_p[s] * STRIDE + inst_node[s]
-            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
+            a, b, c, d = _key_of(s, node, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind,
+                                 iv_bits)
             lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
             _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
@@ -294,8 +321,8 @@ def rebuild_lists(mode, tables, state, hk, hval, list_head, st):
 def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     _unlink(s, inst_list, inst_next, inst_prev, list_head)
     p = inst_p[s]
     if node_op[p * STRIDE + inst_node[s]] == OP_FOLD:
@@ -305,10 +332,11 @@ def _free(s, tables, state, list_head, st, tomb_slot_key, tomb_off, ev_id_i):
         st[ST_TOMB] += 1
         tomb_slot_key[t, 0] = pat_sid[p]
         for k in range(STRIDE):
-            tomb_slot_key[t, 1 + k] = bound[s, k] if (k == 0 or (k < inst_node[s] and node_op[p * STRIDE + k] == OP_FOLD)) else -1
+            left = k == 0 or (k < inst_node[s] and node_op[p * STRIDE + k] == OP_FOLD)
+            tomb_slot_key[t, 1 + k] = bound[s, k] if left else -1
         tomb_off[t] = ev_id_i
     inst_alive[s] = False
-    inst_gen[s] += 1
+    inst_deadline[s] = EMPTY  # its heap entries are stale from now on
     pat_live[p] -= 1
     st[ST_LIVE] -= 1
     free[st[ST_FREE]] = s
@@ -321,8 +349,8 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
     (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
      pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     if inst_list[s] >= 0:
         _unlink(s, inst_list, inst_next, inst_prev, list_head)
     gnode = inst_p[s] * STRIDE + node
@@ -334,15 +362,15 @@ def _enter(s, node, i, ts, mode, tables, captures, state, hk, hval, list_head, s
         bound[s, node] = -1
         iters[s, node] = 0
         st[ST_FOLDLIVE] += 1
-    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_num)
+    a, b, c, d = _key_of(s, gnode, mode, node_theta_static, node_idx_attr, node_idx_col, node_sg, iv_kind, iv_bits)
     lid = find_list(hk, hval, a, b, c, d, True, st, list_head)
     _link(s, lid, inst_list, inst_next, inst_prev, list_head)
 
 
 @njit(cache=True, inline="always")
 def _mark(s, i, st, state, dirty, ev_id):
-    inst_changed = state[10]
-    dirty_mark = state[18]
+    inst_changed = state[9]
+    dirty_mark = state[17]
     inst_changed[s] = ev_id[i]
     if not st[ST_TRACK]:
         return  # nobody reads the changes: an engine without a changelog keeps no dirty list
@@ -354,21 +382,21 @@ def _mark(s, i, st, state, dirty, ev_id):
 
 @njit(cache=True, inline="always")
 def _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start):
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     w = st[ST_WIT]
     st[ST_WIT] += 1
     st[ST_COMPLETED] += 1
     w_p[w] = inst_p[s]
     w_ev[w] = i
-    w_bound[w, :] = bound[s, :]
-    w_iters[w, :] = iters[s, :]
-    w_acc[w, :] = acc[s, :]
-    w_accn[w, :] = accn[s, :]
+    _copy_row(w_bound, w, bound, s)
+    _copy_row(w_iters, w, iters, s)
+    _copy_row(w_acc, w, acc, s)
+    _copy_row(w_accn, w, accn, s)
     w_start[w] = inst_start[s]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def group_starts(g, i, ev_kind, ev_num, grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq,
                  cre_p, cre_parent, ncre):
     """The members of start group ``g`` that event ``i`` may start, appended to ``cre_p`` from ``ncre``.
@@ -409,10 +437,86 @@ def group_starts(g, i, ev_kind, ev_num, grp_blo, grp_bhi, band_lo, band_hi, band
 _group_starts = group_starts
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _argsort_stable(keys, m, order, tmp):
+    """``order[:m]``: the indices of ``keys[:m]`` in ascending order, ties in index order (a bottom-up merge sort
+    into the caller's buffers: the kernel allocates nothing)."""
+    for q in range(m):
+        order[q] = q
+    width = 1
+    while width < m:
+        lo = 0
+        while lo < m:
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                if keys[order[b]] < keys[order[a]]:
+                    tmp[k] = order[b]
+                    b += 1
+                else:
+                    tmp[k] = order[a]
+                    a += 1
+                k += 1
+            while a < mid:
+                tmp[k] = order[a]
+                a += 1
+                k += 1
+            while b < hi:
+                tmp[k] = order[b]
+                b += 1
+                k += 1
+            lo = hi
+        for q in range(m):
+            order[q] = tmp[q]
+        width *= 2
+
+
+@njit(cache=True, inline="always")
+def _touch(naff, affected, ncre, cre_p, tables, AT, state):
+    """Load what the event's affected instances and new instances will need, before they need it.
+
+    Each instance and pattern lies in a random place of a store far larger than the caches, and the work on one
+    is a chain of dependent reads (slot, then its node row, then its atoms) that the processor cannot run ahead
+    of by more than an instance or two.  These passes do only the loads, one independent load per instance and
+    level, so that the misses of all the event's instances are in flight together; phases 1 and 2 then find
+    the lines in cache.  Returns a sum of the loaded values (the caller stores it: the loads cannot be dropped).
+    """
+    (node_op, node_theta_static, node_pi_static, node_rng, node_idx_attr, node_idx_col, node_cap, node_agg,
+     pat_sid, pat_within, pat_since, pat_nsteps, pat_active, pat_live, gcols, node_sg) = tables
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
+    sink = np.int64(0)
+    for q in range(naff):  # the slots: their scalars and their captured values
+        s = affected[q]
+        sink += inst_p[s] + inst_node[s] + inst_last[s] + inst_start[s] + inst_prev[s] + inst_deadline[s]
+        sink += np.int64(iv_kind[s, 0]) + np.int64(inst_alive[s])
+    for q in range(ncre):  # the start candidates' pattern rows and first two node rows
+        p = cre_p[q]
+        sink += pat_active[p] + node_cap[p * STRIDE, 0] + node_op[p * STRIDE + 1] + node_sg[p * STRIDE + 1]
+    last = AT.shape[0] - 1
+    for q in range(naff):  # the nodes, patterns, atoms and list neighbours of the affected instances
+        s = affected[q]
+        p = inst_p[s]
+        node = p * STRIDE + inst_node[s]
+        sink += pat_nsteps[p] + node_op[node] + np.int64(AT[min(node_rng[node, 0], last), 0])
+        sink += np.int64(AT[min(node_rng[node, 12], last), 0]) + np.int64(AT[min(node_rng[node, 4], last), 0])
+        nx = inst_next[s]
+        pv = inst_prev[s]
+        sink += inst_prev[max(nx, 0)] + inst_next[max(pv, 0)]
+    return sink
+
+
+# Without numba's reference-counting runtime (``_nrt=False``): with it, every array a helper receives or unpacks
+# from the ``tables`` / ``state`` tuples is increfed and decrefed (an atomic operation and a call each); the
+# inlined helpers left about 70 of them per instance killed or created, which cost more than the instance's
+# cache misses.  So the kernel allocates nothing and makes no array views: rows are copied element by element
+# (``_copy_row``), the candidates are sorted into the caller's buffers (``_argsort_stable``) and the bits of a
+# captured value come from an int64 view of ``iv_num`` made by the engine.
+@njit(cache=True, _nrt=False)
 def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_num, ev_bits,
                    m_off, m_ids, n_start_ev, tables, atoms, captures, state, hk, hval, list_head,
-                   heap_d, heap_s, heap_g, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec,
+                   heap, pi_mark, affected, cre_p, cre_parent, cre_cnt, cre_dec, cre_key, cre_order, cre_tmp,
                    dirty, tomb_key, tomb_off, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start,
                    start_lo, start_hi, start_res_lo, start_res_hi, groups, st):
     """Process events ``i0..`` of the batch; returns the number processed (stops early when a bound fails)."""
@@ -421,15 +525,15 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
     AT = atoms
     (cap_ev, cap_col, ag_fn, ag_ev, ag_slot) = captures
     (grp_blo, grp_bhi, band_lo, band_hi, band_dir, band_col, mem_p, mem_thr, mem_eq) = groups
-    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_gen, inst_list, inst_next, inst_prev, inst_born,
-     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark) = state
+    (inst_alive, inst_p, inst_node, inst_start, inst_last, inst_deadline, inst_list, inst_next, inst_prev,
+     inst_changed, bound, iters, iv_kind, iv_num, acc, accn, free, dirty_mark, iv_bits) = state
     n = ev_ts.shape[0]
     n_pat = pat_sid.shape[0]
     slots = inst_alive.shape[0]
     for i in range(i0, n):
         # the bounds this event can need (module docstring); stop before touching it
         new_max = n_start_ev[i] + st[ST_FOLDLIVE]
-        if (st[ST_FREE] < new_max or heap_d.shape[0] - st[ST_HEAP] < new_max
+        if (st[ST_FREE] < new_max or heap.shape[0] - HEAP_BASE - st[ST_HEAP] < new_max
                 or w_p.shape[0] - st[ST_WIT] < st[ST_LIVE] + n_start_ev[i]
                 or 10 * (st[ST_KEYS] + st[ST_LIVE] + new_max) > 7 * hk.shape[0]
                 or list_head.shape[0] - st[ST_LISTS] < st[ST_LIVE] + new_max
@@ -440,11 +544,11 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
         if st[ST_WM] == EMPTY or ts > st[ST_WM]:
             st[ST_WM] = ts
         wm = st[ST_WM]
-        while st[ST_HEAP] > 0 and heap_d[0] < wm:
-            s = heap_s[0]
-            g = heap_g[0]
-            _heap_pop(heap_d, heap_s, heap_g, st)
-            if inst_alive[s] and inst_gen[s] == g:
+        while st[ST_HEAP] > 0 and heap[HEAP_BASE, 0] < wm:
+            d = heap[HEAP_BASE, 0]
+            s = heap[HEAP_BASE, 1]
+            _heap_pop(heap, st)
+            if inst_deadline[s] == d:  # else stale: that instance ended (lazy deletion)
                 st[ST_EXPIRED] += 1
                 _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
         stamp = np.int64(i) + st[ST_CALL] * np.int64(1 << 40)
@@ -505,6 +609,8 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                 s = inst_next[s]
         st[ST_AFFECTED] += naff
         n_starts = ncre
+        if mode != MODE_NONE:
+            st[ST_SINK] += _touch(naff, affected, ncre, cre_p, tables, AT, state)
         # -- phase 1: every affected instance reacts ------------------------
         for q in range(naff):
             s = affected[q]
@@ -514,24 +620,24 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             step = inst_node[s]
             node = p * STRIDE + step
             dur = ts - inst_start[s]
-            r = node_rng[node]
-            if mode != MODE_NONE and not _all(r[10], r[11], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
-                                              accn, dur):
+            nr = node_rng
+            if mode != MODE_NONE and not _all(nr[node, 10], nr[node, 11], AT,
+                                              i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the static correlation's part the matcher did not check
-            if mode == MODE_NONE and not _all(r[2], r[3], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc,
-                                              accn, dur):
+            if mode == MODE_NONE and not _all(nr[node, 2], nr[node, 3], AT,
+                                              i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue
-            if not _all(r[0], r[1], AT,
+            if not _all(nr[node, 0], nr[node, 1], AT,
                         i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 continue  # the filter edge
             if mode == MODE_NONE:
-                pi = _all(r[6], r[7], AT,
+                pi = _all(nr[node, 6], nr[node, 7], AT,
                           i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             else:
                 pi = (not node_pi_static[node] or pi_mark[node] == stamp) and _all(
-                    r[12], r[13], AT,
+                    nr[node, 12], nr[node, 13], AT,
                     i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
-            pi = pi and _all(r[4], r[5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
+            pi = pi and _all(nr[node, 4], nr[node, 5], AT, i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur)
             if not pi:
                 st[ST_KILLED] += 1
                 _free(s, tables, state, list_head, st, tomb_key, tomb_off, ev_id[i])
@@ -553,7 +659,7 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             iters[s, step] += 1
             inst_last[s] = ts
             _mark(s, i, st, state, dirty, ev_id)
-            if _all(r[8], r[9], AT,
+            if _all(nr[node, 8], nr[node, 9], AT,
                     i, ev_kind, ev_num, s, iv_kind, iv_num, acc, accn, dur):
                 if step == pat_nsteps[p]:
                     _witness(s, i, st, state, w_p, w_ev, w_bound, w_iters, w_acc, w_accn, w_start)
@@ -578,9 +684,9 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
                     st[ST_COMPLETED] += 1
                     w_p[w] = p
                     w_ev[w] = i
-                    w_bound[w, :] = -1
+                    _fill_row(w_bound, w, -1)
                     w_bound[w, 0] = ev_id[i]
-                    w_iters[w, :] = 0
+                    _fill_row(w_iters, w, 0)
                     w_start[w] = ts
                     continue
             cre_p[m] = p
@@ -591,14 +697,11 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             continue
         sorted_ = st[ST_LIVE] + m > max_live
         if sorted_:  # the global bound may bite: decide subscription by subscription, ascending id
-            keys = np.empty(m, np.int64)
             for q in range(m):
-                keys[q] = pat_sid[cre_p[q]]
-            order = np.argsort(keys, kind="mergesort")
-        else:
-            order = affected[:0]
+                cre_key[q] = pat_sid[cre_p[q]]
+            _argsort_stable(cre_key, m, cre_order, cre_tmp)
         for qq in range(m):
-            q = order[qq] if sorted_ else qq
+            q = cre_order[qq] if sorted_ else qq
             p = cre_p[q]
             if cre_dec[p] == 0:
                 k = cre_cnt[p]
@@ -617,34 +720,35 @@ def process_kernel(i0, mode, max_per_sub, max_live, ev_ts, ev_id, ev_kind, ev_nu
             inst_alive[s] = True
             inst_p[s] = p
             inst_list[s] = -1
-            inst_born[s] = st[ST_BATCH]
             if parent < 0:
                 st[ST_STARTED] += 1
                 inst_start[s] = ts
-                bound[s, :] = -1
-                iters[s, :] = 0
+                _fill_row(bound, s, -1)
+                _fill_row(iters, s, 0)
                 bound[s, 0] = ev_id[i]
                 _capture(p * STRIDE, i, s, node_cap, cap_ev, cap_col, ev_kind, ev_num, iv_kind, iv_num)
                 nxt = 1
             else:
                 inst_start[s] = inst_start[parent]
-                bound[s, :] = bound[parent, :]
-                iters[s, :] = iters[parent, :]
-                iv_kind[s, :] = iv_kind[parent, :]
-                iv_num[s, :] = iv_num[parent, :]
-                acc[s, :] = acc[parent, :]
-                accn[s, :] = accn[parent, :]
+                _copy_row(bound, s, bound, parent)
+                _copy_row(iters, s, iters, parent)
+                _copy_row(iv_kind, s, iv_kind, parent)
+                _copy_row(iv_num, s, iv_num, parent)
+                _copy_row(acc, s, acc, parent)
+                _copy_row(accn, s, accn, parent)
                 nxt = inst_node[parent] + 1
             _enter(s, nxt, i, ts, mode, tables, captures, state, hk, hval, list_head, st, ev_kind, ev_num)
             _mark(s, i, st, state, dirty, ev_id)
-            _heap_push(heap_d, heap_s, heap_g, st, inst_start[s] + pat_within[p], s, inst_gen[s])
+            d = inst_start[s] + pat_within[p]
+            inst_deadline[s] = d
+            _heap_push(heap, st, d, s)
         for q in range(m):
             cre_cnt[cre_p[q]] = 0
             cre_dec[cre_p[q]] = 0
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def drop_pattern(p, tables, state, list_head, st, tomb_key, tomb_off, source):
     """Free every instance of pattern slot ``p`` (its subscription was replaced or deleted)."""
     inst_alive = state[0]
