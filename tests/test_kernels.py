@@ -251,7 +251,7 @@ def test_a_long_cluster_is_scanned_run_by_run():
         want = sorted(naive_scan(k, s.arena, bits, b, cap, ns))
         for by_index in (False, True):
             out = np.zeros(ns, dtype=np.int64)
-            got = scan_runs(k, s.arena, bits, b, cap, ns, nr, out, 0, 8, by_index, sat, len(sat))
+            got = scan_runs(k, s.arena, bits, b, cap, ns, nr, out, 0, 8, by_index, sat, 0, len(sat))
             assert sorted(out[:got].tolist()) == want
 
 
