@@ -76,7 +76,7 @@ def _bisect(a, lo, hi, x, right):
 
 
 # Without numba's reference-counting runtime: it allocates nothing, and with it each group's slice of
-# ``g_vals`` (and each argument) cost an atomic increment and decrement per event (docs/engine.md).
+# ``g_vals`` cost an atomic increment and decrement per group examined (docs/engine.md, "Kernel contract").
 @njit(cache=True, _nrt=False)
 def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat):
     """Phase 1 for the event made of pairs ``lo:hi``: ids of satisfied predicates into ``sat``.

@@ -30,7 +30,10 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 
 Each stage is one call per group, never per event: numba reference-counts
 every array a call unpacks from a container, and with calls per event (even
-inlined) this kernel took 1.45 µs per W0 event instead of 1.0.
+inlined) this kernel took 1.45 µs per W0 event instead of 1.0.  Within a
+stage the loops of stages 5 and 6 run without the reference-counting runtime
+(``_nrt=False``; docs/engine.md, "Kernel contract"): with it, W0 at 1M paid
+157 atomic increments and decrements per event, and matched at half the speed.
 """
 
 from __future__ import annotations
@@ -406,9 +409,9 @@ def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
 
 
 # The loops of stage 5 run without numba's reference-counting runtime (``_nrt=False``, as the pattern kernel):
-# with it, the arrays unpacked from ``store`` / ``runs`` and the scratch arrays reassigned by their growth checks
-# cost about 17 atomic increments and decrements per W0 event (docs/engine.md, "Reference counting").  They
-# allocate nothing: their callers size the scratch arrays, or grow them and resume.
+# with it, the arrays unpacked from ``store`` / ``runs`` per run and the scratch arrays reassigned by their growth
+# checks cost a pair of atomic operations each (docs/engine.md, "Kernel contract").  They allocate nothing: their
+# callers size the scratch arrays, or grow them and resume.
 @njit(cache=True, _nrt=False)
 def runs_found_into(n_grp, gs_off, gp_off, gsat, probe, store, hit):
     """The loop of :func:`runs_found`: ``hit`` has a row per index lookup of the group; returns the rows written."""
@@ -532,8 +535,7 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
     ``out`` had no room, its bits cleared and its handles dropped.  Without
     numba's reference-counting runtime (see :func:`runs_found_into`): with
     it, ``out`` reassigned by its growth checks and the arrays handed to the
-    inlined list scans cost about 17 atomic increments and decrements per
-    W0 event.
+    inlined list scans cost a pair of atomic operations per list scanned.
     """
     arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
     c_next, c_sorted, c_runs = store.next, runs.sorted, runs.runs
