@@ -109,8 +109,9 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
 @njit(cache=True)
 def runs_bounds(hit, nh, store, runs, ahead):
     """``runs_entries``' pipeline without its loop over the entries: the starts read, the entry lines prefetched."""
+    arena, c_base, c_cap, c_k, c_sorted, c_runs = store.arena, store.base, store.cap, store.k, runs.sorted, runs.runs
     for h in range(-2 * ahead, nh):
-        run_bounds_ahead(hit, h, nh, ahead, store, runs)
+        run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs)
 
 
 @njit(cache=True)

@@ -251,7 +251,7 @@ def test_a_long_cluster_is_scanned_run_by_run():
         want = sorted(naive_scan(k, s.arena, bits, b, cap, ns))
         for by_index in (False, True):
             out = np.zeros(ns, dtype=np.int64)
-            got = scan_runs(k, s.arena, bits, b, cap, ns, nr, out, 0, 8, by_index, sat, len(sat))
+            got = scan_runs(k, s.arena, bits, b, cap, ns, nr, out, 0, 8, by_index, sat, 0, len(sat))
             assert sorted(out[:got].tolist()) == want
 
 
@@ -469,3 +469,20 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
                 assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want
                 checked += len(want)
     assert checked > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(vals=st.lists(st.sampled_from([-2.0, -1.0, 0.0, 0.5, 1.0, 3.0, float("inf"), float("nan")]), max_size=12),
+       x=st.sampled_from([-2.0, 0.0, 0.5, 2.0, float("inf"), float("nan")]), cut=st.integers(0, 12))
+def test_phase1_bisection_is_searchsorted_on_the_group(vals, x, cut):
+    """``_bisect`` (phase 1's search of a group's constants, without a view) is ``np.searchsorted`` on the slice,
+    NaN sorted last as numpy does, on either side."""
+    from numba import njit
+
+    from fastpubsub.engine.predicates import _bisect
+
+    a = np.sort(np.array(vals, dtype=np.float64))
+    lo = min(cut, len(a))
+    bisect = njit(lambda a, lo, hi, x, right: _bisect(a, lo, hi, x, right))
+    for right, side in ((False, "left"), (True, "right")):
+        assert bisect(a, lo, len(a), x, right) == lo + np.searchsorted(a[lo:], x, side=side)

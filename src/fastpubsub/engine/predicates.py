@@ -57,7 +57,27 @@ class PredicateArrays(NamedTuple):
     bits: np.ndarray  # uint8 [>= ids]: the predicate bit vector
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _nan_last_lt(a, b):
+    """``a < b`` in numpy's sort order (NaN after every number), as ``np.searchsorted`` compares."""
+    return a < b or (b != b and a == a)
+
+
+@njit(cache=True, inline="always")
+def _bisect(a, lo, hi, x, right):
+    """``lo + np.searchsorted(a[lo:hi], x, side)`` without the view (``right``: side="right")."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if (not _nan_last_lt(x, a[mid])) if right else _nan_last_lt(a[mid], x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# Without numba's reference-counting runtime: it allocates nothing, and with it each group's slice of
+# ``g_vals`` cost an atomic increment and decrement per group examined (docs/engine.md, "Kernel contract").
+@njit(cache=True, _nrt=False)
 def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat):
     """Phase 1 for the event made of pairs ``lo:hi``: ids of satisfied predicates into ``sat``.
 
@@ -90,9 +110,8 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
                 continue
             s = g_start[g]
             e = g_end[g]
-            vals = g_vals[s:e]
             if op == 1:  # !=: whole group but the constant equal to x
-                a = s + np.searchsorted(vals, x, side="left")
+                a = _bisect(g_vals, s, e, x, False)
                 skip = a if (a < e and g_vals[a] == x) else -1
                 for i in range(s, e):
                     if i != skip:
@@ -100,17 +119,17 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
                         n += 1
                 continue
             if op == 2:  # x < c
-                a = s + np.searchsorted(vals, x, side="right")
+                a = _bisect(g_vals, s, e, x, True)
                 b = e
             elif op == 3:  # x <= c
-                a = s + np.searchsorted(vals, x, side="left")
+                a = _bisect(g_vals, s, e, x, False)
                 b = e
             elif op == 4:  # x > c
                 a = s
-                b = s + np.searchsorted(vals, x, side="left")
+                b = _bisect(g_vals, s, e, x, False)
             else:  # x >= c
                 a = s
-                b = s + np.searchsorted(vals, x, side="right")
+                b = _bisect(g_vals, s, e, x, True)
             for i in range(a, b):
                 sat[n] = g_pids[i]
                 n += 1

@@ -30,7 +30,10 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 
 Each stage is one call per group, never per event: numba reference-counts
 every array a call unpacks from a container, and with calls per event (even
-inlined) this kernel took 1.45 µs per W0 event instead of 1.0.
+inlined) this kernel took 1.45 µs per W0 event instead of 1.0.  Within a
+stage the loops of stages 5 and 6 run without the reference-counting runtime
+(``_nrt=False``; docs/engine.md, "Kernel contract"): with it, W0 at 1M paid
+157 atomic increments and decrements per event, and matched at half the speed.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
 from .hashtable import ht_find3, ht_slot2, ht_slot3
 from .predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
-                   run_path, scan_clusters, scan_dispatch)
+                   run_path_of, scan_clusters_into, scan_dispatch)
 
 #: Events whose probes are staged together; at most 16, the bits of ``ProbeScratch.gmask``.
 GROUP = 16
@@ -129,7 +132,8 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     sch_fields = access.schema_fields
     n_sch = sch_fields.shape[0]
-    mask = access.conj_vals.shape[0] - 1
+    conj_vals = access.conj_vals
+    mask = conj_vals.shape[0] - 1
     pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
     n_keys = key_head.shape[0]
     n_sat = 0
@@ -165,7 +169,7 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
                     continue
             slot = ht_slot3(mask, p0, p1, p2)
             prefetch(conj_flat, slot * 3)
-            prefetch(access.conj_vals, slot)
+            prefetch(conj_vals, slot)
             probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
             n_probe += 1
         for t in range(ns):
@@ -282,10 +286,11 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
 def stage_lookup(probe, n_probe, access, key_head):
     """Stage 2: look the conjunctions up; ``probe[t, 0]`` becomes the list's key (-1: absent), its head prefetched."""
     n_keys = key_head.shape[0]
+    conj_keys, conj_vals = access.conj_keys, access.conj_vals
     for t in range(n_probe):
         if probe[t, 1] == KNOWN_KEY:
             continue
-        q = ht_find3(access.conj_keys, access.conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
+        q = ht_find3(conj_keys, conj_vals, probe[t, 0], probe[t, 1], probe[t, 2])
         if 0 <= q < n_keys:
             prefetch(key_head, q)
         else:
@@ -296,36 +301,41 @@ def stage_lookup(probe, n_probe, access, key_head):
 @njit(cache=True, inline="always")
 def stage_heads(probe, n_probe, store, runs):
     """Stage 3: ``probe[t, 1]`` becomes the first cluster of the list (-1: none), its bookkeeping prefetched."""
+    key_head, c_base, c_cap, c_len, c_k, c_next = store.key_head, store.base, store.cap, store.length, store.k, store.next
+    c_sorted, c_runs = runs.sorted, runs.runs
+    has_runs = c_sorted.shape[0] > 0
     for t in range(n_probe):
-        c = store.key_head[probe[t, 0]] if probe[t, 0] >= 0 else -1
+        c = key_head[probe[t, 0]] if probe[t, 0] >= 0 else -1
         probe[t, 1] = c
         probe[t, 2] = 0  # (STAGED once stage_runs takes it)
         if c >= 0:
-            prefetch(store.base, c)
-            prefetch(store.cap, c)
-            prefetch(store.length, c)
-            prefetch(store.k, c)
-            prefetch(store.next, c)
-            if runs.sorted.shape[0]:
-                prefetch(runs.sorted, c)
-                prefetch(runs.runs, c)
+            prefetch(c_base, c)
+            prefetch(c_cap, c)
+            prefetch(c_len, c)
+            prefetch(c_k, c)
+            prefetch(c_next, c)
+            if has_runs:
+                prefetch(c_sorted, c)
+                prefetch(c_runs, c)
 
 
 @njit(cache=True, inline="always")
 def stage_prefetch_rows(n_grp, gs_off, gp_off, probe, store, runs):
     """Stage 4: prefetch the first rows each cluster's scan reads (its first column and its line, or its runs)."""
+    arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
+    c_sorted, c_runs = runs.sorted, runs.runs
     for i in range(n_grp):
         nsat = gs_off[i + 1] - gs_off[i]
         for t in range(gp_off[i], gp_off[i + 1]):
             c = probe[t, 1]
-            if c >= 0 and store.length[c] > 0:
-                path = run_path(runs, c, nsat)
+            if c >= 0 and c_len[c] > 0:
+                path = run_path_of(c_sorted, c_runs, c, nsat)
                 if path == PLAIN:
-                    prefetch(store.arena, store.base[c])
-                    prefetch(store.arena, store.base[c] + store.k[c] * store.cap[c])
+                    prefetch(arena, c_base[c])
+                    prefetch(arena, c_base[c] + c_k[c] * c_cap[c])
                 else:
                     row = INDEX_ROW if path == BY_INDEX else PIDS_ROW
-                    prefetch(store.arena, run_row(store.base[c], store.cap[c], store.k[c], row))
+                    prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], row))
 
 
 @njit(cache=True)
@@ -351,59 +361,80 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, 
     return hit, sv
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
     """Stage 5a: mark the probes whose first cluster takes the run index (``probe[t, 2] = STAGED``), prefetch the rows.
 
     Also sets ``gmask`` (bit ``i`` of ``gmask[p]``: event ``i`` of the group
     satisfies ``p``), which :func:`runs_entries` checks the second column
-    with, since the per-event bits are set one event at a time.
+    with, since the per-event bits are set one event at a time.  Returns how
+    many index lookups the group makes (at most that many runs found).
     """
     arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
+    c_sorted, c_runs = runs.sorted, runs.runs
+    lookups = 0
     for i in range(n_grp):
         nsat = gs_off[i + 1] - gs_off[i]
         for s in range(gs_off[i], gs_off[i + 1]):
             gmask[gsat[s]] |= np.uint16(1 << i)
         for t in range(gp_off[i], gp_off[i + 1]):
             c = probe[t, 1]
-            if c >= 0 and c_len[c] > 0 and run_path(runs, c, nsat) == BY_INDEX:
+            if c >= 0 and c_len[c] > 0 and run_path_of(c_sorted, c_runs, c, nsat) == BY_INDEX:
                 ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
                 w = arena[ir + 1]  # (0: no index, its ids spanned more than the row holds)
                 if w > 0:
                     probe[t, 2] = STAGED
+                    lookups += nsat
                     for r in range(16, 2 + 2 * w, 16):
                         prefetch(arena, ir + r)
+    return lookups
 
 
 @njit(cache=True)
 def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
     """Stage 5b: the runs each event's satisfied predicates find in its staged clusters, their starts prefetched.
 
-    Rows ``hit[:nh]`` are ``(event, cluster, run, -)``; returns ``(hit, nh)``.
+    Rows ``hit[:nh]`` are ``(event, cluster, run, -)``; returns ``(hit, nh)``
+    (``hit`` grown first to the group's index lookups, so that the loop,
+    :func:`runs_found_into`, allocates nothing).
     """
+    lookups = 0
+    for i in range(n_grp):
+        for t in range(gp_off[i], gp_off[i + 1]):
+            if probe[t, 2] == STAGED:
+                lookups += gs_off[i + 1] - gs_off[i]
+    if lookups > hit.shape[0]:
+        hit = np.empty((max(2 * hit.shape[0], lookups), hit.shape[1]), dtype=hit.dtype)
+    return hit, runs_found_into(n_grp, gs_off, gp_off, gsat, probe, store, hit)
+
+
+# The loops of stage 5 run without numba's reference-counting runtime (``_nrt=False``, as the pattern kernel):
+# with it, the arrays unpacked from ``store`` / ``runs`` per run and the scratch arrays reassigned by their growth
+# checks cost a pair of atomic operations each (docs/engine.md, "Kernel contract").  They allocate nothing: their
+# callers size the scratch arrays, or grow them and resume.
+@njit(cache=True, _nrt=False)
+def runs_found_into(n_grp, gs_off, gp_off, gsat, probe, store, hit):
+    """The loop of :func:`runs_found`: ``hit`` has a row per index lookup of the group; returns the rows written."""
     arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     nh = 0
     for i in range(n_grp):
-        nsat = gs_off[i + 1] - gs_off[i]
         for t in range(gp_off[i], gp_off[i + 1]):
             if probe[t, 2] != STAGED:
                 continue
             c = probe[t, 1]
             ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
-            hit = grow_rows(hit, nh, nsat)
             for s in range(gs_off[i], gs_off[i + 1]):
                 r = index_run(arena, ir, gsat[s])
                 if r >= 0:
                     hit[nh, 0], hit[nh, 1], hit[nh, 2] = i, c, r
                     nh += 1
-    return hit, nh
+    return nh
 
 
 @njit(cache=True, inline="always")
-def run_bounds_ahead(hit, h, nh, ahead, store, runs):
+def run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs):
     """Step ``h`` of :func:`runs_entries`' pipeline: prefetch the start of run ``h + 2 ahead``, then read the
     bounds of run ``h + ahead`` into ``hit[h + ahead, 2:4]`` and prefetch its second column."""
-    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     h2 = h + 2 * ahead
     if h2 < nh:
         c = hit[h2, 1]
@@ -413,7 +444,7 @@ def run_bounds_ahead(hit, h, nh, ahead, store, runs):
         c, r = hit[h1, 1], hit[h1, 2]
         sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
         start = arena[sr + r]
-        end = arena[sr + r + 1] if r + 1 < runs.runs[c] else runs.sorted[c]
+        end = arena[sr + r + 1] if r + 1 < c_runs[c] else c_sorted[c]
         hit[h1, 2], hit[h1, 3] = start, end
         prefetch(arena, c_base[c] + c_cap[c] + start)
         prefetch(arena, c_base[c] + c_cap[c] + end - 1)  # (the same line, unless the run crosses one)
@@ -427,18 +458,38 @@ def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD
     bounds are read (its second column prefetched) and run ``h + 2
     ahead``'s start is prefetched (``RUN_AHEAD``; ``benchmarks.flatness
     --ahead`` compares depths).  Writes the (cluster, entry) pairs of
-    event ``i`` to ``sv[sv_off[i]:sv_off[i + 1]]``; returns ``sv``.
+    event ``i`` to ``sv[sv_off[i]:sv_off[i + 1]]``; returns ``sv``.  The
+    loop is :func:`runs_entries_into`, which stops where ``sv`` is full:
+    ``sv`` is grown here and the loop resumed.
     """
-    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
-    nsv = 0
     sv_off[:] = 0
-    for h in range(-2 * ahead, nh):
-        run_bounds_ahead(hit, h, nh, ahead, store, runs)
+    h, nsv = -2 * ahead, 0
+    while True:
+        h, nsv = runs_entries_into(h, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead)
+        if h >= nh:
+            break
+        bigger = np.empty((max(2 * sv.shape[0], nsv + hit[h, 3] - hit[h, 2]), sv.shape[1]), dtype=sv.dtype)
+        bigger[:nsv] = sv[:nsv]
+        sv = bigger
+    for i in range(n_grp):
+        sv_off[i + 1] += sv_off[i]
+    return sv
+
+
+@njit(cache=True, _nrt=False)
+def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead):
+    """The pipeline of :func:`runs_entries` from step ``h0`` with ``nsv`` pairs written; returns ``(h, nsv)``:
+    ``h = nh`` when done, else the run whose entries ``sv`` has no room for (its step not taken yet)."""
+    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
+    c_sorted, c_runs = runs.sorted, runs.runs
+    for h in range(h0, nh):
+        if h >= 0 and nsv + hit[h, 3] - hit[h, 2] > sv.shape[0]:
+            return h, nsv
+        run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs)
         if h < 0:
             continue
         i, c, start, end = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3]
         k, base, cap = c_k[c], c_base[c], c_cap[c]
-        sv = grow_rows(sv, nsv, end - start)
         ebit = np.uint16(1 << i)
         for j in range(start, end):
             if k >= 2 and gmask[np.uint64(arena[np.uint64(base + cap + j)])] & ebit == 0:
@@ -447,9 +498,7 @@ def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD
             nsv += 1
             prefetch(arena, base + min(2, k) * cap + j)
             sv_off[i + 1] += 1
-    for i in range(n_grp):
-        sv_off[i + 1] += sv_off[i]
-    return sv
+    return nh, nsv
 
 
 @njit(cache=True, inline="always")
@@ -459,37 +508,69 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
 
     Appends each event's matching subscription ids (ascending) to ``out``
     and its end to ``out_off[e + 1]``; returns ``(out, nout)``.  One call per
-    group: the per-event work stays in one function (see the module docstring).
+    group: the per-event work stays in one function (see the module
+    docstring), :func:`scan_group_into`, which stops at an event ``out`` has
+    no room for: ``out`` is grown here and the scan resumed at that event.
+    """
+    e = g0
+    while True:
+        e1, nout = scan_group_into(e, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout,
+                                   out_off, pf, unfold, lookahead)
+        for e2 in range(e, e1):
+            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id)
+        if e1 >= g1:
+            return out, nout
+        e = e1
+        bigger = np.empty(max(2 * out.shape[0], 16), dtype=out.dtype)
+        bigger[:nout] = out[:nout]
+        out = bigger
+
+
+@njit(cache=True, _nrt=False)
+def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off, pf,
+                    unfold, lookahead):
+    """The events ``e0:g1`` of :func:`scan_group` (matched handles, not yet ids), without growing ``out``.
+
+    Returns ``(e, nout)``: ``e = g1`` when done, else the event for which
+    ``out`` had no room, its bits cleared and its handles dropped.  Without
+    numba's reference-counting runtime (see :func:`runs_found_into`): with
+    it, ``out`` reassigned by its growth checks and the arrays handed to the
+    inlined list scans cost a pair of atomic operations per list scanned.
     """
     arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
-    c_sorted, c_runs = runs.sorted, runs.runs
-    for e in range(g0, g1):
+    c_next, c_sorted, c_runs = store.next, runs.sorted, runs.runs
+    for e in range(e0, g1):
         i = e - g0
         if e + 1 < g1:
             # the run rows the next event will read by run, fetched while this one is scanned
             nsat = gs_off[i + 2] - gs_off[i + 1]
             for t in range(gp_off[i + 1], gp_off[i + 2]):
                 c = probe[t, 1]
-                if c >= 0 and run_path(runs, c, nsat) == BY_RUN:
+                if c >= 0 and run_path_of(c_sorted, c_runs, c, nsat) == BY_RUN:
                     pr = run_row(c_base[c], c_cap[c], c_k[c], PIDS_ROW)
                     for r in range(16, c_runs[c], 16):
                         prefetch(arena, pr + r)
-        esat = gsat[gs_off[i] : gs_off[i + 1]]
-        ns = esat.shape[0]
-        for t in range(ns):
-            bits[esat[t]] = 1
+        s0 = gs_off[i]  # the event's satisfied predicates: gsat[s0:s0 + ns]
+        ns = gs_off[i + 1] - s0
+        for t in range(s0, s0 + ns):
+            bits[gsat[t]] = 1
         start = nout
+        full = False
         if c_sorted.shape[0]:
             # the entries of the runs stage_runs found: the columns after the second
-            out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
-            for h in range(sv_off[i], sv_off[i + 1]):
-                c, j = sv[h, 0], sv[h, 1]
-                k, base, cap = c_k[c], c_base[c], c_cap[c]
-                r0 = min(2, k)
-                if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
-                    out[nout] = arena[base + k * cap + j]
-                    nout += 1
+            if nout + sv_off[i + 1] - sv_off[i] > out.shape[0]:
+                full = True
+            else:
+                for h in range(sv_off[i], sv_off[i + 1]):
+                    c, j = sv[h, 0], sv[h, 1]
+                    k, base, cap = c_k[c], c_base[c], c_cap[c]
+                    r0 = min(2, k)
+                    if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
+                        out[nout] = arena[base + k * cap + j]
+                        nout += 1
         for t in range(gp_off[i], gp_off[i + 1]):
+            if full:
+                break
             c = probe[t, 1]
             if c < 0:
                 continue
@@ -497,32 +578,42 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
             if probe[t, 2] == STAGED:
                 # the sorted prefix is done (above); its unsorted tail, then the list's other clusters
                 done = c_sorted[c]
-                out = ensure_room(out, nout, n - done)
+                if nout + n - done > out.shape[0]:
+                    full = True
+                    break
                 nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + done, c_cap[c], n - done,
                                      out, nout)
-                out, nout = scan_clusters(store.next[c], store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
+                nout = scan_clusters_into(c_next[c], arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits,
+                                          out, nout, pf, unfold, lookahead, gsat, s0, ns)
             elif n <= SMALL_CLUSTER:
                 # the common case of the small lists a conjunction or a presence key finds (one small cluster
                 # per subscription size): checked here, without the call into the cluster kernels (whose
                 # fixed cost dwarfs a few entries); a larger cluster further down the list goes to them
                 while c >= 0 and c_len[c] <= SMALL_CLUSTER:
                     n = c_len[c]
-                    out = ensure_room(out, nout, n)
+                    if nout + n > out.shape[0]:
+                        full = True
+                        break
                     k, base, cap = c_k[c], c_base[c], c_cap[c]
                     for j in range(n):
                         if entry_matches(-1, k, arena, bits, base, cap, j):
                             out[nout] = arena[base + k * cap + j]
                             nout += 1
-                    c = store.next[c]
-                if c >= 0:
-                    out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
+                    c = c_next[c]
+                if c >= 0 and not full:
+                    nout = scan_clusters_into(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out,
+                                              nout, pf, unfold, lookahead, gsat, s0, ns)
             else:  # (c is the head of the list stage_heads found)
-                out, nout = scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, esat, ns)
-        for t in range(ns):
-            bits[esat[t]] = 0
-        finish_event(out, start, nout, handle_id)
+                nout = scan_clusters_into(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out,
+                                          nout, pf, unfold, lookahead, gsat, s0, ns)
+            if nout < 0:
+                full = True
+        for t in range(s0, s0 + ns):
+            bits[gsat[t]] = 0
+        if full:
+            return e, start
         out_off[e + 1] = nout
-    return out, nout
+    return g1, nout
 
 
 @njit(cache=True)

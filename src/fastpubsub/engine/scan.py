@@ -82,7 +82,7 @@ def entry_matches(K, k, arena, bits, base, cap, j):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout):
     """Append to ``out`` the line entries (handles) of the matching entries of one cluster.
 
@@ -112,7 +112,7 @@ def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, no
     return nout
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout):
     """Call the specialisation of :func:`scan_cluster` for ``k`` (0..10), else the generic one."""
     if k == 0:
@@ -190,23 +190,56 @@ def scan_list(q, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat)
 @njit(cache=True, inline="always")
 def scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat):
     """Scan cluster ``c`` and the clusters after it in its list (see :func:`scan_list`)."""
-    arena = store.arena
+    return scan_clusters_of(c, store.arena, store.next, store.base, store.cap, store.length, store.k, runs.sorted,
+                            runs.runs, bits, out, nout, pf, unfold, lookahead, sat, 0, nsat)
+
+
+@njit(cache=True, inline="always")
+def scan_clusters_of(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out, nout, pf, unfold,
+                     lookahead, sat, sat0, nsat):
+    """:func:`scan_clusters` from the store's arrays, unpacked once by a caller that scans many lists; the event's
+    satisfied predicates are ``sat[sat0:sat0 + nsat]`` (no view: numba reference-counts each)."""
     while c >= 0:
-        n = store.length[c]
+        n = c_len[c]
         if n > 0:
             out = ensure_room(out, nout, n)
-            path = run_path(runs, c, nsat)
+            path = run_path_of(c_sorted, c_runs, c, nsat)
             ns = 0
             if path != PLAIN:
-                ns = runs.sorted[c]
-                nout = scan_runs(store.k[c], arena, bits, store.base[c], store.cap[c], ns, runs.runs[c], out, nout,
-                                 lookahead, path == BY_INDEX, sat, nsat)
+                ns = c_sorted[c]
+                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead,
+                                 path == BY_INDEX, sat, sat0, nsat)
             if n > ns:
                 # the tail as a cluster of its own: entry j of it is entry ns + j
-                nout = scan_dispatch(pf, unfold, lookahead, store.k[c], arena, bits, store.base[c] + ns, store.cap[c],
-                                     n - ns, out, nout)
-        c = store.next[c]
+                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
+                                     out, nout)
+        c = c_next[c]
     return out, nout
+
+
+@njit(cache=True, inline="always")
+def scan_clusters_into(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out, nout, pf, unfold,
+                       lookahead, sat, sat0, nsat):
+    """:func:`scan_clusters_of` for callers without numba's reference-counting runtime: ``out`` is not grown;
+    returns the new count, or -1 when ``out`` has no room for a cluster (the caller grows it and starts again).
+    A sorted prefix's passing runs are collected at the end of ``out``, which needs room for them too."""
+    while c >= 0:
+        n = c_len[c]
+        if n > 0:
+            path = run_path_of(c_sorted, c_runs, c, nsat)
+            nr = c_runs[c] if path != PLAIN else 0
+            if nout + n + nr > out.shape[0]:
+                return -1
+            ns = 0
+            if path != PLAIN:
+                ns = c_sorted[c]
+                nout = scan_runs_into(c_k[c], arena, bits, c_base[c], c_cap[c], ns, nr, out, nout, lookahead,
+                                      path == BY_INDEX, sat, sat0, nsat, out, out.shape[0] - nr)
+            if n > ns:
+                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
+                                     out, nout)
+        c = c_next[c]
+    return nout
 
 
 PLAIN, BY_RUN, BY_INDEX = 0, 1, 2
@@ -221,9 +254,15 @@ def run_path(runs, c, nsat):
     passes empty :class:`~engine.cluster_store.RunArrays`: nothing more to
     read per cluster than the paper's plain clusters.
     """
-    if runs.sorted.shape[0] == 0:
+    return run_path_of(runs.sorted, runs.runs, c, nsat)
+
+
+@njit(cache=True, inline="always")
+def run_path_of(c_sorted, c_runs, c, nsat):
+    """:func:`run_path` from the arrays of the :class:`~engine.cluster_store.RunArrays` (unpacked once by the caller)."""
+    if c_sorted.shape[0] == 0:
         return PLAIN
-    ns, nr = runs.sorted[c], runs.runs[c]
+    ns, nr = c_sorted[c], c_runs[c]
     if ns == 0:
         return PLAIN
     if INDEX_GAIN * nsat < ns:
@@ -234,7 +273,7 @@ def run_path(runs, c, nsat):
 
 
 @njit(cache=True)
-def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, nsat):
+def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat):
     """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/cluster_store.py).
 
     The runs that pass are found either by one bit test per run or, with
@@ -243,15 +282,23 @@ def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index,
     All are cache misses that no hardware prefetcher foresees (the run row
     is a short cold stream, the passing runs scattered), so the run row is
     prefetched ``lookahead`` runs ahead, and the passing runs are collected
-    first and their columns prefetched together before any is read.
+    first and their columns prefetched together before any is read.  The
+    event's satisfied predicates are ``sat[sat0:sat0 + nsat]``.
     """
+    hits = np.empty(nr, dtype=np.int64)
+    return scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat, hits, 0)
+
+
+@njit(cache=True, _nrt=False)
+def scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat, hits, h0):
+    """:func:`scan_runs` with the passing runs collected in ``hits[h0:h0 + nr]`` (no allocation: callable without
+    numba's reference-counting runtime; ``hits`` may be ``out``, past the ``ns`` entries it must have room for)."""
     pr, sr, ir = run_row(base, cap, k, PIDS_ROW), run_row(base, cap, k, STARTS_ROW), run_row(base, cap, k, INDEX_ROW)
     line = base + k * cap
     by_index = by_index and arena[ir + 1] > 0  # (no index: its ids spanned more than the row holds)
-    hits = np.empty(min(nr, nsat) if by_index else nr, dtype=np.int64)
-    nh = 0
+    nh = h0
     if by_index:
-        for t in range(nsat):
+        for t in range(sat0, sat0 + nsat):
             r = index_run(arena, ir, sat[t])
             if r >= 0:
                 hits[nh] = r
@@ -267,12 +314,12 @@ def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index,
                     hits[nh] = r
                     nh += 1
             r0 += 16
-    for h in range(nh):
+    for h in range(h0, nh):
         prefetch(arena, sr + hits[h])
-    for h in range(nh):
+    for h in range(h0, nh):
         # the second column (the line if there is none): the next read, which few entries get past
         prefetch(arena, base + cap + arena[sr + hits[h]])
-    for h in range(nh):
+    for h in range(h0, nh):
         r = hits[h]
         end = arena[sr + r + 1] if r + 1 < nr else ns
         for j in range(arena[sr + r], end):
