@@ -25,8 +25,10 @@ import argparse
 import threading
 import time
 
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import OFFSET_END, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from fastpubsub.kafka import ClientFactory
 
 from fastpubsub.kafka.broker import EmbeddedBroker
 
@@ -36,8 +38,9 @@ TOPIC = "fetch-cost"
 
 
 def _fill(bootstrap: str, records: int, per_batch: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0 if per_batch == 1 else 50,
-                         "batch.num.messages": per_batch, "queue.buffering.max.messages": 1_000_000})
+    producer = ClientFactory(bootstrap).producer(**{"linger.ms": 0 if per_batch == 1 else 50,
+                                                    "batch.num.messages": per_batch,
+                                                    "queue.buffering.max.messages": 1_000_000})
     for _ in range(records):
         while True:
             try:
@@ -54,8 +57,8 @@ class _Follower(threading.Thread):
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fetch-cost", "enable.auto.commit": False,
-                                  "fetch.wait.max.ms": 10})
+        self.consumer = ClientFactory(bootstrap).consumer("fetch-cost", **{"enable.auto.commit": False,
+                                                                           "fetch.wait.max.ms": 10})
         self.consumer.assign([TopicPartition(TOPIC, 0, OFFSET_END)])
         self.records = 0
         self.stopping = threading.Event()
@@ -68,7 +71,7 @@ class _Follower(threading.Thread):
 
 def measure(bootstrap: str, broker_pid: int, produce: bool, follow: bool, rate: float, seconds: float) -> dict:
     """Broker CPU (cores) over a trickle of ``rate`` single-record batches/s, with and without a follower."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer = ClientFactory(bootstrap).producer(**{"linger.ms": 0})
     follower = _Follower(bootstrap) if follow else None
     if follower:
         follower.start()
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for per_batch in args.per_batch:
         with EmbeddedBroker() as broker:
-            client = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+            client = ClientFactory(broker.bootstrap_servers).admin()
             client.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
             stored, trickled, base = 0, 0, None
             for level in args.levels:
