@@ -367,12 +367,10 @@ def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
 
     Also sets ``gmask`` (bit ``i`` of ``gmask[p]``: event ``i`` of the group
     satisfies ``p``), which :func:`runs_entries` checks the second column
-    with, since the per-event bits are set one event at a time.  Returns how
-    many index lookups the group makes (at most that many runs found).
+    with, since the per-event bits are set one event at a time.
     """
     arena, c_base, c_cap, c_k, c_len = store.arena, store.base, store.cap, store.k, store.length
     c_sorted, c_runs = runs.sorted, runs.runs
-    lookups = 0
     for i in range(n_grp):
         nsat = gs_off[i + 1] - gs_off[i]
         for s in range(gs_off[i], gs_off[i + 1]):
@@ -384,10 +382,8 @@ def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
                 w = arena[ir + 1]  # (0: no index, its ids spanned more than the row holds)
                 if w > 0:
                     probe[t, 2] = STAGED
-                    lookups += nsat
                     for r in range(16, 2 + 2 * w, 16):
                         prefetch(arena, ir + r)
-    return lookups
 
 
 @njit(cache=True)

@@ -190,15 +190,8 @@ def scan_list(q, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat)
 @njit(cache=True, inline="always")
 def scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat):
     """Scan cluster ``c`` and the clusters after it in its list (see :func:`scan_list`)."""
-    return scan_clusters_of(c, store.arena, store.next, store.base, store.cap, store.length, store.k, runs.sorted,
-                            runs.runs, bits, out, nout, pf, unfold, lookahead, sat, 0, nsat)
-
-
-@njit(cache=True, inline="always")
-def scan_clusters_of(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out, nout, pf, unfold,
-                     lookahead, sat, sat0, nsat):
-    """:func:`scan_clusters` from the store's arrays, unpacked once by a caller that scans many lists; the event's
-    satisfied predicates are ``sat[sat0:sat0 + nsat]`` (no view: numba reference-counts each)."""
+    arena, c_next, c_base, c_cap, c_len, c_k = store.arena, store.next, store.base, store.cap, store.length, store.k
+    c_sorted, c_runs = runs.sorted, runs.runs
     while c >= 0:
         n = c_len[c]
         if n > 0:
@@ -208,7 +201,7 @@ def scan_clusters_of(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_ru
             if path != PLAIN:
                 ns = c_sorted[c]
                 nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead,
-                                 path == BY_INDEX, sat, sat0, nsat)
+                                 path == BY_INDEX, sat, 0, nsat)
             if n > ns:
                 # the tail as a cluster of its own: entry j of it is entry ns + j
                 nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
@@ -220,7 +213,8 @@ def scan_clusters_of(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_ru
 @njit(cache=True, inline="always")
 def scan_clusters_into(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out, nout, pf, unfold,
                        lookahead, sat, sat0, nsat):
-    """:func:`scan_clusters_of` for callers without numba's reference-counting runtime: ``out`` is not grown;
+    """:func:`scan_clusters` for callers without numba's reference-counting runtime, from the store's arrays
+    (unpacked once by the caller) and the event's satisfied predicates ``sat[sat0:sat0 + nsat]``: ``out`` is not grown;
     returns the new count, or -1 when ``out`` has no room for a cluster (the caller grows it and starts again).
     A sorted prefix's passing runs are collected at the end of ``out``, which needs room for them too."""
     while c >= 0:
