@@ -865,9 +865,15 @@ class PatternEngine:
             "free")) + 2 * 8 + 4 * 8 * 2
 
     def memory_bytes(self) -> int:
-        """Bytes held by the instance store, indexes and buffers (not the matcher)."""
-        arrays = [v for v in vars(self).values() if isinstance(v, np.ndarray)]
-        return sum(v.nbytes for v in arrays if v.base is None) + self.heap.nbytes  # the heap: an aligned view
+        """Bytes held by the instance store, indexes and buffers (not the matcher): each array's own buffer once,
+        views (the node and pattern fields, the cache-aligned heap and atoms) counted through it."""
+        buffers = {}
+        for v in vars(self).values():
+            if isinstance(v, np.ndarray):
+                while isinstance(v.base, np.ndarray):
+                    v = v.base
+                buffers[id(v)] = v.nbytes
+        return sum(buffers.values())
 
 
 def _aligned_rows(rows: int, width: int, dtype=np.int64) -> np.ndarray:
