@@ -10,7 +10,7 @@ from numba import njit
 import naive
 
 from fastpubsub.engine.scan import finish_event
-from fastpubsub.engine.sorting import INSERTION_MAX, sort_slice
+from fastpubsub.engine.sorting import INSERTION_MAX, RADIX_IDS_PER_PASS, sort_slice
 
 
 @njit  # not cached: a cached wrapper would keep an edited sort_slice (numba checks only this file)
@@ -59,3 +59,29 @@ def test_finish_event_maps_handles_to_ids_ascending(handles, start):
     _finish(out, start, len(out), handle_id)
     assert out[start:].tolist() == want
     assert out[:start].tolist() == [5] * start
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(INSERTION_MAX + 1, 400), st.sampled_from([1, 2, 255, 256, 2**24, 2**40, 2**63 - 1]),
+       st.integers(-2**62, 2**62), st.integers(0, 2**32))
+def test_sort_slice_radix_regime_against_sorted(n, span, low, seed):
+    """Past ``INSERTION_MAX`` ids: the radix sort (or, for a wide span and few ids, the quicksort), ids of any
+    sign and span, repeats included, every byte boundary of the span."""
+    rng = np.random.default_rng(seed)
+    low = min(low, 2**63 - 1 - span)
+    values = (low + rng.integers(0, span, n, endpoint=True)).astype(np.int64)
+    values[rng.integers(0, n, n // 4)] = values[0]  # repeats
+    a = np.concatenate([[7], values, [-7]]).astype(np.int64)
+    _sort(a, 1, n + 1)
+    assert a[1:n + 1].tolist() == sorted(values.tolist())
+    assert a[0] == 7 and a[-1] == -7
+
+
+def test_sort_slice_extremes_of_int64():
+    """The span from the smallest to the largest int64 is computed unsigned (it overflows a signed one)."""
+    n = RADIX_IDS_PER_PASS * 8  # radix over all eight bytes
+    a = np.random.default_rng(3).integers(-2**63, 2**63 - 1, n, endpoint=True).astype(np.int64)
+    a[0], a[1] = -2**63, 2**63 - 1
+    want = sorted(a.tolist())
+    _sort(a, 0, n)
+    assert a.tolist() == want

@@ -492,7 +492,10 @@ def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, a
                 continue
             sv[nsv, 0], sv[nsv, 1] = c, j
             nsv += 1
-            prefetch(arena, base + min(2, k) * cap + j)
+            # every line stage 6 may read for this entry, its columns after the second and its handle: there the
+            # reads hang on branches that fail half the time (W2's inequalities), so they do not overlap
+            for r in range(min(2, k), k + 1):
+                prefetch(arena, base + r * cap + j)
             sv_off[i + 1] += 1
     return nh, nsv
 
@@ -511,7 +514,7 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
     e = g0
     while True:
         e1, nout = scan_group_into(e, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout,
-                                   out_off, pf, unfold, lookahead)
+                                   out_off, handle_id, pf, unfold, lookahead)
         for e2 in range(e, e1):
             finish_event(out, out_off[e2], out_off[e2 + 1], handle_id)
         if e1 >= g1:
@@ -523,12 +526,13 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
 
 
 @njit(cache=True, _nrt=False)
-def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off, pf,
-                    unfold, lookahead):
+def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off,
+                    handle_id, pf, unfold, lookahead):
     """The events ``e0:g1`` of :func:`scan_group` (matched handles, not yet ids), without growing ``out``.
 
     Returns ``(e, nout)``: ``e = g1`` when done, else the event for which
-    ``out`` had no room, its bits cleared and its handles dropped.  Without
+    ``out`` had no room, its bits cleared and its handles dropped.  The
+    ids of an event's handles are prefetched as soon as it is scanned.  Without
     numba's reference-counting runtime (see :func:`runs_found_into`): with
     it, ``out`` reassigned by its growth checks and the arrays handed to the
     inlined list scans cost a pair of atomic operations per list scanned.
@@ -608,6 +612,10 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
             bits[gsat[t]] = 0
         if full:
             return e, start
+        for t in range(start, nout):
+            # the id each handle maps to, read by finish_event once the group is scanned: a random read of
+            # ``handle_id`` per match (12 of the 56 ns a W1 match cost at 6M when read there, cold)
+            prefetch(handle_id, out[t])
         out_off[e + 1] = nout
     return g1, nout
 
