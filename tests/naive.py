@@ -352,3 +352,22 @@ def direct_scan(preds, store, head: int, pairs: dict[int, tuple[float, int]]) ->
 def finish_event(out: np.ndarray, start: int, nout: int, handle_id: np.ndarray) -> list[int]:
     """An event's matched handles ``out[start:nout]`` as subscription ids, ascending (engine/scan.py)."""
     return sorted(int(handle_id[h]) for h in out[start:nout])
+
+
+def encode_batch(batch, attributes, strings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(field, code, eqbits)`` of an event batch's pairs, in numpy passes (engine/encoding.py's module docstring)."""
+    from fastpubsub.engine.semantics import KIND_BOOL, KIND_STRING
+    attr_map = attributes.lookup(batch.attribute_names)
+    kinds = np.asarray(batch.kinds, dtype=np.int64)
+    numbers = np.asarray(batch.numbers, dtype=np.float64)
+    attr = attr_map[np.asarray(batch.attributes, dtype=np.int64)] if len(attr_map) else np.full(len(kinds), -1)
+    field = np.where(attr >= 0, attr * 3 + kinds, -1)
+    code = numbers.copy()
+    eqbits = (numbers + 0.0).view(np.int64).copy()
+    is_str, is_bool = kinds == KIND_STRING, kinds == KIND_BOOL
+    eqbits[is_bool] = numbers[is_bool].astype(np.int64)
+    if len(batch.strings):
+        sid, scode = strings.encode_event_strings(batch.strings)
+        code[is_str], eqbits[is_str] = scode, sid
+    field[np.isnan(code) & ~is_str] = -1
+    return field, code, eqbits

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
+from numba import njit
 
 from .columnar import EventBatch
 from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
@@ -172,24 +173,43 @@ class EncodedEvents:
 
 
 def encode_batch(batch: EventBatch, attributes: AttributeDictionary, strings: StringDictionary) -> EncodedEvents:
-    """Map an :class:`EventBatch` onto this matcher's dictionaries (O(pairs), vectorised)."""
+    """Map an :class:`EventBatch` onto this matcher's dictionaries (O(pairs): one kernel pass, then the strings)."""
     attr_map = attributes.lookup(batch.attribute_names)
-    kinds = np.asarray(batch.kinds, dtype=np.int64)
-    numbers = np.asarray(batch.numbers, dtype=np.float64)
-    attr = attr_map[np.asarray(batch.attributes, dtype=np.int64)] if len(attr_map) else np.full(len(kinds), -1, np.int64)
-    field = np.where(attr >= 0, field_of(attr, kinds), -1)
-    code = numbers.copy()
-    eqbits = number_bits(numbers)
-    is_str = kinds == KIND_STRING
-    is_bool = kinds == KIND_BOOL
-    eqbits[is_bool] = numbers[is_bool].astype(np.int64)
+    n = len(batch.kinds)
+    field = np.empty(n, dtype=np.int64)
+    code = np.empty(n, dtype=np.float64)
+    eqbits = np.empty(n, dtype=np.int64)
+    encode_pairs(np.asarray(attr_map, dtype=np.int64), np.asarray(batch.attributes), np.asarray(batch.kinds),
+                 np.asarray(batch.numbers, dtype=np.float64), field, code, eqbits.view(np.float64), eqbits)
     if len(batch.strings):
         sid, scode = strings.encode_event_strings(batch.strings)
-        pos = np.flatnonzero(is_str)
+        pos = np.flatnonzero(np.asarray(batch.kinds) == KIND_STRING)
         code[pos] = scode
         eqbits[pos] = sid
-    field[np.isnan(code) & ~is_str] = -1
     return EncodedEvents(np.asarray(batch.offsets, dtype=np.int64), field, code, eqbits)
+
+
+@njit(cache=True)
+def encode_pairs(attr_map, attributes, kinds, numbers, field, code, eqbits_as_float, eqbits):
+    """The (attribute, value) pairs of a batch as ``field``, ``code`` and ``eqbits`` (the module docstring), in one
+    pass: ten numpy passes cost 0.2 µs per W1 event, 6% of its matching at 6M.
+
+    ``attr_map``: this matcher's id of each batch attribute (-1: no predicate names it; empty: no attribute at
+    all); ``eqbits_as_float`` is ``eqbits`` viewed as float64, where a number's bits are written.  A string
+    pair is left with its field only: :func:`encode_batch` fills its code and id from the string dictionary.
+    A NaN number has no field (it satisfies no predicate).
+    """
+    has_map = attr_map.shape[0] > 0
+    for j in range(kinds.shape[0]):
+        k = np.int64(kinds[j])
+        x = numbers[j]
+        a = attr_map[attributes[j]] if has_map else -1
+        code[j] = x
+        if k == KIND_BOOL:
+            eqbits[j] = np.int64(x)
+        else:
+            eqbits_as_float[j] = x + 0.0  # (folds -0.0 onto 0.0)
+        field[j] = a * N_KINDS + k if a >= 0 and (k == KIND_STRING or not np.isnan(x)) else -1
 
 
 def _classify(values: list[Any]) -> np.ndarray:

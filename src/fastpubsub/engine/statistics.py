@@ -270,7 +270,6 @@ class StatisticsCollector:
         attrs = batch.attributes[pos]
         kinds = batch.kinds[pos]
         numbers = batch.numbers[pos]
-        string_index = np.cumsum(batch.kinds == KIND_STRING) - 1
         self._events += take
         for code, count in zip(*np.unique(attrs, return_counts=True)):
             name = names[int(code)]
@@ -288,7 +287,10 @@ class StatisticsCollector:
                 key = (2, bool(xi)) if ki == KIND_BOOL else (0, float(xi))
                 table = self._values.setdefault(names[ai], {})
                 table[key] = table.get(key, 0.0) + c
-        for p in np.flatnonzero(kinds == KIND_STRING).tolist():
+        sampled_strings = np.flatnonzero(kinds == KIND_STRING).tolist()
+        # each pair's index among the batch's strings, for the sampled ones only (a pass over the whole batch)
+        string_index = np.cumsum(batch.kinds == KIND_STRING) - 1 if sampled_strings else None
+        for p in sampled_strings:
             name = names[int(attrs[p])]
             key = (1, batch.strings[int(string_index[pos[p]])])
             table = self._values.setdefault(name, {})
