@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     p.prepare()
     ev = encode_batch(events, m.attributes, m.strings).arrays()
     probe = np.empty((GROUP * max(len(ix.schemas), 1), MAX_SCHEMA), dtype=np.int64)
-    scratch = ProbeScratch(ix.eq_of_field, probe, ix.gmask)
+    scratch = ProbeScratch(ix.eq_of_field, probe, ix.gmask, np.empty(1024, dtype=np.int64))
     store, runs, access = ix.store.arrays(), ix.store.run_arrays(), ix.keys.arrays(ix.sch_fields)
     counts = count_stages(ev, p.arrays(), store, runs, access, scratch, np.zeros((args.events, len(COUNTERS)), np.int64))
     n_match = len(res.ids)

@@ -409,7 +409,8 @@ def test_flatness_counters_agree_with_the_naive_stages():
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
         n_ev = len(ev.offsets) - 1
         scratch = ProbeScratch(np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64),
-                               np.empty((GROUP, 3), dtype=np.int64), np.zeros(len(preds.bits), dtype=np.uint16))
+                               np.empty((GROUP, 3), dtype=np.int64), np.zeros(len(preds.bits), dtype=np.uint16),
+                               np.empty(4, dtype=np.int64))  # (a short output: the kernel grows it)
         counts = count_stages(ev, preds, store, runs, access, scratch, np.zeros((n_ev, len(COUNTERS)), np.int64))
         assert not scratch.gmask.any() and np.all(scratch.eq_of_field == -1)  # left at rest
         sat = np.empty(len(preds.bits), dtype=np.int64)

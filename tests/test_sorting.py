@@ -85,3 +85,21 @@ def test_sort_slice_extremes_of_int64():
     want = sorted(a.tolist())
     _sort(a, 0, n)
     assert a.tolist() == want
+
+
+@njit  # not cached (see above)
+def _sort_free(a, start, stop, free):
+    sort_slice(a, start, stop, free)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(INSERTION_MAX + 1, 200), st.integers(0, 600), st.integers(0, 2**32))
+def test_sort_slice_with_a_free_tail_or_without_room(n, room, seed):
+    """The radix sort in the array's free tail when it has room, in a buffer of its own when not: same order,
+    and nothing before ``free`` touched but the slice."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 10**7, n).astype(np.int64)
+    a = np.concatenate([[1, 2], values, [3], np.full(room, 9)]).astype(np.int64)
+    _sort_free(a, 2, n + 2, n + 3)
+    assert a[2:n + 2].tolist() == sorted(values.tolist())
+    assert a[:2].tolist() == [1, 2] and a[n + 2] == 3

@@ -174,6 +174,7 @@ class ClusteredIndex:
         self._prob_known = np.zeros(0, dtype=bool)
         self.eq_of_field = np.full(0, -1, dtype=np.int64)
         self.gmask = np.zeros(0, dtype=np.uint16)  # stage_runs' group bit vector (all zero between batches)
+        self.matches_per_event = 0.0  # of the last batch matched: sizes the next batch's output
         self.moved = 0  # subscriptions re-filed since creation
         self.reorganize_seconds = 0.0
         self.handles_high = 0
@@ -475,7 +476,11 @@ class ClusteredIndex:
         self.gmask = grow(self.gmask, len(p.bits), 0)
         assert GROUP <= 8 * self.gmask.itemsize  # one bit per event of a group
         probe = np.empty((GROUP * max(len(self.schemas), 1), MAX_SCHEMA), dtype=np.int64)
-        scratch = ProbeScratch(self.eq_of_field, probe, self.gmask)
+        # the output sized by the last batch's matches per event, so that the kernel rarely grows and copies it
+        # (W1 at 6M: 72 per event, 1.4M ids per 20,000 events, eleven doublings from 1,024)
+        n_ev = len(events.offsets) - 1
+        out = np.empty(int(n_ev * self.matches_per_event * 1.25) + 1024, dtype=np.int64)
+        scratch = ProbeScratch(self.eq_of_field, probe, self.gmask, out)
         store = self.store.arrays()
         if self.packs():
             def scan():
@@ -486,8 +491,11 @@ class ClusteredIndex:
             return self.catch_all.match(scan, store.key_head, events, handle_id)
 
         def scan():
-            return self._kernel(events, p.arrays(), store, self.store.run_arrays(), self.keys.arrays(self.sch_fields),
-                                scratch, handle_id)
+            off, ids = self._kernel(events, p.arrays(), store, self.store.run_arrays(),
+                                    self.keys.arrays(self.sch_fields), scratch, handle_id)
+            if n_ev:
+                self.matches_per_event = len(ids) / n_ev
+            return off, ids
 
         return self.catch_all.match(scan, store.key_head, events, handle_id)
 

@@ -74,6 +74,7 @@ class ProbeScratch(NamedTuple):
     eq_of_field: np.ndarray  # int64 [fields]: the equality predicate the current event satisfies on each field (-1)
     probe: np.ndarray  # int64 [rows, MAX_SCHEMA]: a row per list a group's events reach (grown by the kernel)
     gmask: np.ndarray  # uint16 [predicate ids]: bit i set iff event i of the group satisfies the predicate (0)
+    out: np.ndarray  # int64: the batch's first output buffer, sized by the caller (grown by the kernel if short)
 
 
 @njit(cache=True, inline="always")
@@ -516,7 +517,7 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
         e1, nout = scan_group_into(e, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout,
                                    out_off, handle_id, pf, unfold, lookahead)
         for e2 in range(e, e1):
-            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id)
+            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
         if e1 >= g1:
             return out, nout
         e = e1
@@ -628,7 +629,8 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     :class:`~engine.predicates.PredicateArrays`; ``store`` / ``runs``:
     :class:`~engine.cluster_store.ClusterArrays` / ``RunArrays``; ``access``:
     :class:`~engine.access_keys.AccessArrays`; ``scratch``:
-    :class:`ProbeScratch`.  Returns the matches in CSR (ids ascending per event).
+    :class:`ProbeScratch`.  Returns the matches in CSR (ids ascending per event); the ids are a view of the
+    output buffer, ``scratch.out`` unless it had to grow.
     """
     n_ev = ev.offsets.shape[0] - 1
     bits = preds.bits
@@ -639,7 +641,7 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     gs_off = np.zeros(GROUP + 1, dtype=np.int64)
     gp_off = np.zeros(GROUP + 1, dtype=np.int64)
     probe = scratch.probe
-    out = np.empty(1024, dtype=np.int64)
+    out = scratch.out
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
     # stage_runs' scratch: the runs found (event, cluster, run -- then its start --, end), the entries that pass
@@ -662,4 +664,4 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
             hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs, hit, sv, sv_off)
         out, nout = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off,
                                handle_id, pf, unfold, lookahead)
-    return out_off, out[:nout].copy()
+    return out_off, out[:nout]

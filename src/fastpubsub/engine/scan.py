@@ -334,8 +334,8 @@ def ensure_room(out, nout, n):
 
 
 @njit(cache=True, inline="always")
-def finish_event(out, start, nout, handle_id):
-    """Turn an event's matched handles into subscription ids, ascending."""
+def finish_event(out, start, nout, handle_id, free=-1):
+    """Turn an event's matched handles into subscription ids, ascending (``free``: see ``sort_slice``)."""
     for t in range(start, nout):
         out[t] = handle_id[out[t]]
-    sort_slice(out, start, nout)
+    sort_slice(out, start, nout, free)
