@@ -313,7 +313,7 @@ def _stage_arrays(m):
     preds, store, runs = m.preds.arrays(), ix.store.arrays(), ix.store.run_arrays()
     access = ix.keys.arrays(ix.sch_fields)
     eq_of_field = np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64)
-    gmask = np.zeros(len(preds.bits), dtype=np.uint16)
+    gmask = np.zeros(len(preds.bits), dtype=np.uint32)
     sat = np.empty(len(preds.bits), dtype=np.int64)
     gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
     gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
@@ -409,7 +409,7 @@ def test_flatness_counters_agree_with_the_naive_stages():
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
         n_ev = len(ev.offsets) - 1
         scratch = ProbeScratch(np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64),
-                               np.empty((GROUP, 3), dtype=np.int64), np.zeros(len(preds.bits), dtype=np.uint16),
+                               np.empty((GROUP, 3), dtype=np.int64), np.zeros(len(preds.bits), dtype=np.uint32),
                                np.empty(4, dtype=np.int64))  # (a short output: the kernel grows it)
         counts = count_stages(ev, preds, store, runs, access, scratch, np.zeros((n_ev, len(COUNTERS)), np.int64))
         assert not scratch.gmask.any() and np.all(scratch.eq_of_field == -1)  # left at rest

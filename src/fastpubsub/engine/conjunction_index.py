@@ -173,7 +173,7 @@ class ClusteredIndex:
         self._field_known = np.zeros(0, dtype=bool)
         self._prob_known = np.zeros(0, dtype=bool)
         self.eq_of_field = np.full(0, -1, dtype=np.int64)
-        self.gmask = np.zeros(0, dtype=np.uint16)  # stage_runs' group bit vector (all zero between batches)
+        self.gmask = np.zeros(0, dtype=np.uint32)  # stage_runs' group bit vector (all zero between batches)
         self.matches_per_event = 0.0  # of the last batch matched: sizes the next batch's output
         self.moved = 0  # subscriptions re-filed since creation
         self.reorganize_seconds = 0.0

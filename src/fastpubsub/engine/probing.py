@@ -49,8 +49,10 @@ from .predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
                    run_path_of, scan_clusters_into, scan_dispatch)
 
-#: Events whose probes are staged together; at most 16, the bits of ``ProbeScratch.gmask``.
-GROUP = 16
+#: Events whose probes are staged together; at most 32, the bits of ``ProbeScratch.gmask`` (uint32).  32 rather
+#: than 16: W0 at 1M 912,529 against 844,230 events per CPU second (``python -m benchmarks.trees``), W1 and W2
+#: alike.
+GROUP = 32
 #: Lists of one cluster up to this size are checked inline by :func:`scan_group`.
 SMALL_CLUSTER = 16
 #: ``probe[t, 1]`` of a list whose key the event knows without probing a table (catch-all, single predicate;
@@ -63,6 +65,11 @@ STAGED = -2
 #: cover the misses there (10M: 1.98-2.21 µs per event against 1.89-2.03 with 16; 1M alike), 4 was slower
 #: at every size (``python -m benchmarks.flatness``, docs/clustering.md "Flatness: what grows with N").
 RUN_AHEAD = 16
+#: :func:`runs_entries_into` tests the second column without a branch per entry once more than one in this many
+#: of the entries it has tested passed: W1's and W2's inequalities hold for about half of them, and each
+#: mispredicted branch cost more than the stores of a failing entry; W0's equalities hold for 1 in 35, and the
+#: stores made it 4% slower at 1M (``python -m benchmarks.trees --workloads W0``).
+BRANCHLESS_PASS_RATE = 8
 #: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
 #: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
 PHASE1_AHEAD_FIELDS = 4096
@@ -73,7 +80,7 @@ class ProbeScratch(NamedTuple):
 
     eq_of_field: np.ndarray  # int64 [fields]: the equality predicate the current event satisfies on each field (-1)
     probe: np.ndarray  # int64 [rows, MAX_SCHEMA]: a row per list a group's events reach (grown by the kernel)
-    gmask: np.ndarray  # uint16 [predicate ids]: bit i set iff event i of the group satisfies the predicate (0)
+    gmask: np.ndarray  # uint32 [predicate ids]: bit i set iff event i of the group satisfies the predicate (0)
     out: np.ndarray  # int64: the batch's first output buffer, sized by the caller (grown by the kernel if short)
 
 
@@ -375,7 +382,7 @@ def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
     for i in range(n_grp):
         nsat = gs_off[i + 1] - gs_off[i]
         for s in range(gs_off[i], gs_off[i + 1]):
-            gmask[gsat[s]] |= np.uint16(1 << i)
+            gmask[gsat[s]] |= np.uint32(1 << i)
         for t in range(gp_off[i], gp_off[i + 1]):
             c = probe[t, 1]
             if c >= 0 and c_len[c] > 0 and run_path_of(c_sorted, c_runs, c, nsat) == BY_INDEX:
@@ -479,6 +486,7 @@ def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, a
     ``h = nh`` when done, else the run whose entries ``sv`` has no room for (its step not taken yet)."""
     arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     c_sorted, c_runs = runs.sorted, runs.runs
+    tested = passed = 0  # entries of the runs so far, and those that passed: which form of the loop to take
     for h in range(h0, nh):
         if h >= 0 and nsv + hit[h, 3] - hit[h, 2] > sv.shape[0]:
             return h, nsv
@@ -487,17 +495,35 @@ def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, a
             continue
         i, c, start, end = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3]
         k, base, cap = c_k[c], c_base[c], c_cap[c]
-        ebit = np.uint16(1 << i)
-        for j in range(start, end):
-            if k >= 2 and gmask[np.uint64(arena[np.uint64(base + cap + j)])] & ebit == 0:
-                continue
-            sv[nsv, 0], sv[nsv, 1] = c, j
-            nsv += 1
-            # every line stage 6 may read for this entry, its columns after the second and its handle: there the
-            # reads hang on branches that fail half the time (W2's inequalities), so they do not overlap
+        ebit = np.uint32(1 << i)
+        first = nsv
+        if k >= 2 and passed * BRANCHLESS_PASS_RATE > tested:
+            # without a branch per entry: an inequality in the second column holds for about half of them (W1,
+            # W2), and a mispredicted branch costs more than writing the pair of an entry that fails
+            for j in range(start, end):
+                sv[nsv, 0], sv[nsv, 1] = c, j
+                nsv += (gmask[np.uint64(arena[np.uint64(base + cap + j)])] & ebit) != 0
+        elif k >= 2:
+            # few pass (W0's equalities: 1 in 35): the branch is predicted, and an entry that fails writes nothing
+            for j in range(start, end):
+                if gmask[np.uint64(arena[np.uint64(base + cap + j)])] & ebit != 0:
+                    sv[nsv, 0], sv[nsv, 1] = c, j
+                    nsv += 1
+        else:
+            for j in range(start, end):
+                sv[nsv, 0], sv[nsv, 1] = c, j
+                nsv += 1
+        if nsv > first:
+            # every line stage 6 reads for these entries: their columns after the second and their handles
+            j0, j1 = sv[first, 1], sv[nsv - 1, 1]
             for r in range(min(2, k), k + 1):
-                prefetch(arena, base + r * cap + j)
-            sv_off[i + 1] += 1
+                row = base + r * cap
+                for a in range(row + j0, row + j1 + 1, 8):
+                    prefetch(arena, a)
+                prefetch(arena, row + j1)
+        sv_off[i + 1] += nsv - first
+        tested += end - start
+        passed += nsv - first
     return nh, nsv
 
 
@@ -565,10 +591,13 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
                 for h in range(sv_off[i], sv_off[i + 1]):
                     c, j = sv[h, 0], sv[h, 1]
                     k, base, cap = c_k[c], c_base[c], c_cap[c]
-                    r0 = min(2, k)
-                    if entry_matches(-1, k - r0, arena, bits, base + r0 * cap, cap, j):
-                        out[nout] = arena[base + k * cap + j]
-                        nout += 1
+                    # every column after the second read (prefetched by stage 5) and and-ed, without a branch per
+                    # column: W2's inequalities hold for about half of the entries
+                    ok = np.uint8(1)
+                    for r in range(2, k):
+                        ok &= bits[np.uint64(arena[np.uint64(base + r * cap + j)])]
+                    out[nout] = arena[base + k * cap + j]
+                    nout += ok != 0
         for t in range(gp_off[i], gp_off[i + 1]):
             if full:
                 break

@@ -1,0 +1,117 @@
+"""One workload's matching in two or more source trees, in alternating processes with fresh numba caches.
+
+    git worktree add --detach /tmp/before <commit>
+    python -m benchmarks.trees --tree before=/tmp/before --tree now=. --workloads W1,W2 --n 6000000 --rounds 2
+
+Each tree is imported in a process of its own (``PYTHONPATH``: the tree's
+``src``, or the tree itself for the layout before ``src/fastpubsub/``, whose
+engine was the top-level ``engine`` package), with a numba cache directory
+of its own emptied at the start: numba's on-disk cache checks only a
+kernel's own file, so a cache shared between trees, or kept from older
+sources, can run stale code.  A round runs every tree once per workload, in
+the order given; each run loads ``--n`` subscriptions of the preset, warms
+the kernels on 3,000 others, then times ``--repeat`` passes of
+``match_encoded`` over 20,000 events.  Printed per run: events per CPU
+second (best pass), wall clock, matches per event, load average; then the
+best of each tree over the rounds and its ratio to the first tree's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CHILD = r"""
+import gc, json, os, sys, time
+n, workload, repeat, n_events = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+try:
+    from fastpubsub.engine import Matcher
+    from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+except ImportError:  # the layout before src/fastpubsub/
+    from engine import Matcher
+    from engine.workload import PRESETS, generate_events, generate_subscriptions
+spec = PRESETS[workload]
+events = generate_events(spec, n=n_events, seed=2)
+warm = Matcher("dynamic")
+warm.add_bulk(generate_subscriptions(spec, n=3000, seed=99))
+warm.match_encoded(events)
+subs = generate_subscriptions(spec, n=n, seed=1)
+m = Matcher("dynamic")
+t0 = time.perf_counter()
+m.add_bulk(subs)
+load_s = time.perf_counter() - t0
+del subs
+gc.collect()
+res = m.match_encoded(events)
+ids = res[1] if isinstance(res, tuple) else res.ids
+best_cpu = best_wall = float("inf")
+for _ in range(repeat):
+    w0, c0 = time.perf_counter(), time.process_time()
+    m.match_encoded(events)
+    best_cpu, best_wall = min(best_cpu, time.process_time() - c0), min(best_wall, time.perf_counter() - w0)
+print(json.dumps({"load_s": round(load_s, 1), "matches_per_event": round(len(ids) / n_events, 2),
+                  "cpu_events_s": round(n_events / best_cpu), "wall_events_s": round(n_events / best_wall),
+                  "load_average": round(os.getloadavg()[0], 2)}))
+"""
+
+
+def python_path(tree: Path) -> str:
+    """``src`` when the tree has ``src/fastpubsub``, else the tree itself (the older layout)."""
+    return str(tree / "src") if (tree / "src" / "fastpubsub").is_dir() else str(tree)
+
+
+def run_one(tree: Path, cache: Path, n: int, workload: str, repeat: int, n_events: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=python_path(tree), NUMBA_CACHE_DIR=str(cache))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), workload, str(repeat), str(n_events)], env=env,
+                         cwd=tempfile.gettempdir(), capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", action="append", required=True, metavar="NAME=PATH",
+                    help="a source tree (repeat; the first is the reference of the ratios)")
+    ap.add_argument("--workloads", default="W1,W2")
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--events", type=int, default=20_000)
+    args = ap.parse_args(argv)
+    trees = []
+    for spec in args.tree:
+        name, sep, path = spec.partition("=")
+        if not sep or not Path(path).is_dir():
+            raise SystemExit(f"--tree wants NAME=PATH of a source tree, got {spec!r}")
+        trees.append((name, Path(path).resolve()))
+    caches = Path(tempfile.mkdtemp(prefix="fastpubsub-trees-"))
+    best: dict[tuple[str, str], int] = {}
+    try:
+        for r in range(args.rounds):
+            for workload in args.workloads.split(","):
+                for name, tree in trees:
+                    row = run_one(tree, caches / name, args.n, workload, args.repeat, args.events)
+                    row.update(round=r + 1, workload=workload, tree=name, n=args.n)
+                    print(json.dumps(row), flush=True)
+                    key = (workload, name)
+                    best[key] = max(best.get(key, 0), row["cpu_events_s"])
+    finally:
+        shutil.rmtree(caches, ignore_errors=True)
+    print(f"\n| workload | {' | '.join(name for name, _ in trees)} |")
+    print("|---|" + "---|" * len(trees))
+    for workload in args.workloads.split(","):
+        first = best[(workload, trees[0][0])]
+        cells = [f"{best[(workload, name)]:,} ({best[(workload, name)] / first:.2f}x)" for name, _ in trees]
+        print(f"| {workload} | {' | '.join(cells)} |")
+    print("\nevents per CPU second, best run of each tree (ratio to the first tree)")
+
+
+if __name__ == "__main__":
+    main()
