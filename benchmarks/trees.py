@@ -29,13 +29,16 @@ from pathlib import Path
 
 CHILD = r"""
 import gc, json, os, sys, time
-n, workload, repeat, n_events = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-try:
+n, workload, repeat, n_events, layout = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+if layout == "src":
     from fastpubsub.engine import Matcher
     from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
-except ImportError:  # the layout before src/fastpubsub/
+else:  # the layout before src/fastpubsub/ (an installed fastpubsub must not stand in for it)
     from engine import Matcher
     from engine.workload import PRESETS, generate_events, generate_subscriptions
+import inspect
+source = inspect.getsourcefile(Matcher)
+
 spec = PRESETS[workload]
 events = generate_events(spec, n=n_events, seed=2)
 warm = Matcher("dynamic")
@@ -55,7 +58,7 @@ for _ in range(repeat):
     w0, c0 = time.perf_counter(), time.process_time()
     m.match_encoded(events)
     best_cpu, best_wall = min(best_cpu, time.process_time() - c0), min(best_wall, time.perf_counter() - w0)
-print(json.dumps({"load_s": round(load_s, 1), "matches_per_event": round(len(ids) / n_events, 2),
+print(json.dumps({"source": source, "load_s": round(load_s, 1), "matches_per_event": round(len(ids) / n_events, 2),
                   "cpu_events_s": round(n_events / best_cpu), "wall_events_s": round(n_events / best_wall),
                   "load_average": round(os.getloadavg()[0], 2)}))
 """
@@ -67,12 +70,17 @@ def python_path(tree: Path) -> str:
 
 
 def run_one(tree: Path, cache: Path, n: int, workload: str, repeat: int, n_events: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=python_path(tree), NUMBA_CACHE_DIR=str(cache))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n), workload, str(repeat), str(n_events)], env=env,
-                         cwd=tempfile.gettempdir(), capture_output=True, text=True)
+    path = python_path(tree)
+    layout = "src" if path.endswith("src") else "flat"
+    env = dict(os.environ, PYTHONPATH=path, NUMBA_CACHE_DIR=str(cache))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), workload, str(repeat), str(n_events), layout],
+                         env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    if not Path(row.pop("source")).resolve().is_relative_to(tree):  # (an installed fastpubsub came first)
+        raise SystemExit(f"{tree}: the matcher was imported from elsewhere")
+    return row
 
 
 def main(argv=None) -> None:

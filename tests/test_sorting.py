@@ -103,3 +103,14 @@ def test_sort_slice_with_a_free_tail_or_without_room(n, room, seed):
     _sort_free(a, 2, n + 2, n + 3)
     assert a[2:n + 2].tolist() == sorted(values.tolist())
     assert a[:2].tolist() == [1, 2] and a[n + 2] == 3
+
+
+def test_sort_slice_bunched_ids_and_one_outlier():
+    """Ids bunched in one byte-bucket of the span (one far outlier): the bucket sort gives way to the radix sort."""
+    rng = np.random.default_rng(11)
+    for n in (40, 100, 256):
+        a = np.concatenate([rng.integers(0, 1000, n - 1), [10**15]]).astype(np.int64)
+        rng.shuffle(a)
+        want = sorted(a.tolist())
+        _sort(a, 0, n)
+        assert a.tolist() == want
