@@ -71,11 +71,11 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
         g1 = min(n_ev, g0 + GROUP)
         n_grp = g1 - g0
         gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field, store.key_head,
-                                          sat, gsat, gs_off, gp_off, probe)
+                                          sat, gsat, gs_off, np.zeros(GROUP, dtype=np.int64), gp_off, probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, runs)
         runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs)
-        hit, nh = runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit)
+        hit, nh = runs_found(n_grp, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
         sv = runs_entries(n_grp, hit, nh, scratch.gmask, store, runs, sv, sv_off)
         for i in range(n_grp):
             for s in range(gs_off[i], gs_off[i + 1]):
@@ -136,13 +136,13 @@ def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
     for g0 in range(0, n_ev, GROUP):
         g1 = min(n_ev, g0 + GROUP)
         gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field, store.key_head,
-                                          sat, gsat, gs_off, gp_off, probe)
+                                          sat, gsat, gs_off, np.zeros(GROUP, dtype=np.int64), gp_off, probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, runs)
         stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
         if last >= 5:  # stage_runs, its pipeline depth a parameter
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs)
-            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
             if last == 50:
                 runs_bounds(hit, nh, store, runs, ahead)
             else:
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     p.prepare()
     ev = encode_batch(events, m.attributes, m.strings).arrays()
     probe = np.empty((GROUP * max(len(ix.schemas), 1), MAX_SCHEMA), dtype=np.int64)
-    scratch = ProbeScratch(ix.eq_of_field, probe, ix.gmask, np.empty(1024, dtype=np.int64))
+    scratch = ProbeScratch(ix.eq_of_field, probe, ix.gmask, np.empty(1024, dtype=np.int64), False)
     store, runs, access = ix.store.arrays(), ix.store.run_arrays(), ix.keys.arrays(ix.sch_fields)
     counts = count_stages(ev, p.arrays(), store, runs, access, scratch, np.zeros((args.events, len(COUNTERS)), np.int64))
     n_match = len(res.ids)

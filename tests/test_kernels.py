@@ -281,8 +281,9 @@ def test_trim_compacts_what_a_chunked_load_left_behind():
 
 # -- the stages of engine/probing.py, each against tests/naive.py -------------------------------------------------
 
-def _conjunction_matcher():
-    """Static with runs on a small W0: (a0, a1) conjunction lists of about 300 entries, sorted and indexed."""
+def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5)):
+    """Static with runs on a small W0: (a0, a1) conjunction lists of about 300 entries, sorted and indexed
+    (``fixed``: the fixed predicates, W1's ``("=", "=", "<=")`` for an inequality in every subscription)."""
     from dataclasses import replace
 
     from fastpubsub.engine import Matcher, RUN_MIN
@@ -291,9 +292,9 @@ def _conjunction_matcher():
     from fastpubsub.engine.workload import WorkloadSpec, generate_events, generate_subscriptions
 
     spec = WorkloadSpec(name="w0-small", n_attributes=8, subscription_attributes=(0, 8), n_predicates=4,
-                        fixed=("=", "="), n_event_pairs=8, domain=(1, 6))
+                        fixed=fixed, n_event_pairs=8, domain=(1, 6))
     subs = concat_subscriptions([generate_subscriptions(replace(spec, n_predicates=n_p), 10_000, seed=n_p,
-                                                        first_id=10_000 * (n_p - 3)) for n_p in (3, 4, 5)])
+                                                        first_id=10_000 * (n_p - 3)) for n_p in sizes])
     m = Matcher("static", runs=RUN_MIN, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
     m.add_bulk(subs)
     rng = np.random.default_rng(3)
@@ -321,6 +322,12 @@ def _stage_arrays(m):
     return preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit, sv
 
 
+def _ge_end():
+    from fastpubsub.engine.probing import GROUP
+
+    return np.zeros(GROUP, dtype=np.int64)
+
+
 def test_probing_stages_agree_with_their_naive_references():
     from fastpubsub.engine.encoding import encode_batch
     from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
@@ -331,6 +338,7 @@ def test_probing_stages_agree_with_their_naive_references():
     assert len(ix.schemas) == 1 and ix.store.c_sorted.max() > 0
     (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
      sv) = _stage_arrays(m)
+    ge_end = _ge_end()
     staged_events = 0
     most_runs = 0  # runs found in one group: past 2 * RUN_AHEAD, stage_runs' pipeline runs full
     for batch in batches:
@@ -339,14 +347,14 @@ def test_probing_stages_agree_with_their_naive_references():
         for g0 in range(0, n_ev, GROUP):
             g1 = min(n_ev, g0 + GROUP)
             gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
-                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
+                                              store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
             assert np.all(eq_of_field == -1)  # left at rest
             stage_lookup(probe, n_probe, access, store.key_head)
             stage_heads(probe, n_probe, store, runs)
             stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
             # stage 5b on its own (5a marks the staged probes and sets gmask, cleared again by stage_runs)
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
-            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
             found = sorted(map(tuple, hit[:nh, :3].tolist()))
             want_found = sorted((i, int(c), r) for i in range(g1 - g0)
                                 for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
@@ -356,7 +364,7 @@ def test_probing_stages_agree_with_their_naive_references():
             most_runs = max(most_runs, nh)
             gmask[:] = 0
             probe[:n_probe, 2] = 0
-            hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
+            hit, sv = stage_runs(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
             assert not gmask.any()  # left at rest
             out_off = np.zeros(n_ev + 1, dtype=np.int64)
             out, _ = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, preds.bits, store, runs,
@@ -410,7 +418,7 @@ def test_flatness_counters_agree_with_the_naive_stages():
         n_ev = len(ev.offsets) - 1
         scratch = ProbeScratch(np.full(max(m.preds.n_fields, 1), -1, dtype=np.int64),
                                np.empty((GROUP, 3), dtype=np.int64), np.zeros(len(preds.bits), dtype=np.uint32),
-                               np.empty(4, dtype=np.int64))  # (a short output: the kernel grows it)
+                               np.empty(4, dtype=np.int64), False)  # (a short output: the kernel grows it)
         counts = count_stages(ev, preds, store, runs, access, scratch, np.zeros((n_ev, len(COUNTERS)), np.int64))
         assert not scratch.gmask.any() and np.all(scratch.eq_of_field == -1)  # left at rest
         sat = np.empty(len(preds.bits), dtype=np.int64)
@@ -448,6 +456,7 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
     m, batches = _conjunction_matcher()
     (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
      sv) = _stage_arrays(m)
+    ge_end = _ge_end()
     checked = 0
     for batch in batches:
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
@@ -455,11 +464,11 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
         for g0 in range(0, n_ev, GROUP):
             g1 = min(n_ev, g0 + GROUP)
             gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
-                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
+                                              store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
             stage_lookup(probe, n_probe, access, store.key_head)
             stage_heads(probe, n_probe, store, runs)
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
-            hit, nh = runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, hit)
+            hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
             sv = runs_entries(g1 - g0, hit, nh, gmask, store, runs, sv, sv_off, ahead)
             gmask[:] = 0
             for i in range(g1 - g0):
@@ -487,3 +496,50 @@ def test_phase1_bisection_is_searchsorted_on_the_group(vals, x, cut):
     bisect = njit(lambda a, lo, hi, x, right: _bisect(a, lo, hi, x, right))
     for right, side in ((False, "left"), (True, "right")):
         assert bisect(a, lo, len(a), x, right) == lo + np.searchsorted(a[lo:], x, side=side)
+
+
+def test_run_index_looked_up_for_equalities_alone_finds_every_run():
+    """W1's subscriptions (an inequality in each, a free equality in most): stage 1 puts each event's equalities
+    first; while every filed entry's first column is an equality, the runs found from those alone are the runs
+    found from all its satisfied predicates (naive), and a subscription of inequalities alone turns that off."""
+    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.probing import GROUP, STAGED, runs_found, runs_index_rows, stage_heads, stage_keys, stage_lookup
+
+    m, batches = _conjunction_matcher(fixed=("=", "=", "<="), sizes=(4, 5))
+    ix = m.index
+    assert ix.n_first_not_eq == 0 and ix.store.c_sorted.max() > 0
+    (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
+     sv) = _stage_arrays(m)
+    ge_end = _ge_end()
+    skipped = found_runs = 0
+    for batch in batches:
+        ev = encode_batch(batch, m.attributes, m.strings).arrays()
+        n_ev = len(ev.offsets) - 1
+        for g0 in range(0, n_ev, GROUP):
+            g1 = min(n_ev, g0 + GROUP)
+            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
+                                              store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
+            for i in range(g1 - g0):
+                ops = m.preds.op[gsat[gs_off[i]:gs_off[i + 1]]]
+                n_eq = ge_end[i] - gs_off[i]
+                assert np.all(ops[:n_eq] == 0) and np.all(ops[n_eq:] != 0)
+                skipped += len(ops) - n_eq
+            stage_lookup(probe, n_probe, access, store.key_head)
+            stage_heads(probe, n_probe, store, runs)
+            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+            hit, nh = runs_found(g1 - g0, gs_off, ge_end, gp_off, gsat, probe, store, hit)
+            want = sorted((i, int(c), r) for i in range(g1 - g0)
+                          for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
+                          if mark == STAGED
+                          for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
+            assert sorted(map(tuple, hit[:nh, :3].tolist())) == want
+            found_runs += nh
+            gmask[:] = 0
+            probe[:n_probe, 2] = 0
+    assert skipped > 0 and found_runs > 0
+    m.add(10**9, [("a0", "=", 1), ("a1", "=", 2), ("a2", "<=", 3)])  # nothing besides its access equalities
+    m.flush()
+    assert ix.n_first_not_eq == 1
+    m.remove(10**9)
+    m.flush()
+    assert ix.n_first_not_eq == 0

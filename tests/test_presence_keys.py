@@ -129,7 +129,8 @@ def test_presence_keys_are_reached_as_the_naive_reference_says():
     for g0 in range(0, 40, GROUP):
         g1 = min(40, g0 + GROUP)
         gsat, probe, n_probe = stage_keys_sparse(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
-                                          store.key_head, sat, gsat, gs_off, gp_off, probe)
+                                          store.key_head, sat, gsat, gs_off, np.zeros(GROUP, dtype=np.int64), gp_off,
+                                          probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, ix.store.run_arrays())
         for i in range(g1 - g0):

@@ -175,6 +175,10 @@ class ClusteredIndex:
         self.eq_of_field = np.full(0, -1, dtype=np.int64)
         self.gmask = np.zeros(0, dtype=np.uint32)  # stage_runs' group bit vector (all zero between batches)
         self.matches_per_event = 0.0  # of the last batch matched: sizes the next batch's output
+        # filed subscriptions whose first column is not an equality (each flagged by handle): while there are
+        # none, the run index is looked up for an event's satisfied equalities only
+        self.first_not_eq = np.zeros(0, dtype=np.uint8)
+        self.n_first_not_eq = 0
         self.moved = 0  # subscriptions re-filed since creation
         self.reorganize_seconds = 0.0
         self.handles_high = 0
@@ -303,6 +307,7 @@ class ClusteredIndex:
         clusters = self.store.clusters_for(keys, ks)
         self.store.append(clusters, handles, cols, col_off)
         self.handles_high = max(self.handles_high, int(handles.max()) + 1 if len(handles) else 0)
+        self._flag_first_columns(handles, ks, cols, col_off)
         self.catch_all.filed(handles, keys, off, pids)
 
     def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
@@ -332,8 +337,23 @@ class ClusteredIndex:
         _interleave(pids, off, cols, col_off, members)
         return off, pids
 
+    def _flag_first_columns(self, handles: np.ndarray, ks: np.ndarray, cols: np.ndarray, col_off: np.ndarray) -> None:
+        """Count the filed subscriptions whose first column (``order_columns``: an equality whenever they have
+        one besides their access predicates) is another operator: only those make a run index worth looking up
+        for a satisfied inequality."""
+        first = np.zeros(len(handles), dtype=np.uint8)
+        has = ks > 0
+        first[has] = self.preds.op[cols[col_off[:-1][has]]] != OP_EQ
+        if len(self.first_not_eq) < self.handles_high:
+            self.first_not_eq = grow(self.first_not_eq, max(self.handles_high, 2 * len(self.first_not_eq)), 0)
+        self.n_first_not_eq += int(first.sum()) - int(self.first_not_eq[handles].sum())
+        self.first_not_eq[handles] = first
+
     def unfile(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Take subscriptions out of their clusters; returns their predicate ids (CSR), references kept."""
+        if len(handles):
+            self.n_first_not_eq -= int(self.first_not_eq[handles].sum())
+            self.first_not_eq[handles] = 0
         off, pids = self.predicates_of(handles)
         keys = self.store.key_of(handles)
         self.store.remove(handles)
@@ -480,7 +500,7 @@ class ClusteredIndex:
         # (W1 at 6M: 72 per event, 1.4M ids per 20,000 events, eleven doublings from 1,024)
         n_ev = len(events.offsets) - 1
         out = np.empty(int(n_ev * self.matches_per_event * 1.25) + 1024, dtype=np.int64)
-        scratch = ProbeScratch(self.eq_of_field, probe, self.gmask, out)
+        scratch = ProbeScratch(self.eq_of_field, probe, self.gmask, out, self.n_first_not_eq == 0)
         store = self.store.arrays()
         if self.packs():
             def scan():
@@ -504,6 +524,7 @@ class ClusteredIndex:
         k = self.keys.stats()
         s.update({key: v for key, v in k.items() if key != "memory_bytes"})
         s["memory_bytes"] += k["memory_bytes"] + int(self.pred_prob.nbytes + self.eq_of_field.nbytes)
+        s["memory_bytes"] += int(self.first_not_eq.nbytes)
         s["memory_bytes"] += self.catch_all.memory_bytes() + self.packed.memory_bytes() + self.direct.memory_bytes()
         s["lists"] = "packed" if self.packs() else "clusters"
         s.update(self.packed.stats())

@@ -82,6 +82,7 @@ class ProbeScratch(NamedTuple):
     probe: np.ndarray  # int64 [rows, MAX_SCHEMA]: a row per list a group's events reach (grown by the kernel)
     gmask: np.ndarray  # uint32 [predicate ids]: bit i set iff event i of the group satisfies the predicate (0)
     out: np.ndarray  # int64: the batch's first output buffer, sized by the caller (grown by the kernel if short)
+    eq_first: bool  # every filed entry's first column is an equality: run indexes are looked up for those only
 
 
 @njit(cache=True, inline="always")
@@ -123,11 +124,13 @@ def phase1_prefetch_groups(ev_off, ev_field, e, group_of, n_gf, g_start, g_end):
 
 
 @njit(cache=True, inline="always")
-def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, gp_off, probe):
+def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, ge_end, gp_off,
+               probe):
     """Stage 1: phase 1 of events ``g0:g1`` and the lists each reaches, their first reads prefetched.
 
     Writes the group's satisfied predicates to ``gsat`` (event ``i`` of the
-    group: ``gsat[gs_off[i]:gs_off[i + 1]]``) and a row per reached list to
+    group: ``gsat[gs_off[i]:gs_off[i + 1]]``, its equalities first, up to
+    ``ge_end[i]``) and a row per reached list to
     ``probe`` (event ``i``: rows ``gp_off[i]:gp_off[i + 1]``): ``(key,
     KNOWN_KEY, -)`` for the catch-all and the single-predicate lists, ``(p0,
     p1, p2)`` -- the event's equality predicates on a configured schema's
@@ -151,12 +154,17 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
                                   g_start, g_end, g_vals, g_pids, sat)
         gsat = ensure_room(gsat, n_sat, ns)
         probe = grow_rows(probe, n_probe, n_sch + ns + 1)
+        front, back = n_sat, n_sat + ns - 1  # the event's equalities first in gsat, then the others
         for t in range(-1, ns):
             if t >= 0:
                 p = sat[t]
-                gsat[n_sat + t] = p
                 if pred_op[p] == 0:
+                    gsat[front] = p
+                    front += 1
                     eq_of_field[pred_field[p]] = p
+                else:
+                    gsat[back] = p
+                    back -= 1
             # the catch-all and the single-predicate lists: their keys are known, no table to probe
             q = predicate_list_key(pred_key, sat, t)
             if 0 <= q < n_keys:
@@ -182,6 +190,7 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
             n_probe += 1
         for t in range(ns):
             eq_of_field[pred_field[sat[t]]] = -1
+        ge_end[e - g0] = front
         n_sat += ns
         gs_off[e - g0 + 1] = n_sat
         gp_off[e - g0 + 1] = n_probe
@@ -189,7 +198,8 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
 
 
 @njit(cache=True)
-def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, gp_off, probe):
+def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, ge_end,
+                      gp_off, probe):
     """Stage 1 of :func:`stage_keys` with presence keys and, over thousands of fields, phase 1's reads prefetched.
 
     Also adds a ``KNOWN_KEY`` row for the presence list of each field the
@@ -197,7 +207,8 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
     :func:`stage_keys` (W0 and every workload without presence keys) stays as it was.
 
     Writes the group's satisfied predicates to ``gsat`` (event ``i`` of the
-    group: ``gsat[gs_off[i]:gs_off[i + 1]]``) and a row per reached list to
+    group: ``gsat[gs_off[i]:gs_off[i + 1]]``, its equalities first, up to
+    ``ge_end[i]``) and a row per reached list to
     ``probe`` (event ``i``: rows ``gp_off[i]:gp_off[i + 1]``): ``(key,
     KNOWN_KEY, -)`` for the catch-all and the single-predicate lists, ``(p0,
     p1, p2)`` -- the event's equality predicates on a configured schema's
@@ -247,12 +258,16 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
                         prefetch(key_head, q)
                         probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
                         n_probe += 1
+        front, back = n_sat, n_sat + ns - 1  # the event's equalities first in gsat, then the others
         for t in range(-1, ns):
             if t >= 0:
                 p = sat[t]
-                gsat[n_sat + t] = p
                 if pred_op[p] != 0:
+                    gsat[back] = p
+                    back -= 1
                     continue  # only equalities are single-predicate access keys: no pred_key read for the others
+                gsat[front] = p
+                front += 1
                 eq_of_field[pred_field[p]] = p
             # the catch-all and the single-predicate lists: their keys are known, no table to probe
             q = predicate_list_key(pred_key, sat, t)
@@ -284,6 +299,7 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
         else:
             for t in range(ns):
                 eq_of_field[pred_field[sat[t]]] = -1
+        ge_end[e - g0] = front
         n_sat += ns
         gs_off[e - g0 + 1] = n_sat
         gp_off[e - g0 + 1] = n_probe
@@ -347,7 +363,7 @@ def stage_prefetch_rows(n_grp, gs_off, gp_off, probe, store, runs):
 
 
 @njit(cache=True)
-def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off):
+def stage_runs(n_grp, gs_off, lookup_end, gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off):
     """Stage 5: the run index lookups of a group's indexed clusters, in stages over the whole group.
 
     An indexed cluster's scan is a chain of dependent misses: the index row,
@@ -358,10 +374,14 @@ def stage_runs(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs, hit, sv, 
     :func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`.
     Leaves in ``sv[sv_off[i]:sv_off[i + 1]]`` the (cluster, entry) pairs of
     event ``i`` still to check from the third column on, and ``gmask`` at
-    rest.  Returns the scratch arrays ``(hit, sv)``, grown if needed.
+    rest.  The run indexes are looked up for ``gsat[gs_off[i]:lookup_end[i]]``
+    (``gs_off[i + 1]``, or the event's equalities alone when no filed entry
+    has another operator in its first column: W2's events satisfy 133
+    predicates, 26 of them equalities).  Returns the scratch arrays
+    ``(hit, sv)``, grown if needed.
     """
     runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs)
-    hit, nh = runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit)
+    hit, nh = runs_found(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit)
     sv = runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off)
     for i in range(n_grp):
         for s in range(gs_off[i], gs_off[i + 1]):
@@ -395,7 +415,7 @@ def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
 
 
 @njit(cache=True)
-def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
+def runs_found(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit):
     """Stage 5b: the runs each event's satisfied predicates find in its staged clusters, their starts prefetched.
 
     Rows ``hit[:nh]`` are ``(event, cluster, run, -)``; returns ``(hit, nh)``
@@ -406,10 +426,10 @@ def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
     for i in range(n_grp):
         for t in range(gp_off[i], gp_off[i + 1]):
             if probe[t, 2] == STAGED:
-                lookups += gs_off[i + 1] - gs_off[i]
+                lookups += lookup_end[i] - gs_off[i]
     if lookups > hit.shape[0]:
         hit = np.empty((max(2 * hit.shape[0], lookups), hit.shape[1]), dtype=hit.dtype)
-    return hit, runs_found_into(n_grp, gs_off, gp_off, gsat, probe, store, hit)
+    return hit, runs_found_into(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit)
 
 
 # The loops of stage 5 run without numba's reference-counting runtime (``_nrt=False``, as the pattern kernel):
@@ -417,7 +437,7 @@ def runs_found(n_grp, gs_off, gp_off, gsat, probe, store, hit):
 # checks cost a pair of atomic operations each (docs/engine.md, "Kernel contract").  They allocate nothing: their
 # callers size the scratch arrays, or grow them and resume.
 @njit(cache=True, _nrt=False)
-def runs_found_into(n_grp, gs_off, gp_off, gsat, probe, store, hit):
+def runs_found_into(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit):
     """The loop of :func:`runs_found`: ``hit`` has a row per index lookup of the group; returns the rows written."""
     arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     nh = 0
@@ -427,7 +447,7 @@ def runs_found_into(n_grp, gs_off, gp_off, gsat, probe, store, hit):
                 continue
             c = probe[t, 1]
             ir = run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW)
-            for s in range(gs_off[i], gs_off[i + 1]):
+            for s in range(gs_off[i], lookup_end[i]):
                 r = index_run(arena, ir, gsat[s])
                 if r >= 0:
                     hit[nh, 0], hit[nh, 1], hit[nh, 2] = i, c, r
@@ -668,6 +688,7 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     sat = np.empty(max(bits.shape[0], 1), dtype=np.int64)
     gsat = np.empty(1024, dtype=np.int64)  # the group's satisfied predicates, event after event
     gs_off = np.zeros(GROUP + 1, dtype=np.int64)
+    ge_end = np.zeros(GROUP, dtype=np.int64)  # each event's equalities end there in gsat
     gp_off = np.zeros(GROUP + 1, dtype=np.int64)
     probe = scratch.probe
     out = scratch.out
@@ -682,15 +703,17 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
         g1 = min(n_ev, g0 + GROUP)
         if sparse:
             gsat, probe, n_probe = stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field,
-                                                     store.key_head, sat, gsat, gs_off, gp_off, probe)
+                                                     store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
         else:
             gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, conj_flat, scratch.eq_of_field,
-                                              store.key_head, sat, gsat, gs_off, gp_off, probe)
+                                              store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
         stage_lookup(probe, n_probe, access, store.key_head)
         stage_heads(probe, n_probe, store, runs)
         stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
         if has_runs:
-            hit, sv = stage_runs(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs, hit, sv, sv_off)
+            lookup_end = ge_end if scratch.eq_first else gs_off[1:]
+            hit, sv = stage_runs(g1 - g0, gs_off, lookup_end, gp_off, gsat, probe, scratch.gmask, store, runs, hit,
+                                 sv, sv_off)
         out, nout = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout, out_off,
                                handle_id, pf, unfold, lookahead)
     return out_off, out[:nout]
