@@ -49,10 +49,10 @@ from .predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
                    run_path_of, scan_clusters_into, scan_dispatch)
 
-#: Events whose probes are staged together; at most 32, the bits of ``ProbeScratch.gmask`` (uint32).  32 rather
-#: than 16: W0 at 1M 912,529 against 844,230 events per CPU second (``python -m benchmarks.trees``), W1 and W2
-#: alike.
-GROUP = 32
+#: Events whose probes are staged together; at most 32, the bits of ``ProbeScratch.gmask`` (uint32).  16 rather
+#: than 32: W0 at 10M 537,951 against 359,949 events per CPU second (a group's prefetched lines outgrow the cache;
+#: at 1M 32 was 8% faster), W1 and W2 alike (``python -m benchmarks.trees``).
+GROUP = 16
 #: Lists of one cluster up to this size are checked inline by :func:`scan_group`.
 SMALL_CLUSTER = 16
 #: ``probe[t, 1]`` of a list whose key the event knows without probing a table (catch-all, single predicate;
