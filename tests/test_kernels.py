@@ -322,6 +322,17 @@ def _stage_arrays(m):
     return preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit, sv
 
 
+def _naive_runs_found(n_grp, gs_off, gp_off, gsat, probe, store, runs):
+    """``(event, cluster, run)`` of every run the group's staged probes find from all of each event's satisfied
+    predicates (naive.runs_found), sorted."""
+    from fastpubsub.engine.probing import STAGED
+
+    return sorted((i, int(c), r) for i in range(n_grp)
+                  for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
+                  if mark == STAGED
+                  for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
+
+
 def _ge_end():
     from fastpubsub.engine.probing import GROUP
 
@@ -356,11 +367,7 @@ def test_probing_stages_agree_with_their_naive_references():
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
             hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
             found = sorted(map(tuple, hit[:nh, :3].tolist()))
-            want_found = sorted((i, int(c), r) for i in range(g1 - g0)
-                                for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
-                                if mark == STAGED
-                                for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
-            assert found == want_found
+            assert found == _naive_runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, runs)
             most_runs = max(most_runs, nh)
             gmask[:] = 0
             probe[:n_probe, 2] = 0
@@ -503,7 +510,7 @@ def test_run_index_looked_up_for_equalities_alone_finds_every_run():
     first; while every filed entry's first column is an equality, the runs found from those alone are the runs
     found from all its satisfied predicates (naive), and a subscription of inequalities alone turns that off."""
     from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import GROUP, STAGED, runs_found, runs_index_rows, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.probing import GROUP, runs_found, runs_index_rows, stage_heads, stage_keys, stage_lookup
 
     m, batches = _conjunction_matcher(fixed=("=", "=", "<="), sizes=(4, 5))
     ix = m.index
@@ -528,10 +535,7 @@ def test_run_index_looked_up_for_equalities_alone_finds_every_run():
             stage_heads(probe, n_probe, store, runs)
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
             hit, nh = runs_found(g1 - g0, gs_off, ge_end, gp_off, gsat, probe, store, hit)
-            want = sorted((i, int(c), r) for i in range(g1 - g0)
-                          for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
-                          if mark == STAGED
-                          for r in naive.runs_found(gsat[gs_off[i]:gs_off[i + 1]].tolist(), int(c), store, runs))
+            want = _naive_runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, runs)
             assert sorted(map(tuple, hit[:nh, :3].tolist())) == want
             found_runs += nh
             gmask[:] = 0
