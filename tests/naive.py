@@ -90,6 +90,14 @@ def run_entries(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:
     return out
 
 
+def run_matches(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:
+    """The pairs of :func:`run_entries` whose every column is satisfied (stage 5 with its later columns)."""
+    k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])
+    s = set(sat)
+    return [(c, j) for c, j in run_entries(sat, c, store, runs)
+            if all(int(store.arena[base + r * cap + j]) in s for r in range(2, k))]
+
+
 def scan_lists(sat: list[int], heads: list[int], store) -> list[int]:
     """Handles of the entries of every cluster of the lists starting at ``heads`` with every column satisfied."""
     s = set(sat)

@@ -25,7 +25,9 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 3. :func:`stage_heads`: the first cluster of each list found;
 4. :func:`stage_prefetch_rows`: the first rows each scan reads, prefetched;
 5. :func:`stage_runs`: the run index lookups of clusters with runs
-   (:func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`);
+   (:func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`), and
+   their entries' later columns tested column by column over the group
+   (:func:`runs_later_columns`);
 6. :func:`scan_group`, event by event: bits set, the lists scanned, bits cleared.
 
 Each stage is one call per group, never per event: numba reference-counts
@@ -73,6 +75,8 @@ BRANCHLESS_PASS_RATE = 8
 #: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
 #: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
 PHASE1_AHEAD_FIELDS = 4096
+#: Subscription ids per cache line of the arena (int32): the stride of a prefetch over a row.
+LINE_IDS = 16
 
 
 class ProbeScratch(NamedTuple):
@@ -158,13 +162,13 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
         for t in range(-1, ns):
             if t >= 0:
                 p = sat[t]
-                if pred_op[p] == 0:
-                    gsat[front] = p
-                    front += 1
-                    eq_of_field[pred_field[p]] = p
-                else:
+                if pred_op[p] != 0:
                     gsat[back] = p
                     back -= 1
+                    continue  # only equalities are single-predicate access keys: no pred_key read for the others
+                gsat[front] = p
+                front += 1
+                eq_of_field[pred_field[p]] = p
             # the catch-all and the single-predicate lists: their keys are known, no table to probe
             q = predicate_list_key(pred_key, sat, t)
             if 0 <= q < n_keys:
@@ -188,8 +192,8 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
             prefetch(conj_vals, slot)
             probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
             n_probe += 1
-        for t in range(ns):
-            eq_of_field[pred_field[sat[t]]] = -1
+        for t in range(n_sat, front):  # (the equalities, which alone set eq_of_field)
+            eq_of_field[pred_field[gsat[t]]] = -1
         ge_end[e - g0] = front
         n_sat += ns
         gs_off[e - g0 + 1] = n_sat
@@ -371,10 +375,11 @@ def stage_runs(n_grp, gs_off, lookup_end, gp_off, gsat, probe, gmask, store, run
     the second column, the few that pass in the third.  Per event they add
     up; here each link is taken for every event of the group before the
     next, prefetching what the next reads, so the misses overlap:
-    :func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`.
+    :func:`runs_index_rows`, :func:`runs_found`, :func:`runs_entries`,
+    :func:`runs_later_columns`.
     Leaves in ``sv[sv_off[i]:sv_off[i + 1]]`` the (cluster, entry) pairs of
-    event ``i`` still to check from the third column on, and ``gmask`` at
-    rest.  The run indexes are looked up for ``gsat[gs_off[i]:lookup_end[i]]``
+    event ``i`` whose every column holds (:func:`runs_later_columns`), and
+    ``gmask`` at rest.  The run indexes are looked up for ``gsat[gs_off[i]:lookup_end[i]]``
     (``gs_off[i + 1]``, or the event's equalities alone when no filed entry
     has another operator in its first column: W2's events satisfy 133
     predicates, 26 of them equalities).  Returns the scratch arrays
@@ -383,6 +388,7 @@ def stage_runs(n_grp, gs_off, lookup_end, gp_off, gsat, probe, gmask, store, run
     runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs)
     hit, nh = runs_found(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit)
     sv = runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off)
+    runs_later_columns(n_grp, gp_off, probe, gmask, store, sv, sv_off)
     for i in range(n_grp):
         for s in range(gs_off[i], gs_off[i + 1]):
             gmask[gsat[s]] = 0
@@ -534,17 +540,62 @@ def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, a
                 sv[nsv, 0], sv[nsv, 1] = c, j
                 nsv += 1
         if nsv > first:
-            # every line stage 6 reads for these entries: their columns after the second and their handles
+            # the lines read next for these entries: while few pass (W0), every later column and the handles;
+            # while many do (W1, W2), the third column alone, since :func:`runs_later_columns` drops about
+            # half of the entries at each column and fetches the next one for the rest only
             j0, j1 = sv[first, 1], sv[nsv - 1, 1]
-            for r in range(min(2, k), k + 1):
+            last_row = k if passed * BRANCHLESS_PASS_RATE <= tested else min(2, k)
+            for r in range(min(2, k), last_row + 1):
                 row = base + r * cap
-                for a in range(row + j0, row + j1 + 1, 8):
+                for a in range(row + j0, row + j1 + 1, LINE_IDS):
                     prefetch(arena, a)
                 prefetch(arena, row + j1)
         sv_off[i + 1] += nsv - first
         tested += end - start
         passed += nsv - first
     return nh, nsv
+
+
+@njit(cache=True, _nrt=False)
+def runs_later_columns(n_grp, gp_off, probe, gmask, store, sv, sv_off):
+    """Stage 5d: of the pairs :func:`runs_entries` left, keep those whose columns from the third on all hold.
+
+    One pass per column over the whole group, each keeping the entries whose
+    predicate in that column the event satisfies (bit ``i`` of ``gmask``)
+    and prefetching the next column of those alone.  W2's subscriptions have
+    six inequalities after the run's equality, each holding for about half
+    of the entries: testing them column after column fetches a line per run
+    for the columns that still have entries (about 4.5 of 7), where
+    fetching every column of every entry that passed the second read all 7;
+    within a pass the group's lines are fetched together.  Compacts ``sv``
+    and ``sv_off`` in place, without a branch per entry.
+    """
+    arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
+    kmax = 0  # the most columns of a staged cluster: the passes to make
+    for t in range(gp_off[n_grp]):
+        if probe[t, 2] == STAGED:
+            kmax = max(kmax, c_k[probe[t, 1]])
+    for r in range(2, kmax):
+        w = 0
+        lo = sv_off[0]
+        for i in range(n_grp):
+            ebit = np.uint32(1 << i)
+            hi = sv_off[i + 1]
+            sv_off[i] = w
+            for h in range(lo, hi):
+                c, j = sv[h, 0], sv[h, 1]
+                sv[w, 0], sv[w, 1] = c, j
+                if r < c_k[c]:
+                    w += (gmask[np.uint64(arena[np.uint64(c_base[c] + r * c_cap[c] + j)])] & ebit) != 0
+                else:  # (every column of this entry tested)
+                    w += 1
+            lo = hi
+        sv_off[n_grp] = w
+        for h in range(w):
+            # the next line each entry left reads: its next column, or after the last its handle
+            c = sv[h, 0]
+            if r < c_k[c]:
+                prefetch(arena, c_base[c] + (r + 1) * c_cap[c] + sv[h, 1])
 
 
 @njit(cache=True, inline="always")
@@ -599,25 +650,27 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
                         prefetch(arena, pr + r)
         s0 = gs_off[i]  # the event's satisfied predicates: gsat[s0:s0 + ns]
         ns = gs_off[i + 1] - s0
-        for t in range(s0, s0 + ns):
-            bits[gsat[t]] = 1
+        # the bits are read only by the lists scanned entry by entry: none when every list the event reached is
+        # a sorted prefix that stage_runs has done (W1, W2 at 6M: 266 stores per event saved)
+        scans = False
+        for t in range(gp_off[i], gp_off[i + 1]):
+            c = probe[t, 1]
+            if c >= 0 and (probe[t, 2] != STAGED or c_sorted[c] < c_len[c] or c_next[c] >= 0):
+                scans = True
+        if scans:
+            for t in range(s0, s0 + ns):
+                bits[gsat[t]] = 1
         start = nout
         full = False
         if c_sorted.shape[0]:
-            # the entries of the runs stage_runs found: the columns after the second
+            # the entries of the runs stage_runs found, every column checked: their handles
             if nout + sv_off[i + 1] - sv_off[i] > out.shape[0]:
                 full = True
             else:
                 for h in range(sv_off[i], sv_off[i + 1]):
                     c, j = sv[h, 0], sv[h, 1]
-                    k, base, cap = c_k[c], c_base[c], c_cap[c]
-                    # every column after the second read (prefetched by stage 5) and and-ed, without a branch per
-                    # column: W2's inequalities hold for about half of the entries
-                    ok = np.uint8(1)
-                    for r in range(2, k):
-                        ok &= bits[np.uint64(arena[np.uint64(base + r * cap + j)])]
-                    out[nout] = arena[base + k * cap + j]
-                    nout += ok != 0
+                    out[nout] = arena[c_base[c] + c_k[c] * c_cap[c] + j]
+                    nout += 1
         for t in range(gp_off[i], gp_off[i + 1]):
             if full:
                 break
@@ -658,8 +711,9 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
                                           nout, pf, unfold, lookahead, gsat, s0, ns)
             if nout < 0:
                 full = True
-        for t in range(s0, s0 + ns):
-            bits[gsat[t]] = 0
+        if scans:
+            for t in range(s0, s0 + ns):
+                bits[gsat[t]] = 0
         if full:
             return e, start
         for t in range(start, nout):
