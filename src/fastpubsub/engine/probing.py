@@ -586,16 +586,13 @@ def runs_later_columns(n_grp, gp_off, probe, gmask, store, sv, sv_off):
                 c, j = sv[h, 0], sv[h, 1]
                 sv[w, 0], sv[w, 1] = c, j
                 if r < c_k[c]:
-                    w += (gmask[np.uint64(arena[np.uint64(c_base[c] + r * c_cap[c] + j)])] & ebit) != 0
+                    a = c_base[c] + r * c_cap[c] + j
+                    prefetch(arena, a + c_cap[c])
+                    w += (gmask[np.uint64(arena[np.uint64(a)])] & ebit) != 0
                 else:  # (every column of this entry tested)
                     w += 1
             lo = hi
         sv_off[n_grp] = w
-        for h in range(w):
-            # the next line each entry left reads: its next column, or after the last its handle
-            c = sv[h, 0]
-            if r < c_k[c]:
-                prefetch(arena, c_base[c] + (r + 1) * c_cap[c] + sv[h, 1])
 
 
 @njit(cache=True, inline="always")
