@@ -136,3 +136,24 @@ def test_memory_bench_gathers_every_read():
     assert gather(a, idx, 0) == gather(a, idx, 2) == 3 + 999 + 0 + 3
     rows = measure(1, 1000, [0, 8])
     assert [r["distance"] for r in rows] == [0, 8] and all(r["ns_per_read"] > 0 for r in rows)
+
+
+def test_probing_ab_runs_a_version_of_the_kernel_beside_the_current_one_and_refuses_other_matches(tmp_path):
+    """``benchmarks.probing_ab``: a version of ``probing.py`` that agrees is timed beside the current one; one whose
+    matches differ (every id one more) stops the run.  Both versions wrap the current kernel (no compilation)."""
+    from benchmarks import probing_ab
+    from fastpubsub.engine import probing
+
+    same, shifted = tmp_path / "same.py", tmp_path / "shifted.py"
+    same.write_text("from fastpubsub.engine.probing import *  # noqa: F403\n")
+    shifted.write_text("from fastpubsub.engine.probing import *  # noqa: F403\n"
+                       "from fastpubsub.engine import probing as _current\n\n\n"
+                       "def clustered_events(*args):\n"
+                       "    off, ids = _current.clustered_events(*args)\n"
+                       "    return off, ids + 1\n")
+    kernels = [("same", probing_ab.load_variant(0, str(same))), ("now", probing)]
+    rate = probing_ab.run_workload("W1", 5_000, kernels, n_events=200, repeat=1)
+    assert set(rate) == {"same", "now"} and min(rate.values()) > 0
+    with pytest.raises(SystemExit, match="shifted: other matches"):
+        probing_ab.run_workload("W1", 5_000, [("now", probing), ("shifted", probing_ab.load_variant(1, str(shifted)))],
+                                n_events=200, repeat=1)
