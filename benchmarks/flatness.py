@@ -15,8 +15,8 @@ benchmark says what grows between the two:
 * **time of the stages**, CPU time per event of the kernel cut after stage 4
   (phase 1, probes, list heads, first rows), after the run index lookups and
   the runs' bounds (their entry lines prefetched, not read), after stage 5
-  (the runs' second columns, ``stage_runs``) and whole (the
-  scans and the result writing), each the best of ``--repeat`` passes, the
+  (the runs' second columns, ``stage_runs`` but its later columns) and whole
+  (the later columns, the scans and the result writing), each the best of ``--repeat`` passes, the
   cuts alternating; the difference of two cuts is what the stage between
   them costs.
 
@@ -44,8 +44,8 @@ from numba import njit
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, ProbeScratch, run_bounds_ahead, runs_entries,
-                                       runs_found, runs_index_rows, scan_group, stage_heads, stage_keys, stage_lookup,
-                                       stage_prefetch_rows)
+                                       runs_found, runs_index_rows, runs_later_columns, scan_group, stage_heads,
+                                       stage_keys, stage_lookup, stage_prefetch_rows)
 from fastpubsub.engine.costmodel.constants import MAX_SCHEMA
 from fastpubsub.engine.workload import W0, generate_events, generate_subscriptions
 
@@ -116,7 +116,8 @@ def runs_bounds(hit, nh, store, runs, ahead):
 
 @njit(cache=True)
 def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
-    """``clustered_events`` stopped after stage ``last`` (4; 50: stage 5 without the runs' entries; 5; 6: whole),
+    """``clustered_events`` stopped after stage ``last`` (4; 50: stage 5 without the runs' entries; 5: without the
+    later columns; 6: whole),
     with ``stage_runs`` reading run bounds ``ahead`` runs ahead (``RUN_AHEAD`` in the matcher); returns the
     matches counted."""
     n_ev = ev.offsets.shape[0] - 1
@@ -147,6 +148,8 @@ def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
                 runs_bounds(hit, nh, store, runs, ahead)
             else:
                 sv = runs_entries(g1 - g0, hit, nh, scratch.gmask, store, runs, sv, sv_off, ahead)
+                if last == 6:  # the later columns, counted with stage 6 (they read the partial matches' lines)
+                    runs_later_columns(g1 - g0, gp_off, probe, scratch.gmask, store, sv, sv_off)
             for s in range(gs_off[g1 - g0]):
                 scratch.gmask[gsat[s]] = 0
         if last == 6:
