@@ -562,13 +562,14 @@ def runs_later_columns(n_grp, gp_off, probe, gmask, store, sv, sv_off):
 
     One pass per column over the whole group, each keeping the entries whose
     predicate in that column the event satisfies (bit ``i`` of ``gmask``)
-    and prefetching the next column of those alone.  W2's subscriptions have
-    six inequalities after the run's equality, each holding for about half
-    of the entries: testing them column after column fetches a line per run
-    for the columns that still have entries (about 4.5 of 7), where
-    fetching every column of every entry that passed the second read all 7;
-    within a pass the group's lines are fetched together.  Compacts ``sv``
-    and ``sv_off`` in place, without a branch per entry.
+    and prefetching, as it tests an entry, that entry's next column (its
+    handle after the last).  W2's subscriptions have six inequalities after
+    the run's equality, each holding for about half of the entries: tested
+    column after column, a run's lines of a column are fetched only while
+    some of its entries still hold, where fetching every column of every
+    entry that passed the second read them all; within a pass the group's
+    lines are fetched together.  Compacts ``sv`` and ``sv_off`` in place,
+    without a branch per entry.
     """
     arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
     kmax = 0  # the most columns of a staged cluster: the passes to make
