@@ -301,8 +301,8 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
                 if 0 <= ev_field[j] < eq_of_field.shape[0]:
                     eq_of_field[ev_field[j]] = -1
         else:
-            for t in range(ns):
-                eq_of_field[pred_field[sat[t]]] = -1
+            for t in range(n_sat, front):  # (the equalities, which alone set eq_of_field)
+                eq_of_field[pred_field[gsat[t]]] = -1
         ge_end[e - g0] = front
         n_sat += ns
         gs_off[e - g0 + 1] = n_sat
@@ -523,7 +523,8 @@ def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, a
         k, base, cap = c_k[c], c_base[c], c_cap[c]
         ebit = np.uint32(1 << i)
         first = nsv
-        if k >= 2 and passed * BRANCHLESS_PASS_RATE > tested:
+        many = passed * BRANCHLESS_PASS_RATE > tested  # (of the entries tested so far: which form to take)
+        if k >= 2 and many:
             # without a branch per entry: an inequality in the second column holds for about half of them (W1,
             # W2), and a mispredicted branch costs more than writing the pair of an entry that fails
             for j in range(start, end):
@@ -542,9 +543,9 @@ def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, a
         if nsv > first:
             # the lines read next for these entries: while few pass (W0), every later column and the handles;
             # while many do (W1, W2), the third column alone, since :func:`runs_later_columns` drops about
-            # half of the entries at each column and fetches the next one for the rest only
+            # half of the entries at each column and fetches each next column as it tests the one before
             j0, j1 = sv[first, 1], sv[nsv - 1, 1]
-            last_row = k if passed * BRANCHLESS_PASS_RATE <= tested else min(2, k)
+            last_row = min(2, k) if many else k
             for r in range(min(2, k), last_row + 1):
                 row = base + r * cap
                 for a in range(row + j0, row + j1 + 1, LINE_IDS):
