@@ -106,7 +106,7 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
     return counts
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def runs_bounds(hit, nh, store, runs, ahead):
     """``runs_entries``' pipeline without its loop over the entries: the starts read, the entry lines prefetched."""
     arena, c_base, c_cap, c_k, c_sorted, c_runs = store.arena, store.base, store.cap, store.k, runs.sorted, runs.runs
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
               f"(index and bounds {us[50] - us[4]:.3f}, entries {us[5] - us[50]:.3f}), "
               f"stage 6 (scans, results) {us[6] - us[5]:.3f}, whole {us[6]:.3f} "
               f"(wall whole {wall[6, a] / args.events * 1e6:.3f})")
-    if args.algorithm == "dynamic":
+    if args.algorithm == "dynamic" and args.rounds > 0:
         # what best passes leave out: a maintenance round every refresh_events events, its price growing with N
         every = m.maintenance.t.refresh_events
         rounds = []

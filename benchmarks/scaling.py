@@ -10,15 +10,23 @@ with the per-event encoding, which does not depend on N).  Each row also
 gives its throughput relative to the smallest N of the same
 configuration, the flatness figure.
 
-    python -m benchmarks.scaling                                   # 1M..10M, plain and runs=256, ~10 min
+    python -m benchmarks.scaling                                   # 1M..10M, plain and runs=256, ~15 min
     python -m benchmarks.scaling --n 1000000,6000000 --runs 256    # one configuration
     pubsub bench scaling --img-dir docs/img                   # the same sweep, as a figure of the suite
 
 Each N is generated once and loaded into a fresh matcher per configuration
-(``benchmarks.engine.load_one``, compilation excluded); then ``repeat`` rounds
-each time one pass of every configuration in turn, and each keeps its best
-pass, so that a slow spell of the shared machine does not fall on one
-configuration only.
+(``benchmarks.engine.load_one``, compilation excluded).  Every N is loaded
+before any is timed; then ``repeat`` rounds each time one pass of every
+matcher of every N in turn; each keeps its best pass, and each N's ratio
+to the smallest is also given as the median over the rounds of the two
+passes' ratio.  The flatness figure is a ratio of two N's, and on a shared
+machine whose memory is also the neighbours' the same kernel at 10M moves
+by 1.7x within a minute (docs/benchmarks.md, "How it scales"): timed
+minutes apart, the two N's of a ratio would see different machines, and a
+best of a few passes can fall in a quiet spell for one N only.  Loading
+first holds every matcher in
+memory at once (the full sweep: about 5 GB); ``--sequential`` times each N
+as soon as it is loaded, and frees it before loading the next.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 from fastpubsub.engine.cluster_store import RUN_MIN
 from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
 
@@ -44,9 +53,10 @@ class Plan:
     events: int
     repeat: int
     algorithm: str = "dynamic"
+    sequential: bool = False  # time each N as soon as it is loaded (less memory; ratios timed minutes apart)
 
 
-FULL = Plan((1_000_000, 2_000_000, 4_000_000, 6_000_000, 10_000_000), (0, RUN_MIN), 20_000, 9)
+FULL = Plan((1_000_000, 2_000_000, 4_000_000, 6_000_000, 10_000_000), (0, RUN_MIN), 20_000, 25)
 QUICK = Plan((5_000, 20_000), (0, RUN_MIN), 200, 1)
 
 
@@ -60,26 +70,48 @@ def sweep(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) ->
     events = generate_events(spec, n=plan.events, seed=seed + 1)
     dicts = events.to_dicts()
     rows: list[dict] = []
-    first: dict[int, dict] = {}
-    for n in plan.ns:
-        subs = generate_subscriptions(spec, n=n, seed=seed)
-        loaded = [load_one(plan.algorithm, subs, events, spec=spec, runs=runs) for runs in plan.runs]
-        del subs
-        best = best_passes([m for m, _ in loaded], events, dicts, plan.repeat)
-        for runs, timings, (m, row) in zip(plan.runs, best, loaded):
-            fill_timings(row, m, events, dicts, plan.repeat, *timings)
+    first: dict[int, tuple] = {}  # per clusters: the smallest N's row, pass times, and whether timed with the others
+
+    def timed(loaded: list[tuple[int, int, object, dict]]) -> None:
+        ms = [m for _, _, m, _ in loaded]
+        passes = [best_passes(ms, events, dicts, 1) for _ in range(plan.repeat)]  # [round][matcher]
+        for i, (n, runs, m, row) in enumerate(loaded):
+            enc = np.array([p[i][0] for p in passes])
+            dct = np.array([p[i][1] for p in passes])
+            fill_timings(row, m, events, dicts, plan.repeat, enc.min(), dct.min(), passes[-1][i][2])
             row.pop("scan_options", None)
             row["clusters"] = label(runs)
             row["runs"] = runs
-            base = first.setdefault(runs, row)
-            row["encoded_vs_first"] = round(row["encoded_events_per_s"] / base["encoded_events_per_s"], 3)
-            row["dicts_vs_first"] = round(row["dict_events_per_s"] / base["dict_events_per_s"], 3)
+            base_row, base_enc, base_dct, together = first.setdefault(runs, (row, enc, dct, not plan.sequential))
+            row["encoded_vs_first"] = round(row["encoded_events_per_s"] / base_row["encoded_events_per_s"], 3)
+            row["dicts_vs_first"] = round(row["dict_events_per_s"] / base_row["dict_events_per_s"], 3)
+            # the median of the rounds' own ratios, each of two passes timed one after the other (sequential: the
+            # ratio of the two medians)
+            for key, mine, base in (("encoded", enc, base_enc), ("dicts", dct, base_dct)):
+                ratio = np.median(base / mine) if together else np.median(base) / np.median(mine)
+                row[f"{key}_vs_first_median"] = round(float(ratio), 3)
             rows.append(row)
             progress(f"  N={n:>11,}  {row['clusters']:15}  {row['encoded_events_per_s']:>10,.0f} encoded "
-                     f"({row['encoded_vs_first']:.2f})  {row['dict_events_per_s']:>9,.0f} dicts "
-                     f"({row['dicts_vs_first']:.2f})  load {row['load_s']:.1f} s  tables {row['multi_attribute_tables']}")
-        del loaded
-        gc.collect()
+                     f"({row['encoded_vs_first']:.2f}, median {row['encoded_vs_first_median']:.2f})  "
+                     f"{row['dict_events_per_s']:>9,.0f} dicts ({row['dicts_vs_first']:.2f}, median "
+                     f"{row['dicts_vs_first_median']:.2f})  load {row['load_s']:.1f} s  tables {row['multi_attribute_tables']}")
+
+    pending: list[tuple[int, int, object, dict]] = []
+    for n in plan.ns:
+        subs = generate_subscriptions(spec, n=n, seed=seed)
+        for runs in plan.runs:
+            m, row = load_one(plan.algorithm, subs, events, spec=spec, runs=runs)
+            pending.append((n, runs, m, row))
+            if not plan.sequential:
+                progress(f"  N={n:>11,}  {label(runs):15}  loaded in {row['load_s']:.1f} s")
+        del subs
+        if plan.sequential:
+            timed(pending)
+            pending = []
+            gc.collect()
+    if pending:
+        progress(f"  timing every N together: {plan.repeat} rounds of one pass of each")
+        timed(pending)
     return rows
 
 
@@ -100,8 +132,9 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 COLUMNS = [("clusters", "clusters"), ("n", "N"), ("load_s", "load s"), ("encoded_events_per_s", "events/s encoded"),
-           ("encoded_vs_first", "encoded / smallest N"), ("dict_events_per_s", "events/s dicts"),
-           ("dicts_vs_first", "dicts / smallest N"), ("match_us_per_event", "match µs/ev"),
+           ("encoded_vs_first", "encoded / smallest N"), ("encoded_vs_first_median", "median of rounds"),
+           ("dict_events_per_s", "events/s dicts"), ("dicts_vs_first", "dicts / smallest N"),
+           ("dicts_vs_first_median", "median of rounds"), ("match_us_per_event", "match µs/ev"),
            ("rss_delta_mb", "RSS Δ MB"), ("multi_attribute_tables", "tables")]
 
 
@@ -116,7 +149,9 @@ def scaling(out: Path, quick: bool = False, progress: Callable[[str], None] = pr
     report.write_csv(rows, out / "scaling.csv")
     plot(rows, out / "scaling.png")
     body = (f"{plan.events:,} W0 events, best of {plan.repeat}; `{plan.algorithm}`; "
-            "*/ smallest N* is the throughput relative to the first N of the same clusters.\n\n"
+            "*/ smallest N* is the best throughput relative to the first N of the same clusters; *median of "
+            "rounds* the median over the rounds of that ratio, each round timing one pass of every N one after "
+            "the other (with `--sequential`, the ratio of the two N's median passes).\n\n"
             + report.markdown_table(sorted(rows, key=lambda r: (r["runs"], r["n"])), COLUMNS)
             + "\n\n![Scaling](img/scaling.png)\n")
     report.write_markdown(out / "scaling.md", f"Scaling with N: {plan.algorithm} on W0", command, body)
@@ -132,9 +167,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--events", type=int, default=FULL.events)
     ap.add_argument("--repeat", type=int, default=FULL.repeat)
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--sequential", action="store_true",
+                    help="time each N as soon as it is loaded, and free it before the next (less memory)")
     args = ap.parse_args(argv)
     plan = Plan(tuple(int(x) for x in args.n.split(",")), tuple(int(x) for x in args.runs.split(",")),
-                args.events, args.repeat, args.algorithm)
+                args.events, args.repeat, args.algorithm, args.sequential)
     command = "python -m benchmarks.scaling " + " ".join(sys.argv[1:] if argv is None else argv)
     scaling(Path(args.out), plan=plan, command=command.strip())
     print((Path(args.out) / "scaling.md").read_text())

@@ -68,6 +68,8 @@ def test_scaling_quick_sweeps_plain_and_runs_and_gives_each_relative_to_its_smal
                 float(r["encoded_events_per_s"]) / float(mine[0]["encoded_events_per_s"]), abs=1e-3)
             assert float(r["dicts_vs_first"]) == pytest.approx(
                 float(r["dict_events_per_s"]) / float(mine[0]["dict_events_per_s"]), abs=1e-3)
+            assert 0 < float(r["encoded_vs_first_median"]) and 0 < float(r["dicts_vs_first_median"])
+        assert float(mine[0]["encoded_vs_first_median"]) == 1.0 and float(mine[0]["dicts_vs_first_median"]) == 1.0
     for n in scaling.QUICK.ns:  # both cluster layouts found the same matches (best_passes checks dicts against encoded)
         assert len({r["matches_per_event"] for r in got if int(r["n"]) == n}) == 1
     assert_figure(tmp_path, "scaling")
