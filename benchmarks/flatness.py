@@ -14,7 +14,10 @@ benchmark says what grows between the two:
   round out);
 * **time of the stages**, CPU time per event of the kernel cut after stage 4
   (phase 1, probes, list heads, first rows), after the run index lookups and
-  the runs' bounds (their entry lines prefetched, not read), after stage 5
+  the runs' bounds (their entry lines prefetched, not read), then with the
+  first entry of each run read (what waiting for the lines costs), then with
+  every entry read and OR-ed without a branch (what reading them costs),
+  after stage 5
   (the runs' second columns, ``stage_runs`` but its later columns) and whole
   (the later columns, the scans and the result writing), each the best of ``--repeat`` passes, the
   cuts alternating; the difference of two cuts is what the stage between
@@ -107,17 +110,27 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
 
 
 @njit(cache=True, _nrt=False)
-def runs_bounds(hit, nh, store, runs, ahead):
-    """``runs_entries``' pipeline without its loop over the entries: the starts read, the entry lines prefetched."""
+def runs_bounds(hit, nh, gmask, store, runs, ahead, read):
+    """``runs_entries``' pipeline without its test of the entries: the starts read, the entry lines prefetched;
+    ``read`` 1 also reads each run's first entry (its line arriving), 2 every entry, OR-ed without a branch (the
+    reads of the test); returns the OR."""
     arena, c_base, c_cap, c_k, c_sorted, c_runs = store.arena, store.base, store.cap, store.k, runs.sorted, runs.runs
+    acc = np.uint32(0)
     for h in range(-2 * ahead, nh):
         run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs)
+        if h < 0 or read == 0:
+            continue
+        row = c_base[hit[h, 1]] + c_cap[hit[h, 1]]
+        end = hit[h, 2] + 1 if read == 1 else hit[h, 3]
+        for j in range(hit[h, 2], end):
+            acc |= gmask[np.uint64(arena[np.uint64(row + j)])]
+    return acc
 
 
 @njit(cache=True)
 def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
-    """``clustered_events`` stopped after stage ``last`` (4; 50: stage 5 without the runs' entries; 5: without the
-    later columns; 6: whole),
+    """``clustered_events`` stopped after stage ``last`` (4; 50: stage 5 without the runs' entries; 51: with the
+    first entry of each run read; 52: with every entry read, OR-ed; 5: without the later columns; 6: whole),
     with ``stage_runs`` reading run bounds ``ahead`` runs ahead (``RUN_AHEAD`` in the matcher); returns the
     matches counted."""
     n_ev = ev.offsets.shape[0] - 1
@@ -144,8 +157,8 @@ def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
         if last >= 5:  # stage_runs, its pipeline depth a parameter
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs)
             hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
-            if last == 50:
-                runs_bounds(hit, nh, store, runs, ahead)
+            if last >= 50:
+                nout += runs_bounds(hit, nh, scratch.gmask, store, runs, ahead, last - 50) & 1
             else:
                 sv = runs_entries(g1 - g0, hit, nh, scratch.gmask, store, runs, sv, sv_off, ahead)
                 if last == 6:  # the later columns, counted with stage 6 (they read the partial matches' lines)
@@ -194,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     print("per event: " + ", ".join(f"{name} {counts[:, j].mean():.2f}" for j, name in enumerate(COUNTERS))
           + f", matches {n_match / args.events:.3f}")
     aheads = [int(a) for a in args.ahead.split(",")]
-    cuts = [(last, a) for a in aheads for last in (4, 50, 5, 6)]
+    cuts = [(last, a) for a in aheads for last in (4, 50, 51, 52, 5, 6)]
     best = {cut: float("inf") for cut in cuts}
     wall = dict(best)
     for cut in cuts:  # (compiles)
@@ -208,9 +221,10 @@ def main(argv: list[str] | None = None) -> None:
             if cut[0] == 6:
                 assert got == n_match, (got, n_match)
     for a in aheads:
-        us = {last: best[last, a] / args.events * 1e6 for last in (4, 50, 5, 6)}
+        us = {last: best[last, a] / args.events * 1e6 for last in (4, 50, 51, 52, 5, 6)}
         print(f"runs {a} ahead: CPU µs per event: stages 1-4 {us[4]:.3f}, stage 5 (runs) {us[5] - us[4]:.3f} "
-              f"(index and bounds {us[50] - us[4]:.3f}, entries {us[5] - us[50]:.3f}), "
+              f"(index and bounds {us[50] - us[4]:.3f}, entries {us[5] - us[50]:.3f}: their lines arriving "
+              f"{us[51] - us[50]:.3f}, read {us[52] - us[51]:.3f}, tested {us[5] - us[52]:.3f}), "
               f"stage 6 (scans, results) {us[6] - us[5]:.3f}, whole {us[6]:.3f} "
               f"(wall whole {wall[6, a] / args.events * 1e6:.3f})")
     if args.algorithm == "dynamic" and args.rounds > 0:
