@@ -21,12 +21,12 @@ matcher of every N in turn; each keeps its best pass, and each N's ratio
 to the smallest is also given as the median over the rounds of the two
 passes' ratio.  The flatness figure is a ratio of two N's, and on a shared
 machine whose memory is also the neighbours' the same kernel at 10M moves
-by 1.7x within a minute (docs/benchmarks.md, "How it scales"): timed
-minutes apart, the two N's of a ratio would see different machines, and a
-best of a few passes can fall in a quiet spell for one N only.  Loading
-first holds every matcher in
-memory at once (the full sweep: about 5 GB); ``--sequential`` times each N
-as soon as it is loaded, and frees it before loading the next.
+by 1.7x within a minute and a half (docs/benchmarks.md, "How it scales"):
+timed minutes apart, the two N's of a ratio would see different machines,
+and a best of a few passes can fall in a quiet spell for one N only.
+Loading first holds every matcher in memory at once (the full sweep: about
+5 GB); ``--sequential`` times each N as soon as it is loaded, and frees it
+before loading the next.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def sweep(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) ->
         del subs
         if plan.sequential:
             timed(pending)
-            pending = []
+            pending, m, row = [], None, None
             gc.collect()
     if pending:
         progress(f"  timing every N together: {plan.repeat} rounds of one pass of each")
