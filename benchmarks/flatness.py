@@ -17,11 +17,10 @@ benchmark says what grows between the two:
   the runs' bounds (their entry lines prefetched, not read), then with the
   first entry of each run read (what waiting for the lines costs), then with
   every entry read and OR-ed without a branch (what reading them costs),
-  after stage 5
-  (the runs' second columns, ``stage_runs`` but its later columns) and whole
-  (the later columns, the scans and the result writing), each the best of ``--repeat`` passes, the
-  cuts alternating; the difference of two cuts is what the stage between
-  them costs.
+  after stage 5 (the runs' second columns, ``stage_runs`` but its later
+  columns) and whole (the later columns, the scans and the result
+  writing), each the best of ``--repeat`` passes, the cuts alternating; the
+  difference of two cuts is what the stage between them costs.
 
     python -m benchmarks.flatness --n 1000000 --ahead 8,16
     python -m benchmarks.flatness --n 10000000 --ahead 8,16 --repeat 7    # 2-3 GB: one such process at a time

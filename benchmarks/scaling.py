@@ -70,7 +70,7 @@ def sweep(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) ->
     events = generate_events(spec, n=plan.events, seed=seed + 1)
     dicts = events.to_dicts()
     rows: list[dict] = []
-    first: dict[int, tuple] = {}  # per clusters: the smallest N's row, pass times, and whether timed with the others
+    first: dict[int, tuple] = {}  # per clusters: the smallest N's row and its pass times
 
     def timed(loaded: list[tuple[int, int, object, dict]]) -> None:
         ms = [m for _, _, m, _ in loaded]
@@ -82,13 +82,13 @@ def sweep(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1) ->
             row.pop("scan_options", None)
             row["clusters"] = label(runs)
             row["runs"] = runs
-            base_row, base_enc, base_dct, together = first.setdefault(runs, (row, enc, dct, not plan.sequential))
+            base_row, base_enc, base_dct = first.setdefault(runs, (row, enc, dct))
             row["encoded_vs_first"] = round(row["encoded_events_per_s"] / base_row["encoded_events_per_s"], 3)
             row["dicts_vs_first"] = round(row["dict_events_per_s"] / base_row["dict_events_per_s"], 3)
             # the median of the rounds' own ratios, each of two passes timed one after the other (sequential: the
             # ratio of the two medians)
             for key, mine, base in (("encoded", enc, base_enc), ("dicts", dct, base_dct)):
-                ratio = np.median(base / mine) if together else np.median(base) / np.median(mine)
+                ratio = np.median(base) / np.median(mine) if plan.sequential else np.median(base / mine)
                 row[f"{key}_vs_first_median"] = round(float(ratio), 3)
             rows.append(row)
             progress(f"  N={n:>11,}  {row['clusters']:15}  {row['encoded_events_per_s']:>10,.0f} encoded "
