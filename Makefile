@@ -1,28 +1,49 @@
 # Two commands set everything up on a fresh machine:
-#   make demo   the whole pipeline end to end on the embedded broker
-#   make test   the full test suite (.ci/run calls exactly this)
-#   make wheel  dist/fastpubsub-*.whl, what Dockerfile and users install
+#   make demo   the whole pipeline end to end on Apache Kafka (started here, on loopback)
+#   make test   the full test suite, every lane (.ci/run calls exactly this)
+# and around them:
+#   make install    .venv, the package with its extras, Apache Kafka's jars (Maven, once per version), the numba kernels
+#   make test-fast  the unit lane alone: no broker, no Spark
+#   make wheel      dist/fastpubsub-*.whl, what Dockerfile and users install
+# Needs Python 3.10+, Java 17+ and Maven (`apt-get install openjdk-17-jre-headless maven`).
 # `make install` ends with `pubsub warmup`: the numba kernels are compiled once, there, not in the first demo.
 VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
+PYTEST  = $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: demo test bench install wheel clean
+.PHONY: demo test test-fast bench install kafka tools wheel clean
 
 $(VENV)/.installed: pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17 or newer is needed: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven is needed to fetch Apache Kafka: apt-get install maven" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/pubsub broker --fetch-only
 	$(BIN)/pubsub warmup
 	touch $@
 
 install: $(VENV)/.installed
 
+# The pinned Apache Kafka into ~/.cache/fastpubsub (already there after `make install`; cheap when it is).
+kafka: $(VENV)/.installed
+	$(BIN)/pubsub broker --fetch-only
+
+# Debian's kcat, a Kafka client nobody here wrote (tests/test_outside_clients.py); installed when missing and root.
+tools:
+	@command -v kcat >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; } \
+	  || echo "kcat is not installed (apt-get install kcat): its tests will fail" >&2; }
+
 demo: $(VENV)/.installed
 	$(BIN)/pubsub demo
 
-test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q
+test: $(VENV)/.installed kafka tools
+	$(PYTEST) --durations=20
+
+test-fast: $(VENV)/.installed
+	$(PYTEST) -m "not broker and not spark and not slow" --durations=10
 
 # The package as users get it (tests/test_packaging.py installs it into a new venv and runs the demo).
 wheel: $(VENV)/.installed

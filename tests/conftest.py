@@ -1,8 +1,14 @@
-"""Fixtures for tests through a real broker with real confluent-kafka clients.
+"""Fixtures for tests through Apache Kafka with real confluent-kafka clients, and the test lanes.
 
-One embedded broker (Tansu, in memory) per test session on a free port; every
-test that uses ``topics`` gets the four topics deleted and created afresh, and
-its own consumer group id.
+One Apache Kafka node (KRaft, a temporary data directory) per test session on free ports serves every test that only
+needs a broker; every test that uses ``bootstrap`` gets the five topics deleted and created afresh, and its own
+consumer group id.  Tests that restart or kill brokers start their own ``EmbeddedBroker``.
+
+Lanes (``make test-fast`` runs the first alone):
+  unit    no marker: no broker, no Spark;
+  broker  every test that uses the ``broker`` fixture (marked here) or starts a broker of its own (marked in its file);
+  spark   tests that run a Spark job;
+  slow    long-running tests (installing the wheel, crash loops).
 """
 
 from __future__ import annotations
@@ -12,12 +18,20 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from kafka_helpers import RunningProcessor
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import topics
 from fastpubsub.processor.app import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that needs the session broker is in the ``broker`` lane, whether or not its file says so."""
+    for item in items:
+        if "broker" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.broker)
 
 
 @pytest.fixture(scope="session")
@@ -29,17 +43,38 @@ def broker() -> Iterator[EmbeddedBroker]:
 @pytest.fixture
 def bootstrap(broker: EmbeddedBroker) -> Iterator[str]:
     """Bootstrap servers of the session broker with the four topics empty and new."""
-    client = ClientFactory(broker.bootstrap_servers).admin()
-    existing = set(client.list_topics(timeout=10).topics)
-    stale = [t for t in topics.ALL if t in existing]
-    if stale:
-        for future in client.delete_topics(stale, operation_timeout=10).values():
-            future.result(10)
-    deadline = time.monotonic() + 10
-    while set(topics.ALL) & set(client.list_topics(timeout=10).topics) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    admin.create_topics(broker.bootstrap_servers, partitions=4)
+    fresh_topics(broker.bootstrap_servers)
     yield broker.bootstrap_servers
+
+
+def fresh_topics(bootstrap_servers: str, partitions: int = 4) -> None:
+    """Delete every topic but Kafka's own, then create the five topics empty.
+
+    Deleting is asynchronous in Kafka: a topic is gone from the metadata before its logs are, and creating it again
+    can meet ``TOPIC_ALREADY_EXISTS`` for a moment, so creation is retried until the new topic stands.
+    """
+    client = ClientFactory(bootstrap_servers).admin()
+    existing = [t for t in client.list_topics(timeout=10).topics if not t.startswith("__")]
+    if existing:
+        for future in client.delete_topics(existing, operation_timeout=30).values():
+            try:
+                future.result(30)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            statuses = admin.create_topics(bootstrap_servers, partitions=partitions)
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
+        if all(s.created for s in statuses) or time.monotonic() > deadline:
+            assert all(s.created for s in statuses), f"topics not created afresh: {statuses}"
+            return
+        time.sleep(0.2)
 
 
 @pytest.fixture

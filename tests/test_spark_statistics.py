@@ -34,7 +34,7 @@ from fastpubsub.stats_job.kafka_source import OffsetRange, read_offset_range
 from fastpubsub.stats_job.statistics_job import parse_duration, run_statistics_job, spark_session
 from fastpubsub.stats_job.window import WindowSpec, log_bounds, parse_offsets, parse_time
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

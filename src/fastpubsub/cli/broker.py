@@ -1,44 +1,77 @@
-"""``pubsub broker`` and ``pubsub topics``: the embedded broker, and the topics on any cluster."""
+"""``pubsub broker`` and ``pubsub topics``: Apache Kafka on this machine, and the topics on any cluster."""
 
 from __future__ import annotations
 
-import signal
 import sys
 
 import click
 
 from fastpubsub.kafka import admin
-from fastpubsub.kafka.broker import EmbeddedBroker
+from fastpubsub.kafka import distribution
+from fastpubsub.kafka.broker import DEFAULT_HEAP, EmbeddedBroker, valid_node_count
+from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 
 from .common import connection_options, on_signals
 
 
 @click.command()
-@click.option("--port", type=int, default=9092, show_default=True, help="Port on 127.0.0.1 to listen on (0: any free port).")
-def broker(port: int) -> None:
-    """Run the embedded broker (Tansu, in-memory) in the foreground until Ctrl-C.
+@click.option("--port", type=int, default=9092, show_default=True,
+              help="Client port of the first node on 127.0.0.1 (the others take the next ones); 0: any free ports.")
+@click.option("--nodes", type=int, default=1, show_default=True,
+              help="Nodes of the cluster: 1, or 3 and more (replication factor 3, min.insync.replicas 2).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Keep the cluster here; starting again on it resumes it.  Default: a temporary directory, "
+                   "removed on exit.")
+@click.option("--heap", default=DEFAULT_HEAP, show_default=True, help="Java heap of each node.")
+@click.option("--kafka-home", envvar=KAFKA_HOME_ENV, type=click.Path(exists=True, file_okay=False), default=None,
+              help=f"An unpacked Apache Kafka distribution to run (env {KAFKA_HOME_ENV}); default: the version "
+                   "fastpubsub pins, fetched once by Maven into ~/.cache/fastpubsub.")
+@click.option("--fetch-only", is_flag=True, help="Fetch the pinned Apache Kafka into the cache and exit.")
+def broker(port: int, nodes: int, data_dir: str | None, heap: str, kafka_home: str | None, fetch_only: bool) -> None:
+    """Run Apache Kafka in KRaft mode on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM.
 
-    It listens on 127.0.0.1 only and keeps everything in memory: stopping it
-    discards all topics.  Prints the bootstrap address to use with
-    --bootstrap-servers.
+    Prints the bootstrap servers (to use with --bootstrap-servers) once the
+    cluster answers metadata requests and accepts transactions.  Needs Java
+    17 or newer; the jars come from --kafka-home, or from Maven Central once
+    (`make install` fetches them).
     """
-    b = EmbeddedBroker(port or None)
+    try:
+        if fetch_only:
+            dist = distribution.resolve(kafka_home)
+            click.echo(f"Apache Kafka {dist.version}: {dist.libs}")
+            return
+        b = EmbeddedBroker(port or None, nodes=valid_node_count(nodes), data_dir=data_dir, heap=heap,
+                           kafka_home=kafka_home)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--nodes") from None
+    except (RuntimeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        stopping = True
+        b.interrupt()
+
+    on_signals(stop)
     try:
         b.start()
-    except RuntimeError as exc:
+    except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(b.bootstrap_servers, nl=True)
     sys.stdout.flush()
-    on_signals(b.interrupt)
     code = b.wait()
-    if code not in (0, -signal.SIGINT, 128 + signal.SIGINT):
-        raise click.ClickException(f"the broker exited with status {code}")
+    b.stop()
+    if not stopping:
+        raise click.ClickException(f"Apache Kafka exited with status {code}; its log:\n{b.log_tail()}")
 
 
 @click.command("topics")
 @connection_options
 @click.option("--partitions", type=int, default=4, show_default=True, help="Partitions of each new topic.")
-@click.option("--replication-factor", type=int, default=1, show_default=True, help="Replicas of each new topic.")
+@click.option("--replication-factor", type=int, default=-1, show_default=True,
+              help="Replicas of each new topic; -1: the cluster's default.replication.factor (3 on `pubsub broker "
+                   "--nodes 3`).")
 def topics_cmd(clients, partitions: int, replication_factor: int) -> None:
     """Create the five topics (existing ones are left as they are).
 
@@ -54,5 +87,5 @@ def topics_cmd(clients, partitions: int, replication_factor: int) -> None:
     for s in statuses:
         click.echo(
             f"{s.name:24} {'created' if s.created else 'exists':8} partitions={s.partitions} "
-            f"cleanup.policy={s.cleanup_policy or '?'}"
+            f"replicas={s.replicas} cleanup.policy={s.cleanup_policy or '?'}"
         )

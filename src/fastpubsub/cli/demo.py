@@ -1,4 +1,4 @@
-"""``pubsub demo``: the whole system on the embedded broker, shown working.
+"""``pubsub demo``: the whole system on Apache Kafka (started here, on loopback), shown working.
 
 Broker, topics, subscriptions (Fabret's workload, plus a few hand-written ones
 that match often enough to see notifications), a processor in its own
@@ -29,6 +29,7 @@ from fastpubsub.engine import PRESETS, generate_events, generate_subscriptions
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
+from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 from fastpubsub.language import format_predicates, parse
 from fastpubsub.processor.progress import RateMeter, human
 from fastpubsub.processor.statistics_feed import ADOPTED, describe_change
@@ -44,13 +45,16 @@ SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 
 
 class Demo:
     def __init__(self, n_subscriptions: int, n_events: int, workload: str = "W0", seed: int = 1, port: int = 0,
-                 output_format: str = "avro", batch_size: int = 1000, statistics: bool = True) -> None:
+                 output_format: str = "avro", batch_size: int = 1000, statistics: bool = True,
+                 kafka_home: str | None = None) -> None:
         if workload not in PRESETS:
             raise click.BadParameter(f"unknown workload {workload!r}; one of {', '.join(PRESETS)}", param_hint="--workload")
         self.n_subscriptions, self.n_events = n_subscriptions, n_events
         self.spec, self.seed, self.port = PRESETS[workload], seed, port
         self.output_format, self.batch_size = output_format, batch_size
         self.statistics = statistics
+        self.kafka_home = kafka_home
+        self.broker: EmbeddedBroker | None = None
         self.run_options: list[str] = []  # more `pubsub run` options (benchmarks.e2e)
         self._interrupted = False
 
@@ -93,14 +97,18 @@ class Demo:
         signal.signal(signal.SIGINT, self._interrupt)
         signal.signal(signal.SIGTERM, self._interrupt)
         workdir = Path(tempfile.mkdtemp(prefix="pubsub-demo-"))
-        broker = EmbeddedBroker(self.port or None, log=workdir / "broker.log")
+        broker = self.broker = EmbeddedBroker(self.port or None, kafka_home=self.kafka_home)
         processor = None
         started = time.monotonic()
         try:
-            self._say("1. embedded broker")
-            broker.start()
+            self._say("1. broker: Apache Kafka (KRaft, one node, a temporary data directory)")
+            try:
+                broker.start()
+            except (RuntimeError, OSError) as exc:
+                raise click.ClickException(f"Apache Kafka did not start: {exc}") from None
             bootstrap = broker.bootstrap_servers
-            self._say(f"  Tansu listening on {bootstrap} (in-memory storage; logs in {workdir})")
+            self._say(f"  Apache Kafka {broker.dist.version} ready on {bootstrap} in {time.monotonic() - started:.1f}s "
+                      f"(data in {broker.root}; the demo's logs in {workdir})")
             self._say("2. topics")
             for s in admin.create_topics(bootstrap):
                 self._say(f"  {s.name:24} partitions={s.partitions} cleanup.policy={s.cleanup_policy or '?'}")
@@ -112,7 +120,7 @@ class Demo:
             self._say(f"5. events: {human(self.n_events)} generated like {self.spec.name} (Avro), streamed while we watch")
             result = self._stream_and_watch(bootstrap, processor, workdir / "processor.log")
             if result is None:
-                return self._failed(processor, workdir, "interrupted" if self._interrupted else "the processor stopped")
+                return self._failed(processor, workdir, self._why_stopped(processor))
             result["first_processed"] = result["first_processed_at"] - launched
             step = 6
             if self.statistics:
@@ -170,6 +178,17 @@ class Demo:
     def _interrupt(self, *_: object) -> None:
         self._interrupted = True
 
+    def _broker_gone(self) -> bool:
+        return self.broker is not None and not self.broker.alive()
+
+    def _why_stopped(self, processor: subprocess.Popen) -> str:
+        if self._interrupted:
+            return "interrupted"
+        if self._broker_gone():
+            code = [n.proc.returncode for n in self.broker.nodes if n.proc is not None and n.proc.poll() is not None]
+            return f"Apache Kafka stopped (exit status {code[0] if code else '?'}) while the demo ran"
+        return f"the processor stopped (exit status {processor.poll()})"
+
     def _failed(self, processor: subprocess.Popen, workdir: Path, why: str) -> int:
         self._say(f"demo stopped: {why}; stopping the processor (it finishes its batch) and the broker")
         log = (workdir / "processor.log").read_text(errors="replace").splitlines()[-15:]
@@ -189,7 +208,7 @@ class Demo:
         chunk = max(1, min(2000, self.n_events // 20 or 1))
         try:
             while not self._interrupted:
-                if processor.poll() is not None:
+                if processor.poll() is not None or self._broker_gone():
                     return None
                 if sent < len(events):
                     for i in range(sent, min(sent + chunk, len(events))):
@@ -378,14 +397,17 @@ class _Watcher:
 @click.option("--workload", default="W0", show_default=True, help="Fabret et al. workload preset (engine.workload.PRESETS).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generated subscriptions and events.")
 @click.option("--port", type=int, default=0, show_default=True, help="Broker port on 127.0.0.1 (0: any free port).")
+@click.option("--kafka-home", envvar=KAFKA_HOME_ENV, type=click.Path(exists=True, file_okay=False), default=None,
+              help=f"An unpacked Apache Kafka distribution to run (env {KAFKA_HOME_ENV}); default: the pinned version "
+                   "from ~/.cache/fastpubsub (fetched by Maven if missing).")
 @click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="The processor's encoding of notifications.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Processor events per batch.")
 @click.option("--no-stats", is_flag=True, help="Skip the Spark statistics job (a JVM start and a dozen Spark jobs: about a minute on a loaded 2-core machine).")
-def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, no_stats) -> None:
-    """Everything end to end on the embedded broker, then shut it all down.
+def demo(n_subscriptions, n_events, workload, seed, port, kafka_home, output_format, batch_size, no_stats) -> None:
+    """Everything end to end on Apache Kafka, then shut it all down.
 
-    Starts the broker, creates the topics, loads the generated subscriptions
+    Starts Apache Kafka (one KRaft node on 127.0.0.1, Java 17+), creates the topics, loads the generated subscriptions
     (plus a few hand-written ones so that notifications flow: W0 subscriptions
     have five equality predicates and rarely match), starts a processor,
     streams events, prints live progress, runs the Spark statistics job once
@@ -395,4 +417,5 @@ def demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_s
     It always starts its own broker (no --bootstrap-servers): nothing is left
     behind, so it can be run again and again.
     """
-    sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, not no_stats).run())
+    sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, not no_stats,
+                  kafka_home).run())

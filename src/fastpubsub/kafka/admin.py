@@ -17,12 +17,17 @@ class TopicStatus:
     name: str
     created: bool  # False: it already existed
     partitions: int
+    replicas: int
     cleanup_policy: str | None  # as reported by the broker; None if it cannot say
 
 
-def create_topics(clients: ClientFactory | str, partitions: int = 4, replication_factor: int = 1, timeout: float = 30.0,
+def create_topics(clients: ClientFactory | str, partitions: int = 4, replication_factor: int = -1, timeout: float = 30.0,
                   names: tuple[str, ...] = ALL) -> list[TopicStatus]:
-    """Create the topics that do not exist yet; report every topic as the broker sees it."""
+    """Create the topics that do not exist yet; report every topic as the broker sees it.
+
+    ``replication_factor`` -1 leaves it to the cluster's ``default.replication.factor`` (and ``min.insync.replicas``),
+    which is what an operator sets once for the whole cluster.
+    """
     client = ClientFactory.of(clients).admin()
     new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=config_of(name)) for name in names]
     created = {}
@@ -37,7 +42,8 @@ def create_topics(clients: ClientFactory | str, partitions: int = 4, replication
     metadata = client.list_topics(timeout=timeout)
     policies = cleanup_policies(client, timeout, names)
     return [
-        TopicStatus(name, created[name], len(metadata.topics[name].partitions), policies.get(name))
+        TopicStatus(name, created[name], len(metadata.topics[name].partitions),
+                    len(next(iter(metadata.topics[name].partitions.values())).replicas), policies.get(name))
         for name in names
     ]
 
@@ -60,8 +66,8 @@ def require(clients: ClientFactory | str, names: tuple[str, ...] = REQUIRED, tim
     """Partitions of each topic; a clear error if one is missing.
 
     Lists all topics rather than asking for these: asking for a topic by name
-    auto-creates it on brokers that allow that (Tansu does), without the
-    configuration of ``wire.topics``.
+    auto-creates it on brokers that allow that (``auto.create.topics.enable``),
+    without the configuration of ``wire.topics``.
     """
     clients = ClientFactory.of(clients)
     metadata = clients.admin().list_topics(timeout=timeout)

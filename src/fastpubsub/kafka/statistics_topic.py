@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 def ensure_statistics_topic(clients: ClientFactory | str, topic: str = STATISTICS, timeout: float = 30.0) -> bool:
     """Create the compacted, single-partition topic if missing; True if it was created."""
     client = ClientFactory.of(clients).admin()
-    future = client.create_topics([NewTopic(topic, 1, 1, config=CONFIG)], operation_timeout=timeout, request_timeout=timeout)[topic]
+    future = client.create_topics([NewTopic(topic, 1, -1, config=CONFIG)], operation_timeout=timeout, request_timeout=timeout)[topic]
     try:
         future.result(timeout)
         return True

@@ -369,7 +369,7 @@ class TableService:
         missing = [t.topic for t in self.config.tables if t.topic not in existing]
         if not missing:
             return
-        futures = client.create_topics([NewTopic(t, 1, 1, config={"cleanup.policy": "compact"}) for t in missing],
+        futures = client.create_topics([NewTopic(t, 1, -1, config={"cleanup.policy": "compact"}) for t in missing],
                                        operation_timeout=30)
         for topic, future in futures.items():
             try:
