@@ -277,6 +277,7 @@ class EmbeddedBroker:
         if len(set(layout.ports + layout.controller_ports)) != 2 * self.nodes_count:
             raise BrokerError(f"the ports of the nodes collide: {layout.ports} and {layout.controller_ports}")
         self.layout = layout
+        self.port = layout.ports[0]
         layout.save(layout_file)
         for node in self.nodes:
             node.dir.mkdir(exist_ok=True)

@@ -1,0 +1,163 @@
+"""``pubsub broker``: Apache Kafka on loopback, started, stopped and refused as a user would see it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import ConfigResource
+
+from fastpubsub.cli import main
+from fastpubsub.kafka import ClientFactory, admin, distribution
+from fastpubsub.kafka.broker import TEMP_PREFIX, EmbeddedBroker, free_port, port_in_use
+from fastpubsub.wire import topics
+
+pytestmark = pytest.mark.broker
+
+
+def java_pids_of(pids: list[int]) -> list[int]:
+    return [p for p in pids if Path(f"/proc/{p}").exists() and "java" in Path(f"/proc/{p}/cmdline").read_text()]
+
+
+def children_java(parent: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(parent), "java"], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
+def start_cli(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "broker", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    line = proc.stdout.readline().strip()
+    return proc, line
+
+
+def test_a_killed_broker_command_leaves_no_jvm_behind():
+    port = free_port()
+    proc, line = start_cli("--port", str(port))
+    try:
+        assert line == f"127.0.0.1:{port}", proc.stderr.read()
+        jvms = children_java(proc.pid)
+        assert len(jvms) == 1
+    finally:
+        proc.kill()  # kill -9: no handler runs in the broker command
+        proc.wait()
+    deadline = time.monotonic() + 60
+    while java_pids_of(jvms) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not java_pids_of(jvms), "the JVM outlived the process that started it"
+    assert not port_in_use(port)
+
+
+def test_a_kept_data_dir_resumes_its_topics_and_records(tmp_path):
+    data = tmp_path / "kafka"
+    with EmbeddedBroker(data_dir=data) as b:
+        admin.create_topics(b.bootstrap_servers, partitions=2)
+        producer = ClientFactory(b.bootstrap_servers).producer()
+        producer.produce(topics.EVENTS, b"kept")
+        assert producer.flush(30) == 0
+    assert (data / "cluster.json").is_file() and (data / "node-1" / "data" / "meta.properties").is_file()
+    with EmbeddedBroker(data_dir=data) as again:  # same directory: same cluster, same topics
+        listed = ClientFactory(again.bootstrap_servers).admin().list_topics(timeout=10).topics
+        assert set(topics.ALL) <= set(listed)
+        from kafka_helpers import read_all
+        assert [m.value() for m in read_all(again.bootstrap_servers, topics.EVENTS)] == [b"kept"]
+
+
+def test_a_temporary_data_dir_is_removed_on_stop():
+    b = EmbeddedBroker().start()
+    root = b.root
+    assert root.name.startswith(TEMP_PREFIX) and root.is_dir()
+    b.stop()
+    assert not root.exists()
+
+
+def test_three_nodes_give_topics_replication_factor_3_and_min_insync_2(tmp_path):
+    with EmbeddedBroker(nodes=3) as b:
+        assert len(b.bootstrap_servers.split(",")) == 3
+        result = CliRunner().invoke(main, ["topics", "-b", b.bootstrap_servers])
+        assert result.exit_code == 0, result.output
+        assert "replicas=3" in result.output and "replicas=1" not in result.output
+        client = ClientFactory(b.bootstrap_servers).admin()
+        for name in topics.ALL:
+            metadata = client.list_topics(name, timeout=10).topics[name]
+            assert all(len(p.replicas) == 3 for p in metadata.partitions.values())
+        config = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topics.EVENTS)])
+        entry = next(iter(config.values())).result(10)["min.insync.replicas"]
+        assert entry.value == "2"
+        # any one node may die: a transactional write still commits
+        b.kill_node(2)
+        producer = ClientFactory(b.bootstrap_servers).producer(**{"transactional.id": "rf3-test"})
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce(topics.EVENTS, b"x")
+        producer.commit_transaction(60)
+
+
+def test_two_nodes_are_refused():
+    result = CliRunner().invoke(main, ["broker", "--nodes", "2"])
+    assert result.exit_code == 2 and "3 and more" in result.output
+
+
+def test_a_taken_port_is_a_clear_error_and_leaves_no_jvm(broker):
+    before = set(subprocess.run(["pgrep", "java"], capture_output=True, text=True).stdout.split())
+    result = CliRunner().invoke(main, ["broker", "--port", str(broker.port)])
+    assert result.exit_code == 1 and "already in use" in result.output
+    after = set(subprocess.run(["pgrep", "java"], capture_output=True, text=True).stdout.split())
+    assert after <= before
+
+
+def test_a_data_dir_in_use_is_refused(tmp_path):
+    data = tmp_path / "kafka"
+    with EmbeddedBroker(data_dir=data):
+        result = CliRunner().invoke(main, ["broker", "--port", "0", "--data-dir", str(data)])
+        assert result.exit_code == 1 and "in use by a running broker" in result.output
+
+
+def test_a_data_dir_that_is_a_file_is_refused(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("")
+    result = CliRunner().invoke(main, ["broker", "--port", "0", "--data-dir", str(path)])
+    assert result.exit_code != 0 and str(path) in result.output
+
+
+def test_a_broker_that_exits_while_starting_says_why():
+    # a heap too small for the JVM: it exits at once, and the error carries its own words
+    result = CliRunner().invoke(main, ["broker", "--port", "0", "--heap", "1m"])
+    assert result.exit_code == 1 and "exited with status" in result.output and "heap" in result.output.lower()
+
+
+def test_kafka_home_runs_an_unpacked_distribution(tmp_path):
+    cached = distribution.resolve()
+    home = tmp_path / f"kafka_2.13-{cached.version}"
+    home.mkdir()
+    (home / "libs").symlink_to(cached.libs, target_is_directory=True)
+    with EmbeddedBroker(kafka_home=home) as b:
+        assert b.dist.libs == home / "libs" and b.dist.version == cached.version
+        assert ClientFactory(b.bootstrap_servers).admin().list_topics(timeout=10).brokers
+    result = CliRunner().invoke(main, ["broker", "--kafka-home", str(tmp_path)])
+    assert result.exit_code == 1 and "not an unpacked Apache Kafka distribution" in result.output
+
+
+def test_missing_java_and_maven_are_named(tmp_path):
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    os.symlink(sys.executable, bare / "python")
+    env = {**os.environ, "PATH": str(bare), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("JAVA_HOME", None)
+    done = subprocess.run([sys.executable, "-m", "fastpubsub", "broker", "--fetch-only"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "apt-get install maven" in done.stderr
+    fake = tmp_path / "mvnonly"
+    fake.mkdir()
+    os.symlink(shutil.which("mvn"), fake / "mvn")
+    env["PATH"] = f"{fake}:{bare}"
+    done = subprocess.run([sys.executable, "-m", "fastpubsub", "broker", "--port", "0"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "`java` is not on the PATH" in done.stderr
