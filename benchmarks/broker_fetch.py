@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
             for level in args.levels:
                 _fill(broker.bootstrap_servers, level - stored, per_batch)
                 stored = level
-                pid = broker._proc.pid
+                pid = broker.pids()[0]
                 alone = measure(broker.bootstrap_servers, pid, True, False, args.rate, args.seconds)
                 idle = measure(broker.bootstrap_servers, pid, False, True, args.rate, args.seconds)
                 trickled += alone["sent"]

@@ -232,7 +232,7 @@ def percentiles(ms: np.ndarray) -> dict[str, float]:
 
 def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, options: Options = Options()) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="pubsub-bench-e2e-"))
-    broker = EmbeddedBroker(log=workdir / "broker.log")
+    broker = EmbeddedBroker()
     demo = Demo(plan.subscriptions, 0, "W0", seed)  # its subscription loading and processor start
     demo.run_options = options.run_options()
     processor = clock = slow_clock = watcher = producer = None
@@ -280,7 +280,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
             _wait_ready(log, processor, 600 + plan.subscriptions / 1000)
             values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2 + k)
             progress(f"  latency phase: offering {offered:,.0f} events/s for {plan.latency_seconds:g} s")
-            meter = CpuMeter({"broker": broker._proc.pid, "processor": processor.pid}, "bench",
+            meter = CpuMeter({"broker": broker.pids()[0], "processor": processor.pid}, "bench",
                              {"bench: load producer": [threading.main_thread()],
                               "bench: timing consumers": [clock, slow_clock]})
             meter.start()

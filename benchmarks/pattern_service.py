@@ -50,7 +50,7 @@ def run(n_subs: int, n_events: int, seed: int = 0, batch: int = 1000, progress=p
     ticks = Ticks(n_events, seed=seed)
     subs = subscriptions(n_subs, ticks, seed=seed + 1)
     workdir = Path(tempfile.mkdtemp(prefix="pubsub-bench-patterns-"))
-    with EmbeddedBroker(log=workdir / "broker.log") as broker:
+    with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         admin.create_topics(bootstrap, partitions=PARTITIONS)
         producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})

@@ -104,7 +104,7 @@ def main() -> None:
     global BROKER_PID
     with EmbeddedBroker() as broker, tempfile.TemporaryDirectory(prefix="pubsub-restart-") as snapdir:
         bootstrap = broker.bootstrap_servers
-        BROKER_PID = broker._proc.pid
+        BROKER_PID = broker.pids()[0]
         admin.create_topics(bootstrap, partitions=4)
         total = Demo(args.n, 0)._load_subscriptions(bootstrap)
         results: dict = {"subscriptions": total, "topic": [], "snapshot": []}

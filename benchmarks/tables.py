@@ -93,7 +93,7 @@ def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, batc
     lows, highs = synthetic_subs(n_subs, rng)
     workdir = Path(tempfile.mkdtemp(prefix="pubsub-bench-tables-"))
     log = workdir / "tables.log"
-    with EmbeddedBroker(log=workdir / "broker.log") as broker:
+    with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
         admin.create_topics(bootstrap)
         client = ClientFactory(bootstrap).admin()

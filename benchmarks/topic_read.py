@@ -156,7 +156,7 @@ def main() -> None:
     ]
     with EmbeddedBroker() as broker:
         bootstrap = broker.bootstrap_servers
-        broker_pid = broker._proc.pid
+        broker_pid = broker.pids()[0]
         admin.create_topics(bootstrap, partitions=4)
         total = Demo(args.n, 0)._load_subscriptions(bootstrap)
         records = read_all(bootstrap, 4)

@@ -248,7 +248,7 @@ def test_healthz_reports_a_loop_that_delivers_nothing_and_recovers_with_it(tmp_p
     from fastpubsub.kafka.broker import EmbeddedBroker, free_port
     from fastpubsub.processor.app import ProcessorConfig
 
-    broker = EmbeddedBroker(free_port(), log=tmp_path / "broker.log").start()
+    broker = EmbeddedBroker(free_port()).start()
     try:
         b = broker.bootstrap_servers
         admin.create_topics(b, partitions=2)
@@ -259,14 +259,14 @@ def test_healthz_reports_a_loop_that_delivers_nothing_and_recovers_with_it(tmp_p
                                              stall_seconds=3.0))
         send_events(b, random_events(30_000, seed=5))
         p.wait_for(lambda: p.processor.events >= 1_000, timeout=60, what="some batches")
-        broker._proc.send_signal(signal.SIGSTOP)  # the broker stops answering; the loop has batches fetched ahead
+        broker.kill_node(0, signal.SIGSTOP)  # the broker stops answering; the loop has batches fetched ahead
         try:
             deadline = time.monotonic() + 20
             while p.processor.metrics.alive():
                 assert time.monotonic() < deadline, "still healthy 20 s after the broker stopped answering"
                 time.sleep(0.2)
         finally:
-            broker._proc.send_signal(signal.SIGCONT)
+            broker.kill_node(0, signal.SIGCONT)
         p.wait_for(lambda: p.processor.events >= 30_000, timeout=120, what="every event after the broker is back")
         assert p.processor.metrics.alive()
         p.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
@@ -39,13 +40,32 @@ def create_topics(clients: ClientFactory | str, partitions: int = 4, replication
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
             created[name] = False
-    metadata = client.list_topics(timeout=timeout)
+    metadata = wait_for_topics(client, names, timeout)
     policies = cleanup_policies(client, timeout, names)
     return [
         TopicStatus(name, created[name], len(metadata.topics[name].partitions),
                     len(next(iter(metadata.topics[name].partitions.values())).replicas), policies.get(name))
         for name in names
     ]
+
+
+def wait_for_topics(client: AdminClient, names: tuple[str, ...], timeout: float = 30.0):
+    """The cluster's metadata once every topic of ``names`` has all its partitions led.
+
+    A topic just created is in the controller's metadata before every broker serves it: asking at once can miss it,
+    or find partitions without a leader yet, and a client that produces then waits or fails.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = client.list_topics(timeout=max(1.0, deadline - time.monotonic()))
+        missing = [n for n in names if n not in metadata.topics or metadata.topics[n].error is not None
+                   or not metadata.topics[n].partitions
+                   or any(p.leader < 0 for p in metadata.topics[n].partitions.values())]
+        if not missing:
+            return metadata
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topics {', '.join(missing)} not ready within {timeout:.0f}s")
+        time.sleep(0.05)
 
 
 def cleanup_policies(client: AdminClient, timeout: float = 10.0, names: tuple[str, ...] = ALL) -> dict[str, str]:

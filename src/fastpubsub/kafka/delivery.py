@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from typing import Any, Callable
 
@@ -38,6 +39,11 @@ from .queues import QueueBounds
 log = logging.getLogger(__name__)
 
 MODES = ("auto", "transactional", "at-least-once")
+
+#: How long ``send_offsets_to_transaction`` may take before the producer is given up.  It normally answers in
+#: milliseconds; librdkafka can wait on a group coordinator that vanished with a restarted broker for good, past
+#: the timeout it was given (confluentinc/librdkafka#5456, #5511), so the call runs under a watchdog of our own.
+SEND_OFFSETS_TIMEOUT = 15.0
 
 
 #: Errors about one record, not about the broker: produced again they fail again (librdkafka's
@@ -96,6 +102,9 @@ class Delivery:
         if self.mode == "at-least-once":
             self.producer = self._new_producer("at-least-once")
         self.recoveries = 0  # producers replaced after a failed batch
+        #: producers left blocked in a call that never returned: kept referenced, as freeing one that a thread
+        #: is still inside would crash the process (one per stuck call, which is rare)
+        self._abandoned: list[Producer] = []
         self._in_transaction = False
         self._failures: list[str] = []
         self._refused: dict[Source, str] = {}
@@ -198,7 +207,10 @@ class Delivery:
                     if not self._in_transaction:
                         self.producer.begin_transaction()
                         self._in_transaction = True
-                    self.producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout)
+                    metadata = consumer.consumer_group_metadata()
+                    self._watched("send_offsets_to_transaction", SEND_OFFSETS_TIMEOUT,
+                                  lambda: self.producer.send_offsets_to_transaction(offsets, metadata,
+                                                                                    SEND_OFFSETS_TIMEOUT))
                 except KafkaException as exc:
                     raise DeliveryError(f"sending offsets to the transaction failed: {exc.args[0]}") from None
                 self._lap("offsets", t)
@@ -226,6 +238,27 @@ class Delivery:
                 raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
             self._lap("offsets", t)
 
+    def _watched(self, what: str, timeout: float, call: Callable[[], None]) -> None:
+        """``call()`` on a thread, given ``timeout`` plus a grace second; past that the producer is abandoned and
+        the batch fails (:class:`DeliveryError`), so :meth:`recover` replaces the producer and replays the batch."""
+        outcome: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run, name=f"delivery-{what}", daemon=True)
+        worker.start()
+        worker.join(timeout + 1.0)
+        if worker.is_alive():
+            self._abandoned.append(self.producer)
+            raise DeliveryError(f"{what} did not return within {timeout:.0f}s (the group coordinator is gone); "
+                                "replacing the producer")
+        if outcome:
+            raise outcome[0]
+
     def _lap(self, part: str, since: float) -> float:
         now = time.perf_counter()
         self.commit_seconds[part] += now - since
@@ -241,14 +274,16 @@ class Delivery:
         (``on_wait`` is called meanwhile) or ``should_stop``; False if stopped.
         """
         old, in_transaction, self._in_transaction = self.producer, self._in_transaction, False
+        stuck = any(p is old for p in self._abandoned)  # a thread is inside it: no further call on it
         try:
-            if in_transaction:
+            if in_transaction and not stuck:
                 old.abort_transaction(5)
         except KafkaException as exc:  # fatal: the next init_transactions with the same id ends it
             log.debug("abort before recovery: %s", exc.args[0])
         try:
-            old.purge()  # nothing of the failed batch is waited for
-            old.flush(0)
+            if not stuck:
+                old.purge()  # nothing of the failed batch is waited for
+                old.flush(0)
         except (KafkaException, RuntimeError, SystemError) as exc:
             log.debug("discarding the old producer: %s", exc)
         self._failures.clear()  # including the old producer's "purged" reports
