@@ -86,8 +86,8 @@ class RunArrays(NamedTuple):
 
 
 #: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
-#: sorted cluster is scanned plainly anyway (``engine.scan.run_path``), so sorting would only cost:
-#: with 64, W3 at equilibrium matched 13% slower than plain clusters, with 256 4% (docs/benchmarks.md).
+#: sorted cluster is scanned plainly anyway (``engine.scan.run_path``), so sorting smaller clusters (W3's pair
+#: tables hold 64-255 entries) would only cost (docs/clustering.md, "Why `RUN_MIN` is 256").
 RUN_MIN = 256
 #: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
 RUN_ROWS = 3
