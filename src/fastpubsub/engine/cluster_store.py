@@ -561,7 +561,7 @@ class ClusterStore:
         A chunked bulk load leaves about that much behind.  Clusters keep half
         their length as room: with an eighth, the inserts that follow (W3 at
         equilibrium, 50 per tick) relocated clusters so often that matching
-        slowed by a quarter (docs/benchmarks.md, "Memory").
+        slowed by a quarter (docs/benchmarks.md, "How much memory does it need?").
         """
         if self.used > (1 << 20) and 2 * self.garbage > self.used - self.garbage:
             self.compact(slack=1)

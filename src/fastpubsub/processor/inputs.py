@@ -184,7 +184,7 @@ class Inputs:
         Each partition is read by a consumer of its own, all fetching at once:
         one consumer's fetches are answered one after the other, so consumers
         of one partition each read the topic faster than one consumer of all
-        (``benchmarks.topic_read``; docs/benchmarks.md, "Restarts").  Afterwards the
+        (``benchmarks.topic_read``; docs/benchmarks.md, "End to end on Apache Kafka").  Afterwards the
         subscriptions reader goes on from where they stopped (:meth:`changes`).
         """
         start = {p: offsets.get(p, OFFSET_BEGINNING) for p in range(partitions)}

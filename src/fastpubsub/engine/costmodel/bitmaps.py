@@ -33,7 +33,7 @@ lower ends of their ranges are taken, docs/benchmarks.md, "Tuned
 constants"); ``K_b0``, ``K_bf`` and
 ``K_bx`` are estimates of fixed costs, which decide nothing but lists near
 ``MIN_SUBSCRIPTIONS``: on the interval workload the two prices differ by
-three orders of magnitude (docs/benchmarks.md, "Range workloads").
+three orders of magnitude (docs/benchmarks.md, "Range-only subscriptions").
 """
 
 from __future__ import annotations
