@@ -6,20 +6,21 @@
 #   make test-fast  the unit lane alone: no broker, no Spark
 #   make wheel      dist/fastpubsub-*.whl, what Dockerfile and users install
 # Needs Python 3.10+, Java 17+ and Maven (`apt-get install openjdk-17-jre-headless maven`).
+#   make docs       the documentation site into site/ (mkdocs build --strict: a broken link fails it)
 # `make install` ends with `pubsub warmup`: the numba kernels are compiled once, there, not in the first demo.
 VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 PYTEST  = $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: demo test test-fast bench install kafka tools wheel clean
+.PHONY: demo test test-fast bench install kafka tools wheel docs clean
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 or newer is needed: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
 	@command -v mvn >/dev/null || { echo "Maven is needed to fetch Apache Kafka: apt-get install maven" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,docs]'
 	$(BIN)/pubsub broker --fetch-only
 	$(BIN)/pubsub warmup
 	touch $@
@@ -49,5 +50,9 @@ test-fast: $(VENV)/.installed
 wheel: $(VENV)/.installed
 	$(BIN)/python -m pip wheel --no-deps . -w dist
 
+# PYTHONPATH: the API reference and the CLI pages are read from this checkout's sources.
+docs: $(VENV)/.installed
+	PYTHONPATH=src $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .grimp_cache .import_linter_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .hypothesis .grimp_cache .import_linter_cache

@@ -513,5 +513,5 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         + f"\n\nBound: **{top}**. The paper measured no Kafka path (its figures include inter-process "
         "communication with the workload generator on the same machine).\n\n![end to end](img/e2e.png)\n"
     )
-    report.write_markdown(out / "e2e.md", "End to end through the broker", command, body)
+    report.write_markdown(out / "e2e.md", "End to end on Apache Kafka", command, body)
     return row

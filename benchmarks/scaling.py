@@ -21,7 +21,7 @@ matcher of every N in turn; each keeps its best pass, and each N's ratio
 to the smallest is also given as the median over the rounds of the two
 passes' ratio.  The flatness figure is a ratio of two N's, and on a shared
 machine whose memory is also the neighbours' the same kernel at 10M moves
-by 1.7x within a minute and a half (docs/benchmarks.md, "How it scales"):
+by 1.7x within a minute and a half (docs/benchmarks.md, "How does it scale with the number of subscriptions?"):
 timed minutes apart, the two N's of a ratio would see different machines,
 and a best of a few passes can fall in a quiet spell for one N only.
 Loading first holds every matcher in memory at once (the full sweep: about

@@ -1,14 +1,28 @@
-"""The user docs (README.md, docs/*.md) describe the product: no run diary, no dead link, no made-up command."""
+"""The user docs (README.md, docs/**/*.md) describe the product: no run diary, no dead link, no made-up command.
+
+The documentation site is built strictly here (``-m docs`` selects it), and
+the sources' docstrings and comments say what and why, never a measured figure.
+"""
 
 from __future__ import annotations
 
+import ast
+import io
+import os
 import re
+import shutil
+import subprocess
+import sys
+import tokenize
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+#: A newcomer's page and a report, not manuals (the user guide and the design notes hold the rest).
+MAX_LINES = {"README.md": 250, "docs/benchmarks.md": 700}
 
 #: How the work went belongs in git history, not in the docs.
 NARRATION = {
@@ -16,6 +30,9 @@ NARRATION = {
     "an issue number": re.compile(r"\b[Ii]ssue #?\d+"),
     "a clock time": re.compile(r"\b\d\d:\d\d(?:[–-]\d\d:\d\d)? UTC\b"),
     "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"),
+    "a tally of runs": re.compile(r"\b(?:in|from) (?:two|three|four|five|six|seven|\d) (?:alternating |later )?runs\b"
+                                  r"|\((?:two|three|four|five|six|seven) runs\)|\b(?:a|the) second run\b"),
+    "versions tried": re.compile(r"\bversions? (?:\w+ ){0,3}tried\b"),
 }
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -100,7 +117,7 @@ def test_every_pubsub_bench_figure_exists(doc):
     assert not bad, f"{doc.name} cites `pubsub bench` figures that do not exist: {bad}"
 
 
-SECTION_REFERENCE = re.compile(r'(?:docs/)?([a-z_]+\.md)[,\s]*\(?"([^"]+)"')
+SECTION_REFERENCE = re.compile(r'(?:docs/)?((?:[a-z_]+/)*[a-z_]+\.md)[,\s]*\(?"([^"]+)"')
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
@@ -116,3 +133,89 @@ def test_every_section_a_doc_names_exists(doc):
                      if line.startswith("#") or "**" in line):
             bad.append(f'{file}, "{title}": no such section')
     assert not bad, f"{doc.name} names sections that do not exist: {bad}"
+
+
+@pytest.mark.parametrize("name", sorted(MAX_LINES))
+def test_a_doc_stays_within_its_length(name):
+    lines = (ROOT / name).read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES[name], f"{name} has {lines} lines, at most {MAX_LINES[name]}: move detail to the docs site"
+
+
+def _mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` of ``config``; the API and CLI pages are read from this checkout's sources."""
+    pythonpath = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": pythonpath, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config),
+                           "--site-dir", str(site)], cwd=config.parent, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.docs
+def test_the_docs_site_builds_strictly(tmp_path):
+    """`make docs`: broken links, missing anchors, pages outside the nav and API references that do not resolve fail."""
+    result = _mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    html = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    assert "pubsub run" in html and "--bootstrap-servers" in html, "the CLI reference lists the commands and options"
+    html = (tmp_path / "site" / "reference" / "engine" / "index.html").read_text(encoding="utf-8")
+    assert "match_encoded" in html, "the API reference holds the Matcher's methods"
+
+
+@pytest.mark.docs
+def test_the_strict_build_fails_on_a_broken_link(tmp_path):
+    """The strict build is what catches broken links: a copy of the site with one is refused."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "docs", copy / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", copy / "mkdocs.yml")
+    (copy / "src").symlink_to(ROOT / "src")
+    index = copy / "docs" / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + "\n[gone](guide/no-such-page.md)\n", encoding="utf-8")
+    result = _mkdocs_build(copy / "mkdocs.yml", tmp_path / "site")
+    assert result.returncode != 0 and "no-such-page.md" in result.stderr, result.stderr[-3000:]
+
+
+#: A measured figure: a time per operation, a rate, a speed-up, a share of time or a load average.
+MEASURED = re.compile(
+    r"\d[\d,.]*\s*(?:ns|µs|us)\b(?!\w)"                      # 56 ns, 1.45 µs
+    r"|\d[\d,.]*\s*(?:events|records|subscriptions|adds|removes|updates|notifications)/s\b"  # 82,645 events/s
+    r"|\d[\d,.]*\s+events per (?:CPU )?second"                 # 537,951 events per CPU second
+    r"|\bcosts? (?:\w+ )?\d+[x×] "                               # costs numba 10x here
+    r"|\d[\d.]*\s*[x×]\s+(?:faster|slower|as fast|the)"         # 3× faster
+    r"|\d[\d.]*\s*%\s+(?:faster|slower|of (?:its|the) (?:matching|time|cpu))"   # 8% faster, 6% of its matching
+    r"|\bload(?: average)? \d"                                 # load 0.6
+    r"|\bmeasured(?: with| at|:)?\s+[\d,.]+"                   # measured 7 per 200,000
+    r"|\b(?:took|costs?|cost)\s+(?:about\s+)?[\d,.]+\s*(?:s|ms)\b",  # took 1.2 s
+    re.IGNORECASE)
+
+
+def _docstrings_and_comments(path: Path):
+    """(line, text) of every docstring and comment of a source file."""
+    source = path.read_text(encoding="utf-8")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                yield body[0].lineno, body[0].value.value
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+
+
+SOURCES = sorted((ROOT / "src").rglob("*.py"))
+
+
+def test_the_figure_pattern_finds_measured_figures():
+    for text in ("about 50 ns for an empty slice", "1.45 µs per W0 event", "82,645 events/s while busy",
+                 "3× faster than dynamic", "at 1M 32 was 8% faster",
+                 "537,951 against 359,949 events per CPU second", "which costs numba 10x here", "(load 0.6)", "measured 7 per 200,000"):
+        assert MEASURED.search(text), text
+    for text in ("RUN_MIN (256) entries", "every 30 s", "the 5 % of the rarest", "section 3.2", "width 30 %"):
+        assert not MEASURED.search(text), text
+
+
+def test_no_measured_figure_in_docstrings_or_comments():
+    """Docstrings and comments say what and why; measured figures belong in docs/benchmarks.md, with their command."""
+    found = [f"{path.relative_to(ROOT)}:{line}: {m.group(0)!r}" for path in SOURCES
+             for line, text in _docstrings_and_comments(path) for m in MEASURED.finditer(text)]
+    assert not found, "measured figures in docstrings or comments (move them to docs/benchmarks.md):\n" + "\n".join(found)

@@ -86,8 +86,8 @@ class RunArrays(NamedTuple):
 
 
 #: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
-#: sorted cluster is scanned plainly anyway (``engine.scan.run_path``), so sorting would only cost:
-#: with 64, W3 at equilibrium matched 13% slower than plain clusters, with 256 4% (docs/benchmarks.md).
+#: sorted cluster is scanned plainly anyway (``engine.scan.run_path``), so sorting smaller clusters (W3's pair
+#: tables hold 64-255 entries) would only cost (docs/clustering.md, "Why `RUN_MIN` is 256").
 RUN_MIN = 256
 #: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
 RUN_ROWS = 3
@@ -561,7 +561,7 @@ class ClusterStore:
         A chunked bulk load leaves about that much behind.  Clusters keep half
         their length as room: with an eighth, the inserts that follow (W3 at
         equilibrium, 50 per tick) relocated clusters so often that matching
-        slowed by a quarter (docs/benchmarks.md, "Memory").
+        slowed by a quarter (docs/benchmarks.md, "How much memory does it need?").
         """
         if self.used > (1 << 20) and 2 * self.garbage > self.used - self.garbage:
             self.compact(slack=1)

@@ -31,11 +31,12 @@ that the misses of a stage overlap instead of adding up (docs/clustering.md,
 6. :func:`scan_group`, event by event: bits set, the lists scanned, bits cleared.
 
 Each stage is one call per group, never per event: numba reference-counts
-every array a call unpacks from a container, and with calls per event (even
-inlined) this kernel took 1.45 µs per W0 event instead of 1.0.  Within a
-stage the loops of stages 5 and 6 run without the reference-counting runtime
-(``_nrt=False``; docs/engine.md, "Kernel contract"): with it, W0 at 1M paid
-157 atomic increments and decrements per event, and matched at half the speed.
+every array a call unpacks from a container, so calls per event (even
+inlined) pay those counts per event.  Within a stage the loops of stages 5
+and 6 run without the reference-counting runtime (``_nrt=False``;
+docs/engine.md, "Kernel contract"), which otherwise pays an atomic increment
+and decrement per array access (figures in docs/benchmarks.md, "Tuned
+constants").
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_e
                    run_path_of, scan_clusters_into, scan_dispatch)
 
 #: Events whose probes are staged together; at most 32, the bits of ``ProbeScratch.gmask`` (uint32).  16 rather
-#: than 32: W0 at 10M 537,951 against 359,949 events per CPU second (a group's prefetched lines outgrow the cache;
-#: at 1M 32 was 8% faster), W1 and W2 alike (``python -m benchmarks.trees``).
+#: than 32: with 32 a group's prefetched lines outgrow the cache at large N (``python -m benchmarks.trees``;
+#: docs/benchmarks.md, "Tuned constants").
 GROUP = 16
 #: Lists of one cluster up to this size are checked inline by :func:`scan_group`.
 SMALL_CLUSTER = 16
@@ -63,14 +64,14 @@ KNOWN_KEY = -3
 #: ``probe[t, 2]`` of a probe whose first cluster's sorted prefix :func:`stage_runs` scans.
 STAGED = -2
 #: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).  Past a
-#: few million W0 subscriptions a run holds about 8 entries and an event finds 30 runs; 8 runs ahead did not
-#: cover the misses there (10M: 1.98-2.21 µs per event against 1.89-2.03 with 16; 1M alike), 4 was slower
-#: at every size (``python -m benchmarks.flatness``, docs/clustering.md "Flatness: what grows with N").
+#: few million W0 subscriptions a run holds about 8 entries and an event finds 30 runs; fewer runs ahead do not
+#: cover the misses there, more gain nothing (``python -m benchmarks.flatness --ahead``, docs/clustering.md
+#: "Flatness: what grows with N").
 RUN_AHEAD = 16
 #: :func:`runs_entries_into` tests the second column without a branch per entry once more than one in this many
 #: of the entries it has tested passed: W1's and W2's inequalities hold for about half of them, and each
-#: mispredicted branch cost more than the stores of a failing entry; W0's equalities hold for 1 in 35, and the
-#: stores made it 4% slower at 1M (``python -m benchmarks.trees --workloads W0``).
+#: mispredicted branch costs more than the stores of a failing entry; W0's equalities hold for 1 in 35, and
+#: there the stores cost more than the branch (``python -m benchmarks.trees --workloads W0``).
 BRANCHLESS_PASS_RATE = 8
 #: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
 #: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
@@ -717,7 +718,7 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
             return e, start
         for t in range(start, nout):
             # the id each handle maps to, read by finish_event once the group is scanned: a random read of
-            # ``handle_id`` per match (12 of the 56 ns a W1 match cost at 6M when read there, cold)
+            # ``handle_id`` per match, a cache miss when read there
             prefetch(handle_id, out[t])
         out_off[e + 1] = nout
     return g1, nout

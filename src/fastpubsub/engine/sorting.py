@@ -5,9 +5,9 @@ order, and a comparison sort mispredicts about one branch per comparison.
 Three regimes, by the slice's length ``n``:
 
 * ``n <= INSERTION_MAX``: an insertion sort.  numba's ``ndarray.sort`` (a
-  quicksort) has a fixed cost per call, about 50 ns for an empty slice and
-  210 ns for two ids, where most events of a large equality workload match
-  nothing or one subscription (W0 at 6M: 0.12 matches per event).
+  quicksort) has a fixed cost per call, even for an empty slice or two ids,
+  where most events of a large equality workload match nothing or one
+  subscription (W0 at 6M: 0.12 matches per event).
 * longer slices: up to ``BUCKET_MAX`` ids, one counting pass on the top
   byte of the span and an insertion sort of the nearly sorted result; else
   (or when the ids bunch) a least-significant-digit radix sort over bytes
@@ -25,17 +25,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-#: Slices of at most this many ids are insertion-sorted.  Measured on random int64 ids: insertion 306 / 468 /
-#: 878 ns against quicksort 535 / 698 / 1,045 ns for 24 / 32 / 48 ids.
+#: Slices of at most this many ids are insertion-sorted: on random int64 ids the insertion sort beats the quicksort
+#: up to about this length (``python -m benchmarks.sorting``; docs/benchmarks.md, "Tuned constants").
 INSERTION_MAX = 32
 #: A longer slice is radix-sorted when it holds at least this many ids per byte pass its span needs: each pass
-#: clears, sums and reads a 256-entry count, so at 33 ids spanning 40 bits (5-6 passes) the quicksort still wins
-#: (723 against 792 ns), and from 48 ids the radix sort does (895 against 1,080).
+#: clears, sums and reads a 256-entry count, so at 33 ids spanning 40 bits (5-6 passes) the quicksort still wins,
+#: and from 48 ids the radix sort does.
 RADIX_IDS_PER_PASS = 7
 #: Digits per pass: one byte (a 2 KB count array that stays in L1).
 RADIX_BITS = 8
-#: Up to this many ids, :func:`bucket_sort` first (one pass on the top byte, then an insertion sort): measured
-#: with a buffer at hand, 620 against 1,010 ns at 72 ids, 1,218 against 1,619 at 140, 3,253 against 3,079 at 300.
+#: Up to this many ids, :func:`bucket_sort` first (one pass on the top byte, then an insertion sort): with a buffer
+#: at hand it beats the radix sort up to a few hundred ids.
 BUCKET_MAX = 256
 #: :func:`bucket_sort` gives up when a bucket holds more ids than this (ids bunched in a small part of the span, say
 #: one far outlier): the insertion sort would be quadratic in the bucket.
@@ -47,7 +47,7 @@ def sort_slice(a, start, stop, free=-1):
     """Sort ``a[start:stop]`` ascending in place.
 
     ``free >= stop``: ``a[free:]`` holds nothing, and the radix sort may use it
-    as its buffer if it has room (else it allocates one: about 60 ns).
+    as its buffer if it has room (else it allocates one).
     """
     n = stop - start
     if n < 2:
@@ -96,8 +96,8 @@ def bucket_sort(a, start, stop, lo, shift, buf):
     ``a`` untouched).
 
     Up to a few hundred ids spread over the span, the 256 buckets hold one or two each: after the scatter every
-    id is within a few places of its own, and the insertion sort moves it there.  At 72 random ids this is 1.6x
-    faster than the three passes of :func:`radix_sort` (``python -m benchmarks.sorting``).
+    id is within a few places of its own, and the insertion sort moves it there, in one pass where
+    :func:`radix_sort` takes three (``python -m benchmarks.sorting``).
     """
     n = stop - start
     count = buf[n:]

@@ -277,7 +277,7 @@ class StatisticsCollector:
         # numbers and booleans, grouped by (attribute, kind, value)
         plain = (kinds != KIND_STRING) & ~np.isnan(numbers)
         if plain.any():
-            # distinct (attribute, kind, value) rows by one lexsort (np.unique(axis=0) is ~10x slower)
+            # distinct (attribute, kind, value) rows by one lexsort (np.unique(axis=0) sorts rows as objects)
             a, k, x = attrs[plain], kinds[plain], numbers[plain]
             order = np.lexsort((x, k, a))
             a, k, x = a[order], k[order], x[order]

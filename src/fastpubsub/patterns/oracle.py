@@ -91,7 +91,7 @@ def _kind(v: Any) -> str:
 
 
 def compare(op: str, x: Any, c: Any) -> bool:
-    """``x op c`` as the engine's predicate semantics say (README, "Predicate semantics"): values of
+    """``x op c`` as the engine's predicate semantics say (docs/guide/concepts.md, "What a predicate means"): values of
     different kinds never compare, numbers as IEEE doubles, NaN with nothing, strings by code point,
     ``False < True``.  tests/test_pattern_oracle.py checks it against the engine's reference."""
     kind = _kind(x)

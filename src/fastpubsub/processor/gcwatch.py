@@ -2,8 +2,8 @@
 
 A full collection walks every container the interpreter tracks; with a
 million subscriptions held (the subscriber of each id, the matcher's parts)
-one took about 0.2 s on the development machine, a pause of the whole loop
-that lands on whichever event batch is in hand.  After the start (and after
+one is a pause of the whole loop that lands on whichever event batch is in
+hand.  After the start (and after
 each snapshot) the processor collects once and freezes what survived
 (``gc.freeze``): long-lived state moves to the permanent generation, which
 collections skip, and the batches' short-lived objects are collected as

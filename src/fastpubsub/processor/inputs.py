@@ -34,8 +34,8 @@ SUBSCRIPTIONS_READ_AHEAD_KBYTES = 65_536
 #: holds a fetch for up to this long even when records arrive meanwhile, so it adds to the latency of a quiet
 #: input; a broker that answers as soon as records arrive (Apache Kafka) only gets more empty fetches while idle.
 #: ``fetch.queue.backoff.ms`` (librdkafka: 1000): once the pre-fetch queue is full (``kafka.queues``), the next
-#: fetch waits this long, and the loop drains the queue long before; with the default a bare consumer drained a
-#: backlog at about 60,000 records/s on Tansu, with 10 ms at about 1,000,000 (docs/benchmarks.md).
+#: fetch waits this long, and the loop drains the queue long before, so with the default a consumer draining a
+#: backlog sits idle most of the time (``python -m benchmarks.fetch_backoff``).
 EVENTS_FETCH = {"fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10}
 
 
@@ -182,9 +182,9 @@ class Inputs:
         records.  Raises :class:`StaleSnapshot` if a partition is behind ``offsets``.
 
         Each partition is read by a consumer of its own, all fetching at once:
-        one consumer's fetches are answered one after the other, and the
-        embedded broker served four partitions' consumers 2.4x as fast as one
-        consumer of the four (``benchmarks.topic_read``).  Afterwards the
+        one consumer's fetches are answered one after the other, so consumers
+        of one partition each read the topic faster than one consumer of all
+        (``benchmarks.topic_read``; docs/benchmarks.md, "End to end on Apache Kafka").  Afterwards the
         subscriptions reader goes on from where they stopped (:meth:`changes`).
         """
         start = {p: offsets.get(p, OFFSET_BEGINNING) for p in range(partitions)}

@@ -29,7 +29,7 @@ from fastpubsub.engine import OPERATORS, AnyOf, Predicate, validate_event, valid
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"  # package data (pyproject: tool.setuptools.package-data)
 
-#: Confluent wire-format schema id of each schema file (fixed, documented in the README).
+#: Confluent wire-format schema id of each schema file (fixed, documented in docs/guide/formats.md).
 SCHEMA_IDS: dict[str, int] = {
     "subscription": 1,
     "event": 2,

@@ -1,8 +1,7 @@
 """Batch decoding of event values into columnar arrays, without a Python object per pair.
 
-Decoding Avro events one by one with fastavro costs 10-20 µs each (a dict and
-a Python object per attribute); the statistics job and the processor decode
-millions.  :func:`decode_events` takes a list of raw values and returns the
+Decoding Avro events one by one with fastavro builds a dict and a Python
+object per attribute; the statistics job and the processor decode millions.  :func:`decode_events` takes a list of raw values and returns the
 engine's columnar format directly: a numba kernel walks the Confluent wire
 format + Avro map encoding of ``wire/schemas/event.avsc`` for every record it can
 prove well-formed, and hands every other record (JSON, other schema ids,
@@ -48,7 +47,7 @@ def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
     kind, number, string start and length in ``buf``; each attribute id's name
     (start, length) in ``buf``; and whether more than ``max_names`` distinct
     names were met (then the caller retries with more room: fixed-size tables
-    keep this loop free of reallocation, which costs numba 10x here).
+    keep this loop free of reallocation, which numba does not hoist out of it).
     """
     n = len(starts)
     status = np.full(n, _SLOW, np.int8)

@@ -1,8 +1,7 @@
 """Batch decoding of subscription records (key and value) into columnar arrays.
 
 A rebuild reads every record of ``pubsub.subscriptions``: decoded one by one
-with fastavro (a dict per record, a tuple per predicate) that is about
-30,000 subscriptions/s.  :func:`decode_subscriptions` takes the raw keys and
+with fastavro, each costs a dict per record and a tuple per predicate.  :func:`decode_subscriptions` takes the raw keys and
 values of a batch and returns the engine's columnar format directly: a numba
 kernel parses every key that is a plain decimal integer and walks the
 Confluent wire format + Avro encoding of ``wire/schemas/subscription.avsc``

@@ -9,8 +9,8 @@ Per event, ``n`` subscriptions constraining ``F`` fields with ``R`` range
 
   one row ORed per field (a cell row, or the missing row), then the
   survivors checked predicate by predicate; ``survivors`` is taken as
-  ``SURVIVOR_SHARE * n`` (the share measured on the interval workload with
-  16 cells: 7 in 200,000);
+  ``SURVIVOR_SHARE * n`` (the share found on the interval workload with
+  16 cells);
 
 * in the catch-all list, scanned::
 
@@ -28,19 +28,19 @@ scan`` and back when ``bitmaps > scan`` (hysteresis, so a list near the
 break-even point does not flap at every change), and only once it holds
 ``MIN_SUBSCRIPTIONS``: below that, the fixed cost of a second kernel call
 per batch dominates.  ``K_bw`` and ``K_p`` are what ``python -m
-benchmarks.intervals`` measures (it prints the values its runs imply:
-``K_bw`` 0.56-2.2 ns and ``K_p`` 28-47 ns on the development machine under
-load average 5-10; the lower ends are taken); ``K_b0``, ``K_bf`` and
+benchmarks.intervals`` measures (it prints the values its runs imply; the
+lower ends of their ranges are taken, docs/benchmarks.md, "Tuned
+constants"); ``K_b0``, ``K_bf`` and
 ``K_bx`` are estimates of fixed costs, which decide nothing but lists near
 ``MIN_SUBSCRIPTIONS``: on the interval workload the two prices differ by
-three orders of magnitude (docs/benchmarks.md, "Range workloads").
+three orders of magnitude (docs/benchmarks.md, "Range-only subscriptions").
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-#: Survivors per subscription assumed by the price (measured: 7 per 200,000 on the interval workload).
+#: Survivors per subscription assumed by the price (the interval workload's share, rounded up).
 SURVIVOR_SHARE = 1e-4
 #: Share of a range predicate's values an event satisfies, when nothing is known.
 RANGE_NU = 0.5

@@ -40,9 +40,9 @@ from .model import CostModel, model_path
 #: With runs, access keys whose nu is within this factor of each other are ties when subscriptions are filed
 #: (the earlier key wins): online statistics measure equal probabilities with sampling noise, and filing
 #: each subscription under the one measured rarest scattered W6's indexed (a0, a1) lists over a thousand
-#: short plain single-field ones (6-8 us per event against 2); at 1.5 a third of the new subscriptions
-#: still left the pair table.  Real improvements are larger: a table of one more field divides nu by the
-#: field's distinct values.
+#: short plain single-field ones, each costing a probe; a narrower tolerance still let part of the new
+#: subscriptions leave the pair table.  Real improvements are larger: a table of one more field divides nu by
+#: the field's distinct values.
 FILING_TOLERANCE = 3.0
 #: Fields whose packed predicate tuples fit in one int64 (21 bits per predicate id).
 _TUPLE_BITS = 21
