@@ -1,9 +1,11 @@
 """Oversized records: no single record stops the pipeline or the service.
 
-Through the real broker, a second client produces good records around each
-bad one.  Every record the processor writes must fit its topic's limit (the
-embedded broker reports no topic limit, so the producer's ``message.max.bytes``
-of 1,000,000 bytes is the output limit, as on a default Kafka): dead letters
+Through Apache Kafka, a second client produces good records around each
+bad one.  The input topics take records of up to 64 MB (``max.message.bytes``,
+as a user whose publishers write large records sets it), the processor is told
+``--max-record-bytes`` of Kafka's default 1,048,588, and every record it writes
+must fit its output topic's limit (Kafka's default, below which the producer's
+``message.max.bytes`` of 1,000,000 bytes is the output limit): dead letters
 of large records carry a prefix, their size and SHA-256; notifications of
 events too large to embed refer to the event's record instead; input records
 above ``--max-record-bytes`` are dead-lettered before decoding.
@@ -30,8 +32,33 @@ MB = 1_000_000
 OWNER = "alice"
 
 
+@pytest.fixture(autouse=True)
+def large_input_topics(request):
+    """The events and subscriptions topics of the test take records of up to 64 MB."""
+    if "bootstrap" in request.fixturenames:
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+        admin = AdminClient({"bootstrap.servers": request.getfixturevalue("bootstrap")})
+        entry = ConfigEntry("max.message.bytes", str(64 * MB), incremental_operation=AlterConfigOpType.SET)
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[entry])
+                     for t in (topics.EVENTS, topics.SUBSCRIPTIONS)]
+        for future in admin.incremental_alter_configs(resources).values():
+            future.result(30)
+
+
+@pytest.fixture
+def start_processor(start_processor):
+    """Processors of these tests refuse inputs over Kafka's default record size, whatever the topics allow."""
+
+    def start(**overrides):
+        overrides.setdefault("max_record_bytes", KAFKA_DEFAULT_BYTES)
+        return start_processor(**overrides)
+
+    return start
+
+
 def big_producer(bootstrap: str) -> Producer:
-    """A producer that can write records of up to 50 MB (the embedded broker takes them)."""
+    """A producer that can write records of up to 50 MB (the input topics take them)."""
     return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.max.bytes": 50 * MB,
                      "batch.size": 50 * MB})
 

@@ -378,8 +378,7 @@ class _Watcher:
 
     def caught_up(self) -> bool:
         """Called once the processor has committed every event, so all its notifications
-        are on the broker: done when a second passes without one.  (Not the high
-        watermarks: Tansu reports them short, see docs/processor.md.)"""
+        are on the broker: done when a second passes without one."""
         before = self.notifications
         self.drain(timeout=1.0)
         return self.notifications == before

@@ -79,7 +79,7 @@ class ShardType(click.ParamType):
                    f"(default {RUN_MIN}; 0: the paper's plain clusters).  The cost model prices indexed lists "
                    f"(docs/clustering.md, \"Runs\").")
 @click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
-              help="Consumer group session timeout (a join takes about half of it on Tansu).")
+              help="Consumer group session timeout: how long a dead instance holds its partitions.")
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
 @click.option("--snapshot-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of this instance's snapshot: loaded on start (then only later subscription changes "

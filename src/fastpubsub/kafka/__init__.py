@@ -7,7 +7,8 @@
 * ``queues``: the bounds of every in-memory queue (back-pressure);
 * ``admin``: creating and checking the topics of ``wire.topics``;
 * ``statistics_topic``: reading and writing snapshots on ``pubsub.statistics``;
-* ``broker``: the embedded Kafka-protocol broker (Tansu) of the demo and the tests.
+* ``distribution``: the Apache Kafka jars (Maven Central through ``pom.xml``, or ``--kafka-home``);
+* ``broker``: Apache Kafka on loopback (KRaft, one node or three), what the demo and the tests start.
 """
 
 from .clients import ClientFactory, parse_settings

@@ -184,9 +184,8 @@ class Delivery:
         if self.mode == "transactional":
             if offsets and not self._in_transaction:
                 # Nothing produced since the last commit: no output to be atomic with, so the consumer commits
-                # the offsets itself (fenced by the group generation).  Tansu 0.6 does not always apply the
-                # offsets of a transaction that holds no records (tests/test_quiet_batches.py): a shard or a
-                # processor whose batches match nothing would keep its committed offsets behind for good.
+                # the offsets itself (fenced by the group generation), without a transaction's round trips to
+                # the coordinator and its markers (tests/test_quiet_batches.py).
                 self._raise_failures()
                 t = time.perf_counter()
                 try:
@@ -307,9 +306,8 @@ class Delivery:
         After a broker that lost its state comes back, the idempotent producer
         can fail with "out of order sequence number" while serving delivery
         reports; confluent-kafka then raises ``SystemError`` ("returned a
-        result with an exception set") from the call that served them.  Seen
-        once in ``test_broker_restart`` on Tansu; it stopped the processor
-        instead of replacing its producer.
+        result with an exception set") from the call that served them, which
+        must replace the producer, not stop the processor.
         """
         try:
             return self.producer.flush(timeout)

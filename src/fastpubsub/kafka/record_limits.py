@@ -62,7 +62,7 @@ def input_size(key: bytes | None, value: bytes | None) -> int:
 
 
 def topic_limits(admin: AdminClient, topics: Iterable[str], timeout: float = 10.0) -> dict[str, int]:
-    """``max.message.bytes`` of each topic that reports one (Tansu reports no topic configs)."""
+    """``max.message.bytes`` of each topic that reports one (a user may lack DescribeConfigs rights)."""
     out: dict[str, int] = {}
     names = list(topics)
     try:

@@ -30,9 +30,9 @@ CHANGES_PER_POLL = 10_000
 #: the rebuild decodes and bulk-loads (the subscriptions held take more memory than this anyway).
 SUBSCRIPTIONS_READ_AHEAD_KBYTES = 65_536
 
-#: The events consumer's fetch settings (``-X`` overrides them).  ``fetch.wait.max.ms`` (librdkafka: 500): Tansu
-#: holds a fetch for up to this long even when records arrive meanwhile, so it adds to the latency of a quiet
-#: input; a broker that answers as soon as records arrive (Apache Kafka) only gets more empty fetches while idle.
+#: The events consumer's fetch settings (``-X`` overrides them).  ``fetch.wait.max.ms`` (librdkafka: 500): how long
+#: the broker holds a fetch that finds fewer than ``fetch.min.bytes``; Apache Kafka answers as soon as records
+#: arrive, so a short wait costs only more empty fetches while the input is idle.
 #: ``fetch.queue.backoff.ms`` (librdkafka: 1000): once the pre-fetch queue is full (``kafka.queues``), the next
 #: fetch waits this long, and the loop drains the queue long before, so with the default a consumer draining a
 #: backlog sits idle most of the time (``python -m benchmarks.fetch_backoff``).
@@ -176,10 +176,9 @@ class Inputs:
     def replay(self, partitions: int, offsets: dict[int, int], stopped) -> Iterator[list[Message]]:
         """Every partition of the subscriptions topic from ``offsets`` (else the beginning) to its end, in chunks.
 
-        The end is the consumer's end-of-partition event (the high watermark of
-        a fetch), not ListOffsets: Tansu 0.6 answers ListOffsets with the last
-        batch's base offset + 1, short of the end when that batch holds several
-        records.  Raises :class:`StaleSnapshot` if a partition is behind ``offsets``.
+        The end is the consumer's end-of-partition event (the end of a fetch,
+        for a read_committed reader the last stable offset), so no separate
+        ListOffsets round trip is needed.  Raises :class:`StaleSnapshot` if a partition is behind ``offsets``.
 
         Each partition is read by a consumer of its own, all fetching at once:
         one consumer's fetches are answered one after the other, so consumers

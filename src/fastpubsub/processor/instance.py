@@ -1,8 +1,8 @@
 """A stable transactional id per processor instance.
 
-A processor killed inside a transaction leaves it open; on Tansu it stays open
-(no timeout was observed) and read_committed consumers of its output stall,
-and the group's offsets for those partitions stay pending.  The next producer
+A processor killed inside a transaction leaves it open until the broker's
+``transaction.timeout.ms`` aborts it (60 s here): meanwhile read_committed consumers of its output stall at the last
+stable offset, and the group's offsets for those partitions stay pending.  The next producer
 that calls ``init_transactions`` with the *same* ``transactional.id`` ends it.
 So a restarted instance must reuse its predecessor's id while concurrent
 instances must not share one: each instance takes the lowest free slot number

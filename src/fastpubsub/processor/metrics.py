@@ -68,8 +68,8 @@ def consumer_lag(consumer: Consumer, timeout: float = 2.0) -> int:
 
     Committed, not fetched: a batch that is consumed but not delivered (and
     replayed) is still lag.  A partition with nothing committed counts from
-    the log start.  Uses the watermarks cached from fetch responses:
-    ListOffsets is wrong on Tansu 0.6 (docs/processor.md).
+    the log start.  Uses the watermarks cached from fetch responses: no
+    request of its own on the loop's thread.
     """
     lag = 0
     assignment = consumer.assignment()

@@ -77,10 +77,10 @@ def parse_time(text: str | None) -> int | None:
 def log_bounds(consumer, topic: str, partition: int, timeout: float = 30.0) -> tuple[int, int]:
     """(first offset, end offset) of a partition, the end as fetch responses report it.
 
-    ListOffsets(latest) is not enough: the embedded broker (Tansu) answers the
-    base offset of the last record batch + 1, short of the records of that
-    batch.  Fetching from just before the reported end until end-of-partition
-    gives the end the consumers see (on a correct broker: one record read).
+    The high watermark from ListOffsets is where a read_committed reader may
+    never arrive (a transaction still open before it).  Fetching from just
+    before the reported end until end-of-partition gives the end the
+    consumers see (one record read).
     """
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -106,8 +106,8 @@ def resolve_window(consumer, topic: str, spec: WindowSpec, last: EventStatistics
     """Offset ranges of ``topic`` for ``spec``; ``consumer`` is a confluent-kafka Consumer (used for metadata only)."""
     from confluent_kafka import TopicPartition
 
-    # all topics, not this one by name: a metadata request naming it auto-creates it on Tansu, unconfigured,
-    # if the client allows that (librdkafka consumers do not by default; -X allow.auto.create.topics=true would)
+    # all topics, not this one by name: a metadata request naming it auto-creates it, unconfigured, on a broker
+    # with auto.create.topics.enable if the client allows it (-X allow.auto.create.topics=true)
     metadata = consumer.list_topics(timeout=timeout).topics.get(topic)
     if metadata is None or metadata.error is not None:
         raise RuntimeError(f"topic {topic} does not exist ({metadata.error if metadata else 'no metadata'})")

@@ -1,8 +1,7 @@
 """Dropping redelivered notifications by ``notification_id``, in bounded memory.
 
-On a broker without transactions (or one that, like Tansu 0.6, shows aborted
-transactions to read_committed readers) a batch replayed after a failure
-reaches consumers twice.  Each notification's id is ``event_id/subscription_id``
+With at-least-once delivery (a broker without transactions, or a reader that
+is not read_committed) a batch replayed after a failure reaches consumers twice.  Each notification's id is ``event_id/subscription_id``
 (``codecs.notification_id``), the same for every replay, so a consumer can drop
 what it has already seen.
 
