@@ -73,8 +73,21 @@ def fresh_topics(bootstrap_servers: str, partitions: int = 4) -> None:
             continue
         if all(s.created for s in statuses) or time.monotonic() > deadline:
             assert all(s.created for s in statuses), f"topics not created afresh: {statuses}"
+            keep_old_events(bootstrap_servers)
             return
         time.sleep(0.2)
+
+
+def keep_old_events(bootstrap_servers: str, topic: str = topics.EVENTS) -> None:
+    """Tests replay events stamped in a fixed past (patterns, windows): no time-based retention deletes them
+    while a test runs, as Kafka's seven days would within seconds."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entry = ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    client = ClientFactory(bootstrap_servers).admin()
+    for future in client.incremental_alter_configs([resource]).values():
+        future.result(30)
 
 
 @pytest.fixture
