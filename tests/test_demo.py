@@ -27,7 +27,7 @@ def test_demo_runs_to_completion_twice():
         )
         assert done.returncode == 0, f"run {run}:\n{done.stdout}\n{done.stderr[-3000:]}"
         out = done.stdout
-        assert f"listening on 127.0.0.1:{port}" in out
+        assert f"ready on 127.0.0.1:{port}" in out
         assert re.search(r"^  subscriptions +2,003 +\(processor holds 2,003\)", out, re.M), out
         assert re.search(r"^  events +500 ", out, re.M), out
         notifications = int(re.search(r"^  notifications +([\d,]+)", out, re.M).group(1).replace(",", ""))

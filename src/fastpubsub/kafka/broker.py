@@ -322,11 +322,20 @@ class EmbeddedBroker:
         and the transaction coordinator loads its partitions first.  Waiting for exactly what the services do first
         (metadata, then a transactional producer) is what "ready" means to them.
         """
-        from confluent_kafka import KafkaException, Producer
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka import KafkaException
+
+        from .clients import ClientFactory
 
         deadline = time.monotonic() + timeout
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        assert self.layout is not None
+        while not all(port_in_use(p) for p in self.layout.ports):  # no client before the listeners: no refusals logged
+            self._check_alive("while starting")
+            if time.monotonic() > deadline:
+                raise BrokerError(f"Apache Kafka did not listen on {self.bootstrap_servers} within {timeout:.0f}s; "
+                                  f"its log:\n{self.log_tail()}")
+            time.sleep(0.1)
+        clients = ClientFactory(self.bootstrap_servers)
+        admin = clients.admin()
         while True:
             self._check_alive("while starting")
             try:
@@ -339,8 +348,7 @@ class EmbeddedBroker:
                 raise BrokerError(f"Apache Kafka on {self.bootstrap_servers} did not answer metadata requests within "
                                   f"{timeout:.0f}s; its log:\n{self.log_tail()}")
             time.sleep(0.2)
-        producer = Producer({"bootstrap.servers": self.bootstrap_servers, "log_level": 0,
-                             "transactional.id": f"fastpubsub-ready-{uuid.uuid4().hex[:12]}"})
+        producer = clients.producer(**{"transactional.id": f"fastpubsub-ready-{uuid.uuid4().hex[:12]}"})
         while True:
             self._check_alive("while starting")
             try:
