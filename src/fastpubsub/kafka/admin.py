@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
@@ -39,13 +40,32 @@ def create_topics(clients: ClientFactory | str, partitions: int = 4, replication
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
             created[name] = False
-    metadata = client.list_topics(timeout=timeout)
+    metadata = _listing(client, names, timeout)
     policies = cleanup_policies(client, timeout, names)
     return [
         TopicStatus(name, created[name], len(metadata.topics[name].partitions),
                     len(next(iter(metadata.topics[name].partitions.values())).replicas), policies.get(name))
         for name in names
     ]
+
+
+def _listing(client: AdminClient, names: tuple[str, ...], timeout: float):
+    """The cluster's metadata once it lists every one of ``names`` with its partitions.
+
+    A topic just created is not at once in every broker's metadata (Apache Kafka in KRaft mode propagates it
+    from the controller): listed right after the creation, it was missing, and a service that had just created
+    its changelog stopped on a ``KeyError``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata = client.list_topics(timeout=timeout)
+        missing = [n for n in names if n not in metadata.topics or metadata.topics[n].error is not None
+                   or not metadata.topics[n].partitions]
+        if not missing or time.monotonic() > deadline:
+            if missing:
+                raise RuntimeError(f"topics {missing} created but not listed by the broker within {timeout:.0f}s")
+            return metadata
+        time.sleep(0.05)
 
 
 def cleanup_policies(client: AdminClient, timeout: float = 10.0, names: tuple[str, ...] = ALL) -> dict[str, str]:
