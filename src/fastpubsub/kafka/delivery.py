@@ -11,6 +11,13 @@ what was not committed; the replayed notifications carry the same ``notification
 
 Either way nothing is lost: offsets never move past unacknowledged output.
 
+Fencing: a second producer with the same ``transactional.id`` (a restarted
+instance, or one started while this one was paused) calls ``init_transactions``,
+which aborts this one's open transaction and fences it: none of its later
+writes can commit.  That is raised as :class:`Fenced`, not as a
+:class:`DeliveryError`: recovering would start a new producer with the same id,
+which would fence the instance that took over in its turn.
+
 Recovery: outputs or a commit that fail (broker gone, producer fenced or
 desynchronised, e.g. by a broker that restarted and forgot its producer ids)
 raise :class:`DeliveryError`; :meth:`Delivery.recover` then replaces the
@@ -64,6 +71,19 @@ class DeliveryError(RuntimeError):
         self.refused = refused or {}
 
 
+#: The broker's word that a newer producer with this transactional.id exists: librdkafka's fatal ``_FENCED``, or
+#: the broker's error on a request (``PRODUCER_FENCED``) or on a record (``INVALID_PRODUCER_EPOCH``).
+FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+class Fenced(RuntimeError):
+    """Another instance with the same ``transactional.id`` took over: this one must stop, not recover.
+
+    Told from the error code (:data:`FENCED`) of a transactional producer's
+    failure; its open transaction was aborted by the one that took over.
+    """
+
+
 class RecordRefused(ValueError):
     """``produce`` refused one record for what it is (too large, invalid): the batch can go on without it."""
 
@@ -85,6 +105,7 @@ class Delivery:
         self._idempotent = clients.producer_config(defaults, **{**sizes, "acks": "all", "enable.idempotence": True})
         self._clients = clients
         self._init_timeout = init_timeout
+        self.transactional_id = transactional_id
         self.mode = "at-least-once"
         if mode in ("auto", "transactional"):
             try:
@@ -98,6 +119,7 @@ class Delivery:
         self.recoveries = 0  # producers replaced after a failed batch
         self._in_transaction = False
         self._failures: list[str] = []
+        self._fenced: str | None = None  # a delivery report said the producer was fenced
         self._refused: dict[Source, str] = {}
         self.bound = bounds.producer_messages
         self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
@@ -116,10 +138,12 @@ class Delivery:
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
             self._failures.append(str(err))
+            if err.code() in FENCED and self._fenced is None:
+                self._fenced = err.str()
 
     def _on_delivery_of(self, source: Source, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
-            self._failures.append(str(err))
+            self._on_delivery(err, _msg)
             if err.code() in RECORD_ERRORS:
                 self._refused[source] = f"output refused by the broker: {err.str()}"
 
@@ -163,7 +187,7 @@ class Delivery:
         except KafkaException as exc:
             if isinstance(exc.args[0], KafkaError) and exc.args[0].code() in RECORD_ERRORS:
                 raise RecordRefused(f"output refused: {exc.args[0].str()} ({len(value or b'')} bytes to {topic})") from None
-            raise DeliveryError(f"produce failed: {exc.args[0]}") from None
+            raise self._failed("produce failed", exc) from None
         except SystemError as exc:  # a producer in a fatal or abortable state (see _flush)
             raise DeliveryError(f"produce failed: {exc.args[0]}") from None
 
@@ -183,7 +207,7 @@ class Delivery:
                 try:
                     consumer.commit(offsets=offsets, asynchronous=False)
                 except KafkaException as exc:
-                    raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
+                    raise self._failed("offset commit failed", exc) from None
                 self._lap("offsets", t)
                 return
             if offsets:
@@ -200,14 +224,14 @@ class Delivery:
                         self._in_transaction = True
                     self.producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout)
                 except KafkaException as exc:
-                    raise DeliveryError(f"sending offsets to the transaction failed: {exc.args[0]}") from None
+                    raise self._failed("sending offsets to the transaction failed", exc) from None
                 self._lap("offsets", t)
             if self._in_transaction:
                 t = time.perf_counter()
                 try:
                     self.producer.commit_transaction(timeout)
                 except KafkaException as exc:
-                    raise DeliveryError(f"transaction commit failed: {exc.args[0]}") from None
+                    raise self._failed("transaction commit failed", exc) from None
                 finally:
                     self._in_transaction = False
                     self._lap("transaction", t)
@@ -225,6 +249,16 @@ class Delivery:
             except KafkaException as exc:
                 raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
             self._lap("offsets", t)
+
+    def _failed(self, what: str, exc: KafkaException) -> Exception:
+        """The exception to raise for a client call that failed: :class:`Fenced` if the error code says so."""
+        err = exc.args[0]
+        if self.mode == "transactional" and isinstance(err, KafkaError) and err.code() in FENCED:
+            return self._fenced_error(f"{what}: {err.str()}")
+        return DeliveryError(f"{what}: {err}")
+
+    def _fenced_error(self, reason: str) -> Fenced:
+        return Fenced(f"fenced: another instance with transactional.id {self.transactional_id} took over ({reason})")
 
     def _lap(self, part: str, since: float) -> float:
         now = time.perf_counter()
@@ -252,6 +286,7 @@ class Delivery:
         except (KafkaException, RuntimeError, SystemError) as exc:
             log.debug("discarding the old producer: %s", exc)
         self._failures.clear()  # including the old producer's "purged" reports
+        self._fenced = None
         self._refused.clear()
         while not should_stop():
             try:
@@ -278,10 +313,18 @@ class Delivery:
         """
         try:
             return self.producer.flush(timeout)
-        except (KafkaException, SystemError) as exc:
+        except KafkaException as exc:
+            raise self._failed("flush failed", exc) from None
+        except SystemError as exc:
             raise DeliveryError(f"flush failed: {exc}") from None
 
     def _raise_failures(self) -> None:
+        if self._fenced is not None and self.mode == "transactional":
+            reason, self._fenced = self._fenced, None
+            self._failures.clear()
+            self._refused.clear()
+            raise self._fenced_error(f"a record failed: {reason}")
+        self._fenced = None
         if self._failures:
             first, n, refused = self._failures[0], len(self._failures), dict(self._refused)
             self._failures.clear()

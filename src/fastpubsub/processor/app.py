@@ -569,7 +569,9 @@ class Processor:
         record until the committed offsets pass them, so that the record at
         fault is named alone and the others go through.  Other failures (a
         broker gone) are retried as long as they last, and /healthz turns
-        unhealthy meanwhile.  False if the step failed.
+        unhealthy meanwhile.  False if the step failed.  A fenced producer
+        (``kafka.delivery.Fenced``: another instance took over the
+        transactional.id) is not a ``DeliveryError``: it stops the processor.
         """
         try:
             step(*args)

@@ -450,9 +450,7 @@ class PatternService:
             while not self._stop.is_set():
                 try:
                     self._step(consumer)
-                except DeliveryError as exc:
-                    if "fenced" in str(exc).lower():
-                        raise RuntimeError(f"another instance took over this one's transactional.id ({exc})") from None
+                except DeliveryError as exc:  # not Fenced (another instance took over): that one ends the run
                     log.error("not delivered (%s): restoring the partitions from the committed offsets", exc)
                     self._release()
                     if not self.delivery.recover(consumer, self._stop.is_set):

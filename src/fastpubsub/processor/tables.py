@@ -408,9 +408,7 @@ class TableService:
                 if msgs:
                     try:
                         self._process(msgs, consumer)
-                    except DeliveryError as exc:
-                        if "fenced" in str(exc).lower():
-                            raise RuntimeError(f"another table service took over ({exc})") from None
+                    except DeliveryError as exc:  # not Fenced (another instance took over): that one ends the run
                         log.error("not delivered (%s): restoring the state from the committed offsets", exc)
                         if not self.delivery.recover(None, self._stop.is_set):
                             break
