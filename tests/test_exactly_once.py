@@ -1,0 +1,246 @@
+"""Exactly once, as Kafka defines it: a read_committed consumer sees every notification once, without de-duplication.
+
+Each service (the event processor, the pattern service, the table service) runs in a child process fed a steady
+stream of input, and is killed with SIGKILL at seeded random points, some of them during start-up (right after the
+launch, before it is ready), and restarted every time; the event processor with and without snapshots.  The
+notifications are then read back read_committed and counted against the oracle's: none missing, none twice, none
+unexpected.  Apache Kafka hides what the killed instances' open transactions wrote once the restarted instance's
+``init_transactions`` aborts them; the restarted instance replays from the offsets committed in the same
+transactions as their outputs.
+
+A zombie is fenced: an instance paused (SIGSTOP) while another with the same ``transactional.id`` takes over, then
+resumed, writes nothing that becomes visible, and exits non-zero saying that it was fenced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import pytest
+from confluent_kafka import Producer
+from kafka_helpers import committed_events, notifications, read_all, send, wait_processed
+from random_workload import expected_matches, random_events, random_subscriptions, send_subscriptions
+
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.broker import child_preexec
+from fastpubsub.kafka.delivery import Delivery, DeliveryError, Fenced
+from fastpubsub.wire import codecs, topics
+from fastpubsub.wire.codecs import Subscription
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+
+KILLS = 10  # SIGKILLs per run
+DURING_STARTUP = 3  # of them right after the launch, before the service is ready
+
+
+# --- a service in a child process, its kill loop, the input stream, the count -----------------------------
+
+
+class Service:
+    """``pubsub <command>`` in a child process; ``ready`` once its log says so."""
+
+    def __init__(self, command: str, bootstrap: str, options: Iterable[str], ready: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "fastpubsub", command, "-b", bootstrap, "--progress-interval", "60", *options],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=child_preexec)
+        self.log: list[str] = []
+        self.ready = threading.Event()
+        self._marker = ready
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line)
+            if self._marker in line:
+                self.ready.set()
+
+    def tail(self, n: int = 15) -> str:
+        return "".join(self.log[-n:])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> bool:
+        """SIGKILL; whether it had been ready."""
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait(10)
+        return self.ready.is_set()
+
+    def stop(self) -> dict:
+        """SIGTERM, a clean exit, its final statistics."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self._reader.join(10)
+        assert self.proc.returncode == 0, self.tail()
+        return json.loads(self.proc.stdout.read().strip().splitlines()[-1])
+
+
+@dataclass
+class Kills:
+    done: int = 0
+    during_startup: int = 0  # killed before it was ready
+    snapshots_loaded: int = 0  # restarts that loaded a snapshot (the event processor)
+
+
+def kill_loop(launch: Callable[[], Service], progress: Callable[[], int], seed: int, kills: int = KILLS,
+              during_startup: int = DURING_STARTUP, timeout: float = 60.0) -> Kills:
+    """``kills`` SIGKILLs of what ``launch`` starts, a new instance launched after each.
+
+    ``during_startup`` of them come 0-1.2 s after the launch (Python, the clients, the restore: before it is
+    ready); the others once it is ready and has committed something (so that the stream moves on between two
+    kills), 0-0.8 s later: inside a batch, a commit, a rebalance or a snapshot, wherever that falls.
+    """
+    rng = random.Random(seed)
+    plan = [True] * during_startup + [False] * (kills - during_startup)
+    rng.shuffle(plan)
+    out = Kills()
+    for early in plan:
+        s = launch()
+        try:
+            if early:
+                time.sleep(rng.uniform(0.0, 1.2))
+            else:
+                assert s.ready.wait(timeout), f"not ready within {timeout}s:\n{s.tail()}"
+                before, deadline = progress(), time.monotonic() + timeout
+                while progress() <= before:
+                    assert time.monotonic() < deadline and s.alive(), f"no progress:\n{s.tail()}"
+                    time.sleep(0.05)
+                time.sleep(rng.uniform(0.0, 0.8))
+            assert s.alive(), f"it died by itself:\n{s.tail()}"
+        finally:
+            ready = s.kill()
+        out.done += 1
+        out.during_startup += not ready
+        out.snapshots_loaded += any("snapshot loaded" in line for line in s.log)
+    return out
+
+
+class Stream:
+    """A writer thread that sends ``produce(i)`` for i = 0, 1, ... in chunks at a steady pace until stopped."""
+
+    def __init__(self, produce: Callable[[Producer, int], None], chunk: int, pause: float, bootstrap: str,
+                 limit: int) -> None:
+        self.sent = 0
+        self._produce, self._chunk, self._pause, self._limit = produce, chunk, pause, limit
+        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.sent < self._limit:
+            for i in range(self.sent, min(self.sent + self._chunk, self._limit)):
+                self._produce(self._producer, i)
+            assert self._producer.flush(30) == 0
+            self.sent = min(self.sent + self._chunk, self._limit)
+            time.sleep(self._pause)
+
+    def stop(self) -> int:
+        """Stop; how many were sent (all of them acknowledged)."""
+        self._stop.set()
+        self._thread.join(60)
+        assert self.sent < self._limit, "the stream ran out before the kills ended: raise its limit"
+        return self.sent
+
+
+@dataclass
+class Count:
+    expected: int
+    read: int
+    missing: list = field(default_factory=list)
+    duplicated: dict = field(default_factory=dict)  # id -> times read
+    unexpected: list = field(default_factory=list)
+
+    @staticmethod
+    def of(read: list, expected: set) -> "Count":
+        seen = Counter(read)
+        return Count(len(expected), len(read), sorted(expected - set(seen)),
+                     {k: n for k, n in seen.items() if n > 1}, sorted(set(seen) - expected))
+
+    def report(self, name: str, kills: Kills) -> None:
+        print(f"\n{name}: {kills.done} kill -9 ({kills.during_startup} during start-up"
+              f"{f', {kills.snapshots_loaded} restarts from a snapshot' if kills.snapshots_loaded else ''}); "
+              f"{self.expected} notifications expected, {self.read} read (read_committed, no de-duplication): "
+              f"{len(self.missing)} missing, {len(self.duplicated)} duplicated, {len(self.unexpected)} unexpected")
+
+    def assert_exactly_once(self) -> None:
+        assert not self.missing, f"{len(self.missing)} missing, e.g. {self.missing[:5]}"
+        assert not self.duplicated, f"{len(self.duplicated)} duplicated, e.g. {list(self.duplicated.items())[:5]}"
+        assert not self.unexpected, f"{len(self.unexpected)} unexpected, e.g. {self.unexpected[:5]}"
+
+
+# --- the event processor --------------------------------------------------------------------------------------
+
+EVENTS = random_events(60_000, seed=61)  # far more than a run sends: the stream is stopped once the kills are done
+
+
+def produce_event(p: Producer, i: int) -> None:
+    e = EVENTS[i]
+    p.produce(topics.EVENTS, codecs.encode_event(e, "avro" if i % 2 else "json"), f"k{e['n']}", partition=i % 4)
+
+
+def churn(bootstrap: str, stop: threading.Event) -> None:
+    """Subscriptions added and removed every 0.3 s that match no event (no event has a ``phase``): the state keeps
+    changing, so that a processor with ``--snapshot-every 1`` writes snapshots while it is killed."""
+    sid = 50_000
+    while not stop.is_set():
+        send(bootstrap, topics.SUBSCRIPTIONS, [(str(sid), codecs.encode_subscription(
+            Subscription("churn", [("phase", "=", "Z")]))), (str(sid - 3), None)])
+        sid += 1
+        stop.wait(0.3)
+
+
+def processor(bootstrap: str, group_id: str, *options: str) -> Service:
+    return Service("run", bootstrap, ["--group-id", group_id, "--batch-size", "20", *options], ready=" INFO ready: ")
+
+
+@pytest.mark.parametrize("snapshots", [False, True], ids=["rebuild", "snapshots"])
+def test_the_event_processor_killed_ten_times_notifies_exactly_once(bootstrap, group_id, snapshots, tmp_path):
+    """Without snapshots every start rebuilds the subscriptions from the topic; with them (one a second while the
+    subscriptions change) a start loads the latest one and replays what followed, and kills fall inside snapshot
+    writes too."""
+    subs = random_subscriptions(200, seed=60)
+    options = ("--snapshot-dir", str(tmp_path), "--snapshot-every", "1") if snapshots else ()
+    send_subscriptions(bootstrap, subs)
+    stop_churn = threading.Event()
+    churner = threading.Thread(target=churn, args=(bootstrap, stop_churn), daemon=True)
+    churner.start()
+    stream = Stream(produce_event, 20, 0.1, bootstrap, len(EVENTS))
+    last = None
+    try:
+        kills = kill_loop(lambda: processor(bootstrap, group_id, *options),
+                          lambda: committed_events(bootstrap, group_id), seed=62 + snapshots)
+        last = processor(bootstrap, group_id, *options)
+        assert last.ready.wait(60), last.tail()
+    finally:
+        sent = stream.stop()
+        stop_churn.set()
+        churner.join(10)
+    try:
+        wait_processed(bootstrap, group_id, timeout=120)
+        stats = last.stop()
+    finally:
+        last.kill()
+    assert any("delivery: transactional" in line for line in last.log), last.tail()
+    assert stats["replays"] == 0  # no delivery failed: what is checked is the kills alone
+    if snapshots:
+        assert kills.snapshots_loaded > 0 and any("snapshot loaded" in line for line in last.log)
+    sent_events = EVENTS[:sent]
+    assert not any(expected_matches([(0, Subscription("churn", [("phase", "=", "Z")]))], sent_events).values())
+    expected = {f"k{n}/{sid}" for n, sids in expected_matches(subs, sent_events).items() for sid in sids}
+    count = Count.of([n["notification_id"] for n in notifications(bootstrap)], expected)
+    count.report(f"event processor ({'snapshots' if snapshots else 'rebuild'}), {sent} events", kills)
+    assert kills.done >= KILLS and kills.during_startup >= 1
+    count.assert_exactly_once()
