@@ -244,3 +244,63 @@ def test_the_event_processor_killed_ten_times_notifies_exactly_once(bootstrap, g
     count.report(f"event processor ({'snapshots' if snapshots else 'rebuild'}), {sent} events", kills)
     assert kills.done >= KILLS and kills.during_startup >= 1
     count.assert_exactly_once()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0, *logs: Service) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}\n" + "\n".join(s.tail(40) for s in logs)
+        time.sleep(0.05)
+
+
+def test_a_paused_processor_is_fenced_by_the_one_that_took_over_its_transactional_id(bootstrap, group_id):
+    """Two instances with one ``--transactional-id`` (a pod thought dead and its replacement).  The first is paused
+    (SIGSTOP) mid-stream; the second's ``init_transactions`` aborts the first's open transaction and fences it, and
+    the second takes the partitions once the first's session has expired.  Resumed (SIGCONT), the first finds out
+    at its next write: it commits nothing more and exits non-zero saying it was fenced, instead of recovering with
+    a new producer of the same id, which would fence the second in turn."""
+    every = (999, Subscription("everyone", [("n", ">=", 0)]))  # every event notifies: every batch writes
+    subs = random_subscriptions(100, seed=70) + [every]
+    send_subscriptions(bootstrap, subs)
+    options = ("--transactional-id", f"{group_id}-pod-0", "--commit-interval-ms", "300")  # transactions stay open
+    stream = Stream(produce_event, 20, 0.1, bootstrap, len(EVENTS))
+    first = second = None
+    try:
+        first = processor(bootstrap, group_id, *options)
+        assert first.ready.wait(60), first.tail()
+        wait_until(lambda: committed_events(bootstrap, group_id) >= 200, "the first has committed 200 events")
+        time.sleep(0.15)  # inside a transaction, most likely
+        first.proc.send_signal(signal.SIGSTOP)
+        second = processor(bootstrap, group_id, *options)
+        assert second.ready.wait(60), second.tail()
+        # the first's open transaction (and the offsets in it) aborted: the committed offsets can be read again,
+        # and they are the first's (the second gets partitions only once the first's session has expired)
+        paused_at = committed_events(bootstrap, group_id)
+        wait_until(lambda: committed_events(bootstrap, group_id) > paused_at + 200, "the second took over")
+        first.proc.send_signal(signal.SIGCONT)
+        wait_until(lambda: not first.alive(), "the first has exited", 60, first)
+        wait_until(lambda: committed_events(bootstrap, group_id) > paused_at + 600, "the second goes on")
+    finally:
+        sent = stream.stop()
+        if first is not None:
+            first.proc.send_signal(signal.SIGCONT)
+            first.kill()
+    try:
+        wait_processed(bootstrap, group_id, timeout=120)
+        second.stop()
+    except BaseException:
+        print("FIRST\n", first.tail(400), "\nSECOND\n", second.tail(60))
+        raise
+    finally:
+        second.kill()
+    first._reader.join(10)
+    fenced = [line for line in first.log if f"stopping: fenced: another instance with transactional.id "
+                                              f"{group_id}-pod-0 took over" in line]
+    assert first.proc.returncode == 1 and fenced, first.tail()
+    first_stats = json.loads(first.proc.stdout.read().strip().splitlines()[-1])
+    assert 0 < first_stats["events"] <= paused_at  # all it committed, it committed before it was paused
+    expected = {f"k{n}/{sid}" for n, sids in expected_matches(subs, EVENTS[:sent]).items() for sid in sids}
+    count = Count.of([n["notification_id"] for n in notifications(bootstrap)], expected)
+    count.report(f"zombie event processor, {sent} events (fenced: {fenced[0].split('stopping: ')[1].strip()})",
+                 Kills())
+    count.assert_exactly_once()

@@ -119,7 +119,9 @@ class Delivery:
         self.recoveries = 0  # producers replaced after a failed batch
         self._in_transaction = False
         self._failures: list[str] = []
-        self._fenced: str | None = None  # a delivery report said the producer was fenced
+        self._fenced: KafkaError | None = None  # a delivery report said the producer was fenced, or fatal
+        #: set once this producer is known to be fenced: for good, it is never replaced (see :meth:`recover`)
+        self.fenced: Fenced | None = None
         self._refused: dict[Source, str] = {}
         self.bound = bounds.producer_messages
         self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
@@ -138,8 +140,8 @@ class Delivery:
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
             self._failures.append(str(err))
-            if err.code() in FENCED and self._fenced is None:
-                self._fenced = err.str()
+            if self._fenced is None and (err.code() in FENCED or err.code() == KafkaError._FATAL):
+                self._fenced = err
 
     def _on_delivery_of(self, source: Source, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
@@ -189,7 +191,7 @@ class Delivery:
                 raise RecordRefused(f"output refused: {exc.args[0].str()} ({len(value or b'')} bytes to {topic})") from None
             raise self._failed("produce failed", exc) from None
         except SystemError as exc:  # a producer in a fatal or abortable state (see _flush)
-            raise DeliveryError(f"produce failed: {exc.args[0]}") from None
+            raise self._failed("produce failed", exc) from None
 
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0
@@ -250,15 +252,46 @@ class Delivery:
                 raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
             self._lap("offsets", t)
 
-    def _failed(self, what: str, exc: KafkaException) -> Exception:
-        """The exception to raise for a client call that failed: :class:`Fenced` if the error code says so."""
-        err = exc.args[0]
-        if self.mode == "transactional" and isinstance(err, KafkaError) and err.code() in FENCED:
-            return self._fenced_error(f"{what}: {err.str()}")
-        return DeliveryError(f"{what}: {err}")
+    def _failed(self, what: str, exc: KafkaException | SystemError) -> Exception:
+        """The exception to raise for a client call that failed: :class:`Fenced` if the error code says so.
+
+        A ``SystemError`` ("... returned a result with an exception set", see
+        :meth:`_flush`) carries the producer's ``KafkaException`` as its cause:
+        a fenced producer's flush failed that way (tests/test_exactly_once.py).
+        """
+        cause = exc.__cause__ if isinstance(exc, SystemError) else exc
+        err = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+        fencing = self._fencing(err) if isinstance(err, KafkaError) else None
+        if fencing is not None:
+            return self._fenced_error(f"{what}: {fencing.str()}")
+        return DeliveryError(f"{what}: {err if err is not None else exc}")
+
+    def _fencing(self, err: KafkaError) -> KafkaError | None:
+        """The error that says this transactional producer was fenced, if ``err`` is or hides one.
+
+        A call on a producer that is already fatal fails with ``_FATAL`` and
+        no reason; the transactional API names the reason (:meth:`_fatal_error`).
+        """
+        if self.mode != "transactional":
+            return None
+        if err.code() == KafkaError._FATAL:
+            err = self._fatal_error() or err
+        return err if err.code() in FENCED else None
+
+    def _fatal_error(self) -> KafkaError | None:
+        """The error that made the producer fatal, from an abort it refuses (None if it is not fatal)."""
+        try:
+            self.producer.abort_transaction(1)
+        except KafkaException as exc:
+            return exc.args[0] if exc.args[0].fatal() else None
+        self._in_transaction = False  # it was not fatal, and its transaction is now aborted: replayed as any failure
+        return None
 
     def _fenced_error(self, reason: str) -> Fenced:
-        return Fenced(f"fenced: another instance with transactional.id {self.transactional_id} took over ({reason})")
+        if self.fenced is None:
+            self.fenced = Fenced(f"fenced: another instance with transactional.id {self.transactional_id} took over "
+                                 f"({reason})")
+        return self.fenced
 
     def _lap(self, part: str, since: float) -> float:
         now = time.perf_counter()
@@ -269,16 +302,23 @@ class Delivery:
                 on_wait: Callable[[], None] = lambda: None) -> bool:
         """After a :class:`DeliveryError`: a new producer, and ``consumer`` back at its committed offsets.
 
+        :class:`Fenced` instead if the producer turns out to be fenced (its abort says so), or was found to be.
+
         The failed batch's outputs are abandoned (aborted, or left to the
         broker: they may show up as duplicates, never as losses) and its events
         are fetched again.  Retries every second until the broker answers
         (``on_wait`` is called meanwhile) or ``should_stop``; False if stopped.
         """
+        if self.fenced is not None:  # a new producer with its id would fence the instance that took over
+            raise self.fenced
         old, in_transaction, self._in_transaction = self.producer, self._in_transaction, False
         try:
             if in_transaction:
                 old.abort_transaction(5)
         except KafkaException as exc:  # fatal: the next init_transactions with the same id ends it
+            fencing = self._fencing(exc.args[0])
+            if fencing is not None:  # e.g. a zombie's offset commit failed for its old group generation first
+                raise self._fenced_error(f"abort failed: {fencing.str()}") from None
             log.debug("abort before recovery: %s", exc.args[0])
         try:
             old.purge()  # nothing of the failed batch is waited for
@@ -313,18 +353,16 @@ class Delivery:
         """
         try:
             return self.producer.flush(timeout)
-        except KafkaException as exc:
+        except (KafkaException, SystemError) as exc:
             raise self._failed("flush failed", exc) from None
-        except SystemError as exc:
-            raise DeliveryError(f"flush failed: {exc}") from None
 
     def _raise_failures(self) -> None:
-        if self._fenced is not None and self.mode == "transactional":
-            reason, self._fenced = self._fenced, None
+        reported, self._fenced = self._fenced, None
+        fencing = self._fencing(reported) if reported is not None else None
+        if fencing is not None:
             self._failures.clear()
             self._refused.clear()
-            raise self._fenced_error(f"a record failed: {reason}")
-        self._fenced = None
+            raise self._fenced_error(f"a record failed: {fencing.str()}")
         if self._failures:
             first, n, refused = self._failures[0], len(self._failures), dict(self._refused)
             self._failures.clear()
@@ -338,7 +376,10 @@ class Delivery:
                 self.producer.abort_transaction(10)
             except KafkaException as exc:  # a failed producer: its transaction ends with it
                 log.warning("abort on close: %s", exc.args[0])
-        self.producer.flush(10)
+        try:
+            self.producer.flush(10)
+        except (KafkaException, SystemError) as exc:  # a fatal (e.g. fenced) producer: not the reason to report
+            log.warning("flush on close: %s", exc)
 
 
 def rewind(consumer: Consumer, timeout: float = 10.0) -> None:

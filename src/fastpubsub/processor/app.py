@@ -440,9 +440,10 @@ class Processor:
         """Partitions are about to be taken away: commit what was processed of them while they are still ours.
 
         A failure is recovered without a rewind (the next assignment starts
-        from the committed offsets anyway).
+        from the committed offsets anyway).  A fenced producer commits
+        nothing: the instance that took over replays it.
         """
-        if self._open():
+        if self._open() and self.deliver.delivery.fenced is None:
             self._guarded(None, self._commit, consumer)
 
     # --- the loop ----------------------------------------------------------------------
