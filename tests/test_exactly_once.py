@@ -30,6 +30,8 @@ import pytest
 from confluent_kafka import Producer
 from kafka_helpers import committed_events, notifications, read_all, send, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions, send_subscriptions
+import test_pattern_service as patterns_spec
+import test_tables as tables_spec
 
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.broker import child_preexec
@@ -39,8 +41,8 @@ from fastpubsub.wire.codecs import Subscription
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
-KILLS = 10  # SIGKILLs per run
-DURING_STARTUP = 3  # of them right after the launch, before the service is ready
+KILLS = int(os.environ.get("EO_KILLS", 10))  # SIGKILLs per run
+DURING_STARTUP = int(os.environ.get("EO_EARLY", 3))  # of them right after the launch, before the service is ready
 
 
 # --- a service in a child process, its kill loop, the input stream, the count -----------------------------
@@ -289,7 +291,7 @@ def test_a_paused_processor_is_fenced_by_the_one_that_took_over_its_transactiona
         wait_processed(bootstrap, group_id, timeout=120)
         second.stop()
     except BaseException:
-        print("FIRST\n", first.tail(400), "\nSECOND\n", second.tail(60))
+        print(f"\nthe first:\n{first.tail(40)}\nthe second:\n{second.tail(40)}")
         raise
     finally:
         second.kill()
@@ -304,3 +306,127 @@ def test_a_paused_processor_is_fenced_by_the_one_that_took_over_its_transactiona
     count.report(f"zombie event processor, {sent} events (fenced: {fenced[0].split('stopping: ')[1].strip()})",
                  Kills())
     count.assert_exactly_once()
+
+
+# --- the pattern service and the table service ------------------------------------------------------------------
+
+
+@pytest.fixture
+def service_topics(bootstrap):
+    """The session broker with fresh topics, no changelog of an earlier test, and the stock table's topic."""
+    client = ClientFactory(bootstrap).admin()
+    stale = [t for t in client.list_topics(timeout=10).topics
+             if t == topics.PATTERN_CHANGELOG or t in topics.TABLE_SERVICE
+             or t.startswith((topics.CHANGELOG_PREFIX, topics.TABLE_PREFIX))]
+    if stale:
+        for f in client.delete_topics(stale, operation_timeout=10).values():
+            f.result(10)
+        wait_until(lambda: not set(stale) & set(client.list_topics(timeout=10).topics), "old topics deleted", 10)
+    from confluent_kafka.admin import NewTopic
+    for f in client.create_topics([NewTopic(tables_spec.STOCK_TOPIC, 1, 1)], operation_timeout=10).values():
+        f.result(10)
+    return bootstrap
+
+
+#: Event time starts 8 hours ago, not at test_pattern_service's BASE_TS: records three years old are past the events
+#: topic's retention (7 days), and Kafka deletes them at its next check (every 10 s here), leaving the oracle a tail.
+SINCE = (int(time.time()) - 8 * 3600) * 1000
+PATTERN_EVENTS = [(ts - patterns_spec.BASE_TS + SINCE, attrs) for ts, attrs in patterns_spec.events(80, 40_000)]
+
+
+def produce_pattern_event(p: Producer, i: int) -> None:
+    ts, attrs = PATTERN_EVENTS[i]
+    p.produce(topics.EVENTS, codecs.encode_event(attrs, "avro" if i % 2 else "json"),
+              partition=patterns_spec.partition_for(attrs["name"], patterns_spec.PARTITIONS), timestamp=ts)
+
+
+def test_the_pattern_service_killed_ten_times_notifies_exactly_once(service_topics, group_id):
+    """Each start restores every partition's engine from the changelog (read_committed) at the committed offsets."""
+    bootstrap = service_topics
+    subs = patterns_spec.subscriptions(81, 24)
+    patterns_spec.send_subscriptions(bootstrap, subs, since=SINCE)
+    stream = Stream(produce_pattern_event, 10, 0.1, bootstrap, len(PATTERN_EVENTS))
+    launch = lambda: Service("patterns", bootstrap, ["--group-id", group_id, "--batch-size", "40"],  # noqa: E731
+                             ready="pattern subscriptions loaded")
+    last = None
+    try:
+        kills = kill_loop(launch, lambda: committed_events(bootstrap, group_id), seed=82)
+        last = launch()
+        assert last.ready.wait(60), last.tail()
+    finally:
+        sent = stream.stop()
+    try:
+        wait_processed(bootstrap, group_id, timeout=120)
+        stats = last.stop()
+    finally:
+        last.kill()
+    assert stats["delivery"] == "transactional" and stats["restores"] == patterns_spec.PARTITIONS
+    assert stats["restored_instances"] > 0  # the state came from the changelog
+    stored = patterns_spec.stored_events(bootstrap)
+    assert sum(len(v) for v in stored.values()) == sent  # none past the retention
+    expected = patterns_spec.oracle(subs, stored, since=SINCE)
+    assert len(expected) > 200, "the workload completes too few patterns to say much"
+    count = Count.of([json.loads(m.value())["notification_id"] for m in read_all(bootstrap, topics.NOTIFICATIONS)],
+                     set(expected))
+    count.report(f"pattern service, {sent} events", kills)
+    assert kills.done >= KILLS and kills.during_startup >= 1
+    count.assert_exactly_once()
+
+
+TABLE_ROWS, TABLE_UPDATES = tables_spec.workload(90, 60, 40_000)
+
+
+def produce_update(p: Producer, i: int) -> None:
+    key, value = tables_spec.row_records(TABLE_UPDATES[i:i + 1])[0]
+    p.produce(tables_spec.STOCK_TOPIC, value, key)
+
+
+def table_service(bootstrap: str, group_id: str) -> Service:
+    return Service("tables", bootstrap, ["--group-id", group_id, "--table", tables_spec.STOCK, "--batch-size", "20"],
+                   ready="restored: ")
+
+
+def table_notifications(bootstrap: str) -> list[tuple[tuple[int, str], object]]:
+    """((subscription, "init" or the update's id), value) of every notification read back, repeats included."""
+    out = []
+    for m in read_all(bootstrap, topics.NOTIFICATIONS):
+        n = json.loads(m.value())
+        out.append(((n["subscription"], "init" if "/init/" in n["notification_id"] else n["update_id"]),
+                    tables_spec.plain(n["value"])))
+    return out
+
+
+def test_the_table_service_killed_ten_times_notifies_exactly_once(service_topics, group_id):
+    """Each start restores the table from its changelog (read_committed) and the subscriptions up to their committed
+    offsets, silently; then the updates from the committed offset.  The rows and the subscriptions come first (the
+    oracle's order), the updates as the stream."""
+    bootstrap = service_topics
+    subs = tables_spec.subscriptions(91, 80)
+    first = table_service(bootstrap, group_id)
+    send(bootstrap, tables_spec.STOCK_TOPIC, tables_spec.row_records(TABLE_ROWS))
+    tables_spec.wait_committed(bootstrap, group_id, tables_spec.STOCK_TOPIC)
+    send(bootstrap, topics.SUBSCRIPTIONS, tables_spec.encode_subs(subs))
+    tables_spec.wait_committed(bootstrap, group_id, topics.SUBSCRIPTIONS)
+    first.kill()
+    stream = Stream(produce_update, 20, 0.1, bootstrap, len(TABLE_UPDATES))
+    last = None
+    try:
+        kills = kill_loop(lambda: table_service(bootstrap, group_id),
+                          lambda: tables_spec.committed(bootstrap, group_id, tables_spec.STOCK_TOPIC), seed=92)
+        last = table_service(bootstrap, group_id)
+        assert last.ready.wait(60), last.tail()
+    finally:
+        sent = stream.stop()
+    try:
+        tables_spec.wait_committed(bootstrap, group_id, tables_spec.STOCK_TOPIC, timeout=120)
+        stats = last.stop()
+    finally:
+        last.kill()
+    assert stats["delivery"] == "transactional" and stats["restored_rows"] > 0
+    want = tables_spec.expected(TABLE_ROWS, subs, TABLE_UPDATES[:sent], len(TABLE_ROWS))
+    got = table_notifications(bootstrap)
+    count = Count.of([k for k, _ in got], set(want))
+    count.report(f"table service, {sent} updates", kills)
+    assert kills.done >= KILLS and kills.during_startup >= 1
+    count.assert_exactly_once()
+    tables_spec.assert_same(dict(got), want)  # and each carries the oracle's answer
