@@ -13,9 +13,8 @@ def read_to_end(clients: ClientFactory, start: list[TopicPartition], timeout: fl
                 stop_at: dict[tuple[str, int], int] | None = None, group_id: str = "pubsub-restore") -> list[Message]:
     """Every record from ``start`` to the end of each partition (or to ``stop_at`` offsets, exclusive).
 
-    End-of-partition events, not watermarks: Tansu reports a short high watermark.  Read_committed,
-    which on Tansu still shows records of aborted transactions (the changelog's source offsets sort
-    those out).
+    End-of-partition events, not watermarks: Tansu reports a short high watermark.  Read_committed:
+    records of aborted or still open transactions are not read.
     """
     if not start:
         return []
