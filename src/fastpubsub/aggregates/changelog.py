@@ -4,8 +4,9 @@ Everything the reformulators and the S-UN answers hold derives from the tables' 
 changelog holds one change per table row: key ``[table, row key]`` (JSON), value the row
 (JSON), or a tombstone when the row is deleted.  Each change names the input partition and
 offset of the update that produced it (:class:`fastpubsub.state.StateChanges`), so that a
-restore drops changes written by a transaction that did not commit (the embedded broker shows
-aborted records to read_committed readers: see docs/reliability.md).  A Kafka stage writes
+restore drops changes past the committed input offsets: at-least-once delivery leaves them when it
+crashes between the outputs' acknowledgement and the offset commit (transactions on Apache Kafka
+never do: a read_committed reader sees them only with their offsets).  A Kafka stage writes
 them (``fastpubsub.state.to_records``) in the same transaction as the outputs, to a compacted
 topic, and restores them before processing.
 """
@@ -51,7 +52,8 @@ def row_record(table: str, key: Hashable, row: Row | None, partition: int,
 
 def live_rows(changes: StateChanges, committed: Mapping[int, int] | None = None) -> dict[str, dict[Any, Row]]:
     """The rows after replaying ``changes`` in log order, skipping changes whose source offset is
-    at or beyond the committed input offset of their partition (written by an aborted batch)."""
+    at or beyond the committed input offset of their partition (an at-least-once batch whose offsets were not
+    committed: the replay writes them again)."""
     tables: dict[str, dict[Any, Row]] = {}
     for key, (value, _, _) in KeyedStore.restore(changes, committed).data.items():
         table, row_key = decode_key(key)

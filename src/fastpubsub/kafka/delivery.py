@@ -11,6 +11,13 @@ what was not committed; the replayed notifications carry the same ``notification
 
 Either way nothing is lost: offsets never move past unacknowledged output.
 
+Fencing: a second producer with the same ``transactional.id`` (a restarted
+instance, or one started while this one was paused) calls ``init_transactions``,
+which aborts this one's open transaction and fences it: none of its later
+writes can commit.  That is raised as :class:`Fenced`, not as a
+:class:`DeliveryError`: recovering would start a new producer with the same id,
+which would fence the instance that took over in its turn.
+
 Recovery: outputs or a commit that fail (broker gone, producer fenced or
 desynchronised, e.g. by a broker that restarted and forgot its producer ids)
 raise :class:`DeliveryError`; :meth:`Delivery.recover` then replaces the
@@ -70,6 +77,19 @@ class DeliveryError(RuntimeError):
         self.refused = refused or {}
 
 
+#: The broker's word that a newer producer with this transactional.id exists: librdkafka's fatal ``_FENCED``, or
+#: the broker's error on a request (``PRODUCER_FENCED``) or on a record (``INVALID_PRODUCER_EPOCH``).
+FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+class Fenced(RuntimeError):
+    """Another instance with the same ``transactional.id`` took over: this one must stop, not recover.
+
+    Told from the error code (:data:`FENCED`) of a transactional producer's
+    failure; its open transaction was aborted by the one that took over.
+    """
+
+
 class RecordRefused(ValueError):
     """``produce`` refused one record for what it is (too large, invalid): the batch can go on without it."""
 
@@ -91,6 +111,7 @@ class Delivery:
         self._idempotent = clients.producer_config(defaults, **{**sizes, "acks": "all", "enable.idempotence": True})
         self._clients = clients
         self._init_timeout = init_timeout
+        self.transactional_id = transactional_id
         self.mode = "at-least-once"
         if mode in ("auto", "transactional"):
             try:
@@ -107,6 +128,9 @@ class Delivery:
         self._abandoned: list[Producer] = []
         self._in_transaction = False
         self._failures: list[str] = []
+        self._fenced: KafkaError | None = None  # a delivery report said the producer was fenced, or fatal
+        #: set once this producer is known to be fenced: for good, it is never replaced (see :meth:`recover`)
+        self.fenced: Fenced | None = None
         self._refused: dict[Source, str] = {}
         self.bound = bounds.producer_messages
         self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
@@ -125,10 +149,12 @@ class Delivery:
     def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
             self._failures.append(str(err))
+            if self._fenced is None and (err.code() in FENCED or err.code() == KafkaError._FATAL):
+                self._fenced = err
 
     def _on_delivery_of(self, source: Source, err: KafkaError | None, _msg: object) -> None:
         if err is not None:
-            self._failures.append(str(err))
+            self._on_delivery(err, _msg)
             if err.code() in RECORD_ERRORS:
                 self._refused[source] = f"output refused by the broker: {err.str()}"
 
@@ -172,9 +198,9 @@ class Delivery:
         except KafkaException as exc:
             if isinstance(exc.args[0], KafkaError) and exc.args[0].code() in RECORD_ERRORS:
                 raise RecordRefused(f"output refused: {exc.args[0].str()} ({len(value or b'')} bytes to {topic})") from None
-            raise DeliveryError(f"produce failed: {exc.args[0]}") from None
+            raise self._failed("produce failed", exc) from None
         except SystemError as exc:  # a producer in a fatal or abortable state (see _flush)
-            raise DeliveryError(f"produce failed: {exc.args[0]}") from None
+            raise self._failed("produce failed", exc) from None
 
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0
@@ -191,7 +217,7 @@ class Delivery:
                 try:
                     consumer.commit(offsets=offsets, asynchronous=False)
                 except KafkaException as exc:
-                    raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
+                    raise self._failed("offset commit failed", exc) from None
                 self._lap("offsets", t)
                 return
             if offsets:
@@ -211,14 +237,14 @@ class Delivery:
                                   lambda: self.producer.send_offsets_to_transaction(offsets, metadata,
                                                                                     SEND_OFFSETS_TIMEOUT))
                 except KafkaException as exc:
-                    raise DeliveryError(f"sending offsets to the transaction failed: {exc.args[0]}") from None
+                    raise self._failed("sending offsets to the transaction failed", exc) from None
                 self._lap("offsets", t)
             if self._in_transaction:
                 t = time.perf_counter()
                 try:
                     self.producer.commit_transaction(timeout)
                 except KafkaException as exc:
-                    raise DeliveryError(f"transaction commit failed: {exc.args[0]}") from None
+                    raise self._failed("transaction commit failed", exc) from None
                 finally:
                     self._in_transaction = False
                     self._lap("transaction", t)
@@ -258,6 +284,47 @@ class Delivery:
         if outcome:
             raise outcome[0]
 
+    def _failed(self, what: str, exc: KafkaException | SystemError) -> Exception:
+        """The exception to raise for a client call that failed: :class:`Fenced` if the error code says so.
+
+        A ``SystemError`` ("... returned a result with an exception set", see
+        :meth:`_flush`) carries the producer's ``KafkaException`` as its cause:
+        a fenced producer's flush failed that way (tests/test_exactly_once.py).
+        """
+        cause = exc.__cause__ if isinstance(exc, SystemError) else exc
+        err = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+        fencing = self._fencing(err) if isinstance(err, KafkaError) else None
+        if fencing is not None:
+            return self._fenced_error(f"{what}: {fencing.str()}")
+        return DeliveryError(f"{what}: {err if err is not None else exc}")
+
+    def _fencing(self, err: KafkaError) -> KafkaError | None:
+        """The error that says this transactional producer was fenced, if ``err`` is or hides one.
+
+        A call on a producer that is already fatal fails with ``_FATAL`` and
+        no reason; the transactional API names the reason (:meth:`_fatal_error`).
+        """
+        if self.mode != "transactional":
+            return None
+        if err.code() == KafkaError._FATAL:
+            err = self._fatal_error() or err
+        return err if err.code() in FENCED else None
+
+    def _fatal_error(self) -> KafkaError | None:
+        """The error that made the producer fatal, from an abort it refuses (None if it is not fatal)."""
+        try:
+            self.producer.abort_transaction(1)
+        except KafkaException as exc:
+            return exc.args[0] if exc.args[0].fatal() else None
+        self._in_transaction = False  # it was not fatal, and its transaction is now aborted: replayed as any failure
+        return None
+
+    def _fenced_error(self, reason: str) -> Fenced:
+        if self.fenced is None:
+            self.fenced = Fenced(f"fenced: another instance with transactional.id {self.transactional_id} took over "
+                                 f"({reason})")
+        return self.fenced
+
     def _lap(self, part: str, since: float) -> float:
         now = time.perf_counter()
         self.commit_seconds[part] += now - since
@@ -267,17 +334,24 @@ class Delivery:
                 on_wait: Callable[[], None] = lambda: None) -> bool:
         """After a :class:`DeliveryError`: a new producer, and ``consumer`` back at its committed offsets.
 
+        :class:`Fenced` instead if the producer turns out to be fenced (its abort says so), or was found to be.
+
         The failed batch's outputs are abandoned (aborted, or left to the
         broker: they may show up as duplicates, never as losses) and its events
         are fetched again.  Retries every second until the broker answers
         (``on_wait`` is called meanwhile) or ``should_stop``; False if stopped.
         """
+        if self.fenced is not None:  # a new producer with its id would fence the instance that took over
+            raise self.fenced
         old, in_transaction, self._in_transaction = self.producer, self._in_transaction, False
         stuck = any(p is old for p in self._abandoned)  # a thread is inside it: no further call on it
         try:
             if in_transaction and not stuck:
                 old.abort_transaction(5)
         except KafkaException as exc:  # fatal: the next init_transactions with the same id ends it
+            fencing = self._fencing(exc.args[0])
+            if fencing is not None:  # e.g. a zombie's offset commit failed for its old group generation first
+                raise self._fenced_error(f"abort failed: {fencing.str()}") from None
             log.debug("abort before recovery: %s", exc.args[0])
         try:
             if not stuck:
@@ -286,6 +360,7 @@ class Delivery:
         except (KafkaException, RuntimeError, SystemError) as exc:
             log.debug("discarding the old producer: %s", exc)
         self._failures.clear()  # including the old producer's "purged" reports
+        self._fenced = None
         self._refused.clear()
         while not should_stop():
             try:
@@ -312,9 +387,15 @@ class Delivery:
         try:
             return self.producer.flush(timeout)
         except (KafkaException, SystemError) as exc:
-            raise DeliveryError(f"flush failed: {exc}") from None
+            raise self._failed("flush failed", exc) from None
 
     def _raise_failures(self) -> None:
+        reported, self._fenced = self._fenced, None
+        fencing = self._fencing(reported) if reported is not None else None
+        if fencing is not None:
+            self._failures.clear()
+            self._refused.clear()
+            raise self._fenced_error(f"a record failed: {fencing.str()}")
         if self._failures:
             first, n, refused = self._failures[0], len(self._failures), dict(self._refused)
             self._failures.clear()
@@ -328,7 +409,10 @@ class Delivery:
                 self.producer.abort_transaction(10)
             except KafkaException as exc:  # a failed producer: its transaction ends with it
                 log.warning("abort on close: %s", exc.args[0])
-        self.producer.flush(10)
+        try:
+            self.producer.flush(10)
+        except (KafkaException, SystemError) as exc:  # a fatal (e.g. fenced) producer: not the reason to report
+            log.warning("flush on close: %s", exc)
 
 
 def rewind(consumer: Consumer, timeout: float = 10.0) -> None:

@@ -14,7 +14,8 @@ def read_to_end(clients: ClientFactory, start: list[TopicPartition], timeout: fl
     """Every record from ``start`` to the end of each partition (or to ``stop_at`` offsets, exclusive).
 
     End-of-partition events, not watermarks: a read_committed reader ends at the last stable offset,
-    which the high watermark can be past while a transaction is open.
+    which the high watermark can be past while a transaction is open; records of aborted transactions
+    are not read.
     """
     if not start:
         return []

@@ -9,8 +9,8 @@ it can no longer take its place, and the caller dead-letters it.  Whenever every
 of the largest timestamp before it (in its partition), none is late and the released sequence is all the events
 sorted by (timestamp, source partition, source offset), whatever the interleaving.
 
-Re-keying is exactly once on a broker that hides aborted transactions; the embedded one shows them, so a source
-record may appear twice (an aborted re-keying, then its replay).  Records of a source partition reach a repartition
+Re-keying is exactly once with transactions on Apache Kafka; at-least-once delivery can re-key a source record twice
+(acknowledged, a crash before the offset commit, then the replay).  Records of a source partition reach a repartition
 partition in source-offset order, so a record at or below the highest source offset seen from its source partition
 is such a repeat and is dropped (counted).
 

@@ -440,9 +440,10 @@ class Processor:
         """Partitions are about to be taken away: commit what was processed of them while they are still ours.
 
         A failure is recovered without a rewind (the next assignment starts
-        from the committed offsets anyway).
+        from the committed offsets anyway).  A fenced producer commits
+        nothing: the instance that took over replays it.
         """
-        if self._open():
+        if self._open() and self.deliver.delivery.fenced is None:
             self._guarded(None, self._commit, consumer)
 
     # --- the loop ----------------------------------------------------------------------
@@ -569,7 +570,9 @@ class Processor:
         record until the committed offsets pass them, so that the record at
         fault is named alone and the others go through.  Other failures (a
         broker gone) are retried as long as they last, and /healthz turns
-        unhealthy meanwhile.  False if the step failed.
+        unhealthy meanwhile.  False if the step failed.  A fenced producer
+        (``kafka.delivery.Fenced``: another instance took over the
+        transactional.id) is not a ``DeliveryError``: it stops the processor.
         """
         try:
             step(*args)

@@ -16,10 +16,12 @@ class KeyedStore:
     """key bytes -> (value bytes, source offset): the state its changelog says.
 
     ``restore`` applies changes in order but skips those at or past the
-    committed input offset of their source partition: they come from a
-    transaction that did not commit (the embedded broker shows aborted records
-    to read_committed consumers) or that the replay from the committed offset
-    will produce again.  A partition missing from a mapping has nothing committed.
+    committed input offset of their source partition: the replay from the
+    committed offset will produce them again.  Only at-least-once delivery
+    leaves such changes (acknowledged, then a crash before the offset commit);
+    with transactions on Apache Kafka a read_committed restore sees a change
+    only with the offsets committed in its transaction, so none is skipped
+    (tests/test_exactly_once.py).  A partition missing from a mapping has nothing committed.
     """
 
     def __init__(self) -> None:
