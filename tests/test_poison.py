@@ -70,7 +70,8 @@ def bad_subscription_records(rng: random.Random, sid: int) -> list[tuple[bytes |
         (key, b'{"subscriber": "eve", "predicates": [["a", "=", 1' + b"0" * 500 + b"]]}"),
         (key, b'{"subscriber": "\\ud800", "predicates": [["a", "=", 1]]}'),
         (key, b"[" * 3000),
-        (None, good), (b"abc", good), (b"\xff\xfe", good), (b"1" * 30, good), (b" 7", good),  # bad keys
+        # bad keys (no key at all cannot reach the topic: Kafka refuses keyless records on a compacted topic)
+        (b"abc", good), (b"\xff\xfe", good), (b"1" * 30, good), (b" 7", good),
     ]
 
 
