@@ -40,11 +40,15 @@ tools:
 demo: $(VENV)/.installed
 	$(BIN)/pubsub demo
 
+# The unit lane first, on both cores (no broker: nothing to share); then every lane that runs Apache Kafka or Spark,
+# one test at a time, and the 20 slowest tests of the run.
+UNIT = -m "not broker and not spark and not slow"
 test: $(VENV)/.installed kafka tools
-	$(PYTEST) --durations=20
+	$(PYTEST) -n 2 $(UNIT)
+	$(PYTEST) -m "broker or spark or slow" --durations=20
 
 test-fast: $(VENV)/.installed
-	$(PYTEST) -m "not broker and not spark and not slow" --durations=10
+	$(PYTEST) -n 2 $(UNIT) --durations=10
 
 # The package as users get it (tests/test_packaging.py installs it into a new venv and runs the demo).
 wheel: $(VENV)/.installed

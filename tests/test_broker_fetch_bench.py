@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import broker_fetch
 
 
+@pytest.mark.broker
 def test_broker_fetch_fills_a_partition_and_follows_a_trickle(capsys):
     broker_fetch.main(["--levels", "0", "300", "--seconds", "1", "--rate", "20", "--per-batch", "1"])
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()[2:]]
