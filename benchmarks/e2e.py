@@ -1,6 +1,6 @@
 """End to end through the embedded broker: events topic -> processor -> notifications topic.
 
-Set-up as ``pubsub demo`` (and with its helpers): an embedded Tansu broker,
+Set-up as ``pubsub demo`` (and with its helpers): Apache Kafka on loopback (one node),
 the four topics, N W0 subscriptions plus the demo's three hand-written ones
 (``cli.demo.SHOWCASE``; W0 subscriptions almost never match), a
 processor in its own process (``pubsub run``, dynamic matcher, transactional
@@ -20,8 +20,8 @@ delivery when the broker offers it).  Two phases:
    (set when the processor produced it) instead of the arrival.  Percentiles
    are over the events that caused a notification.  Two consumers time the
    arrivals: one with ``fetch.wait.max.ms`` = 10 (the figure), one with
-   librdkafka's defaults (500): Tansu holds a fetch up to that long even when
-   records arrive meanwhile, so that consumer's own wait is in its latency.
+   librdkafka's defaults (500), to show what a reader with default settings
+   sees (Apache Kafka answers a waiting fetch as soon as records arrive).
 
 What bounds the maximum comes from the processor's busy time by stage
 (``stage_seconds`` in its final statistics: consume, decode, match, produce, commit),

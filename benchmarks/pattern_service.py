@@ -2,7 +2,7 @@
 
     python -m benchmarks.pattern_service --subscriptions 1000 --events 100000
 
-What runs: an embedded broker (Tansu, in memory) with the four topics (4 partitions); the stock-tick workload
+What runs: Apache Kafka on loopback (``pubsub broker``, one node) with the five topics (4 partitions); the stock-tick workload
 of ``benchmarks.patterns`` (Zipf symbols, random-walk prices, increasing timestamps: the record timestamps)
 placed by symbol (``wire.placement``, as ``pubsub publish --partition-by name``); ``--subscriptions`` patterns
 from its S1-S5 templates, JSON on ``pubsub.subscriptions``, written before the events.  The events are written

@@ -3,7 +3,7 @@
     python -m benchmarks.tables --mode s-cn --subscriptions 1000000 --updates 100000
     python -m benchmarks.tables --mode s-un --subscriptions 1000000 --updates 5000
 
-What runs: an embedded broker (Tansu, in memory); a 10,000-row table (``pubsub.tables.stock``, one
+What runs: Apache Kafka on loopback (``pubsub broker``, one node); a 10,000-row table (``pubsub.tables.stock``, one
 partition) with the workload of ``benchmarks.aggregates`` (X uniform in [0, 10000], Y a reflected random
 walk with spikes); ``--subscriptions`` range-min subscriptions of Table 1 (range length N(1000, 1000),
 midpoint N(5000, 1500)) on ``pubsub.subscriptions``.  Phase 1 (not timed): ``pubsub tables`` loads the

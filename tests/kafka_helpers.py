@@ -115,8 +115,7 @@ _groups = itertools.count()
 def end_offsets(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, int]:
     """Offset after the last record of each partition, from end-of-partition events.
 
-    Not ``get_watermark_offsets``: Tansu 0.6 answers ListOffsets with the last
-    batch's base offset + 1, short of the end when that batch holds several records.
+    The end a reader reaches, past any transaction marker, as the tests' readers see it.
     """
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{next(_groups)}", "enable.auto.commit": False,
                   "enable.partition.eof": True})

@@ -41,3 +41,33 @@ def test_demo_runs_to_completion_twice():
             assert "Spark job" not in out and "hash tables" not in out
         assert "processor and broker stopped" in out
         assert not port_in_use(port)
+
+
+def test_a_broker_that_dies_during_the_demo_is_reported_and_the_demo_exits_non_zero():
+    """The demo streams events while its broker is killed: it says so, stops the processor, exits 1, leaves no JVM."""
+    import signal
+    import time
+
+    demo = subprocess.Popen([sys.executable, "-m", "fastpubsub", "demo", "--subscriptions", "2000", "--events",
+                             "300000", "--no-stats"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        for line in demo.stdout:  # until events are streaming
+            lines.append(line)
+            if "events sent" in line:
+                break
+        jvms = subprocess.run(["pgrep", "-P", str(demo.pid), "java"], capture_output=True, text=True).stdout.split()
+        assert len(jvms) == 1, "".join(lines)
+        subprocess.run(["kill", "-9", jvms[0]], check=True)
+        out, _ = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.send_signal(signal.SIGKILL)
+            demo.wait()
+    out = "".join(lines) + out
+    assert demo.returncode == 1, out[-3000:]
+    assert "demo stopped: Apache Kafka stopped" in out, out[-3000:]
+    deadline = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-P", str(demo.pid)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "a child of the demo outlived it"
+        time.sleep(0.2)

@@ -1,11 +1,9 @@
 """Batches that notify nothing still move the committed offsets, in every delivery mode.
 
 A shard (or any processor) whose subscriptions match none of a batch's
-events has no output to put in the batch's transaction.  On Tansu 0.6 a
-transaction that holds only offsets does not always move them (here, without
-the fix, one partition's committed offset stayed at 80 of 100 for good), so
-such a processor's lag would never fall; ``Delivery.commit`` commits those
-offsets through the consumer instead.
+events has no output to put in the batch's transaction; ``Delivery.commit``
+commits those offsets through the consumer, without a transaction, and the
+processor's lag must still fall to zero.
 """
 
 from __future__ import annotations

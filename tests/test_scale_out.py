@@ -87,10 +87,11 @@ def test_two_processes_share_the_events(bootstrap, group_id):
 def test_killing_one_of_two_moves_its_partitions_to_the_other(bootstrap, group_id):
     """kill -9 one instance mid-stream: the survivor takes its partitions; nothing is lost (oracle, after dedup).
 
-    At-least-once delivery: on Tansu a killed transactional producer's open
-    transaction stays open until a producer with the same transactional.id
-    starts (docs/processor.md), which a lone survivor never is; test_crash.py
-    covers that restart.
+    At-least-once delivery: a killed transactional producer's open transaction
+    holds read_committed readers at the last stable offset until a producer
+    with the same transactional.id starts, or the broker aborts it after
+    ``transaction.timeout.ms`` (60 s), and a lone survivor is no such producer;
+    test_crash.py and test_exactly_once.py cover that restart.
     """
     from test_crash import expected_ids, report
 

@@ -75,8 +75,8 @@ def test_two_shards_of_two_instances_notify_exactly_what_one_instance_would(boot
 def test_killing_an_instance_of_one_shard_loses_nothing(bootstrap, group_id):
     """kill -9 one instance of shard 0 mid-stream: its shard-mate takes its partitions; shard 1 is untouched.
 
-    At-least-once, as in test_scale_out.py: on Tansu a killed transactional
-    producer's transaction stays open until its transactional.id is reused.
+    At-least-once, as in test_scale_out.py: a killed transactional producer's
+    transaction holds readers until its transactional.id is reused or it times out.
     """
     subs = random_subscriptions(400, seed=63)
     events = random_events(1500, seed=64)

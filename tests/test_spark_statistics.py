@@ -406,7 +406,7 @@ def test_the_compose_service_runs_a_valid_job_command():
 
 
 def test_no_topic_is_created_by_looking_for_it(broker, spark):
-    """On Tansu a metadata request naming a topic creates it for AdminClient and Producer lookups."""
+    """Looking for a missing topic by name must not create it (on a broker with auto.create.topics.enable)."""
     bs = broker.bootstrap_servers
     missing = f"test-missing-{uuid.uuid4().hex[:8]}"
     assert latest_snapshot(bs, "pubsub.events", topic=missing) is None
