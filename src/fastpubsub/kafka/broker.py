@@ -316,7 +316,8 @@ class EmbeddedBroker:
             out.close()
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until every node answers metadata requests and a producer's ``init_transactions`` succeeds.
+        """Until every node answers metadata requests, every partition has a leader, and a producer's
+        ``init_transactions`` succeeds.
 
         A node listening is not yet a node that serves: the controller quorum elects a leader, brokers register,
         and the transaction coordinator loads its partitions first.  Waiting for exactly what the services do first
@@ -340,7 +341,10 @@ class EmbeddedBroker:
             self._check_alive("while starting")
             try:
                 metadata = admin.list_topics(timeout=2)
-                if len(metadata.brokers) >= self.nodes_count:
+                leaderless = [t for t, m in metadata.topics.items()
+                              if m.error is not None or any(p.leader < 0 for p in m.partitions.values())]
+                # a restarted cluster lists its topics before it has loaded them: ready once every one is led
+                if len(metadata.brokers) >= self.nodes_count and not leaderless:
                     break
             except KafkaException:
                 pass
