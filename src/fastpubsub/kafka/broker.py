@@ -291,7 +291,7 @@ class EmbeddedBroker:
         todo = [node for node in self.nodes if not node.formatted]
         procs = []
         for node in todo:
-            cmd = self.dist.java("kafka.tools.StorageTool", "format", "-t", self.layout.cluster_id, "-c",
+            cmd = self.dist.java("kafka.tools.StorageTool", "format", f"--cluster-id={self.layout.cluster_id}", "-c",
                                  str(node.dir / "server.properties"), "--ignore-formatted", heap="256m",
                                  properties={"log4j2.configurationFile": str(node.dir / "log4j2.properties")})
             procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -450,10 +450,16 @@ class EmbeddedBroker:
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, base64url without padding (what ``kafka-storage random-uuid`` prints)."""
+    """A KRaft cluster id: 16 random bytes, base64url without padding (what ``kafka-storage random-uuid`` prints).
+
+    Like Kafka's own ``Uuid.randomUuid``, never one that starts with ``-``: a command line would read it as an option.
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def sweep_stale_temporary_dirs() -> None:
