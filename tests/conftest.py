@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from kafka_helpers import RunningProcessor
+from kafka_helpers import RunningProcessor, alter_topic_config
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import topics
@@ -81,13 +81,7 @@ def fresh_topics(bootstrap_servers: str, partitions: int = 4) -> None:
 def keep_old_events(bootstrap_servers: str, topic: str = topics.EVENTS) -> None:
     """Tests replay events stamped in a fixed past (patterns, windows): no time-based retention deletes them
     while a test runs, as Kafka's seven days would within seconds."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-
-    entry = ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
-    client = ClientFactory(bootstrap_servers).admin()
-    for future in client.incremental_alter_configs([resource]).values():
-        future.result(30)
+    alter_topic_config(bootstrap_servers, topic, {"retention.ms": "-1"})
 
 
 @pytest.fixture

@@ -146,6 +146,17 @@ def committed_events(bootstrap: str, group_id: str) -> int:
         c.close()
 
 
+def alter_topic_config(bootstrap: str, topic: str, configs: dict[str, str]) -> None:
+    """Set topic configurations (IncrementalAlterConfigs), as an operator would with kafka-configs."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+    for future in client.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
 def wait_processed(bootstrap: str, group_id: str, timeout: float = 60.0) -> None:
     """Until the group's committed offsets reach the end of every events partition."""
     ends = end_offsets(bootstrap, topics.EVENTS)

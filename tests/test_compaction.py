@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-from kafka_helpers import notifications, read_all, send, wait_processed
+from kafka_helpers import alter_topic_config, notifications, read_all, send, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 
 from fastpubsub.kafka import ClientFactory
@@ -25,16 +24,8 @@ CLEAN_AT_ONCE = {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.01", "dele
                  "min.compaction.lag.ms": "0"}
 
 
-def compact_soon(bootstrap: str, topic: str) -> None:
-    admin = ClientFactory(bootstrap).admin()
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in CLEAN_AT_ONCE.items()]
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(30)
-
-
 def test_a_rebuild_from_a_compacted_subscriptions_topic_holds_exactly_what_stands(bootstrap, start_processor):
-    compact_soon(bootstrap, topics.SUBSCRIPTIONS)
+    alter_topic_config(bootstrap, topics.SUBSCRIPTIONS, CLEAN_AT_ONCE)
     subs = random_subscriptions(300, seed=41)
     replaced = random_subscriptions(300, seed=42)[:100]  # ids 0..99 get other predicates
     removed = list(range(100, 180))

@@ -36,14 +36,10 @@ OWNER = "alice"
 def large_input_topics(request):
     """The events and subscriptions topics of the test take records of up to 64 MB."""
     if "bootstrap" in request.fixturenames:
-        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+        from kafka_helpers import alter_topic_config
 
-        admin = AdminClient({"bootstrap.servers": request.getfixturevalue("bootstrap")})
-        entry = ConfigEntry("max.message.bytes", str(64 * MB), incremental_operation=AlterConfigOpType.SET)
-        resources = [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[entry])
-                     for t in (topics.EVENTS, topics.SUBSCRIPTIONS)]
-        for future in admin.incremental_alter_configs(resources).values():
-            future.result(30)
+        for topic in (topics.EVENTS, topics.SUBSCRIPTIONS):
+            alter_topic_config(request.getfixturevalue("bootstrap"), topic, {"max.message.bytes": str(64 * MB)})
 
 
 @pytest.fixture

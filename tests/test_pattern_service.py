@@ -25,7 +25,6 @@ from confluent_kafka import Producer
 from kafka_helpers import RunningService, committed_events, dead_letters, read_all, started_services, wait_processed
 
 from fastpubsub.cli import main
-from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.broker import child_preexec
 from fastpubsub.patterns import parse
 from fastpubsub.patterns.oracle import OraclePatterns
@@ -55,14 +54,7 @@ PER_SYMBOL = (1, 2, 3)
 
 @pytest.fixture
 def patterns_bootstrap(bootstrap):
-    """The session broker with fresh topics and no pattern changelog."""
-    client = ClientFactory(bootstrap).admin()
-    if topics.PATTERN_CHANGELOG in client.list_topics(timeout=10).topics:
-        for f in client.delete_topics([topics.PATTERN_CHANGELOG], operation_timeout=10).values():
-            f.result(10)
-        deadline = time.monotonic() + 10
-        while topics.PATTERN_CHANGELOG in client.list_topics(timeout=10).topics and time.monotonic() < deadline:
-            time.sleep(0.1)
+    """The session broker with fresh topics and no pattern changelog (``fresh_topics`` deletes every topic)."""
     return bootstrap
 
 

@@ -28,7 +28,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator
 
 from . import distribution
 from .distribution import Distribution
@@ -200,7 +199,7 @@ class EmbeddedBroker:
     it again resumes the cluster it holds (topics, offsets, transactions).
     """
 
-    def __init__(self, port: int | None = None, log: IO | Path | None = None, *, nodes: int = 1,
+    def __init__(self, port: int | None = None, *, nodes: int = 1,
                  data_dir: str | Path | None = None, heap: str = DEFAULT_HEAP,
                  kafka_home: str | Path | None = None) -> None:
         self.port = port
@@ -208,7 +207,6 @@ class EmbeddedBroker:
         self._given_dir = Path(data_dir).expanduser().resolve() if data_dir is not None else None
         self.heap = heap
         self.kafka_home = kafka_home
-        self._log = log
         self.root: Path | None = None
         self.layout: Layout | None = None
         self.nodes: list[Node] = []
@@ -479,12 +477,3 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-@contextlib.contextmanager
-def running(**kwargs) -> Iterator[EmbeddedBroker]:
-    broker = EmbeddedBroker(**kwargs).start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
