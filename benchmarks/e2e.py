@@ -46,7 +46,7 @@ from fastpubsub.engine.workload import PRESETS, generate_events
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import codecs, topics
-from fastpubsub.processor.app import ProcessorConfig
+from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
 

@@ -47,9 +47,9 @@ def records(workload: str, n: int, first: int, count: int):
 def one(workload: str, n: int, count: int) -> dict:
     """Shard 0 of ``count`` over the N-subscription stream, in this process."""
     from fastpubsub.engine.event_store import ValidEventStore
-    from fastpubsub.processor import snapshot
-    from fastpubsub.processor.shard import Shard
-    from fastpubsub.processor.subscriptions import SubscriptionState
+    from fastpubsub.services.events import snapshot
+    from fastpubsub.services.events.shard import Shard
+    from fastpubsub.services.events.subscriptions import SubscriptionState
 
     warm = SubscriptionState()  # compile (or load from numba's cache) what the load uses, outside the measure
     warm.apply_many(records(workload, n, 10**12, 2000))

@@ -20,8 +20,8 @@ import time
 
 from fastpubsub.engine import PRESETS, ValidEventStore, generate_subscriptions
 from fastpubsub import engine
-from fastpubsub.processor import snapshot
-from fastpubsub.processor.subscriptions import SubscriptionState
+from fastpubsub.services.events import snapshot
+from fastpubsub.services.events.subscriptions import SubscriptionState
 from fastpubsub.wire import codecs
 
 CHUNK = 100_000

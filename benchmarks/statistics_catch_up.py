@@ -16,7 +16,7 @@ import time
 from fastpubsub.engine import Matcher
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker
-from fastpubsub.processor.statistics_feed import StatisticsFeed
+from fastpubsub.services.events.statistics_feed import StatisticsFeed
 
 
 def main(repeat: int = 3) -> None:

@@ -23,7 +23,7 @@ from kafka_helpers import RunningProcessor, alter_topic_config
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import topics
-from fastpubsub.processor.app import ProcessorConfig
+from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
 
 

@@ -11,7 +11,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from fastpubsub.kafka import admin
 from fastpubsub.wire import codecs, topics
-from fastpubsub.processor.app import Processor, ProcessorConfig
+from fastpubsub.services.events.processor import Processor, ProcessorConfig
 
 
 class RunningProcessor:

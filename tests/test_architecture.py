@@ -44,10 +44,10 @@ root_packages = ["fastpubsub"]
 [[tool.importlinter.contracts]]
 name = "an upside-down layering"
 type = "layers"
-layers = ["fastpubsub.engine", "fastpubsub.processor"]
+layers = ["fastpubsub.engine", "fastpubsub.services"]
 """)
     done = lint_imports("--config", str(config))
-    assert done.returncode != 0 and "BROKEN" in done.stdout and "fastpubsub.processor" in done.stdout, done.stdout
+    assert done.returncode != 0 and "BROKEN" in done.stdout and "fastpubsub.services" in done.stdout, done.stdout
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:

@@ -23,7 +23,7 @@ from fastpubsub.engine.oracle import OracleMatcher
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 from fastpubsub.wire.dedup import deduplicate
-from fastpubsub.processor.subscriptions import SubscriptionState
+from fastpubsub.services.events.subscriptions import SubscriptionState
 
 ROUNDS, WARM_UP = 400, 100
 STEP = 100  # ms of event time per round

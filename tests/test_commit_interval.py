@@ -20,9 +20,9 @@ from kafka_helpers import committed_events, notifications, producer, send, wait_
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 
 from fastpubsub.cli import main
-from fastpubsub.processor.app import ProcessorConfig
+from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.delivery import DeliveryError
-from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS, InFlight, Uncommitted
+from fastpubsub.runtime.deliver import MAX_COMMIT_INTERVAL_MS, InFlight, Uncommitted
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 

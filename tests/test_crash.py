@@ -26,7 +26,7 @@ from random_workload import expected_matches, random_events, random_subscription
 from test_scale_out import ProcessorProcess
 
 from fastpubsub.kafka.broker import free_port
-from fastpubsub.processor.shard import Shard
+from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 from fastpubsub.wire.dedup import deduplicate

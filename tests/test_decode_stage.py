@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.kafka.record_limits import RecordLimits
-from fastpubsub.processor.counters import PipelineCounters
-from fastpubsub.processor.decode import Decode
+from fastpubsub.runtime.counters import PipelineCounters
+from fastpubsub.services.events.decode import Decode
 from fastpubsub.wire.codecs import encode_event
 
 GOOD = [encode_event({"price": i, "movie": "rex"}, "avro") for i in range(5)] + [encode_event({"a": 1}, "json")]

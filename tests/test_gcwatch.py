@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from fastpubsub.processor.gcwatch import GcWatch, freeze_long_lived
+from fastpubsub.runtime.gcwatch import GcWatch, freeze_long_lived
 
 
 def test_a_collection_is_counted_by_generation_while_watched_and_not_after():

@@ -3,7 +3,7 @@
 import socket
 import uuid
 
-from fastpubsub.processor.instance import InstanceSlot
+from fastpubsub.runtime.instance import InstanceSlot
 
 
 def test_slots_are_exclusive_and_reused():

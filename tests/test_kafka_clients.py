@@ -11,7 +11,7 @@ from kafka_helpers import send
 
 from fastpubsub.cli import main
 from fastpubsub.kafka import ClientFactory, parse_settings
-from fastpubsub.processor.app import Processor, ProcessorConfig
+from fastpubsub.services.events.processor import Processor, ProcessorConfig
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 

@@ -12,7 +12,7 @@ from kafka_helpers import send, wait_processed
 
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
-from fastpubsub.processor.metrics import MetricsServer, render
+from fastpubsub.runtime.metrics import MetricsServer, render
 
 pytestmark = pytest.mark.broker
 
@@ -94,7 +94,7 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
 
 
 def test_render_before_the_loop_starts():
-    from fastpubsub.processor.app import Processor, ProcessorConfig
+    from fastpubsub.services.events.processor import Processor, ProcessorConfig
 
     metrics = parse(render(Processor(ProcessorConfig("127.0.0.1:1")).metrics))
     assert metrics["pubsub_ready", frozenset()] == 0 and metrics["pubsub_subscriptions", frozenset()] == 0

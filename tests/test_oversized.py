@@ -269,7 +269,7 @@ def test_healthz_reports_a_loop_that_delivers_nothing_and_recovers_with_it(tmp_p
 
     from fastpubsub.kafka import admin
     from fastpubsub.kafka.broker import EmbeddedBroker, free_port
-    from fastpubsub.processor.app import ProcessorConfig
+    from fastpubsub.services.events.processor import ProcessorConfig
 
     broker = EmbeddedBroker(free_port()).start()
     try:
@@ -302,7 +302,7 @@ def test_lag_counts_what_is_fetched_but_not_committed(bootstrap, group_id):
     from confluent_kafka import Consumer
     from kafka_helpers import send
 
-    from fastpubsub.processor.metrics import consumer_lag
+    from fastpubsub.runtime.metrics import consumer_lag
 
     send(bootstrap, topics.EVENTS, [(f"k{i}", codecs.encode_event({"n": i})) for i in range(100)])
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False,
@@ -325,8 +325,8 @@ def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fau
     """One record's refusal is dead-lettered on the replay; a refusal of several narrows the batches to one record."""
     from fastpubsub.kafka.delivery import DeliveryError
     from fastpubsub.kafka.queues import QueueBounds
-    from fastpubsub.processor.app import Processor, ProcessorConfig
-    from fastpubsub.processor.deliver import Deliver
+    from fastpubsub.services.events.processor import Processor, ProcessorConfig
+    from fastpubsub.runtime.deliver import Deliver
 
     p = Processor(ProcessorConfig("127.0.0.1:1", delivery="at-least-once"))
     p.deliver = Deliver(p.clients, "at-least-once", "split-test", QueueBounds(), "avro")  # no broker needed yet

@@ -21,7 +21,7 @@ from fastpubsub.kafka.broker import child_preexec  # noqa: F401  (the kill test'
 from fastpubsub.patterns import parse
 from fastpubsub.patterns.oracle import OraclePatterns
 from fastpubsub.patterns.reorder import event_id
-from fastpubsub.processor.patterns import repartitioned_notification_id
+from fastpubsub.services.patterns.service import repartitioned_notification_id
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.placement import partition_for
 

@@ -28,7 +28,7 @@ from fastpubsub.cli import main
 from fastpubsub.kafka.broker import child_preexec
 from fastpubsub.patterns import parse
 from fastpubsub.patterns.oracle import OraclePatterns
-from fastpubsub.processor.patterns import PatternService, PatternServiceConfig, pattern_notification_id
+from fastpubsub.services.patterns.service import PatternService, PatternServiceConfig, pattern_notification_id
 from fastpubsub.state import source_headers
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.dedup import deduplicate

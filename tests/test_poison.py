@@ -20,8 +20,8 @@ from kafka_helpers import dead_letters, notifications, wait_processed
 from random_workload import by_event, expected_matches, random_events, random_subscriptions
 
 from fastpubsub.wire import codecs, topics
-from fastpubsub.processor.shard import Shard
-from fastpubsub.processor.subscriptions import parse_subscription_id
+from fastpubsub.services.events.shard import Shard
+from fastpubsub.services.events.subscriptions import parse_subscription_id
 
 pytestmark = pytest.mark.broker
 

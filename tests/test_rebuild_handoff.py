@@ -19,9 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_helpers import dead_letters, send
 
-from fastpubsub.processor import app, inputs
-from fastpubsub.processor.handoff import Handoff
-from fastpubsub.processor.subscriptions import SubscriptionState
+from fastpubsub.runtime import inputs
+from fastpubsub.services.events import processor as app
+from fastpubsub.runtime.handoff import Handoff
+from fastpubsub.services.events.subscriptions import SubscriptionState
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 

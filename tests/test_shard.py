@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from random_workload import random_events, random_subscriptions
 
 from fastpubsub.engine.event_store import ValidEventStore
-from fastpubsub.processor import snapshot
-from fastpubsub.processor.shard import Shard, shard_of
-from fastpubsub.processor.subscriptions import SubscriptionState, parse_subscription_id
+from fastpubsub.services.events import snapshot
+from fastpubsub.services.events.shard import Shard, shard_of
+from fastpubsub.services.events.subscriptions import SubscriptionState, parse_subscription_id
 from fastpubsub.wire import codecs
 from fastpubsub.wire.codecs import Subscription
 

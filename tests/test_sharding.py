@@ -16,7 +16,7 @@ from random_workload import random_events, random_subscriptions, send_subscripti
 from test_crash import expected_ids, report, send_events
 from test_scale_out import ProcessorProcess
 
-from fastpubsub.processor.shard import Shard
+from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire.dedup import deduplicate
 
 pytestmark = pytest.mark.broker

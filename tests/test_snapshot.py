@@ -11,10 +11,10 @@ from random_workload import random_events, random_subscriptions
 
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.event_store import ValidEventStore
-from fastpubsub.processor import snapshot
+from fastpubsub.services.events import snapshot
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
-from fastpubsub.processor.subscriptions import SubscriptionState
+from fastpubsub.services.events.subscriptions import SubscriptionState
 
 
 def records(subs):
@@ -224,7 +224,7 @@ def test_the_offsets_a_snapshot_records_only_move_on(records_and_passed, data):
     offset per partition is one past the latest of either, never an earlier one."""
     from confluent_kafka import Message
 
-    from fastpubsub.processor.state import ProcessorState
+    from fastpubsub.services.events.state import ProcessorState
 
     state = ProcessorState("dynamic")
     last: dict[int, int] = {}

@@ -25,7 +25,7 @@ from fastpubsub.engine.statistics import EventStatistics
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import decode_statistics, encode_event, encode_statistics
 from fastpubsub.wire.event_decoder import decode_events
-from fastpubsub.processor.statistics_feed import hash_tables
+from fastpubsub.services.events.statistics_feed import hash_tables
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.statistics_topic import latest_snapshot
 from fastpubsub.stats_job import partial_counts as pc

@@ -18,7 +18,7 @@ from statistics_helpers import events_without_a1, snapshot_of, w0_subscriptions
 from fastpubsub.engine.workload import PRESETS, generate_events
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.wire import codecs, topics
-from fastpubsub.processor.statistics_feed import describe_change
+from fastpubsub.services.events.statistics_feed import describe_change
 from fastpubsub.kafka.statistics_topic import publish_snapshot
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]

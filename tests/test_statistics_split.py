@@ -73,7 +73,7 @@ def test_a_snapshot_whose_attribute_sets_alone_are_too_large_is_refused():
 def test_sixty_thousand_attributes_are_published_and_read_back_through_the_broker(bootstrap):
     """The job's publish path and the two readers (the job's own last-run state, the processor's feed)."""
     from fastpubsub.kafka import ClientFactory
-    from fastpubsub.processor.statistics_feed import StatisticsFeed
+    from fastpubsub.services.events.statistics_feed import StatisticsFeed
     from fastpubsub.wire import topics
 
     s = snapshot(60_000, top=1, source_topic="sparse.events", joint=False)

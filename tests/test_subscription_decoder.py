@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fastpubsub.engine import OPERATORS, KIND_BOOL, KIND_STRING
 from fastpubsub.engine.workload import W0, generate_subscriptions
-from fastpubsub.processor.subscriptions import SubscriptionState
+from fastpubsub.services.events.subscriptions import SubscriptionState
 from fastpubsub.wire import codecs
 from fastpubsub.wire.codecs import (
     DecodeError, Subscription, decode_subscription, encode_subscription, is_aggregate_subscription, is_pattern_subscription,

@@ -3,7 +3,7 @@
 import pytest
 
 from fastpubsub.wire.codecs import DecodeError, Subscription, encode_subscription
-from fastpubsub.processor.subscriptions import SubscriptionState, parse_subscription_id
+from fastpubsub.services.events.subscriptions import SubscriptionState, parse_subscription_id
 
 
 def value(subscriber="alice", preds=(("a", "=", 1),), valid_until=None, fmt="avro"):

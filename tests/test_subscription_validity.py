@@ -12,8 +12,8 @@ from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.event_store import ValidEventStore
 from fastpubsub.wire import codecs
 from fastpubsub.wire.codecs import DecodeError, Subscription
-from fastpubsub.processor.subscriptions import SubscriptionState
-from fastpubsub.processor.valid_events import valid_until_of
+from fastpubsub.services.events.subscriptions import SubscriptionState
+from fastpubsub.services.events.valid_events import valid_until_of
 
 
 @pytest.mark.parametrize("fmt", codecs.FORMATS)

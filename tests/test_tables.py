@@ -30,8 +30,8 @@ from fastpubsub.aggregates.service import ReformulatedRecord
 from fastpubsub.cli import main
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.broker import child_preexec
-from fastpubsub.processor.subscriptions import SubscriptionState
-from fastpubsub.processor.tables import TableDeclaration, TableService, TableServiceConfig
+from fastpubsub.services.events.subscriptions import SubscriptionState
+from fastpubsub.services.tables.service import TableDeclaration, TableService, TableServiceConfig
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import AggregateSubscription, Subscription
 from fastpubsub.wire.dedup import deduplicate

@@ -16,8 +16,8 @@ from kafka_helpers import RunningProcessor, dead_letters, notifications, produce
 from random_workload import expected_matches, random_events, random_subscriptions
 
 from fastpubsub.wire import codecs, topics
-from fastpubsub.processor.app import ProcessorConfig
-from fastpubsub.processor.shard import Shard
+from fastpubsub.services.events.processor import ProcessorConfig
+from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire.codecs import Subscription
 
 pytestmark = pytest.mark.broker

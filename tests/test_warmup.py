@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 import fastpubsub
 from fastpubsub.cli import main
-from fastpubsub.processor import warmup
+from fastpubsub.services import warmup
 
 
 def test_the_kernel_cache_defaults_to_a_user_cache_directory_keyed_by_version(tmp_path):

@@ -31,8 +31,8 @@ from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 from fastpubsub.language import format_predicates, parse
-from fastpubsub.processor.progress import RateMeter, human
-from fastpubsub.processor.statistics_feed import ADOPTED, describe_change
+from fastpubsub.runtime.progress import RateMeter, human
+from fastpubsub.services.events.statistics_feed import ADOPTED, describe_change
 from fastpubsub.wire import codecs, topics
 
 GROUP = "pubsub-processor"

@@ -42,7 +42,7 @@ AGGREGATE_TEXT = re.compile(r"^\s*((min|max|count|sum|avg|distinct)\s*\(|join\s)
 def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:
     """The value of an aggregate subscription, checked against the tables the table service declared."""
     from fastpubsub.aggregates import AggregateService, parse_subscription
-    from fastpubsub.processor.tables import declared_tables
+    from fastpubsub.services.tables.service import declared_tables
 
     try:
         spec = parse_subscription(expression)

@@ -50,7 +50,7 @@ def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_
     pubsub.changelog.patterns, in one transaction with the events offsets.
     On shutdown the final statistics are printed to stdout as one JSON line.
     """
-    from fastpubsub.processor.patterns import PatternService, PatternServiceConfig
+    from fastpubsub.services.patterns.service import PatternService, PatternServiceConfig
 
     setup_logging(log_level)
     if grace_ms is not None and repartition_by is None:

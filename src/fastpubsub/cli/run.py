@@ -10,10 +10,10 @@ import click
 from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
-from fastpubsub.processor.deliver import MAX_COMMIT_INTERVAL_MS
-from fastpubsub.processor.encode import NOTIFICATION_EVENT_MODES
-from fastpubsub.processor.metrics import DEFAULT_STALL_SECONDS
-from fastpubsub.processor.shard import Shard
+from fastpubsub.runtime.deliver import MAX_COMMIT_INTERVAL_MS
+from fastpubsub.services.events.encode import NOTIFICATION_EVENT_MODES
+from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
 
 from .common import connection_options, on_signals, setup_logging
@@ -136,8 +136,8 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
     --commit-interval-ms.  Progress goes to stderr; on shutdown the
     final statistics are printed to stdout as one JSON line.
     """
-    from fastpubsub.processor.app import Processor, ProcessorConfig, stats_json
-    from fastpubsub.processor.metrics import MetricsServer
+    from fastpubsub.services.events.processor import Processor, ProcessorConfig, stats_json
+    from fastpubsub.runtime.metrics import MetricsServer
 
     setup_logging(log_level)
     try:

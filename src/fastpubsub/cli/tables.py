@@ -43,7 +43,7 @@ def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batc
     instance owns all the tables it declares.  On shutdown the final
     statistics are printed to stdout as one JSON line.
     """
-    from fastpubsub.processor.tables import TableDeclaration, TableService, TableServiceConfig
+    from fastpubsub.services.tables.service import TableDeclaration, TableService, TableServiceConfig
 
     setup_logging(log_level)
     try:

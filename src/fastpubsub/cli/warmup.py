@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import fastpubsub
 from fastpubsub.engine import ALGORITHMS
-from fastpubsub.processor.warmup import STEPS, clear_cache, warm_up
+from fastpubsub.services.warmup import STEPS, clear_cache, warm_up
 
 
 @click.command()

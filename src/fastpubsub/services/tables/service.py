@@ -47,8 +47,8 @@ from fastpubsub.wire.topics import (
     DEAD_LETTER, NOTIFICATIONS, REFORMULATED, SUBSCRIPTIONS, TABLE_SCHEMAS, TABLE_SERVICE, changelog_topic,
 )
 
-from .progress import RateMeter, human
-from .subscriptions import parse_subscription_id
+from fastpubsub.runtime.progress import RateMeter, human
+from fastpubsub.services.events.subscriptions import parse_subscription_id
 
 log = logging.getLogger("pubsub.tables")
 

@@ -14,15 +14,14 @@ from dataclasses import dataclass, field
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
 from fastpubsub.kafka.record_limits import RecordLimits, input_size
+from fastpubsub.runtime.deliver import Reject
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
 
-from .counters import PipelineCounters
-from .inputs import event_id, event_time, has_data
+from fastpubsub.runtime.counters import PipelineCounters
+from fastpubsub.runtime.inputs import event_id, event_time, has_data
 from .valid_events import valid_until_of
 
-#: (record, reason): input the deliver stage sends to the dead-letter topic
-Reject = tuple[Message, str]
 
 
 @dataclass

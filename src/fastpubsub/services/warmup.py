@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from numba.core import config as numba_config, event as numba_event
+from numba.core import config as numba_config
 from numba.core.caching import UserProvidedCacheLocator
 
 from fastpubsub.engine import (
@@ -41,44 +41,14 @@ from fastpubsub.wire.subscription_decoder import decode_subscriptions
 
 import fastpubsub
 
-from . import snapshot
-from .subscriptions import SubscriptionState
+from fastpubsub.runtime.compiles import CompileWatch
+
+from .events import snapshot
+from .events.subscriptions import SubscriptionState
 
 #: The steps a processor start runs; ``pubsub warmup`` runs :data:`STEPS`, these and what a run may need later.
 PROCESSOR_STEPS = ("subscription decoder", "bulk load", "event decoder", "matching", "removal")
 STEPS = (*PROCESSOR_STEPS, "valid-event store", "statistics adoption", "snapshot")
-
-
-class CompileWatch(numba_event.Listener):
-    """Counts the kernels numba compiles (not those loaded from its cache) while installed.
-
-    ``on_compile(name, count)`` is called as each compilation starts (the
-    helpers a kernel calls are compiled with it and count too).
-    """
-
-    def __init__(self, on_compile: Callable[[str, int], None] | None = None) -> None:
-        self.compiled = 0
-        self._on_compile = on_compile
-        self._registered = False
-
-    def on_start(self, ev) -> None:
-        self.compiled += 1
-        if self._on_compile is not None:
-            self._on_compile(getattr(ev.data["dispatcher"].py_func, "__qualname__", "?"), self.compiled)
-
-    def on_end(self, ev) -> None:
-        pass
-
-    def __enter__(self) -> "CompileWatch":
-        if not self._registered:
-            numba_event.register("numba:compile", self)
-            self._registered = True
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._registered:
-            numba_event.unregister("numba:compile", self)
-            self._registered = False
 
 
 @dataclass

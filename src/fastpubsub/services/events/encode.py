@@ -9,15 +9,16 @@ are never all in memory at once: back-pressure (``kafka.queues``) reaches the lo
 from __future__ import annotations
 
 import logging
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 from confluent_kafka import Message
 
 from fastpubsub.kafka.record_limits import RecordLimits
+from fastpubsub.runtime.deliver import Output, Rejected
 from fastpubsub.wire.codecs import decode_event, encode_attributes, encode_notification, encode_notification_reference
 from fastpubsub.wire.topics import NOTIFICATIONS
 
-from .counters import PipelineCounters
+from fastpubsub.runtime.counters import PipelineCounters
 from .match import Matched
 
 log = logging.getLogger("pubsub")
@@ -26,22 +27,6 @@ log = logging.getLogger("pubsub")
 #: notifications topic is dead-lettered instead), ``reference`` never embeds it (topic, partition, offset),
 #: ``auto`` embeds it when it fits and refers to it otherwise.
 NOTIFICATION_EVENT_MODES = ("auto", "full", "reference")
-
-
-class Output(NamedTuple):
-    """One record to produce; ``record`` is the input it comes from, dead-lettered if the broker refuses the output."""
-
-    topic: str
-    key: bytes
-    value: bytes
-    record: Message | None = None
-
-
-class Rejected(NamedTuple):
-    """An input record to dead-letter instead of notifying (``--notification-event full``, too large)."""
-
-    record: Message
-    reason: str
 
 
 def notification_attributes(value: bytes, fmt: str) -> bytes:

@@ -18,8 +18,8 @@ from fastpubsub.wire.subscription_decoder import DecodedSubscriptions
 from fastpubsub.wire.topics import SUBSCRIPTIONS
 
 from . import snapshot
-from .inputs import event_time
-from .progress import human
+from fastpubsub.runtime.inputs import event_time
+from fastpubsub.runtime.progress import human
 from .shard import UNSHARDED, Shard
 from .subscriptions import Applied, SubscriptionState
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from confluent_kafka import Consumer, Message, TopicPartition
 
@@ -22,8 +22,30 @@ from fastpubsub.kafka.delivery import Delivery, RecordRefused
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import RecordLimits
 
-from .decode import Reject
-from .encode import Output, Rejected
+
+
+class Output(NamedTuple):
+    """One record to produce; ``record`` is the input it comes from, dead-lettered if the broker refuses the output.
+    ``partition`` overrides the key's (a changelog partition belongs to its input partition)."""
+
+    topic: str
+    key: bytes | str | None
+    value: bytes | None
+    record: Message | None = None
+    headers: list[tuple[str, bytes]] | None = None
+    partition: int | None = None
+    timestamp: int | None = None
+
+
+class Rejected(NamedTuple):
+    """An input record to dead-letter instead of processing it (too large, refused, invalid)."""
+
+    record: Message
+    reason: str
+
+
+#: (record, reason): input the deliver stage sends to the dead-letter topic
+Reject = tuple[Message, str]
 
 
 #: Longest --commit-interval-ms: half the producer's transaction.timeout.ms (kafka.delivery), so that a
@@ -153,7 +175,8 @@ class Deliver:
                 continue
             source = None if out.record is None else (out.record.topic(), out.record.partition(), out.record.offset())
             try:
-                self.delivery.produce(out.topic, out.key, out.value, source)
+                self.delivery.produce(out.topic, out.key, out.value, source, out.headers, out.partition,
+                                      out.timestamp)
                 n += 1
             except RecordRefused as exc:
                 if out.record is None:

@@ -43,22 +43,22 @@ from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions
 from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
-from .counters import PipelineCounters
+from fastpubsub.runtime.counters import PipelineCounters
 from .decode import Decode, too_large
-from .deliver import MAX_COMMIT_INTERVAL_MS, Deliver, InFlight, Uncommitted
+from fastpubsub.runtime.deliver import MAX_COMMIT_INTERVAL_MS, Deliver, InFlight, Uncommitted
 from .encode import NOTIFICATION_EVENT_MODES, Encode
-from .gcwatch import GcWatch, freeze_long_lived
-from .handoff import Handoff
-from .inputs import Inputs, StaleSnapshot, has_data
-from .instance import InstanceSlot
+from fastpubsub.runtime.gcwatch import GcWatch, freeze_long_lived
+from fastpubsub.runtime.handoff import Handoff
+from fastpubsub.runtime.inputs import Inputs, StaleSnapshot, has_data
+from fastpubsub.runtime.instance import InstanceSlot
 from .match import Match
-from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
-from .progress import RateMeter, human
+from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
+from fastpubsub.runtime.progress import RateMeter, human
 from .shard import UNSHARDED, Shard
 from .state import ProcessorState
 from .statistics_feed import StatisticsFeed
 from .subscriptions import SubscriptionState, parse_subscription_id
-from .warmup import PROCESSOR_STEPS, CompileWatch, warm_up
+from fastpubsub.services.warmup import PROCESSOR_STEPS, CompileWatch, warm_up
 
 log = logging.getLogger("pubsub")
 

@@ -57,10 +57,10 @@ from fastpubsub.wire.placement import partition_for, placement_text
 from fastpubsub.wire.topics import (DEAD_LETTER, EVENTS, NOTIFICATIONS, PATTERN_CHANGELOG, SUBSCRIPTIONS,
                                     pattern_repartition_changelog, pattern_repartition_topic)
 
-from .inputs import Inputs, has_data
-from .instance import InstanceSlot
-from .progress import RateMeter, human
-from .subscriptions import parse_subscription_id
+from fastpubsub.runtime.inputs import Inputs, has_data
+from fastpubsub.runtime.instance import InstanceSlot
+from fastpubsub.runtime.progress import RateMeter, human
+from fastpubsub.services.events.subscriptions import parse_subscription_id
 
 log = logging.getLogger("pubsub.patterns")
 ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

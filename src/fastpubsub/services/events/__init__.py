@@ -1,0 +1,1 @@
+"""The event processor: subscriptions x events -> notifications (``pubsub run``)."""

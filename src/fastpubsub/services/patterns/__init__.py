@@ -1,0 +1,1 @@
+"""The pattern service: pattern subscriptions over the events topic (``pubsub patterns``)."""

@@ -1,0 +1,1 @@
+"""The table service: aggregate subscriptions over tables (``pubsub tables``)."""
