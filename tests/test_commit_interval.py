@@ -22,7 +22,7 @@ from random_workload import by_event, expected_matches, random_events, random_su
 from fastpubsub.cli import main
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.delivery import DeliveryError
-from fastpubsub.runtime.deliver import MAX_COMMIT_INTERVAL_MS, InFlight, Uncommitted
+from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS, InFlight, Uncommitted
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 
@@ -92,7 +92,7 @@ def test_config_refuses_a_commit_interval_out_of_range(value):
 
 @pytest.mark.parametrize("value", [0, -5, 1.5])
 def test_config_refuses_a_batch_size_below_one(value):
-    with pytest.raises(ValueError, match=f"batch_size must be a whole number of events, at least 1, got {value!r}"):
+    with pytest.raises(ValueError, match=f"batch_size must be a whole number of records, at least 1, got {value!r}"):
         ProcessorConfig("127.0.0.1:1", batch_size=value)
 
 
@@ -187,7 +187,7 @@ def test_a_clean_stop_commits_the_open_transaction(bootstrap, group_id, start_pr
     send_subscriptions(bootstrap, subs)
     send_events(bootstrap, events)
     p = start_processor(batch_size=10, commit_interval_ms=MAX_COMMIT_INTERVAL_MS)
-    p.wait_for(lambda: p.processor.uncommitted.events > 0, what="an open transaction")
+    p.wait_for(lambda: p.processor.checkpoint.uncommitted.events > 0, what="an open transaction")
     stats = p.stop()
     done = committed_events(bootstrap, group_id)
     assert done == stats["events"] > 0  # every event it processed is committed, and counted once committed

@@ -6,7 +6,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Mess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.kafka.record_limits import RecordLimits
+from fastpubsub.runtime.checkpoint import Checkpoint
 from fastpubsub.runtime.counters import PipelineCounters
 from fastpubsub.services.events.decode import Decode
 from fastpubsub.wire.codecs import encode_event
@@ -42,17 +42,24 @@ def summary(batch):
 @given(st.lists(st.tuples(st.sampled_from([None] * 8 + sorted(ODD)), st.integers(0, len(GOOD) - 1)), min_size=1,
                 max_size=30), st.booleans())
 def test_a_batch_decodes_the_same_whichever_path_takes_it(records, reports):
+    """The host screens out records too large (``runtime.checkpoint``); the rest decode alike on both paths."""
     decode = Decode(PipelineCounters(), reports_bad_input=reports)
-    decode.limits = RecordLimits(max_record_bytes=2048)
     msgs = [message(i, odd, v) for i, (odd, v) in enumerate(records)]
-    assert summary(decode(msgs)) == summary(decode._each(msgs))
+    kept, rejects = Checkpoint(100).screen(msgs, 2048, report_oversized=reports)
+    large = [m.offset() for (odd, _), m in zip(records, msgs) if odd == "too large"]
+    assert [m.offset() for m, _ in rejects] == (large if reports else [])
+    assert [m.offset() for m in kept] == [m.offset() for (odd, _), m in zip(records, msgs) if odd != "too large"]
+    if kept:
+        assert summary(decode(kept)) == summary(decode._each(kept))
     if all(odd is None for odd, _ in records):
-        assert decode._plain(msgs) is not None  # the common batch takes the short path
+        assert decode._plain(msgs) is not None and not rejects  # the common batch takes the short path
 
 
-def test_a_refused_record_sends_the_batch_the_long_way():
-    decode = Decode(PipelineCounters())
+def test_a_refused_record_is_screened_out_with_its_reason():
+    cp = Checkpoint(100)
     msgs = [message(i, None, 0) for i in range(4)]
-    decode.refused[("pubsub.events", 1, 101)] = "output refused by the broker: too large"
-    assert decode._plain(msgs) is None
-    assert [(m.offset(), reason) for m, reason in decode(msgs).rejects] == [(101, "output refused by the broker: too large")]
+    assert cp.screen(msgs, 2048) == (msgs, [])
+    cp.refused[("pubsub.events", 1, 101)] = "output refused by the broker: too large"
+    kept, rejects = cp.screen(msgs, 2048)
+    assert [m.offset() for m in kept] == [100, 102, 103]
+    assert [(m.offset(), reason) for m, reason in rejects] == [(101, "output refused by the broker: too large")]

@@ -337,13 +337,14 @@ def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fau
         return step
 
     assert not p._guarded(None, refused([("e", 0, 5), ("e", 0, 6), ("e", 1, 2)]))
-    assert p.suspects == {("e", 0): 6, ("e", 1): 2} and not p.decode.refused  # nobody dead-lettered on a guess
+    cp = p.checkpoint
+    assert cp.suspects == {("e", 0): 6, ("e", 1): 2} and not cp.refused  # nobody dead-lettered on a guess
     assert not p._guarded(None, refused([("e", 0, 6)]))  # a batch of one record: that one is at fault
-    assert p.decode.refused == {("e", 0, 6): "output refused by the broker: too large"}
-    assert p._guarded(None, lambda: None) and p.decode.refused  # a step that succeeds is not yet a commit past it
-    p._committed({("e", 0): 6})  # the committed offset is the refused record's: it comes again
-    assert p.decode.refused and p.suspects == {("e", 0): 6, ("e", 1): 2}
-    p._committed({("e", 0): 7, ("e", 1): 3})  # committed past them: forgotten
-    assert not p.decode.refused and not p.suspects
+    assert cp.refused == {("e", 0, 6): "output refused by the broker: too large"}
+    assert p._guarded(None, lambda: None) and cp.refused  # a step that succeeds is not yet a commit past it
+    cp.committed({("e", 0): 6})  # the committed offset is the refused record's: it comes again
+    assert cp.refused and cp.suspects == {("e", 0): 6, ("e", 1): 2}
+    cp.committed({("e", 0): 7, ("e", 1): 3})  # committed past them: forgotten
+    assert not cp.refused and not cp.suspects
     assert p.counters.replays == 2
     p.deliver.close()

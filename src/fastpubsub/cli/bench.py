@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from fastpubsub.kafka.clients import parse_settings
-from fastpubsub.runtime.deliver import MAX_COMMIT_INTERVAL_MS
+from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
 
 
 def _benchmarks_suite():

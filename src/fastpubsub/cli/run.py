@@ -10,7 +10,7 @@ import click
 from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
-from fastpubsub.runtime.deliver import MAX_COMMIT_INTERVAL_MS
+from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
 from fastpubsub.services.events.encode import NOTIFICATION_EVENT_MODES
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.services.events.shard import Shard

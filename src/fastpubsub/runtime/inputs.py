@@ -99,7 +99,7 @@ class Inputs:
     """
 
     def __init__(self, clients: ClientFactory, group_id: str, bounds: QueueBounds, session_timeout_ms: int,
-                 start_from: Sequence[str] = ()) -> None:
+                 start_from: Sequence[str] = (), state_topic: str | None = SUBSCRIPTIONS) -> None:
         self._clients, self._group, self._start_from = clients, group_id, tuple(start_from)
         defaults = {"auto.offset.reset": "earliest", **bounds.consumer()}
         required = {"enable.auto.commit": False, "isolation.level": "read_committed"}
@@ -113,8 +113,9 @@ class Inputs:
         self._reader_required = {**required, "enable.partition.eof": True}
         self._reader_settings = lambda n: {**defaults, **read_ahead, "queued.max.messages.kbytes": max(
             bounds.consumer_kbytes, SUBSCRIPTIONS_READ_AHEAD_KBYTES // n)}  # a rebuild's reader of 1 partition of n
-        self.subscriptions = clients.consumer(f"{group_id}.subscriptions-reader", {**defaults, **read_ahead},
-                                              **self._reader_required)
+        # every instance reads the state topic whole, never committing (None: a task without one)
+        self.subscriptions = None if state_topic is None else clients.consumer(
+            f"{group_id}.subscriptions-reader", {**defaults, **read_ahead}, **self._reader_required)
         self.events = clients.consumer(group_id, {**defaults, **EVENTS_FETCH}, **required,
                                        **{"session.timeout.ms": session_timeout_ms})
         self._early: tuple[dict[int, int], dict[int, Consumer]] | None = None  # rebuild readers started by prefetch()
@@ -283,4 +284,5 @@ class Inputs:
                 reader.close()
             self._early = None
         self.events.close()
-        self.subscriptions.close()
+        if self.subscriptions is not None:
+            self.subscriptions.close()

@@ -132,7 +132,7 @@ class Metrics:
             if lag >= 0:
                 self.lag = lag
             self.partitions = len(events.assignment())
-        if now - self._engine_at >= ENGINE_EVERY:
+        if matcher is not None and now - self._engine_at >= ENGINE_EVERY:
             self._engine_at = now
             self.engine = matcher.stats()
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
-from fastpubsub.kafka.record_limits import RecordLimits, input_size
 from fastpubsub.runtime.deliver import Reject
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
@@ -40,28 +39,16 @@ class EventBatch:
         return [TopicPartition(topic, p, o) for (topic, p), o in self.offsets.items()]
 
 
-def too_large(msg: Message, limit: int) -> str | None:
-    """Why ``msg`` is not decoded at all (key plus value above ``--max-record-bytes``), or None."""
-    size = input_size(msg.key(), msg.value())
-    if size <= limit:
-        return None
-    return f"record too large: {size} bytes (key and value), larger than the limit of {limit} (--max-record-bytes)"
-
-
 class Decode:
-    """Records above the input limit and records whose outputs the broker refused are rejected before decoding.
+    """Records the host screened (``runtime.checkpoint``: none too large, none refused before) into columns.
 
-    ``reports_bad_input`` False (every shard but shard 0, ``processor.shard``):
-    bad records are skipped, not rejected, since shard 0 dead-letters them;
-    records whose own outputs the broker refused are still rejected here.
+    ``reports_bad_input`` False (every shard but shard 0, ``services.events.shard``): bad records are skipped, not
+    rejected, since shard 0 dead-letters them.
     """
 
     def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True) -> None:
         self._counters = counters
         self.reports_bad_input = reports_bad_input
-        self.limits = RecordLimits()  # set when the processor has learned them
-        #: (topic, partition, offset) -> reason: records whose outputs the broker refused (``kafka.delivery``)
-        self.refused: dict[tuple[str, int, int], str] = {}
 
     def __call__(self, msgs: list[Message]) -> EventBatch:
         t = time.perf_counter()
@@ -72,15 +59,12 @@ class Decode:
         return batch
 
     def _plain(self, msgs: list[Message]) -> EventBatch | None:
-        """The common batch, a few C calls per record: every record has data, a UTF-8 key and a value, no header,
-        fits the input limit and was not refused.  None if any record is otherwise (:meth:`_each` then takes the
-        batch, with the same verdicts)."""
-        if self.refused or not msgs:
+        """The common batch, a few C calls per record: every record has data, a UTF-8 key and a value, no header.
+        None if any record is otherwise (:meth:`_each` then takes the batch, with the same verdicts)."""
+        if not msgs:
             return None
         keys, values = [m.key() for m in msgs], [m.value() for m in msgs]
         if None in keys or None in values or any([m.error() is not None or m.headers() is not None for m in msgs]):
-            return None
-        if max(map(len, keys)) + max(map(len, values)) > self.limits.max_record_bytes:
             return None
         try:
             ids = [k.decode("utf-8") for k in keys]
@@ -108,12 +92,6 @@ class Decode:
             if not has_data(msg):
                 continue
             offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
-            refused = self.refused.get((msg.topic(), msg.partition(), msg.offset()))
-            reason = too_large(msg, self.limits.max_record_bytes) or refused
-            if reason is not None:
-                if refused is not None or self.reports_bad_input:
-                    rejects.append((msg, reason))
-                continue
             try:
                 eid, valid_until = event_id(msg), valid_until_of(msg.headers())
             except DecodeError as exc:

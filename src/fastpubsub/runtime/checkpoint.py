@@ -1,0 +1,227 @@
+"""The checkpoint: what the host has processed but not yet committed, the commit under way, and when to commit.
+
+Kafka Streams commits a task's offsets with its outputs every ``commit.interval.ms``; here a transaction holds
+as many batches as arrive within ``--commit-interval-ms`` and is committed as soon as the input is drained
+(:class:`Uncommitted`), with an optional linger.  A commit may run on a thread of its own while the next batches
+are prepared (:class:`InFlight`, ``--overlap-commits``).  The checkpoint also keeps the records a failed delivery
+named: refused ones (dead-lettered when they come again) and suspects (a refusal shared by a whole produce batch:
+replayed one record per batch until the one at fault shows), so that one record never holds a pipeline.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Iterable, NamedTuple
+
+from confluent_kafka import Message, TopicPartition
+
+from fastpubsub.kafka.delivery import DeliveryError
+from fastpubsub.kafka.record_limits import input_size
+
+from .deliver import Output, Reject, Rejected
+
+#: Longest --commit-interval-ms: half the producer's transaction.timeout.ms (kafka.delivery), so that a
+#: transaction held open that long, plus its commit, is not aborted by the broker.
+MAX_COMMIT_INTERVAL_MS = 30_000
+
+
+class Uncommitted:
+    """What the open transaction (or, at-least-once, the next commit) holds: the input offsets, since when, how much.
+
+    Batches are delivered into it one after another; :meth:`due` says when
+    to commit: ``interval`` seconds after its first batch, at once when the
+    input is drained (a batch shorter than the largest, so that a quiet input
+    waits for one batch and one commit, not for the interval), or after every
+    batch if ``interval`` is 0.  With a ``linger``, a drained input is
+    committed only once the transaction is that old: under a steady moderate
+    load every batch comes back short, and a commit per batch costs the
+    processor and the broker more per event than the matching
+    (``--commit-linger-ms``, docs/processor.md).
+    """
+
+    def __init__(self, interval: float, linger: float = 0.0) -> None:
+        self.interval = interval
+        self.linger = min(linger, interval)  # drained, it still stays open this long after its first batch
+        self.offsets: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset to commit
+        self.since: float | None = None  # time.monotonic() of its first batch
+        self.events = self.notifications = self.batches = 0
+
+    def add(self, offsets: dict[tuple[str, int], int], events: int, notifications: int) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+        self.offsets.update(offsets)  # a partition's records come in order: the later batch's offset wins
+        self.events += events
+        self.notifications += notifications
+        self.batches += 1
+
+    def __bool__(self) -> bool:
+        return self.since is not None
+
+    def due(self, drained: bool, now: float | None = None) -> bool:
+        if self.since is None:
+            return False
+        if self.interval <= 0:
+            return True
+        age = (time.monotonic() if now is None else now) - self.since
+        return age >= (self.linger if drained else self.interval)
+
+    def lingering(self, now: float | None = None) -> float:
+        """Seconds the loop may wait for more input before this is due when drained (0 without a linger)."""
+        if self.since is None or self.linger <= 0:
+            return 0.0
+        return max(0.0, self.since + self.linger - (time.monotonic() if now is None else now))
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(topic, p, o) for (topic, p), o in self.offsets.items()]
+
+    def clear(self) -> None:
+        self.offsets = {}
+        self.since = None
+        self.events = self.notifications = self.batches = 0
+
+
+class InFlight:
+    """A commit under way on a thread of its own, while the loop consumes, decodes, matches and encodes the next batch.
+
+    A commit is mostly waiting for the broker (the outputs acknowledged, the
+    offsets, the transaction's end: ``kafka.delivery``), and confluent-kafka
+    releases the GIL while it waits; the loop's next batch needs the CPU, not
+    the producer, until its notifications are produced.  Those go into the
+    next transaction, which can only begin once this one has ended, so the
+    loop settles the commit (:meth:`result`) before it produces anything:
+    at most one commit is in flight, and outputs and offsets stay as atomic
+    as when the loop waited for each commit.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="pubsub-commit")
+        self.future: Future | None = None
+        self.batches: Uncommitted | None = None  # what the commit holds: counted once it has succeeded
+        self.began = 0.0
+
+    def start(self, commit: Callable[[], None], batches: Uncommitted) -> None:
+        assert self.future is None, "one commit in flight at a time"
+        self.began, self.batches = time.perf_counter(), batches
+        self.future = self._pool.submit(commit)
+
+    def __bool__(self) -> bool:
+        return self.future is not None
+
+    def done(self) -> bool:
+        return self.future is not None and self.future.done()
+
+    def result(self) -> Uncommitted:
+        """Wait for the commit; its batches once it succeeded, or its ``DeliveryError`` (then they are replayed)."""
+        future, batches, self.future, self.batches = self.future, self.batches, None, None
+        future.result()
+        return batches
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class Prepared(NamedTuple):
+    """A batch processed while a commit was in flight (or not yet produced): delivered into the next transaction."""
+
+    outputs: Iterable[Output | Rejected]
+    rejects: list[Reject]
+    offsets: dict[tuple[str, int], int]
+    events: int  # input records the task counted as processed (events, rows)
+    records: int  # records taken from the consumer
+
+
+def next_offsets(msgs: list[Message]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the offset after the last of ``msgs`` there (a partition's records come in order)."""
+    offsets: dict[tuple[str, int], int] = {}
+    for m in reversed(msgs):
+        tp = (m.topic(), m.partition())
+        if tp not in offsets:
+            offsets[tp] = m.offset() + 1
+    return offsets
+
+
+def too_large(msg: Message, limit: int) -> str | None:
+    """Why ``msg`` is not processed at all (key plus value above ``--max-record-bytes``), or None."""
+    size = input_size(msg.key(), msg.value())
+    if size <= limit:
+        return None
+    return f"record too large: {size} bytes (key and value), larger than the limit of {limit} (--max-record-bytes)"
+
+
+class Checkpoint:
+    """What is uncommitted, in flight and prepared, and which input records a failed delivery named."""
+
+    def __init__(self, interval_ms: int, linger_ms: int = 0) -> None:
+        self.interval, self.linger = interval_ms / 1000, linger_ms / 1000
+        self.uncommitted = self.new_uncommitted()
+        self.in_flight = InFlight()
+        self.prepared: list[Prepared] = []
+        self.prepared_records = 0
+        #: (topic, partition) -> last offset of records the broker refused together (one refusal for a whole
+        #: produce batch): until the committed offsets pass them, batches of one record find the one at fault
+        self.suspects: dict[tuple[str, int], int] = {}
+        #: (topic, partition, offset) -> reason: records whose outputs the broker refused (``kafka.delivery``)
+        self.refused: dict[tuple[str, int, int], str] = {}
+
+    def new_uncommitted(self) -> Uncommitted:
+        return Uncommitted(self.interval, self.linger)
+
+    def prepare(self, batch: Prepared) -> None:
+        self.prepared.append(batch)
+        self.prepared_records += batch.records
+
+    def take_prepared(self) -> list[Prepared]:
+        prepared, self.prepared, self.prepared_records = self.prepared, [], 0
+        return prepared
+
+    def open(self, pending_outputs: bool) -> bool:
+        """Anything not yet committed: a commit in flight, batches, or outputs without input offsets."""
+        return bool(self.in_flight) or bool(self.prepared) or bool(self.uncommitted) or pending_outputs
+
+    def due(self, drained: bool, pending_outputs: bool) -> bool:
+        """Commit now: the interval has passed, the input is drained, or records are being tried one by one."""
+        if self.uncommitted:
+            return self.uncommitted.due(drained or bool(self.suspects))
+        # outputs without input offsets (dead letters of a side input, state written on assignment)
+        return drained and not self.in_flight and not self.prepared and pending_outputs
+
+    def committed(self, offsets: dict[tuple[str, int], int]) -> None:
+        """Records the committed offsets have passed are no longer suspects, nor known to be refused."""
+        for tp, next_offset in offsets.items():
+            if self.suspects.get(tp, next_offset) < next_offset:
+                del self.suspects[tp]
+        if self.refused:
+            for source in [s for s in self.refused if s[2] < offsets.get(s[:2], -1)]:
+                del self.refused[source]
+
+    def failed(self, exc: DeliveryError) -> None:
+        """Everything since the last commit is consumed again; the records the failure named are remembered."""
+        self.uncommitted.clear()
+        self.prepared, self.prepared_records = [], 0
+        if len(exc.refused) == 1:
+            self.refused.update(exc.refused)  # the record at fault is known: dead-lettered on the replay
+        else:  # several records refused at once: replay one record per batch until the one at fault shows
+            for topic, partition, offset in exc.refused:
+                self.suspects[topic, partition] = max(self.suspects.get((topic, partition), -1), offset)
+
+    def screen(self, msgs: list[Message], limit: int, report_oversized: bool = True
+               ) -> tuple[list[Message], list[Reject]]:
+        """The records a task may see, and those it must not: above the input limit, or refused before.
+
+        The common batch passes with a few C calls per record; any other is taken record by record.  Without
+        ``report_oversized`` (a shard other than 0, which dead-letters them) records too large are skipped.
+        """
+        if not self.refused:
+            keys, values = [m.key() for m in msgs], [m.value() for m in msgs]
+            if max(map(len, filter(None, keys)), default=0) + max(map(len, filter(None, values)), default=0) <= limit:
+                return msgs, []
+        kept, rejects = [], []
+        for msg in msgs:
+            refused = self.refused.get((msg.topic(), msg.partition(), msg.offset()))
+            reason = too_large(msg, limit) or refused
+            if reason is None:
+                kept.append(msg)
+            elif refused is not None or report_oversized:
+                rejects.append((msg, reason))
+        return kept, rejects
