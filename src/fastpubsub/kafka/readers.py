@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .clients import ClientFactory
 
@@ -51,3 +51,24 @@ def read_to_end(clients: ClientFactory, start: list[TopicPartition], timeout: fl
         return out
     finally:
         c.close()
+
+
+#: The group coordinator is loading, not there yet, or moved: asking again finds it.
+COORDINATOR_MOVING = frozenset({KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT})
+
+
+def committed_offsets(consumer: Consumer, partitions: list[TopicPartition], timeout: float = 30.0
+                      ) -> list[TopicPartition]:
+    """``consumer.committed``, asked again while the group coordinator is still loading or moving (a group just
+    created, a broker just restarted): those errors are retriable, the answer comes within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consumer.committed(partitions, timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            err = exc.args[0]
+            if not (isinstance(err, KafkaError) and (err.retriable() or err.code() in COORDINATOR_MOVING)) \
+                    or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)

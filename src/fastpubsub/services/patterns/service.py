@@ -1,121 +1,51 @@
-"""The pattern service: pattern subscriptions over the events topic, through the topics, exactly once.
-
-Its own composition root beside the event processor (``processor.app``) and the table service
-(``processor.tables``), run by ``pubsub patterns``:
+"""The pattern service as a task of the runtime: pattern subscriptions over the events topic, exactly once.
 
     pubsub.events (a consumer group: partitions shared between instances)
     + pubsub.subscriptions (every instance reads them all: the pattern ones are the service's)
-        -> one PatternEngine per owned events partition (fastpubsub.patterns)
+        -> one PatternEngine per owned events partition (fastpubsub.patterns, Cayuga's automata)
         -> pubsub.notifications (one per completed pattern, JSON, keyed by subscriber)
         -> pubsub.changelog.patterns, partition p for events partition p (instances, bound events, event time)
         -> pubsub.dead-letter (bad pattern subscriptions)
 
-all in one Kafka transaction with the events offsets (``kafka.delivery``).
-
-With ``repartition_by`` (``pubsub patterns --repartition-by ATTR``, docs/patterns.md 6.5) the service is a Kafka
-Streams-like two-stage application: it re-keys each event by the attribute into its own repartition topic (the
-re-keying produce and the events offsets in one transaction), and the engines run on the repartition topic's
-partitions, each behind a reorder buffer (``patterns.reorder``: event-time order behind a watermark, late events
-dead-lettered and counted); the changelog is then the repartition topic's.  A partition's state is
-restored from its changelog partition whenever the partition is assigned, before any of its events is
-processed; changes tagged with a source offset at or past the committed one are discarded: at-least-once
-delivery leaves them when it crashes between the outputs' acknowledgement and the offset commit, and the
-replay from the committed offset produces them again (with transactions on Apache Kafka a read_committed
-restore never meets one: tests/test_exactly_once.py).
+all in one Kafka transaction with the events offsets (the host, ``runtime.host``).  With ``repartition_by``
+(``--repartition-by ATTR``, docs/patterns.md 6.5) it is a two-stage application as Kafka Streams builds one: it
+re-keys each event by the attribute into its own repartition topic (``services.patterns.repartition``), and the
+engines run on the repartition partitions behind reorder buffers; the changelog is then the repartition topic's.
+A partition's state is restored from its changelog partition whenever the partition is assigned, before any of its
+events is processed; changes tagged with a source offset at or past the committed one are discarded (what an
+at-least-once crash between the outputs and the offset commit leaves; the replay writes them again).
 """
 
 from __future__ import annotations
 
-import gc
-import json
 import logging
-import math
-import re
-import struct
-import threading
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, Message, TopicPartition
 
-from fastpubsub.kafka import ClientFactory, admin
-from fastpubsub.kafka.deadletter import DeadLetters
-from fastpubsub.kafka.delivery import Delivery, DeliveryError
-from fastpubsub.kafka.queues import QueueBounds
-from fastpubsub.kafka.readers import read_to_end
+from fastpubsub.kafka import admin
+from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.patterns import Pattern
 from fastpubsub.patterns.contents import BoundContents, split
 from fastpubsub.patterns.engine import PatternEngine, limits_from_bytes
-from fastpubsub.patterns.oracle import Witness, notification_id
-from fastpubsub.patterns.reorder import ReorderBuffer, event_id, event_name
+from fastpubsub.patterns.reorder import ReorderBuffer
 from fastpubsub.patterns.reorder import split as split_reorder
+from fastpubsub.runtime.host import Host
+from fastpubsub.runtime.progress import human
+from fastpubsub.runtime.task import Outputs, Topics
 from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
-from fastpubsub.wire.placement import partition_for, placement_text
-from fastpubsub.wire.topics import (DEAD_LETTER, EVENTS, NOTIFICATIONS, PATTERN_CHANGELOG, SUBSCRIPTIONS,
-                                    pattern_repartition_changelog, pattern_repartition_topic)
+from fastpubsub.wire.subscription_decoder import parse_subscription_id
+from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
-from fastpubsub.runtime.inputs import Inputs, has_data
-from fastpubsub.runtime.instance import InstanceSlot
-from fastpubsub.runtime.progress import RateMeter, human
-from fastpubsub.services.events.subscriptions import parse_subscription_id
+from .config import PatternServiceConfig
+from .notifications import notification, pattern_notification_id, repartitioned_notification_id  # noqa: F401
+from .repartition import Repartition
 
 log = logging.getLogger("pubsub.patterns")
-ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-SOURCE_HEADER = "fastpubsub.source"  # a re-keyed event's source partition and offset (>iq)
-_SOURCE = struct.Struct(">iq")
-
-
-@dataclass
-class PatternServiceConfig:
-    bootstrap_servers: str
-    group_id: str = "pubsub-patterns"  # the events consumer group: instances share the events partitions
-    delivery: str = "auto"
-    transactional_id: str | None = None  # default: a stable per-host slot of the group (processor.instance)
-    batch_size: int = 1000
-    max_per_subscription: int = 10_000  # live instances of one subscription, per events partition
-    max_state_bytes: int = 1 << 30  # instance store of one events partition (docs/patterns.md 1.3)
-    output_format: str = "avro"  # of dead letters (notifications are JSON)
-    session_timeout_ms: int = 6000
-    progress_interval: float = 5.0
-    client_config: dict[str, Any] = field(default_factory=dict)
-    repartition_by: str | None = None  # re-key the events by this attribute first (docs/patterns.md 6.5)
-    grace_ms: int = 1000  # how far behind the repartition partition's largest timestamp an event may still arrive
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.max_per_subscription < 1 or self.max_state_bytes < 1:
-            raise ValueError("batch size, instance cap and state bound must be positive")
-        if self.repartition_by is not None and not ATTRIBUTE.fullmatch(self.repartition_by):
-            raise ValueError(f"--repartition-by {self.repartition_by!r}: an attribute name (letters, digits and _, "
-                             f"not starting with a digit) is expected")
-        if self.grace_ms < 0:
-            raise ValueError(f"--grace-ms {self.grace_ms}: the grace must not be negative")
-
-    @property
-    def input_topic(self) -> str:
-        """The topic the engines read: the events, or the repartition topic."""
-        if self.repartition_by is None:
-            return EVENTS
-        return pattern_repartition_topic(self.group_id, self.repartition_by)
-
-    @property
-    def changelog_topic(self) -> str:
-        if self.repartition_by is None:
-            return PATTERN_CHANGELOG
-        return pattern_repartition_changelog(self.group_id, self.repartition_by)
-
-
-def pattern_notification_id(sid: int, partition: int, bound: tuple[tuple[int, int], ...]) -> str:
-    """``<sid>/<p>:<a's offset>|<p>:<r's offset>#<iterations>|...``: deterministic, unique over partitions."""
-    return notification_id(sid, [(f"{partition}:{i}", n) for i, n in bound])
-
-
-def repartitioned_notification_id(sid: int, bound: tuple[tuple[int, int], ...]) -> str:
-    """``<sid>/<events partition>:<offset>|...`` of events that came through the repartition topic: each named by
-    its source position, so the id does not depend on where or when the re-keying put it."""
-    return notification_id(sid, [("%d:%d" % event_name(i), n) for i, n in bound])
 
 
 @dataclass
@@ -129,49 +59,74 @@ class _Partition:
     reorder: ReorderBuffer | None = None  # a repartition partition's events, held until the watermark passes them
 
 
-class PatternService:
-    """Runs until :meth:`stop`; ``ready`` is set once the subscriptions are loaded."""
+class PatternsTask:
+    name = "pubsub.patterns"
+    reports_bad_input = True
 
     def __init__(self, config: PatternServiceConfig) -> None:
         self.config = config
-        self.clients = ClientFactory(config.bootstrap_servers, config.client_config)
-        self.ready = threading.Event()
-        self._stop = threading.Event()
         self.subs: dict[int, tuple[str, Pattern, int]] = {}  # sid -> (subscriber, pattern, since ms)
         self.parts: dict[int, _Partition] = {}
-        self.delivery: Delivery | None = None
-        self.dead_letters: DeadLetters | None = None
-        self.inputs: Inputs | None = None
         self.events = self.invalid_events = self.notifications = self.changes_written = 0
         self.subscription_changes = 0
         self.restores = self.restored_instances = self.discarded_changes = 0
         self._counters: dict[str, int] = {}  # engine counters of partitions no longer owned
         self._unwritten: set[int] = set()  # partitions with state changes not yet written (subscriptions, restore)
         self.input_topic, self.changelog = config.input_topic, config.changelog_topic
-        self.rekeyed = self.late_events = self.repeated_events = 0
-        self._source: dict[int, int] = {}  # events partition -> next offset to re-key (repartitioning)
-        self._source_time: dict[int, int] = {}  # events partition -> its event time so far (records without one)
-        self._sources: set[int] = set()  # events partitions assigned (repartitioning)
+        self.repartition = None if config.repartition_by is None else Repartition(config, self)
 
-    def stop(self) -> None:
-        self._stop.set()
+    def topics(self) -> Topics:
+        own = () if self.repartition is None else (self.input_topic,)
+        return Topics(group=(EVENTS, *own), state=SUBSCRIPTIONS, inputs=(EVENTS, SUBSCRIPTIONS, *own),
+                      outputs=(NOTIFICATIONS, DEAD_LETTER, self.changelog, *own))
+
+    # --- start -------------------------------------------------------------------------
+
+    def prepare(self, host: Host) -> None:
+        self.host = host
+        parts = admin.require(host.clients, (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER))
+        own = (self.changelog,) if self.repartition is None else (self.input_topic, self.changelog)
+        admin.create_topics(host.clients, partitions=parts[EVENTS], names=own)
+        n = admin.partitions_of(host.clients, self.changelog)
+        if n != parts[EVENTS]:
+            raise RuntimeError(f"{self.changelog} has {n} partitions and {EVENTS} {parts[EVENTS]}: a partition's "
+                               f"state lives in the changelog partition of the same number; recreate the changelog "
+                               f"(the state is rebuilt from the committed offsets only if nothing was committed)")
+        if self.repartition is not None:
+            self.repartition.check(host.clients, parts[EVENTS])
+        self._sub_partitions = parts[SUBSCRIPTIONS]
+
+    def start(self, host: Host) -> None:
+        pass
+
+    def warm_up(self, on_compile: Callable[..., None]) -> int:
+        return 0  # the pattern kernels load from numba's cache with the engine (`pubsub warmup` compiles them)
+
+    def restore(self, host: Host) -> None:
+        """Every pattern subscription, before the group's partitions are restored on assignment."""
+        for msgs in host.inputs.replay(self._sub_partitions, {}, lambda: host.stopping):
+            out = Outputs()
+            self.on_state(msgs, out)
+            host.send(out)
+        host.commit_outputs()  # dead letters of bad pattern subscriptions
+        log.info("%d pattern subscriptions loaded", len(self.subs))
 
     # --- subscriptions ----------------------------------------------------------------
 
-    def _on_subscriptions(self, msgs: list[Message]) -> None:
+    def on_state(self, msgs: list[Message], out: Outputs) -> None:
         """Apply subscription records in order: the latest per id counts; a replaced or deleted pattern loses its
         instances in every owned partition.  Bad pattern records are dead-lettered (keyed by their position, so the
         same record dead-lettered again, by a restart or another instance, collapses with the first)."""
         latest: dict[int, tuple[str, Pattern, int] | None] = {}
         for msg in msgs:
-            if not has_data(msg):
+            if msg.error() is not None:
                 continue
             value = msg.value()
             try:
                 sid = parse_subscription_id(msg.key())
             except codecs.DecodeError as exc:
                 if codecs.is_pattern_subscription(value):
-                    self.dead_letters.send(msg, str(exc))
+                    out.reject(msg, str(exc))
                 continue
             entry = None
             # another service's record (plain, aggregate, or a bad one of theirs): the id is no pattern now; the
@@ -182,7 +137,7 @@ class PatternService:
                     kind, ms = msg.timestamp()
                     entry = (sub.subscriber, sub.pattern, ms if kind != TIMESTAMP_NOT_AVAILABLE else 0)
                 except codecs.PatternDecodeError as exc:
-                    self.dead_letters.send(msg, str(exc))
+                    out.reject(msg, str(exc))
             if entry is None and sid not in self.subs and sid not in latest:
                 continue  # not a pattern subscription, and the id held none
             latest.pop(sid, None)  # keep the order of the latest record per id
@@ -212,10 +167,10 @@ class PatternService:
 
     def _restore(self, partitions: list[int], consumer: Consumer) -> None:
         """Each partition's state from its changelog partition, then its events from the committed offset."""
-        found = consumer.committed([TopicPartition(self.input_topic, p) for p in partitions], timeout=30)
+        found = committed_offsets(consumer, [TopicPartition(self.input_topic, p) for p in partitions])
         logged: dict[int, list[Message]] = {p: [] for p in partitions}
-        for m in read_to_end(self.clients, [TopicPartition(self.changelog, p, OFFSET_BEGINNING) for p in partitions],
-                             group_id=f"{self.config.group_id}.restore"):
+        for m in read_to_end(self.host.clients, [TopicPartition(self.changelog, p, OFFSET_BEGINNING)
+                                                 for p in partitions], group_id=f"{self.config.group_id}.restore"):
             logged[m.partition()].append(m)
         for tp in found:
             p, committed = tp.partition, max(tp.offset, 0)
@@ -225,7 +180,7 @@ class PatternService:
             store, reorder_state = split_reorder(store)
             engine_state, contents_state = split(store)
             part = _Partition(self._engine(), BoundContents(), committed)
-            if self.config.repartition_by is not None:
+            if self.repartition is not None:
                 part.reorder = ReorderBuffer(self.config.grace_ms)
                 part.reorder.restore(reorder_state)
             self.restored_instances += part.engine.restore(engine_state)
@@ -240,146 +195,84 @@ class PatternService:
                      sum(1 for _, _, _, o in changes.sources() if o >= committed), committed)
 
     def _release(self, partitions: list[int] | None = None) -> None:
-        """Forget owned partitions (all by default: revoked, or to be restored after a failed batch)."""
-        if partitions is None:
-            self._source.clear()  # re-keying resumes from the committed offsets
+        """Forget owned partitions (all by default: revoked, or to be restored after a failed delivery)."""
+        if partitions is None and self.repartition is not None:
+            self.repartition.forget()  # re-keying resumes from the committed offsets
         for p in list(self.parts) if partitions is None else partitions:
             self._unwritten.discard(p)
             for k, v in self.parts.pop(p).engine.counters.items():
                 self._counters[k] = self._counters.get(k, 0) + v
 
-    def _sync_assignment(self, consumer: Consumer) -> None:
+    def assigned(self, consumer: Consumer) -> None:
         assigned = consumer.assignment()
         owned = {tp.partition for tp in assigned if tp.topic == self.input_topic}
-        if self.config.repartition_by is not None:
-            self._sources = {tp.partition for tp in assigned if tp.topic == EVENTS}
-            for p in [p for p in self._source if p not in self._sources]:
-                del self._source[p]
+        if self.repartition is not None:
+            self.repartition.assigned({tp.partition for tp in assigned if tp.topic == EVENTS})
         self._release([p for p in self.parts if p not in owned])
         new = sorted(owned - set(self.parts))
         if new:
             self._restore(new, consumer)
 
+    def revoked(self) -> None:
+        self._release()
+
+    def rewind(self) -> None:
+        self._release()  # restored from the changelogs at the committed offsets on the next turn
+
     # --- events -------------------------------------------------------------------------
 
-    def _rekey(self, msgs: list[Message]) -> None:
-        """Each event to the repartition partition of its attribute's value (``wire.placement``; an event without
-        the attribute goes with the value null), keyed by that value, with its timestamp and its source position;
-        in the open transaction, so the events offsets commit with the re-keyed records."""
-        attr, n = self.config.repartition_by, self._repartitions
+    def process(self, msgs: list[Message], out: Outputs) -> int:
+        before = self.events
+        by_partition: dict[int, list[Message]] = {}
+        rekey = []
         for m in msgs:
-            p, offset = m.partition(), m.offset()
-            if offset < self._source.get(p, -1):
-                continue  # a replay of what this transaction already re-keyed
-            self._source[p] = offset + 1
-            kind, ms = m.timestamp()
-            if kind != TIMESTAMP_NOT_AVAILABLE:
-                self._source_time[p] = max(self._source_time.get(p, ms), ms)
-            else:
-                ms = self._source_time.get(p, 0)  # event time so far, never the clock
-            try:
-                value = codecs.decode_event(m.value()).get(attr)
-            except codecs.DecodeError:
-                self.invalid_events += 1  # as for placed events: skipped and counted (pubsub run dead-letters them)
-                continue
-            self.delivery.produce(self.input_topic, placement_text(value), m.value(), partition=partition_for(value, n),
-                                  timestamp=ms, headers=[(SOURCE_HEADER, _SOURCE.pack(p, offset))])
-            self.rekeyed += 1
+            if m.topic() == self.input_topic:
+                by_partition.setdefault(m.partition(), []).append(m)
+            elif self.repartition is not None and m.topic() == EVENTS:
+                rekey.append(m)
+        if rekey:
+            self.repartition.rekey(rekey, out)
+        for p, part_msgs in sorted(by_partition.items()):
+            if p in self.parts:  # events of a partition revoked meanwhile are its next owner's
+                if self.parts[p].reorder is None:
+                    self._on_events(p, part_msgs, out)
+                else:
+                    self.repartition.released(p, self.parts[p], part_msgs, out)
+        return self.events - before
 
-    def _on_repartitioned(self, p: int, msgs: list[Message]) -> None:
-        """A repartition partition's records: into its reorder buffer (late ones dead-lettered, repeats of an aborted
-        re-keying dropped, both counted), then the released events through the engine, in event-time order."""
-        part = self.parts[p]
-        msgs = [m for m in msgs if m.offset() >= part.position]
-        if not msgs:
-            return
-        buf = part.reorder
-        for m in msgs:
-            header = dict(m.headers() or []).get(SOURCE_HEADER)
-            if header is None:
-                self.dead_letters.send(m, f"no {SOURCE_HEADER} header: not written by the re-keying")
-                continue
-            src_p, src_off = _SOURCE.unpack(header)
-            ms = m.timestamp()[1]
-            verdict = buf.offer(ms, src_p, src_off, m.value())
-            if verdict == "late":
-                self.late_events += 1
-                self.dead_letters.send_record(
-                    EVENTS, src_p, src_off, None, m.value(),
-                    f"late event: timestamp {ms} is behind the watermark {buf.frontier} of {self.input_topic} "
-                    f"partition {p} (grace {self.config.grace_ms} ms)")
-            elif verdict == "repeat":
-                self.repeated_events += 1
-        released = buf.release()
-        tag = msgs[0].offset()  # the first input offset of this transaction: its changes are discarded if it aborts
-        if released:
-            ids = [event_id(sp, so) for _, sp, so, _ in released]
-            ts = [t for t, _, _, _ in released]
-            values = [v for _, _, _, v in released]
-            decoded = decode_events(values)
-            self.invalid_events += len(decoded.errors)
-            rows = decoded.rows.tolist()
-            ids, ts, values = [ids[r] for r in rows], [ts[r] for r in rows], [values[r] for r in rows]
-            if ids:
-                part.contents.offer(ids, ts, values)
-                witnesses = part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64))
-                for w in witnesses:
-                    self._notify(p, part, w)
-                part.contents.settle(part.engine.bound_event_ids(), tag)
-                self.events += len(ids)
-        part.position = msgs[-1].offset() + 1
-        self._write_changes([p], tag)
-
-    def _on_events(self, p: int, msgs: list[Message]) -> None:
+    def _on_events(self, p: int, msgs: list[Message], out: Outputs) -> None:
         part = self.parts[p]
         msgs = [m for m in msgs if m.offset() >= part.position]  # a replay of what a restore already covers
         if not msgs:
             return
+        ids, ts = [], []
         decoded = decode_events([m.value() for m in msgs])  # the batch decoder: values straight into columns
         self.invalid_events += len(decoded.errors)  # the event processor (pubsub run) dead-letters invalid events
-        ids, ts, values = [], [], []
         for r in decoded.rows.tolist():
-            m = msgs[r]
-            kind, ms = m.timestamp()
+            kind, ms = msgs[r].timestamp()
             if kind != TIMESTAMP_NOT_AVAILABLE:
                 part.event_time = max(part.event_time, ms)
-            ids.append(m.offset())
+            ids.append(msgs[r].offset())
             ts.append(ms if kind != TIMESTAMP_NOT_AVAILABLE else part.event_time)  # event time, never the clock
-            values.append(m.value())
-        last = msgs[-1].offset()
-        if ids:
-            part.contents.offer(ids, ts, values)
-            witnesses = part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64))
-            for w in witnesses:
-                self._notify(p, part, w)
-            part.contents.settle(part.engine.bound_event_ids(), last)
-            self.events += len(ids)
-        part.position = last + 1
-        self._write_changes([p])
+        self.match(p, part, decoded, ids, ts, [msgs[r].value() for r in decoded.rows.tolist()], msgs[-1].offset(), out)
+        part.position = msgs[-1].offset() + 1
+        self._write_changes(out, [p])
 
-    def _notify(self, p: int, part: _Partition, w: Witness) -> None:
-        subscriber, pattern, _ = self.subs[w.sid]
-        names = [pattern.bind] + [s.bind for s in pattern.steps]
-        bound = []
-        for name, (eid, iterations) in zip(names, w.bound):
-            item = part.contents.get(eid)
-            src_p, offset = (p, eid) if part.reorder is None else event_name(eid)  # the events partition and offset
-            bound.append({"bind": name, "event_id": f"{src_p}:{offset}", "offset": offset, "iterations": iterations,
-                          "ts": None if item is None else item[0],
-                          "event": None if item is None else codecs.decode_event(item[1])})
-            if part.reorder is not None:
-                bound[-1]["partition"] = src_p
-        nid = (pattern_notification_id(w.sid, p, w.bound) if part.reorder is None
-               else repartitioned_notification_id(w.sid, w.bound))
-        body = {"notification_id": nid, "subscription_id": w.sid,
-                "subscriber": subscriber, "kind": "pattern", "partition": p, "start_ts": w.start_ts,
-                "end_ts": w.end_ts, "events": bound,
-                "aggregates": {k: (None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-                               for k, v in w.aggregates}}
-        self.delivery.produce(NOTIFICATIONS, subscriber, json.dumps(body, separators=(",", ":")).encode())
-        self.notifications += 1
+    def match(self, p: int, part: _Partition, decoded, ids: list[int], ts: list[int], values: list[bytes],
+              settled: int, out: Outputs) -> None:
+        """Decoded events through a partition's engine: a notification per completed pattern."""
+        if not ids:
+            return
+        part.contents.offer(ids, ts, values)
+        for w in part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64)):
+            subscriber, pattern, _ = self.subs[w.sid]
+            out.produce(NOTIFICATIONS, subscriber,
+                        notification(w, subscriber, pattern, p, part.contents, part.reorder is not None))
+            self.notifications += 1
+        part.contents.settle(part.engine.bound_event_ids(), settled)
+        self.events += len(ids)
 
-    def _write_changes(self, partitions: list[int] | None = None, tag: int | None = None) -> None:
+    def _write_changes(self, out: Outputs, partitions: list[int] | None = None, tag: int | None = None) -> None:
         """State changes of owned partitions (by default those changed by subscriptions or a restore) to their
         changelog partitions, in the open transaction: the events' offsets are committed with them.
 
@@ -398,127 +291,48 @@ class PatternService:
                 for c in parts:
                     c.offsets[:] = at
             changes = StateChanges.concat(parts)
-            self.delivery.produce_many(self.changelog, to_records(changes), p)
+            for key, value, headers in to_records(changes):
+                out.produce(self.changelog, key, value, headers=headers, partition=p)
             self.changes_written += len(changes)
 
-    def _commit(self, consumer: Consumer) -> None:
-        self._write_changes()
-        offsets = [TopicPartition(self.input_topic, p, part.position) for p, part in self.parts.items()]
-        offsets += [TopicPartition(EVENTS, p, position) for p, position in self._source.items()]
-        if offsets or self.delivery.pending():
-            self.delivery.commit(consumer, offsets)
+    def before_commit(self, out: Outputs) -> None:
+        self._write_changes(out)
 
-    # --- the loop --------------------------------------------------------------------------
+    # --- what the host asks of it ----------------------------------------------------------
 
-    def _check_topics(self) -> None:
-        parts = admin.require(self.clients, (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER))
-        own = (self.changelog,) if self.input_topic == EVENTS else (self.input_topic, self.changelog)
-        admin.create_topics(self.clients, partitions=parts[EVENTS], names=own)
-        n = admin.partitions_of(self.clients, self.changelog)
-        if n != parts[EVENTS]:
-            raise RuntimeError(f"{self.changelog} has {n} partitions and {EVENTS} {parts[EVENTS]}: a partition's "
-                               f"state lives in the changelog partition of the same number; recreate the changelog "
-                               f"(the state is rebuilt from the committed offsets only if nothing was committed)")
-        if self.input_topic != EVENTS:
-            self._repartitions = admin.partitions_of(self.clients, self.input_topic)
-            if self._repartitions != parts[EVENTS]:
-                raise RuntimeError(f"{self.input_topic} has {self._repartitions} partitions and {EVENTS} "
-                                   f"{parts[EVENTS]}: delete both {self.input_topic} and {self.changelog} "
-                                   f"(and the group's offsets) to start over with the events topic's count")
-        self._sub_partitions = parts[SUBSCRIPTIONS]
+    def poll(self, out: Outputs) -> None:
+        pass
 
-    def run(self) -> dict[str, Any]:
-        cfg = self.config
-        self._check_topics()
-        slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)
-        transactional_id = cfg.transactional_id or slot.transactional_id
-        self.delivery = Delivery(self.clients, cfg.delivery, transactional_id)
-        self.dead_letters = DeadLetters(self.delivery, cfg.output_format)
-        log.info("delivery: %s%s", self.delivery.mode,
-                 f" (transactional.id {transactional_id})" if self.delivery.mode == "transactional" else "")
-        self.inputs = Inputs(self.clients, cfg.group_id, QueueBounds(), cfg.session_timeout_ms)
-        consumer = self.inputs.events
-        try:
-            for msgs in self.inputs.replay(self._sub_partitions, {}, self._stop.is_set):
-                self._on_subscriptions(msgs)
-            gc.collect()
-            gc.freeze()  # compiled patterns are long-lived: keep them out of the collector's full passes
-            log.info("%d pattern subscriptions loaded", len(self.subs))
-            self.inputs.join(before_revoke=self._before_revoke,
-                             topics=(EVENTS,) if self.input_topic == EVENTS else (EVENTS, self.input_topic))
-            self.ready.set()
-            meter = RateMeter(cfg.progress_interval)
-            while not self._stop.is_set():
-                try:
-                    self._step(consumer)
-                except DeliveryError as exc:  # not Fenced (another instance took over): that one ends the run
-                    log.error("not delivered (%s): restoring the partitions from the committed offsets", exc)
-                    self._release()
-                    if not self.delivery.recover(consumer, self._stop.is_set):
-                        break
-                if meter.due():
-                    rates = meter.tick({"events": self.events, "notifications": self.notifications})
-                    log.info("%s events/s, %s notifications/s, %s pattern subscriptions, partitions %s, "
-                             "%d live instances, %d dead letters", human(rates["events"]),
-                             human(rates["notifications"]), human(len(self.subs)), sorted(self.parts),
-                             sum(part.engine.live() for part in self.parts.values()), self.dead_letters.total)
-        finally:
-            try:
-                self.delivery.close()
-            finally:
-                self.inputs.close()
-                if slot is not None:
-                    slot.release()
-        return self.stats()
+    def snapshot_due(self, force: bool = False) -> bool:
+        return False  # the changelog is the state's durable copy
 
-    def _step(self, consumer: Consumer) -> None:
-        changes = self.inputs.changes()  # subscriptions first: they apply to the events of this batch on
-        if changes:
-            self._on_subscriptions(changes)
-        msgs = [m for m in self.inputs.batch(self.config.batch_size) if has_data(m)]
-        self._sync_assignment(consumer)
-        by_partition: dict[int, list[Message]] = {}
-        rekey = []
-        for m in msgs:
-            if m.topic() == self.input_topic:
-                by_partition.setdefault(m.partition(), []).append(m)
-            elif m.topic() == EVENTS and m.partition() in self._sources:  # not one revoked meanwhile
-                rekey.append(m)
-        if rekey:
-            self._rekey(rekey)
-        for p, part_msgs in sorted(by_partition.items()):
-            if p in self.parts:  # events of a partition revoked meanwhile are its next owner's
-                (self._on_events if self.parts[p].reorder is None else self._on_repartitioned)(p, part_msgs)
-        if msgs or changes or self.delivery.pending():
-            self._commit(consumer)
+    def gauges(self) -> dict[str, Any]:
+        return {"subscriptions": len(self.subs), "changes": {}, "info": {}}
 
-    def _before_revoke(self, consumer: Consumer) -> None:
-        """Partitions are taken away: commit what was processed of them while this instance owns them, then
-        forget them (the next assignment restores them from the changelog)."""
-        try:
-            if self.parts:
-                self._commit(consumer)
-        except DeliveryError as exc:
-            log.warning("commit before revoke failed (%s): the next owner replays from the committed offsets", exc)
-            self.delivery.recover(None, self._stop.is_set)
-        self._release()
+    def progress(self) -> str:
+        return (f"{human(len(self.subs))} pattern subscriptions, partitions {sorted(self.parts)}, "
+                f"{sum(part.engine.live() for part in self.parts.values())} live instances")
 
     def stats(self) -> dict[str, Any]:
         counters = dict(self._counters)
         for part in self.parts.values():
             for k, v in part.engine.counters.items():
                 counters[k] = counters.get(k, 0) + v
-        return {"delivery": self.delivery.mode if self.delivery else None, "events": self.events,
-                "invalid_events": self.invalid_events, "notifications": self.notifications,
+        return {"events": self.events, "invalid_events": self.invalid_events, "notifications": self.notifications,
                 "subscriptions": len(self.subs), "subscription_changes": self.subscription_changes,
                 "partitions": sorted(self.parts), "restores": self.restores,
                 "restored_instances": self.restored_instances, "discarded_changes": self.discarded_changes,
                 "changelog_records": self.changes_written,
-                "repartition": None if self.config.repartition_by is None else {
-                    "attribute": self.config.repartition_by, "topic": self.input_topic,
-                    "grace_ms": self.config.grace_ms, "rekeyed": self.rekeyed, "late_events": self.late_events,
-                    "repeated_events": self.repeated_events,
-                    "held": sum(len(part.reorder) for part in self.parts.values() if part.reorder is not None)},
+                "repartition": None if self.repartition is None else self.repartition.stats(self.parts.values()),
                 "instances": {k: counters.get(k, 0) for k in ("started", "completed", "killed", "expired", "refused",
-                                                              "dropped")},
-                "dead_letters": dict(self.dead_letters.counts) if self.dead_letters else {}}
+                                                              "dropped")}}
+
+    def close(self) -> None:
+        pass
+
+
+class PatternService(Host):
+    """The pattern service: :class:`PatternsTask` on the one runtime (``pubsub patterns``)."""
+
+    def __init__(self, config: PatternServiceConfig) -> None:
+        super().__init__(PatternsTask(config), config.host())

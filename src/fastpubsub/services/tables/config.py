@@ -1,0 +1,44 @@
+"""The table service's settings (``pubsub tables``): the host's (``runtime.host.HostConfig``) and its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastpubsub.runtime.host import HostConfig
+
+from .declarations import TableDeclaration
+
+MODES = ("s-un", "s-cn")
+
+
+@dataclass
+class TableServiceConfig:
+    bootstrap_servers: str
+    tables: list[TableDeclaration]
+    mode: str = "s-un"  # s-un: a notification per affected subscription; s-cn: the reformulated messages
+    group_id: str = "pubsub-tables"  # committed offsets of the table topics and subscriptions
+    delivery: str = "auto"
+    transactional_id: str | None = None  # default: <group_id>-tables (a restarted instance fences the old one)
+    batch_size: int = 1000
+    output_format: str = "avro"  # of dead letters
+    progress_interval: float = 5.0
+    client_config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if not self.tables:
+            raise ValueError("declare at least one table")
+        names = [t.name for t in self.tables]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a table is declared twice: {names}")
+        topics = [t.topic for t in self.tables]
+        if len(set(topics)) != len(topics):
+            raise ValueError(f"two tables share a topic: {topics}")
+
+    def host(self) -> HostConfig:
+        # the fixed transactional.id ends (aborts) what a previous instance left open, and fences it
+        return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
+                          self.transactional_id or f"{self.group_id}-tables", self.batch_size,
+                          progress_interval=self.progress_interval, output_format=self.output_format)
