@@ -8,7 +8,7 @@ A transactional producer (``acks=all``, as the processor's) writes
 to pubsub.notifications, then ``flush()`` and ``commit_transaction()``, with
 ``linger.ms`` 5 (the processor's) and 0.  Medians after 10 warm-up
 transactions.  Compare with the commit time by part the processor reports
-(``commit_seconds``; ``pubsub bench e2e`` at half load): what the broker
+(``commit_seconds``; ``python -m benchmarks.suite e2e`` at half load): what the broker
 takes when nothing else competes for the machine.
 """
 

@@ -102,7 +102,7 @@ class Options:
         return out
 
     def flags(self) -> str:
-        """The `pubsub bench` flags that give these options."""
+        """The `python -m benchmarks.suite` flags that give these options."""
         rate = f" --offered-rate {self.offered_rate:g}" if self.offered_rate else ""
         rate += "".join(f" --also-at {f:g}" for f in self.also_at)
         if self.producer_linger_ms != Options.producer_linger_ms:

@@ -5,7 +5,7 @@
     python -m benchmarks.fig3b_ab --n 6000000 --counters --buckets 2,4,8   # entries examined per event, no matcher
     python -m benchmarks.fig3b_ab --n 6000000 --variants --configs dynamic  # where an event's time goes
 
-``pubsub bench fig3b`` sweeps N for one configuration per algorithm, one
+``python -m benchmarks.suite fig3b`` sweeps N for one configuration per algorithm, one
 after the other; on a shared machine a figure taken minutes after another
 says little about their ratio.  Here, per workload, every configuration is
 loaded with the same subscriptions, then each round times one

@@ -12,7 +12,7 @@ configuration, the flatness figure.
 
     python -m benchmarks.scaling                                   # 1M..10M, plain and runs=256, ~15 min
     python -m benchmarks.scaling --n 1000000,6000000 --runs 256    # one configuration
-    pubsub bench scaling --img-dir docs/img                   # the same sweep, as a figure of the suite
+    python -m benchmarks.suite scaling --img-dir docs/img                   # the same sweep, as a figure of the suite
 
 Each N is generated once and loaded into a fresh matcher per configuration
 (``benchmarks.engine.load_one``, compilation excluded).  Every N is loaded

@@ -1,4 +1,4 @@
-"""``pubsub bench``: Fabret et al.'s Figures 3 and 4 and the end-to-end run, as code.
+"""``python -m benchmarks.suite``: Fabret et al.'s Figures 3 and 4 and the end-to-end run, as code.
 
 Every figure writes ``<name>.csv``, ``<name>.png`` and ``<name>.md`` (a
 section to paste into docs/benchmarks.md) into the output directory; a run
@@ -11,9 +11,15 @@ the paper's for Figure 3 (up to 6M subscriptions); the scaling sweep of
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Callable
+
+import click
+
+from fastpubsub.kafka.clients import parse_settings
+from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
 
 from . import e2e as e2e_mod
 from . import fig3, report, scaling
@@ -99,7 +105,7 @@ def run(figures: list[str], out: Path, quick: bool = False, img_dir: Path | None
     outcome: dict[str, str] = {}
     sections = []
     for name in figures:
-        command = f"pubsub bench {name}{' --quick' if quick else ''}{e2e.flags() if name == 'e2e' else ''}"
+        command = f"python -m benchmarks.suite {name}{' --quick' if quick else ''}{e2e.flags() if name == 'e2e' else ''}"
         started = time.monotonic()
         try:
             if name == "e2e":
@@ -118,6 +124,83 @@ def run(figures: list[str], out: Path, quick: bool = False, img_dir: Path | None
                 shutil.copy(out / f"{png}.png", img_dir / f"{png}.png")
     (out / "report.md").write_text(
         f"## Reproducing the paper's figures\n\n* **Machine:** {report.machine()}\n"
-        f"* **Command:** `pubsub bench {' '.join(figures)}{' --quick' if quick else ''}` "
+        f"* **Command:** `python -m benchmarks.suite {' '.join(figures)}{' --quick' if quick else ''}` "
         f"(finished: {report.load_average(when=True)})\n\n" + "\n".join(sections))
     return outcome
+
+
+# --- the command line ----------------------------------------------------------------
+
+
+def _settings(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        parse_settings(value, "--processor-x")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+@click.command("python -m benchmarks.suite")
+@click.argument("figures", nargs=-1, required=True, type=click.Choice(["fig3a", "fig3b", "scaling", "fig4", "e2e", "all"]))
+@click.option("--quick", is_flag=True, help="Small sizes: every figure in a few minutes (what the tests run).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("benchmarks/results"),
+              show_default=True, help="Directory for the CSV, PNG and markdown of each figure, and report.md.")
+@click.option("--img-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also copy the PNGs here (docs/img to refresh docs/benchmarks.md).")
+@click.option("--delivery", type=click.Choice(["transactional", "at-least-once"]), default="transactional",
+              show_default=True, help="e2e: the processor's --delivery.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="e2e: the processor's --batch-size (default: pubsub run's).")
+@click.option("--commit-interval-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=None,
+              help="e2e: the processor's --commit-interval-ms (default: pubsub run's).")
+@click.option("--commit-linger-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=None,
+              help="e2e: the processor's --commit-linger-ms (default: pubsub run's).")
+@click.option("--overlap-commits/--no-overlap-commits", default=None,
+              help="e2e: the processor's --overlap-commits (default: pubsub run's).")
+@click.option("--offered-rate", type=click.FloatRange(min=1.0), default=None,
+              help="e2e: events/s offered in the latency phase (default: half the maximum measured).")
+@click.option("--also-at", "also_at", type=click.FloatRange(min=0.001, max=1.0), multiple=True,
+              help="e2e: a further latency phase at this fraction of the maximum measured (repeatable: "
+                   "--also-at 0.25 --also-at 0.1); each reports its percentiles and the CPU of each process.")
+@click.option("--processor-x", "processor_config", multiple=True, metavar="KEY=VALUE", callback=_settings,
+              help="e2e: a librdkafka setting for the processor's clients (its -X; repeatable), "
+                   "e.g. --processor-x fetch.wait.max.ms=30.")
+@click.option("--producer-linger-ms", type=click.IntRange(0, 10_000), default=5, show_default=True,
+              help="e2e: linger.ms of the load producer.")
+@click.option("--clock-fetch-wait-ms", type=click.IntRange(1, 10_000), default=10, show_default=True,
+              help="e2e: fetch.wait.max.ms of the consumer that times the notifications.")
+def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interval_ms, commit_linger_ms, overlap_commits,
+              offered_rate, also_at, processor_config, producer_linger_ms, clock_fetch_wait_ms) -> None:
+    """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
+
+    Runs from a checkout of the fastpubsub repository (the benchmarks are not
+    part of the installed package): python -m benchmarks.suite FIGURE...
+
+    \b
+      fig3a  W0, N = 100K..6M: events/s (3a), memory (3c), loading time (3d)
+             for counting, propagation, propagation-wp, static, dynamic
+      fig3b  W1 and W2 for propagation-wp and dynamic (with runs and on plain clusters)
+      scaling  W0, N = 1M..10M: dynamic on plain clusters and with runs,
+             events/s encoded and as dicts, each relative to 1M
+      fig4   the equilibrium experiments (W3->W4, W5->W6), dynamic vs no-change
+      e2e    events topic -> notifications topic through the embedded broker,
+             1M W0 subscriptions: maximum events/s, latency at half of it
+      all    all of them (under an hour on the 2-core development machine)
+
+    Each writes <figure>.csv, .png and .md (the paper's values beside ours)
+    into --out, plus report.md for the whole run.
+    """
+    chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
+    options = e2e_mod.Options(delivery, batch_size, commit_interval_ms, overlap_commits, commit_linger_ms,
+                                    offered_rate, tuple(also_at), tuple(processor_config), producer_linger_ms,
+                                    clock_fetch_wait_ms)
+    outcome = run(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush(),
+                        e2e=options)
+    failed = {k: v for k, v in outcome.items() if v != "ok"}
+    click.echo(f"report: {out / 'report.md'}")
+    if failed:
+        raise click.ClickException("; ".join(f"{k}: {v}" for k, v in failed.items()))
+
+
+if __name__ == "__main__":
+    bench_cmd()

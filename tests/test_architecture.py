@@ -2,11 +2,11 @@
 
 The contracts live in pyproject.toml (``[tool.importlinter]``):
 
-    cli > processor | stats_job > kafka > wire > language > engine
+    cli > services | stats_job > runtime > kafka > wire > language > engine
 
 (``processor`` and ``stats_job`` independent of each other), the engine, the
 wire formats and the subscription language free of Kafka and Spark, and
-``benchmarks/`` outside the package (only ``pubsub bench`` launches it).
+``benchmarks/`` outside the package (nothing in it imports them).
 ``lint-imports`` checks them; this test runs it, shows that it does fail on a
 broken contract, and checks on the import graph (grimp, which import-linter is
 built on) that no group of modules imports itself round in a cycle.

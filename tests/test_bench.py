@@ -1,4 +1,4 @@
-"""`pubsub bench --quick` runs every figure at small sizes and leaves CSV, PNG and markdown behind.
+"""`python -m benchmarks.suite --quick` runs every figure at small sizes and leaves CSV, PNG and markdown behind.
 
 The full sizes are the same code with larger plans (benchmarks/fig3.py,
 benchmarks/e2e.py, benchmarks/suite.py); these tests keep that code from rotting.  No
@@ -21,7 +21,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def bench(out: Path, *figures: str, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "fastpubsub", "bench", *figures, "--quick", "--out", str(out),
+    done = subprocess.run([sys.executable, "-m", "benchmarks.suite", *figures, "--quick", "--out", str(out),
                            *options],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"

@@ -39,7 +39,7 @@ LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 INLINE = re.compile(r"`([^`]+)`")
 MODULE_COMMAND = re.compile(r"python -m ((?:benchmarks|fastpubsub)(?:\.\w+)*)(.*)", re.S)
-BENCH_COMMAND = re.compile(r"pubsub bench((?: [a-z0-9]+)+)")
+BENCH_COMMAND = re.compile(r"python -m benchmarks\.suite((?: [a-z0-9]+)+)")
 
 
 def _ids(paths):
@@ -109,12 +109,12 @@ def test_every_python_m_command_names_a_module_and_its_options(doc):
 
 @pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
 def test_every_pubsub_bench_figure_exists(doc):
-    from fastpubsub.cli.bench import bench_cmd
+    from benchmarks.suite import bench_cmd
 
     choices = set(next(p for p in bench_cmd.params if p.name == "figures").type.choices)
     bad = [word for command in _commands(doc.read_text(encoding="utf-8"))
            for m in BENCH_COMMAND.finditer(command) for word in m.group(1).split() if word not in choices]
-    assert not bad, f"{doc.name} cites `pubsub bench` figures that do not exist: {bad}"
+    assert not bad, f"{doc.name} cites `python -m benchmarks.suite` figures that do not exist: {bad}"
 
 
 SECTION_REFERENCE = re.compile(r'(?:docs/)?((?:[a-z_]+/)*[a-z_]+\.md)[,\s]*\(?"([^"]+)"')

@@ -7,7 +7,6 @@
 * ``broker``: ``broker`` (the embedded one) and ``topics``;
 * ``demo``: everything end to end on the embedded broker;
 * ``stats``: the Spark statistics job;
-* ``bench``: a launcher of the benchmarks of a checkout;
 * ``warmup``: compile the numba kernels into the on-disk cache (once per installation).
 
 Every subcommand that talks to Kafka takes ``--bootstrap-servers`` (env
@@ -21,7 +20,7 @@ from __future__ import annotations
 
 import click
 
-from . import bench, broker, demo, messages, patterns, run, stats, tables, warmup
+from . import broker, demo, messages, patterns, run, stats, tables, warmup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,7 +35,7 @@ def main() -> None:
 
 
 for command in (broker.broker, broker.topics_cmd, run.run, tables.tables_cmd, patterns.patterns_cmd, messages.subscribe, messages.unsubscribe,
-                messages.publish, messages.tail, stats.stats, demo.demo, bench.bench_cmd, warmup.warmup):
+                messages.publish, messages.tail, stats.stats, demo.demo, warmup.warmup):
     main.add_command(command)
 
 __all__ = ["main"]

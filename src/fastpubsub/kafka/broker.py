@@ -321,7 +321,7 @@ class EmbeddedBroker:
         and the transaction coordinator loads its partitions first.  Waiting for exactly what the services do first
         (metadata, then a transactional producer) is what "ready" means to them.
         """
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
 
         from .clients import ClientFactory
 
@@ -357,7 +357,8 @@ class EmbeddedBroker:
                 producer.init_transactions(max(1.0, min(10.0, deadline - time.monotonic())))
                 break
             except KafkaException as exc:
-                if not exc.args[0].retriable() and "timed out" not in str(exc).lower():
+                if not exc.args[0].retriable() and exc.args[0].code() not in (KafkaError._TIMED_OUT,
+                                                                              KafkaError.REQUEST_TIMED_OUT):
                     raise BrokerError(f"Apache Kafka refused init_transactions: {exc}") from None
             if time.monotonic() > deadline:
                 raise BrokerError(f"the transaction coordinator on {self.bootstrap_servers} did not accept "

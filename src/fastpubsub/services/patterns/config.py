@@ -53,4 +53,4 @@ class PatternServiceConfig:
     def host(self) -> HostConfig:
         return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
                           self.transactional_id, self.batch_size, self.session_timeout_ms, self.progress_interval,
-                          self.output_format)
+                          self.output_format, commit_interval_ms=0)  # a transaction per batch: --batch-size bounds it

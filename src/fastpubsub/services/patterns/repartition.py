@@ -10,7 +10,7 @@ drops the repeats an aborted re-keying leaves.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
@@ -24,16 +24,14 @@ from fastpubsub.wire.placement import partition_for, placement_text
 from fastpubsub.wire.topics import EVENTS
 
 from .config import PatternServiceConfig
-
-if TYPE_CHECKING:
-    from .service import PatternsTask, _Partition
+from .partitions import Partition
 
 SOURCE_HEADER = "fastpubsub.source"  # a re-keyed event's source partition and offset (>iq)
 _SOURCE = struct.Struct(">iq")
 
 
 class Repartition:
-    def __init__(self, config: PatternServiceConfig, task: "PatternsTask") -> None:
+    def __init__(self, config: PatternServiceConfig, task: Any) -> None:
         self.config, self.task = config, task
         self.topic = config.input_topic
         self.rekeyed = self.late_events = self.repeated_events = 0
@@ -81,7 +79,7 @@ class Repartition:
                         timestamp=ms, headers=[(SOURCE_HEADER, _SOURCE.pack(p, offset))])
             self.rekeyed += 1
 
-    def released(self, p: int, part: "_Partition", msgs: list[Message], out: Outputs) -> None:
+    def released(self, p: int, part: Partition, msgs: list[Message], out: Outputs) -> None:
         """A repartition partition's records: into its reorder buffer (late ones dead-lettered, repeats of an aborted
         re-keying dropped, both counted), then the released events through the engine, in event-time order."""
         msgs = [m for m in msgs if m.offset() >= part.position]
@@ -114,7 +112,7 @@ class Repartition:
         part.position = msgs[-1].offset() + 1
         self.task._write_changes(out, [p], tag)
 
-    def stats(self, parts: Iterable["_Partition"]) -> dict[str, Any]:
+    def stats(self, parts: Iterable[Partition]) -> dict[str, Any]:
         return {"attribute": self.config.repartition_by, "topic": self.topic, "grace_ms": self.config.grace_ms,
                 "rekeyed": self.rekeyed, "late_events": self.late_events, "repeated_events": self.repeated_events,
                 "held": sum(len(part.reorder) for part in parts if part.reorder is not None)}

@@ -19,23 +19,18 @@ at-least-once crash between the outputs and the offset commit leaves; the replay
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, Message, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, Message
 
 from fastpubsub.kafka import admin
-from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.patterns import Pattern
-from fastpubsub.patterns.contents import BoundContents, split
 from fastpubsub.patterns.engine import PatternEngine, limits_from_bytes
-from fastpubsub.patterns.reorder import ReorderBuffer
-from fastpubsub.patterns.reorder import split as split_reorder
 from fastpubsub.runtime.host import Host
 from fastpubsub.runtime.progress import human
 from fastpubsub.runtime.task import Outputs, Topics
-from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
+from fastpubsub.state import StateChanges, to_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
@@ -43,20 +38,10 @@ from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPT
 
 from .config import PatternServiceConfig
 from .notifications import notification, pattern_notification_id, repartitioned_notification_id  # noqa: F401
+from .partitions import Partition, restore_partitions
 from .repartition import Repartition
 
 log = logging.getLogger("pubsub.patterns")
-
-
-@dataclass
-class _Partition:
-    """One owned events partition: its engine, the bound events' contents, the next offset to process."""
-
-    engine: PatternEngine
-    contents: BoundContents
-    position: int
-    event_time: int = 0
-    reorder: ReorderBuffer | None = None  # a repartition partition's events, held until the watermark passes them
 
 
 class PatternsTask:
@@ -66,7 +51,7 @@ class PatternsTask:
     def __init__(self, config: PatternServiceConfig) -> None:
         self.config = config
         self.subs: dict[int, tuple[str, Pattern, int]] = {}  # sid -> (subscriber, pattern, since ms)
-        self.parts: dict[int, _Partition] = {}
+        self.parts: dict[int, Partition] = {}
         self.events = self.invalid_events = self.notifications = self.changes_written = 0
         self.subscription_changes = 0
         self.restores = self.restored_instances = self.discarded_changes = 0
@@ -167,32 +152,11 @@ class PatternsTask:
 
     def _restore(self, partitions: list[int], consumer: Consumer) -> None:
         """Each partition's state from its changelog partition, then its events from the committed offset."""
-        found = committed_offsets(consumer, [TopicPartition(self.input_topic, p) for p in partitions])
-        logged: dict[int, list[Message]] = {p: [] for p in partitions}
-        for m in read_to_end(self.host.clients, [TopicPartition(self.changelog, p, OFFSET_BEGINNING)
-                                                 for p in partitions], group_id=f"{self.config.group_id}.restore"):
-            logged[m.partition()].append(m)
-        for tp in found:
-            p, committed = tp.partition, max(tp.offset, 0)
-            changes = from_records((m.key(), m.value(), m.headers()) for m in logged[p])
-            store = KeyedStore()
-            self.discarded_changes += store.apply(changes, committed)
-            store, reorder_state = split_reorder(store)
-            engine_state, contents_state = split(store)
-            part = _Partition(self._engine(), BoundContents(), committed)
-            if self.repartition is not None:
-                part.reorder = ReorderBuffer(self.config.grace_ms)
-                part.reorder.restore(reorder_state)
-            self.restored_instances += part.engine.restore(engine_state)
-            part.contents.restore(contents_state)
-            # contents of instances that were not restored (their subscription is gone or changed) are released
-            part.contents.settle(part.engine.bound_event_ids(), committed - 1)
+        for p, part in restore_partitions(self.host.clients, consumer, partitions, self.input_topic, self.changelog,
+                                          self.config, self._engine, self).items():
             self.parts[p] = part
             self._unwritten.add(p)
             self.restores += 1
-            log.info("partition %d restored: %d instances, %d bound events, %d changelog records (%d discarded), "
-                     "from offset %d", p, part.engine.live(), len(part.contents), len(changes),
-                     sum(1 for _, _, _, o in changes.sources() if o >= committed), committed)
 
     def _release(self, partitions: list[int] | None = None) -> None:
         """Forget owned partitions (all by default: revoked, or to be restored after a failed delivery)."""
@@ -258,7 +222,7 @@ class PatternsTask:
         part.position = msgs[-1].offset() + 1
         self._write_changes(out, [p])
 
-    def match(self, p: int, part: _Partition, decoded, ids: list[int], ts: list[int], values: list[bytes],
+    def match(self, p: int, part: Partition, decoded, ids: list[int], ts: list[int], values: list[bytes],
               settled: int, out: Outputs) -> None:
         """Decoded events through a partition's engine: a notification per completed pattern."""
         if not ids:

@@ -41,4 +41,5 @@ class TableServiceConfig:
         # the fixed transactional.id ends (aborts) what a previous instance left open, and fences it
         return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
                           self.transactional_id or f"{self.group_id}-tables", self.batch_size,
-                          progress_interval=self.progress_interval, output_format=self.output_format)
+                          progress_interval=self.progress_interval, output_format=self.output_format,
+                          commit_interval_ms=0)  # a transaction per batch: --batch-size bounds it
