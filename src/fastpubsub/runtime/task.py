@@ -116,3 +116,39 @@ class Task(Protocol):
     def stats(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+class TaskBase:
+    """The hooks a task may leave alone, doing nothing (a task without side inputs, snapshots or assignment)."""
+
+    reports_bad_input = True
+
+    def start(self, host: Any) -> None:
+        pass
+
+    def warm_up(self, on_compile: Any) -> int:
+        return 0
+
+    def assigned(self, consumer: Consumer) -> None:
+        pass
+
+    def revoked(self) -> None:
+        pass
+
+    def on_state(self, msgs: list[Message], out: Outputs) -> None:
+        pass
+
+    def poll(self, out: Outputs) -> None:
+        pass
+
+    def before_commit(self, out: Outputs) -> None:
+        pass
+
+    def snapshot_due(self, force: bool = False) -> bool:
+        return False
+
+    def snapshot(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -29,7 +29,7 @@ from fastpubsub.runtime.handoff import Handoff
 from fastpubsub.runtime.host import Host
 from fastpubsub.runtime.inputs import StaleSnapshot, has_data
 from fastpubsub.runtime.progress import RateMeter, human
-from fastpubsub.runtime.task import Outputs, Topics
+from fastpubsub.runtime.task import Outputs, TaskBase, Topics
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions, parse_subscription_id
 from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
@@ -64,7 +64,7 @@ class Changes:
     decoded: DecodedSubscriptions | None = None  # keys and values decoded ahead (a rebuild's read thread)
 
 
-class EventsTask:
+class EventsTask(TaskBase):
     """Subscriptions x events -> notifications (Fabret et al.), as the host runs it."""
 
     name = "pubsub"
@@ -232,15 +232,6 @@ class EventsTask:
         self.host.send(out)
 
     # --- what the host asks of it ----------------------------------------------------------
-
-    def assigned(self, consumer) -> None:
-        pass  # the subscriptions are held whole, whatever events partitions are assigned
-
-    def revoked(self) -> None:
-        pass
-
-    def before_commit(self, out: Outputs) -> None:
-        pass
 
     def rewind(self) -> None:
         pass  # events do not change the state: the replay meets the same subscriptions

@@ -27,6 +27,7 @@ class PatternServiceConfig:
     client_config: dict[str, Any] = field(default_factory=dict)
     repartition_by: str | None = None  # re-key the events by this attribute first (docs/patterns.md 6.5)
     grace_ms: int = 1000  # how far behind the repartition partition's largest timestamp an event may still arrive
+    max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.max_per_subscription < 1 or self.max_state_bytes < 1:
@@ -53,4 +54,5 @@ class PatternServiceConfig:
     def host(self) -> HostConfig:
         return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
                           self.transactional_id, self.batch_size, self.session_timeout_ms, self.progress_interval,
-                          self.output_format, commit_interval_ms=0)  # a transaction per batch: --batch-size bounds it
+                          self.output_format, commit_interval_ms=0,
+                          max_record_bytes=self.max_record_bytes)  # a transaction per batch: --batch-size bounds it

@@ -27,9 +27,11 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, Message
 from fastpubsub.kafka import admin
 from fastpubsub.patterns import Pattern
 from fastpubsub.patterns.engine import PatternEngine, limits_from_bytes
+from fastpubsub.patterns.reorder import event_name
+from fastpubsub.runtime.deliver import SourceRecord
 from fastpubsub.runtime.host import Host
 from fastpubsub.runtime.progress import human
-from fastpubsub.runtime.task import Outputs, Topics
+from fastpubsub.runtime.task import Outputs, TaskBase, Topics
 from fastpubsub.state import StateChanges, to_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
@@ -44,9 +46,8 @@ from .repartition import Repartition
 log = logging.getLogger("pubsub.patterns")
 
 
-class PatternsTask:
+class PatternsTask(TaskBase):
     name = "pubsub.patterns"
-    reports_bad_input = True
 
     def __init__(self, config: PatternServiceConfig) -> None:
         self.config = config
@@ -80,12 +81,6 @@ class PatternsTask:
         if self.repartition is not None:
             self.repartition.check(host.clients, parts[EVENTS])
         self._sub_partitions = parts[SUBSCRIPTIONS]
-
-    def start(self, host: Host) -> None:
-        pass
-
-    def warm_up(self, on_compile: Callable[..., None]) -> int:
-        return 0  # the pattern kernels load from numba's cache with the engine (`pubsub warmup` compiles them)
 
     def restore(self, host: Host) -> None:
         """Every pattern subscription, before the group's partitions are restored on assignment."""
@@ -231,10 +226,17 @@ class PatternsTask:
         for w in part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64)):
             subscriber, pattern, _ = self.subs[w.sid]
             out.produce(NOTIFICATIONS, subscriber,
-                        notification(w, subscriber, pattern, p, part.contents, part.reorder is not None))
+                        notification(w, subscriber, pattern, p, part.contents, part.reorder is not None),
+                        self._completing(p, part, w.bound[-1][0]))
             self.notifications += 1
         part.contents.settle(part.engine.bound_event_ids(), settled)
         self.events += len(ids)
+
+    def _completing(self, p: int, part: Partition, eid: int) -> SourceRecord:
+        """The event that completed a pattern: dead-lettered if the broker refuses its notification."""
+        item = part.contents.get(eid)
+        where = (EVENTS, *event_name(eid)) if part.reorder is not None else (self.input_topic, p, eid)
+        return SourceRecord(*where, None, None if item is None else item[1])
 
     def _write_changes(self, out: Outputs, partitions: list[int] | None = None, tag: int | None = None) -> None:
         """State changes of owned partitions (by default those changed by subscriptions or a restore) to their
@@ -264,12 +266,6 @@ class PatternsTask:
 
     # --- what the host asks of it ----------------------------------------------------------
 
-    def poll(self, out: Outputs) -> None:
-        pass
-
-    def snapshot_due(self, force: bool = False) -> bool:
-        return False  # the changelog is the state's durable copy
-
     def gauges(self) -> dict[str, Any]:
         return {"subscriptions": len(self.subs), "changes": {}, "info": {}}
 
@@ -291,8 +287,6 @@ class PatternsTask:
                 "instances": {k: counters.get(k, 0) for k in ("started", "completed", "killed", "expired", "refused",
                                                               "dropped")}}
 
-    def close(self) -> None:
-        pass
 
 
 class PatternService(Host):

@@ -24,6 +24,7 @@ class TableServiceConfig:
     output_format: str = "avro"  # of dead letters
     progress_interval: float = 5.0
     client_config: dict[str, Any] = field(default_factory=dict)
+    max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -42,4 +43,4 @@ class TableServiceConfig:
         return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
                           self.transactional_id or f"{self.group_id}-tables", self.batch_size,
                           progress_interval=self.progress_interval, output_format=self.output_format,
-                          commit_interval_ms=0)  # a transaction per batch: --batch-size bounds it
+                          commit_interval_ms=0, max_record_bytes=self.max_record_bytes)  # a transaction per batch: --batch-size bounds it

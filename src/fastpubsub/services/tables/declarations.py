@@ -4,10 +4,12 @@ on ``pubsub.table-schemas`` so that clients check subscriptions against them."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from fastpubsub.aggregates import TableSchema
 from fastpubsub.kafka import ClientFactory, admin
@@ -15,6 +17,7 @@ from fastpubsub.kafka.readers import read_to_end
 from fastpubsub.wire.topics import TABLE_SCHEMAS
 
 KINDS = ("number", "string", "bool")
+log = logging.getLogger("pubsub.tables")
 _NAME = re.compile(r"^[A-Za-z_][\w]*$")
 
 
@@ -80,3 +83,31 @@ def declared_tables(clients: ClientFactory | str, timeout: float = 10.0) -> dict
         else:
             out.pop(name, None)
     return out
+
+
+def create_table_topics(clients: ClientFactory, tables: list[TableDeclaration]) -> None:
+    """A table topic that does not exist yet is created with one partition (a table's update order), compacted
+    (the latest row per key is the table)."""
+    client = clients.admin()
+    existing = set(client.list_topics(timeout=10).topics)
+    missing = [t.topic for t in tables if t.topic not in existing]
+    if not missing:
+        return
+    futures = client.create_topics([NewTopic(t, 1, -1, config={"cleanup.policy": "compact"}) for t in missing],
+                                   operation_timeout=30)
+    for topic, future in futures.items():
+        try:
+            future.result(30)
+            log.info("created the table topic %s (one partition, compacted)", topic)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def announce(clients: ClientFactory, tables: list[TableDeclaration]) -> None:
+    """The tables on ``pubsub.table-schemas``, for clients that check subscriptions against them."""
+    producer = clients.producer(**{"enable.idempotence": True})
+    for t in tables:
+        producer.produce(TABLE_SCHEMAS, t.to_json(), t.name)
+    if producer.flush(30):
+        raise RuntimeError(f"could not declare the tables on {TABLE_SCHEMAS}")

@@ -26,8 +26,7 @@ import logging
 import re
 from typing import Any, Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 
 from fastpubsub.aggregates import AggregateService, Notification
 from fastpubsub.aggregates.changelog import row_record
@@ -35,16 +34,16 @@ from fastpubsub.kafka import admin
 from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.runtime.host import Host
 from fastpubsub.runtime.progress import human
-from fastpubsub.runtime.task import Outputs, Topics
+from fastpubsub.runtime.task import Outputs, TaskBase, Topics
 from fastpubsub.state import from_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
 from fastpubsub.wire.topics import (
-    DEAD_LETTER, NOTIFICATIONS, REFORMULATED, SUBSCRIPTIONS, TABLE_SCHEMAS, TABLE_SERVICE, changelog_topic,
+    DEAD_LETTER, NOTIFICATIONS, REFORMULATED, SUBSCRIPTIONS, TABLE_SERVICE, changelog_topic,
 )
 
 from .config import TableServiceConfig
-from .declarations import TableDeclaration, declared_tables  # noqa: F401 -- the service's public names
+from .declarations import TableDeclaration, announce, create_table_topics, declared_tables  # noqa: F401
 
 log = logging.getLogger("pubsub.tables")
 
@@ -57,9 +56,8 @@ def _key_text(v: Any) -> str:
     return str(v) if type(v) is int else json.dumps(v)
 
 
-class TablesTask:
+class TablesTask(TaskBase):
     name = "pubsub.tables"
-    reports_bad_input = True
 
     def __init__(self, config: TableServiceConfig) -> None:
         self.config = config
@@ -80,35 +78,14 @@ class TablesTask:
     # --- start ----------------------------------------------------------------------
 
     def prepare(self, host: Host) -> None:
-        """The service's topics (a table topic that does not exist yet is created with one partition, compacted:
-        the latest row per key is the table), then the tables announced on ``pubsub.table-schemas``."""
+        """The service's topics and the table topics, then the tables announced on ``pubsub.table-schemas``."""
         self.host, clients = host, host.clients
         admin.create_topics(clients, names=TABLE_SERVICE)
         admin.create_topics(clients, partitions=1, names=tuple(self.changelogs.values()))
-        client = clients.admin()
-        existing = set(client.list_topics(timeout=10).topics)
-        missing = [t for t in self.by_topic if t not in existing]
-        for topic, future in (client.create_topics([NewTopic(t, 1, -1, config={"cleanup.policy": "compact"})
-                                                    for t in missing], operation_timeout=30) if missing else {}).items():
-            try:
-                future.result(30)
-                log.info("created the table topic %s (one partition, compacted)", topic)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise
+        create_table_topics(clients, self.config.tables)
         self._partitions()  # every topic it needs, or a clear error
-        announce = clients.producer(**{"enable.idempotence": True})
-        for t in self.config.tables:
-            announce.produce(TABLE_SCHEMAS, t.to_json(), t.name)
-        if announce.flush(30):
-            raise RuntimeError(f"could not declare the tables on {TABLE_SCHEMAS}")
+        announce(clients, self.config.tables)
         log.info("mode %s, tables %s", self.config.mode, ", ".join(f"{t.name} ({t.topic})" for t in self.config.tables))
-
-    def start(self, host: Host) -> None:
-        pass
-
-    def warm_up(self, on_compile: Callable[..., None]) -> int:
-        return 0  # the aggregate structures are numpy and Python: nothing to compile
 
     def _partitions(self) -> dict[str, int]:
         return admin.require(self.host.clients, (SUBSCRIPTIONS, NOTIFICATIONS, DEAD_LETTER, REFORMULATED,
@@ -280,24 +257,6 @@ class TablesTask:
 
     # --- what the host asks of it ----------------------------------------------------------
 
-    def on_state(self, msgs: list[Message], out: Outputs) -> None:
-        pass  # the subscriptions come with the rows, committed like them
-
-    def assigned(self, consumer: Consumer) -> None:
-        pass  # every partition is assigned at restore
-
-    def revoked(self) -> None:
-        pass
-
-    def poll(self, out: Outputs) -> None:
-        pass
-
-    def before_commit(self, out: Outputs) -> None:
-        pass
-
-    def snapshot_due(self, force: bool = False) -> bool:
-        return False  # the changelogs are the tables' durable copy
-
     def gauges(self) -> dict[str, Any]:
         return {"subscriptions": len(self.subscribers), "changes": {}, "info": {"mode": self.config.mode}}
 
@@ -312,8 +271,6 @@ class TablesTask:
                 "restores": self.restores, "restored_rows": self.restored_rows,
                 "discarded_changes": self.discarded_changes}
 
-    def close(self) -> None:
-        pass
 
 
 class TableService(Host):
