@@ -10,7 +10,8 @@ instances are found through the kernel's hash index on bound values
 "none" (no index: every instance sees every event), "static" (matcher only),
 "dynamic" (matcher and the dynamic index).
 
-The same semantics as :mod:`.oracle`, checked by tests/test_pattern_engine.py.
+The same semantics as the reference interpreter (tests/oracles/patterns.py), checked by
+tests/test_pattern_engine.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -26,7 +28,6 @@ from fastpubsub.engine import KIND_STRING, OPERATORS, EventBatch, Matcher, Subsc
 
 from . import kernel as K
 from .language import MAX_STEPS, Atom, Operand, Pattern, to_json
-from .oracle import Event, Limits, Witness, aggregate_value  # noqa: F401 (Witness: re-exported)
 from .witnesses import Witnesses
 from ..state import KeyedStore, StateChanges
 
@@ -37,6 +38,22 @@ _FN_NAME = {v: k for k, v in _FN.items()}
 assert K.STRIDE == MAX_STEPS + 1
 _VALUE_HEADER = struct.Struct("<B16sqqqqhhh")  # version, fingerprint, sid, node, start_ts, last_ts, steps, cols, aggs
 _VERSION = 1
+
+
+class Event(NamedTuple):
+    """One event of a partition: its id (the offset), its timestamp (ms, event time) and attributes."""
+
+    id: int
+    ts: int
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounded state (docs/patterns.md section 1.3)."""
+
+    max_per_subscription: int = 10_000
+    max_instances: int = 10_000_000
 
 
 def fingerprint(pattern: Pattern) -> bytes:

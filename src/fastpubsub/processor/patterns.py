@@ -47,7 +47,7 @@ from fastpubsub.kafka.readers import read_to_end
 from fastpubsub.patterns import Pattern
 from fastpubsub.patterns.contents import BoundContents, split
 from fastpubsub.patterns.engine import PatternEngine, limits_from_bytes
-from fastpubsub.patterns.oracle import Witness, notification_id
+from fastpubsub.patterns.witnesses import Witness, notification_id
 from fastpubsub.patterns.reorder import ReorderBuffer, event_id, event_name
 from fastpubsub.patterns.reorder import split as split_reorder
 from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
