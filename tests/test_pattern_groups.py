@@ -56,7 +56,7 @@ def test_group_starts_equal_member_by_member(texts, events):
         for i, d in enumerate(dicts):
             cre_p = np.zeros(size + 1, np.int64)
             cre_parent = np.zeros(size + 1, np.int64)
-            n = K.group_starts(g, i, ev_kind, ev_num, *engine._groups(), cre_p, cre_parent, 0)
+            n = K.group_starts(engine._groups(), g, i, ev_kind, ev_num, cre_p, cre_parent, 0)
             got = sorted(zip(cre_p[:n].tolist(), cre_parent[:n].tolist()))
             assert got == pattern_group_starts(engine, g, d), (texts, d)
 

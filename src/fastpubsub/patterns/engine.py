@@ -475,8 +475,8 @@ class PatternEngine:
         self._leave_step_groups(p)
         self._sync_tables()
         while True:
-            dropped = int(K.drop_pattern(p, self._tables(), self._state(), self.list_head, self.st, self.tomb_key,
-                                         self.tomb_off, self.last_id))
+            dropped = int(K.drop_pattern(p, self._automata(), self._instances(), self._changes(), self.st,
+                                         self.last_id))
             self._dropped += dropped if dropped >= 0 else -1 - dropped
             if dropped >= 0:
                 break
@@ -497,7 +497,7 @@ class PatternEngine:
         if not self._tables_dirty:
             return
         rows = self.atom_rows or [(0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))]
-        self.at = _atom_matrix(rows)
+        self.atoms = _atom_matrix(rows)
         caps = self.cap_rows or [(0, 0)]
         self.cap_ev = np.array([c[0] for c in caps], np.int64)
         self.cap_col = np.array([c[1] for c in caps], np.int64)
@@ -541,20 +541,27 @@ class PatternEngine:
         self.grp_bhi = np.searchsorted(band_g, np.arange(ng), "right").astype(np.int64)
         self.grp_size = np.bincount(g, minlength=ng).astype(np.int64) if ng else np.zeros(1, np.int64)
 
-    def _groups(self) -> tuple:
-        return (self.grp_blo, self.grp_bhi, self.band_lo, self.band_hi, self.band_dir, self.band_col, self.mem_p,
-                self.mem_thr, self.mem_eq)
+    # The kernel's named containers (:mod:`.kernel`), made afresh for each call: the arrays they hold are
+    # replaced when they grow.
+    def _groups(self) -> K.GroupArrays:
+        return K.GroupArrays(*(getattr(self, f) for f in K.GroupArrays._fields))
 
-    def _tables(self) -> tuple:
-        return (self.node_op, self.node_theta_static, self.node_pi_static, self.node_rng, self.node_idx_attr,
-                self.node_idx_col, self.node_cap, self.node_agg, self.pat_sid, self.pat_within, self.pat_since,
-                self.pat_nsteps, self.pat_active, self.pat_live, self.gcols, self.node_sg)
+    def _automata(self) -> K.AutomatonArrays:
+        return K.AutomatonArrays(*(self._groups() if f == "groups" else getattr(self, f)
+                                   for f in K.AutomatonArrays._fields))
 
-    def _state(self) -> tuple:
-        return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_deadline,
-                self.inst_list, self.inst_next, self.inst_prev, self.inst_changed, self.bound,
-                self.iters, self.iv_kind, self.iv_num, self.acc, self.accn, self.free, self.dirty_mark,
-                self.iv_num.view(np.int64))
+    def _instances(self) -> K.InstanceArrays:
+        return K.InstanceArrays(*(self.iv_num.view(np.int64) if f == "iv_bits" else getattr(self, f)
+                                  for f in K.InstanceArrays._fields))
+
+    def _scratch(self) -> K.KernelScratch:
+        return K.KernelScratch(*(getattr(self, f) for f in K.KernelScratch._fields))
+
+    def _changes(self) -> K.ChangeArrays:
+        return K.ChangeArrays(self.dirty, self.dirty_mark, self.tomb_key, self.tomb_off)
+
+    def _witness_rows(self) -> K.WitnessArrays:
+        return K.WitnessArrays(self.w_p, self.w_ev, self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start)
 
     def set_mode(self, mode: str) -> None:
         """Switch the ablation mode; live instances are refiled."""
@@ -570,7 +577,7 @@ class PatternEngine:
     def _relist(self, size: int | None = None) -> None:
         live = int(self.st[K.ST_LIVE])
         self._alloc_hash(size or max(4 * live + 64, len(self.hk)))
-        K.rebuild_lists(_MODE[self.mode], self._tables(), self._state(), self.hk, self.hval, self.list_head, self.st)
+        K.rebuild_lists(_MODE[self.mode], self._automata(), self._instances(), self.st)
 
     # -- events --------------------------------------------------------------
     def _event_matrix(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -638,20 +645,14 @@ class PatternEngine:
             cs = np.concatenate([[0], np.cumsum(starts)])
             n_start = (cs[m_off[1:]] - cs[m_off[:-1]]).astype(np.int64)
         ev_kind, ev_num = self._event_matrix(batch)
-        ev_bits = ev_num.view(np.int64)
-        atoms = self.at
-        captures = (self.cap_ev, self.cap_col, self.ag_fn, self.ag_ev, self.ag_slot)
+        events = K.BatchArrays(ts, ids, ev_kind, ev_num, ev_num.view(np.int64), m_off, m_ids, n_start)
+        automata = self._automata()
         parts = []
         i = 0
         while True:
-            i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, ts, ids,
-                                 ev_kind, ev_num, ev_bits, m_off, m_ids, n_start, self._tables(), atoms, captures,
-                                 self._state(), self.hk, self.hval, self.list_head, self.heap, self.pi_mark,
-                                 self.affected, self.cre_p, self.cre_parent, self.cre_cnt, self.cre_dec,
-                                 self.cre_key, self.cre_order, self.cre_tmp, self.dirty, self.tomb_key,
-                                 self.tomb_off, self.w_p, self.w_ev,
-                                 self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
-                                 self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
+            i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, events,
+                                 automata, self._instances(), self._scratch(), self._changes(), self._witness_rows(),
+                                 self.st)
             parts.append(self._drain(ts))
             if i >= n:
                 break
