@@ -111,6 +111,45 @@ class _Compiled:
         return (OPERATORS.index(a.op), a.static_triple is not None, self.side(a.left), self.side(a.right))
 
 
+class _Groups:
+    """Parts of subscriptions with equal static predicates, sharing one matcher entry: ``2 * (base + g)`` for
+    group ``g``.  An event the matcher reports for it reaches every member at once (docs/patterns.md 3)."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.of: dict[tuple, int] = {}  # the triples, as a key -> group
+        self.keys: list[tuple | None] = []  # group -> its key (None: free)
+        self.members: list[set[int]] = []
+        self.free: list[int] = []
+
+    def join(self, member: int, triples: list[tuple]) -> tuple[int, list]:
+        """The group of ``member``, whose predicates are ``triples``; and the matcher row of a new group."""
+        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
+        g = self.of.get(key)
+        rows = []
+        if g is None:
+            g = self.free.pop() if self.free else len(self.keys)
+            if g == len(self.keys):
+                self.keys.append(None)
+                self.members.append(set())
+            self.of[key] = g
+            self.keys[g] = key
+            rows.append((2 * (self.base + g), triples))
+        self.members[g].add(member)
+        return g, rows
+
+    def leave(self, g: int, member: int) -> int | None:
+        """Take ``member`` out of group ``g``; the matcher id to remove if the group is now empty."""
+        members = self.members[g]
+        members.discard(member)
+        if members:
+            return None
+        del self.of[self.keys[g]]
+        self.keys[g] = None
+        self.free.append(g)
+        return 2 * (self.base + g)
+
+
 class PatternEngine:
     """Pattern subscriptions over one partition's events, the fast path (docs/patterns.md section 3)."""
 
@@ -130,15 +169,10 @@ class PatternEngine:
         self.free_p: list[int] = []
         self.registered: dict[int, list[int]] = {}
         # merged start states: subscriptions whose start has the same matcher part share one matcher entry
-        # (a group); its members' remaining threshold (price > c) is one sorted array per group
-        self.group_of: dict[tuple, int] = {}
-        self.group_keys: list[tuple | None] = []
-        self.group_members: list[set[int]] = []
-        self.free_g: list[int] = []
-        self.sgroup_of: dict[tuple, int] = {}
-        self.sgroup_keys: list[tuple | None] = []
-        self.sgroup_members: list[set[int]] = []
-        self.free_sg: list[int] = []
+        # (a group, members pattern slots); its members' remaining threshold (price > c) is one sorted array per
+        # group.  Steps with the same static-only correlation share one too (members nodes).
+        self.start_groups = _Groups(K.GROUP_BASE)
+        self.step_groups = _Groups(K.STEP_BASE)
         self.atom_rows: list[tuple] = []
         self.cap_rows: list[tuple[int, int]] = []
         self.agg_rows: list[tuple[int, int, int]] = []
@@ -389,35 +423,15 @@ class PatternEngine:
     def _join_step_group(self, node: int, th_reg: list[Atom]) -> list:
         """Steps whose correlation is static only (``name = "MSFT"``) and equal share one matcher entry and one
         instance list: an event probes the list once, not once per subscription."""
-        triples = [a.static_triple for a in th_reg]
-        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
-        g = self.sgroup_of.get(key)
-        rows = []
-        if g is None:
-            g = self.free_sg.pop() if self.free_sg else len(self.sgroup_keys)
-            if g == len(self.sgroup_keys):
-                self.sgroup_keys.append(None)
-                self.sgroup_members.append(set())
-            self.sgroup_of[key] = g
-            self.sgroup_keys[g] = key
-            rows.append((2 * (K.STEP_BASE + g), triples))
-        self.sgroup_members[g].add(node)
-        self.node_sg[node] = g
+        self.node_sg[node], rows = self.step_groups.join(node, [a.static_triple for a in th_reg])
         return rows
 
     def _leave_step_groups(self, p: int) -> None:
         for node in range(p * K.STRIDE, (p + 1) * K.STRIDE):
             g = int(self.node_sg[node])
-            if g < 0:
-                continue
-            self.node_sg[node] = -1
-            members = self.sgroup_members[g]
-            members.discard(node)
-            if not members:
-                self.matcher.remove_bulk(np.array([2 * (K.STEP_BASE + g)], np.int64))
-                del self.sgroup_of[self.sgroup_keys[g]]
-                self.sgroup_keys[g] = None
-                self.free_sg.append(g)
+            if g >= 0:
+                self.node_sg[node] = -1
+                self._unregister(self.step_groups.leave(g, node))
 
     def _join_group(self, p: int, start_reg: list[Atom], start_res: list[Atom]) -> list:
         """File pattern slot ``p`` under its start group; the group's matcher row if the group is new.
@@ -425,20 +439,7 @@ class PatternEngine:
         Members whose remaining start predicate is one ``attr <op> number`` (op one of < <= > >=) sit in
         the group's sorted threshold array: an event walks only the members it satisfies (plus one).
         """
-        triples = [a.static_triple for a in start_reg]
-        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
-        g = self.group_of.get(key)
-        rows = []
-        if g is None:
-            g = self.free_g.pop() if self.free_g else len(self.group_keys)
-            if g == len(self.group_keys):
-                self.group_keys.append(None)
-                self.group_members.append(set())
-            self.group_of[key] = g
-            self.group_keys[g] = key
-            rows.append((2 * (K.GROUP_BASE + g), triples))
-        self.group_members[g].add(p)
-        self.pat_group[p] = g
+        self.pat_group[p], rows = self.start_groups.join(p, [a.static_triple for a in start_reg])
         self.pat_tdir[p], self.pat_tcol[p], self.pat_thr[p], self.pat_teq[p] = 0, 0, 0.0, False
         if len(start_res) == 1:
             attr, op, v = start_res[0].static_triple
@@ -452,13 +453,11 @@ class PatternEngine:
     def _leave_group(self, p: int) -> None:
         g = int(self.pat_group[p])
         self.pat_group[p] = -1
-        members = self.group_members[g]
-        members.discard(p)
-        if not members:
-            self.matcher.remove_bulk(np.array([2 * (K.GROUP_BASE + g)], np.int64))
-            del self.group_of[self.group_keys[g]]
-            self.group_keys[g] = None
-            self.free_g.append(g)
+        self._unregister(self.start_groups.leave(g, p))
+
+    def _unregister(self, matcher_id: int | None) -> None:
+        if matcher_id is not None:
+            self.matcher.remove_bulk(np.array([matcher_id], np.int64))
 
     def _captures(self, c: _Compiled, k: int) -> tuple[int, int]:
         lo = len(self.cap_rows)
@@ -535,7 +534,7 @@ class PatternEngine:
         else:
             lo = hi = np.zeros(0, np.int64)
         band_g = g[lo]
-        ng = len(self.group_keys)
+        ng = len(self.start_groups.keys)
         self.band_lo, self.band_hi, self.band_dir, self.band_col = lo, hi, d[lo].astype(np.int64), col[lo].astype(np.int64)
         self.grp_blo = np.searchsorted(band_g, np.arange(ng), "left").astype(np.int64)
         self.grp_bhi = np.searchsorted(band_g, np.arange(ng), "right").astype(np.int64)
