@@ -169,7 +169,7 @@ def flink_queries(subs: list[tuple[int, Pattern]]) -> list[str]:
 
 # -- runners ----------------------------------------------------------------------------------------------
 def run_engine(ticks: Ticks, subs: list[tuple[int, str]], warmup: int, batch: int) -> tuple[dict, set]:
-    from fastpubsub.patterns.oracle import Limits
+    from fastpubsub.patterns.engine import Limits
 
     engine, build_s = build("dynamic", subs, Limits(10**9, 10**9))
     found: set = set()

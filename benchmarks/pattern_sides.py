@@ -32,7 +32,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from fastpubsub.patterns.oracle import Limits  # noqa: E402
+from fastpubsub.patterns.engine import Limits  # noqa: E402
 
 from .patterns import Ticks, subscriptions  # noqa: E402
 

@@ -23,8 +23,7 @@ import numpy as np
 
 from fastpubsub.engine import KIND_NUMBER, KIND_STRING, EventBatch
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.engine import PatternEngine
-from fastpubsub.patterns.oracle import Limits, OraclePatterns
+from fastpubsub.patterns.engine import Limits, PatternEngine
 
 
 class Ticks:
@@ -140,7 +139,12 @@ def run(engine: PatternEngine, ticks: Ticks, start: int, n: int, batch: int) -> 
 
 
 def check(ticks: Ticks, subs: list[tuple[int, str]], n: int, limits: Limits) -> None:
-    """The engine (each mode) equals the oracle on the first ``n`` events of the workload."""
+    """The engine (each mode) equals the oracle on the first ``n`` events of the workload.
+
+    The oracle is a test (tests/oracles/patterns.py): this needs the checkout's root as the working directory.
+    """
+    from tests.oracles.patterns import OraclePatterns
+
     oracle = OraclePatterns(limits)
     for sid, text in subs:
         oracle.subscribe(sid, parse(text))

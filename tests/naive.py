@@ -252,7 +252,7 @@ def pattern_group_starts(engine, g: int, attributes: dict) -> list[tuple[int, in
 
     ops = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
     out = []
-    for p in sorted(engine.group_members[g]):
+    for p in sorted(engine.start_groups.members[g]):
         c = engine.compiled[p]
         reg, res = _pattern_start_split(c.pattern)
         if len(res) == 1 and res[0][1] in ops and isinstance(res[0][2], (int, float)) and not isinstance(res[0][2], bool):

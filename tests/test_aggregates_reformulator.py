@@ -6,10 +6,10 @@ import itertools
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from oracles.aggregates import AggregateOracle, matches
 
 from fastpubsub.aggregates import BAD, GOOD, IGNORABLE, AggregateSpec, ExtremumReformulator, Table
 from fastpubsub.aggregates.client import RangeExtremumClient
-from fastpubsub.aggregates.oracle import AggregateOracle, matches
 
 # Figure 1's points, as far as the paper's examples pin them down (design note §2.4)
 FIG1 = {"t2": (20, 3), "t3": (30, 8), "t4": (40, 12), "t5": (50, 5), "t6": (70, 6), "t7": (70, 7), "t1": (100, 2)}

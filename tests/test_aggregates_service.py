@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+from oracles.aggregates import AggregateOracle
 
 from fastpubsub.aggregates import AggregateSpec, JoinSpec
 from fastpubsub.aggregates.client import RangeCountClient, RangeDistinctClient, RangeExtremumClient
-from fastpubsub.aggregates.oracle import AggregateOracle
 from fastpubsub.aggregates.service import AggregateService, ReformulatedRecord, TableSchema
 
 RANGES = [(0, 5), (1, 3), (2, 2), (-1, 0.5), (3, 9), (1.5, 4), (4, 4)]

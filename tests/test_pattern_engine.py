@@ -5,10 +5,10 @@ import os
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from oracles.patterns import OraclePatterns
 
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.engine import MODES, PatternEngine, orders_strings
-from fastpubsub.patterns.oracle import Limits, OraclePatterns
+from fastpubsub.patterns.engine import MODES, Limits, PatternEngine, orders_strings
 from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
 
 SYMBOLS = ["A", "B", "C"]

@@ -7,10 +7,10 @@ subscriptions added, replaced with another ``within`` and deleted between batche
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
+from oracles.patterns import OraclePatterns
 
 from fastpubsub.patterns import kernel as K, parse
-from fastpubsub.patterns.engine import PatternEngine
-from fastpubsub.patterns.oracle import Limits, OraclePatterns
+from fastpubsub.patterns.engine import Limits, PatternEngine
 
 from test_pattern_engine import SYMBOLS, patterns as any_patterns
 

@@ -48,15 +48,15 @@ def test_group_starts_equal_member_by_member(texts, events):
             d["volume"] = volume
         dicts.append(d)
     ev_kind, ev_num = engine._event_matrix(EventBatch.from_dicts(dicts))
-    for g, key in enumerate(engine.group_keys):
+    for g, key in enumerate(engine.start_groups.keys):
         if key is None:
             continue
         size = int(engine.grp_size[g])
-        assert size == len(engine.group_members[g])
+        assert size == len(engine.start_groups.members[g])
         for i, d in enumerate(dicts):
             cre_p = np.zeros(size + 1, np.int64)
             cre_parent = np.zeros(size + 1, np.int64)
-            n = K.group_starts(g, i, ev_kind, ev_num, *engine._groups(), cre_p, cre_parent, 0)
+            n = K.group_starts(engine._groups(), g, i, ev_kind, ev_num, cre_p, cre_parent, 0)
             got = sorted(zip(cre_p[:n].tolist(), cre_parent[:n].tolist()))
             assert got == pattern_group_starts(engine, g, d), (texts, d)
 
@@ -64,9 +64,9 @@ def test_group_starts_equal_member_by_member(texts, events):
 def test_members_of_one_group_share_one_matcher_entry():
     engine = PatternEngine()
     engine.subscribe_many((sid, parse(f'seq a: name = "A" and price > {sid} within 1s'), 0) for sid in range(10))
-    assert len([k for k in engine.group_keys if k is not None]) == 1
+    assert len([k for k in engine.start_groups.keys if k is not None]) == 1
     got = engine.process_events([(0, 1, {"name": "A", "price": 4.0}), (1, 2, {"name": "A", "price": 4.5})])
     assert sorted(w.notification_id for w in got) == sorted([f"{s}/0" for s in range(4)] + [f"{s}/1" for s in range(5)])
     for sid in range(10):
         engine.unsubscribe(sid)
-    assert all(k is None for k in engine.group_keys) and not math.isnan(engine.matcher.stats()["memory_bytes"])
+    assert all(k is None for k in engine.start_groups.keys) and not math.isnan(engine.matcher.stats()["memory_bytes"])

@@ -1,13 +1,14 @@
-"""The reference interpreter (patterns.oracle) on hand-written streams: the paper's S1-S5 and the edge cases of docs/patterns.md."""
+"""The reference interpreter (tests/oracles/patterns.py) on hand-written streams: the paper's S1-S5 and the edge cases of docs/patterns.md."""
 
 import pytest
 from hypothesis import given, strategies as st
+from oracles.patterns import OraclePatterns, compare
 
 from fastpubsub.engine import OPERATORS
 from fastpubsub.engine.semantics import compare as engine_compare
 
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.oracle import Limits, OraclePatterns
+from fastpubsub.patterns.engine import Limits
 
 MIN = 60_000
 S1 = 'seq a: name = "IBM" and price > 100 within 1ms'
@@ -163,5 +164,4 @@ _values = st.one_of(st.integers(-3, 3), st.floats(allow_infinity=True), st.boole
 
 @given(st.sampled_from(OPERATORS), _values, _values)
 def test_the_oracles_comparison_is_the_engines(op, x, c):
-    from fastpubsub.patterns.oracle import compare
     assert compare(op, x, c) == engine_compare(op, x, c)

@@ -14,12 +14,12 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka_helpers import dead_letters, end_offsets, wait_processed
+from oracles.patterns import OraclePatterns
 from test_pattern_service import (BASE_TS, PARTITIONS, PER_SYMBOL, SYMBOLS, RunningPatterns, patterns_bootstrap,  # noqa: F401
                                   received, send_subscriptions, stored_events, subscriptions)
 
 from fastpubsub.kafka.broker import child_preexec  # noqa: F401  (the kill test's process group)
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.oracle import OraclePatterns
 from fastpubsub.patterns.reorder import event_id
 from fastpubsub.services.patterns.service import repartitioned_notification_id
 from fastpubsub.wire import codecs, topics

@@ -23,11 +23,11 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
 from kafka_helpers import RunningService, committed_events, dead_letters, read_all, started_services, wait_processed
+from oracles.patterns import OraclePatterns
 
 from fastpubsub.cli import main
 from fastpubsub.kafka.broker import child_preexec
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.oracle import OraclePatterns
 from fastpubsub.services.patterns.service import PatternService, PatternServiceConfig, pattern_notification_id
 from fastpubsub.state import source_headers
 from fastpubsub.wire import codecs, topics

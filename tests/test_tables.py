@@ -22,10 +22,10 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
 from kafka_helpers import RunningService, dead_letters, end_offsets, read_all, send, started_services
+from oracles.aggregates import AggregateOracle
 
 from fastpubsub.aggregates import parse_subscription
 from fastpubsub.aggregates.client import Follower
-from fastpubsub.aggregates.oracle import AggregateOracle
 from fastpubsub.aggregates.service import ReformulatedRecord
 from fastpubsub.cli import main
 from fastpubsub.kafka import ClientFactory

@@ -6,10 +6,20 @@ attributes are named ``<table>.<attribute>``.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Hashable
 
-from .oracle import key_kind
 from .table import Row, TableChange
+
+
+def key_kind(v: Any) -> str | None:
+    """The kind of a join key value (number, string, bool), or None if it cannot join: keys of different kinds
+    never join, as values of different kinds never compare (docs/guide/concepts.md)."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return None if isinstance(v, float) and math.isnan(v) else "number"
+    return "string" if isinstance(v, str) else None
 
 
 def joined(left_table: str, lrow: Row, right_table: str, rrow: Row) -> dict[str, Any]:

@@ -22,43 +22,18 @@ BLOCK = 128
 
 
 @njit(cache=True)
-def _lower(a, lo, hi, v):
-    """First index in [lo, hi) with a[i] >= v."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
-def _first_block_x1_above(bmax, v):
-    """First block whose largest x1 is > v."""
-    lo, hi = 0, bmax.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if bmax[mid] <= v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
 def query_rect(bstart, bmin, bmax, ex1, ex2, eid, alive, bx1, bx2, bid, nbuf, ol, il, ir, orr, out, n0):
     """Append to ``out`` from ``n0`` the ids of points with ol < x1 <= il and ir <= x2 < orr;
     returns the new length, or -1 if ``out`` is too small."""
     n = n0
     cap = out.shape[0]
     if ol < il and ir < orr:
-        b = _first_block_x1_above(bmax, ol)
+        b = np.searchsorted(bmax, ol, side="right")  # the first block whose largest x1 is > ol
         nb = bmin.shape[0]
         while b < nb and bmin[b] <= il:
             s, e = bstart[b], bstart[b + 1]
             if bmin[b] > ol and bmax[b] <= il:
-                i = _lower(ex2, s, e, ir)
+                i = s + np.searchsorted(ex2[s:e], ir)  # the block's first point with x2 >= ir
                 while i < e and ex2[i] < orr:
                     if alive[i]:
                         if n >= cap:
@@ -223,9 +198,3 @@ class PointIndex:
     def query(self, outer_l: float, inner_l: float, inner_r: float, outer_r: float) -> np.ndarray:
         ids, _ = self.query_many(np.array([[0.0, inner_l, inner_r, outer_l, outer_r]]))
         return ids.copy()
-
-    def query_naive(self, outer_l: float, inner_l: float, inner_r: float, outer_r: float) -> np.ndarray:
-        """The oracle: check every point."""
-        ids = np.flatnonzero(self._has)
-        a, b = self._x1[ids], self._x2[ids]
-        return ids[(outer_l < a) & (a <= inner_l) & (inner_r <= b) & (b < outer_r)].astype(np.int64)

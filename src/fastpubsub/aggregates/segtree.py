@@ -113,6 +113,21 @@ def _pos(xs, slot, missing):
 
 
 @njit(cache=True)
+def _skyline(tree, cap, xs, j, c_old, leftward, vals, pos):
+    """The skyline seen from column ``j`` walking away from the updated column: levels strictly decreasing,
+    down to ``c_old`` (excluded), into ``vals`` and their positions into ``pos``.  Returns (levels, the
+    column the walk stopped at, -1 past the end)."""
+    n = 0
+    while j >= 0 and tree[j + cap] > c_old:
+        v = tree[j + cap]
+        vals[n] = v
+        pos[n] = xs[j]
+        n += 1
+        j = find_left(tree, cap, j, v, True) if leftward else find_right(tree, cap, j, v, True)
+    return n, j
+
+
+@njit(cache=True)
 def reformulate(tree, cap, xs, slot, c_old, c_new, out, scratch):
     """Messages ⟨NEW_MIN, INNER_L, INNER_R, OUTER_L, OUTER_R⟩ for column ``slot``'s minimum
     moving from ``c_old`` to ``c_new`` (tree already holds ``c_new`` or not: the column itself is
@@ -125,46 +140,22 @@ def reformulate(tree, cap, xs, slot, c_old, c_new, out, scratch):
     sides is split into two disjoint rectangles.  ``scratch`` is a (6, cap) work array.
     """
     x = xs[slot]
-    if c_new < c_old:
-        jl = find_left(tree, cap, slot, c_new, False)
-        jr = find_right(tree, cap, slot, c_new, False)
-        out[0, 0] = c_new
-        out[0, 1] = x
-        out[0, 2] = x
-        out[0, 3] = _pos(xs, jl, -INF)
-        out[0, 4] = _pos(xs, jr, INF)
-        return 1
     if c_new == c_old:
         return 0
-    jl = find_left(tree, cap, slot, c_new, True)
-    jr = find_right(tree, cap, slot, c_new, True)
+    decrease = c_new < c_old
+    jl = find_left(tree, cap, slot, c_new, not decrease)
+    jr = find_right(tree, cap, slot, c_new, not decrease)
     out[0, 0] = c_new
     out[0, 1] = x
     out[0, 2] = x
     out[0, 3] = _pos(xs, jl, -INF)
     out[0, 4] = _pos(xs, jr, INF)
-    # left skyline: values strictly decreasing as we walk left, stop at <= c_old
-    lv = scratch[0]
-    lp = scratch[1]
-    nl = 0
-    j = jl
-    while j >= 0 and tree[j + cap] > c_old:
-        v = tree[j + cap]
-        lv[nl] = v
-        lp[nl] = xs[j]
-        nl += 1
-        j = find_left(tree, cap, j, v, True)
+    if decrease:
+        return 1
+    lv, lp, rv, rp = scratch[0], scratch[1], scratch[2], scratch[3]
+    nl, j = _skyline(tree, cap, xs, jl, c_old, True, lv, lp)
     lstop = _pos(xs, j, -INF)
-    rv = scratch[2]
-    rp = scratch[3]
-    nr = 0
-    j = jr
-    while j >= 0 and tree[j + cap] > c_old:
-        v = tree[j + cap]
-        rv[nr] = v
-        rp[nr] = xs[j]
-        nr += 1
-        j = find_right(tree, cap, j, v, True)
+    nr, j = _skyline(tree, cap, xs, jr, c_old, False, rv, rp)
     rstop = _pos(xs, j, INF)
     # merge the two skylines from the highest level down (the O(k) EMar pass, §3)
     k = 1

@@ -33,10 +33,7 @@ def content_key(event_id: int) -> bytes:
 
 def split(store: KeyedStore) -> tuple[KeyedStore, KeyedStore]:
     """(the engine's instances, the bound events' contents) of one restored changelog."""
-    engine, contents = KeyedStore(), KeyedStore()
-    for key, item in store.data.items():
-        (contents if key.startswith(KEY_PREFIX) else engine).data[key] = item
-    return engine, contents
+    return store.split(KEY_PREFIX)
 
 
 class BoundContents:

@@ -10,7 +10,8 @@ instances are found through the kernel's hash index on bound values
 "none" (no index: every instance sees every event), "static" (matcher only),
 "dynamic" (matcher and the dynamic index).
 
-The same semantics as :mod:`.oracle`, checked by tests/test_pattern_engine.py.
+The same semantics as the reference interpreter (tests/oracles/patterns.py), checked by
+tests/test_pattern_engine.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -26,7 +28,6 @@ from fastpubsub.engine import KIND_STRING, OPERATORS, EventBatch, Matcher, Subsc
 
 from . import kernel as K
 from .language import MAX_STEPS, Atom, Operand, Pattern, to_json
-from .oracle import Event, Limits, Witness, aggregate_value  # noqa: F401 (Witness: re-exported)
 from .witnesses import Witnesses
 from ..state import KeyedStore, StateChanges
 
@@ -37,6 +38,22 @@ _FN_NAME = {v: k for k, v in _FN.items()}
 assert K.STRIDE == MAX_STEPS + 1
 _VALUE_HEADER = struct.Struct("<B16sqqqqhhh")  # version, fingerprint, sid, node, start_ts, last_ts, steps, cols, aggs
 _VERSION = 1
+
+
+class Event(NamedTuple):
+    """One event of a partition: its id (the offset), its timestamp (ms, event time) and attributes."""
+
+    id: int
+    ts: int
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounded state (docs/patterns.md section 1.3)."""
+
+    max_per_subscription: int = 10_000
+    max_instances: int = 10_000_000
 
 
 def fingerprint(pattern: Pattern) -> bytes:
@@ -94,6 +111,45 @@ class _Compiled:
         return (OPERATORS.index(a.op), a.static_triple is not None, self.side(a.left), self.side(a.right))
 
 
+class _Groups:
+    """Parts of subscriptions with equal static predicates, sharing one matcher entry: ``2 * (base + g)`` for
+    group ``g``.  An event the matcher reports for it reaches every member at once (docs/patterns.md 3)."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.of: dict[tuple, int] = {}  # the triples, as a key -> group
+        self.keys: list[tuple | None] = []  # group -> its key (None: free)
+        self.members: list[set[int]] = []
+        self.free: list[int] = []
+
+    def join(self, member: int, triples: list[tuple]) -> tuple[int, list]:
+        """The group of ``member``, whose predicates are ``triples``; and the matcher row of a new group."""
+        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
+        g = self.of.get(key)
+        rows = []
+        if g is None:
+            g = self.free.pop() if self.free else len(self.keys)
+            if g == len(self.keys):
+                self.keys.append(None)
+                self.members.append(set())
+            self.of[key] = g
+            self.keys[g] = key
+            rows.append((2 * (self.base + g), triples))
+        self.members[g].add(member)
+        return g, rows
+
+    def leave(self, g: int, member: int) -> int | None:
+        """Take ``member`` out of group ``g``; the matcher id to remove if the group is now empty."""
+        members = self.members[g]
+        members.discard(member)
+        if members:
+            return None
+        del self.of[self.keys[g]]
+        self.keys[g] = None
+        self.free.append(g)
+        return 2 * (self.base + g)
+
+
 class PatternEngine:
     """Pattern subscriptions over one partition's events, the fast path (docs/patterns.md section 3)."""
 
@@ -113,15 +169,10 @@ class PatternEngine:
         self.free_p: list[int] = []
         self.registered: dict[int, list[int]] = {}
         # merged start states: subscriptions whose start has the same matcher part share one matcher entry
-        # (a group); its members' remaining threshold (price > c) is one sorted array per group
-        self.group_of: dict[tuple, int] = {}
-        self.group_keys: list[tuple | None] = []
-        self.group_members: list[set[int]] = []
-        self.free_g: list[int] = []
-        self.sgroup_of: dict[tuple, int] = {}
-        self.sgroup_keys: list[tuple | None] = []
-        self.sgroup_members: list[set[int]] = []
-        self.free_sg: list[int] = []
+        # (a group, members pattern slots); its members' remaining threshold (price > c) is one sorted array per
+        # group.  Steps with the same static-only correlation share one too (members nodes).
+        self.start_groups = _Groups(K.GROUP_BASE)
+        self.step_groups = _Groups(K.STEP_BASE)
         self.atom_rows: list[tuple] = []
         self.cap_rows: list[tuple[int, int]] = []
         self.agg_rows: list[tuple[int, int, int]] = []
@@ -372,35 +423,15 @@ class PatternEngine:
     def _join_step_group(self, node: int, th_reg: list[Atom]) -> list:
         """Steps whose correlation is static only (``name = "MSFT"``) and equal share one matcher entry and one
         instance list: an event probes the list once, not once per subscription."""
-        triples = [a.static_triple for a in th_reg]
-        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
-        g = self.sgroup_of.get(key)
-        rows = []
-        if g is None:
-            g = self.free_sg.pop() if self.free_sg else len(self.sgroup_keys)
-            if g == len(self.sgroup_keys):
-                self.sgroup_keys.append(None)
-                self.sgroup_members.append(set())
-            self.sgroup_of[key] = g
-            self.sgroup_keys[g] = key
-            rows.append((2 * (K.STEP_BASE + g), triples))
-        self.sgroup_members[g].add(node)
-        self.node_sg[node] = g
+        self.node_sg[node], rows = self.step_groups.join(node, [a.static_triple for a in th_reg])
         return rows
 
     def _leave_step_groups(self, p: int) -> None:
         for node in range(p * K.STRIDE, (p + 1) * K.STRIDE):
             g = int(self.node_sg[node])
-            if g < 0:
-                continue
-            self.node_sg[node] = -1
-            members = self.sgroup_members[g]
-            members.discard(node)
-            if not members:
-                self.matcher.remove_bulk(np.array([2 * (K.STEP_BASE + g)], np.int64))
-                del self.sgroup_of[self.sgroup_keys[g]]
-                self.sgroup_keys[g] = None
-                self.free_sg.append(g)
+            if g >= 0:
+                self.node_sg[node] = -1
+                self._unregister(self.step_groups.leave(g, node))
 
     def _join_group(self, p: int, start_reg: list[Atom], start_res: list[Atom]) -> list:
         """File pattern slot ``p`` under its start group; the group's matcher row if the group is new.
@@ -408,20 +439,7 @@ class PatternEngine:
         Members whose remaining start predicate is one ``attr <op> number`` (op one of < <= > >=) sit in
         the group's sorted threshold array: an event walks only the members it satisfies (plus one).
         """
-        triples = [a.static_triple for a in start_reg]
-        key = tuple(sorted((a, op, type(v).__name__, repr(v)) for a, op, v in triples))
-        g = self.group_of.get(key)
-        rows = []
-        if g is None:
-            g = self.free_g.pop() if self.free_g else len(self.group_keys)
-            if g == len(self.group_keys):
-                self.group_keys.append(None)
-                self.group_members.append(set())
-            self.group_of[key] = g
-            self.group_keys[g] = key
-            rows.append((2 * (K.GROUP_BASE + g), triples))
-        self.group_members[g].add(p)
-        self.pat_group[p] = g
+        self.pat_group[p], rows = self.start_groups.join(p, [a.static_triple for a in start_reg])
         self.pat_tdir[p], self.pat_tcol[p], self.pat_thr[p], self.pat_teq[p] = 0, 0, 0.0, False
         if len(start_res) == 1:
             attr, op, v = start_res[0].static_triple
@@ -435,13 +453,11 @@ class PatternEngine:
     def _leave_group(self, p: int) -> None:
         g = int(self.pat_group[p])
         self.pat_group[p] = -1
-        members = self.group_members[g]
-        members.discard(p)
-        if not members:
-            self.matcher.remove_bulk(np.array([2 * (K.GROUP_BASE + g)], np.int64))
-            del self.group_of[self.group_keys[g]]
-            self.group_keys[g] = None
-            self.free_g.append(g)
+        self._unregister(self.start_groups.leave(g, p))
+
+    def _unregister(self, matcher_id: int | None) -> None:
+        if matcher_id is not None:
+            self.matcher.remove_bulk(np.array([matcher_id], np.int64))
 
     def _captures(self, c: _Compiled, k: int) -> tuple[int, int]:
         lo = len(self.cap_rows)
@@ -458,8 +474,8 @@ class PatternEngine:
         self._leave_step_groups(p)
         self._sync_tables()
         while True:
-            dropped = int(K.drop_pattern(p, self._tables(), self._state(), self.list_head, self.st, self.tomb_key,
-                                         self.tomb_off, self.last_id))
+            dropped = int(K.drop_pattern(p, self._automata(), self._instances(), self._changes(), self.st,
+                                         self.last_id))
             self._dropped += dropped if dropped >= 0 else -1 - dropped
             if dropped >= 0:
                 break
@@ -480,7 +496,7 @@ class PatternEngine:
         if not self._tables_dirty:
             return
         rows = self.atom_rows or [(0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))]
-        self.at = _atom_matrix(rows)
+        self.atoms = _atom_matrix(rows)
         caps = self.cap_rows or [(0, 0)]
         self.cap_ev = np.array([c[0] for c in caps], np.int64)
         self.cap_col = np.array([c[1] for c in caps], np.int64)
@@ -518,26 +534,33 @@ class PatternEngine:
         else:
             lo = hi = np.zeros(0, np.int64)
         band_g = g[lo]
-        ng = len(self.group_keys)
+        ng = len(self.start_groups.keys)
         self.band_lo, self.band_hi, self.band_dir, self.band_col = lo, hi, d[lo].astype(np.int64), col[lo].astype(np.int64)
         self.grp_blo = np.searchsorted(band_g, np.arange(ng), "left").astype(np.int64)
         self.grp_bhi = np.searchsorted(band_g, np.arange(ng), "right").astype(np.int64)
         self.grp_size = np.bincount(g, minlength=ng).astype(np.int64) if ng else np.zeros(1, np.int64)
 
-    def _groups(self) -> tuple:
-        return (self.grp_blo, self.grp_bhi, self.band_lo, self.band_hi, self.band_dir, self.band_col, self.mem_p,
-                self.mem_thr, self.mem_eq)
+    # The kernel's named containers (:mod:`.kernel`), made afresh for each call: the arrays they hold are
+    # replaced when they grow.
+    def _groups(self) -> K.GroupArrays:
+        return K.GroupArrays(*(getattr(self, f) for f in K.GroupArrays._fields))
 
-    def _tables(self) -> tuple:
-        return (self.node_op, self.node_theta_static, self.node_pi_static, self.node_rng, self.node_idx_attr,
-                self.node_idx_col, self.node_cap, self.node_agg, self.pat_sid, self.pat_within, self.pat_since,
-                self.pat_nsteps, self.pat_active, self.pat_live, self.gcols, self.node_sg)
+    def _automata(self) -> K.AutomatonArrays:
+        return K.AutomatonArrays(*(self._groups() if f == "groups" else getattr(self, f)
+                                   for f in K.AutomatonArrays._fields))
 
-    def _state(self) -> tuple:
-        return (self.inst_alive, self.inst_p, self.inst_node, self.inst_start, self.inst_last, self.inst_deadline,
-                self.inst_list, self.inst_next, self.inst_prev, self.inst_changed, self.bound,
-                self.iters, self.iv_kind, self.iv_num, self.acc, self.accn, self.free, self.dirty_mark,
-                self.iv_num.view(np.int64))
+    def _instances(self) -> K.InstanceArrays:
+        return K.InstanceArrays(*(self.iv_num.view(np.int64) if f == "iv_bits" else getattr(self, f)
+                                  for f in K.InstanceArrays._fields))
+
+    def _scratch(self) -> K.KernelScratch:
+        return K.KernelScratch(*(getattr(self, f) for f in K.KernelScratch._fields))
+
+    def _changes(self) -> K.ChangeArrays:
+        return K.ChangeArrays(self.dirty, self.dirty_mark, self.tomb_key, self.tomb_off)
+
+    def _witness_rows(self) -> K.WitnessArrays:
+        return K.WitnessArrays(self.w_p, self.w_ev, self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start)
 
     def set_mode(self, mode: str) -> None:
         """Switch the ablation mode; live instances are refiled."""
@@ -553,7 +576,7 @@ class PatternEngine:
     def _relist(self, size: int | None = None) -> None:
         live = int(self.st[K.ST_LIVE])
         self._alloc_hash(size or max(4 * live + 64, len(self.hk)))
-        K.rebuild_lists(_MODE[self.mode], self._tables(), self._state(), self.hk, self.hval, self.list_head, self.st)
+        K.rebuild_lists(_MODE[self.mode], self._automata(), self._instances(), self.st)
 
     # -- events --------------------------------------------------------------
     def _event_matrix(self, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -621,20 +644,14 @@ class PatternEngine:
             cs = np.concatenate([[0], np.cumsum(starts)])
             n_start = (cs[m_off[1:]] - cs[m_off[:-1]]).astype(np.int64)
         ev_kind, ev_num = self._event_matrix(batch)
-        ev_bits = ev_num.view(np.int64)
-        atoms = self.at
-        captures = (self.cap_ev, self.cap_col, self.ag_fn, self.ag_ev, self.ag_slot)
+        events = K.BatchArrays(ts, ids, ev_kind, ev_num, ev_num.view(np.int64), m_off, m_ids, n_start)
+        automata = self._automata()
         parts = []
         i = 0
         while True:
-            i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, ts, ids,
-                                 ev_kind, ev_num, ev_bits, m_off, m_ids, n_start, self._tables(), atoms, captures,
-                                 self._state(), self.hk, self.hval, self.list_head, self.heap, self.pi_mark,
-                                 self.affected, self.cre_p, self.cre_parent, self.cre_cnt, self.cre_dec,
-                                 self.cre_key, self.cre_order, self.cre_tmp, self.dirty, self.tomb_key,
-                                 self.tomb_off, self.w_p, self.w_ev,
-                                 self.w_bound, self.w_iters, self.w_acc, self.w_accn, self.w_start, self.start_lo,
-                                 self.start_hi, self.start_res_lo, self.start_res_hi, self._groups(), self.st)
+            i = K.process_kernel(i, mode, self.limits.max_per_subscription, self.limits.max_instances, events,
+                                 automata, self._instances(), self._scratch(), self._changes(), self._witness_rows(),
+                                 self.st)
             parts.append(self._drain(ts))
             if i >= n:
                 break

@@ -49,10 +49,7 @@ def event_name(eid: int) -> tuple[int, int]:
 
 def split(store: KeyedStore) -> tuple[KeyedStore, KeyedStore]:
     """(everything else, the reorder buffer's keys) of one restored changelog."""
-    rest, mine = KeyedStore(), KeyedStore()
-    for key, item in store.data.items():
-        (mine if key.startswith(KEY_PREFIX) else rest).data[key] = item
-    return rest, mine
+    return store.split(KEY_PREFIX)
 
 
 class ReorderBuffer:

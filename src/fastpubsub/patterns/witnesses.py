@@ -3,17 +3,46 @@
 Turning every witness into Python objects cost more than the kernel that found
 them at 100,000 subscriptions (docs/patterns.md section 5); a caller that only
 counts them, or reads one column (``sid``, ``end_ts``), never pays for it.
-Iterating or indexing gives :class:`~fastpubsub.patterns.oracle.Witness`
-objects, made once and cached.
+Iterating or indexing gives :class:`Witness` objects, made once and cached.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .oracle import Witness, aggregate_value, notification_id
+
+@dataclass(frozen=True)
+class Witness:
+    """A completed pattern: per binding ``(event id, iterations)``, the aggregates and the time span."""
+
+    sid: int
+    bound: tuple[tuple[int, int], ...]
+    aggregates: tuple[tuple[str, float | None], ...]
+    start_ts: int
+    end_ts: int
+
+    @property
+    def notification_id(self) -> str:
+        """Deterministic: the subscription id and the ids of the bound events (docs/patterns.md 1.4)."""
+        return notification_id(self.sid, self.bound)
+
+
+def notification_id(sid: int, bound: Iterable[tuple[int, int]]) -> str:
+    """A witness's id (docs/patterns.md 1.4): its subscription and bound events, a fold's with its iterations."""
+    parts = [f"{i}#{n}" if n else f"{i}" for i, n in bound]
+    return f"{sid}/" + "|".join(parts)
+
+
+def aggregate_value(fn: str, acc: float, n: int) -> float | None:
+    """The finaliser g3 (EDBT section 2.2): ``avg`` divides, the others read the accumulator."""
+    if fn == "count":
+        return acc
+    if n == 0:
+        return None
+    return acc / n if fn == "avg" else acc
 
 
 class Witnesses(Sequence[Witness]):

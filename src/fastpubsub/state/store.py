@@ -48,6 +48,14 @@ class KeyedStore:
                 self.data[key] = (value, off, part)
         return skipped
 
+    def split(self, prefix: bytes) -> tuple["KeyedStore", "KeyedStore"]:
+        """(the keys without ``prefix``, the keys with it): one changelog holds several kinds of state, each under
+        its own key prefix."""
+        rest, mine = KeyedStore(), KeyedStore()
+        for key, item in self.data.items():
+            (mine if key.startswith(prefix) else rest).data[key] = item
+        return rest, mine
+
     @classmethod
     def restore(cls, changes: StateChanges, committed_offset: Committed) -> "KeyedStore":
         store = cls()

@@ -442,7 +442,7 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
                 continue
             if sub is None or isinstance(sub, (AggregateSubscription, PatternSubscription)):
                 # an aggregate or pattern subscription, valid or not, belongs to the table service
-                # (processor.tables) or the pattern service (processor.patterns): for the event processor its id
+                # (services.tables) or the pattern service (services.patterns): for the event processor its id
                 # just stops being a plain subscription
                 tombstone[r] = True
                 aggregate.add(r)

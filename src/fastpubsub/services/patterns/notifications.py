@@ -12,7 +12,7 @@ from typing import Any
 
 from fastpubsub.patterns import Pattern
 from fastpubsub.patterns.contents import BoundContents
-from fastpubsub.patterns.oracle import Witness, notification_id
+from fastpubsub.patterns.witnesses import Witness, notification_id
 from fastpubsub.patterns.reorder import event_name
 from fastpubsub.wire import codecs
 

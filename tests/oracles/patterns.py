@@ -12,50 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable
 
 from fastpubsub.engine import OPERATORS
-
-from .language import Atom, Operand, Pattern
+from fastpubsub.patterns import Atom, Operand, Pattern
+from fastpubsub.patterns.engine import Event, Limits
+from fastpubsub.patterns.witnesses import Witness
 
 MISSING = object()
-
-
-class Event(NamedTuple):
-    """One event of a partition: its id (the offset), its timestamp (ms, event time) and attributes."""
-
-    id: int
-    ts: int
-    attributes: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounded state (docs/patterns.md section 1.3)."""
-
-    max_per_subscription: int = 10_000
-    max_instances: int = 10_000_000
-
-
-@dataclass(frozen=True)
-class Witness:
-    """A completed pattern: per binding ``(event id, iterations)``, the aggregates and the time span."""
-
-    sid: int
-    bound: tuple[tuple[int, int], ...]
-    aggregates: tuple[tuple[str, float | None], ...]
-    start_ts: int
-    end_ts: int
-
-    @property
-    def notification_id(self) -> str:
-        """Deterministic: the subscription id and the ids of the bound events (docs/patterns.md 1.4)."""
-        return notification_id(self.sid, self.bound)
-
-
-def notification_id(sid: int, bound: Iterable[tuple[int, int]]) -> str:
-    parts = [f"{i}#{n}" if n else f"{i}" for i, n in bound]
-    return f"{sid}/" + "|".join(parts)
 
 
 @dataclass
@@ -109,7 +73,8 @@ def _number(v: Any) -> bool:
 
 
 def aggregate_value(fn: str, acc: float, n: int) -> float | None:
-    """The finaliser g3 (EDBT section 2.2): ``avg`` divides, the others read the accumulator."""
+    """The finaliser g3 (EDBT section 2.2): ``avg`` divides, the others read the accumulator (written apart from
+    the engine's, in :mod:`fastpubsub.patterns.witnesses`, so that the two do not share a bug)."""
     if fn == "count":
         return acc
     if n == 0:

@@ -11,10 +11,10 @@ from typing import Any, Hashable
 
 import numpy as np
 
+from fastpubsub.aggregates import AggregateSpec, JoinSpec
+from fastpubsub.aggregates.join import key_kind
+from fastpubsub.aggregates.table import Row
 from fastpubsub.engine import OracleMatcher
-
-from .spec import AggregateSpec, JoinSpec
-from .table import Row
 
 
 def _number(v: Any) -> float | None:
@@ -22,15 +22,6 @@ def _number(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isinf(v):
         return None
     return float(v)
-
-
-def key_kind(v: Any) -> str | None:
-    """The kind of a join key value (number, string, bool), or None if it cannot join."""
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return None if isinstance(v, float) and math.isnan(v) else "number"
-    return "string" if isinstance(v, str) else None
 
 
 def same_join_key(a: Any, b: Any) -> bool:
