@@ -112,7 +112,9 @@ def test_run_refuses_bad_batching_flags(args, message):
     (["--delivery", "sometimes"], "Invalid value for '--delivery'"),
 ])
 def test_bench_refuses_bad_processor_flags(args, message):
-    result = CliRunner().invoke(main, ["bench", "e2e", *args])
+    from benchmarks.suite import bench_cmd
+
+    result = CliRunner().invoke(bench_cmd, ["e2e", *args])
     assert result.exit_code == 2 and message in result.output, result.output
 
 
