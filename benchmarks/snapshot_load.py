@@ -18,7 +18,8 @@ import json
 import tempfile
 import time
 
-from fastpubsub.engine import PRESETS, ValidEventStore, generate_subscriptions
+from fastpubsub.engine import ValidEventStore
+from fastpubsub.workloads import PRESETS, generate_subscriptions
 from fastpubsub import engine
 from fastpubsub.processor import snapshot
 from fastpubsub.processor.subscriptions import SubscriptionState

@@ -2,9 +2,9 @@
 
 The contracts live in pyproject.toml (``[tool.importlinter]``):
 
-    cli > processor | stats_job > kafka > wire > language > engine
+    cli > processor | stats_job > kafka > wire > language | workloads > engine
 
-(``processor`` and ``stats_job`` independent of each other), the engine, the
+(``processor`` and ``stats_job`` independent of each other, as are ``language`` and ``workloads``), the engine, the
 wire formats and the subscription language free of Kafka and Spark, and
 ``benchmarks/`` outside the package (only ``pubsub bench`` launches it).
 ``lint-imports`` checks them; this test runs it, shows that it does fail on a

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from random_workload import random_events, random_subscriptions
 
-from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine.validity.event_store import ValidEventStore
 from fastpubsub.processor import snapshot
 from fastpubsub.processor.shard import Shard, shard_of
 from fastpubsub.processor.subscriptions import SubscriptionState, parse_subscription_id
