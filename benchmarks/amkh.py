@@ -1,4 +1,4 @@
-"""Wu & Yu, section 3 (figure 1): MKH, AMKH(0,-), AMKH(1,2) and value-range buckets side by side (engine/amkh.py).
+"""Wu & Yu, section 3 (figure 1): MKH, AMKH(0,-), AMKH(1,2) and value-range buckets side by side (engine/algorithms/amkh.py).
 
     python -m benchmarks.amkh                                  # N = 100K, M = 2N and 16N, x = 15, 35, .., 95
     python -m benchmarks.amkh --n 1000000 --slots 16 --repeat 5
@@ -6,8 +6,8 @@
     python -m benchmarks.amkh --plot docs/img/amkh.png         # the figure in docs/benchmarks.md
     python -m benchmarks.amkh --workload W1,W2 --n 1000000 --configs "AMKH(0,-),auto,dynamic"   # Fabret's
 
-The workload is :func:`engine.intervals.wuyu_subscriptions` /
-:func:`~engine.intervals.wuyu_events`: 10 equality-only attributes, 10
+The workload is :func:`workloads.intervals.wuyu_subscriptions` /
+:func:`~workloads.intervals.wuyu_events`: 10 equality-only attributes, 10
 general ones, subscriptions ``e0 = v and e_j = v' and g0 op v''`` (``op`` is
 ``=`` half of the time, else ``<`` or ``>``), predicate values uniform in
 ``[6, x]``, event values uniform in ``[6, 95]`` on all 20 attributes.
@@ -37,11 +37,11 @@ only: it has no such counters).  Per point: unmatched subscriptions examined
 per event (the paper's metric), coordinate probes per event (which it does
 not count), events/s (best and worst of ``--repeat`` passes), load average.
 Every configuration's matches are checked equal to the first one's.
-``--workload W1,W2`` (any preset of engine/workload.py) runs Fabret's
+``--workload W1,W2`` (any preset of workloads/fabret.py) runs Fabret's
 workloads instead (no x; ``general="auto"`` may key their fixed ``<=`` /
 ``>=`` attributes).  It also fits ``ns/event = a + PROBE_NS * probes +
 CHECK_NS * (examined + collisions)`` over the amkh rows: what the weights of
-``general="auto"``'s price (``engine.amkh.PROBE_NS``, ``CHECK_NS``, set by
+``general="auto"``'s price (``engine.algorithms.amkh.PROBE_NS``, ``CHECK_NS``, set by
 hand) measure on this machine; on a shared machine the fit follows the load
 more than the code (112-297 ns per probe and 19-574 ns per subscription in
 the runs of docs/benchmarks.md).
@@ -59,8 +59,8 @@ from pathlib import Path
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.intervals import WuYuSpec, wuyu_events, wuyu_subscriptions
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.intervals import WuYuSpec, wuyu_events, wuyu_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 CONFIGS = {
     "MKH": {"general": ("g0",), "bucketing": "exact"},
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="benchmarks/results/amkh.json")
     ap.add_argument("--plot", default=None, help="write the figure (PNG) here")
-    ap.add_argument("--workload", default="wuyu", help="wuyu, or comma-separated presets of engine/workload.py")
+    ap.add_argument("--workload", default="wuyu", help="wuyu, or comma-separated presets of workloads/fabret.py")
     args = ap.parse_args(argv)
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     # names contain commas: re-join "AMKH(0" "-)" style splits

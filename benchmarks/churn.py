@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 
 def churn(workload: str, n: int, ticks: int, runs: int = 0, per_tick: int = 50, events: int = 200) -> dict:

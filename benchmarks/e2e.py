@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
-from fastpubsub.engine.workload import PRESETS, generate_events
+from fastpubsub.workloads.fabret import PRESETS, generate_events
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import codecs, topics

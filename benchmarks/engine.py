@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.encoding import batch_from_dicts, encode_batch
+from fastpubsub.engine.frontend.encoding import batch_from_dicts, encode_batch
 from fastpubsub.engine.costmodel.maintenance import Thresholds
-from fastpubsub.engine.workload import PRESETS, W0, WorkloadSpec, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, W0, WorkloadSpec, generate_events, generate_subscriptions
 
 
 def rss_bytes() -> int:
@@ -166,7 +166,7 @@ def tune(n: int, n_events: int, repeat: int, grid: list[tuple[int, int, int]] = 
     m = Matcher("propagation")
     m.add_bulk(subs)
     del subs
-    from fastpubsub.engine.batch import propagation_kernel
+    from fastpubsub.engine.kernels.batch import propagation_kernel
 
     kernels = {cfg: propagation_kernel(*cfg) for cfg in grid}
     best = {cfg: float("inf") for cfg in grid}
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="dynamic: Bcreate as a multiple of a table's cost (default: engine.costmodel.maintenance.Thresholds)")
     ap.add_argument("--runs", type=int, default=None,
                     help="static/dynamic: clusters of at least this many entries keep sorted runs "
-                         "(0: plain clusters as in the paper; default: engine.cluster_store.RUN_MIN)")
+                         "(0: plain clusters as in the paper; default: engine.structures.cluster_store.RUN_MIN)")
     ap.add_argument("--skew", default=None, metavar="FIRST-LAST:LO-HI",
                     help="W0 with attributes FIRST..LAST narrowed to values LO..HI, in subscriptions and events "
                          "(e.g. 2-16:1-2: half the free attributes on 2 values)")

@@ -81,8 +81,8 @@ from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.oracle import OracleMatcher
 from fastpubsub.engine.columnar import concat_subscriptions
-from fastpubsub.engine.statistics import StatisticsCollector
-from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+from fastpubsub.engine.costmodel.statistics import StatisticsCollector
+from fastpubsub.workloads.fabret import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 
 SCENARIOS: dict[str, tuple[str, str]] = {"W3-W4": ("W3", "W4"), "W5-W6": ("W5", "W6")}
 STRATEGIES = ("dynamic", "no-change", "no-change-plain")
@@ -210,7 +210,7 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
     the same subscriptions and events, so that bursts of load from other
     processes on the shared machine hit them alike; each tick is timed in
     ``setup.passes`` alternating passes (the module docstring).  ``cluster_runs``: the matchers'
-    sorted-run threshold (engine/cluster_store.py; None, the default: the engine's; 0: the paper's plain
+    sorted-run threshold (engine/structures/cluster_store.py; None, the default: the engine's; 0: the paper's plain
     clusters); ``no-change-plain`` always has plain clusters.
     ``at_shift`` (with ``dynamic``): also run dynamic's twin frozen at the shift
     (``AT_SHIFT`` rows, before the shift and after the turnover); ``rebuilt``

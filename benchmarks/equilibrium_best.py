@@ -35,8 +35,8 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.constants import pack_schema, unpack_schema
-from fastpubsub.engine.statistics import StatisticsCollector
-from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+from fastpubsub.engine.costmodel.statistics import StatisticsCollector
+from fastpubsub.workloads.fabret import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 
 from .equilibrium import SCENARIOS, STATISTICS_EVENTS
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 from . import paper, report
 from .engine import run_one
@@ -157,7 +157,7 @@ def fig3b(out: Path, quick: bool = False, progress: Callable[[str], None] = prin
     body = (
         f"Events/s = {plan.events:,} events of the same workload through `match_encoded`, best of {plan.repeat}. "
         f"W1: 2 fixed `=`, 1 fixed `<=`, 1 free `=`; W2: 2 fixed `=`, 5 fixed `<=`, 1 fixed `>=`, 1 free `=` "
-        f"(`engine.workload`). `dynamic` files clusters with runs (the default), `dynamic:runs=0` the paper's plain "
+        f"(`workloads.fabret`). `dynamic` files clusters with runs (the default), `dynamic:runs=0` the paper's plain "
         f"clusters.{_stops(rows)}\n\n"
         f"{_pivot(rows, 'encoded_events_per_s', FIG3B_ALGORITHMS, workloads)}\n\n"
         f"Matches per event (W1 / W2 at the largest N): "

@@ -29,7 +29,7 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.semantics import OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 from .engine import rss_bytes
 

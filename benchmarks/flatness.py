@@ -4,7 +4,7 @@ The flatness target compares `dynamic` at 10M with its own 1M.  This
 benchmark says what grows between the two:
 
 * **counters per event**, counted by replaying the kernel's own stages
-  (:mod:`engine.probing`) over the events: lists reached, run index lookups,
+  (:mod:`engine.kernels.probing`) over the events: lists reached, run index lookups,
   runs found, entries of those runs read (second column), the cache lines
   those entries span, entries passing the second column (checked from the
   third column on, one scattered read each), entries of unsorted tails and
@@ -45,11 +45,11 @@ import numpy as np
 from numba import njit
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, ProbeScratch, run_bounds_ahead, runs_entries,
+from fastpubsub.engine.kernels.probing import (GROUP, RUN_AHEAD, STAGED, ProbeScratch, run_bounds_ahead, runs_entries,
                                        runs_found, runs_index_rows, runs_later_columns, scan_group, stage_heads,
                                        stage_keys, stage_lookup, stage_prefetch_rows)
 from fastpubsub.engine.costmodel.constants import MAX_SCHEMA
-from fastpubsub.engine.workload import W0, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import W0, generate_events, generate_subscriptions
 
 #: Counters per event, in this order (columns of ``counts``).
 COUNTERS = ("lists", "index_lookups", "runs_found", "run_entries", "run_lines", "passing_second", "tail_entries",
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ahead", default=str(RUN_AHEAD),
                     help=f"comma-separated pipeline depths of stage_runs to time side by side (the matcher's: {RUN_AHEAD})")
     args = ap.parse_args(argv)
-    from fastpubsub.engine.encoding import encode_batch
+    from fastpubsub.engine.frontend.encoding import encode_batch
 
     events = generate_events(W0, n=args.events, seed=2)
     subs = generate_subscriptions(W0, n=args.n, seed=1)

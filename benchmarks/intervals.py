@@ -1,4 +1,4 @@
-"""Range-heavy workloads: the interval workload at 100K and 1M subscriptions (engine/intervals.py).
+"""Range-heavy workloads: the interval workload at 100K and 1M subscriptions (workloads/intervals.py).
 
     python -m benchmarks.intervals                                   # N = 100K, 1M; the four configurations below
     python -m benchmarks.intervals --n 1000000 --configs dynamic,bitmaps --repeat 5
@@ -37,7 +37,7 @@ import numpy as np
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.bitmaps import RANGE_NU
 from fastpubsub.engine.costmodel.model import calibrated_model
-from fastpubsub.engine.intervals import (IntervalSpec, WuYuSpec, interval_events, interval_subscriptions, wuyu_events,
+from fastpubsub.workloads.intervals import (IntervalSpec, WuYuSpec, interval_events, interval_subscriptions, wuyu_events,
                                          wuyu_subscriptions)
 
 CONFIGS = {

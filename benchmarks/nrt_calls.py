@@ -53,7 +53,7 @@ nrtdynmod._define_nrt_incref, nrtdynmod._define_nrt_decref = _counting_incref, _
 def measure(workload: str, n: int, n_events: int, algorithm: str = "dynamic") -> dict:
     """NRT calls per event of one ``match_encoded`` pass (after a first, compiling one) over ``n_events`` events."""
     from fastpubsub.engine import Matcher
-    from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+    from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
     spec = PRESETS[workload]
     events = generate_events(spec, n=n_events, seed=2)

@@ -4,7 +4,7 @@
     python -m benchmarks.operators prefix --n 100000 --titles 100000 --events 20000 --repeat 3
     python -m benchmarks.operators prefix --lengths 3-6      # prefixes of 3-6 characters only
 
-``in``: Fabret et al.'s W0 (engine/workload.py) and the same subscriptions
+``in``: Fabret et al.'s W0 (workloads/fabret.py) and the same subscriptions
 with their first fixed predicate ``a0 = v`` replaced by ``a0 in (v, v', v'')``
 (two more distinct values of a0's domain), loaded in two matchers of one
 algorithm; events/s on ``match_encoded`` of the same W0 events, best of
@@ -35,8 +35,8 @@ import numpy as np
 
 from fastpubsub.engine import Matcher, SubscriptionBatch
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.encoding import batch_from_dicts
-from fastpubsub.engine.workload import W0, generate_events, generate_subscriptions
+from fastpubsub.engine.frontend.encoding import batch_from_dicts
+from fastpubsub.workloads.fabret import W0, generate_events, generate_subscriptions
 
 
 def w0_with_in(plain: SubscriptionBatch, k: int = 3, seed: int = 7) -> SubscriptionBatch:

@@ -1,7 +1,7 @@
 """OpIndex's workloads (Zhang et al., PVLDB 2014, section 7) through the public API: opindex against the engine.
 
 Three measurements, each comparing algorithms side by side in one process on
-the same generated data (engine/sparse_workload.py), with identical matches
+the same generated data (workloads/sparse.py), with identical matches
 checked:
 
 * ``compare``: one workload (default OpIndex's synthetic data at 1M
@@ -45,9 +45,9 @@ from pathlib import Path
 import numpy as np
 
 from fastpubsub.engine import EventStatistics, Matcher
-from fastpubsub.engine.statistics import StatisticsCollector
+from fastpubsub.engine.costmodel.statistics import StatisticsCollector
 from fastpubsub.engine.columnar import take_events, take_subscriptions
-from fastpubsub.engine.sparse_workload import (
+from fastpubsub.workloads.sparse import (
     OPINDEX, SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions,
 )
 
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--n", type=int, default=1_000_000, help="subscriptions (sweep: default of the other axes)")
         s.add_argument("--algorithms", default=",".join(ALGORITHMS))
         s.add_argument("--preset", default="opindex", choices=sorted(SPARSE_PRESETS),
-                       help="compare, changes: the workload (engine/sparse_workload.py); --attributes/--zipf override it")
+                       help="compare, changes: the workload (workloads/sparse.py); --attributes/--zipf override it")
         s.add_argument("--attributes", type=int)
         s.add_argument("--zipf", type=float, help="Zipf exponent of attribute popularity")
         s.add_argument("--events", type=int, default=5000)

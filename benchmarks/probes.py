@@ -23,8 +23,8 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.model import calibrated_model
-from fastpubsub.engine.encoding import encode_batch
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.engine.frontend.encoding import encode_batch
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 
 def measure(n: int, c_h: float, steps: list[int], n_events: int = 2000, repeat: int = 5, seed: int = 1) -> list[dict]:

@@ -1,15 +1,15 @@
 """Versions of the probing kernel side by side in one process, on one matcher's arrays.
 
-    git show <commit>:src/fastpubsub/engine/probing.py > /tmp/probing_before.py
+    git show <commit>:src/fastpubsub/engine/kernels/probing.py > /tmp/probing_before.py
     python -m benchmarks.probing_ab --variant before=/tmp/probing_before.py --workloads W2,W1 --n 6000000
 
 ``benchmarks.trees`` runs each source tree in a process of its own, and
 from one process to the next the same tree moves by up to a third on this
 machine (where the arena lands, how the kernel maps it), more than a change
 of the kernel often gains.  Here one process loads the preset once with
-``dynamic`` and runs :func:`engine.probing.clustered_events` of the current
+``dynamic`` and runs :func:`engine.kernels.probing.clustered_events` of the current
 tree and of each ``--variant`` (a ``probing.py`` file, imported as a module
-of ``fastpubsub.engine`` beside the current one, so that it must agree with
+of ``fastpubsub.engine.kernels`` beside the current one, so that it must agree with
 the current tree's other modules) over the same arrays and events, the
 passes alternating; every variant must return the current kernel's matches.
 Printed per workload: events per CPU second (best pass) and the ratio of
@@ -27,15 +27,16 @@ import time
 
 import numpy as np
 
-from fastpubsub.engine import Matcher, probing
+from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.constants import MAX_SCHEMA
-from fastpubsub.engine.encoding import encode_batch
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.engine.frontend.encoding import encode_batch
+from fastpubsub.engine.kernels import probing
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 
 def load_variant(index: int, path: str):
-    """``path`` imported as ``fastpubsub.engine.probing_variant<index>`` (its relative imports: the current tree's)."""
-    spec = importlib.util.spec_from_file_location(f"fastpubsub.engine.probing_variant{index}", path)
+    """``path`` imported as ``fastpubsub.engine.kernels.probing_variant<index>`` (its relative imports: the current tree's)."""
+    spec = importlib.util.spec_from_file_location(f"fastpubsub.engine.kernels.probing_variant{index}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -22,7 +22,7 @@ import argparse
 import json
 import time
 
-from fastpubsub.engine import PRESETS, generate_subscriptions
+from fastpubsub.workloads import PRESETS, generate_subscriptions
 from fastpubsub.services.events.subscriptions import SubscriptionState, parse_subscription_id
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import decode_subscriptions

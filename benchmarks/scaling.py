@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from fastpubsub.engine.cluster_store import RUN_MIN
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.engine.structures.cluster_store import RUN_MIN
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 from . import report
 from .engine import best_passes, fill_timings, load_one

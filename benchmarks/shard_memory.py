@@ -4,7 +4,7 @@
     python -m benchmarks.shard_memory --workload W2 --n 1000000 --shards 1 2
 
 Each (workload, K) runs in a fresh process: N subscriptions of the workload
-(``engine.workload``), Avro-encoded as records of ``pubsub.subscriptions``
+(``workloads.fabret``), Avro-encoded as records of ``pubsub.subscriptions``
 (key: the decimal id; subscriber ``user<id mod 10000>``), are applied to the
 ``SubscriptionState`` of shard 0 of K in chunks of 10,000 (``inputs.CHANGES_PER_POLL``),
 as a rebuild does; then a snapshot of that shard is written.  Reported: RSS
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from fastpubsub.engine.workload import PRESETS, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_subscriptions
 
 from .engine import rss_bytes
 
@@ -46,7 +46,7 @@ def records(workload: str, n: int, first: int, count: int):
 
 def one(workload: str, n: int, count: int) -> dict:
     """Shard 0 of ``count`` over the N-subscription stream, in this process."""
-    from fastpubsub.engine.event_store import ValidEventStore
+    from fastpubsub.engine.validity.event_store import ValidEventStore
     from fastpubsub.services.events import snapshot
     from fastpubsub.services.events.shard import Shard
     from fastpubsub.services.events.subscriptions import SubscriptionState

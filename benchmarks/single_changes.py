@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 
 def single_changes(present: int, changes: int, seed: int = 1) -> dict:

@@ -18,7 +18,8 @@ import json
 import tempfile
 import time
 
-from fastpubsub.engine import PRESETS, ValidEventStore, generate_subscriptions
+from fastpubsub.engine import ValidEventStore
+from fastpubsub.workloads import PRESETS, generate_subscriptions
 from fastpubsub import engine
 from fastpubsub.services.events import snapshot
 from fastpubsub.services.events.subscriptions import SubscriptionState

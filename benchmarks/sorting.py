@@ -1,4 +1,4 @@
-"""The per-event sort of matched ids: ``engine.sorting.sort_slice`` against numba's quicksort, by slice length.
+"""The per-event sort of matched ids: ``engine.kernels.sorting.sort_slice`` against numba's quicksort, by slice length.
 
     python -m benchmarks.sorting
     python -m benchmarks.sorting --lengths 33,48,72,140,1000 --spans 6000000,1099511627776 --events 20000
@@ -17,7 +17,7 @@ import time
 import numpy as np
 from numba import njit
 
-from fastpubsub.engine.sorting import sort_slice
+from fastpubsub.engine.kernels.sorting import sort_slice
 
 
 @njit

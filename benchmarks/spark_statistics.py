@@ -29,7 +29,7 @@ import time
 
 from confluent_kafka.admin import NewTopic
 
-from fastpubsub.engine.workload import PRESETS, generate_events
+from fastpubsub.workloads.fabret import PRESETS, generate_events
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.wire.codecs import encode_event

@@ -1,4 +1,4 @@
-"""Sparse, high-dimensional workloads: OpIndex's synthetic data and the eBay-like catalogue (engine/sparse_workload.py).
+"""Sparse, high-dimensional workloads: OpIndex's synthetic data and the eBay-like catalogue (workloads/sparse.py).
 
     python -m benchmarks.sparse                                   # 1M, opindex preset: dynamic, static, propagation-wp
     python -m benchmarks.sparse --algorithms dynamic,dynamic:presence=off,opindex --repeat 3
@@ -40,8 +40,8 @@ from dataclasses import replace
 import numpy as np
 
 from fastpubsub.engine import ALGORITHMS, Matcher
-from fastpubsub.engine.sparse_workload import SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
-from fastpubsub.engine.statistics import StatisticsCollector
+from fastpubsub.workloads.sparse import SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
+from fastpubsub.engine.costmodel.statistics import StatisticsCollector
 
 STATISTICS_SAMPLE = 20_000
 

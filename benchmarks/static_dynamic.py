@@ -16,7 +16,7 @@ import os
 import time
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 
 def tails(m: Matcher) -> int:

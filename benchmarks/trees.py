@@ -32,7 +32,10 @@ import gc, json, os, sys, time
 n, workload, repeat, n_events, layout = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 if layout == "src":
     from fastpubsub.engine import Matcher
-    from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+    try:
+        from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
+    except ImportError:  # a tree whose generators were still in the engine
+        from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
 else:  # the layout before src/fastpubsub/ (an installed fastpubsub must not stand in for it)
     from engine import Matcher
     from engine.workload import PRESETS, generate_events, generate_subscriptions

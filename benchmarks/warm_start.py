@@ -34,7 +34,7 @@ def child(algorithm: str, n: int) -> dict:
     import numpy as np
 
     from fastpubsub.engine import Matcher
-    from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+    from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
     t_import = time.perf_counter() - T0
     subs = generate_subscriptions(PRESETS["W0"], n=n, seed=1)

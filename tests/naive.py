@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fastpubsub.engine.cluster_store import PIDS_ROW, STARTS_ROW, run_row
+from fastpubsub.engine.structures.cluster_store import PIDS_ROW, STARTS_ROW, run_row
 
 
 def cluster_entries(store, c: int) -> list[tuple[list[int], int]]:
@@ -33,7 +33,7 @@ def list_clusters(store, head: int) -> list[int]:
 
 def keys_reached(sat: list[int], preds, access, n_keys: int, fields: list[int] = ()) -> list[int]:
     """Access keys an event with satisfied predicates ``sat`` and fields ``fields`` reaches (stages 1 and 2 of
-    engine/probing.py).
+    engine/kernels/probing.py).
 
     The catch-all (key 0); the presence key of each field the event carries;
     the single-predicate key of each satisfied predicate; for each configured
@@ -73,7 +73,7 @@ def run_entries(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:
     """(cluster, entry) pairs of cluster ``c``'s sorted prefix whose first two columns are satisfied (stage 5).
 
     Read through the run rows (first predicate and start of each run), as
-    :func:`engine.probing.stage_runs` does through the run index.
+    :func:`engine.kernels.probing.stage_runs` does through the run index.
     """
     k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])
     pr, sr = run_row(base, cap, k, PIDS_ROW), run_row(base, cap, k, STARTS_ROW)
@@ -130,7 +130,7 @@ def distinct_per_event(offsets, ids) -> tuple[np.ndarray, np.ndarray]:
     return off, np.array([x for g in groups for x in g], dtype=np.int64)
 
 
-# -- OpIndex (engine/opindex.py) -------------------------------------------------------------------------------------
+# -- OpIndex (engine/algorithms/opindex.py) -------------------------------------------------------------------------------------
 
 def opindex_segment(ix, d: int, segments: int, seg: int) -> list[tuple[int, float, int]]:
     """(field, value, slot) entries of segment ``seg`` of directory ``d``."""
@@ -140,7 +140,7 @@ def opindex_segment(ix, d: int, segments: int, seg: int) -> list[tuple[int, floa
 
 
 def opindex_pair_holds(op: int, field: int, code: float, eqbits: int, value: float) -> bool:
-    """An entry ``(field, value)`` of operator ``op`` holds for an event pair of this field (engine/opindex.py)."""
+    """An entry ``(field, value)`` of operator ``op`` holds for an event pair of this field (engine/algorithms/opindex.py)."""
     if op <= 1:
         x = float(eqbits) if field % 3 == 1 else code
         return (x == value) if op == 0 else (x != value)
@@ -202,7 +202,7 @@ def holds(op: int, x: float, c: float) -> bool:
 
 
 def bitmap_rows(bm, n_slots: int) -> np.ndarray:
-    """The rows engine/bitmaps.py must hold, one bool per slot.
+    """The rows engine/algorithms/bitmaps.py must hold, one bool per slot.
 
     Row 0 marks the slots not in use; a field's missing row marks every slot
     with a predicate on the field; a (field, cell) row marks a slot when no
@@ -276,7 +276,7 @@ def _pattern_start_split(pattern) -> tuple[list, list]:
 
 
 def amkh_coordinate(pids: list[int], field, op, hpos, member_of) -> dict[int, int]:
-    """A subscription's coordinate in engine/amkh.py: hashed position -> member (its ``=`` clause first)."""
+    """A subscription's coordinate in engine/algorithms/amkh.py: hashed position -> member (its ``=`` clause first)."""
     coord: dict[int, int] = {}
     eq: set[int] = set()
     for p in pids:
@@ -292,7 +292,7 @@ def amkh_coordinate(pids: list[int], field, op, hpos, member_of) -> dict[int, in
 
 
 def amkh_candidates(sat: list[int], subs: dict[int, list[int]], field, op, hpos, member_of) -> list[int]:
-    """The subscriptions an event examines in engine/amkh.py, collisions aside: those whose every coordinate
+    """The subscriptions an event examines in engine/algorithms/amkh.py, collisions aside: those whose every coordinate
     member is a member of one of the event's satisfied predicates on the same hashed field."""
     reached: dict[int, set[int]] = {}
     for p in sat:
@@ -331,7 +331,7 @@ def prefix_groups_matches(pg, events: list[dict]) -> list[list[int]]:
                    for i in ids) for e in events]
 def direct_entry_holds(preds, columns: list[int], pairs: dict[int, tuple[float, int]]) -> bool:
     """Every predicate id of ``columns`` holds for an event given as ``{field: (order code, eqbits)}``
-    (engine/direct.py): the field present, then ``=`` on the equality bits, the others on the order codes."""
+    (engine/algorithms/direct.py): the field present, then ``=`` on the equality bits, the others on the order codes."""
     for p in columns:
         f, op = int(preds.field[p]), int(preds.op[p])
         if f not in pairs:
@@ -358,12 +358,12 @@ def direct_scan(preds, store, head: int, pairs: dict[int, tuple[float, int]]) ->
 
 
 def finish_event(out: np.ndarray, start: int, nout: int, handle_id: np.ndarray) -> list[int]:
-    """An event's matched handles ``out[start:nout]`` as subscription ids, ascending (engine/scan.py)."""
+    """An event's matched handles ``out[start:nout]`` as subscription ids, ascending (engine/kernels/scan.py)."""
     return sorted(int(handle_id[h]) for h in out[start:nout])
 
 
 def encode_batch(batch, attributes, strings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(field, code, eqbits)`` of an event batch's pairs, in numpy passes (engine/encoding.py's module docstring)."""
+    """``(field, code, eqbits)`` of an event batch's pairs, in numpy passes (engine/frontend/encoding.py's module docstring)."""
     from fastpubsub.engine.semantics import KIND_BOOL, KIND_STRING
     attr_map = attributes.lookup(batch.attribute_names)
     kinds = np.asarray(batch.kinds, dtype=np.int64)

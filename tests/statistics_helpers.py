@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from kafka_helpers import send
 
-from fastpubsub.engine.encoding import batch_from_dicts
-from fastpubsub.engine.statistics import EventStatistics, PartitionOffsets, SourceWindow, StatisticsCollector
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.engine.frontend.encoding import batch_from_dicts
+from fastpubsub.engine.costmodel.statistics import EventStatistics, PartitionOffsets, SourceWindow, StatisticsCollector
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.wire import codecs, topics
 
 N_SUBSCRIPTIONS = 50_000  # enough that (a0, a1) clears the dynamic creation threshold (engine.costmodel.maintenance)

@@ -1,4 +1,4 @@
-"""Adaptive multiple key hashing (engine/amkh.py) against the oracle, the naive references and Wu & Yu's claim.
+"""Adaptive multiple key hashing (engine/algorithms/amkh.py) against the oracle, the naive references and Wu & Yu's claim.
 
 Every configuration -- MKH (every clause exact in the key), AMKH(0,-)
 (equality-only attributes), AMKH(1,2) (mod-2 folding), value-range buckets,
@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from naive import amkh_candidates, amkh_coordinate
 
 from fastpubsub.engine import Matcher, OracleMatcher
-from fastpubsub.engine.amkh import coordinates, event_members
+from fastpubsub.engine.algorithms.amkh import coordinates, event_members
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
-from fastpubsub.engine.encoding import encode_batch
-from fastpubsub.engine.intervals import WuYuSpec, wuyu_events, wuyu_subscriptions
-from fastpubsub.engine.predicates import satisfied_predicates
+from fastpubsub.engine.frontend.encoding import encode_batch
+from fastpubsub.workloads.intervals import WuYuSpec, wuyu_events, wuyu_subscriptions
+from fastpubsub.engine.structures.predicates import satisfied_predicates
 
 ATTRS = ["k", "x", "y", "s"]
 numbers = st.one_of(st.integers(-4, 4), st.sampled_from([0.5, -2.5, 1e300, -math.inf, math.inf, -0.0]))

@@ -2,12 +2,11 @@
 
 The contracts live in pyproject.toml (``[tool.importlinter]``):
 
-    cli > services | stats_job > runtime > kafka > wire > language > engine
+    cli > services | stats_job > runtime > kafka > wire > language | workloads > engine
 
-(``processor`` and ``stats_job`` independent of each other), the engine, the
-wire formats and the subscription language free of Kafka and Spark,
-``benchmarks/`` outside the package (nothing in it imports them), and
-the oracles in the tests (the package never imports ``tests/``).
+(``services`` and ``stats_job`` independent of each other, as are ``language`` and ``workloads``), the engine, the
+wire formats and the subscription language free of Kafka and Spark, ``benchmarks/`` outside the package (nothing
+in it imports them), and the oracles in the tests (the package never imports ``tests/``).
 ``lint-imports`` checks them; this test runs it, shows that it does fail on a
 broken contract, and checks on the import graph (grimp, which import-linter is
 built on) that no group of modules imports itself round in a cycle.

@@ -144,12 +144,12 @@ def test_probing_ab_runs_a_version_of_the_kernel_beside_the_current_one_and_refu
     """``benchmarks.probing_ab``: a version of ``probing.py`` that agrees is timed beside the current one; one whose
     matches differ (every id one more) stops the run.  Both versions wrap the current kernel (no compilation)."""
     from benchmarks import probing_ab
-    from fastpubsub.engine import probing
+    from fastpubsub.engine.kernels import probing
 
     same, shifted = tmp_path / "same.py", tmp_path / "shifted.py"
-    same.write_text("from fastpubsub.engine.probing import *  # noqa: F403\n")
-    shifted.write_text("from fastpubsub.engine.probing import *  # noqa: F403\n"
-                       "from fastpubsub.engine import probing as _current\n\n\n"
+    same.write_text("from fastpubsub.engine.kernels.probing import *  # noqa: F403\n")
+    shifted.write_text("from fastpubsub.engine.kernels.probing import *  # noqa: F403\n"
+                       "from fastpubsub.engine.kernels import probing as _current\n\n\n"
                        "def clustered_events(*args):\n"
                        "    off, ids = _current.clustered_events(*args)\n"
                        "    return off, ids + 1\n")

@@ -1,4 +1,4 @@
-"""The bit-parallel path (engine/bitmaps.py) and the catch-all on it (engine/catchall.py), against the oracle.
+"""The bit-parallel path (engine/algorithms/bitmaps.py) and the catch-all on it (engine/algorithms/catchall.py), against the oracle.
 
 Range-heavy subscriptions over few attributes and values: open and closed
 bounds, equal bounds, values on the cell boundaries, floats, negative
@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 from naive import bitmap_rows, merge_matches as naive_merge
 
 from fastpubsub.engine import Matcher, OracleMatcher
-from fastpubsub.engine.bitmaps import RangeBitmaps
-from fastpubsub.engine.catchall import merge_matches
+from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps
+from fastpubsub.engine.algorithms.catchall import merge_matches
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.costmodel.bitmaps import BITMAP_COST, MIN_SUBSCRIPTIONS, prefer_bitmaps
-from fastpubsub.engine.intervals import (IntervalSpec, WuYuSpec, interval_events, interval_subscriptions, wuyu_events,
+from fastpubsub.workloads.intervals import (IntervalSpec, WuYuSpec, interval_events, interval_subscriptions, wuyu_events,
                                          wuyu_subscriptions)
-from fastpubsub.engine.workload import PRESETS
+from fastpubsub.workloads.fabret import PRESETS
 
 ATTRS = ["x", "y", "z", "s"]
 numbers = st.one_of(st.integers(-4, 4), st.sampled_from([0.5, -2.5, 1e300, -math.inf, math.inf, -0.0]))

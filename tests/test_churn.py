@@ -18,7 +18,7 @@ from kafka_helpers import notifications, producer, wait_processed
 from random_workload import random_events, random_subscriptions
 
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine.validity.event_store import ValidEventStore
 from fastpubsub.engine.oracle import OracleMatcher
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription

@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import Matcher, OracleMatcher
-from fastpubsub.engine.cluster_store import RUN_MIN
+from fastpubsub.engine.structures.cluster_store import RUN_MIN
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
 from fastpubsub.engine.costmodel.model import CostModel
 from fastpubsub.engine.costmodel.maintenance import Thresholds
-from fastpubsub.engine.scan import INDEX_GAIN
+from fastpubsub.engine.kernels.scan import INDEX_GAIN
 from fastpubsub.engine.semantics import OPERATORS
-from fastpubsub.engine.statistics import AttributeStats, EventStatistics
-from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+from fastpubsub.engine.costmodel.statistics import AttributeStats, EventStatistics
+from fastpubsub.workloads.fabret import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 
 # tables cost almost nothing and maintenance runs after every few changes: the configuration churns
 EAGER = dict(model=CostModel(K_r=0.001, C_h=0.001, K_h=0.0, K_c=1.0),
@@ -51,7 +51,7 @@ def statistics(presence: dict[str, float]) -> EventStatistics:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=40))
 def test_long_interleavings_agree_with_the_oracle(algorithm, runs, steps):
-    """``runs=2``: even tiny clusters are sorted into runs (engine/cluster_store.py), so every step crosses that path."""
+    """``runs=2``: even tiny clusters are sorted into runs (engine/structures/cluster_store.py), so every step crosses that path."""
     m, o = Matcher(algorithm, runs=runs, **EAGER), OracleMatcher()
     for kind, a, b in steps:
         if kind == "add":
@@ -160,7 +160,7 @@ def test_indexed_runs_of_conjunction_clusters_agree_with_the_oracle(algorithm):
     m = Matcher(algorithm, runs=RUN_MIN, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
     m.add_bulk(subs)
     assert [t["fields"] for t in m.stats()["hash_tables"]["schemas"]] == [[0, 3]]  # (a0, a1) only
-    # engine.scan.run_path picks the index for an event with all 8 attributes
+    # engine.kernels.scan.run_path picks the index for an event with all 8 attributes
     assert m.index.store.c_sorted.max() > INDEX_GAIN * spec.n_event_pairs
     o = _oracle_of(subs)
     dicts = generate_events(spec, 101, seed=5).to_dicts()  # 6 groups of 16 and a short one
@@ -209,7 +209,7 @@ def test_reorganize_is_for_clustering_algorithms_only():
 
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 def test_cluster_columns_put_the_rarest_equality_first_and_matching_still_agrees(algorithm):
-    """Columns go by probability (engine/cluster_store.py, order_columns): with values uniform over the constants
+    """Columns go by probability (engine/structures/cluster_store.py, order_columns): with values uniform over the constants
     subscriptions use, "rare" (40 constants) is the access predicate, then "mid" (8) is read before "common" (2)."""
     rng = np.random.default_rng(3)
     lists = [(i, [("common", "=", int(rng.integers(0, 2))), ("mid", "=", int(rng.integers(0, 8))),

@@ -11,9 +11,9 @@ from fastpubsub.engine.costmodel.runs import (RUN_CALIBRATED, RunCosts, RunPrici
                                               candidate_benefits, drop_benefits, enumerate_dest, save_run_costs)
 from fastpubsub.engine.costmodel.greedy import enumerate_multi
 from fastpubsub.engine.costmodel.model import MODEL_PATH_ENV
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.engine.oracle import OracleMatcher
-from fastpubsub.engine.statistics import StatisticsCollector
+from fastpubsub.engine.costmodel.statistics import StatisticsCollector
 
 #: Probes cheap enough that a few tens of thousands of subscriptions call for tables (the calibrated C_h needs millions).
 CHEAP = CostModel(K_r=CALIBRATED.K_r, C_h=40.0, K_h=0.0, K_c=CALIBRATED.K_c)
@@ -154,7 +154,7 @@ def test_with_runs_keys_within_the_filing_tolerance_are_ties_that_keep_the_first
 
 def _tails(m: Matcher) -> tuple[int, int]:
     """Entries waiting in unsorted tails of clusters with runs, and those of tails of a 64th of their cluster or more."""
-    from fastpubsub.engine.cluster_store import TAIL_MERGE_SHIFT
+    from fastpubsub.engine.structures.cluster_store import TAIL_MERGE_SHIFT
 
     m.flush()
     st = m.index.store
@@ -210,7 +210,7 @@ def test_a_maintenance_round_merges_the_hot_lists_tails_into_their_runs_and_matc
 
 
 def test_sort_tails_merges_the_tails_of_a_given_share_and_leaves_plain_stores_and_unknown_keys_alone():
-    from fastpubsub.engine.cluster_store import ClusterStore
+    from fastpubsub.engine.structures.cluster_store import ClusterStore
 
     st = ClusterStore(runs=8)
     keys = np.array([3, 3, 3, 5], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Packed lists with direct predicate tests (engine/packed.py, engine/direct.py): static and dynamic over sparse
+"""Packed lists with direct predicate tests (engine/algorithms/packed.py, engine/algorithms/direct.py): static and dynamic over sparse
 attributes without a bit vector filled per event."""
 
 from dataclasses import replace
@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 import naive
 from fastpubsub.engine import Matcher, OracleMatcher
-from fastpubsub.engine.direct import scan_list_direct
-from fastpubsub.engine import packed
-from fastpubsub.engine.packed import PACKED, packed_heads, scan_packed
-from fastpubsub.engine.encoding import encode_batch
-from fastpubsub.engine.sparse_workload import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
-from fastpubsub.engine.statistics import AttributeStats, EventStatistics
+from fastpubsub.engine.algorithms.direct import scan_list_direct
+from fastpubsub.engine.algorithms import packed
+from fastpubsub.engine.algorithms.packed import PACKED, packed_heads, scan_packed
+from fastpubsub.engine.frontend.encoding import encode_batch
+from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
+from fastpubsub.engine.costmodel.statistics import AttributeStats, EventStatistics
 from random_workload import random_subscriptions
 
 OPERATORS_SPEC = SPARSE_PRESETS["opindex-operators"]
@@ -157,7 +157,7 @@ def test_packed_blocks_are_the_naive_direct_scan_of_their_lists():
     keys = np.flatnonzero((packed.start >= 0) & (store.key_head[: len(packed.start)] >= 0))
     assert len(keys) > 100
     probe = np.zeros((len(keys), 3), dtype=np.int64)
-    probe[:, 0], probe[:, 1] = keys, -3  # known keys (engine.probing.KNOWN_KEY)
+    probe[:, 0], probe[:, 1] = keys, -3  # known keys (engine.kernels.probing.KNOWN_KEY)
     packed_heads(probe, len(keys), ix.keys.arrays(ix.sch_fields), store, packed.start, packed.data)
     assert np.all(probe[:, 1] == PACKED)
     for e in range(len(ev.offsets) - 1):

@@ -1,4 +1,4 @@
-"""Events encoded for the kernels (engine/encoding.py): the one-pass kernel against numpy passes."""
+"""Events encoded for the kernels (engine/frontend/encoding.py): the one-pass kernel against numpy passes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import naive
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.encoding import encode_batch
+from fastpubsub.engine.frontend.encoding import encode_batch
 
 values = st.one_of(st.integers(-5, 5), st.sampled_from([0.0, -0.0, 1.5, math.nan, math.inf, -math.inf]), st.booleans(),
                    st.sampled_from(["a", "b", "zz", ""]))

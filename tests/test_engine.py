@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from fastpubsub.engine import ALGORITHMS, Matcher, OracleMatcher
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
-from fastpubsub.engine.encoding import SPACING, batch_from_dicts
+from fastpubsub.engine.frontend.encoding import SPACING, batch_from_dicts
 from fastpubsub.engine.semantics import OPERATORS
 
 ATTRS = ["a", "b", "c", "d"]
@@ -362,10 +362,10 @@ def _replay_single_changes(m: Matcher, changes) -> None:
 
 
 def test_an_algorithm_registered_from_outside_is_built_by_matcher_and_listed():
-    """engine/index.py: a factory registered under a new name; nothing else in the engine changes."""
+    """engine/algorithms/index.py: a factory registered under a new name; nothing else in the engine changes."""
     from fastpubsub.engine import IndexContext, register
-    from fastpubsub.engine.index import REGISTRY, Index
-    from fastpubsub.engine.propagation import PropagationIndex
+    from fastpubsub.engine.algorithms.index import REGISTRY, Index
+    from fastpubsub.engine.algorithms.propagation import PropagationIndex
 
     built = []
 

@@ -8,7 +8,7 @@ import pytest
 from benchmarks import equilibrium as eq
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.maintenance import Thresholds
-from fastpubsub.engine.workload import PRESETS, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, generate_subscriptions
 
 # cheap tables: at a few thousand subscriptions the default thresholds create none; the paper's plain clusters
 # (with runs the model finds W3's and W4's indexed lists as good as pair tables at these sizes)

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from fastpubsub.engine.workload import PRESETS, generate_events
+from fastpubsub.workloads.fabret import PRESETS, generate_events
 from fastpubsub.wire.codecs import DecodeError, decode_event, encode_event
 from fastpubsub.wire.event_decoder import decode_events
 

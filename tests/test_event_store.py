@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine.columnar import EventBatch, concat_events, take_events
-from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine.validity.event_store import ValidEventStore
 from fastpubsub.engine.semantics import OPERATORS, compare
 
 ATTRS = ["a", "b", "c"]

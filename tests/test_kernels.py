@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 import naive
 
-from fastpubsub.engine.cluster_store import ClusterStore, index_run
-from fastpubsub.engine.encoding import StringDictionary
-from fastpubsub.engine.hashtable import HashTable
-from fastpubsub.engine.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
-from fastpubsub.engine.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
-from fastpubsub.engine.propagation import choose_access
-from fastpubsub.engine.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
+from fastpubsub.engine.structures.cluster_store import ClusterStore, index_run
+from fastpubsub.engine.frontend.encoding import StringDictionary
+from fastpubsub.engine.structures.hashtable import HashTable
+from fastpubsub.engine.structures.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
+from fastpubsub.engine.structures.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
+from fastpubsub.engine.algorithms.propagation import choose_access
+from fastpubsub.engine.kernels.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
 from fastpubsub.engine.semantics import OPERATORS, compare
 
 
@@ -279,7 +279,7 @@ def test_trim_compacts_what_a_chunked_load_left_behind():
     assert s.garbage == 0
 
 
-# -- the stages of engine/probing.py, each against tests/naive.py -------------------------------------------------
+# -- the stages of engine/kernels/probing.py, each against tests/naive.py -------------------------------------------------
 
 def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5)):
     """Static with runs on a small W0: (a0, a1) conjunction lists of about 300 entries, sorted and indexed
@@ -289,7 +289,7 @@ def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5)):
     from fastpubsub.engine import Matcher, RUN_MIN
     from fastpubsub.engine.columnar import concat_subscriptions
     from fastpubsub.engine.costmodel.model import CostModel
-    from fastpubsub.engine.workload import WorkloadSpec, generate_events, generate_subscriptions
+    from fastpubsub.workloads.fabret import WorkloadSpec, generate_events, generate_subscriptions
 
     spec = WorkloadSpec(name="w0-small", n_attributes=8, subscription_attributes=(0, 8), n_predicates=max(sizes),
                         fixed=fixed, n_event_pairs=8, domain=(1, 6))
@@ -307,7 +307,7 @@ def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5)):
 
 def _stage_arrays(m):
     """The matcher's arrays and the probing stages' scratch, as ``clustered_events`` sets them up."""
-    from fastpubsub.engine.probing import GROUP
+    from fastpubsub.engine.kernels.probing import GROUP
 
     ix = m.index
     m.preds.prepare()
@@ -325,7 +325,7 @@ def _stage_arrays(m):
 def _naive_runs_found(n_grp, gs_off, gp_off, gsat, probe, store, runs):
     """``(event, cluster, run)`` of every run the group's staged probes find from all of each event's satisfied
     predicates (naive.runs_found), sorted."""
-    from fastpubsub.engine.probing import STAGED
+    from fastpubsub.engine.kernels.probing import STAGED
 
     return sorted((i, int(c), r) for i in range(n_grp)
                   for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
@@ -334,7 +334,7 @@ def _naive_runs_found(n_grp, gs_off, gp_off, gsat, probe, store, runs):
 
 
 def _ge_end():
-    from fastpubsub.engine.probing import GROUP
+    from fastpubsub.engine.kernels.probing import GROUP
 
     return np.zeros(GROUP, dtype=np.int64)
 
@@ -344,8 +344,8 @@ def _ge_end():
 def test_probing_stages_agree_with_their_naive_references(fixed, sizes):
     """Every stage against its naive reference, on equalities (W0: few entries pass a column) and on inequalities
     in the later columns (W2: about half pass each, the later columns tested column by column)."""
-    from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
+    from fastpubsub.engine.frontend.encoding import encode_batch
+    from fastpubsub.engine.kernels.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
                                            stage_heads, stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
 
     m, batches = _conjunction_matcher(fixed=fixed, sizes=sizes)
@@ -416,10 +416,10 @@ def test_distinct_per_event_against_naive(events):
 def test_flatness_counters_agree_with_the_naive_stages():
     """``benchmarks.flatness`` counts per event what stage 5 does: runs found, their entries, those passing column 1."""
     from benchmarks.flatness import COUNTERS, count_stages
-    from fastpubsub.engine.cluster_store import INDEX_ROW, STARTS_ROW, run_row
-    from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import GROUP, ProbeScratch
-    from fastpubsub.engine.scan import BY_INDEX, run_path
+    from fastpubsub.engine.structures.cluster_store import INDEX_ROW, STARTS_ROW, run_row
+    from fastpubsub.engine.frontend.encoding import encode_batch
+    from fastpubsub.engine.kernels.probing import GROUP, ProbeScratch
+    from fastpubsub.engine.kernels.scan import BY_INDEX, run_path
 
     m, batches = _conjunction_matcher()
     ix = m.index
@@ -463,8 +463,8 @@ def test_flatness_counters_agree_with_the_naive_stages():
 @pytest.mark.parametrize("ahead", [1, 2, 7, 16, 64])
 def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
     """``runs_entries(..., ahead)``: whatever the prefetch distance (shorter or longer than a group's runs), the same pairs."""
-    from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import (GROUP, STAGED, runs_entries, runs_found, runs_index_rows, stage_heads,
+    from fastpubsub.engine.frontend.encoding import encode_batch
+    from fastpubsub.engine.kernels.probing import (GROUP, STAGED, runs_entries, runs_found, runs_index_rows, stage_heads,
                                            stage_keys, stage_lookup)
 
     m, batches = _conjunction_matcher()
@@ -503,7 +503,7 @@ def test_phase1_bisection_is_searchsorted_on_the_group(vals, x, cut):
     NaN sorted last as numpy does, on either side."""
     from numba import njit
 
-    from fastpubsub.engine.predicates import _bisect
+    from fastpubsub.engine.structures.predicates import _bisect
 
     a = np.sort(np.array(vals, dtype=np.float64))
     lo = min(cut, len(a))
@@ -516,8 +516,8 @@ def test_run_index_looked_up_for_equalities_alone_finds_every_run():
     """W1's subscriptions (an inequality in each, a free equality in most): stage 1 puts each event's equalities
     first; while every filed entry's first column is an equality, the runs found from those alone are the runs
     found from all its satisfied predicates (naive), and a subscription of inequalities alone turns that off."""
-    from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import GROUP, runs_found, runs_index_rows, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.frontend.encoding import encode_batch
+    from fastpubsub.engine.kernels.probing import GROUP, runs_found, runs_index_rows, stage_heads, stage_keys, stage_lookup
 
     m, batches = _conjunction_matcher(fixed=("=", "=", "<="), sizes=(4, 5))
     ix = m.index

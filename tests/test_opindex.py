@@ -1,4 +1,4 @@
-"""OpIndex (engine/opindex.py): exact against the oracle on sparse, wide workloads; its kernel against tests/naive.py.
+"""OpIndex (engine/algorithms/opindex.py): exact against the oracle on sparse, wide workloads; its kernel against tests/naive.py.
 
 Subscriptions draw their attributes from thousands of names, events carry the
 attributes of a few subscriptions (so that rows match, nearly match or miss
@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import AllOf, AnyOf, AttributeStats, EventStatistics, Matcher, OracleMatcher, SubscriptionBatch
-from fastpubsub.engine.encoding import encode_batch
-from fastpubsub.engine.opindex import (
+from fastpubsub.engine.frontend.encoding import encode_batch
+from fastpubsub.engine.algorithms.opindex import (
     EPOCH_LIMIT, assign_ids, choose_pivots, opindex_events, signature_bit, sort_by_bucket,
 )
 from fastpubsub.engine.semantics import OPERATORS
-from fastpubsub.engine.sparse_workload import (
+from fastpubsub.workloads.sparse import (
     SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions,
 )
 
@@ -247,7 +247,7 @@ def test_counters_survive_the_epoch_limit():
 
 
 def test_string_codes_renumbered_under_order_predicates():
-    """A bulk load of many new strings renumbers every code (engine/encoding.py); stored order values follow."""
+    """A bulk load of many new strings renumbers every code (engine/frontend/encoding.py); stored order values follow."""
     m, o = Matcher("opindex"), OracleMatcher()
     first = [(0, [("s", "<", "m"), ("t", "=", 1)]), (1, [("s", ">=", "m5")]), (2, [("s", "between", ["b", "n"])])]
     rng = np.random.default_rng(5)
@@ -329,4 +329,4 @@ def test_a_warm_process_loads_opindexs_kernels_from_numbas_cache():
     run_process("opindex", 500)
     warm = run_process("opindex", 500)
     assert warm["compiled"] == [] and warm["events"] == 200
-    assert "fastpubsub.engine.opindex.opindex_events" in warm["loaded"]
+    assert "fastpubsub.engine.algorithms.opindex.opindex_events" in warm["loaded"]

@@ -16,7 +16,7 @@ from naive import prefix_groups_content, prefix_groups_matches
 
 from fastpubsub.engine import ALGORITHMS, AnyOf, Matcher, OracleMatcher, SubscriptionBatch
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.prefix_groups import PrefixGroups, code_points, prefix_fill
+from fastpubsub.engine.structures.prefix_groups import PrefixGroups, code_points, prefix_fill
 
 ALPHABET = ["a", "b", "é", "\U0001f600", "\ud800", "0"]
 text = st.lists(st.sampled_from(ALPHABET), min_size=0, max_size=6).map("".join)

@@ -13,8 +13,8 @@ import naive
 from fastpubsub.engine import Matcher, OracleMatcher
 from fastpubsub.engine.costmodel.constants import pack_schema, presence_field, presence_schema
 from fastpubsub.engine.costmodel.greedy import EqualityProfile, best_assignment
-from fastpubsub.engine.statistics import AttributeStats, EventStatistics
-from fastpubsub.engine.sparse_workload import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
+from fastpubsub.engine.costmodel.statistics import AttributeStats, EventStatistics
+from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
 
 OPERATORS_SPEC = SPARSE_PRESETS["opindex-operators"]
 
@@ -108,8 +108,8 @@ def test_without_statistics_the_subscription_database_picks_the_pivot():
 def test_presence_keys_are_reached_as_the_naive_reference_says():
     """Stage 1 of the clustered kernel (its variant with presence keys) adds the presence list of every field an event
     carries."""
-    from fastpubsub.engine.encoding import encode_batch
-    from fastpubsub.engine.probing import GROUP, stage_heads, stage_keys_sparse, stage_lookup
+    from fastpubsub.engine.frontend.encoding import encode_batch
+    from fastpubsub.engine.kernels.probing import GROUP, stage_heads, stage_keys_sparse, stage_lookup
 
     spec = replace(OPERATORS_SPEC, n_attributes=300)
     m = Matcher("dynamic")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from random_workload import random_events, random_subscriptions
 
-from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine.validity.event_store import ValidEventStore
 from fastpubsub.services.events import snapshot
 from fastpubsub.services.events.shard import Shard, shard_of
 from fastpubsub.services.events.subscriptions import SubscriptionState, parse_subscription_id

@@ -1,4 +1,4 @@
-"""The per-event sort of matched ids (engine/sorting.py) and the kernel step that uses it, against naive ones."""
+"""The per-event sort of matched ids (engine/kernels/sorting.py) and the kernel step that uses it, against naive ones."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from numba import njit
 
 import naive
 
-from fastpubsub.engine.scan import finish_event
-from fastpubsub.engine.sorting import INSERTION_MAX, RADIX_IDS_PER_PASS, sort_slice
+from fastpubsub.engine.kernels.scan import finish_event
+from fastpubsub.engine.kernels.sorting import INSERTION_MAX, RADIX_IDS_PER_PASS, sort_slice
 
 
 @njit  # not cached: a cached wrapper would keep an edited sort_slice (numba checks only this file)

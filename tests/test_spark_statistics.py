@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_helpers import send
 from statistics_helpers import N_SUBSCRIPTIONS, events_without_a1, w0_subscriptions
 
-from fastpubsub.engine.statistics import EventStatistics
+from fastpubsub.engine.costmodel.statistics import EventStatistics
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import decode_statistics, encode_event, encode_statistics
 from fastpubsub.wire.event_decoder import decode_events
@@ -86,7 +86,7 @@ def reference_statistics(events: list[dict], opts: StatisticsOptions) -> EventSt
     )
     long["nan"] = (long["kind"] == 0) & long["number"].isna()
     stats = EventStatistics(event_count=n, source="spark")
-    from fastpubsub.engine.statistics import AttributeStats
+    from fastpubsub.engine.costmodel.statistics import AttributeStats
 
     for attr, g in long.groupby("attribute"):
         present = len(g)

@@ -1,6 +1,6 @@
 """End to end through the embedded broker on sparse attributes: thousands of attributes, events of a few dozen.
 
-The subscriptions are OpIndex's synthetic ones with every operator (engine.sparse_workload, preset
+The subscriptions are OpIndex's synthetic ones with every operator (workloads.sparse, preset
 "opindex-operators"): most have no equality to key on, so the processor's matcher files them under presence
 keys or the catch-all list (dynamic, whose short lists are packed over this many fields) or under their pivot
 attribute (opindex). The notifications must be the oracle's, whichever algorithm the processor runs.
@@ -14,7 +14,7 @@ import pytest
 from kafka_helpers import notifications, wait_processed
 from random_workload import by_event, expected_matches, send_events, send_subscriptions
 
-from fastpubsub.engine import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
+from fastpubsub.workloads import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
 from fastpubsub.wire.codecs import Subscription
 
 pytestmark = pytest.mark.broker
@@ -31,7 +31,7 @@ def test_a_sparse_workload_end_to_end_equals_the_oracle(bootstrap, group_id, sta
     p = start_processor(algorithm=algorithm)
     assert len(p.state) == len(subs)
     if algorithm == "dynamic":
-        assert p.state.matcher.stats()["lists"] == "packed"  # engine/packed.py: over 4,096 fields
+        assert p.state.matcher.stats()["lists"] == "packed"  # engine/algorithms/packed.py: over 4,096 fields
     assert len({a for e in events for a in e}) > 3000
     send_events(bootstrap, events)
     wait_processed(bootstrap, group_id)

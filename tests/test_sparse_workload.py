@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from fastpubsub.engine import Matcher, OracleMatcher
-from fastpubsub.engine.lowering import parse_derived
+from fastpubsub.engine.frontend.lowering import parse_derived
 from fastpubsub.engine.semantics import KIND_STRING, OP_CODE
-from fastpubsub.engine.sparse_workload import (
+from fastpubsub.workloads.sparse import (
     OPINDEX, SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions,
 )
 

@@ -5,8 +5,8 @@ import math
 import pytest
 
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.statistics import AttributeStats, EventStatistics, StatisticsCollector
-from fastpubsub.engine.workload import PRESETS, generate_events
+from fastpubsub.engine.costmodel.statistics import AttributeStats, EventStatistics, StatisticsCollector
+from fastpubsub.workloads.fabret import PRESETS, generate_events
 
 
 def test_uniform_statistics_before_any_event():

@@ -15,7 +15,7 @@ import pytest
 from kafka_helpers import dead_letters, send
 from statistics_helpers import events_without_a1, snapshot_of, w0_subscriptions
 
-from fastpubsub.engine.workload import PRESETS, generate_events
+from fastpubsub.workloads.fabret import PRESETS, generate_events
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.wire import codecs, topics
 from fastpubsub.services.events.statistics_feed import describe_change

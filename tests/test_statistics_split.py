@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import AttributeStats, EventStatistics, Matcher, SnapshotParts, split_record
-from fastpubsub.engine.statistics import PartitionOffsets, SourceWindow
+from fastpubsub.engine.costmodel.statistics import PartitionOffsets, SourceWindow
 from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
 from fastpubsub.wire.codecs import decode_statistics, encode_statistics
 

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fastpubsub.engine import OPERATORS, KIND_BOOL, KIND_STRING
-from fastpubsub.engine.workload import W0, generate_subscriptions
+from fastpubsub.workloads.fabret import W0, generate_subscriptions
 from fastpubsub.services.events.subscriptions import SubscriptionState
 from fastpubsub.wire import codecs
 from fastpubsub.wire.codecs import (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.event_store import ValidEventStore
+from fastpubsub.engine.validity.event_store import ValidEventStore
 from fastpubsub.wire import codecs
 from fastpubsub.wire.codecs import DecodeError, Subscription
 from fastpubsub.services.events.subscriptions import SubscriptionState

@@ -5,7 +5,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.engine.validity import DeadlineQueue
+from fastpubsub.engine.validity.deadlines import DeadlineQueue
 
 
 def test_pop_due_returns_expired_ids_once_in_deadline_order():

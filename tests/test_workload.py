@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fastpubsub.engine.semantics import OP_CODE
-from fastpubsub.engine.workload import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
+from fastpubsub.workloads.fabret import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
 
 
 def _rows(batch, k):

@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
-from fastpubsub.engine import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
@@ -393,7 +393,7 @@ class _Watcher:
 @click.option("--subscriptions", "n_subscriptions", type=int, default=100_000, show_default=True,
               help="Number of generated subscriptions.")
 @click.option("--events", "n_events", type=int, default=10_000, show_default=True, help="Number of generated events.")
-@click.option("--workload", default="W0", show_default=True, help="Fabret et al. workload preset (engine.workload.PRESETS).")
+@click.option("--workload", default="W0", show_default=True, help="Fabret et al. workload preset (workloads.fabret.PRESETS).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the generated subscriptions and events.")
 @click.option("--port", type=int, default=0, show_default=True, help="Broker port on 127.0.0.1 (0: any free port).")
 @click.option("--kafka-home", envvar=KAFKA_HOME_ENV, type=click.Path(exists=True, file_okay=False), default=None,

@@ -4,14 +4,14 @@ No Kafka, no Spark: the engine is a library.  What this module exports is its
 public API; the processor, the statistics job and the CLI use nothing else.
 """
 
-from .cluster_store import RUN_MIN
+from .structures.cluster_store import RUN_MIN
 from .columnar import (
     EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_events,
     take_subscription_groups, take_subscriptions, unpack_strings,
 )
-from .encoding import N_KINDS
-from .event_store import StoredMatches, ValidEventStore
-from .index import Index, IndexContext, register
+from .frontend.encoding import N_KINDS
+from .validity.event_store import StoredMatches, ValidEventStore
+from .algorithms.index import Index, IndexContext, register
 from .matcher import ALGORITHMS, Matcher, Matches
 from .oracle import OracleMatcher
 from .semantics import (
@@ -23,19 +23,15 @@ from .structure import dump as dump_index
 from .structure import fingerprint as index_fingerprint
 from .structure import holds_exactly as index_holds
 from .structure import load as load_index
-from .statistics import MAX_PART_BYTES, AttributeStats, EventStatistics, PartitionOffsets, SnapshotParts, SourceWindow, split_record
-from .validity import DeadlineQueue
-from .sparse_workload import SPARSE_PRESETS, SparseSpec, generate_sparse_events, generate_sparse_subscriptions
-from .workload import PRESETS, generate_events, generate_subscriptions
+from .costmodel.statistics import MAX_PART_BYTES, AttributeStats, EventStatistics, PartitionOffsets, SnapshotParts, SourceWindow, split_record
+from .validity.deadlines import DeadlineQueue
 
 __all__ = [
     "ALGORITHMS", "ALL_OPERATORS", "AllOf", "AnyOf", "EXTENDED_OPERATORS", "MAX_CONJUNCTIONS", "MAX_LIST",
     "take_subscription_groups", "validate_subscription", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "Index", "IndexContext", "KINDS",
-    "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher", "PRESETS",
+    "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS", "OracleMatcher",
     "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
-    "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "generate_events", "generate_subscriptions",
-    "pack_strings", "register", "StructureError", "dump_index", "index_fingerprint", "index_holds", "load_index",
-    "take_events", "take_subscriptions", "unpack_strings", "validate_event", "validate_predicates",
-    "MAX_PART_BYTES", "SnapshotParts", "split_record", "SPARSE_PRESETS", "SparseSpec", "generate_sparse_events",
-    "generate_sparse_subscriptions",
+    "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "pack_strings", "register", "StructureError",
+    "dump_index", "index_fingerprint", "index_holds", "load_index", "take_events", "take_subscriptions",
+    "unpack_strings", "validate_event", "validate_predicates", "MAX_PART_BYTES", "SnapshotParts", "split_record",
 ]

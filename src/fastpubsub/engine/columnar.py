@@ -12,7 +12,7 @@ code (``engine.semantics.KINDS``) plus its payload: numbers (bool as 0/1) in
 position order.
 
 A :class:`SubscriptionBatch` holds *rows*, conjunctions of the six
-comparisons (engine/lowering.py rewrites the other operators and OR into
+comparisons (engine/frontend/lowering.py rewrites the other operators and OR into
 them); a subscription of several rows has them adjacent, the later ones
 flagged in ``disjunct``.
 """
@@ -156,9 +156,9 @@ class SubscriptionBatch:
 
         ``validated``: ids and subscriptions were checked already
         (``validate_subscription``; skip it).  Subscriptions are lowered to
-        rows (engine/lowering.py).
+        rows (engine/frontend/lowering.py).
         """
-        from .lowering import lower  # lowering reads EventBatch from this module
+        from .frontend.lowering import lower  # lowering reads EventBatch from this module
 
         names: dict[str, int] = {}
         ids: list[int] = []
@@ -188,7 +188,7 @@ class SubscriptionBatch:
 
     def to_lists(self) -> list[tuple[int, Any]]:
         """``(id, predicates)``, or ``(id, AnyOf(rows))`` for a subscription of several rows (derived predicates lifted)."""
-        from .lowering import lift
+        from .frontend.lowering import lift
         from .semantics import AnyOf
 
         values = _decode_values(self.kinds, self.numbers, self.strings)

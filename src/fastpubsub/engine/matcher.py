@@ -1,10 +1,10 @@
 """The public matcher: subscriptions in, matching subscription ids out.
 
-Shared by every algorithm: the dictionaries (engine/encoding.py), the
-predicate table (engine/predicates.py) and the subscription handles (a dense
+Shared by every algorithm: the dictionaries (engine/frontend/encoding.py), the
+predicate table (engine/structures/predicates.py) and the subscription handles (a dense
 int32 per subscription, the entries of the clusters; ``id -> handle`` is a
 hash table, ``handle -> id`` an array).  The algorithm's
-:class:`~engine.index.Index`, built by the registry of engine/index.py, owns
+:class:`~engine.algorithms.index.Index`, built by the registry of engine/algorithms/index.py, owns
 the structure subscriptions are filed in and matches events against it.
 
 Every way in goes through one vectorised insertion path (``add`` builds a
@@ -20,26 +20,26 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
-from . import algorithms  # noqa: F401  (registers the built-in algorithms)
+from .algorithms import builtin  # noqa: F401  (registers the built-in algorithms)
 from .columnar import EventBatch, SubscriptionBatch
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
-from .encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
-from .hashtable import HashTable, ht_lookup
-from .idpool import IdPool, grow
-from .index import REGISTRY, Clustering, Index, IndexContext
-from .catchall import merge_matches
+from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
+from .structures.hashtable import HashTable, ht_lookup
+from .structures.idpool import IdPool, grow
+from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
+from .algorithms.catchall import merge_matches
 from .columnar import take_subscriptions
-from .lowering import DerivedAttributes, parse_derived
-from .prefix_groups import PrefixGroups
-from .predicates import PredicateTable, has_duplicate_attribute
+from .frontend.lowering import DerivedAttributes, parse_derived
+from .structures.prefix_groups import PrefixGroups
+from .structures.predicates import PredicateTable, has_duplicate_attribute
 from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription, validate_subscription_id
-from .statistics import EventStatistics
+from .costmodel.statistics import EventStatistics
 
 #: Single adds (or removes) buffered at most before they are applied in bulk.
 PENDING_MAX = 4096
-#: The registered algorithms' names (engine/index.py; a later ``register`` adds to it).
+#: The registered algorithms' names (engine/algorithms/index.py; a later ``register`` adds to it).
 ALGORITHMS = REGISTRY
 
 
@@ -89,7 +89,7 @@ def _distinct_per_row(off, pids):
 def distinct_per_event(off, ids):
     """Drop repeated ids within each event of a CSR result (ids ascending per event: repeats are adjacent).
 
-    A subscription of several rows (engine/lowering.py) is reported once per
+    A subscription of several rows (engine/frontend/lowering.py) is reported once per
     event however many of its rows hold.
     """
     n = off.shape[0] - 1
@@ -116,7 +116,7 @@ def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
 
 
 def _check_derived(batch: SubscriptionBatch, derived: list[int]) -> None:
-    """Predicates on derived attributes are what engine/lowering.py makes: ``= string`` of the attribute's length
+    """Predicates on derived attributes are what engine/frontend/lowering.py makes: ``= string`` of the attribute's length
     (prefix, suffix) or ``= true`` (contains); event matching relies on it."""
     at = np.flatnonzero(np.isin(np.asarray(batch.attributes), derived))
     kinds, ops = np.asarray(batch.kinds)[at], np.asarray(batch.operators)[at]
@@ -141,9 +141,9 @@ class Matcher:
     "dynamic" (section 4: the maintenance algorithm keeps the clustering
     near the best one as subscriptions and statistics change); "opindex"
     (Zhang et al., PVLDB 2014: subscriptions filed under their attribute
-    rarest in events, for sparse events over many attributes; engine/opindex.py).
+    rarest in events, for sparse events over many attributes; engine/algorithms/opindex.py).
 
-    The algorithm is looked up in the registry (engine/index.py), which
+    The algorithm is looked up in the registry (engine/algorithms/index.py), which
     other algorithms join with ``register``; keyword ``options`` (scan
     parameters, ``runs``) go to its factory.  ``model`` (a
     :class:`~engine.costmodel.model.CostModel`) defaults to the calibrated
@@ -163,8 +163,8 @@ class Matcher:
         self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
         ctx = IndexContext(self.preds, self.probabilities, model=model, thresholds=thresholds, max_space=max_space)
         self._index: Index = REGISTRY.build(algorithm, ctx, **options)
-        self.derived = DerivedAttributes()  # derived attributes of prefix / suffix / contains (engine/lowering.py)
-        self.prefixes = PrefixGroups()  # subscriptions that are one prefix predicate (engine/prefix_groups.py)
+        self.derived = DerivedAttributes()  # derived attributes of prefix / suffix / contains (engine/frontend/lowering.py)
+        self.prefixes = PrefixGroups()  # subscriptions that are one prefix predicate (engine/structures/prefix_groups.py)
         self._rows: dict[int, np.ndarray] = {}  # id -> handles of its later rows, for subscriptions of several rows
         self._checked_names: tuple | None = None  # the last event batch names found valid and without repeats
         self._pending_add: dict[int, list] = {}  # buffered single adds, validated (see add)
@@ -178,7 +178,7 @@ class Matcher:
 
     @property
     def index(self) -> Index:
-        """The algorithm's index (engine/index.py), with every buffered single change applied."""
+        """The algorithm's index (engine/algorithms/index.py), with every buffered single change applied."""
         self.flush()
         return self._index
 

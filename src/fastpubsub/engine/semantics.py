@@ -39,7 +39,7 @@ A subscription is a conjunction (a list of predicates), a disjunction of
 conjunctions (:class:`AnyOf`, DNF) or a conjunction of disjunctions
 (:class:`AllOf`, CNF); it is notified at most once per event.  The engine
 evaluates every subscription as a set of conjunctions of comparisons
-(engine/lowering.py); :func:`conjunction_count` is their number, at most
+(engine/frontend/lowering.py); :func:`conjunction_count` is their number, at most
 ``MAX_CONJUNCTIONS`` (``ValueError`` beyond), so that what validates here
 always fits the engine.
 """
@@ -259,7 +259,7 @@ def _canon(groups: list) -> list:
 
 
 def _alternatives(p: Predicate) -> int:
-    """How many conjunctions of comparisons the engine needs for one predicate (engine/lowering.py)."""
+    """How many conjunctions of comparisons the engine needs for one predicate (engine/frontend/lowering.py)."""
     op = p[1]
     if op == "in":
         return len(_distinct(p[2]))

@@ -24,7 +24,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from .batch import clustered_kernel, propagation_kernel
+from .kernels.batch import clustered_kernel, propagation_kernel
 from .matcher import Matcher
 
 #: Numba kernel factories an index's ``_kernel`` may come from (called again with its ``scan_options``).

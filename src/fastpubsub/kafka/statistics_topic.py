@@ -59,7 +59,7 @@ def publish_snapshot(clients: ClientFactory | str, stats: EventStatistics, topic
     """Produce one snapshot and wait for the broker's acks: (partition, offset of its last record).
 
     A snapshot that encodes over ``max_bytes`` (default: under Kafka's default
-    1 MB record limit) is split into parts (``engine.statistics.split_record``),
+    1 MB record limit) is split into parts (``engine.costmodel.statistics.split_record``),
     produced in order, each keyed by :func:`part_key`.
     """
     if stats.window is None:

@@ -32,9 +32,8 @@ import numpy as np
 from numba.core import config as numba_config
 from numba.core.caching import UserProvidedCacheLocator
 
-from fastpubsub.engine import (
-    ALGORITHMS, PRESETS, ValidEventStore, generate_events, generate_subscriptions,
-)
+from fastpubsub.engine import ALGORITHMS, ValidEventStore
+from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.wire.subscription_decoder import decode_subscriptions

@@ -5,7 +5,7 @@ decoded batch, made in the executors).  Spark merges them across batches and
 splits in one job and hands the merged tables to the driver as Arrow; they are
 small (a row per distinct attribute value, per distinct schema, per distinct
 value combination of a guessed joint set), and the driver derives the snapshot,
-an :class:`engine.statistics.EventStatistics` with ``source="spark"``, with
+an :class:`engine.costmodel.statistics.EventStatistics` with ``source="spark"``, with
 numpy.  A group of more than ``driver_rows`` merged rows (a high-cardinality
 attribute, very many distinct schemas, a joint set with many combinations)
 stays in Spark: only its row count reaches the driver and Spark derives its
@@ -79,7 +79,7 @@ class StatisticsOptions:
 
 
 def value_key(kind: int, number: float, string: str | None) -> tuple:
-    """A Spark value (kind, number, string) as the key ``engine.statistics`` uses."""
+    """A Spark value (kind, number, string) as the key ``engine.costmodel.statistics`` uses."""
     if kind == KIND_STRING:
         return (1, string)
     if kind == KIND_BOOL:

@@ -1,4 +1,4 @@
-"""The price of the bit-parallel path (engine/bitmaps.py) against the scan of the catch-all list.
+"""The price of the bit-parallel path (engine/algorithms/bitmaps.py) against the scan of the catch-all list.
 
 Per event, ``n`` subscriptions constraining ``F`` fields with ``R`` range
 (``<`` ``<=`` ``>`` ``>=`` ``!=``) predicates between them cost:

@@ -25,8 +25,8 @@ import time
 import numpy as np
 from numba import njit
 
-from ..hashtable import HashTable, ht_find3
-from ..scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, scan_dispatch
+from ..structures.hashtable import HashTable, ht_find3
+from ..kernels.scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD, scan_dispatch
 from .model import CostModel, save_model
 from .runs import measure_run_costs, save_run_costs
 

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..idpool import grow
+from ..structures.idpool import grow
 from .constants import MAX_SCHEMA, SAFETY_MARGIN, unpack_rows, unpack_schema
 from .runs import candidate_benefits, drop_benefits, enumerate_dest, pricing_for, tuples_fit, typical_pi
 

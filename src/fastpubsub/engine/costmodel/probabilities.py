@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..encoding import N_KINDS, AttributeDictionary, StringDictionary
-from ..predicates import PredicateTable
-from ..lowering import parse_derived
+from ..frontend.encoding import N_KINDS, AttributeDictionary, StringDictionary
+from ..structures.predicates import PredicateTable
+from ..frontend.lowering import parse_derived
 from ..semantics import KIND_BOOL, KIND_STRING, KINDS, OP_EQ, RESERVED_PREFIX
-from ..statistics import EventStatistics, StatisticsCollector
+from .statistics import EventStatistics, StatisticsCollector
 
 #: Online statistics are adopted when some live equality predicate's nu differs this much (dynamic).
 ADOPT_RATIO = 1.5

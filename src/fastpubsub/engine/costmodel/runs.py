@@ -1,9 +1,9 @@
 """The price of a cluster list with a run index (ours; equation 3.1's checking term for sorted clusters).
 
 Equation 3.1 charges ``K_c`` per subscription of every list an event
-reaches.  A list of at least ``run_min`` entries (engine/cluster_store.py)
+reaches.  A list of at least ``run_min`` entries (engine/structures/cluster_store.py)
 that also holds over ``INDEX_GAIN`` times as many entries as the event has
-satisfied predicates is scanned through its run index (engine/scan.py,
+satisfied predicates is scanned through its run index (engine/kernels/scan.py,
 ``run_path``): per event that reaches it,
 
 * ``K_l`` per satisfied predicate, looked up in the index (the per-cluster term);
@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
-from ..probing import RUN_AHEAD
-from ..scan import INDEX_GAIN, prefetch
+from ..kernels.probing import RUN_AHEAD
+from ..kernels.scan import INDEX_GAIN, prefetch
 from .model import CostModel, model_path
 
 #: With runs, access keys whose nu is within this factor of each other are ties when subscriptions are filed
@@ -100,7 +100,7 @@ class RunPricing:
     fields: float  # distinct first-column fields a list's runs spread over (F)
 
     def indexed(self, n: np.ndarray) -> np.ndarray:
-        """Lists of ``n`` entries scanned through their run index (engine.scan.run_path)."""
+        """Lists of ``n`` entries scanned through their run index (engine.kernels.scan.run_path)."""
         n = np.asarray(n, dtype=np.float64)
         return (n >= self.run_min) & (n > INDEX_GAIN * self.nsat)
 

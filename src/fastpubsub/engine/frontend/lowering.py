@@ -35,7 +35,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .semantics import KIND_BOOL, KIND_STRING, OP_CODE, RESERVED_PREFIX, AnyOf, Predicate, _distinct
+from ..semantics import KIND_BOOL, KIND_STRING, OP_CODE, RESERVED_PREFIX, AnyOf, Predicate, _distinct
 
 _DERIVED = ("prefix", "suffix", "contains")
 

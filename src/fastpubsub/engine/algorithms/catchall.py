@@ -4,12 +4,12 @@ Subscriptions with nothing to key on are filed under the catch-all key and
 scanned for every event; when they are range-heavy, phase 1 also lists
 every range constant each event value satisfies.  :class:`CatchAllPath`
 mirrors the catch-all's subscriptions into a
-:class:`~engine.bitmaps.RangeBitmaps` when ``engine.costmodel.bitmaps``
+:class:`~engine.algorithms.bitmaps.RangeBitmaps` when ``engine.costmodel.bitmaps``
 prices it below the scan: they stay filed in the cluster store (so moving,
 removing and statistics are unchanged), the scan kernel skips the catch-all
 list (its head hidden for the call), their predicates leave phase 1, and
 the bitmap kernel's matches are merged in.  The hooks are three calls in
-engine/conjunction_index.py: :meth:`filed`, :meth:`unfiled`, :meth:`match`.
+engine/algorithms/conjunction_index.py: :meth:`filed`, :meth:`unfiled`, :meth:`match`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any, Callable
 import numpy as np
 from numba import njit
 
-from .access_keys import CATCH_ALL
+from ..structures.access_keys import CATCH_ALL
 from .bitmaps import RangeBitmaps
-from .costmodel.bitmaps import BITMAP_COST, BitmapCost, prefer_bitmaps
-from .idpool import grow
-from .predicates import PredicateTable
-from .semantics import OP_EQ
+from ..costmodel.bitmaps import BITMAP_COST, BitmapCost, prefer_bitmaps
+from ..structures.idpool import grow
+from ..structures.predicates import PredicateTable
+from ..semantics import OP_EQ
 
 
 #: ``Matcher("static" | "dynamic", catch_all=...)``.

@@ -26,8 +26,8 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import numpy as np
 from numba import njit
 
-from .columnar import EventBatch
-from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
+from ..columnar import EventBatch
+from ..semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
 
 N_KINDS = len(KINDS)
 SPACING = 1 << 20  # gap between consecutive string codes after a renumbering
@@ -216,7 +216,7 @@ def _classify(values: list[Any]) -> np.ndarray:
     """Kind codes of event values, at C speed for exact int/float/bool/str types."""
     kinds = list(map(_KIND_OF_TYPE.get, map(type, values)))
     if None in kinds:  # subclasses (numpy scalars, IntEnum, ...) or invalid types
-        from .semantics import value_kind
+        from ..semantics import value_kind
 
         kinds = [value_kind(v) for v in values]
     return np.array(kinds, dtype=np.int8)

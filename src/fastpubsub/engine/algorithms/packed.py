@@ -1,6 +1,6 @@
 """Packed lists: each short access-key list of static and dynamic in one block, its predicates inline.
 
-A cluster (engine/cluster_store.py) holds the entries of one access key with
+A cluster (engine/structures/cluster_store.py) holds the entries of one access key with
 the same number ``k`` of columns; a key's list chains one cluster per ``k``.
 With sparse, high-dimensional attributes (OpIndex's workload: 1M
 subscriptions over 20,000 attributes) the keys are many and their lists
@@ -13,10 +13,10 @@ clears about 1,500 bits per event for those few hundred tests.
 So a list of at most ``PACK_MAX`` entries is also kept *packed*: one block
 ``[n, (k, handle, (field << 3 | op, constant) x k) x n]`` in
 ``PackedLists.data``, at ``start[key]`` (-1: not packed; its clusters are
-scanned with engine/direct.py's row per predicate).  An event reaching the
+scanned with engine/algorithms/direct.py's row per predicate).  An event reaching the
 key reads one block (its first lines prefetched for the whole group of
 events before any is scanned), follows no cluster, and tests each predicate
-from the block against its own per-field rows (engine/direct.py): no
+from the block against its own per-field rows (engine/algorithms/direct.py): no
 inequality group is searched, no bit set or cleared.  :func:`packed_events`
 is the batch loop; ``lists="auto"`` takes it where :func:`use_packed` says.
 
@@ -37,11 +37,11 @@ import numpy as np
 from numba import njit
 
 from .direct import DirectTable, check_predicate, direct_keys, scan_list_direct
-from .hashtable import ht_find3
-from .idpool import grow
-from .probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
-from .scan import ensure_room, finish_event, prefetch
-from .semantics import OP_EQ
+from ..structures.hashtable import ht_find3
+from ..structures.idpool import grow
+from ..kernels.probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
+from ..kernels.scan import ensure_room, finish_event, prefetch
+from ..semantics import OP_EQ
 
 #: Lists of at most this many entries are packed.
 PACK_MAX = 32
@@ -63,7 +63,7 @@ def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, row, sta
     """Pack the lists of ``keys`` at ``data[used:]`` (``start[q]`` = -1 for a list longer than ``pack_max``).
 
     Each column's predicate id ``p`` is written as its row of
-    :class:`~engine.direct.DirectPredicates` (``row[p]``: field and operator,
+    :class:`~engine.algorithms.direct.DirectPredicates` (``row[p]``: field and operator,
     constant).  ``data`` must have room (:func:`packed_size`).  Returns the new ``used``.
     """
     for q in keys:
@@ -243,7 +243,7 @@ def use_packed(mode: str, n_fields: int, satisfied: float) -> bool:
 
 
 class PackedLists:
-    """The packed copies of a :class:`~engine.cluster_store.ClusterStore`'s short lists, kept up to date lazily."""
+    """The packed copies of a :class:`~engine.structures.cluster_store.ClusterStore`'s short lists, kept up to date lazily."""
 
     def __init__(self, store, direct: DirectTable) -> None:
         self.store = store

@@ -20,7 +20,7 @@ equation 3.1).  Single-field schemas are the predicate phase's own
   is best for them; :class:`engine.costmodel.maintenance.Maintenance` creates and drops
   schemas and moves subscriptions as clusters grow hot and statistics shift.
 
-Matching is :func:`engine.probing.clustered_events`.  Fields stand in for the
+Matching is :func:`engine.kernels.probing.clustered_events`.  Fields stand in for the
 paper's attributes (a field is an attribute and a value kind; predicates only
 ever compare values of one kind).
 """
@@ -32,26 +32,26 @@ import time
 import numpy as np
 from numba import njit
 
-from .access_keys import CATCH_ALL, AccessKeys
-from .batch import clustered_kernel
+from ..structures.access_keys import CATCH_ALL, AccessKeys
+from ..kernels.batch import clustered_kernel
 from .catchall import CatchAllPath
-from .cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns
-from .costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
+from ..structures.cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns
+from ..costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
                                   unpack_rows, unpack_schema)
-from .costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration
-from .costmodel.model import CostModel
-from .costmodel.maintenance import Maintenance, Thresholds
-from .costmodel.probabilities import EventProbabilities
-from .costmodel.runs import FILING_TOLERANCE, RunCosts, calibrated_run_costs, pricing_for, typical_pi
+from ..costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration
+from ..costmodel.model import CostModel
+from ..costmodel.maintenance import Maintenance, Thresholds
+from ..costmodel.probabilities import EventProbabilities
+from ..costmodel.runs import FILING_TOLERANCE, RunCosts, calibrated_run_costs, pricing_for, typical_pi
 from .direct import DirectTable
 from .packed import LIST_MODES, PackedLists, expected_satisfied, packed_events, use_packed
-from .idpool import grow
+from ..structures.idpool import grow
 from .index import IndexContext
-from .predicates import PredicateTable
-from .probing import GROUP, PHASE1_AHEAD_FIELDS, ProbeScratch
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
-from .semantics import OP_EQ
-from .statistics import StatisticsCollector
+from ..structures.predicates import PredicateTable
+from ..kernels.probing import GROUP, PHASE1_AHEAD_FIELDS, ProbeScratch
+from ..kernels.scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
+from ..semantics import OP_EQ
+from ..costmodel.statistics import StatisticsCollector
 
 #: Maintenance rounds after new statistics, at most (dynamic).
 MAX_SETTLE_ROUNDS = 200
@@ -143,7 +143,7 @@ class ClusteredIndex:
 
     ``probabilities`` gives nu of equality predicates and mu of field sets
     under the current event statistics.  ``runs`` keeps clusters of that
-    many entries or more sorted into runs (engine/cluster_store.py; the
+    many entries or more sorted into runs (engine/structures/cluster_store.py; the
     matcher's factory passes ``RUN_MIN`` unless told ``runs=0``, the paper's
     plain clusters), and the cost model then prices indexed lists
     (engine/costmodel/runs.py).  This
@@ -182,16 +182,16 @@ class ClusteredIndex:
         self.moved = 0  # subscriptions re-filed since creation
         self.reorganize_seconds = 0.0
         self.handles_high = 0
-        # the catch-all list on the bit-parallel path when its price says so (engine/catchall.py)
+        # the catch-all list on the bit-parallel path when its price says so (engine/algorithms/catchall.py)
         self.catch_all = CatchAllPath(preds, model.K_c, self, mode=catch_all)
-        # short lists packed into one block each, over thousands of fields (engine/packed.py)
+        # short lists packed into one block each, over thousands of fields (engine/algorithms/packed.py)
         self.lists = lists
         self.direct = DirectTable(preds)
         self.packed = PackedLists(self.store, self.direct)
         self._satisfied = (-1, None, 0.0)  # (live predicates, statistics, expected satisfied inequalities) of the choice
 
     def packs(self) -> bool:
-        """Whether matching takes the packed lists (engine/packed.py); the expected count of satisfied inequality
+        """Whether matching takes the packed lists (engine/algorithms/packed.py); the expected count of satisfied inequality
         predicates it weighs is refreshed when the live predicates change by an eighth or the statistics change."""
         if self.lists != "auto" or self.preds.n_fields < PHASE1_AHEAD_FIELDS:
             return use_packed(self.lists, self.preds.n_fields, 0.0)
@@ -376,7 +376,7 @@ class ClusteredIndex:
         self.moved += len(handles)
 
     def sort_tails(self, keys: np.ndarray) -> int:
-        """Merge the unsorted tails of these access keys' lists into their runs (engine/cluster_store.py)."""
+        """Merge the unsorted tails of these access keys' lists into their runs (engine/structures/cluster_store.py)."""
         return self.store.sort_tails(keys)
 
     def members_of(self, keys: np.ndarray) -> np.ndarray:
@@ -490,7 +490,7 @@ class ClusteredIndex:
 
     # -- matching ----------------------------------------------------------
     def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Match encoded events (:func:`engine.probing.clustered_events`); CSR of subscription ids."""
+        """Match encoded events (:func:`engine.kernels.probing.clustered_events`); CSR of subscription ids."""
         p = self.preds
         self.eq_of_field = grow(self.eq_of_field, max(p.n_fields, 1), -1)
         self.gmask = grow(self.gmask, len(p.bits), 0)
@@ -551,7 +551,7 @@ class ClusteredIndex:
         s["cost_model"] = self.model.as_dict()
         return s
 
-    # -- configuration (engine.index.Clustering) -----------------------------
+    # -- configuration (engine.algorithms.index.Clustering) -----------------------------
     def statistics_changed(self) -> None:
         """New probabilities: re-read nu (the configuration changes on the next bulk load or reorganize)."""
         self.refresh_probabilities()

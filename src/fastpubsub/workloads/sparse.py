@@ -4,7 +4,7 @@ e-commerce catalogue modelled on its eBay experiment.
 Tens of thousands of attributes, each event carrying a few dozen of them, each
 subscription a handful: the regime where an attribute's *presence* is the
 most selective thing about it.  Output is the engine's columnar form
-(``SubscriptionBatch`` / ``EventBatch``, as engine/workload.py), generated
+(``SubscriptionBatch`` / ``EventBatch``, as workloads/fabret.py), generated
 with vectorised numpy from a seeded ``numpy.random.Generator``: a
 (spec, n, seed) triple always yields the same batch.
 
@@ -26,7 +26,7 @@ theta_1 = 40 %, sigma = 50, Zipf = 0):
   distinct values, ``between`` two), and every ``string_every``-th attribute
   carries short words instead of numbers, on which ``string_operators``
   apply (``prefix`` included).  Extended operators are lowered to rows exactly
-  as engine/lowering.py does (``in`` -> one row per value, ``between`` -> two
+  as engine/frontend/lowering.py does (``in`` -> one row per value, ``between`` -> two
   comparisons, ``prefix`` -> ``=`` on the derived attribute, ...).
 
 The e-commerce preset follows section 7.1's eBay generator: 10,204 attributes,
@@ -46,9 +46,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .columnar import EventBatch, SubscriptionBatch
-from .lowering import derived_name
-from .semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, MAX_CONJUNCTIONS, OP_CODE
+from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
+from fastpubsub.engine.frontend.lowering import derived_name
+from fastpubsub.engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, MAX_CONJUNCTIONS, OP_CODE
 
 #: Operators the generator draws (engine/semantics.py names).
 SPARSE_OPERATORS: tuple[str, ...] = (
@@ -230,7 +230,7 @@ def generate_sparse_subscriptions(spec: SparseSpec, n: int, seed: int = 0, first
 
 
 def _lower(spec, n, first_id, sizes, sub_of, attrs, is_str, ops, first, second, lists, plen) -> SubscriptionBatch:
-    """Rows of comparisons (engine/lowering.py's rewriting, vectorised) as a ``SubscriptionBatch``."""
+    """Rows of comparisons (engine/frontend/lowering.py's rewriting, vectorised) as a ``SubscriptionBatch``."""
     m, L = len(attrs), spec.list_size
     # Comparisons of every alternative of every predicate: (predicate, alternative, op, kind, value, string?).
     parts: list[tuple[np.ndarray, ...]] = []

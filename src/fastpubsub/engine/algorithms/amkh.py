@@ -49,14 +49,14 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from .costmodel.model import CostModel
-from .encoding import N_KINDS, AttributeDictionary
-from .idpool import grow
+from ..costmodel.model import CostModel
+from ..frontend.encoding import N_KINDS, AttributeDictionary
+from ..structures.idpool import grow
 from .index import IndexContext
-from .predicates import PredicateTable, satisfied_predicates
-from .scan import ensure_room, finish_event
-from .sorting import sort_slice
-from .semantics import KIND_STRING, OP_EQ
+from ..structures.predicates import PredicateTable, satisfied_predicates
+from ..kernels.scan import ensure_room, finish_event
+from ..kernels.sorting import sort_slice
+from ..semantics import KIND_STRING, OP_EQ
 
 BUCKETINGS = ("exact", "fold", "range")
 #: the bucketings ``general="auto"`` tries for each attribute with inequality clauses
@@ -596,7 +596,7 @@ class AmkhIndex:
 
     # -- "auto": price the candidate general attributes -----------------------------
     def set_sample(self, events) -> None:
-        """Encoded events (:class:`~engine.encoding.EventArrays`) ``general="auto"`` prices configurations on."""
+        """Encoded events (:class:`~engine.frontend.encoding.EventArrays`) ``general="auto"`` prices configurations on."""
         self.sample_events = events
 
     def choose_general(self, events) -> tuple[tuple[str, str, int], ...]:

@@ -2,7 +2,7 @@
 
 Section 2.2: "each indexed predicate that occurs in one or more subscriptions
 is associated with a single entry in the predicate bit vector".  A predicate
-is (field, operator, value) (see engine/encoding.py); its id is its bit.
+is (field, operator, value) (see engine/frontend/encoding.py); its id is its bit.
 
 Indexes (phase 1 of Figure 2, shared by every algorithm):
 
@@ -28,10 +28,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .encoding import N_KINDS, StringDictionary
+from ..frontend.encoding import N_KINDS, StringDictionary
 from .hashtable import HashTable, ht_find2
 from .idpool import IdPool, grow
-from .semantics import KIND_BOOL, KIND_STRING, OP_EQ, OPERATORS
+from ..semantics import KIND_BOOL, KIND_STRING, OP_EQ, OPERATORS
 
 N_OPS = len(OPERATORS)
 
@@ -81,7 +81,7 @@ def _bisect(a, lo, hi, x, right):
 def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat):
     """Phase 1 for the event made of pairs ``lo:hi``: ids of satisfied predicates into ``sat``.
 
-    ``field``, ``code``, ``eqbits`` are :class:`~engine.encoding.EventArrays`'
+    ``field``, ``code``, ``eqbits`` are :class:`~engine.frontend.encoding.EventArrays`'
     and ``tkeys`` .. ``g_pids`` the phase-1 arrays of :class:`PredicateArrays`
     (``table_keys`` .. ``g_pids``), passed one by one: this is called once
     per event, and the batch loops unpack their containers once per batch
@@ -160,7 +160,7 @@ class PredicateTable:
         self.op = np.zeros(0, dtype=np.int8)
         self.bits_value = np.zeros(0, dtype=np.int64)  # eqbits of the constant
         self.refcount = np.zeros(0, dtype=np.int64)
-        # references held by indexes that evaluate the predicate themselves (engine/bitmaps.py): a predicate
+        # references held by indexes that evaluate the predicate themselves (engine/algorithms/bitmaps.py): a predicate
         # all of whose references are such stays out of the inequality groups, so phase 1 never lists it
         self.offpath = np.zeros(0, dtype=np.int64)
         self.ids = IdPool()
@@ -176,7 +176,7 @@ class PredicateTable:
         self.g_pids = np.zeros(0, dtype=np.int64)
         self.n_fields = 0
         self.version = 0  # bumped whenever ids get new predicates
-        self.assigned: list[np.ndarray] | None = None  # the ids given new predicates, logged once a list (engine/direct.py)
+        self.assigned: list[np.ndarray] | None = None  # the ids given new predicates, logged once a list (engine/algorithms/direct.py)
 
     # -- insertion -----------------------------------------------------
     def intern(self, field: np.ndarray, op: np.ndarray, eqbits: np.ndarray) -> np.ndarray:

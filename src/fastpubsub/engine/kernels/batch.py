@@ -1,17 +1,17 @@
 """The per-batch event loop of Figure 2 for propagation, and the kernel factories of the scanning algorithms.
 
-For each event of a batch: phase 1 (:func:`~engine.predicates.satisfied_predicates`)
+For each event of a batch: phase 1 (:func:`~engine.structures.predicates.satisfied_predicates`)
 lists the satisfied predicate ids; phase 2 (propagation's cluster scan or
 counting's hit counters) appends the handles of matching subscriptions; the
 handles become ascending ids.  One numba call per batch, CSR result.  Counting
-runs the same loop with its own phase 2 (:func:`engine.counting.counting_events`);
-static and dynamic run theirs (:func:`engine.probing.clustered_events`), whose
+runs the same loop with its own phase 2 (:func:`engine.algorithms.counting.counting_events`);
+static and dynamic run theirs (:func:`engine.kernels.probing.clustered_events`), whose
 probes are staged over groups of events.
 
 Each loop takes the named containers its algorithm reads and nothing else:
-:class:`~engine.encoding.EventArrays`, :class:`~engine.predicates.PredicateArrays`,
-:class:`~engine.cluster_store.ClusterArrays` and ``RunArrays``, the access
-keys' arrays, counting's :class:`~engine.counting.CountingArrays`.  The scan
+:class:`~engine.frontend.encoding.EventArrays`, :class:`~engine.structures.predicates.PredicateArrays`,
+:class:`~engine.structures.cluster_store.ClusterArrays` and ``RunArrays``, the access
+keys' arrays, counting's :class:`~engine.algorithms.counting.CountingArrays`.  The scan
 parameters are constants captured by the entry functions of
 :func:`propagation_kernel` / :func:`clustered_kernel`; numba specialises the
 whole call tree on them.  The closures capture plain ints only, which keeps
@@ -27,7 +27,7 @@ import functools
 import numpy as np
 from numba import njit
 
-from .predicates import satisfied_predicates
+from ..structures.predicates import satisfied_predicates
 from .probing import clustered_events
 from .scan import finish_event, propagation_phase2
 

@@ -1,6 +1,6 @@
 """Subscriptions that are one ``a prefix p`` predicate: sorted id groups on a trie of prefixes.
 
-Lowered like every other operator (engine/lowering.py), ``a prefix p`` is an
+Lowered like every other operator (engine/frontend/lowering.py), ``a prefix p`` is an
 equality on the derived attribute "first len(p) characters of a": correct,
 and the only way for a prefix inside a conjunction or an OR.  A subscription
 that is *only* that predicate needs none of it, and its matches are the
@@ -34,7 +34,7 @@ from numba import njit
 
 from .hashtable import HashTable, ht_delete, ht_find2
 from .idpool import IdPool, grow
-from .semantics import KIND_STRING
+from ..semantics import KIND_STRING
 
 
 def code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

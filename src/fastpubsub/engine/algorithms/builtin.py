@@ -1,4 +1,4 @@
-"""The built-in algorithms, registered in the order ``ALGORITHMS`` lists them (engine/index.py).
+"""The built-in algorithms, registered in the order ``ALGORITHMS`` lists them (engine/algorithms/index.py).
 
 An algorithm defined elsewhere registers itself the same way, from its own module.
 """

@@ -1,7 +1,7 @@
 """Range-heavy workloads: the interval workload interval matchers are compared on, and Wu & Yu's section 3.
 
 Both are deterministic by seed and columnar (engine/columnar.py), like
-Fabret's presets in engine/workload.py.
+Fabret's presets in workloads/fabret.py.
 
 **Interval workload** (:class:`IntervalSpec`; the one HEM, TAMA, REIN and
 BE-Tree report on): ``n_attributes`` numeric attributes, each subscription
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .columnar import EventBatch, SubscriptionBatch
-from .semantics import KIND_NUMBER, OP_CODE
-from .workload import _distinct_columns
+from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
+from fastpubsub.engine.semantics import KIND_NUMBER, OP_CODE
+from .fabret import _distinct_columns
 
 
 @dataclass(frozen=True)

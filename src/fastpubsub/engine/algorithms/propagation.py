@@ -19,12 +19,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .access_keys import CATCH_ALL, AccessKeys
-from .batch import propagation_kernel
-from .cluster_store import NO_PROBABILITIES, OP_RANK, ClusterStore, order_columns
+from ..structures.access_keys import CATCH_ALL, AccessKeys
+from ..kernels.batch import propagation_kernel
+from ..structures.cluster_store import NO_PROBABILITIES, OP_RANK, ClusterStore, order_columns
 from .index import IndexContext
-from .predicates import PredicateTable
-from .scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
+from ..structures.predicates import PredicateTable
+from ..kernels.scan import LOOKAHEAD, PREFETCH_COLUMNS, UNFOLD
 
 @njit(cache=True)
 def choose_access(off, pids, op, refcount):
@@ -85,7 +85,7 @@ class PropagationIndex:
         return pids
 
     def match_encoded(self, events, batch, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Matches of encoded events (:func:`engine.batch.propagation_events`)."""
+        """Matches of encoded events (:func:`engine.kernels.batch.propagation_events`)."""
         return self._kernel(events, self.preds.arrays(), self.store.arrays(), self.store.run_arrays(),
                             self.keys.pred_key, handle_id)
 

@@ -15,7 +15,7 @@ Built for events that carry a few dozen of tens of thousands of attributes.
   whose pivot changed.
 * **Level 2, operator** (section 4.2): within a pivot list, predicates are
   split by operator (the six comparisons; ``in``, ``between``, ``prefix``...
-  arrive lowered by engine/lowering.py, as section 4.2 rewrites set and
+  arrive lowered by engine/frontend/lowering.py, as section 4.2 rewrites set and
   interval operators).  Each (pivot, operator) list is cut into ``segments``
   (b = 32) by attribute, ``attribute mod b``, with a directory; a segment is
   sorted by (field, value, slot) and has a ``w`` = 64-bit signature: a
@@ -43,13 +43,13 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .encoding import N_KINDS
-from .idpool import grow
+from ..frontend.encoding import N_KINDS
+from ..structures.idpool import grow
 from .index import IndexContext
-from .lowering import parse_derived
-from .predicates import PredicateTable
-from .scan import ensure_room, finish_event, prefetch
-from .semantics import KIND_NUMBER, KIND_STRING, KINDS, OP_NE
+from ..frontend.lowering import parse_derived
+from ..structures.predicates import PredicateTable
+from ..kernels.scan import ensure_room, finish_event, prefetch
+from ..semantics import KIND_NUMBER, KIND_STRING, KINDS, OP_NE
 
 N_OPS = 6
 #: Segments per (pivot, operator) list (the paper's b, section 7.1).
@@ -869,7 +869,7 @@ class OpIndex:
         return {"moved": moved, "pivot_lists": int(np.count_nonzero(self.list_rows[: self.n_lists]))}
 
     def _check_strings(self) -> None:
-        """Renumbered string codes (engine/encoding.py): rewrite the stored codes of order predicates on strings.
+        """Renumbered string codes (engine/frontend/encoding.py): rewrite the stored codes of order predicates on strings.
 
         Renumbering keeps the order of strings, so each segment stays sorted;
         an old code is mapped to its string through the codes seen last time.

@@ -32,7 +32,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
+from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
 from .sorting import sort_slice
 
 MAX_SPECIALISED = 10
@@ -144,8 +144,8 @@ def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout
 def propagation_phase2(sat, ns, bits, pred_key, store, runs, out, nout, pf, unfold, lookahead):
     """Phase 2 of propagation: set the bits, scan the clusters of satisfied access keys, clear the bits.
 
-    ``store`` / ``runs``: :class:`~engine.cluster_store.ClusterArrays` / ``RunArrays``; ``pred_key``: the
-    single-predicate access keys (:class:`~engine.access_keys.AccessArrays`).
+    ``store`` / ``runs``: :class:`~engine.structures.cluster_store.ClusterArrays` / ``RunArrays``; ``pred_key``: the
+    single-predicate access keys (:class:`~engine.structures.access_keys.AccessArrays`).
     """
     for t in range(ns):
         bits[sat[t]] = 1
@@ -245,7 +245,7 @@ def run_path(runs, c, nsat):
 
     Decided from the cluster's bookkeeping alone, so that a cluster scanned
     entry by entry costs no read of its run rows.  A store without runs
-    passes empty :class:`~engine.cluster_store.RunArrays`: nothing more to
+    passes empty :class:`~engine.structures.cluster_store.RunArrays`: nothing more to
     read per cluster than the paper's plain clusters.
     """
     return run_path_of(runs.sorted, runs.runs, c, nsat)
@@ -253,7 +253,7 @@ def run_path(runs, c, nsat):
 
 @njit(cache=True, inline="always")
 def run_path_of(c_sorted, c_runs, c, nsat):
-    """:func:`run_path` from the arrays of the :class:`~engine.cluster_store.RunArrays` (unpacked once by the caller)."""
+    """:func:`run_path` from the arrays of the :class:`~engine.structures.cluster_store.RunArrays` (unpacked once by the caller)."""
     if c_sorted.shape[0] == 0:
         return PLAIN
     ns, nr = c_sorted[c], c_runs[c]
@@ -268,7 +268,7 @@ def run_path_of(c_sorted, c_runs, c, nsat):
 
 @njit(cache=True)
 def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat):
-    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/cluster_store.py).
+    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/structures/cluster_store.py).
 
     The runs that pass are found either by one bit test per run or, with
     ``by_index``, by looking the event's satisfied predicates up in the run

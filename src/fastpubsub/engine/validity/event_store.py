@@ -24,8 +24,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from .columnar import EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_events, pack_strings, take_events, unpack_strings
-from .semantics import Predicate, validate_predicates
+from ..columnar import EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_events, pack_strings, take_events, unpack_strings
+from ..semantics import Predicate, validate_predicates
 
 _PER_PAIR_BYTES = 24
 _PER_EVENT_BYTES = 32
@@ -152,7 +152,7 @@ class ValidEventStore:
 
     def _matches(self, subscriptions: SubscriptionBatch):
         """(chunk, event rows, subscription ids) per chunk: one kernel call per chunk."""
-        from .matcher import Matcher  # the matcher does not need the store; import here to keep layers apart
+        from ..matcher import Matcher  # the matcher does not need the store; import here to keep layers apart
 
         if not len(subscriptions) or not self._size:
             return

@@ -8,7 +8,7 @@ number of distinct predicates.  Phase 1 is the shared predicate phase.
 Per event this touches every (subscription, satisfied predicate) pair, at
 random positions of the counter array, where propagation reads one
 contiguous column of the clusters whose access predicate holds and rarely
-goes further.  The lists live in a :class:`~engine.cluster_store.ClusterStore`
+goes further.  The lists live in a :class:`~engine.structures.cluster_store.ClusterStore`
 (key = predicate id, one column = the owning subscription's handle), so
 insertion and O(size) deletion are the cluster layer's.
 """
@@ -20,11 +20,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .cluster_store import ClusterStore
-from .idpool import grow
+from ..structures.cluster_store import ClusterStore
+from ..structures.idpool import grow
 from .index import IndexContext
-from .predicates import PredicateTable, satisfied_predicates
-from .scan import ensure_room, finish_event
+from ..structures.predicates import PredicateTable, satisfied_predicates
+from ..kernels.scan import ensure_room, finish_event
 
 
 class CountingArrays(NamedTuple):
@@ -38,7 +38,7 @@ class CountingArrays(NamedTuple):
 def counting_phase2(sat, ns, store, counting, out, nout):
     """Count hits per subscription on the lists of satisfied predicates; reset the counters touched.
 
-    ``store``: the per-predicate lists (:class:`~engine.cluster_store.ClusterArrays`, key = predicate id,
+    ``store``: the per-predicate lists (:class:`~engine.structures.cluster_store.ClusterArrays`, key = predicate id,
     one column = the handle).
     """
     key_head, c_next, c_base, c_len, arena = store.key_head, store.next, store.base, store.length, store.arena

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .costmodel.constants import MAX_SCHEMA
+from ..costmodel.constants import MAX_SCHEMA
 from .hashtable import HashTable
 from .idpool import IdPool, grow
 

@@ -53,7 +53,7 @@ from numba import njit
 
 from .hashtable import HashTable
 from .idpool import IdPool, grow
-from .semantics import OP_EQ, OP_NE
+from ..semantics import OP_EQ, OP_NE
 
 
 class ClusterArrays(NamedTuple):
@@ -86,7 +86,7 @@ class RunArrays(NamedTuple):
 
 
 #: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
-#: sorted cluster is scanned plainly anyway (``engine.scan.run_path``), so sorting smaller clusters (W3's pair
+#: sorted cluster is scanned plainly anyway (``engine.kernels.scan.run_path``), so sorting smaller clusters (W3's pair
 #: tables hold 64-255 entries) would only cost (docs/clustering.md, "Why `RUN_MIN` is 256").
 RUN_MIN = 256
 #: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
@@ -463,7 +463,7 @@ class ClusterStore:
         self.key_head = np.full(0, -1, dtype=np.int64)
         self.e_cluster = np.full(0, -1, dtype=np.int32)
         self.e_pos = np.zeros(0, dtype=np.int32)
-        # keys whose entries changed, logged once someone keeps copies of the lists (engine/packed.py)
+        # keys whose entries changed, logged once someone keeps copies of the lists (engine/algorithms/packed.py)
         self.track_keys = False
         self.changed_keys: list[np.ndarray] = []
 
@@ -636,7 +636,7 @@ class ClusterStore:
         return ClusterArrays(self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k, self.arena)
 
     def run_arrays(self) -> RunArrays:
-        """The run bookkeeping (empty without runs: the kernels then read nothing of it, engine.scan.run_path)."""
+        """The run bookkeeping (empty without runs: the kernels then read nothing of it, engine.kernels.scan.run_path)."""
         if self.run_rows:
             return RunArrays(self.c_sorted, self.c_runs)
         return RunArrays(self._no_runs, self._no_runs)

@@ -16,7 +16,7 @@ field's row is the event's and the comparison holds (:func:`check_predicate`):
 ``=`` on the equality bits, the others on the order codes, as phase 1's
 sorted groups decide.  Equality predicates are still looked up once per
 pair (:func:`direct_keys`), since the access keys are made of them.
-engine/packed.py holds the predicates inline in its blocks; clusters outside
+engine/algorithms/packed.py holds the predicates inline in its blocks; clusters outside
 them are scanned through a row per predicate id (``DirectPredicates.row``,
 :func:`scan_list_direct`), from their first entry (sorted runs are not used:
 every entry keeps all its columns, so the plain scan is exact).
@@ -29,10 +29,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .hashtable import ht_find2, ht_slot2, ht_slot3
-from .probing import KNOWN_KEY, grow_rows
-from .scan import ensure_room, prefetch
-from .semantics import OP_EQ
+from ..structures.hashtable import ht_find2, ht_slot2, ht_slot3
+from ..kernels.probing import KNOWN_KEY, grow_rows
+from ..kernels.scan import ensure_room, prefetch
+from ..semantics import OP_EQ
 
 #: Operator codes packed with the field in ``DirectPredicates.row[:, 0]`` (``field << OP_SHIFT | op``).
 OP_SHIFT = 3
@@ -202,7 +202,7 @@ def direct_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, n_p
 
 
 class DirectTable:
-    """The rows of :class:`DirectPredicates` for a :class:`~engine.predicates.PredicateTable`, rebuilt when it changes.
+    """The rows of :class:`DirectPredicates` for a :class:`~engine.structures.predicates.PredicateTable`, rebuilt when it changes.
 
     The predicate table logs the ids it gives new predicates (new or
     recycled) once this exists (``PredicateTable.assigned``); their rows are

@@ -1,13 +1,13 @@
 """What a matching algorithm implements (:class:`Index`), and the registry :class:`~engine.matcher.Matcher` chooses from.
 
 The :class:`~engine.matcher.Matcher` is a facade: it validates and encodes
-subscriptions and events, interns predicates (engine/predicates.py) and
+subscriptions and events, interns predicates (engine/structures/predicates.py) and
 hands out subscription handles; an *index* -- one per algorithm -- owns the
 structure subscriptions are filed in and matches encoded events against it.
 
 An algorithm plugs in by registering a factory under its name::
 
-    from fastpubsub.engine.index import IndexContext, register
+    from fastpubsub.engine import IndexContext, register
 
     def make_opindex(ctx: IndexContext, **options) -> OpIndex:
         return OpIndex(ctx.preds, **options)
@@ -27,12 +27,12 @@ from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
-from .columnar import EventBatch
-from .costmodel.maintenance import Thresholds
-from .costmodel.model import CostModel, calibrated_model
-from .costmodel.probabilities import EventProbabilities
-from .encoding import EventArrays
-from .predicates import PredicateTable
+from ..columnar import EventBatch
+from ..costmodel.maintenance import Thresholds
+from ..costmodel.model import CostModel, calibrated_model
+from ..costmodel.probabilities import EventProbabilities
+from ..frontend.encoding import EventArrays
+from ..structures.predicates import PredicateTable
 
 
 @runtime_checkable

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .columnar import EventBatch, SubscriptionBatch
-from .semantics import KIND_NUMBER, OP_CODE
+from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
+from fastpubsub.engine.semantics import KIND_NUMBER, OP_CODE
 
 
 @dataclass(frozen=True)

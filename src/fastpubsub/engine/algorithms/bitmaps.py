@@ -9,7 +9,7 @@ match.  Here:
 
 * every subscription takes a *slot* (a bit position; freed slots are reused,
   lowest first, so the bitmaps stay dense);
-* per numeric *field* it constrains (engine/encoding.py), ``cells`` value
+* per numeric *field* it constrains (engine/frontend/encoding.py), ``cells`` value
   cells -- boundaries at quantiles of the predicates' constants on the
   field -- and per (field, cell) a bitmap of the slots whose predicates on
   the field fail for *every* value of the cell (their interval misses it);
@@ -47,12 +47,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .encoding import N_KINDS
-from .idpool import IdPool, grow
+from ..frontend.encoding import N_KINDS
+from ..structures.idpool import IdPool, grow
 from .index import IndexContext
-from .predicates import PredicateTable
-from .scan import ensure_room, finish_event
-from .semantics import KIND_NUMBER, OP_EQ
+from ..structures.predicates import PredicateTable
+from ..kernels.scan import ensure_room, finish_event
+from ..semantics import KIND_NUMBER, OP_EQ
 
 #: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
 CELLS = 16
@@ -207,7 +207,7 @@ def predicate_holds(op, code, eqbits, c, cbits):
 
 @njit(cache=True)
 def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
-    """Match a batch of events (:class:`~engine.encoding.EventArrays`) on the bit-parallel structure ``bm``.
+    """Match a batch of events (:class:`~engine.frontend.encoding.EventArrays`) on the bit-parallel structure ``bm``.
 
     Per chunk of events: each event's rows (a cell row or the missing row per
     constrained field); then block by block of ``block_words`` words, every

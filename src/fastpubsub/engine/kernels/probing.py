@@ -46,9 +46,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
-from .hashtable import ht_find3, ht_slot2, ht_slot3
-from .predicates import satisfied_predicates
+from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
+from ..structures.hashtable import ht_find3, ht_slot2, ht_slot3
+from ..structures.predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
                    run_path_of, scan_clusters_into, scan_dispatch)
 
@@ -728,10 +728,10 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
 def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unfold, lookahead):
     """Static and dynamic over a batch of events: the stages of the module docstring, ``GROUP`` events at a time.
 
-    ``ev``: :class:`~engine.encoding.EventArrays`; ``preds``:
-    :class:`~engine.predicates.PredicateArrays`; ``store`` / ``runs``:
-    :class:`~engine.cluster_store.ClusterArrays` / ``RunArrays``; ``access``:
-    :class:`~engine.access_keys.AccessArrays`; ``scratch``:
+    ``ev``: :class:`~engine.frontend.encoding.EventArrays`; ``preds``:
+    :class:`~engine.structures.predicates.PredicateArrays`; ``store`` / ``runs``:
+    :class:`~engine.structures.cluster_store.ClusterArrays` / ``RunArrays``; ``access``:
+    :class:`~engine.structures.access_keys.AccessArrays`; ``scratch``:
     :class:`ProbeScratch`.  Returns the matches in CSR (ids ascending per event); the ids are a view of the
     output buffer, ``scratch.out`` unless it had to grow.
     """

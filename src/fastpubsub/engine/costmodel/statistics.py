@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .columnar import EventBatch
-from .semantics import KIND_BOOL, KIND_STRING
+from ..columnar import EventBatch
+from ..semantics import KIND_BOOL, KIND_STRING
 
 Value = Any  # int | float | str | bool
 
