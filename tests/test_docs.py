@@ -219,3 +219,15 @@ def test_no_measured_figure_in_docstrings_or_comments():
     found = [f"{path.relative_to(ROOT)}:{line}: {m.group(0)!r}" for path in SOURCES
              for line, text in _docstrings_and_comments(path) for m in MEASURED.finditer(text)]
     assert not found, "measured figures in docstrings or comments (move them to docs/benchmarks.md):\n" + "\n".join(found)
+
+
+def test_the_readme_layout_names_every_package_of_the_tree():
+    """The README's layout block lists exactly the folders under src/fastpubsub/."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"\b([a-z_]+)/", block)) - {"src", "fastpubsub"}
+    folders = {p.name for p in (ROOT / "src/fastpubsub").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    engine = {p.name for p in (ROOT / "src/fastpubsub/engine").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert named - engine == folders, f"README layout names {sorted(named - engine - folders)} that do not exist " \
+                                      f"and misses {sorted(folders - named)}"
+    assert named & engine <= engine
