@@ -18,18 +18,29 @@ import sys
 __version__ = "0.1.0"
 
 
+def _layout() -> str:
+    """A short digest of the package's module paths (what numba's cache index refers to by name)."""
+    import hashlib
+
+    root = os.path.dirname(os.path.abspath(__file__))
+    paths = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root)
+                   for f in files if f.endswith(".py"))
+    return hashlib.sha1("\n".join(paths).encode()).hexdigest()[:8]
+
+
 def numba_cache_dir() -> str:
     """Where numba keeps fastpubsub's compiled kernels: ``NUMBA_CACHE_DIR`` if set, else a user cache directory.
 
-    The default, ``$XDG_CACHE_HOME/fastpubsub/<version>/numba`` (``~/.cache/...``),
+    The default, ``$XDG_CACHE_HOME/fastpubsub/<version>-<layout>/numba`` (``~/.cache/...``),
     lies outside site-packages, so that reinstalling the same version keeps
     the kernels ``pubsub warmup`` compiled (numba checks each kernel against
     a hash of its source file), and a read-only installation still gets a
-    cache.  Set before numba is imported, as numba reads it then.
+    cache.  ``<version>`` carries a digest of the package's module paths: numba pickles the types a kernel
+    takes by module path, so a cache written before a module moved would fail to load, not merely miss.  Set before numba is imported, as numba reads it then.
     """
     if "NUMBA_CACHE_DIR" not in os.environ:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        os.environ["NUMBA_CACHE_DIR"] = os.path.join(base, "fastpubsub", __version__, "numba")
+        os.environ["NUMBA_CACHE_DIR"] = os.path.join(base, "fastpubsub", f"{__version__}-{_layout()}", "numba")
         if "numba" in sys.modules:  # imported before fastpubsub: its configuration has already been read
             from numba.core import config
 

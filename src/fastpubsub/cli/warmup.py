@@ -27,7 +27,7 @@ def warmup(algorithms: tuple[str, ...], runs: int | None, clear: bool) -> None:
     """Compile the matching kernels ahead, so that the first run matches its first events at once.
 
     numba compiles each kernel on first use and caches the machine code on
-    disk (in NUMBA_CACHE_DIR, by default ~/.cache/fastpubsub/<version>/numba,
+    disk (in NUMBA_CACHE_DIR, by default ~/.cache/fastpubsub/<version>-<layout>/numba,
     which survives reinstalls of the same version).  Without this step the
     first `pubsub run` after installation compiles them at its start (about a
     minute on 2 cores; it logs each kernel).  `make install` and the Docker
