@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from ..structures.hashtable import ht_find2, ht_slot2
+from ..structures.predicates import order_holds
 from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows
 from ..kernels.scan import ensure_room, prefetch
 from ..semantics import OP_EQ
@@ -66,16 +67,7 @@ def check_predicate(key, const, const_f, slot, slot_f, e):
     op = key & 7
     if op == 0:
         return slot[f, 1] == const
-    x = slot_f[f, 2]
-    if op == 1:
-        return x != const_f
-    if op == 2:
-        return x < const_f
-    if op == 3:
-        return x <= const_f
-    if op == 4:
-        return x > const_f
-    return x >= const_f
+    return order_holds(op, slot_f[f, 2], const_f)
 
 
 @njit(cache=True, inline="always")
