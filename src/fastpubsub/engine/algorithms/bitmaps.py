@@ -48,7 +48,7 @@ import numpy as np
 from numba import njit
 
 from ..frontend.encoding import N_KINDS
-from ..structures.idpool import IdPool, grow
+from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, order_holds
 from ..kernels.scan import ensure_room, finish_event
@@ -429,11 +429,7 @@ class RangeBitmaps:
 
     def holds(self, handles: np.ndarray) -> np.ndarray:
         """Which of ``handles`` are on this path."""
-        h = np.asarray(handles, dtype=np.int64)
-        inside = h < len(self.handle_slot)
-        out = np.zeros(len(h), dtype=bool)
-        out[inside] = self.handle_slot[h[inside]] >= 0
-        return out
+        return lookup(self.handle_slot, handles, -1) >= 0
 
     def live_slots(self) -> np.ndarray:
         return np.flatnonzero(self.slot_handle[: self.slots.high] >= 0)
