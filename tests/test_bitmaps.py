@@ -19,7 +19,7 @@ from naive import bitmap_rows, merge_matches as naive_merge
 
 from fastpubsub.engine import Matcher, OracleMatcher
 from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps
-from fastpubsub.engine.algorithms.catchall import merge_matches
+from fastpubsub.engine.kernels.sorting import merge_matches
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.costmodel.bitmaps import BITMAP_COST, MIN_SUBSCRIPTIONS, prefer_bitmaps
 from fastpubsub.workloads.intervals import (IntervalSpec, WuYuSpec, interval_events, interval_subscriptions, wuyu_events,

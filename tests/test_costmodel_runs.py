@@ -8,7 +8,8 @@ from fastpubsub.engine import RUN_MIN, Matcher
 from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.engine.costmodel.model import CALIBRATED, CostModel
 from fastpubsub.engine.costmodel.runs import (RUN_CALIBRATED, RunCosts, RunPricing, calibrated_run_costs,
-                                              candidate_benefits, drop_benefits, enumerate_dest, save_run_costs)
+                                              candidate_benefits, drop_benefits, save_run_costs)
+from fastpubsub.engine.costmodel.constants import unpack_schema
 from fastpubsub.engine.costmodel.greedy import enumerate_multi
 from fastpubsub.engine.costmodel.model import MODEL_PATH_ENV
 from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
@@ -81,15 +82,20 @@ def test_dropping_a_table_is_priced_by_the_same_projection_as_creating_it():
     assert kept == pytest.approx(created)
 
 
-def test_enumerate_dest_names_the_list_each_subset_joins():
-    off = np.array([0, 3], np.int64)
-    attr, value, prob = np.array([0, 1, 2]), np.array([10, 20, 30]), np.array([0.5, 0.1, 0.2])
-    rows, keys, nus, tup = enumerate_dest(off, attr, value, prob, 3)
-    r2, k2, n2, _ = enumerate_multi(off, attr, prob, 3)
-    assert sorted(zip(keys.tolist(), nus.tolist())) == sorted(zip(k2.tolist(), n2.tolist()))
+def test_enumerate_multi_names_the_schema_and_the_list_of_each_subset():
+    """A row's subsets of 2 and 3 distinct fields (two equalities on one field are no schema): each one's packed
+    schema, nu, length and the packed tuple of its predicates, the list the row would join under that schema."""
+    off = np.array([0, 3, 5], np.int64)
+    attr, value = np.array([0, 1, 2, 4, 4]), np.array([10, 20, 30, 40, 50])
+    prob = np.array([0.5, 0.1, 0.2, 0.3, 0.3])
+    rows, keys, nus, lens, tup = enumerate_multi(off, attr, value, prob, 3)
     mask = (1 << 21) - 1
-    lists = {tuple(v for v in ((t >> (21 * i)) & mask for i in range(3)) if v) for t in tup.tolist()}
-    assert lists == {(10, 20), (10, 30), (20, 30), (10, 20, 30)}
+    lists = [tuple(v for v in ((t >> (21 * i)) & mask for i in range(3)) if v) for t in tup.tolist()]
+    got = {(r, unpack_schema(k), round(nu, 12), n, t)
+           for r, k, nu, n, t in zip(rows.tolist(), keys.tolist(), nus.tolist(), lens.tolist(), lists)}
+    assert got == {(0, (0, 1), 0.05, 2, (10, 20)), (0, (0, 2), 0.1, 2, (10, 30)), (0, (1, 2), 0.02, 2, (20, 30)),
+                   (0, (0, 1, 2), 0.01, 3, (10, 20, 30))}
+    assert len(enumerate_multi(off, attr, value, prob, 2)[0]) == 3  # pairs only
 
 
 def test_run_costs_are_saved_beside_the_cost_model(tmp_path, monkeypatch):

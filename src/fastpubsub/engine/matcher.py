@@ -29,7 +29,7 @@ from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from
 from .structures.hashtable import HashTable, ht_lookup
 from .structures.idpool import IdPool, grow
 from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
-from .algorithms.catchall import merge_matches
+from .kernels.sorting import merge_matches
 from .columnar import take_subscriptions
 from .frontend.lowering import DerivedAttributes, parse_derived
 from .structures.prefix_groups import PrefixGroups

@@ -51,7 +51,7 @@ from numba import njit
 
 from ..costmodel.model import CostModel
 from ..frontend.encoding import N_KINDS, AttributeDictionary
-from ..structures.idpool import grow
+from ..structures.idpool import grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, satisfied_predicates
 from ..kernels.scan import ensure_room, finish_event
@@ -451,10 +451,7 @@ class AmkhIndex:
             return
         self._member_known[new] = True
         field, op = self.preds.field[new], self.preds.op[new]
-        n = len(self.general_field)
-        gen = np.zeros(len(new), dtype=bool)
-        inside = field < n
-        gen[inside] = self.general_field[field[inside]]
+        gen = lookup(self.general_field, field, False)
         mem = np.full(len(new), NO_MEMBER, dtype=np.int64)
         eq = op == OP_EQ
         mem[eq] = new[eq] + 1

@@ -48,9 +48,9 @@ import numpy as np
 from numba import njit
 
 from ..frontend.encoding import N_KINDS
-from ..structures.idpool import IdPool, grow
+from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
-from ..structures.predicates import PredicateTable
+from ..structures.predicates import PredicateTable, order_holds
 from ..kernels.scan import ensure_room, finish_event
 from ..semantics import KIND_NUMBER, OP_EQ
 
@@ -196,13 +196,17 @@ def predicate_holds(op, code, eqbits, c, cbits):
         return eqbits == cbits
     if op == 1:
         return eqbits != cbits
-    if op == 2:
-        return code < c
-    if op == 3:
-        return code <= c
-    if op == 4:
-        return code > c
-    return code >= c
+    return order_holds(op, code, c)
+
+
+@njit(cache=True, inline="always")
+def mark_pairs(ev_off, ev_field, e, field_slot, pair, clear):
+    """``pair[field_slot[f]]``: event ``e``'s pair on each field ``f`` the structure constrains (-1 with ``clear``)."""
+    n_fields = field_slot.shape[0]
+    for j in range(ev_off[e], ev_off[e + 1]):
+        f = ev_field[j]
+        if 0 <= f < n_fields and field_slot[f] >= 0:
+            pair[field_slot[f]] = -1 if clear else j
 
 
 @njit(cache=True)
@@ -219,7 +223,6 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
     stride = np.uint64(bm.rows.shape[1])
     n_ev = ev.offsets.shape[0] - 1
     n_fa = bm.miss_row.shape[0]
-    n_fields = bm.field_slot.shape[0]
     field_slot, cell_base, bounds = bm.field_slot, bm.cell_base, bm.bounds
     slot_start, slot_len, slot_handle, sub_pids = bm.slot_start, bm.slot_len, bm.slot_handle, bm.sub_pids
     pfield, pop, pcode, pbits = bm.pfield, bm.pop, bm.pcode, bm.pbits
@@ -238,10 +241,7 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
         m = min(n_ev, c0 + chunk) - c0
         for i in range(m):
             e = c0 + i
-            for j in range(ev_off[e], ev_off[e + 1]):
-                f = ev_field[j]
-                if 0 <= f < n_fields and field_slot[f] >= 0:
-                    pair[field_slot[f]] = j
+            mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
             n = 0
             for fa in range(n_fa):
                 j = pair[fa]
@@ -296,10 +296,7 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
             fill[sv_e[h]] += 1
         for i in range(m):
             e = c0 + i
-            for j in range(ev_off[e], ev_off[e + 1]):
-                f = ev_field[j]
-                if 0 <= f < n_fields and field_slot[f] >= 0:
-                    pair[field_slot[f]] = j
+            mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
             start = nout
             out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
             for h in range(sv_off[i], sv_off[i + 1]):
@@ -314,10 +311,7 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
                 if ok:
                     out[nout] = slot_handle[s]
                     nout += 1
-            for j in range(ev_off[e], ev_off[e + 1]):
-                f = ev_field[j]
-                if 0 <= f < n_fields and field_slot[f] >= 0:
-                    pair[field_slot[f]] = -1
+            mark_pairs(ev_off, ev_field, e, field_slot, pair, True)
             finish_event(out, start, nout, handle_id)
             out_off[e + 1] = nout
     return out_off, out[:nout].copy()
@@ -435,11 +429,7 @@ class RangeBitmaps:
 
     def holds(self, handles: np.ndarray) -> np.ndarray:
         """Which of ``handles`` are on this path."""
-        h = np.asarray(handles, dtype=np.int64)
-        inside = h < len(self.handle_slot)
-        out = np.zeros(len(h), dtype=bool)
-        out[inside] = self.handle_slot[h[inside]] >= 0
-        return out
+        return lookup(self.handle_slot, handles, -1) >= 0
 
     def live_slots(self) -> np.ndarray:
         return np.flatnonzero(self.slot_handle[: self.slots.high] >= 0)

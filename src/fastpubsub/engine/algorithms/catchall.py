@@ -23,6 +23,7 @@ from ..structures.access_keys import CATCH_ALL
 from .bitmaps import RangeBitmaps
 from ..costmodel.bitmaps import BITMAP_COST, BitmapCost, prefer_bitmaps
 from ..structures.idpool import grow
+from ..kernels.sorting import merge_matches
 from ..structures.predicates import PredicateTable
 from ..semantics import OP_EQ
 
@@ -44,28 +45,6 @@ def count_fields(off, pids, pred_field, sign, field_refs):
                     break
             if not dup:
                 field_refs[f] += sign
-
-
-@njit(cache=True)
-def merge_matches(off_a, ids_a, off_b, ids_b):
-    """Two CSR match lists of the same events, ids ascending per event, merged (ascending per event)."""
-    n = off_a.shape[0] - 1
-    off = np.zeros(n + 1, dtype=np.int64)
-    ids = np.empty(ids_a.shape[0] + ids_b.shape[0], dtype=np.int64)
-    w = 0
-    for e in range(n):
-        i, i1 = off_a[e], off_a[e + 1]
-        j, j1 = off_b[e], off_b[e + 1]
-        while i < i1 or j < j1:
-            if j >= j1 or (i < i1 and ids_a[i] <= ids_b[j]):
-                ids[w] = ids_a[i]
-                i += 1
-            else:
-                ids[w] = ids_b[j]
-                j += 1
-            w += 1
-        off[e + 1] = w
-    return off, ids
 
 
 class CatchAllPath:

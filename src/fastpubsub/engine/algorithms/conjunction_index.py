@@ -439,7 +439,7 @@ class ClusteredIndex:
         """Every multi-field schema each handle could be filed under: (row into handles, packed schema, nu)."""
         off, pids = self.predicates_of(handles)
         prof, _ = self.profile(off, pids)
-        rows, keys, nus, _ = enumerate_multi(prof.offsets, prof.attr, prof.prob, MAX_SCHEMA)
+        rows, keys, nus, _, _ = enumerate_multi(prof.offsets, prof.attr, prof.value, prof.prob, MAX_SCHEMA)
         return rows, keys, nus
 
     def conjunction_savings(self) -> tuple[np.ndarray, np.ndarray]:

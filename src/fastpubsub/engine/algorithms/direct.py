@@ -29,8 +29,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..structures.hashtable import ht_find2, ht_slot2, ht_slot3
-from ..kernels.probing import KNOWN_KEY, grow_rows
+from ..structures.hashtable import ht_find2, ht_slot2
+from ..structures.predicates import order_holds
+from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows
 from ..kernels.scan import ensure_room, prefetch
 from ..semantics import OP_EQ
 
@@ -66,16 +67,7 @@ def check_predicate(key, const, const_f, slot, slot_f, e):
     op = key & 7
     if op == 0:
         return slot[f, 1] == const
-    x = slot_f[f, 2]
-    if op == 1:
-        return x != const_f
-    if op == 2:
-        return x < const_f
-    if op == 3:
-        return x <= const_f
-    if op == 4:
-        return x > const_f
-    return x >= const_f
+    return order_holds(op, slot_f[f, 2], const_f)
 
 
 @njit(cache=True, inline="always")
@@ -130,7 +122,8 @@ def direct_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, n_p
     t_mask = tvals.shape[0] - 1
     sch_fields = access.schema_fields
     n_sch = sch_fields.shape[0]
-    mask = access.conj_vals.shape[0] - 1
+    conj_vals = access.conj_vals
+    mask = conj_vals.shape[0] - 1
     pred_key, field_key = access.pred_key, access.field_key
     n_pk, n_fk, n_keys = pred_key.shape[0], field_key.shape[0], key_head.shape[0]
     n_probe = 0
@@ -176,23 +169,7 @@ def direct_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, n_p
                 prefetch(key_head, q)
                 probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
                 n_probe += 1
-        for s in range(n_sch):
-            p0 = eq_of_field[sch_fields[s, 0]]
-            if p0 < 0:
-                continue
-            p1 = eq_of_field[sch_fields[s, 1]]
-            if p1 < 0:
-                continue
-            p2 = -1
-            if sch_fields[s, 2] >= 0:
-                p2 = eq_of_field[sch_fields[s, 2]]
-                if p2 < 0:
-                    continue
-            slot = ht_slot3(mask, p0, p1, p2)
-            prefetch(conj_flat, slot * 3)
-            prefetch(access.conj_vals, slot)
-            probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
-            n_probe += 1
+        n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
         for j in range(lo, hi):
             f = ev_field[j]
             if 0 <= f < n_pf:

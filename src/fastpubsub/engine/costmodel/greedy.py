@@ -44,7 +44,7 @@ from numba import njit
 from .constants import (EMPTY_SCHEMA as CATCH_ALL, FIELD_BITS, FIELD_MASK, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, presence_schema,
                         unpack_schema)
 from .model import space_cost
-from .runs import FILING_TOLERANCE, candidate_benefits, enumerate_dest, tuples_fit
+from .runs import FILING_TOLERANCE, candidate_benefits, tuples_fit
 
 
 @njit(cache=True)
@@ -186,8 +186,10 @@ def _best_assignment(off, attr, prob, config, max_schema, tol=1.0):
 
 
 @njit(cache=True)
-def enumerate_multi(off, attr, prob, max_schema):
-    """Every subset of 2..max_schema attributes of every row: (row, key, nu, length) arrays."""
+def enumerate_multi(off, attr, value, prob, max_schema):
+    """Every subset of 2..max_schema attributes of every row: (row, packed schema, nu, length, packed predicate
+    tuple) arrays.  The tuple (the subset's ``value`` s, 21 bits each: ``runs.tuples_fit``) names the list the row
+    would join under that schema."""
     n = off.shape[0] - 1
     total = 0
     for i in range(n):
@@ -199,6 +201,7 @@ def enumerate_multi(off, attr, prob, max_schema):
     keys = np.empty(total, dtype=np.int64)
     nus = np.empty(total, dtype=np.float64)
     lens = np.empty(total, dtype=np.int64)
+    tup = np.empty(total, dtype=np.int64)
     w = 0
     for i in range(n):
         lo, hi = off[i], off[i + 1]
@@ -207,9 +210,12 @@ def enumerate_multi(off, attr, prob, max_schema):
                 for j3 in range(j2, hi if max_schema >= 3 else j2 + 1):
                     ok, key, nu, length = _subset(attr, prob, j1, j2, j3 if j3 > j2 else -1)
                     if ok:
-                        rows[w], keys[w], nus[w], lens[w] = i, key, nu, length
+                        t = np.int64(value[j1]) | (np.int64(value[j2]) << 21)
+                        if j3 > j2:
+                            t |= np.int64(value[j3]) << 42
+                        rows[w], keys[w], nus[w], lens[w], tup[w] = i, key, nu, length, t
                         w += 1
-    return rows[:w], keys[:w], nus[:w], lens[:w]
+    return rows[:w], keys[:w], nus[:w], lens[:w], tup[:w]
 
 
 def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: int = MAX_SCHEMA, tol: float = 1.0):
@@ -296,7 +302,8 @@ def greedy_configuration(
 
     steps: list[dict] = []
     if max_schema >= 2 and len(profile.attr):
-        e_row, e_key, e_nu, e_len = enumerate_multi(sample.offsets, sample.attr, sample.prob, max_schema)
+        e_row, e_key, e_nu, e_len, e_tup = enumerate_multi(sample.offsets, sample.attr, sample.value, sample.prob,
+                                                           max_schema)
         cand, inv, support = np.unique(e_key, return_inverse=True, return_counts=True)
         keep = support >= min_support
         cand_len = np.array([len(unpack_schema(k)) for k in cand.tolist()], dtype=np.int64)
@@ -309,8 +316,6 @@ def greedy_configuration(
         chosen = np.zeros(len(cand), dtype=bool)
         priced = pricing is not None and tuples_fit(sample.value)
         if priced:
-            p_row, p_key, p_nu, p_tup = enumerate_dest(sample.offsets, sample.attr, sample.value, sample.prob, max_schema)
-            p_cand = np.searchsorted(cand, p_key)
             cur_schema, _, _ = best_assignment(sample, config, max_schema, tol)
             cur_tup = row_tuples(sample.offsets, sample.attr, sample.value, cur_schema)
         while True:
@@ -324,7 +329,7 @@ def greedy_configuration(
                 list_nu = np.zeros(len(list_n))
                 list_nu[row_list] = cur_nu
                 gain = candidate_benefits(pricing, pi, row_list, list_n, list_nu, np.full(len(cur_nu), scale),
-                                          cur_nu, p_row, p_cand, p_nu, p_tup, len(cand))
+                                          cur_nu, e_row, inv, e_nu, e_tup, len(cand))
                 gain[chosen] = -np.inf
             movers = np.bincount(inv, weights=mover, minlength=len(cand)) * scale
             cols = np.bincount(inv, weights=mover * (e_len - cur_len[e_row]), minlength=len(cand)) * scale
@@ -346,9 +351,9 @@ def greedy_configuration(
             cur_nu[r] = e_nu[sel]
             cur_len[r] = e_len[sel]
             if priced:
-                psel = np.flatnonzero((p_cand == c) & (p_nu < cur_nu_before[p_row]))
-                cur_schema[p_row[psel]] = cand[c]
-                cur_tup[p_row[psel]] = p_tup[psel]
+                psel = np.flatnonzero((inv == c) & (e_nu < cur_nu_before[e_row]))
+                cur_schema[e_row[psel]] = cand[c]
+                cur_tup[e_row[psel]] = e_tup[psel]
             steps.append(
                 {
                     "schema": unpack_schema(cand[c]),

@@ -58,7 +58,8 @@ import numpy as np
 
 from ..structures.idpool import grow
 from .constants import MAX_SCHEMA, SAFETY_MARGIN, unpack_rows, unpack_schema
-from .runs import candidate_benefits, drop_benefits, enumerate_dest, pricing_for, tuples_fit, typical_pi
+from .greedy import enumerate_multi
+from .runs import candidate_benefits, drop_benefits, pricing_for, tuples_fit, typical_pi
 
 # The index maintained is a conjunction_index.ClusteredIndex; it is not imported, not even for type checking:
 # conjunction_index imports this module, and the package's imports form no cycle (tests/test_architecture.py).
@@ -409,7 +410,7 @@ class Maintenance:
         prof, _ = ix.profile(off, pids)
         if not tuples_fit(prof.value):
             return []
-        e_row, e_key, e_nu, e_tup = enumerate_dest(prof.offsets, prof.attr, prof.value, prof.prob, MAX_SCHEMA)
+        e_row, e_key, e_nu, _, e_tup = enumerate_multi(prof.offsets, prof.attr, prof.value, prof.prob, MAX_SCHEMA)
         keep = ~np.isin(e_key, ix.schemas)
         e_row, e_key, e_nu, e_tup = e_row[keep], e_key[keep], e_nu[keep], e_tup[keep]
         if len(e_key) == 0:

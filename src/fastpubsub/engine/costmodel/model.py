@@ -19,6 +19,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -80,19 +81,28 @@ def model_path() -> Path:
     return Path(os.environ.get(MODEL_PATH_ENV, default))
 
 
-def save_model(model: CostModel) -> Path:
-    path = model_path()
+def save_calibration(path: Path, constants: Any) -> Path:
+    """A calibration's constants (a dataclass with ``as_dict``) saved at ``path`` as JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(model.as_dict(), indent=2))
+    path.write_text(json.dumps(constants.as_dict(), indent=2))
     return path
+
+
+def load_calibration(path: Path, cls: type, default: Any, what: str) -> Any:
+    """The ``cls`` saved at ``path`` if there is one, else ``default``; ``what`` names it in the error."""
+    if path.is_file():
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"unreadable {what} in {path}: {exc}; rerun python -m "
+                             f"fastpubsub.engine.costmodel.calibration --save") from None
+    return default
+
+
+def save_model(model: CostModel) -> Path:
+    return save_calibration(model_path(), model)
 
 
 def calibrated_model() -> CostModel:
     """This machine's saved calibration if there is one, else :data:`CALIBRATED`."""
-    path = model_path()
-    if path.is_file():
-        try:
-            return CostModel(**json.loads(path.read_text()))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"unreadable cost model in {path}: {exc}; rerun python -m fastpubsub.engine.costmodel.calibration --save") from None
-    return CALIBRATED
+    return load_calibration(model_path(), CostModel, CALIBRATED, "cost model")

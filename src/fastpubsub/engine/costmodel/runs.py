@@ -27,7 +27,6 @@ constants (``python -m fastpubsub.engine.costmodel.calibration --save``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -35,7 +34,7 @@ from numba import njit
 
 from ..kernels.probing import RUN_AHEAD
 from ..kernels.scan import INDEX_GAIN, prefetch
-from .model import CostModel, model_path
+from .model import CostModel, load_calibration, model_path, save_calibration
 
 #: With runs, access keys whose nu is within this factor of each other are ties when subscriptions are filed
 #: (the earlier key wins): online statistics measure equal probabilities with sampling noise, and filing
@@ -71,22 +70,12 @@ def run_costs_path():
 
 
 def save_run_costs(costs: RunCosts):
-    path = run_costs_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(costs.as_dict(), indent=2))
-    return path
+    return save_calibration(run_costs_path(), costs)
 
 
 def calibrated_run_costs() -> RunCosts:
     """This machine's saved run costs if there are some, else :data:`RUN_CALIBRATED`."""
-    path = run_costs_path()
-    if path.is_file():
-        try:
-            return RunCosts(**json.loads(path.read_text()))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"unreadable run costs in {path}: {exc}; rerun python -m "
-                             f"fastpubsub.engine.costmodel.calibration --save") from None
-    return RUN_CALIBRATED
+    return load_calibration(run_costs_path(), RunCosts, RUN_CALIBRATED, "run costs")
 
 
 @dataclass(frozen=True)
@@ -146,46 +135,6 @@ def typical_pi(index) -> float:
         return 1.0
     index._ensure_probabilities(live)
     return float(np.median(index.pred_prob[live]))
-
-
-@njit(cache=True)
-def enumerate_dest(off, attr, value, prob, max_schema):
-    """Every subset of 2..max_schema equality fields of every row: (row, schema, nu, packed predicate tuple).
-
-    Like ``greedy.enumerate_multi``, with the predicates themselves: the
-    tuple names the list the row would join under that schema.
-    """
-    n = off.shape[0] - 1
-    total = 0
-    for i in range(n):
-        e = off[i + 1] - off[i]
-        total += e * (e - 1) // 2
-        if max_schema >= 3:
-            total += e * (e - 1) * (e - 2) // 6
-    rows = np.empty(total, dtype=np.int64)
-    keys = np.empty(total, dtype=np.int64)
-    nus = np.empty(total, dtype=np.float64)
-    tup = np.empty(total, dtype=np.int64)
-    w = 0
-    for i in range(n):
-        lo, hi = off[i], off[i + 1]
-        for j1 in range(lo, hi):
-            for j2 in range(j1 + 1, hi):
-                if attr[j2] == attr[j1]:
-                    continue
-                for j3 in range(j2, hi if max_schema >= 3 else j2 + 1):
-                    if j3 > j2 and attr[j3] == attr[j2]:
-                        continue
-                    key = np.int64(attr[j1] + 1) | (np.int64(attr[j2] + 1) << 21)
-                    nu = prob[j1] * prob[j2]
-                    t = np.int64(value[j1]) | (np.int64(value[j2]) << 21)
-                    if j3 > j2:
-                        key |= np.int64(attr[j3] + 1) << 42
-                        nu *= prob[j3]
-                        t |= np.int64(value[j3]) << 42
-                    rows[w], keys[w], nus[w], tup[w] = i, key, nu, t
-                    w += 1
-    return rows[:w], keys[:w], nus[:w], tup[:w]
 
 
 def tuples_fit(values: np.ndarray) -> bool:

@@ -129,6 +129,56 @@ def phase1_prefetch_groups(ev_off, ev_field, e, group_of, n_gf, g_start, g_end):
 
 
 @njit(cache=True, inline="always")
+def split_satisfied(sat, ns, gsat, n_sat, pred_op, pred_field, pred_key, eq_of_field, key_head, probe, n_probe):
+    """One event's ``ns`` satisfied predicates into ``gsat[n_sat:n_sat + ns]``, its equalities first (each noted in
+    ``eq_of_field``), and a ``KNOWN_KEY`` row in ``probe`` for the catch-all and each single-predicate list they
+    reach, its head prefetched.  Returns ``(end of the equalities in gsat, n_probe)``."""
+    n_keys = key_head.shape[0]
+    front, back = n_sat, n_sat + ns - 1
+    for t in range(-1, ns):
+        if t >= 0:
+            p = sat[t]
+            if pred_op[p] != 0:
+                gsat[back] = p
+                back -= 1
+                continue  # only equalities are single-predicate access keys: no pred_key read for the others
+            gsat[front] = p
+            front += 1
+            eq_of_field[pred_field[p]] = p
+        # the catch-all and the single-predicate lists: their keys are known, no table to probe
+        q = predicate_list_key(pred_key, sat, t)
+        if 0 <= q < n_keys:
+            prefetch(key_head, q)
+            probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
+            n_probe += 1
+    return front, n_probe
+
+
+@njit(cache=True, inline="always")
+def conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe):
+    """A row ``(p0, p1, p2)`` in ``probe`` for each configured schema on whose every field the event satisfies an
+    equality (``eq_of_field``; ``p2 = -1`` for two fields), its table slot prefetched.  Returns ``n_probe``."""
+    for s in range(sch_fields.shape[0]):
+        p0 = eq_of_field[sch_fields[s, 0]]
+        if p0 < 0:
+            continue
+        p1 = eq_of_field[sch_fields[s, 1]]
+        if p1 < 0:
+            continue
+        p2 = -1
+        if sch_fields[s, 2] >= 0:
+            p2 = eq_of_field[sch_fields[s, 2]]
+            if p2 < 0:
+                continue
+        slot = ht_slot3(mask, p0, p1, p2)
+        prefetch(conj_flat, slot * 3)
+        prefetch(conj_vals, slot)
+        probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+        n_probe += 1
+    return n_probe
+
+
+@njit(cache=True, inline="always")
 def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, ge_end, gp_off,
                probe):
     """Stage 1: phase 1 of events ``g0:g1`` and the lists each reaches, their first reads prefetched.
@@ -151,7 +201,6 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     conj_vals = access.conj_vals
     mask = conj_vals.shape[0] - 1
     pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
-    n_keys = key_head.shape[0]
     n_sat = 0
     n_probe = 0
     for e in range(g0, g1):
@@ -159,40 +208,9 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
                                   g_start, g_end, g_vals, g_pids, sat)
         gsat = ensure_room(gsat, n_sat, ns)
         probe = grow_rows(probe, n_probe, n_sch + ns + 1)
-        front, back = n_sat, n_sat + ns - 1  # the event's equalities first in gsat, then the others
-        for t in range(-1, ns):
-            if t >= 0:
-                p = sat[t]
-                if pred_op[p] != 0:
-                    gsat[back] = p
-                    back -= 1
-                    continue  # only equalities are single-predicate access keys: no pred_key read for the others
-                gsat[front] = p
-                front += 1
-                eq_of_field[pred_field[p]] = p
-            # the catch-all and the single-predicate lists: their keys are known, no table to probe
-            q = predicate_list_key(pred_key, sat, t)
-            if 0 <= q < n_keys:
-                prefetch(key_head, q)
-                probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
-                n_probe += 1
-        for s in range(n_sch):
-            p0 = eq_of_field[sch_fields[s, 0]]
-            if p0 < 0:
-                continue
-            p1 = eq_of_field[sch_fields[s, 1]]
-            if p1 < 0:
-                continue
-            p2 = -1
-            if sch_fields[s, 2] >= 0:
-                p2 = eq_of_field[sch_fields[s, 2]]
-                if p2 < 0:
-                    continue
-            slot = ht_slot3(mask, p0, p1, p2)
-            prefetch(conj_flat, slot * 3)
-            prefetch(conj_vals, slot)
-            probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
-            n_probe += 1
+        front, n_probe = split_satisfied(sat, ns, gsat, n_sat, pred_op, pred_field, pred_key, eq_of_field, key_head,
+                                         probe, n_probe)
+        n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
         for t in range(n_sat, front):  # (the equalities, which alone set eq_of_field)
             eq_of_field[pred_field[gsat[t]]] = -1
         ge_end[e - g0] = front
@@ -209,24 +227,16 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
 
     Also adds a ``KNOWN_KEY`` row for the presence list of each field the
     event carries (``access.field_key``).  A separate function, so that
-    :func:`stage_keys` (W0 and every workload without presence keys) stays as it was.
-
-    Writes the group's satisfied predicates to ``gsat`` (event ``i`` of the
-    group: ``gsat[gs_off[i]:gs_off[i + 1]]``, its equalities first, up to
-    ``ge_end[i]``) and a row per reached list to
-    ``probe`` (event ``i``: rows ``gp_off[i]:gp_off[i + 1]``): ``(key,
-    KNOWN_KEY, -)`` for the catch-all and the single-predicate lists, ``(p0,
-    p1, p2)`` -- the event's equality predicates on a configured schema's
-    fields (``p2 = -1`` for two fields) -- for each conjunction to look up.
-    ``conj_flat`` is ``access.conj_keys`` flattened (once per batch).  Returns ``(gsat, probe, n_probe)``, the arrays grown if
-    needed.
+    :func:`stage_keys` (W0 and every workload without presence keys) stays as it was.  Its arguments, what it
+    writes and what it returns are :func:`stage_keys`'.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     sch_fields = access.schema_fields
     n_sch = sch_fields.shape[0]
-    mask = access.conj_vals.shape[0] - 1
+    conj_vals = access.conj_vals
+    mask = conj_vals.shape[0] - 1
     pred_key, pred_field, pred_op = access.pred_key, preds.field, preds.op
     field_key = access.field_key
     n_fk = field_key.shape[0]
@@ -263,40 +273,9 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
                         prefetch(key_head, q)
                         probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
                         n_probe += 1
-        front, back = n_sat, n_sat + ns - 1  # the event's equalities first in gsat, then the others
-        for t in range(-1, ns):
-            if t >= 0:
-                p = sat[t]
-                if pred_op[p] != 0:
-                    gsat[back] = p
-                    back -= 1
-                    continue  # only equalities are single-predicate access keys: no pred_key read for the others
-                gsat[front] = p
-                front += 1
-                eq_of_field[pred_field[p]] = p
-            # the catch-all and the single-predicate lists: their keys are known, no table to probe
-            q = predicate_list_key(pred_key, sat, t)
-            if 0 <= q < n_keys:
-                prefetch(key_head, q)
-                probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
-                n_probe += 1
-        for s in range(n_sch):
-            p0 = eq_of_field[sch_fields[s, 0]]
-            if p0 < 0:
-                continue
-            p1 = eq_of_field[sch_fields[s, 1]]
-            if p1 < 0:
-                continue
-            p2 = -1
-            if sch_fields[s, 2] >= 0:
-                p2 = eq_of_field[sch_fields[s, 2]]
-                if p2 < 0:
-                    continue
-            slot = ht_slot3(mask, p0, p1, p2)
-            prefetch(conj_flat, slot * 3)
-            prefetch(access.conj_vals, slot)
-            probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
-            n_probe += 1
+        front, n_probe = split_satisfied(sat, ns, gsat, n_sat, pred_op, pred_field, pred_key, eq_of_field, key_head,
+                                         probe, n_probe)
+        n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
         if ahead:  # the equalities set above are on the event's own fields: no pred_field read per predicate
             for j in range(ev_off[e], ev_off[e + 1]):
                 if 0 <= ev_field[j] < eq_of_field.shape[0]:

@@ -18,6 +18,10 @@ Three regimes, by the slice's length ``n``:
 * a span so wide that the radix passes would cost more than the quicksort
   (``n < RADIX_IDS_PER_PASS`` per pass), after the bucket sort gave up: the
   quicksort.
+
+Ids already ascending are merged, not sorted again: :func:`merge_into` for
+two slices, :func:`merge_matches` for two CSR match lists of the same events
+(the prefix groups' and the index's, the catch-all's bitmaps and its scan).
 """
 
 from __future__ import annotations
@@ -168,3 +172,31 @@ def radix_sort(a, start, stop, lo, passes, buf):
     if not in_a:
         for i in range(n):
             a[start + i] = buf[i]
+
+
+@njit(cache=True, inline="always")
+def merge_into(a, a0, a1, b, b0, b1, out, w):
+    """Merge ascending ``a[a0:a1]`` and ``b[b0:b1]`` into ``out[w:]``; returns the new end."""
+    i, j = a0, b0
+    while i < a1 or j < b1:
+        if j >= b1 or (i < a1 and a[i] <= b[j]):
+            out[w] = a[i]
+            i += 1
+        else:
+            out[w] = b[j]
+            j += 1
+        w += 1
+    return w
+
+
+@njit(cache=True)
+def merge_matches(off_a, ids_a, off_b, ids_b):
+    """Two CSR match lists of the same events, ids ascending per event, merged (ascending per event)."""
+    n = off_a.shape[0] - 1
+    off = np.zeros(n + 1, dtype=np.int64)
+    ids = np.empty(ids_a.shape[0] + ids_b.shape[0], dtype=np.int64)
+    w = 0
+    for e in range(n):
+        w = merge_into(ids_a, off_a[e], off_a[e + 1], ids_b, off_b[e], off_b[e + 1], ids, w)
+        off[e + 1] = w
+    return off, ids

@@ -74,32 +74,31 @@ class AccessKeys:
         self.key_field[new] = -1
         return new
 
-    def for_fields(self, fields: np.ndarray) -> np.ndarray:
-        """Presence key of each field, creating missing ones."""
-        fields = np.asarray(fields, dtype=np.int64)
-        self.field_key = grow(self.field_key, int(fields.max()) + 1 if len(fields) else 0, -1)
-        keys = self.field_key[fields]
-        missing = np.unique(fields[keys < 0])
+    def _keys_of(self, key_of: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``key_of`` (id -> key, -1: none) grown to ``ids`` and given a new key, without members, for each id it
+        lacked: ``(key_of, the ids' keys, the ids that had none, their new keys)``."""
+        key_of = grow(key_of, int(ids.max()) + 1 if len(ids) else 0, -1)
+        keys = key_of[ids]
+        missing = np.unique(ids[keys < 0])
+        new = missing
         if len(missing):
             new = self._new_keys(len(missing))
-            self.field_key[missing] = new
-            self.key_field[new] = missing
+            key_of[missing] = new
             self.members[new] = -1
-            self.n_presence += len(missing)
-            keys = self.field_key[fields]
+            keys = key_of[ids]
+        return key_of, keys, missing, new
+
+    def for_fields(self, fields: np.ndarray) -> np.ndarray:
+        """Presence key of each field, creating missing ones."""
+        self.field_key, keys, missing, new = self._keys_of(self.field_key, np.asarray(fields, dtype=np.int64))
+        self.key_field[new] = missing
+        self.n_presence += len(missing)
         return keys
 
     def for_predicates(self, pids: np.ndarray) -> np.ndarray:
         """Single-predicate key of each predicate id, creating missing ones."""
-        self.pred_key = grow(self.pred_key, int(pids.max()) + 1 if len(pids) else 0, -1)
-        keys = self.pred_key[pids]
-        missing = np.unique(pids[keys < 0])
-        if len(missing):
-            new = self._new_keys(len(missing))
-            self.pred_key[missing] = new
-            self.members[new] = -1
-            self.members[new, 0] = missing
-            keys = self.pred_key[pids]
+        self.pred_key, keys, missing, new = self._keys_of(self.pred_key, pids)
+        self.members[new, 0] = missing
         return keys
 
     def for_conjunctions(self, rows: np.ndarray) -> np.ndarray:

@@ -45,3 +45,12 @@ def grow(arr: np.ndarray, n: int, fill) -> np.ndarray:
     out = np.full(max(n, 2 * len(arr), 64), fill, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out
+
+
+def lookup(arr: np.ndarray, ids: np.ndarray, missing) -> np.ndarray:
+    """``arr[ids]``, ``missing`` for the ids past its end (per-id arrays grow only as ids are used)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    inside = ids < len(arr)
+    out = np.full(len(ids), missing, dtype=arr.dtype)
+    out[inside] = arr[ids[inside]]
+    return out

@@ -75,6 +75,20 @@ def _bisect(a, lo, hi, x, right):
     return lo
 
 
+@njit(cache=True, inline="always")
+def order_holds(op, x, c):
+    """``x op c`` for the operator codes 1..5 (``!=`` ``<`` ``<=`` ``>`` ``>=``), on order codes or numbers."""
+    if op == 1:
+        return x != c
+    if op == 2:
+        return x < c
+    if op == 3:
+        return x <= c
+    if op == 4:
+        return x > c
+    return x >= c
+
+
 # Without numba's reference-counting runtime: it allocates nothing, and with it each group's slice of
 # ``g_vals`` cost an atomic increment and decrement per group examined (docs/engine.md, "Kernel contract").
 @njit(cache=True, _nrt=False)

@@ -17,7 +17,7 @@ value walks the trie along its own code points (at most as many probes as its
 longest known prefix), collects the non-empty groups it passes, and merges
 them (few, sorted, pairwise from the smallest): every match is one copy, no
 sort, no dedup (each subscription is in one group).  :class:`~engine.matcher.Matcher`
-merges this CSR result with its index's (``catchall.merge_matches``).
+merges this CSR result with its index's (``kernels.sorting.merge_matches``).
 
 Groups grow by relocation to the arena's end with doubled capacity; the
 arena is compacted when more than half of it is garbage.  A node left with
@@ -33,7 +33,8 @@ import numpy as np
 from numba import njit
 
 from .hashtable import HashTable, ht_delete, ht_find2
-from .idpool import IdPool, grow
+from .idpool import IdPool, grow, lookup
+from ..kernels.sorting import merge_into
 from ..semantics import KIND_STRING
 
 
@@ -45,29 +46,6 @@ def code_points(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum(np.fromiter(map(len, strings), dtype=np.int64, count=len(strings)), out=off[1:])
     cps = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     return cps.astype(np.int64), off
-
-
-@njit(cache=True)
-def _merge_into(a, a0, a1, b, b0, b1, out, w):
-    """Merge ascending ``a[a0:a1]`` and ``b[b0:b1]`` into ``out[w:]``; returns the new end."""
-    i, j = a0, b0
-    while i < a1 and j < b1:
-        if a[i] <= b[j]:
-            out[w] = a[i]
-            i += 1
-        else:
-            out[w] = b[j]
-            j += 1
-        w += 1
-    while i < a1:
-        out[w] = a[i]
-        i += 1
-        w += 1
-    while j < b1:
-        out[w] = b[j]
-        j += 1
-        w += 1
-    return w
 
 
 @njit(cache=True, inline="always")
@@ -176,7 +154,7 @@ def prefix_fill(off, groups, goff, base, length, arena, out):
                 continue
             g = groups[i]
             dst = small if src == 0 else 0
-            n = _merge_into(tmp, src, src + n, arena, base[g], base[g] + length[g], tmp, dst) - dst
+            n = merge_into(tmp, src, src + n, arena, base[g], base[g] + length[g], tmp, dst) - dst
             src = dst
         g = groups[largest]
         _merge_runs(tmp, src, src + n, arena, base[g], base[g] + length[g], out, w)
@@ -284,11 +262,7 @@ class PrefixGroups:
 
     def owns(self, handles: np.ndarray) -> np.ndarray:
         """Which of ``handles`` are filed here."""
-        h = np.asarray(handles, dtype=np.int64)
-        inside = h < len(self.node_of)
-        out = np.zeros(len(h), dtype=bool)
-        out[inside] = self.node_of[h[inside]] >= 0
-        return out
+        return lookup(self.node_of, handles, -1) >= 0
 
     # -- the trie ---------------------------------------------------------
     def _alloc(self, n: int) -> np.ndarray:
