@@ -9,7 +9,7 @@ Validity intervals (Fabret et al., section 1) are in event time (record
 timestamps), so a replay matches what the first run matched: a subscription
 matches an event only if ``valid_from <= event time < valid_until`` (either
 bound may be missing), and it leaves the matcher in bulk once events at or past
-``valid_until`` arrive (``engine.validity.DeadlineQueue`` + ``Matcher.remove_bulk``).
+``valid_until`` arrive (``engine.validity.deadlines.DeadlineQueue`` + ``Matcher.remove_bulk``).
 
 Beside the matcher the state keeps a columnar copy of what it added
 (``SubscriptionBatch`` chunks, compacted when stale rows outnumber live ones),

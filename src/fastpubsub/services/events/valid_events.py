@@ -3,7 +3,7 @@
 An event may carry ``valid_until`` (ms since the epoch, event time, exclusive)
 in a Kafka record header of that name, as a decimal string — a header, so that
 the event's value (which notifications re-use byte for byte) stays as it is.
-The processor keeps such events in an ``engine.event_store.ValidEventStore``
+The processor keeps such events in an ``engine.validity.event_store.ValidEventStore``
 while ``event time < valid_until`` and matches every batch of new (or replaced)
 subscriptions against them at once.  A stored event ``e`` is notified to a new
 subscription ``s`` iff ``s`` matches it, ``s``'s record time is before
