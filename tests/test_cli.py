@@ -78,7 +78,7 @@ def test_tail_dead_letters(bootstrap, start_processor, group_id):
     assert dl["source_topic"] == topics.EVENTS and dl["key"] == "bad" and "neither JSON" in dl["reason"]
 
 
-@pytest.mark.parametrize("command", ["broker", "topics", "run", "tables", "subscribe", "unsubscribe", "publish", "tail", "demo"])
+@pytest.mark.parametrize("command", ["broker", "topics", "run", "patterns", "tables", "subscribe", "unsubscribe", "publish", "tail", "demo"])
 def test_every_subcommand_has_help(command):
     out = invoke(command, "--help")
     assert f" {command} [OPTIONS]" in out

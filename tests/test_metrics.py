@@ -1,51 +1,190 @@
-"""/metrics, /healthz and /readyz of a real processor, scraped over HTTP."""
+"""/metrics, /healthz and /readyz: what a service published, exposed through prometheus_client and scraped over HTTP.
+
+The exposition is read back the way a scraper reads it: ``prometheus_client.parser`` for the text format 0.0.4 and
+the strict ``prometheus_client.openmetrics.parser`` when OpenMetrics is asked for.
+"""
 
 from __future__ import annotations
 
-import re
+import json
+import signal
+import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import given, strategies as st
 from kafka_helpers import send, wait_processed
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
+from prometheus_client.parser import text_string_to_metric_families
 
+from fastpubsub.cli import main
+from fastpubsub.kafka.broker import child_preexec, free_port
+from fastpubsub.runtime.metrics import BUCKETS, Histogram, Metrics, MetricsServer
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
-from fastpubsub.runtime.metrics import MetricsServer, render
 
-pytestmark = pytest.mark.broker
-
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 
-def parse(text: str) -> dict[tuple[str, frozenset], float]:
-    """Prometheus text format -> {(name, labels): value}; every line must be a comment or a sample."""
-    out, types = {}, {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ")
-            types[name] = kind
-            continue
-        if line.startswith("# HELP "):
-            continue
-        m = _SAMPLE.match(line)
-        assert m, f"not a sample line: {line!r}"
-        name, labels, value = m.groups()
-        assert name in types or name.rsplit("_", 1)[0] in types, f"{name} has no TYPE line"
-        out[name, frozenset(_LABEL.findall(labels or ""))] = float(value)
-    return out
+def request(url: str, accept: str | None = None) -> tuple[int, str, str]:
+    """(status, content type, body) of a GET."""
+    req = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers["Content-Type"], r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers["Content-Type"], exc.read().decode()
 
 
 def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
+    status, _, body = request(url)
+    return status, body
 
 
+def families(text: str) -> dict[str, object]:
+    """The text format 0.0.4 -> {family name: family}, as a scraper parses it."""
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def parse(text: str) -> dict[tuple[str, frozenset], float]:
+    """The text format 0.0.4 -> {(sample name, labels): value}."""
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+@pytest.fixture
+def published() -> Metrics:
+    """A host's metrics as its loop leaves them after some work."""
+    m = Metrics()
+    m.counters.events, m.counters.notifications, m.counters.batches, m.counters.commits = 120, 45, 3, 2
+    m.dead_letters = Counter({(topics.EVENTS, "not_json_or_avro"): 2, (topics.SUBSCRIPTIONS, "predicates"): 1})
+    m.publish(7, {"added": 8, "replaced": 1, "removed": 1, "expired": 0}, (3, 100_000, 4),
+              delivery="transactional", group_id="g", algorithm="dynamic", shard="0/1")
+    for seconds in (0.0004, 0.003, 0.003, 12.0):
+        m.batch_seconds.observe(seconds)
+    m.commit_seconds.observe(0.02)
+    m.engine = {"clusters": 5, "algorithm": "dynamic", "hash_tables": {"multi_attribute": 2},
+                "cluster_size_histogram": {"1": 4, "2-3": 1}}
+    m.ready.set()
+    return m
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(metrics: Metrics) -> str:
+        servers.append(MetricsServer(metrics, 0).start())
+        return f"http://127.0.0.1:{servers[-1].port}"
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def test_the_text_format_carries_the_published_numbers_with_their_types(published, serve):
+    status, content_type, text = request(f"{serve(published)}/metrics")
+    assert status == 200 and content_type == "text/plain; version=0.0.4; charset=utf-8"
+    f = families(text)
+    assert {name: f[name].type for name in ("pubsub_events", "pubsub_dead_letters", "pubsub_subscription_changes",
+                                            "pubsub_producer_queue_full", "pubsub_batch_seconds", "pubsub_info",
+                                            "pubsub_ready", "pubsub_subscriptions", "pubsub_engine_clusters")} == {
+        "pubsub_events": "counter", "pubsub_dead_letters": "counter", "pubsub_subscription_changes": "counter",
+        "pubsub_producer_queue_full": "counter", "pubsub_batch_seconds": "histogram", "pubsub_info": "gauge",
+        "pubsub_ready": "gauge", "pubsub_subscriptions": "gauge", "pubsub_engine_clusters": "gauge"}
+    assert all(s.name.endswith("_total") for fam in f.values() if fam.type == "counter" for s in fam.samples)
+    assert not [s.name for fam in f.values() for s in fam.samples if s.name.endswith("_created")]
+    m = parse(text)
+    assert m["pubsub_events_total", frozenset()] == 120 and m["pubsub_notifications_total", frozenset()] == 45
+    assert m["pubsub_dead_letters_total", frozenset({("topic", topics.EVENTS), ("reason", "not_json_or_avro")})] == 2
+    assert m["pubsub_subscription_changes_total", frozenset({("change", "added")})] == 8
+    assert m["pubsub_producer_queue_messages", frozenset()] == 3
+    assert m["pubsub_producer_queue_full_total", frozenset()] == 4
+    assert m["pubsub_info", frozenset({("algorithm", "dynamic"), ("delivery", "transactional"), ("group_id", "g"),
+                                       ("shard", "0/1")})] == 1
+    assert m["pubsub_ready", frozenset()] == 1 and m["pubsub_subscriptions", frozenset()] == 7
+    assert m["pubsub_engine_hash_tables_multi_attribute", frozenset()] == 2
+    assert m["pubsub_engine_clusters_by_size", frozenset({("size", "2-3")})] == 1
+    assert m["pubsub_batch_seconds_bucket", frozenset({("le", "0.001")})] == 1
+    assert m["pubsub_batch_seconds_bucket", frozenset({("le", "0.005")})] == 3
+    assert m["pubsub_batch_seconds_bucket", frozenset({("le", "+Inf")})] == 4
+    assert m["pubsub_batch_seconds_count", frozenset()] == 4
+    assert m["pubsub_batch_seconds_sum", frozenset()] == pytest.approx(12.0064)
+
+
+def test_openmetrics_when_the_scraper_asks_for_it(published, serve):
+    status, content_type, text = request(f"{serve(published)}/metrics", accept=OPENMETRICS)
+    assert status == 200 and content_type.startswith("application/openmetrics-text")
+    f = {fam.name: fam for fam in openmetrics_families(text)}  # the strict parser: a malformed exposition raises
+    assert f["pubsub"].type == "info" and f["pubsub_events"].type == "counter"
+    assert f["pubsub_commit_seconds"].type == "histogram"
+    assert [s.value for s in f["pubsub_events"].samples] == [120]
+
+
+def test_health_and_readiness_follow_the_loop(serve):
+    m = Metrics(stall_seconds=1.0)
+    base = serve(m)
+    assert request(f"{base}/readyz") == (503, "text/plain; charset=utf-8", "rebuilding subscriptions\n")
+    assert request(f"{base}/healthz") == (200, "text/plain; charset=utf-8", "ok\n")
+    assert parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
+    m.ready.set()
+    assert get(f"{base}/readyz") == (200, "ready\n")
+    m.last_beat -= 5  # the loop has not turned for five seconds
+    status, body = get(f"{base}/healthz")
+    assert status == 503 and body == "stalled: no progress for 5s\n"
+    assert get(f"{base}/nothing")[0] == 404
+
+
+def test_each_host_has_a_registry_of_its_own(serve):
+    first, second = Metrics(), Metrics()
+    first.counters.events, second.counters.events = 1, 2
+    assert parse(get(f"{serve(first)}/metrics")[1])["pubsub_events_total", frozenset()] == 1
+    assert parse(get(f"{serve(second)}/metrics")[1])["pubsub_events_total", frozenset()] == 2
+
+
+@given(st.lists(st.floats(min_value=0, max_value=100, allow_nan=False), max_size=50))
+def test_a_histogram_bucket_counts_the_observations_up_to_its_bound(values):
+    h = Histogram()
+    for v in values:
+        h.observe(v)
+    samples = {(s.name, s.labels.get("le")): s.value for s in h.family("x_seconds", "x").samples}
+    for bound in BUCKETS:
+        assert samples["x_seconds_bucket", repr(bound)] == sum(v <= bound for v in values)
+    assert samples["x_seconds_bucket", "+Inf"] == samples["x_seconds_count", None] == len(values)
+    assert samples["x_seconds_sum", None] == pytest.approx(sum(values))
+
+
+def test_a_processor_exposes_its_metrics_before_its_loop_starts():
+    from fastpubsub.services.events.processor import Processor, ProcessorConfig
+    from prometheus_client.exposition import generate_latest
+
+    metrics = parse(generate_latest(Processor(ProcessorConfig("127.0.0.1:1")).metrics.registry).decode())
+    assert metrics["pubsub_ready", frozenset()] == 0 and metrics["pubsub_subscriptions", frozenset()] == 0
+
+
+@pytest.mark.parametrize("command", [["run"], ["patterns"], ["tables", "--table", "stock:pubsub.tables.stock:symbol"]],
+                         ids=["run", "patterns", "tables"])
+def test_every_service_serves_metrics_on_the_port_given(command):
+    """One set of options and one server for the three services: a port already taken is refused before the start."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, [*command, "-b", "127.0.0.1:1", "--metrics-port", str(port),
+                                           "--stall-seconds", "30"])
+    assert result.exit_code == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in result.output
+
+
+# --- through the broker ---------------------------------------------------------------------
+
+
+@pytest.mark.broker
 def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_processor):
     send(bootstrap, topics.SUBSCRIPTIONS, [
         ("1", codecs.encode_subscription(Subscription("alice", [("price", "<", 10)]))),
@@ -93,8 +232,80 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
     assert stats["events"] == 20
 
 
-def test_render_before_the_loop_starts():
-    from fastpubsub.services.events.processor import Processor, ProcessorConfig
+class ServiceProcess:
+    """``pubsub <command> --metrics-port PORT`` in a child process."""
 
-    metrics = parse(render(Processor(ProcessorConfig("127.0.0.1:1")).metrics))
-    assert metrics["pubsub_ready", frozenset()] == 0 and metrics["pubsub_subscriptions", frozenset()] == 0
+    def __init__(self, *args: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", *args, "--progress-interval", "60",
+                                      "--metrics-port", str(self.port)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=child_preexec)
+
+    def scrape(self) -> dict[tuple[str, frozenset], float]:
+        status, text = get(f"{self.base}/metrics")
+        assert status == 200
+        return parse(text)
+
+    def wait_for(self, condition, what: str, timeout: float = 180.0) -> dict[tuple[str, frozenset], float]:
+        """The first scrape that satisfies ``condition`` (the server answers from the start, before readiness)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc.poll() is None, self.proc.communicate()[1][-3000:]
+            try:
+                m = self.scrape()
+                if condition(m):
+                    return m
+            except urllib.error.URLError:  # not listening yet
+                pass
+            assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
+            time.sleep(0.2)
+
+    def stop(self) -> dict:
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, err[-3000:]
+        return json.loads(out.strip().splitlines()[-1])
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def dead_lettered(m: dict[tuple[str, frozenset], float], topic: str) -> float:
+    return sum(v for (name, labels), v in m.items() if name == "pubsub_dead_letters_total" and ("topic", topic) in labels)
+
+
+@pytest.mark.broker
+def test_the_pattern_and_table_services_serve_metrics(bootstrap, group_id):
+    table_topic = "pubsub.tables.metrics-stock"
+    send(bootstrap, topics.SUBSCRIPTIONS, [
+        (b"1", json.dumps({"subscriber": "ann", "pattern": 'seq a: name = "X" next b: name = "X" within 60s'}).encode()),
+        (b"2", json.dumps({"subscriber": "eve", "pattern": "seq a: price >"}).encode()),  # bad: dead-lettered
+    ])
+    patterns = ServiceProcess("patterns", "-b", bootstrap, "--group-id", f"{group_id}-patterns")
+    tables = ServiceProcess("tables", "-b", bootstrap, "--group-id", f"{group_id}-tables",
+                            "--table", f"stock:{table_topic}:symbol:risk=number")
+    try:
+        ready = lambda m: m.get(("pubsub_ready", frozenset())) == 1  # noqa: E731
+        for service in (patterns, tables):
+            service.wait_for(ready, "ready")
+            assert get(f"{service.base}/readyz") == (200, "ready\n") and get(f"{service.base}/healthz")[0] == 200
+        send(bootstrap, topics.EVENTS, [(b"k", json.dumps({"name": "X", "price": i}).encode()) for i in range(5)])
+        send(bootstrap, table_topic, [(b"A", json.dumps({"symbol": "A", "risk": 1}).encode()),
+                                      (b"B", b"not a row")])  # bad: dead-lettered
+        m = patterns.wait_for(lambda m: m["pubsub_events_total", frozenset()] == 5, "the events processed")
+        assert m["pubsub_notifications_total", frozenset()] >= 1 and m["pubsub_subscriptions", frozenset()] == 1
+        assert dead_lettered(m, topics.SUBSCRIPTIONS) == 1
+        # the table service's inputs are its tables' topics and pubsub.subscriptions: two rows and two subscriptions
+        m = tables.wait_for(lambda m: m["pubsub_events_total", frozenset()] == 4, "the rows processed")
+        assert dead_lettered(m, table_topic) == 1
+        assert ("pubsub_info", frozenset({("algorithm", ""), ("delivery", "transactional"),
+                                          ("group_id", f"{group_id}-tables"), ("shard", "0/1"),
+                                          ("mode", "s-un")})) in m
+        assert patterns.stop()["events"] == 5 and tables.stop()["rows"] == {"stock": 1}
+    finally:
+        patterns.kill()
+        tables.kill()

@@ -1,4 +1,5 @@
-"""What every ``pubsub`` subcommand that talks to Kafka shares: the connection options, logging, signals."""
+"""What every ``pubsub`` subcommand that talks to Kafka shares: the connection options, logging, signals; and what
+the three services share: ``/metrics``, ``/healthz`` and ``/readyz``, and how they run until stopped."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import json
 import logging
 import signal
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import click
 
 from fastpubsub.kafka import ClientFactory, parse_settings
 from fastpubsub.kafka.admin import require
+from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS, MetricsServer
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -36,6 +39,32 @@ def connection_options(command: Callable) -> Callable:
     return wrapper
 
 
+@dataclass(frozen=True)
+class Monitoring:
+    """Where a service serves ``/metrics``, ``/healthz`` and ``/readyz`` (port 0: nowhere), and how long a loop
+    without progress is still alive."""
+
+    port: int = 0
+    host: str = "127.0.0.1"
+    stall_seconds: float = DEFAULT_STALL_SECONDS
+
+
+def metrics_options(command: Callable) -> Callable:
+    """``--metrics-port``, ``--metrics-host`` and ``--stall-seconds``, given to the command as one ``monitoring``."""
+
+    @click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+                  help="Serve /metrics (Prometheus), /healthz (liveness) and /readyz on this port; 0: no server.")
+    @click.option("--metrics-host", default="127.0.0.1", show_default=True,
+                  help="Address the metrics server binds (0.0.0.0 in a container).")
+    @click.option("--stall-seconds", type=click.FloatRange(min=1), default=DEFAULT_STALL_SECONDS, show_default=True,
+                  help="/healthz answers 503 once the loop has made no progress for this long.")
+    @functools.wraps(command)
+    def wrapper(*args, metrics_port: int, metrics_host: str, stall_seconds: float, **kwargs):
+        return command(*args, monitoring=Monitoring(metrics_port, metrics_host, stall_seconds), **kwargs)
+
+    return wrapper
+
+
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
@@ -53,9 +82,16 @@ def require_topic(clients: ClientFactory, topic: str) -> None:
         raise click.ClickException(str(exc)) from None
 
 
-def run_service(service: Any) -> None:
-    """Run a service (``run()`` -> statistics, ``stop()``, ``stats()``) until Ctrl-C or SIGTERM; print its final
-    statistics as one JSON line, and exit non-zero with the reason logged if it failed."""
+def run_service(service: Any, monitoring: Monitoring) -> None:
+    """Run a service (a ``runtime.host.Host``) until Ctrl-C or SIGTERM, its ``/metrics``, ``/healthz`` and
+    ``/readyz`` served meanwhile when ``monitoring`` has a port; print its final statistics as one JSON line, and
+    exit non-zero with the reason logged if it failed."""
+    server = None
+    if monitoring.port:
+        try:
+            server = MetricsServer(service.metrics, monitoring.port, monitoring.host).start()
+        except OSError as exc:
+            raise click.ClickException(f"cannot serve metrics on {monitoring.host}:{monitoring.port}: {exc}") from None
     on_signals(service.stop)
     try:
         stats = service.run()
@@ -63,4 +99,7 @@ def run_service(service: Any) -> None:
         logging.getLogger("pubsub").error("stopping: %s", exc)
         click.echo(json.dumps(service.stats(), sort_keys=True))
         sys.exit(1)
+    finally:
+        if server is not None:
+            server.stop()
     click.echo(json.dumps(stats, sort_keys=True))

@@ -6,7 +6,7 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, run_service, setup_logging
+from .common import connection_options, metrics_options, run_service, setup_logging
 
 
 @click.command("patterns")
@@ -39,8 +39,10 @@ from .common import connection_options, run_service, setup_logging
                    "events are dead-lettered and counted (late_events).  [default: 1000]")
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@metrics_options
 def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
-                 output_format, session_timeout_ms, repartition_by, grace_ms, progress_interval, log_level) -> None:
+                 output_format, session_timeout_ms, repartition_by, grace_ms, progress_interval, log_level,
+                 monitoring) -> None:
     """Serve pattern subscriptions over the events (docs/patterns.md).
 
     Reads pubsub.events (partitions shared by the instances of a group) and
@@ -59,7 +61,7 @@ def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_
         service = PatternService(PatternServiceConfig(
             clients.bootstrap_servers, group_id, delivery, transactional_id, batch_size, max_per_subscription,
             max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings),
-            repartition_by, 1000 if grace_ms is None else grace_ms))
+            repartition_by, 1000 if grace_ms is None else grace_ms, stall_seconds=monitoring.stall_seconds))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    run_service(service)
+    run_service(service, monitoring)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-
 import click
 
 from fastpubsub.engine import ALGORITHMS, RUN_MIN
@@ -12,11 +9,10 @@ from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
 from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
 from fastpubsub.services.events.encode import NOTIFICATION_EVENT_MODES
-from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
 
-from .common import connection_options, on_signals, setup_logging
+from .common import connection_options, metrics_options, run_service, setup_logging
 
 
 class ShardType(click.ParamType):
@@ -96,12 +92,7 @@ class ShardType(click.ParamType):
               help="Bound of the valid-event store in bytes (approximate: values, ids and per-attribute overhead).")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
               help="Verbosity of the log on stderr.")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, show_default=True,
-              help="Serve /metrics (Prometheus), /healthz (liveness) and /readyz on this port; 0: no server.")
-@click.option("--metrics-host", default="127.0.0.1", show_default=True,
-              help="Address the metrics server binds (0.0.0.0 in a container).")
-@click.option("--stall-seconds", type=click.FloatRange(min=1), default=DEFAULT_STALL_SECONDS, show_default=True,
-              help="/healthz answers 503 once the loop has made no progress for this long.")
+@metrics_options
 @click.option("--producer-queue-messages", type=click.IntRange(min=1), default=QueueBounds.producer_messages,
               show_default=True, help="Most notifications and dead letters held awaiting acknowledgement; when full, "
                                       "the loop waits (back-pressure), nothing is dropped.")
@@ -125,7 +116,7 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
         commit_interval_ms, commit_linger_ms, overlap_commits, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
-        log_level, metrics_port, metrics_host, stall_seconds,
+        log_level, monitoring,
         producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes,
         notification_event, max_output_bytes, max_record_bytes) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
@@ -136,16 +127,15 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
     --commit-interval-ms.  Progress goes to stderr; on shutdown the
     final statistics are printed to stdout as one JSON line.
     """
-    from fastpubsub.services.events.processor import Processor, ProcessorConfig, stats_json
-    from fastpubsub.runtime.metrics import MetricsServer
+    from fastpubsub.services.events.processor import Processor, ProcessorConfig
 
     setup_logging(log_level)
     try:
         processor = Processor(ProcessorConfig(
             clients.bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms,
             progress_interval, algorithm=algorithm, runs=runs, client_config=dict(clients.settings),
-            transactional_id=transactional_id, stall_seconds=stall_seconds, commit_interval_ms=commit_interval_ms,
-            commit_linger_ms=commit_linger_ms, overlap_commits=overlap_commits,
+            transactional_id=transactional_id, stall_seconds=monitoring.stall_seconds,
+            commit_interval_ms=commit_interval_ms, commit_linger_ms=commit_linger_ms, overlap_commits=overlap_commits,
             snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
@@ -154,20 +144,4 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
         ))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None
-    server = None
-    if metrics_port:
-        try:
-            server = MetricsServer(processor.metrics, metrics_port, metrics_host).start()
-        except OSError as exc:
-            raise click.ClickException(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}") from None
-    on_signals(processor.stop)
-    try:
-        stats = processor.run()
-    except Exception as exc:  # noqa: BLE001 - nothing was committed past the failure; say why and exit non-zero
-        logging.getLogger("pubsub").error("stopping: %s", exc)
-        click.echo(stats_json(processor.stats()))
-        sys.exit(1)
-    finally:
-        if server is not None:
-            server.stop()
-    click.echo(stats_json(stats))
+    run_service(processor, monitoring)

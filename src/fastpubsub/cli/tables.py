@@ -6,7 +6,7 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, run_service, setup_logging
+from .common import connection_options, metrics_options, run_service, setup_logging
 
 
 @click.command("tables")
@@ -32,8 +32,9 @@ from .common import connection_options, run_service, setup_logging
               help="Encoding of dead letters (notifications and reformulated messages are JSON).")
 @click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@metrics_options
 def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batch_size, output_format,
-               progress_interval, log_level) -> None:
+               progress_interval, log_level, monitoring) -> None:
     """Serve aggregate subscriptions over tables (docs/aggregates.md).
 
     Reads the declared tables' topics and the aggregate subscriptions of
@@ -49,7 +50,8 @@ def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batc
     try:
         service = TableService(TableServiceConfig(
             clients.bootstrap_servers, [TableDeclaration.parse(t) for t in tables], mode, group_id, delivery,
-            transactional_id, batch_size, output_format, progress_interval, dict(clients.settings)))
+            transactional_id, batch_size, output_format, progress_interval, dict(clients.settings),
+            stall_seconds=monitoring.stall_seconds))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    run_service(service)
+    run_service(service, monitoring)

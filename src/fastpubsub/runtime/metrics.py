@@ -1,14 +1,27 @@
-"""``/metrics`` (Prometheus text format), ``/healthz`` (liveness) and ``/readyz`` of a running processor.
+"""``/metrics`` (Prometheus, through ``prometheus_client``), ``/healthz`` (liveness) and ``/readyz`` of a service.
 
 The stages publish their numbers into one :class:`Metrics` and this module
 only reads that: plain counters the stages increment
-(``processor.counters.PipelineCounters``, the dead-letter counts by reason),
+(``runtime.counters.PipelineCounters``, the dead-letter counts by reason),
 and gauges the loop sets once per iteration (subscriptions, the producer's
 queue).  Values that need the Kafka clients or the matcher (consumer lag, the
 engine's configuration) are sampled by the loop itself, at most once a second
 and once every ``ENGINE_EVERY`` seconds, through
 :meth:`Metrics.after_iteration`: the HTTP thread never touches a client or the
 matcher while the loop mutates it.
+
+The exposition is ``prometheus_client``'s: each :class:`Metrics` has a
+registry of its own (several hosts share a process in tests) holding one
+collector, :class:`PublishedCollector`, which builds the metric families from
+what was published when a scraper asks, so the loop pays nothing per event
+for them.  The two latency histograms are bucket counts the loop keeps
+(:class:`Histogram`) and the collector exposes as ``HistogramMetricFamily``,
+rather than ``prometheus_client.Histogram``: the loop's ``observe`` takes no
+lock the HTTP thread also takes, is a fraction of the cost of the client's
+(one ``bisect``), and the histograms carry no ``_created`` series, like every
+counter here.  The server answers ``/metrics`` with the client's own handler
+(``MetricsHandler``): the text format 0.0.4 unless the scraper asks for
+OpenMetrics, gzip when accepted, ``name[]`` filters.
 
 Liveness means "the loop turns": ``/healthz`` answers 200 while the loop has
 finished an iteration (or a rebuild step) within ``stall_seconds``, 503 after.
@@ -24,10 +37,15 @@ import bisect
 import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from http.server import ThreadingHTTPServer
+from typing import Any, Iterator, Mapping
+from urllib.parse import urlparse
 
 from confluent_kafka import Consumer, KafkaException
+from prometheus_client.exposition import MetricsHandler
+from prometheus_client.metrics_core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
+                                            InfoMetricFamily, Metric)
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from .counters import PipelineCounters
 
@@ -41,26 +59,24 @@ DEFAULT_STALL_SECONDS = 90.0  # above the 60 s a transaction commit may take bef
 
 
 class Histogram:
-    """Cumulative-bucket histogram as Prometheus expects (``_bucket{le=...}``, ``_sum``, ``_count``)."""
+    """Bucket counts of one latency, kept by the loop (``observe``) and exposed by :class:`PublishedCollector`."""
 
     def __init__(self, buckets: tuple[float, ...] = BUCKETS) -> None:
         self.buckets = buckets
         self.counts = [0] * (len(buckets) + 1)  # the last one is +Inf
         self.sum = 0.0
-        self.count = 0
 
     def observe(self, value: float) -> None:
         self.counts[bisect.bisect_left(self.buckets, value)] += 1
         self.sum += value
-        self.count += 1
 
-    def lines(self, name: str) -> list[str]:
-        out, running = [], 0
-        for bound, n in zip((*self.buckets, float("inf")), self.counts):
+    def family(self, name: str, documentation: str) -> HistogramMetricFamily:
+        """Cumulative buckets; the count is the +Inf bucket's, so the two agree whenever the loop observes."""
+        counts, total, running, buckets = list(self.counts), self.sum, 0, []
+        for bound, n in zip((*self.buckets, float("inf")), counts):
             running += n
-            out.append(f'{name}_bucket{{le="{_number(bound)}"}} {running}')
-        out += [f"{name}_sum {_number(self.sum)}", f"{name}_count {self.count}"]
-        return out
+            buckets.append((_bound(bound), running))
+        return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=total)
 
 
 def consumer_lag(consumer: Consumer, timeout: float = 2.0) -> int:
@@ -112,6 +128,8 @@ class Metrics:
         self.last_beat = time.monotonic()
         self.started = time.monotonic()
         self._lag_at = self._engine_at = float("-inf")
+        self.registry = CollectorRegistry()  # this instance's own: what /metrics exposes
+        self.registry.register(PublishedCollector(self))
 
     def beat(self) -> None:
         """The loop made progress: a batch delivered, a rebuild step, or a turn with nothing to do."""
@@ -143,22 +161,8 @@ class Metrics:
 # --- the exposition ---------------------------------------------------------------
 
 
-def _number(v: float) -> str:
-    if v == float("inf"):
-        return "+Inf"
-    return repr(float(v)) if isinstance(v, float) else str(v)
-
-
-def _label(v: Any) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _metric(out: list[str], name: str, kind: str, help_: str, samples: list[tuple[dict[str, Any], float]]) -> None:
-    out.append(f"# HELP {name} {help_}")
-    out.append(f"# TYPE {name} {kind}")
-    for labels, value in samples:
-        text = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-        out.append(f"{name}{{{text}}} {_number(value)}" if text else f"{name} {_number(value)}")
+def _bound(v: float) -> str:
+    return "+Inf" if v == float("inf") else repr(float(v))
 
 
 def _engine_numbers(stats: dict[str, Any], prefix: str = "") -> list[tuple[str, float]]:
@@ -174,48 +178,68 @@ def _engine_numbers(stats: dict[str, Any], prefix: str = "") -> list[tuple[str, 
     return out
 
 
-def render(metrics: Metrics) -> str:
-    """The Prometheus text exposition (format 0.0.4) of what was published to ``metrics``."""
-    m, c = metrics, metrics.counters
-    out: list[str] = []
-    _metric(out, "pubsub_events_total", "counter", "Events decoded and matched.", [({}, c.events)])
-    _metric(out, "pubsub_notifications_total", "counter", "Notifications produced.", [({}, c.notifications)])
-    _metric(out, "pubsub_batches_total", "counter", "Event batches processed and committed.", [({}, c.batches)])
-    _metric(out, "pubsub_commits_total", "counter", "Commits (transactions, or at-least-once offset commits) of one "
-            "or more batches.", [({}, c.commits)])
-    _metric(out, "pubsub_dead_letters_total", "counter", "Bad input records sent to pubsub.dead-letter, by source and reason class.",
-            [({"topic": t, "reason": r}, n) for (t, r), n in sorted(dict(m.dead_letters).items())])
-    _metric(out, "pubsub_consumer_lag", "gauge", "Events between the group's committed offsets and the high watermarks.", [({}, m.lag)])
-    _metric(out, "pubsub_assigned_partitions", "gauge", "Event partitions assigned to this instance.", [({}, m.partitions)])
-    out += ["# HELP pubsub_batch_seconds Time to decode, match and produce one event batch.",
-            "# TYPE pubsub_batch_seconds histogram", *m.batch_seconds.lines("pubsub_batch_seconds")]
-    out += ["# HELP pubsub_commit_seconds Time of one commit: outputs acknowledged, offsets committed with them.",
-            "# TYPE pubsub_commit_seconds histogram", *m.commit_seconds.lines("pubsub_commit_seconds")]
-    _metric(out, "pubsub_busy_seconds_total", "counter", "Time spent on event batches.", [({}, c.busy_seconds)])
-    _metric(out, "pubsub_subscriptions", "gauge", "Subscriptions in the matcher.", [({}, m.subscriptions)])
-    _metric(out, "pubsub_subscription_changes_total", "counter", "Subscription changes applied, by kind.",
-            [({"change": k}, m.changes.get(k, 0)) for k in CHANGE_KINDS])
-    if m.producer_queue is not None:
-        queued, bound, full_waits = m.producer_queue
-        _metric(out, "pubsub_producer_queue_messages", "gauge", "Outputs waiting for the broker's acknowledgement.",
-                [({}, queued)])
-        _metric(out, "pubsub_producer_queue_bound", "gauge", "Bound of that queue (queue.buffering.max.messages).",
-                [({}, bound)])
-        _metric(out, "pubsub_producer_queue_full_total", "counter", "Times a produce found the queue full and waited.",
-                [({}, full_waits)])
-    _metric(out, "pubsub_info", "gauge", "Configuration of this instance.", [(dict(m.info), 1)])
-    _metric(out, "pubsub_ready", "gauge", "1 once the subscriptions are rebuilt and events are matched.",
-            [({}, int(m.ready.is_set()))])
-    _metric(out, "pubsub_seconds_since_progress", "gauge", "Seconds since the loop last made progress.",
-            [({}, round(time.monotonic() - m.last_beat, 3))])
-    for name, value in _engine_numbers({k: v for k, v in m.engine.items() if k not in ("subscriptions", "algorithm")}):
-        _metric(out, f"pubsub_engine_{name}", "gauge", f"matcher.stats()['{name}'] (sampled every {ENGINE_EVERY:.0f}s).",
-                [({}, value)])
-    histogram = m.engine.get("cluster_size_histogram")
-    if histogram:
-        _metric(out, "pubsub_engine_clusters_by_size", "gauge", "Clusters per size class (matcher.stats()).",
-                [({"size": k}, v) for k, v in histogram.items()])
-    return "\n".join(out) + "\n"
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, documentation, value=value)
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, value=value)
+
+
+class PublishedCollector(Collector):
+    """The metric families of what was published to one :class:`Metrics`, built on the HTTP thread per scrape."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m, c = self.metrics, self.metrics.counters
+        yield _counter("pubsub_events_total", "Events decoded and matched.", c.events)
+        yield _counter("pubsub_notifications_total", "Notifications produced.", c.notifications)
+        yield _counter("pubsub_batches_total", "Event batches processed and committed.", c.batches)
+        yield _counter("pubsub_commits_total", "Commits (transactions, or at-least-once offset commits) of one or "
+                       "more batches.", c.commits)
+        dead = CounterMetricFamily("pubsub_dead_letters_total", "Bad input records sent to pubsub.dead-letter, by "
+                                   "source and reason class.", labels=("topic", "reason"))
+        for (topic, reason), n in sorted(dict(m.dead_letters).items()):
+            dead.add_metric((topic, reason), n)
+        yield dead
+        yield _gauge("pubsub_consumer_lag", "Events between the group's committed offsets and the high watermarks.",
+                     m.lag)
+        yield _gauge("pubsub_assigned_partitions", "Event partitions assigned to this instance.", m.partitions)
+        yield m.batch_seconds.family("pubsub_batch_seconds", "Time to decode, match and produce one event batch.")
+        yield m.commit_seconds.family("pubsub_commit_seconds", "Time of one commit: outputs acknowledged, offsets "
+                                      "committed with them.")
+        yield _counter("pubsub_busy_seconds_total", "Time spent on event batches.", c.busy_seconds)
+        yield _gauge("pubsub_subscriptions", "Subscriptions in the matcher.", m.subscriptions)
+        changes = CounterMetricFamily("pubsub_subscription_changes_total", "Subscription changes applied, by kind.",
+                                      labels=("change",))
+        published = m.changes
+        for kind in CHANGE_KINDS:
+            changes.add_metric((kind,), published.get(kind, 0))
+        yield changes
+        if m.producer_queue is not None:
+            queued, bound, full_waits = m.producer_queue
+            yield _gauge("pubsub_producer_queue_messages", "Outputs waiting for the broker's acknowledgement.", queued)
+            yield _gauge("pubsub_producer_queue_bound", "Bound of that queue (queue.buffering.max.messages).", bound)
+            yield _counter("pubsub_producer_queue_full_total", "Times a produce found the queue full and waited.",
+                           full_waits)
+        yield InfoMetricFamily("pubsub", "Configuration of this instance.", value=dict(m.info))
+        yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched.",
+                     int(m.ready.is_set()))
+        yield _gauge("pubsub_seconds_since_progress", "Seconds since the loop last made progress.",
+                     round(time.monotonic() - m.last_beat, 3))
+        engine = m.engine
+        for name, value in _engine_numbers({k: v for k, v in engine.items() if k not in ("subscriptions", "algorithm")}):
+            yield _gauge(f"pubsub_engine_{name}", f"matcher.stats()['{name}'] (sampled every {ENGINE_EVERY:.0f}s).",
+                         value)
+        histogram = engine.get("cluster_size_histogram")
+        if histogram:
+            sizes = GaugeMetricFamily("pubsub_engine_clusters_by_size", "Clusters per size class (matcher.stats()).",
+                                      labels=("size",))
+            for size, n in histogram.items():
+                sizes.add_metric((str(size),), n)
+            yield sizes
 
 
 # --- the server ---------------------------------------------------------------------
@@ -227,11 +251,13 @@ class MetricsServer:
     def __init__(self, metrics: Metrics, port: int, host: str = "127.0.0.1") -> None:
         target = metrics
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(MetricsHandler):
+            registry = target.registry
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                path = self.path.split("?", 1)[0]
+                path = urlparse(self.path).path
                 if path == "/metrics":
-                    self._answer(200, render(target), "text/plain; version=0.0.4; charset=utf-8")
+                    super().do_GET()  # prometheus_client's: format negotiated from Accept, gzip, name[] filters
                 elif path == "/healthz":
                     ok = target.alive()
                     self._answer(200 if ok else 503, "ok\n" if ok else
@@ -242,16 +268,13 @@ class MetricsServer:
                 else:
                     self._answer(404, "not found: try /metrics, /healthz or /readyz\n")
 
-            def _answer(self, code: int, body: str, ctype: str = "text/plain; charset=utf-8") -> None:
+            def _answer(self, code: int, body: str) -> None:
                 data = body.encode()
                 self.send_response(code)
-                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:  # scrapes are not worth a log line each
-                pass
 
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True

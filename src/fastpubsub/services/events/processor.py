@@ -15,7 +15,6 @@ every event in its own consumer group.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -279,7 +278,3 @@ class Processor(Host):
     def __init__(self, config: ProcessorConfig) -> None:
         super().__init__(EventsTask(config), config.host())
         self.processor_config = config
-
-
-def stats_json(stats: dict[str, Any]) -> str:
-    return json.dumps(stats, sort_keys=True)

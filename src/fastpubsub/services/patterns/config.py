@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastpubsub.runtime.host import HostConfig
+from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.wire.topics import EVENTS, PATTERN_CHANGELOG, pattern_repartition_changelog, pattern_repartition_topic
 
 ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -28,6 +29,7 @@ class PatternServiceConfig:
     repartition_by: str | None = None  # re-key the events by this attribute first (docs/patterns.md 6.5)
     grace_ms: int = 1000  # how far behind the repartition partition's largest timestamp an event may still arrive
     max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
+    stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.max_per_subscription < 1 or self.max_state_bytes < 1:
@@ -54,5 +56,5 @@ class PatternServiceConfig:
     def host(self) -> HostConfig:
         return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
                           self.transactional_id, self.batch_size, self.session_timeout_ms, self.progress_interval,
-                          self.output_format, commit_interval_ms=0,
+                          self.output_format, stall_seconds=self.stall_seconds, commit_interval_ms=0,
                           max_record_bytes=self.max_record_bytes)  # a transaction per batch: --batch-size bounds it

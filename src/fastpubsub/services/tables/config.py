@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastpubsub.runtime.host import HostConfig
+from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 
 from .declarations import TableDeclaration
 
@@ -25,6 +26,7 @@ class TableServiceConfig:
     progress_interval: float = 5.0
     client_config: dict[str, Any] = field(default_factory=dict)
     max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
+    stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -43,4 +45,5 @@ class TableServiceConfig:
         return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
                           self.transactional_id or f"{self.group_id}-tables", self.batch_size,
                           progress_interval=self.progress_interval, output_format=self.output_format,
-                          commit_interval_ms=0, max_record_bytes=self.max_record_bytes)  # a transaction per batch: --batch-size bounds it
+                          stall_seconds=self.stall_seconds, commit_interval_ms=0,  # a transaction per batch:
+                          max_record_bytes=self.max_record_bytes)  # --batch-size bounds it
