@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -82,10 +83,12 @@ public final class StreamsPeer {
         props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, Integer.parseInt(options.get("threads")));
         props.put(StreamsConfig.STATE_DIR_CONFIG, options.get("state-dir"));
+        props.put("processing.exception.handler.global.enabled", "true");  // the default from Kafka 5.0 on
         props.putAll(config);
 
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         CountDownLatch stopped = new CountDownLatch(1);
+        AtomicBoolean failed = new AtomicBoolean();
         streams.setUncaughtExceptionHandler(e -> {
             log.error("stream thread failed", e);
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
@@ -93,6 +96,9 @@ public final class StreamsPeer {
         streams.setStateListener((now, before) -> {
             if (now == KafkaStreams.State.RUNNING) {
                 log.info("running: {} subscriptions, matcher {}", matcher.size(), options.get("matcher"));
+            }
+            if (now == KafkaStreams.State.ERROR) {
+                failed.set(true);
             }
             if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
                 stopped.countDown();
@@ -106,12 +112,11 @@ public final class StreamsPeer {
                     options.get("matcher"), options.get("threads"), matcher.size(), counters.events.get(),
                     counters.notifications.get(), counters.badEvents.get(), counters.badSubscriptions.get()));
             System.out.flush();
+            Runtime.getRuntime().halt(failed.get() ? 1 : 0);  // a stop on SIGTERM is a clean exit, not 143
         }));
         streams.start();
         stopped.await();
-        if (streams.state() == KafkaStreams.State.ERROR) {
-            System.exit(1);
-        }
+        System.exit(failed.get() ? 1 : 0);
     }
 
     private static void usage(String why) {
