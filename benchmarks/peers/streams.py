@@ -23,7 +23,9 @@ trial on the events and notifications topics made anew:
    (``engine.oracle.OracleMatcher``), as sets of (subscription id, event id), duplicates counted.
 
 A backlog is sized to last about ``--drain-seconds`` at the rate the system last reached (at this size, or the
-one before), within ``--min-backlog`` and ``--backlog``.  A system whose maximum falls under 10 events/s is not
+one before), within ``--min-backlog`` and ``--backlog`` (``--first-backlog`` while no rate is known); a size's
+figures are the medians over the trials whose drain lasted at least half of that (over all its trials if none
+did).  A system whose maximum falls under 10 events/s is not
 run again.  Results go to ``benchmarks/results/peers-streams-<date>.json``, written after every trial.
 """
 
@@ -73,8 +75,9 @@ MIN_CHECKED = 20
 class Settings:
     systems: tuple[str, ...] = SYSTEMS
     rounds: int = 2
-    backlog: int = 200_000  # most events of a backlog
+    backlog: int = 1_000_000  # most events of a backlog
     min_backlog: int = 2_000  # fewest (and never fewer than check_events)
+    first_backlog: int = 50_000  # while the system's rate is unknown
     drain_seconds: float = 10.0  # a backlog lasts about this long at the rate the system last reached
     latency_seconds: float = 20.0
     check_events: int = 200  # at most (fewer at large sizes: ORACLE_PAIRS)
@@ -154,7 +157,8 @@ def checked_events(n: int, settings: Settings) -> int:
 
 
 def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes], expected: set[tuple[int, str]],
-          checked: int, n: int, settings: Settings, workdir: Path, progress: Callable[[str], None]) -> dict:
+          checked: int, n: int, settings: Settings, workdir: Path, progress: Callable[[str], None],
+          offered_events: Callable[[int], list[bytes]]) -> dict:
     """One system on fresh events and notifications topics: maximum, latency at half of it, memory, exactness."""
     bootstrap = broker.bootstrap_servers
     admin.delete_topics(bootstrap, (topics.EVENTS, topics.NOTIFICATIONS))
@@ -177,7 +181,7 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
         max_rate, t0, drained, seconds = drain_rate(samples)
         progress(f"  {system}: maximum {max_rate:,.0f} events/s ({drained:,} events in {seconds:.1f} s)")
         offered = max_rate / 2
-        values = _encoded_events(int(offered * settings.latency_seconds) + 1, settings.seed + 2)
+        values = offered_events(int(offered * settings.latency_seconds) + 1)
         meter = CpuMeter({"broker": broker.pids()[0], "system": process.pid})
         meter.start()
         stamps = _rate_limited(producer, values, offered, settings.latency_seconds)
@@ -200,7 +204,8 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
              f"{memory['peak_rss_kb'] / 1024:,.0f} MiB, {'exact' if check['exact'] else 'NOT EXACT'} on "
              f"{check['events_checked']} events ({check['expected']} notifications)")
     return {"system": system, "group": group, "backlog_events": len(backlog), "max_events_per_s": round(max_rate, 1),
-            "drain_seconds": round(seconds, 2), "rebuild_and_join_s": round(t0 - started, 1),
+            "drain_seconds": round(seconds, 2), "drain_long_enough": seconds >= settings.drain_seconds / 2,
+            "rebuild_and_join_s": round(t0 - started, 1),
             "offered_events_per_s": round(offered, 1), "latency_events": len(stamps),
             "achieved_events_per_s": round(len(stamps) / settings.latency_seconds, 1), "events_notified": len(at),
             **{f"latency_{k}_ms": round(v, 1) for k, v in lat.items()}, **memory, "exactness": check,
@@ -208,24 +213,28 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
 
 
 def backlog_size(rate: float | None, settings: Settings) -> int:
-    """Events that last about ``drain_seconds`` at ``rate`` (the most when no rate is known yet)."""
+    """Events that last about ``drain_seconds`` at ``rate`` (``first_backlog`` when no rate is known yet)."""
     least = max(settings.min_backlog, settings.check_events)
-    return settings.backlog if rate is None else int(min(max(rate * settings.drain_seconds, least), settings.backlog))
+    wanted = settings.first_backlog if rate is None else rate * settings.drain_seconds
+    return int(min(max(wanted, least), settings.backlog))
 
 
 def summary(trials: list[dict]) -> dict[str, dict]:
-    """Per system: the median over its rounds of the maximum and the p99, the largest peak RSS, all exact or not."""
+    """Per system: the median of the maximum and the p99 over its trials whose drain lasted long enough (over all if
+    none did), the largest peak RSS, whether all were exact."""
     out: dict[str, dict] = {}
     for system in dict.fromkeys(t["system"] for t in trials):
         done = [t for t in trials if t["system"] == system and "error" not in t]
         if not done:
             out[system] = {"error": next(t["error"] for t in trials if t["system"] == system)}
             continue
+        exact = all(t["exactness"]["exact"] for t in done)
+        done = [t for t in done if t["drain_long_enough"]] or done
         out[system] = {"rounds": len(done),
                        "max_events_per_s": round(statistics.median(t["max_events_per_s"] for t in done), 1),
                        "latency_p99_ms": round(statistics.median(t["latency_p99_ms"] for t in done), 1),
                        "peak_rss_mib": round(max(t["peak_rss_kb"] for t in done) / 1024, 1),
-                       "exact": all(t["exactness"]["exact"] for t in done)}
+                       "exact": exact}
     return out
 
 
@@ -239,7 +248,14 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
         build(progress)
     if "fastpubsub" in settings.systems:
         warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, settings.seed))  # numba's cache, as benchmarks.e2e
-    events = _encoded_events(settings.backlog, settings.seed + 1)
+    events = _encoded_events(max(settings.backlog, settings.check_events), settings.seed + 1)
+    offered: list[bytes] = []  # the latency phases' events, encoded once for the largest phase so far
+
+    def offered_events(count: int) -> list[bytes]:
+        if count > len(offered):
+            offered[:] = _encoded_events(count, settings.seed + 2)
+        return offered[:count]
+
     rates: dict[str, float] = {}  # the maximum each system last reached
     active = list(settings.systems)
     for n in sizes:
@@ -267,7 +283,7 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
                     progress(f" round {r + 1}: {system}")
                     try:
                         t = trial(broker, system, group, events[:backlog_size(rates.get(system), settings)],
-                                  expected, checked, n, settings, workdir, progress)
+                                  expected, checked, n, settings, workdir, progress, offered_events)
                     except (RuntimeError, TimeoutError) as exc:
                         t = {"system": system, "group": group, "error": str(exc)}
                         progress(f"  {system}: {exc}; not run again")
@@ -301,6 +317,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=d.rounds, help="trials of each system per size, alternated")
     ap.add_argument("--backlog", type=int, default=d.backlog, help="most events of a backlog")
     ap.add_argument("--min-backlog", type=int, default=d.min_backlog, help="fewest events of a backlog")
+    ap.add_argument("--first-backlog", type=int, default=d.first_backlog,
+                    help="events of a backlog while the system's rate is unknown")
     ap.add_argument("--drain-seconds", type=float, default=d.drain_seconds,
                     help="a backlog lasts about this long at the rate the system last reached")
     ap.add_argument("--latency-seconds", type=float, default=d.latency_seconds,
@@ -320,8 +338,10 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         ap.error(f"unknown systems {', '.join(sorted(unknown))}; of {', '.join(SYSTEMS)}")
-    settings = Settings(systems, a.rounds, a.backlog, a.min_backlog, a.drain_seconds, a.latency_seconds,
-                        a.check_events, a.threads, tuple(a.java_opts.split()), tuple(a.peer_config), a.seed)
+    settings = Settings(systems=systems, rounds=a.rounds, backlog=a.backlog, min_backlog=a.min_backlog,
+                        first_backlog=a.first_backlog, drain_seconds=a.drain_seconds,
+                        latency_seconds=a.latency_seconds, check_events=a.check_events, threads=a.threads,
+                        java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed)
     out = a.out or RESULTS / f"peers-streams-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams " + " ".join(sys.argv[1:] if argv is None else argv)
