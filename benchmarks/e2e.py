@@ -114,7 +114,8 @@ class Options:
 
 
 class _NotificationClock(threading.Thread):
-    """Reads the notifications topic on its own thread and keeps, per event id, the first (arrival, record time)."""
+    """Reads the notifications topic on its own thread and keeps, per event id, the first (arrival, record time),
+    and every (subscription id, event id) that arrived."""
 
     def __init__(self, bootstrap: str, fetch_wait_ms: int | None = FAST_FETCH_WAIT_MS) -> None:
         super().__init__(daemon=True)
@@ -125,6 +126,7 @@ class _NotificationClock(threading.Thread):
         n = admin.partitions_of(bootstrap, topics.NOTIFICATIONS)
         self._consumer.assign([TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n)])
         self.first: dict[str, tuple[float, int]] = {}  # filled by stop()
+        self.notified: list[tuple[int, str]] = []  # filled by stop()
         self.count = 0
         self._seen: list[tuple[bytes, float, int]] = []  # (value, arrival, record time): decoded after the run
         self._stopping = threading.Event()
@@ -150,7 +152,9 @@ class _NotificationClock(threading.Thread):
         self._stopping.set()
         self.join(30)
         for value, arrived, ms in self._seen:
-            self.first.setdefault(codecs.decode_notification(value)["event_id"], (arrived, ms))
+            n = codecs.decode_notification(value)
+            self.first.setdefault(n["event_id"], (arrived, ms))
+            self.notified.append((n["subscription_id"], n["event_id"]))
         self._seen = []
 
 
@@ -182,6 +186,40 @@ def _wait_committed(watcher: _Watcher, total: int, processor, timeout: float,
             progress(f"  processed {processed:,} / {total:,} events")
             last_say = now
         time.sleep(0.1)
+
+
+def drain_rate(samples: list[tuple[float, int]]) -> tuple[float, float, int, float]:
+    """(events/s, time of the first commit, events, seconds) of a backlog drained, from :func:`_wait_committed`'s
+    samples: from the first commit observed to the last (the rebuild and the first batch before it are not
+    throughput)."""
+    first = next(i for i, s in enumerate(samples) if s[1] > 0)
+    (t0, c0), (t1, c1) = samples[first], samples[-1]
+    if c1 == c0 and first > 0:  # the whole backlog went in one commit: time it from the sample before
+        t0, c0 = samples[first - 1]
+    return (c1 - c0) / max(t1 - t0, 1e-9), t0, c1 - c0, t1 - t0
+
+
+def await_quiet(clock: _NotificationClock, timeout: float = 30.0) -> None:
+    """Until a second passes without a notification (once every event is committed, its notifications are on the
+    broker: these are the last ones arriving)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = clock.count
+        time.sleep(1.0)
+        if clock.count == before:
+            return
+
+
+def latencies(first: dict[str, tuple[float, int]], stamps: list[int], key: str) -> tuple[list[float], list[int]]:
+    """Of each notified event offered at ``stamps`` (keys ``key``0, ``key``1, ...): ms from its timestamp to its
+    first notification's arrival at a consumer, and to that notification's record timestamp."""
+    at, side = [], []
+    for i, ms in enumerate(stamps):
+        seen = first.get(f"{key}{i}")
+        if seen is not None:
+            at.append(seen[0] * 1000 - ms)
+            side.append(seen[1] - ms)
+    return at, side
 
 
 def _wait_ready(log: Path, processor, timeout: float) -> None:
@@ -260,14 +298,9 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         processor = demo._start_processor(bootstrap, workdir / "processor.log")
         watcher = _Watcher(bootstrap)
         samples = _wait_committed(watcher, plan.backlog, processor, 600 + plan.subscriptions / 1000, progress)
-        # from the first commit we see (the rebuild and the first batch before it are not throughput)
-        first = next(i for i, s in enumerate(samples) if s[1] > 0)
-        (t0, c0), (t1, c1) = samples[first], samples[-1]
-        if c1 == c0 and first > 0:  # the whole backlog went in one commit: time it from the sample before
-            t0, c0 = samples[first - 1]
-        max_rate = (c1 - c0) / max(t1 - t0, 1e-9)
+        max_rate, t0, drained, seconds = drain_rate(samples)
         ready = t0 - started
-        progress(f"  maximum: {max_rate:,.0f} events/s ({c1 - c0:,} events in {t1 - t0:.1f} s)")
+        progress(f"  maximum: {max_rate:,.0f} events/s ({drained:,} events in {seconds:.1f} s)")
         stats = _stop_processor(processor)  # its busy time by stage covers the backlog alone
         if not stats:
             raise RuntimeError(f"the processor printed no statistics; see {workdir / 'processor.log'}")
@@ -291,12 +324,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
                 raise RuntimeError("the broker did not acknowledge the latency phase's events")
             done += len(stamps)
             _wait_committed(watcher, done, processor, 300, progress)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # the last notifications (all produced before the last commit)
-                before = clock.count
-                time.sleep(1.0)
-                if clock.count == before:
-                    break
+            await_quiet(clock)  # the last notifications (all produced before the last commit)
             phases.append({"offered": offered, "stamps": stamps, "key": f"L{k}-" if k else "L", "cpu": cpu,
                            "stats": _stop_processor(processor)})
             processor = None
@@ -314,13 +342,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         broker.stop()
 
     for phase in phases:  # percentiles of each phase: at a consumer, and processor side
-        at, side = [], []
-        for i, ms in enumerate(phase["stamps"]):
-            seen = clock.first.get(f"{phase['key']}{i}")
-            if seen is not None:
-                at.append(seen[0] * 1000 - ms)
-                side.append(seen[1] - ms)
-        phase["latency"], phase["processor_side"] = at, side
+        phase["latency"], phase["processor_side"] = latencies(clock.first, phase["stamps"], phase["key"])
     latency, processor_side = phases[0]["latency"], phases[0]["processor_side"]
     lat, proc = percentiles(np.array(latency)), percentiles(np.array(processor_side))
     slow = percentiles(np.array([slow_clock.first[f"L{i}"][0] * 1000 - ms for i, ms in enumerate(stamps)

@@ -13,12 +13,10 @@ Lanes (``make test-fast`` runs the first alone):
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
 from kafka_helpers import RunningProcessor, alter_topic_config
 
 from fastpubsub.kafka import ClientFactory, admin
@@ -48,34 +46,11 @@ def bootstrap(broker: EmbeddedBroker) -> Iterator[str]:
 
 
 def fresh_topics(bootstrap_servers: str, partitions: int = 4) -> None:
-    """Delete every topic but Kafka's own, then create the five topics empty.
-
-    Deleting is asynchronous in Kafka: a topic is gone from the metadata before its logs are, and creating it again
-    can meet ``TOPIC_ALREADY_EXISTS`` for a moment, so creation is retried until the new topic stands.
-    """
-    client = ClientFactory(bootstrap_servers).admin()
-    existing = [t for t in client.list_topics(timeout=10).topics if not t.startswith("__")]
-    if existing:
-        for future in client.delete_topics(existing, operation_timeout=30).values():
-            try:
-                future.result(30)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    raise
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            statuses = admin.create_topics(bootstrap_servers, partitions=partitions)
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-            continue
-        if all(s.created for s in statuses) or time.monotonic() > deadline:
-            assert all(s.created for s in statuses), f"topics not created afresh: {statuses}"
-            keep_old_events(bootstrap_servers)
-            return
-        time.sleep(0.2)
+    """Delete every topic but Kafka's own, then create the five topics empty."""
+    topics_now = ClientFactory(bootstrap_servers).admin().list_topics(timeout=10).topics
+    admin.delete_topics(bootstrap_servers, [t for t in topics_now if not t.startswith("__")])
+    admin.create_afresh(bootstrap_servers, partitions=partitions)
+    keep_old_events(bootstrap_servers)
 
 
 def keep_old_events(bootstrap_servers: str, topic: str = topics.EVENTS) -> None:

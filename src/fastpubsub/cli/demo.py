@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 import click
-from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Producer, TopicPartition
 
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 
@@ -56,6 +56,7 @@ class Demo:
         self.kafka_home = kafka_home
         self.broker: EmbeddedBroker | None = None
         self.run_options: list[str] = []  # more `pubsub run` options (benchmarks.e2e)
+        self.showcase_format = "json"  # of the hand-written subscriptions: both formats flow (benchmarks.peers: Avro)
         self._interrupted = False
 
     def _say(self, text: str) -> None:
@@ -77,17 +78,18 @@ class Demo:
         first_free = (int(batch.ids.max()) + 1) if len(batch) else 0
         for offset, (subscriber, text) in enumerate(SHOWCASE):
             sid = first_free + offset
-            value = codecs.encode_subscription(codecs.Subscription(subscriber, parse(text)), "json")
+            value = codecs.encode_subscription(codecs.Subscription(subscriber, parse(text)), self.showcase_format)
             _produce(producer, topics.SUBSCRIPTIONS, str(sid).encode(), value)
-            self._say(f"  subscription {sid} ({subscriber}, JSON): {format_predicates(parse(text))}")
+            self._say(f"  subscription {sid} ({subscriber}, {self.showcase_format.upper()}): "
+                      f"{format_predicates(parse(text))}")
         if producer.flush(60):
             raise click.ClickException("the broker did not acknowledge all subscriptions")
         total = len(subs) + len(SHOWCASE)
         self._say(f"  {human(total)} subscriptions written to {topics.SUBSCRIPTIONS} in {time.monotonic() - started:.1f}s")
         return total
 
-    def _start_processor(self, bootstrap: str, log_path: Path) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "fastpubsub", "run", "--bootstrap-servers", bootstrap, "--group-id", GROUP,
+    def _start_processor(self, bootstrap: str, log_path: Path, group_id: str = GROUP) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "fastpubsub", "run", "--bootstrap-servers", bootstrap, "--group-id", group_id,
                "--output-format", self.output_format, "--batch-size", str(self.batch_size), "--progress-interval", "2",
                *self.run_options]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "wb"), stdin=subprocess.DEVNULL,
@@ -347,14 +349,18 @@ def _stop_processor(processor: subprocess.Popen) -> dict:
         return {}
 
 
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
 class _Watcher:
     """Progress as Kafka sees it: the group's committed offsets and the notifications written."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, group_id: str = GROUP) -> None:
         clients = ClientFactory(bootstrap)
         self._consumer = clients.consumer("pubsub-demo-watcher",
                                           **{"enable.auto.commit": False, "isolation.level": "read_committed"})
-        self._group = clients.consumer(GROUP, **{"enable.auto.commit": False})
+        self._group = clients.consumer(group_id, **{"enable.auto.commit": False})
         n_notif = admin.partitions_of(bootstrap, topics.NOTIFICATIONS)
         self._notif = [TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n_notif)]
         self._events = [TopicPartition(topics.EVENTS, p) for p in range(admin.partitions_of(bootstrap, topics.EVENTS))]
@@ -372,7 +378,15 @@ class _Watcher:
 
     def progress(self, sent: int) -> tuple[int, int]:
         """(events processed = committed by the processor's group, lag = sent - processed)."""
-        committed = self._group.committed(self._events, timeout=10)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                committed = self._group.committed(self._events, timeout=10)
+                break
+            except KafkaException as exc:  # a new group's coordinator (or __consumer_offsets itself) still loading
+                if exc.args[0].code() not in _COORDINATOR_MOVING or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         processed = sum(max(tp.offset, 0) for tp in committed)
         return processed, max(sent - processed, 0)
 

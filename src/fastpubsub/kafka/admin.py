@@ -49,6 +49,42 @@ def create_topics(clients: ClientFactory | str, partitions: int = 4, replication
     ]
 
 
+def delete_topics(clients: ClientFactory | str, names: list[str] | tuple[str, ...], timeout: float = 30.0) -> None:
+    """Delete the topics of ``names`` (those that do not exist are no error)."""
+    if not names:
+        return
+    client = ClientFactory.of(clients).admin()
+    for future in client.delete_topics(list(names), operation_timeout=timeout).values():
+        try:
+            future.result(timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+
+
+def create_afresh(clients: ClientFactory | str, partitions: int = 4, names: tuple[str, ...] = ALL,
+                  timeout: float = 30.0) -> list[TopicStatus]:
+    """Create the topics of ``names``, new and empty, after :func:`delete_topics`.
+
+    Deleting is asynchronous in Kafka: a topic is gone from the metadata before its logs are, and creating it again
+    can meet ``TOPIC_ALREADY_EXISTS`` for a moment, so creation is retried until every topic stands new.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            statuses = create_topics(clients, partitions=partitions, names=names)
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+            continue
+        if all(s.created for s in statuses):
+            return statuses
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topics not created afresh within {timeout:.0f}s: {statuses}")
+        time.sleep(0.2)
+
+
 def wait_for_topics(client: AdminClient, names: tuple[str, ...], timeout: float = 30.0):
     """The cluster's metadata once every topic of ``names`` has all its partitions led.
 
