@@ -47,7 +47,7 @@ import numpy as np
 
 from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
 from fastpubsub.engine.oracle import OracleMatcher
-from fastpubsub.engine.workload import PRESETS, generate_events, generate_subscriptions
+from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.language import parse
