@@ -6,7 +6,7 @@ import random
 
 from kafka_helpers import send
 
-from fastpubsub.engine.oracle import OracleMatcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.semantics import OPERATORS
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from naive import amkh_candidates, amkh_coordinate
 
-from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine import Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.algorithms.amkh import coordinates, event_members
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.frontend.encoding import encode_batch

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from naive import bitmap_rows, merge_matches as naive_merge
 
-from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine import Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps
 from fastpubsub.engine.kernels.sorting import merge_matches
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch

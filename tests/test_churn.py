@@ -19,7 +19,7 @@ from random_workload import random_events, random_subscriptions
 
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.validity.event_store import ValidEventStore
-from fastpubsub.engine.oracle import OracleMatcher
+from oracles.engine import OracleMatcher
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 from fastpubsub.wire.dedup import deduplicate

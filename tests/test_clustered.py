@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine import Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.structures.cluster_store import RUN_MIN
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
 from fastpubsub.engine.costmodel.model import CostModel

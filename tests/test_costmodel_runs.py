@@ -13,7 +13,7 @@ from fastpubsub.engine.costmodel.constants import unpack_schema
 from fastpubsub.engine.costmodel.greedy import enumerate_multi
 from fastpubsub.engine.costmodel.model import MODEL_PATH_ENV
 from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
-from fastpubsub.engine.oracle import OracleMatcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.costmodel.statistics import StatisticsCollector
 
 #: Probes cheap enough that a few tens of thousands of subscriptions call for tables (the calibrated C_h needs millions).

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import naive
-from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine import Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.algorithms.direct import scan_list_direct
 from fastpubsub.engine.algorithms import packed
 from fastpubsub.engine.algorithms.packed import PACKED, packed_heads, scan_packed

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.engine import ALGORITHMS, Matcher, OracleMatcher
+from fastpubsub.engine import ALGORITHMS, Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.frontend.encoding import SPACING, batch_from_dicts
 from fastpubsub.engine.semantics import OPERATORS

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.engine import AllOf, AnyOf, AttributeStats, EventStatistics, Matcher, OracleMatcher, SubscriptionBatch
+from fastpubsub.engine import AllOf, AnyOf, AttributeStats, EventStatistics, Matcher, SubscriptionBatch
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.frontend.encoding import encode_batch
 from fastpubsub.engine.algorithms.opindex import (
     EPOCH_LIMIT, assign_ids, choose_pivots, opindex_events, signature_bit, sort_by_bucket,

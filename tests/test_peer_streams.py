@@ -19,7 +19,7 @@ from kafka_helpers import notifications, send, wait_processed
 
 from benchmarks.peers import streams
 from fastpubsub.cli.demo import _stop_processor
-from fastpubsub.engine.oracle import OracleMatcher
+from oracles.engine import OracleMatcher
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.kafka import admin
 from fastpubsub.language import parse

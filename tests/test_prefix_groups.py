@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from naive import prefix_groups_content, prefix_groups_matches
 
-from fastpubsub.engine import ALGORITHMS, AnyOf, Matcher, OracleMatcher, SubscriptionBatch
+from fastpubsub.engine import ALGORITHMS, AnyOf, Matcher, SubscriptionBatch
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.structures.prefix_groups import PrefixGroups, code_points, prefix_fill
 

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import naive
-from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine import Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.costmodel.constants import pack_schema, presence_field, presence_schema
 from fastpubsub.engine.costmodel.greedy import EqualityProfile, best_assignment
 from fastpubsub.engine.costmodel.statistics import AttributeStats, EventStatistics

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_engine import SETTINGS, _check, event, subscription_sets
 
-from fastpubsub.engine import ALGORITHMS, Matcher, OracleMatcher
+from fastpubsub.engine import ALGORITHMS, Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import SubscriptionBatch
 
 

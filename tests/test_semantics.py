@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
-from fastpubsub.engine.oracle import OracleMatcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.semantics import compare, validate_predicates
 
 

@@ -5,7 +5,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from fastpubsub.engine import Matcher, OracleMatcher
+from fastpubsub.engine import Matcher
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.frontend.lowering import parse_derived
 from fastpubsub.engine.semantics import KIND_STRING, OP_CODE
 from fastpubsub.workloads.sparse import (

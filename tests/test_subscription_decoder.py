@@ -255,7 +255,8 @@ def test_applying_batches_gives_the_state_of_one_by_one(batches):
 def test_or_and_the_extended_operators_take_the_per_record_path_and_keep_their_rows():
     """Records the kernel does not read (schema v2, JSON ``any``) are lowered by the engine exactly as
     ``SubscriptionBatch.from_lists`` lowers what the per-record decoder gives; mixed with plain records."""
-    from fastpubsub.engine import AnyOf, OracleMatcher, SubscriptionBatch
+    from fastpubsub.engine import AnyOf, SubscriptionBatch
+    from oracles.engine import OracleMatcher
 
     subs = {
         1: Subscription("a", [("x", "=", 1), ("y", "<", 2.5)]),

@@ -20,16 +20,28 @@ from fastpubsub.cli import main
 from fastpubsub.services import warmup
 
 
-def test_the_kernel_cache_defaults_to_a_user_cache_directory_keyed_by_version(tmp_path):
+def test_the_kernel_cache_defaults_to_a_user_cache_directory_keyed_by_version_and_layout(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path)
     code = "import fastpubsub, numba.core.config as c; print(fastpubsub.numba_cache_dir()); print(c.CACHE_DIR)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    expected = str(tmp_path / "fastpubsub" / fastpubsub.__version__ / "numba")
+    expected = str(tmp_path / "fastpubsub" / f"{fastpubsub.__version__}-{fastpubsub._layout()}" / "numba")
     assert out.split() == [expected, expected]
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "mine")  # a user's choice wins
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split() == [str(tmp_path / "mine")] * 2
+
+
+def test_the_layout_digest_changes_when_a_module_moves(tmp_path, monkeypatch):
+    """numba's cache refers to types by module path: a moved module must lead to another cache directory."""
+    package = tmp_path / "pkg"
+    (package / "a").mkdir(parents=True)
+    (package / "a" / "m.py").write_text("")
+    monkeypatch.setattr(fastpubsub, "__file__", str(package / "__init__.py"))
+    before = fastpubsub._layout()
+    (package / "b").mkdir()
+    (package / "a" / "m.py").rename(package / "b" / "m.py")
+    assert fastpubsub._layout() != before
 
 
 def test_the_compile_watch_counts_compilations_not_cache_hits():

@@ -14,7 +14,7 @@ import numpy as np
 from fastpubsub.aggregates import AggregateSpec, JoinSpec
 from fastpubsub.aggregates.join import key_kind
 from fastpubsub.aggregates.table import Row
-from fastpubsub.engine import OracleMatcher
+from .engine import OracleMatcher
 
 
 def _number(v: Any) -> float | None:

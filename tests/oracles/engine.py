@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .semantics import subscription_holds, validate_event, validate_subscription, validate_subscription_id
+from fastpubsub.engine.semantics import subscription_holds, validate_event, validate_subscription, validate_subscription_id
 
 
 class OracleMatcher:
