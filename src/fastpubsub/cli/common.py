@@ -65,6 +65,17 @@ def metrics_options(command: Callable) -> Callable:
     return wrapper
 
 
+#: The options every service shares, written once.
+delivery_option = click.option(
+    "--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto", show_default=True,
+    help="auto: transactions if the broker supports them, else at-least-once.")
+progress_option = click.option("--progress-interval", type=float, default=5.0, show_default=True,
+                               help="Seconds between progress lines.")
+log_level_option = click.option("--log-level", default="info", show_default=True,
+                                type=click.Choice(["debug", "info", "warning", "error"]),
+                                help="Verbosity of the log on stderr.")
+
+
 def setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 

@@ -6,7 +6,7 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, metrics_options, run_service, setup_logging
+from .common import connection_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
 
 
 @click.command("patterns")
@@ -14,8 +14,7 @@ from .common import connection_options, metrics_options, run_service, setup_logg
 @click.option("--group-id", default="pubsub-patterns", show_default=True,
               help="Consumer group of the events: instances with the same group share the events partitions, and "
                    "its committed offsets say where each partition is.  Also names the transactional.id.")
-@click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
-              show_default=True, help="auto: transactions if the broker supports them, else at-least-once.")
+@delivery_option
 @click.option("--transactional-id", default=None,
               help="Default: <group-id>-<hostname>-<slot>, the lowest slot free on this host (a restarted "
                    "instance takes its predecessor's and ends its open transaction).")
@@ -37,8 +36,8 @@ from .common import connection_options, metrics_options, run_service, setup_logg
               help="With --repartition-by: how far (ms of event time) an event may arrive behind the largest "
                    "timestamp of its repartition partition and still take its place in event-time order; later "
                    "events are dead-lettered and counted (late_events).  [default: 1000]")
-@click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@progress_option
+@log_level_option
 @metrics_options
 def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
                  output_format, session_timeout_ms, repartition_by, grace_ms, progress_interval, log_level,

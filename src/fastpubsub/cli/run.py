@@ -12,7 +12,7 @@ from fastpubsub.services.events.encode import NOTIFICATION_EVENT_MODES
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
 
-from .common import connection_options, metrics_options, run_service, setup_logging
+from .common import connection_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
 
 
 class ShardType(click.ParamType):
@@ -45,9 +45,7 @@ class ShardType(click.ParamType):
                    "without notifying the retained events again.")
 @click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="Encoding of notifications and dead letters.")
-@click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
-              show_default=True,
-              help="auto: transactions if the broker supports them, else at-least-once.")
+@delivery_option
 @click.option("--transactional-id", default=None,
               help="transactional.id of this instance; must differ between live instances and should be reused by "
                    "a restarted one.  Default: <group-id>-<hostname>-<lowest free slot on this host>.")
@@ -76,7 +74,7 @@ class ShardType(click.ParamType):
                    f"(docs/clustering.md, \"Runs\").")
 @click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
               help="Consumer group session timeout: how long a dead instance holds its partitions.")
-@click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
+@progress_option
 @click.option("--snapshot-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of this instance's snapshot: loaded on start (then only later subscription changes "
                    "are replayed), written periodically and on stop.  Default: none, every start rebuilds from "
@@ -90,8 +88,7 @@ class ShardType(click.ParamType):
                    "closest to expiry are dropped.")
 @click.option("--max-valid-event-bytes", type=click.IntRange(min=1), default=256 << 20, show_default=True,
               help="Bound of the valid-event store in bytes (approximate: values, ids and per-attribute overhead).")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]),
-              help="Verbosity of the log on stderr.")
+@log_level_option
 @metrics_options
 @click.option("--producer-queue-messages", type=click.IntRange(min=1), default=QueueBounds.producer_messages,
               show_default=True, help="Most notifications and dead letters held awaiting acknowledgement; when full, "

@@ -6,7 +6,7 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, metrics_options, run_service, setup_logging
+from .common import connection_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
 
 
 @click.command("tables")
@@ -23,15 +23,14 @@ from .common import connection_options, metrics_options, run_service, setup_logg
 @click.option("--group-id", default="pubsub-tables", show_default=True,
               help="Consumer group whose committed offsets say where the service is; also names its "
                    "transactional.id, so a second instance with the same group fences the first.")
-@click.option("--delivery", type=click.Choice(["auto", "transactional", "at-least-once"]), default="auto",
-              show_default=True, help="auto: transactions if the broker supports them, else at-least-once.")
+@delivery_option
 @click.option("--transactional-id", default=None, help="Default: <group-id>-tables.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Input records per transaction.")
 @click.option("--output-format", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="Encoding of dead letters (notifications and reformulated messages are JSON).")
-@click.option("--progress-interval", type=float, default=5.0, show_default=True, help="Seconds between progress lines.")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@progress_option
+@log_level_option
 @metrics_options
 def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batch_size, output_format,
                progress_interval, log_level, monitoring) -> None:
