@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import (
-    ALGORITHMS, MAX_CONJUNCTIONS, MAX_LIST, AllOf, AnyOf, Matcher, OracleMatcher, SubscriptionBatch,
-    validate_subscription,
+    ALGORITHMS, MAX_CONJUNCTIONS, MAX_LIST, AllOf, AnyOf, Matcher, SubscriptionBatch, validate_subscription,
 )
+from oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import EventBatch, concat_subscriptions, take_subscription_groups
 from fastpubsub.engine.semantics import OPERATORS, holds
 
