@@ -6,15 +6,16 @@ tighter; parentheses group)::
     movie = "groundhog day" and price <= 10 and in_stock = true
     (a = 1 and b < 2) or c in (3, 4)
 
-* attribute: a bare name (letters, digits, ``_``, ``.``, ``-``; not starting
-  with a digit) or a double-quoted string;
+* attribute: a bare name (``language.lexer``'s rule, with ``.`` and ``-``
+  allowed after the first character) or a quoted string;
 * predicate: ``attribute op value`` with op one of ``=  !=  <  <=  >  >=``
   (``==`` is accepted as ``=``); ``attribute in (v, ...)``, ``attribute not
   in (v, ...)``, ``attribute between lo and hi``, ``attribute not between lo
   and hi``, ``attribute prefix "s"``, ``attribute suffix "s"``, ``attribute
   contains "s"``, ``attribute exists`` (meanings in engine/semantics.py);
-* value: a double- or single-quoted string (backslash escapes as in JSON), an
-  integer, a decimal/exponent number, ``true`` or ``false``.
+* value: a string (double- or single-quoted, backslash escapes as in JSON), a
+  number (an integer or a decimal/exponent number, with an optional sign),
+  ``true`` or ``false``.
 
 Keywords are case-insensitive.  The result is a list of predicates (a
 conjunction) or, with ``or``, an ``AnyOf`` of conjunctions (the text's
