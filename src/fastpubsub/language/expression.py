@@ -65,7 +65,7 @@ class _Parser:
         return self.tokens[self.i]
 
     def at_end(self, k: int = 0) -> bool:
-        return self.tokens[min(self.i + k, len(self.tokens) - 1)].kind == END_KIND
+        return self.i + k >= len(self.tokens) - 1  # the last token is the end
 
     def word(self, *words: str) -> bool:
         return self.peek().is_word(*words)

@@ -17,8 +17,8 @@ strings and numbers").
   unless the dialect allows it.
 
 Keywords are names: each grammar reads them where it expects them, case
-insensitively, so a name that is also a keyword stays usable where the
-grammar expects a name.
+insensitively (plain and aggregate subscriptions by their place alone, a
+pattern also reserves its own).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ NAME = NAME_START + r"\w*"
 #: The one rule for string literals (and quoted attribute names): double or single quotes, backslash escapes.
 STRING = r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\''
 _DIGITS = r"(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
+_PLAIN = re.compile(r"[^\\\x00-\x1f]*").fullmatch
 
 NAME_KIND, STRING_KIND, NUMBER_KIND, DURATION_KIND, OP_KIND, PUNCT_KIND, END_KIND = (
     "name", "string", "number", "duration", "op", "punct", "end")
@@ -85,8 +86,9 @@ class Dialect:
             number = rf"(?=(?P<digits>{number}))(?P=digits)(?!{NAME_START})"
         units = "|".join(re.escape(u) for u, _ in sorted(self.durations, key=lambda d: -len(d[0])))
         operators = "|".join(re.escape(o) for o in sorted(self.operators, key=len, reverse=True))
-        parts = [r"(?P<ws>\s+)",
-                 *([rf"(?P<{DURATION_KIND}>\d+(?:{units})(?!\w))"] if units else []),
+        # tried in this order: a duration before a number; punctuation before a number too, so that where ``.``
+        # is punctuation (a pattern's) ``.5`` is no number
+        parts = [*([rf"(?P<{DURATION_KIND}>\d+(?:{units})(?!\w))"] if units else []),
                  f"(?P<{OP_KIND}>{operators})",
                  f"(?P<{PUNCT_KIND}>[{re.escape(self.punctuation)}])",
                  f"(?P<{STRING_KIND}>{STRING})",
@@ -98,31 +100,35 @@ class Dialect:
         """Whether ``text`` can be written as a bare name (not a keyword) rather than quoted."""
         return self.name_pattern.fullmatch(text) is not None and text.lower() not in self.keywords
 
+    @cached_property
+    def _units(self) -> dict[str, int]:
+        return dict(self.durations)
+
     def tokenize(self, text: str, error: type[ValueError] = ValueError) -> list[Token]:
         """The tokens of ``text``, then an ``end`` token; ``error`` (with the column) if a character fits no token."""
         out: list[Token] = []
-        match = self._scanner.match
-        units = dict(self.durations)
-        pos, n = 0, len(text)
-        while pos < n:
-            m = match(text, pos)
-            if m is None:
-                raise error(self._unexpected(text, pos))
-            kind = m.lastgroup
-            if kind != "ws":
-                word = m.group()
-                if kind == STRING_KIND:
-                    value: Any = unquote(word, pos + 1, error)
-                elif kind == NUMBER_KIND:
-                    value = float(word) if "." in word or "e" in word or "E" in word else int(word)
-                elif kind == DURATION_KIND:
-                    digits = re.match(r"\d+", word).group()  # type: ignore[union-attr]
-                    value = int(digits) * units[word[len(digits):]]
-                else:
-                    value = word
-                out.append(Token(kind, word, value, pos + 1))
-            pos = m.end()
-        out.append(Token(END_KIND, "", None, n + 1))
+        append, new = out.append, tuple.__new__
+        pos = 0
+        for m in self._scanner.finditer(text):  # tokens; what lies between them must be white space
+            start, end = m.span()
+            if start != pos and not text[pos:start].isspace():
+                break
+            pos = end
+            kind, word = m.lastgroup, m.group()
+            if kind == STRING_KIND:
+                value: Any = unquote(word, start + 1, error)
+            elif kind == NUMBER_KIND:
+                value = float(word) if "." in word or "e" in word or "E" in word else int(word)
+            elif kind == DURATION_KIND:
+                digits = re.match(r"\d+", word).group()  # type: ignore[union-attr]
+                value = int(digits) * self._units[word[len(digits):]]
+            else:
+                value = word
+            append(new(Token, (kind, word, value, start + 1)))
+        if pos != len(text) and not text[pos:].isspace():
+            pos += len(text[pos:]) - len(text[pos:].lstrip())
+            raise error(self._unexpected(text, pos))
+        append(new(Token, (END_KIND, "", None, len(text) + 1)))
         return out
 
     def _unexpected(self, text: str, pos: int) -> str:
@@ -141,6 +147,8 @@ class Dialect:
 def unquote(literal: str, column: int, error: type[ValueError] = ValueError) -> str:
     """The text of a string literal: JSON's escapes, and ``\\'`` for a quote in a single-quoted one."""
     body = literal[1:-1]
+    if _PLAIN(body):  # no escape and no control character: the text as written
+        return body
     if literal[0] == "'":
         body = body.replace("\\'", "'").replace('"', '\\"')
     try:
