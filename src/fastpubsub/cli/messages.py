@@ -14,6 +14,7 @@ from confluent_kafka import Producer
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.language import ExpressionError, format_predicates, parse
+from fastpubsub.language.lexer import NAME
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from fastpubsub.wire.placement import partition_for
@@ -60,7 +61,7 @@ def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, f
 
 
 #: A pattern subscription's text starts with ``seq NAME:`` (docs/patterns.md); ``seq = 5`` is a plain predicate.
-PATTERN_TEXT = re.compile(r"^\s*seq\s+[A-Za-z_]\w*\s*:")
+PATTERN_TEXT = re.compile(rf"^\s*seq\s+{NAME}\s*:")
 
 
 def _pattern_value(_clients: ClientFactory, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:

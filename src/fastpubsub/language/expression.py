@@ -6,15 +6,16 @@ tighter; parentheses group)::
     movie = "groundhog day" and price <= 10 and in_stock = true
     (a = 1 and b < 2) or c in (3, 4)
 
-* attribute: a bare name (letters, digits, ``_``, ``.``, ``-``; not starting
-  with a digit) or a double-quoted string;
+* attribute: a bare name (``language.lexer``'s rule, with ``.`` and ``-``
+  allowed after the first character) or a quoted string;
 * predicate: ``attribute op value`` with op one of ``=  !=  <  <=  >  >=``
   (``==`` is accepted as ``=``); ``attribute in (v, ...)``, ``attribute not
   in (v, ...)``, ``attribute between lo and hi``, ``attribute not between lo
   and hi``, ``attribute prefix "s"``, ``attribute suffix "s"``, ``attribute
   contains "s"``, ``attribute exists`` (meanings in engine/semantics.py);
-* value: a double- or single-quoted string (backslash escapes as in JSON), an
-  integer, a decimal/exponent number, ``true`` or ``false``.
+* value: a string (double- or single-quoted, backslash escapes as in JSON), a
+  number (an integer or a decimal/exponent number, with an optional sign),
+  ``true`` or ``false``.
 
 Keywords are case-insensitive.  The result is a list of predicates (a
 conjunction) or, with ``or``, an ``AnyOf`` of conjunctions (the text's
@@ -27,24 +28,17 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from fastpubsub.engine import MAX_CONJUNCTIONS, AnyOf, Predicate, validate_subscription
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<op>!=|<=|>=|==|=|<|>)
-  | (?P<punct>[(),])
-  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-  | (?P<number>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
-  | (?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)
-    """,
-    re.VERBOSE,
-)
+from .lexer import END_KIND, NAME_KIND, NUMBER_KIND, OP_KIND, PUNCT_KIND, STRING_KIND, Dialect, Token
+
 #: Words with a meaning in the language; an attribute spelled like one is written quoted.
 KEYWORDS = frozenset(("and", "or", "not", "in", "between", "prefix", "suffix", "contains", "exists", "true", "false"))
+#: The language's tokens (language.lexer): names may hold ``.`` and ``-``, numbers may be signed.
+DIALECT = Dialect(operators=("!=", "<=", ">=", "==", "=", "<", ">"), punctuation="(),", name_chars=".-", signs="+-",
+                  keywords=KEYWORDS)
 _STRING_OPS = ("prefix", "suffix", "contains")
 
 
@@ -52,65 +46,38 @@ class ExpressionError(ValueError):
     """Unparseable subscription text; the message says where and why."""
 
 
-def _tokens(text: str) -> list[tuple[str, str, int]]:
-    out, pos = [], 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise ExpressionError(f"column {pos + 1}: unexpected character {text[pos]!r}")
-        if m.lastgroup != "ws":
-            out.append((m.lastgroup, m.group(), pos + 1))
-        pos = m.end()
-    return out
-
-
-def _unquote(token: str, column: int) -> str:
-    body = token[1:-1]
-    if token[0] == "'":  # reuse JSON escapes for single-quoted strings too
-        body = body.replace("\\'", "'").replace('"', '\\"')
-    try:
-        return json.loads(f'"{body}"')
-    except json.JSONDecodeError as exc:
-        raise ExpressionError(f"column {column}: bad escape in string {token}: {exc.msg}") from None
-
-
-def _value(kind: str, token: str, column: int) -> Any:
-    if kind == "string":
-        return _unquote(token, column)
-    if kind == "number":
-        return float(token) if any(c in token for c in ".eE") else int(token)
-    if kind == "name" and token.lower() in ("true", "false"):
-        return token.lower() == "true"
-    raise ExpressionError(f"column {column}: expected a value (string, number, true or false), got {token!r}")
+def _value(t: Token) -> Any:
+    if t.kind in (STRING_KIND, NUMBER_KIND):
+        return t.value
+    if t.is_word("true", "false"):
+        return t.text.lower() == "true"
+    raise ExpressionError(f"column {t.column}: expected a value (string, number, true or false), got {t.text!r}")
 
 
 class _Parser:
     """Recursive descent over the tokens: or-expression of and-expressions of predicates or groups."""
 
     def __init__(self, text: str) -> None:
-        self.tokens = _tokens(text)
+        self.tokens = DIALECT.tokenize(text, ExpressionError)
         self.i = 0
-        self.end = len(text) + 1
 
-    def peek(self) -> tuple[str, str, int] | None:
-        return self.tokens[self.i] if self.i < len(self.tokens) else None
+    def peek(self) -> Token:
+        return self.tokens[self.i]
 
-    def column(self) -> int:
-        t = self.peek()
-        return t[2] if t else self.end
+    def at_end(self, k: int = 0) -> bool:
+        return self.i + k >= len(self.tokens) - 1  # the last token is the end
 
     def word(self, *words: str) -> bool:
-        t = self.peek()
-        return t is not None and t[0] == "name" and t[1].lower() in words
+        return self.peek().is_word(*words)
 
     def punct(self, p: str) -> bool:
         t = self.peek()
-        return t is not None and t[0] == "punct" and t[1] == p
+        return t.kind == PUNCT_KIND and t.text == p
 
     def expect_punct(self, p: str, what: str) -> None:
         if not self.punct(p):
             t = self.peek()
-            raise ExpressionError(f"column {self.column()}: expected {what}, got {repr(t[1]) if t else 'the end'}")
+            raise ExpressionError(f"column {t.column}: expected {what}, got {repr(t.text) if t.text else 'the end'}")
         self.i += 1
 
     def disjunction(self) -> list[list[list[Predicate]]]:
@@ -127,7 +94,7 @@ class _Parser:
             self.i += 1
             right = self.factor()
             if len(dnf) * len(right) > MAX_CONJUNCTIONS:
-                raise ExpressionError(f"column {self.column()}: the expression expands to more than "
+                raise ExpressionError(f"column {self.peek().column}: the expression expands to more than "
                                       f"{MAX_CONJUNCTIONS} conjunctions")
             dnf = [a + b for a in dnf for b in right]
         return dnf
@@ -142,35 +109,31 @@ class _Parser:
 
     def value(self) -> Any:
         t = self.peek()
-        if t is None:
-            raise ExpressionError(f"column {self.end}: incomplete predicate; expected a value")
+        if t.kind == END_KIND:
+            raise ExpressionError(f"column {t.column}: incomplete predicate; expected a value")
         self.i += 1
-        return _value(*t)
+        return _value(t)
 
     def predicate(self) -> Predicate:
-        t = self.peek()
-        if t is None or self.i + 1 >= len(self.tokens):
-            raise ExpressionError(f"column {self.column()}: incomplete predicate; expected: attribute operator value")
-        ak, at, ac = t
-        if ak == "string":
-            attribute = _unquote(at, ac)
-        elif ak == "name":
-            attribute = at
-        else:
-            raise ExpressionError(f"column {ac}: expected an attribute name, got {at!r}")
+        a = self.peek()
+        if self.at_end() or self.at_end(1):
+            raise ExpressionError(f"column {a.column}: incomplete predicate; expected: attribute operator value")
+        if a.kind not in (NAME_KIND, STRING_KIND):
+            raise ExpressionError(f"column {a.column}: expected an attribute name, got {a.text!r}")
+        attribute = a.value
         self.i += 1
-        ok, ot, oc = self.peek()  # type: ignore[misc]
-        if ok == "op":
+        o = self.peek()
+        if o.kind == OP_KIND:
             self.i += 1
-            if self.peek() is None:
-                raise ExpressionError(f"column {ac}: incomplete predicate; expected: attribute operator value")
-            return (attribute, "=" if ot == "==" else ot, self.value())
+            if self.at_end():
+                raise ExpressionError(f"column {a.column}: incomplete predicate; expected: attribute operator value")
+            return (attribute, "=" if o.text == "==" else o.text, self.value())
         negated = False
         if self.word("not"):
             negated = True
             self.i += 1
             if not self.word("in", "between"):
-                raise ExpressionError(f"column {self.column()}: expected 'in' or 'between' after 'not'")
+                raise ExpressionError(f"column {self.peek().column}: expected 'in' or 'between' after 'not'")
         if self.word("in"):
             self.i += 1
             self.expect_punct("(", "'(' and a list of values")
@@ -184,17 +147,17 @@ class _Parser:
             self.i += 1
             lo = self.value()
             if not self.word("and"):
-                raise ExpressionError(f"column {self.column()}: expected 'and' in 'between lo and hi'")
+                raise ExpressionError(f"column {self.peek().column}: expected 'and' in 'between lo and hi'")
             self.i += 1
             return (attribute, "not between" if negated else "between", [lo, self.value()])
         if self.word(*_STRING_OPS):
             self.i += 1
-            return (attribute, ot.lower(), self.value())
+            return (attribute, o.text.lower(), self.value())
         if self.word("exists"):
             self.i += 1
             return (attribute, "exists", None)
-        raise ExpressionError(f"column {oc}: expected an operator (= != < <= > >= in, not in, between, not between, "
-                              f"prefix, suffix, contains, exists), got {ot!r}")
+        raise ExpressionError(f"column {o.column}: expected an operator (= != < <= > >= in, not in, between, not between, "
+                              f"prefix, suffix, contains, exists), got {o.text!r}")
 
 
 def parse(text: str) -> "list[Predicate] | AnyOf":
@@ -203,12 +166,12 @@ def parse(text: str) -> "list[Predicate] | AnyOf":
     With ``or``: an ``AnyOf`` of the conjunctions (``and`` binds tighter).
     """
     p = _Parser(text)
-    if not p.tokens:
+    if p.at_end():
         raise ExpressionError("column 1: incomplete predicate; expected: attribute operator value")
     dnf = p.disjunction()
-    if p.peek() is not None:
-        kind, token, column = p.peek()  # type: ignore[misc]
-        raise ExpressionError(f"column {column}: expected 'and', 'or' or the end, got {token!r}")
+    if not p.at_end():
+        t = p.peek()
+        raise ExpressionError(f"column {t.column}: expected 'and', 'or' or the end, got {t.text!r}")
     try:
         return validate_subscription(dnf[0] if len(dnf) == 1 else AnyOf(dnf))
     except ValueError as exc:
@@ -216,9 +179,7 @@ def parse(text: str) -> "list[Predicate] | AnyOf":
 
 
 def _name(attribute: str) -> str:
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", attribute) and attribute.lower() not in KEYWORDS:
-        return attribute
-    return json.dumps(attribute)
+    return attribute if DIALECT.is_name(attribute) else json.dumps(attribute)
 
 
 def _shown(value: Any) -> str:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from fastpubsub.engine import OPERATORS
+from fastpubsub.language.lexer import (
+    DURATION_KIND, END_KIND, NAME_KIND, NUMBER_KIND, OP_KIND, PUNCT_KIND, STRING_KIND, Dialect, Token,
+)
 
 MAX_STEPS = 8  # steps after the start
 MAX_AGGREGATES = 8  # per fold
@@ -107,109 +109,72 @@ class Pattern:
 # Raw operands: ("const", value, col) | ("name", [parts], col) | ("dur", None, col)
 #               | ("bin", op, left, right, col) | ("neg", x, col)
 
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+)
-  | (?P<dur>\d+(?:ms|s|m|h|d|w)(?![A-Za-z0-9_]))
-  | (?P<op>!=|<=|>=|==|=|<|>)
-  | (?P<punct>[:,()*/+\-.])
-  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-  | (?P<number>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-    """,
-    re.VERBOSE,
-)
-
-
-def _tokens(text: str) -> list[tuple[str, str, int]]:
-    out, pos = [], 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise PatternError(f"column {pos + 1}: unexpected character {text[pos]!r}")
-        if m.lastgroup != "ws":
-            out.append((m.lastgroup, m.group(), pos + 1))
-        pos = m.end()
-    out.append(("end", "", len(text) + 1))
-    return out
-
-
-def _unquote(token: str, column: int) -> str:
-    body = token[1:-1]
-    if token[0] == "'":
-        body = body.replace("\\'", "'").replace('"', '\\"')
-    try:
-        return json.loads(f'"{body}"')
-    except json.JSONDecodeError as exc:
-        raise PatternError(f"column {column}: bad escape in string {token}: {exc.msg}") from None
+#: The language's tokens (language.lexer): ``.`` separates a binding from an attribute, so names hold none;
+#: ``-`` is an operator, so numbers are unsigned; an integer with a unit is a duration.
+DIALECT = Dialect(operators=("!=", "<=", ">=", "==", "=", "<", ">"), punctuation=":,()*/+-.",
+                  durations=tuple(UNITS_MS.items()), keywords=frozenset(KEYWORDS))
+#: Binary arithmetic operators, loosest first.
+_ARITHMETIC = (("+", "-"), ("*", "/"))
 
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.toks = _tokens(text)
+        self.toks = DIALECT.tokenize(text, PatternError)
         self.i = 0
 
-    def peek(self, k: int = 0) -> tuple[str, str, int]:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
+    def peek(self) -> Token:
+        return self.toks[min(self.i, len(self.toks) - 1)]
 
-    def take(self) -> tuple[str, str, int]:
+    def take(self) -> Token:
         t = self.peek()
         self.i += 1
         return t
 
-    def is_kw(self, word: str) -> bool:
-        kind, tok, _ = self.peek()
-        return kind == "name" and tok.lower() == word
+    def punct(self, *marks: str) -> bool:
+        t = self.peek()
+        return t.kind == PUNCT_KIND and t.text in marks
 
     def expect_kw(self, word: str) -> int:
-        kind, tok, col = self.take()
-        if kind != "name" or tok.lower() != word:
-            raise PatternError(f"column {col}: expected {word!r}, got {tok or 'end of text'!r}")
-        return col
+        t = self.take()
+        if not t.is_word(word):
+            raise PatternError(f"column {t.column}: expected {word!r}, got {t.text or 'end of text'!r}")
+        return t.column
 
     def expect_punct(self, p: str) -> int:
-        kind, tok, col = self.take()
-        if tok != p or kind != "punct":
-            raise PatternError(f"column {col}: expected {p!r}, got {tok or 'end of text'!r}")
-        return col
+        t = self.take()
+        if t.text != p or t.kind != PUNCT_KIND:
+            raise PatternError(f"column {t.column}: expected {p!r}, got {t.text or 'end of text'!r}")
+        return t.column
 
     def ident(self, what: str) -> tuple[str, int]:
-        kind, tok, col = self.take()
-        if kind != "name" or tok.lower() in KEYWORDS:
-            raise PatternError(f"column {col}: expected {what}, got {tok or 'end of text'!r}")
-        return tok, col
+        t = self.take()
+        if t.kind != NAME_KIND or t.text.lower() in KEYWORDS:
+            raise PatternError(f"column {t.column}: expected {what}, got {t.text or 'end of text'!r}")
+        return t.text, t.column
 
     # expressions
-    def expr(self):
-        left = self.term()
-        while self.peek()[1] in ("+", "-") and self.peek()[0] == "punct":
-            _, op, col = self.take()
-            left = ("bin", op, left, self.term(), col)
-        return left
-
-    def term(self):
-        left = self.factor()
-        while self.peek()[1] in ("*", "/") and self.peek()[0] == "punct":
-            _, op, col = self.take()
-            left = ("bin", op, left, self.factor(), col)
+    def expr(self, level: int = 0):
+        """An arithmetic expression whose operators bind at least as tight as ``_ARITHMETIC[level]``."""
+        if level == len(_ARITHMETIC):
+            return self.factor()
+        left = self.expr(level + 1)
+        while self.punct(*_ARITHMETIC[level]):
+            t = self.take()
+            left = ("bin", t.text, left, self.expr(level + 1), t.column)
         return left
 
     def factor(self):
-        kind, tok, col = self.take()
-        if kind == "punct" and tok == "-":
+        t = self.take()
+        kind, tok, col = t.kind, t.text, t.column
+        if kind == PUNCT_KIND and tok == "-":
             return ("neg", self.factor(), col)
-        if kind == "punct" and tok == "(":
+        if kind == PUNCT_KIND and tok == "(":
             inner = self.expr()
             self.expect_punct(")")
             return inner
-        if kind == "string":
-            return ("const", _unquote(tok, col), col)
-        if kind == "number":
-            return ("const", float(tok) if any(c in tok for c in ".eE") else int(tok), col)
-        if kind == "dur":
-            n = re.match(r"\d+", tok).group()
-            return ("const", int(n) * UNITS_MS[tok[len(n):]], col)
-        if kind == "name":
+        if kind in (STRING_KIND, NUMBER_KIND, DURATION_KIND):
+            return ("const", t.value, col)
+        if kind == NAME_KIND:
             low = tok.lower()
             if low in ("true", "false"):
                 return ("const", low == "true", col)
@@ -218,23 +183,24 @@ class _Parser:
             if low in KEYWORDS:
                 raise PatternError(f"column {col}: expected a value, got keyword {tok!r}")
             parts = [tok]
-            while self.peek()[1] == "." and self.peek()[0] == "punct":
+            while self.punct("."):
                 self.take()
                 parts.append(self.ident("an attribute name after '.'")[0])
             return ("name", parts, col)
         raise PatternError(f"column {col}: expected a value, got {tok or 'end of text'!r}")
 
     def atom(self):
-        col = self.peek()[2]
+        col = self.peek().column
         left = self.expr()
-        kind, op, opcol = self.take()
-        if kind != "op":
-            raise PatternError(f"column {opcol}: expected an operator ({' '.join(OPERATORS)}), got {op or 'end of text'!r}")
-        return (left, "=" if op == "==" else op, self.expr(), col)
+        t = self.take()
+        if t.kind != OP_KIND:
+            raise PatternError(f"column {t.column}: expected an operator ({' '.join(OPERATORS)}), "
+                               f"got {t.text or 'end of text'!r}")
+        return (left, "=" if t.text == "==" else t.text, self.expr(), col)
 
     def conj(self):
         atoms = [self.atom()]
-        while self.is_kw("and"):
+        while self.peek().is_word("and"):
             self.take()
             atoms.append(self.atom())
         return atoms
@@ -245,61 +211,59 @@ class _Parser:
         self.expect_punct(":")
         raw: dict = {"bind": bind, "start": self.conj(), "steps": [], "within": None}
         while True:
-            if self.is_kw("next") or self.is_kw("fold"):
-                _, op, col = self.take()
-                op = op.lower()
+            if self.peek().is_word("next", "fold"):
+                t = self.take()
+                op = t.text.lower()
                 name, _ = self.ident("a binding name")
                 self.expect_punct(":")
-                step = {"op": op, "bind": name, "col": col, "correlate": self.conj(), "where": [], "aggregates": [],
-                        "until": []}
-                if op == "next" and self.is_kw("where"):
+                step = {"op": op, "bind": name, "col": t.column, "correlate": self.conj(), "where": [],
+                        "aggregates": [], "until": []}
+                if op == "next" and self.peek().is_word("where"):
                     self.take()
                     step["where"] = self.conj()
                 if op == "fold":
-                    if self.is_kw("while"):
+                    if self.peek().is_word("while"):
                         self.take()
                         step["where"] = self.conj()
-                    if self.is_kw("agg"):
+                    if self.peek().is_word("agg"):
                         self.take()
                         step["aggregates"].append(self.aggregate())
-                        while self.peek()[1] == "," and self.peek()[0] == "punct":
+                        while self.punct(","):
                             self.take()
                             step["aggregates"].append(self.aggregate())
-                    if self.is_kw("until"):
+                    if self.peek().is_word("until"):
                         self.take()
                         step["until"] = self.conj()
                 raw["steps"].append(step)
-            elif self.is_kw("within"):
-                col = self.take()[2]
-                kind, tok, dcol = self.take()
-                if kind == "dur":
-                    n = re.match(r"\d+", tok).group()
-                    raw["within"] = (int(n) * UNITS_MS[tok[len(n):]], dcol)
-                elif kind == "number" and tok.isdigit():
-                    raw["within"] = (int(tok), dcol)
+            elif self.peek().is_word("within"):
+                self.take()
+                d = self.take()
+                if d.kind == DURATION_KIND or (d.kind == NUMBER_KIND and d.text.isdigit()):
+                    raw["within"] = (d.value, d.column)
                 else:
-                    raise PatternError(f"column {dcol}: expected a duration after 'within' (e.g. 30m, 1h), got {tok!r}")
-                kind, tok, ecol = self.take()
-                if kind != "end":
-                    raise PatternError(f"column {ecol}: unexpected {tok!r} after the within clause")
+                    raise PatternError(f"column {d.column}: expected a duration after 'within' (e.g. 30m, 1h), "
+                                       f"got {d.text!r}")
+                t = self.take()
+                if t.kind != END_KIND:
+                    raise PatternError(f"column {t.column}: unexpected {t.text!r} after the within clause")
                 return raw
             else:
-                kind, tok, col = self.peek()
-                if kind == "end":
-                    raise PatternError(f"column {col}: a pattern needs 'within <duration>' (e.g. within 1h)")
-                raise PatternError(f"column {col}: expected 'next', 'fold' or 'within', got {tok!r}")
+                t = self.peek()
+                if t.kind == END_KIND:
+                    raise PatternError(f"column {t.column}: a pattern needs 'within <duration>' (e.g. within 1h)")
+                raise PatternError(f"column {t.column}: expected 'next', 'fold' or 'within', got {t.text!r}")
 
     def aggregate(self):
         name, col = self.ident("an aggregate name")
-        kind, tok, c = self.take()
-        if tok != "=":
-            raise PatternError(f"column {c}: expected '=' after aggregate name {name!r}")
+        t = self.take()
+        if t.text != "=":
+            raise PatternError(f"column {t.column}: expected '=' after aggregate name {name!r}")
         fn, fcol = self.ident("an aggregate function")
         if fn.lower() not in AGGREGATE_FUNCTIONS:
             raise PatternError(f"column {fcol}: unknown aggregate function {fn!r}; expected one of {', '.join(AGGREGATE_FUNCTIONS)}")
         self.expect_punct("(")
         attr = ""
-        if not (self.peek()[1] == ")" and self.peek()[0] == "punct"):
+        if not self.punct(")"):
             attr, _ = self.ident("an attribute name")
         self.expect_punct(")")
         return (name, fn.lower(), attr, col)

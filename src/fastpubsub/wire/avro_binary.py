@@ -6,15 +6,23 @@ to fastavro's per-record path, so every primitive here answers "ok" only
 when fastavro would read the same value, and otherwise leaves the verdict to
 it.  The scalar union (long, double, string, boolean) is the value type of an
 event attribute and of a predicate alike (``wire/schemas/``).
+
+The primitives read once per pair (varint, block count, name, scalar) are
+inlined into the kernels (``inline="always"``): a call per read would cost
+the decoders more than the reads themselves.  numba checks a cached kernel
+against its own source file only: after editing a primitive here, clear the
+cache (``pubsub warmup --clear``) so that the decoders take the change.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def varint(buf, pos, end):
     """Zigzag varint (Avro int/long) at ``pos``: (value, new pos, ok)."""
     result = np.uint64(0)
@@ -73,6 +81,57 @@ def utf8_ok(buf, start, n):
     return True
 
 
+@numba.njit(cache=True, inline="always")
+def block_count(buf, pos, end):
+    """Item count of the next block of an Avro map at ``pos``: (count, new pos, ok); a count of 0 ends the map.
+
+    A negative count is followed by the block's size in bytes, which a reader
+    that walks the items skips.
+    """
+    count, pos, ok = varint(buf, pos, end)
+    if ok and count < 0:
+        count = -count
+        _, pos, ok = varint(buf, pos, end)
+    return count, pos, ok
+
+
+@numba.njit(cache=True, inline="always")
+def name_string(buf, pos, end, max_bytes):
+    """An Avro string of 1 to ``max_bytes`` bytes of strict UTF-8 at ``pos``: (length, pos of its first byte, ok)."""
+    n, pos, ok = varint(buf, pos, end)
+    return n, pos, ok and 0 < n <= max_bytes and pos + n <= end and utf8_ok(buf, pos, n)
+
+
+@numba.njit(cache=True, inline="always")
+def attribute_name(buf, pos, end, max_bytes):
+    """An attribute name at ``pos`` (:func:`name_string` not starting with NUL, which the engine reserves)."""
+    n, pos, ok = name_string(buf, pos, end, max_bytes)
+    return n, pos, ok and buf[pos] != 0
+
+
+@numba.njit(cache=True, inline="always")
+def scalar(buf, pos, end):
+    """The scalar union (long, double, string, boolean) at ``pos``: (kind, number, string start and length, new pos, ok).
+
+    Kinds are the engine's (0 number, 1 string, 2 boolean); a string is the
+    slice ``buf[start:start + length]`` with number NaN, anything else has
+    length -1.  A boolean byte other than 0 or 1 is not ok: fastavro reads any
+    non-zero byte as true, so its per-record path decides.
+    """
+    branch, pos, ok = varint(buf, pos, end)
+    if ok:
+        if branch == 0:
+            v, pos, ok = varint(buf, pos, end)
+            return 0, np.float64(v), np.int64(0), np.int64(-1), pos, ok
+        if branch == 1 and pos + 8 <= end:
+            return 0, buf[pos:pos + 8].view(np.float64)[0], np.int64(0), np.int64(-1), pos + 8, True
+        if branch == 2:
+            n, pos, ok = varint(buf, pos, end)
+            if ok and n >= 0 and pos + n <= end and utf8_ok(buf, pos, n):
+                return 1, np.nan, pos, n, pos + n, True
+        if branch == 3 and pos < end and buf[pos] <= 1:
+            return 2, np.float64(buf[pos]), np.int64(0), np.int64(-1), pos + 1, True
+    return 0, np.nan, np.int64(0), np.int64(-1), pos, False
 
 
 @numba.njit(cache=True)
@@ -101,23 +160,81 @@ def schema_id(buf, start, end):
         | np.int64(buf[start + 4])
 
 
-@numba.njit(cache=True)
-def intern_name(buf, pos, n, slots, mask, name_start, name_len, name_hash, count):
-    """Index of the name ``buf[pos:pos+n]`` in an open-addressing table (FNV-1a), adding it if new.
+class Pairs(NamedTuple):
+    """Decoded (attribute, value) pairs as columns, each value a scalar (:func:`scalar`)."""
 
-    ``count`` names are held; returns (index, new count), index -1 if the
-    table is full.  Its caller keeps the table at most half full, so a probe
-    always ends on a free slot.
+    rec: np.ndarray  # int32: index of the input record
+    attr: np.ndarray  # int32: attribute id (the index of its name)
+    op: np.ndarray  # int8: operator code (a predicate's; events leave it unset)
+    kind: np.ndarray  # int8: the engine's kind
+    number: np.ndarray  # float64: the value of a number or boolean; NaN for a string
+    start: np.ndarray  # int64: where a string starts in the buffer
+    length: np.ndarray  # int32: its length in bytes; -1 for a number or boolean
+
+
+@numba.njit(cache=True)
+def empty_pairs(capacity):
+    """Room for ``capacity`` :class:`Pairs`."""
+    return Pairs(np.empty(capacity, np.int32), np.empty(capacity, np.int32), np.empty(capacity, np.int8),
+                 np.empty(capacity, np.int8), np.empty(capacity, np.float64), np.empty(capacity, np.int64),
+                 np.empty(capacity, np.int32))
+
+
+@numba.njit(cache=True)
+def first_pairs(pairs, m):
+    """The first ``m`` of ``pairs`` (views)."""
+    return Pairs(pairs.rec[:m], pairs.attr[:m], pairs.op[:m], pairs.kind[:m], pairs.number[:m], pairs.start[:m],
+                 pairs.length[:m])
+
+
+@numba.njit(cache=True)
+def copy_pairs(pairs):
+    """Copies of ``pairs`` (of a part of a larger room, so that the rest of the room may be freed)."""
+    return Pairs(pairs.rec.copy(), pairs.attr.copy(), pairs.op.copy(), pairs.kind.copy(), pairs.number.copy(),
+                 pairs.start.copy(), pairs.length.copy())
+
+
+class NameTable(NamedTuple):
+    """The distinct names met in ``buf``, each a slice of it, interned by their FNV-1a hash.
+
+    ``slots`` is an open-addressing table (-1: free) of twice the capacity
+    rounded up to a power of two, so it stays at most half full and a probe
+    always ends on a free slot; fixed sizes keep a kernel's loop free of
+    reallocation (its caller retries with more room when the table is full).
+    """
+
+    slots: np.ndarray  # int32 [power of two]: name index, or -1
+    start: np.ndarray  # int64 [capacity]: where name i starts in buf
+    length: np.ndarray  # int32 [capacity]
+    hash: np.ndarray  # uint64 [capacity]
+
+
+@numba.njit(cache=True)
+def name_table(capacity):
+    """An empty :class:`NameTable` for ``capacity`` names."""
+    size = 1
+    while size < 2 * capacity:
+        size *= 2
+    return NameTable(np.full(size, -1, np.int32), np.empty(capacity, np.int64), np.empty(capacity, np.int32),
+                     np.empty(capacity, np.uint64))
+
+
+@numba.njit(cache=True, inline="always")
+def intern_name(buf, pos, n, table, count):
+    """Index of the name ``buf[pos:pos+n]`` in ``table``, which holds ``count`` names, adding it if new.
+
+    Returns (index, new count); index -1 if the table is full.
     """
     h = np.uint64(14695981039346656037)
     for i in range(pos, pos + n):
         h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
+    mask = len(table.slots) - 1
     slot = np.int64(h & np.uint64(mask))
-    while slots[slot] >= 0:
-        cand = slots[slot]
-        if name_hash[cand] == h and name_len[cand] == n:
+    while table.slots[slot] >= 0:
+        cand = table.slots[slot]
+        if table.hash[cand] == h and table.length[cand] == n:
             same = True
-            ns = name_start[cand]
+            ns = table.start[cand]
             for i in range(n):
                 if buf[ns + i] != buf[pos + i]:
                     same = False
@@ -125,10 +242,10 @@ def intern_name(buf, pos, n, slots, mask, name_start, name_len, name_hash, count
             if same:
                 return cand, count
         slot = (slot + 1) & mask
-    if count == len(name_start):
+    if count == len(table.start):
         return -1, count
-    name_start[count] = pos
-    name_len[count] = n
-    name_hash[count] = h
-    slots[slot] = count
+    table.start[count] = pos
+    table.length[count] = n
+    table.hash[count] = h
+    table.slots[slot] = count
     return count, count + 1

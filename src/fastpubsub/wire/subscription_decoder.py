@@ -25,15 +25,19 @@ from typing import Any, Sequence
 import numba
 import numpy as np
 
-from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING, OPERATORS, SubscriptionBatch
+from fastpubsub.engine import KIND_BOOL, KIND_STRING, OPERATORS, SubscriptionBatch
 
 from .codecs import (
     MAX_ATTRIBUTE_BYTES, MAX_SUBSCRIBER_BYTES, SCHEMA_IDS, AggregateDecodeError, AggregateSubscription, DecodeError,
     PatternDecodeError, PatternSubscription, Subscription, decode_any_subscription, is_aggregate_subscription,
     is_pattern_subscription,
 )
-from .avro_binary import gather_bytes, intern_name, utf8_ok, varint
+from .avro_binary import (
+    attribute_name, block_count, copy_pairs, empty_pairs, first_pairs, gather_bytes, intern_name, name_string, name_table,
+    scalar, varint,
+)
 from .avro_binary import schema_id as framed_schema_id
+from .fallback import FallbackPairs
 
 _SUBSCRIPTION_SCHEMA_ID = SCHEMA_IDS["subscription"]
 OP_CODE = {op: i for i, op in enumerate(OPERATORS)}
@@ -91,22 +95,15 @@ def _decimal(buf, s, e):
 @numba.njit(cache=True)
 def _operator(buf, pos, n):
     """Code of the operator spelled by buf[pos:pos+n] (= != < <= > >=), or -1."""
-    if n == 1:
-        c = buf[pos]
-        if c == 61:
-            return 0
-        if c == 60:
-            return 2
-        if c == 62:
-            return 4
-    elif n == 2 and buf[pos + 1] == 61:
-        c = buf[pos]
-        if c == 33:
-            return 1
-        if c == 60:
-            return 3
-        if c == 62:
-            return 5
+    if n == 2 and buf[pos + 1] != 61:  # a two-character operator ends with '='
+        return -1
+    c = buf[pos]
+    if c == 60 or c == 62:  # '<' 2, '<=' 3, '>' 4, '>=' 5
+        return (2 if c == 60 else 4) + n - 1
+    if n == 1 and c == 61:  # '='
+        return 0
+    if n == 2 and c == 33:  # '!='
+        return 1
     return -1
 
 
@@ -116,10 +113,10 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
     """Decode every record whose key and value are plain and valid; mark the others for the slow path.
 
     Returns per record: status, id, subscriber index, valid_until / valid_from
-    (with presence flags); per predicate: record, attribute id, operator,
-    kind, number, string start and length in ``buf``; the (start, length) of
-    every attribute and subscriber name; and whether a name table overflowed
-    (then the caller retries with more room).
+    (with presence flags); the predicates as :class:`~.avro_binary.Pairs`
+    (strings as slices of ``buf``); the (start, length) of every attribute and
+    subscriber name; and whether a name table overflowed (then the caller
+    retries with more room).
     """
     n = len(starts)
     status = np.full(n, SLOW, np.int8)
@@ -130,28 +127,14 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
     since = np.zeros(n, np.int64)
     has_since = np.zeros(n, np.bool_)
     cap = len(buf) // 4 + 1  # a predicate takes at least 4 bytes (two lengths, an attribute byte, a branch)
-    rec = np.empty(cap, np.int32)
-    attr = np.empty(cap, np.int32)
-    op = np.empty(cap, np.int8)
-    kind = np.empty(cap, np.int8)
-    number = np.empty(cap, np.float64)
-    sstart = np.empty(cap, np.int64)
-    slen = np.empty(cap, np.int32)
-    size = 1
-    while size < 2 * max_names:
-        size *= 2
-    mask = size - 1
-    a_slots = np.full(size, -1, np.int32)
-    a_start = np.empty(max_names, np.int64)
-    a_len = np.empty(max_names, np.int32)
-    a_hash = np.empty(max_names, np.uint64)
+    pairs = empty_pairs(cap)
+    rec, attr, op, kind, number, sstart, slen = pairs
+    attributes = name_table(max_names)
     a_count = 0
-    s_slots = np.full(size, -1, np.int32)
-    s_start = np.empty(max_names, np.int64)
-    s_len = np.empty(max_names, np.int32)
-    s_hash = np.empty(max_names, np.uint64)
+    subscribers = name_table(max_names)
     s_count = 0
     m = 0
+    full = False
     for r in range(n):
         if not has_key[r]:
             continue
@@ -166,91 +149,40 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
         if framed_schema_id(buf, s, e) != schema_id:
             continue
         pos = s + 5
-        ln, pos, ok = varint(buf, pos, e)
-        if not ok or ln <= 0 or ln > max_subscriber_bytes or pos + ln > e or not utf8_ok(buf, pos, ln):
+        ln, pos, ok = name_string(buf, pos, e, max_subscriber_bytes)
+        if not ok:
             continue
-        who, s_count = intern_name(buf, pos, ln, s_slots, mask, s_start, s_len, s_hash, s_count)
-        if who < 0:
-            return status, ids, owner, until, has_until, since, has_since, rec[:0], attr[:0], op[:0], kind[:0], \
-                number[:0], sstart[:0], slen[:0], a_start[:0], a_len[:0], s_start[:0], s_len[:0], True
+        who, s_count = intern_name(buf, pos, ln, subscribers, s_count)
+        if who < 0:  # the caller retries with more room
+            full = True
+            break
         pos += ln
         m0 = m
         while ok:
-            count, pos, ok = varint(buf, pos, e)
+            count, pos, ok = block_count(buf, pos, e)
             if not ok or count == 0:
                 break
-            if count < 0:
-                count = -count
-                _, pos, ok = varint(buf, pos, e)  # block size in bytes
+            for _j in range(count):
+                klen, pos, ok = attribute_name(buf, pos, e, max_attribute_bytes)
                 if not ok:
                     break
-            for _j in range(count):
-                klen, pos, ok = varint(buf, pos, e)
-                if not ok or klen <= 0 or klen > max_attribute_bytes or pos + klen > e or not utf8_ok(buf, pos, klen):
-                    ok = False
-                    break
-                if buf[pos] == 0:  # a name starting with NUL is reserved: the per-record path says so
-                    ok = False
-                    break
-                aid, a_count = intern_name(buf, pos, klen, a_slots, mask, a_start, a_len, a_hash, a_count)
-                if aid < 0:
-                    return status, ids, owner, until, has_until, since, has_since, rec[:0], attr[:0], op[:0], \
-                        kind[:0], number[:0], sstart[:0], slen[:0], a_start[:0], a_len[:0], s_start[:0], s_len[:0], True
-                pos += klen
-                olen, pos, ok = varint(buf, pos, e)
-                if not ok or olen < 1 or olen > 2 or pos + olen > e:
+                aid, a_count = intern_name(buf, pos, klen, attributes, a_count)
+                full = aid < 0  # the caller retries with more room
+                olen, pos, ok = varint(buf, pos + klen, e)
+                if full or not ok or olen < 1 or olen > 2 or pos + olen > e:
                     ok = False
                     break
                 code = _operator(buf, pos, olen)
-                if code < 0:
+                kind[m], number[m], sstart[m], slen[m], pos, ok = scalar(buf, pos + olen, e)
+                if code < 0 or not ok or (kind[m] == 0 and number[m] != number[m]):  # NaN: the slow path says why
                     ok = False
-                    break
-                pos += olen
-                branch, pos, ok = varint(buf, pos, e)
-                if not ok:
                     break
                 rec[m] = r
                 attr[m] = aid
                 op[m] = code
-                slen[m] = -1
-                sstart[m] = 0
-                if branch == 0:
-                    v, pos, ok = varint(buf, pos, e)
-                    kind[m] = 0
-                    number[m] = np.float64(v)
-                elif branch == 1:
-                    if pos + 8 > e:
-                        ok = False
-                        break
-                    x = buf[pos:pos + 8].view(np.float64)[0]
-                    if x != x:  # NaN: invalid, the slow path says so
-                        ok = False
-                        break
-                    kind[m] = 0
-                    number[m] = x
-                    pos += 8
-                elif branch == 2:
-                    vl, pos, ok = varint(buf, pos, e)
-                    if not ok or vl < 0 or pos + vl > e or not utf8_ok(buf, pos, vl):
-                        ok = False
-                        break
-                    kind[m] = 1
-                    number[m] = np.nan
-                    sstart[m] = pos
-                    slen[m] = vl
-                    pos += vl
-                elif branch == 3:
-                    if pos >= e or buf[pos] > 1:  # fastavro reads any non-zero byte as true: let it decide
-                        ok = False
-                        break
-                    kind[m] = 2
-                    number[m] = np.float64(buf[pos])
-                    pos += 1
-                else:
-                    ok = False
-                if not ok:
-                    break
                 m += 1
+        if full:
+            break
         if not ok or m == m0:  # malformed, or no predicate at all
             m = m0
             continue
@@ -280,9 +212,9 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
         status[r] = FAST
         owner[r] = who
     # copies of the used part (here, off the GIL), so that a batch may hold these columns as they are
-    return status, ids, owner, until, has_until, since, has_since, rec[:m].copy(), attr[:m].copy(), op[:m].copy(), \
-        kind[:m].copy(), number[:m].copy(), sstart[:m].copy(), slen[:m].copy(), a_start[:a_count], a_len[:a_count], \
-        s_start[:s_count], s_len[:s_count], False
+    return status, ids, owner, until, has_until, since, has_since, copy_pairs(first_pairs(pairs, m)), \
+        attributes.start[:a_count], attributes.length[:a_count], subscribers.start[:s_count], \
+        subscribers.length[:s_count], full
 
 
 # --- the result -------------------------------------------------------------------
@@ -400,8 +332,8 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
     has_key = np.ones(n, np.bool_) if all_keys else np.fromiter((k is not None for k in keys), np.bool_, n)
     max_names = 1024
     while True:
-        (status, ids, owner, until, has_until, since, has_since, rec, attr, op, kind, number, sstart, slen,
-         a_start, a_len, s_start, s_len, overflow) = _decode_records(
+        (status, ids, owner, until, has_until, since, has_since, pairs, a_start, a_len, s_start, s_len,
+         overflow) = _decode_records(
             buf, k_starts, k_ends, has_key, v_starts + len(k_blob), v_ends + len(k_blob), _SUBSCRIPTION_SCHEMA_ID,
             max_names, MAX_ATTRIBUTE_BYTES, MAX_SUBSCRIBER_BYTES)
         if not overflow:
@@ -418,10 +350,8 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
     complex_: dict[int, Any] = {}
     aggregate: set[int] = set()
     if len(slow):
-        attr_index = {name: i for i, name in enumerate(names)}
+        fallback = FallbackPairs(names, len(buf), "surrogatepass")
         owner_index = {name: i for i, name in enumerate(owners)}
-        extra = bytearray()
-        s_rec, s_attr, s_op, s_kind, s_num, s_start_, s_len_ = [], [], [], [], [], [], []
         for r in slow.tolist():
             try:
                 ids[r] = parse_subscription_id(keys[r])
@@ -457,34 +387,12 @@ def decode_subscriptions(keys: Sequence[bytes | None], values: Sequence[bytes | 
                 complex_[r] = sub.predicates  # OR or an operator beyond the six: lowered to rows by the engine
                 continue
             for a, o, v in sub.predicates:
-                s_rec.append(r)
-                s_attr.append(attr_index.setdefault(a, len(attr_index)))
-                s_op.append(OP_CODE[o])
-                if isinstance(v, bool):
-                    s_kind.append(KIND_BOOL), s_num.append(float(v)), s_start_.append(0), s_len_.append(-1)
-                elif isinstance(v, str):
-                    b = v.encode("utf-8", "surrogatepass")
-                    s_kind.append(KIND_STRING), s_num.append(np.nan), s_start_.append(len(buf) + len(extra))
-                    s_len_.append(len(b))
-                    extra += b
-                else:
-                    s_kind.append(KIND_NUMBER), s_num.append(float(v)), s_start_.append(0), s_len_.append(-1)
-        names, owners = list(attr_index), list(owner_index)
-        if extra:
-            buf = np.concatenate([buf, np.frombuffer(bytes(extra), np.uint8)])
-        # fast and slow predicates never share a record, so a stable sort by record keeps each one's order
-        rec = np.concatenate([rec, np.array(s_rec, np.int32)])
-        order = np.argsort(rec, kind="stable")
-        rec = rec[order]
-        attr = np.concatenate([attr, np.array(s_attr, np.int32)])[order]
-        op = np.concatenate([op, np.array(s_op, np.int8)])[order]
-        kind = np.concatenate([kind, np.array(s_kind, np.int8)])[order]
-        number = np.concatenate([number, np.array(s_num, np.float64)])[order]
-        sstart = np.concatenate([sstart, np.array(s_start_, np.int64)])[order]
-        slen = np.concatenate([slen, np.array(s_len_, np.int32)])[order]
+                fallback.add(r, a, v, OP_CODE[o])
+        names, owners = fallback.names, list(owner_index)
+        buf, pairs = fallback.merged(buf, pairs)
     offsets = np.zeros(n + 1, np.int64)
     if n:
-        np.cumsum(np.bincount(rec, minlength=n), out=offsets[1:])
+        np.cumsum(np.bincount(pairs.rec, minlength=n), out=offsets[1:])
     return DecodedSubscriptions(ids, key_errors, errors, tombstone, valid, tuple(owners), owner, until, has_until,
-                                since, has_since, tuple(names), offsets, attr, op, kind, number, sstart, slen, buf,
-                                len(slow), complex_, aggregate)
+                                since, has_since, tuple(names), offsets, pairs.attr, pairs.op, pairs.kind, pairs.number,
+                                pairs.start, pairs.length, buf, len(slow), complex_, aggregate)
