@@ -146,17 +146,18 @@ def partial_counts_of(messages: list, mode: str = "first", joint_sets: list[list
     return out
 
 
+@dataclass
 class KafkaEventsReader(DataSourceReader):
-    def __init__(self, topic: str, ranges: list[OffsetRange], split_size: int, batch_size: int, clients: ClientFactory,
-                 mode: str, joint_sets: list[list[str]] | None, joint_auto: tuple[int, float] | None) -> None:
-        self.topic = topic
-        self.ranges = ranges
-        self.split_size = split_size
-        self.batch_size = batch_size
-        self.clients = clients
-        self.mode = mode
-        self.joint_sets = joint_sets
-        self.joint_auto = joint_auto
+    """What each Spark task needs to read its offset range and count it (pickled to the executors)."""
+
+    topic: str
+    ranges: list[OffsetRange]
+    split_size: int
+    batch_size: int
+    clients: ClientFactory
+    mode: str
+    joint_sets: list[list[str]] | None
+    joint_auto: tuple[int, float] | None
 
     def partitions(self) -> list[KafkaSplit]:
         return [KafkaSplit(self.topic, s) for r in self.ranges for s in r.split(self.split_size)]
