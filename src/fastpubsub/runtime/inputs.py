@@ -120,11 +120,12 @@ class Inputs:
                                        **{"session.timeout.ms": session_timeout_ms})
         self._early: tuple[dict[int, int], dict[int, Consumer]] | None = None  # rebuild readers started by prefetch()
 
-    def prefetch(self, partitions: int) -> None:
-        """Start the rebuild's readers from the beginning of the topic now, so that they fetch into their read-ahead
-        while the rest of the start (statistics, kernels) runs; :meth:`replay` from the beginning takes them over."""
+    def prefetch(self, partitions: int, offsets: dict[int, int] | None = None) -> None:
+        """Start the rebuild's readers now, from ``offsets`` (else the beginning of the topic), so that they fetch
+        into their read-ahead while the rest of the start (statistics, kernels, a snapshot) runs; :meth:`replay`
+        from the same offsets takes them over (from others it closes them and starts its own)."""
         if partitions > 1 and self._early is None:
-            start = dict.fromkeys(range(partitions), OFFSET_BEGINNING)
+            start = {p: (offsets or {}).get(p, OFFSET_BEGINNING) for p in range(partitions)}
             self._early = (start, self._readers(start))
 
     def join(self, before_revoke: Callable[[Consumer], None] = lambda _consumer: None,

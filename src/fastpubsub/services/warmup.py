@@ -9,7 +9,8 @@ of the first run after installation would spend a minute compiling while
 * ``pubsub warmup`` (run by ``make install`` and the Docker image) compiles
   every step below into the cache ahead, with a progress bar;
 * the processor runs the steps a run needs (:data:`PROCESSOR_STEPS`) before
-  its rebuild: from a warm cache that takes well under a second, from a cold
+  its rebuild, on a thread while its clients connect to the brokers
+  (``runtime.compiles.WarmUp``): from a warm cache that takes well under a second, from a cold
   one every kernel compiled is logged (``compiling numba kernels: step 3/5
   (matching), 12 compiled so far``) instead of a silent first batch.
 

@@ -105,8 +105,8 @@ class EventsTask(TaskBase):
 
     def start(self, host: Host) -> None:
         self.match.limits = self.encode.limits = host.limits
-        if self.held.rebuilds_from_start:  # the rebuild's readers fetch while the statistics and kernels load
-            host.inputs.prefetch(self._partitions)
+        # the rebuild's readers fetch while the statistics, the kernels and the snapshot load
+        host.inputs.prefetch(self._partitions, self.held.start_offsets())
         # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it; bad
         # statistics records are dead-lettered once, by shard 0
         self.statistics_feed = StatisticsFeed(host.clients, lambda: self.state.matcher,
