@@ -45,7 +45,8 @@ log = logging.getLogger("pubsub")
 
 #: Subscription records applied per bulk step during a rebuild: each step is one batch decode and one
 #: ``add_bulk`` whose index maintenance has a fixed cost, so a rebuild takes few large steps (a live change
-#: is applied as soon as it is read).
+#: is applied as soon as it is read).  The first step is a fifth of that: the bulk load starts once it is read
+#: and decoded, instead of waiting idle for a whole step.
 REBUILD_CHUNK = 100_000
 #: Chunks read and decoded ahead of the bulk load during a rebuild (``runtime.handoff``).
 REBUILD_AHEAD = 2
@@ -146,11 +147,12 @@ class EventsTask(TaskBase):
 
         def chunks(stopped: Callable[[], bool]) -> Iterator[Changes]:
             pending: list[Message] = []
+            size = max(1, REBUILD_CHUNK // 5)
             for msgs in host.inputs.replay(self._partitions, offsets, lambda: stopped() or host.stopping):
                 pending += msgs
-                if len(pending) >= REBUILD_CHUNK:
+                if len(pending) >= size:
                     yield self._split_changes(pending, decode=True)
-                    pending = []
+                    pending, size = [], REBUILD_CHUNK
             if pending:
                 yield self._split_changes(pending, decode=True)
 
