@@ -41,7 +41,7 @@ from .checkpoint import MAX_COMMIT_INTERVAL_MS, Checkpoint, Prepared, Uncommitte
 from .compiles import CompileWatch, WarmUp
 from .counters import PipelineCounters
 from .deliver import Deliver
-from .gcwatch import GcWatch, freeze_long_lived
+from .gcwatch import GcWatch, collector_paused, freeze_long_lived
 from .inputs import Inputs, has_data
 from .instance import InstanceSlot
 from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
@@ -160,7 +160,8 @@ class Host:
             if topics.group:
                 self.inputs.join(self._before_revoke, topics.group)
             self._warmed_up(warming)
-            task.restore(self)
+            with collector_paused():  # no full passes over what the restore allocates (runtime.gcwatch)
+                task.restore(self)
             freeze_long_lived()  # the state just restored out of the collector's full passes (runtime.gcwatch)
             self.gc.__enter__()
             self._publish()
