@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import struct
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -74,6 +78,30 @@ def test_a_damaged_snapshot_is_refused_with_a_reason(tmp_path, damage, reason):
     path.write_bytes(damage(path.read_bytes()))
     with pytest.raises(snapshot.SnapshotError, match=reason):
         snapshot.read(tmp_path, 4, "dynamic", ValidEventStore())
+
+
+@pytest.mark.parametrize("array, reason", [
+    (["subscriptions.ids", "<i8", [10**9], 0], "does not lie within the body"),  # more bytes than there are
+    (["subscriptions.ids", "|O", [1], 0], "holds Python objects"),  # never read, whatever the bytes
+])
+def test_a_body_whose_header_places_an_array_outside_it_or_holds_objects_is_refused(tmp_path, array, reason):
+    header = json.dumps({"meta": {"partitions": 4}, "arrays": [array]}).encode()
+    body = struct.pack("<Q", len(header)) + header + bytes(64)
+    snapshot.path_of(tmp_path).write_bytes(snapshot.MAGIC + snapshot._HEAD.pack(snapshot.VERSION, len(body),
+                                                                                 hashlib.sha256(body).digest()) + body)
+    with pytest.raises(snapshot.SnapshotError, match=reason):
+        snapshot.read(tmp_path, 4, "dynamic", ValidEventStore())
+
+
+def test_the_offsets_are_read_from_the_header_alone_so_that_the_readers_can_start_there_early(tmp_path):
+    assert snapshot.offsets_of(tmp_path) == {}  # no snapshot: the readers start from the beginning
+    snapshot.write(tmp_path, a_state(), a_store(), {0: 17, 3: 5}, partitions=4)
+    path = snapshot.path_of(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[:-100])  # the body is not read: a damaged one is refused later, by read()
+    assert snapshot.offsets_of(tmp_path) == {0: 17, 3: 5}
+    path.write_bytes(data[:20])
+    assert snapshot.offsets_of(tmp_path) == {}
 
 
 def test_a_snapshot_for_another_partition_count_or_missing_is_refused(tmp_path):

@@ -201,6 +201,13 @@ class Matcher:
             return True
         return sid not in self._pending_remove and self._is_filed(sid)
 
+    def holds(self, sub_ids: Any) -> np.ndarray:
+        """``sid in matcher`` for each of ``sub_ids`` (int64), as a bool array: one probe of the id table each,
+        without a Python step per id (a rebuild asks it of a million ids)."""
+        self.flush()
+        ids = np.asarray(sub_ids, dtype=np.int64)
+        return self.id_table.lookup(ids) >= 0 if len(ids) else np.zeros(0, dtype=bool)
+
     def _is_filed(self, sid: int) -> bool:
         """``sid`` is in the id table (one probe, no array allocated: the single-change path)."""
         self._one_id[0, 0] = sid

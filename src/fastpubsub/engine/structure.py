@@ -85,6 +85,37 @@ class _Unpickler(pickle.Unpickler):
         raise StructureError(f"a matcher structure does not name {module}.{name}")
 
 
+class _Bytes:
+    """The unpickler's file over a buffer, read where it lies (``io.BytesIO`` would copy all of it first: a
+    hundred megabytes for a million subscriptions' index)."""
+
+    def __init__(self, blob: bytes | memoryview) -> None:
+        self._view, self._at = memoryview(blob).cast("B"), 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._view) if n is None or n < 0 else min(self._at + n, len(self._view))
+        out, self._at = self._view[self._at:end].tobytes(), end
+        return out
+
+    def readinto(self, buffer: Any) -> int:
+        target = memoryview(buffer).cast("B")
+        n = min(len(target), len(self._view) - self._at)
+        target[:n] = self._view[self._at:self._at + n]
+        self._at += n
+        return n
+
+    def readline(self) -> bytes:
+        start = end = self._at
+        while end < len(self._view):
+            found = self._view[end:end + 4096].tobytes().find(b"\n")
+            if found >= 0:
+                end += found + 1
+                break
+            end += 4096
+        self._at = min(end, len(self._view))
+        return self._view[start:self._at].tobytes()
+
+
 def dump(matcher: Matcher) -> bytes:
     """The matcher's structures (buffered single changes applied first)."""
     matcher.flush()
@@ -96,7 +127,7 @@ def dump(matcher: Matcher) -> bytes:
 def load(blob: bytes | memoryview) -> Matcher:
     """The matcher :func:`dump` wrote; :class:`StructureError` if the bytes are anything else."""
     try:
-        matcher = _Unpickler(io.BytesIO(blob)).load()
+        matcher = _Unpickler(_Bytes(blob)).load()
     except StructureError:
         raise
     except Exception as exc:  # noqa: BLE001 - truncated, or written by other code: not usable

@@ -4,7 +4,8 @@ Like Kafka Streams' ``StreamThread``, one loop owns everything that is not the t
 
 * start: the task's topics checked, the record limits learned from the broker (``kafka.record_limits``), the
   producer and its transaction (``runtime.deliver``), the consumers (``runtime.inputs``), the group joined, the
-  numba kernels loaded (``services.warmup``: after ``pubsub warmup`` nothing compiles), the state restored;
+  numba kernels loaded meanwhile on a thread (``services.warmup``: after ``pubsub warmup`` nothing compiles),
+  the state restored;
   then long-lived objects frozen out of the collector's full passes (``runtime.gcwatch``) and ready;
 * each turn: state changes (subscriptions) applied in their own commit, side inputs polled, a batch consumed,
   screened (records above ``--max-record-bytes`` or refused before are dead-lettered, never shown to the task),
@@ -37,10 +38,10 @@ from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, disco
 from fastpubsub.wire.topics import DEAD_LETTER
 
 from .checkpoint import MAX_COMMIT_INTERVAL_MS, Checkpoint, Prepared, Uncommitted, next_offsets
-from .compiles import CompileWatch
+from .compiles import CompileWatch, WarmUp
 from .counters import PipelineCounters
 from .deliver import Deliver
-from .gcwatch import GcWatch, freeze_long_lived
+from .gcwatch import GcWatch, collector_paused, freeze_long_lived
 from .inputs import Inputs, has_data
 from .instance import InstanceSlot
 from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
@@ -102,6 +103,7 @@ class Host:
         self.checkpoint = Checkpoint(config.commit_interval_ms, config.commit_linger_ms)
         self.kernels_compiled = 0  # numba kernels this run compiled (0 when all came from the cache)
         self._late_compiles = CompileWatch(self._compiled_late)
+        self._compile_logged = 0.0  # when the warm-up's last "compiling numba kernels" line was logged
         self.gc = GcWatch()  # the collector's pauses while the loop runs (runtime.gcwatch)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
@@ -139,6 +141,7 @@ class Host:
         """Run until :meth:`stop`; return the final statistics."""
         cfg, task = self.config, self.task
         task.prepare(self)  # the topics it needs, or a clear error
+        warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
         topics = task.topics()
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
         transactional_id = cfg.transactional_id or slot.transactional_id
@@ -156,8 +159,9 @@ class Host:
             task.start(self)
             if topics.group:
                 self.inputs.join(self._before_revoke, topics.group)
-            self._warm_up()
-            task.restore(self)
+            self._warmed_up(warming)
+            with collector_paused():  # no full passes over what the restore allocates (runtime.gcwatch)
+                task.restore(self)
             freeze_long_lived()  # the state just restored out of the collector's full passes (runtime.gcwatch)
             self.gc.__enter__()
             self._publish()
@@ -178,26 +182,25 @@ class Host:
                     slot.release()
         return self.stats()
 
-    def _warm_up(self) -> None:
-        """The task's kernels, from numba's cache or compiled now with each one logged; kernels compiled later
+    def _compiling(self, step: int, steps: int, name: str, kernel: str, count: int) -> None:
+        """A kernel of the warm-up starts compiling (on the warm-up's thread): logged, a line a second at most."""
+        self.metrics.beat()
+        if time.monotonic() - self._compile_logged >= 1.0 or count == 1:
+            self._compile_logged = time.monotonic()
+            self.log.info("compiling numba kernels: step %d/%d (%s), %d compiled so far (%s)", step, steps, name,
+                          count, kernel)
+
+    def _warmed_up(self, warming: WarmUp) -> None:
+        """Wait for the task's kernels, from numba's cache or compiled with each one logged; kernels compiled later
         (first use of a code path) are logged too, so a slow batch is never a silent one."""
-        started = last = time.monotonic()
-
-        def compiling(step: int, steps: int, name: str, kernel: str, count: int) -> None:
-            nonlocal last
-            self.metrics.beat()
-            if time.monotonic() - last >= 1.0 or count == 1:  # a line a second at most
-                last = time.monotonic()
-                self.log.info("compiling numba kernels: step %d/%d (%s), %d compiled so far (%s)", step, steps,
-                              name, count, kernel)
-
-        compiled = self.task.warm_up(compiling)
-        self.kernels_compiled = compiled
+        started = time.monotonic()
+        self.kernels_compiled = compiled = warming.compiled()
+        waited = time.monotonic() - started
         if compiled:
-            self.log.info("kernels ready: %d compiled in %.1fs (`pubsub warmup` compiles them once per installation)",
-                          compiled, time.monotonic() - started)
+            self.log.info("kernels ready (%d compiled, the start waited %.1fs for them; `pubsub warmup` compiles "
+                          "them once per installation)", compiled, waited)
         else:
-            self.log.info("kernels ready in %.1fs (from numba's cache)", time.monotonic() - started)
+            self.log.info("kernels ready (from numba's cache, the start waited %.1fs for them)", waited)
         self._late_compiles.__enter__()
 
     def _compiled_late(self, kernel: str, count: int) -> None:

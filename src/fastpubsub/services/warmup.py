@@ -9,19 +9,25 @@ of the first run after installation would spend a minute compiling while
 * ``pubsub warmup`` (run by ``make install`` and the Docker image) compiles
   every step below into the cache ahead, with a progress bar;
 * the processor runs the steps a run needs (:data:`PROCESSOR_STEPS`) before
-  its rebuild: from a warm cache that takes well under a second, from a cold
+  its rebuild, on a thread while its clients connect to the brokers
+  (``runtime.compiles.WarmUp``): from a warm cache that takes well under a second, from a cold
   one every kernel compiled is logged (``compiling numba kernels: step 3/5
   (matching), 12 compiled so far``) instead of a silent first batch.
 
-Each step runs a small real workload through the code the processor runs
+Each step runs a small real workload through the code the services run
 (W0 subscriptions encoded as on the topic, events encoded likewise), so the
-signatures compiled are the ones a run uses, not guesses.  numba's compile
-events (:class:`CompileWatch`) count the kernels compiled; cache hits fire none.
+signatures compiled are the ones a run uses, not guesses.  Code paths that
+only a large state takes (a maintenance round that creates a table, the
+arena's compaction) get a step of their own, and so do the pattern and table
+services' engines.  numba's compile events (:class:`CompileWatch`) count the
+kernels compiled; cache hits fire none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -32,7 +38,12 @@ import numpy as np
 from numba.core import config as numba_config
 from numba.core.caching import UserProvidedCacheLocator
 
+from fastpubsub.aggregates import AggregateService, TableSchema, parse_subscription
 from fastpubsub.engine import ALGORITHMS, ValidEventStore
+from fastpubsub.patterns import parse as parse_pattern
+from fastpubsub.patterns.contents import split as split_contents
+from fastpubsub.patterns.engine import PatternEngine
+from fastpubsub.state import KeyedStore, from_records, to_records
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
@@ -45,9 +56,11 @@ from fastpubsub.runtime.compiles import CompileWatch
 from .events import snapshot
 from .events.subscriptions import SubscriptionState
 
-#: The steps a processor start runs; ``pubsub warmup`` runs :data:`STEPS`, these and what a run may need later.
+#: The steps a processor start runs; ``pubsub warmup`` runs :data:`STEPS`, these and what a run may need later
+#: (the pattern service, ``pubsub patterns``, and the table service, ``pubsub tables``, included).
 PROCESSOR_STEPS = ("subscription decoder", "bulk load", "event decoder", "matching", "removal")
-STEPS = (*PROCESSOR_STEPS, "valid-event store", "statistics adoption", "snapshot")
+STEPS = (*PROCESSOR_STEPS, "valid-event store", "statistics adoption", "snapshot", "maintenance", "pattern service",
+         "table service")
 
 
 @dataclass
@@ -127,11 +140,106 @@ def _snapshot(w: _Workload) -> None:
         snapshot.read(directory, 1, w.algorithm, ValidEventStore(10, 1 << 20), w.runs)
 
 
+def _maintenance(w: _Workload) -> None:
+    """What only a large state reaches: a maintenance round that creates a table and re-files the subscriptions it
+    had marked (section 4; a rebuild of some 20,000 W0 subscriptions does), and the compaction of the clusters'
+    arena (``ClusterStore.trim``, past a million entries).  The thresholds are lowered so that the sample's
+    lists count as hot and any benefit creates a table."""
+    state = SubscriptionState(w.algorithm, w.runs)
+    maintenance = state.matcher.maintenance
+    if maintenance is not None:
+        maintenance.t = dataclasses.replace(maintenance.t, bm_max_factor=0.0, create_factor=1e-6, refresh_changes=500)
+    state.apply_records(w.records, [0] * len(w.records))
+    store = getattr(state.matcher.index, "store", None)
+    if store is not None:
+        store.compact(slack=1)
+
+
+#: One pattern of each shape the pattern kernel runs (docs/patterns.md): a static one, a correlation through the
+#: dynamic index, an iteration with aggregates, an iteration followed by a step that reads its aggregate.
+_PATTERNS = (
+    'seq a: name = "A" and price > 3 within 20ms',
+    "seq a: price > 2 next b: name = a.name where b.price > 1.05 * a.price within 20ms",
+    "seq a: volume > 5 fold r: name = a.name while r.price >= r.last.price agg n = count(), lo = min(price) "
+    "until dur >= 4ms within 30ms",
+    'seq a: name = "B" and volume > 0 fold r: name = "B" agg m = avg(price), s = sum(volume), hi = max(price) '
+    'until dur >= 3ms next b: name = "B" where b.price > r.m within 30ms',
+    'seq a: volume >= 5 next b: name = a.name where b.price < 9 and b.name >= "B" within 20ms',
+)
+
+
+def _pattern_service(w: _Workload) -> None:
+    """What ``pubsub patterns`` runs (``processor.patterns``), through the pattern engine's public calls: batches of
+    JSON and of Avro events, the changelog's changes, an unsubscription, and a restore from the changelog records."""
+    subscriptions = [(sid, parse_pattern(text), 0) for sid, text in enumerate(_PATTERNS)]
+    engine = PatternEngine("dynamic", track_changes=True)
+    engine.subscribe_many(subscriptions)
+    rng, ts = random.Random(1), 0
+    for b, fmt in enumerate(("json", "avro", "json", "avro")):
+        values, ts_list = [], []
+        for _ in range(200):
+            ts += rng.choice((0, 1, 2))
+            ts_list.append(ts)
+            values.append(codecs.encode_event({"name": rng.choice("ABC"), "price": rng.choice((1.0, 5.5, 10.0)),
+                                               "volume": rng.choice((0, 5, 100))}, fmt))
+        decoded = decode_events(values)
+        engine.process(decoded.event_batch(), np.arange(b * 200, b * 200 + 200, dtype=np.int64),
+                       np.array(ts_list, np.int64))
+        engine.bound_event_ids()
+    engine.unsubscribe(1)
+    store = KeyedStore()
+    store.apply(from_records(to_records(engine.changes())), 1 << 40)
+    restored = PatternEngine("dynamic", track_changes=True)
+    restored.subscribe_many(subscriptions)
+    restored.restore(split_contents(store)[0])
+
+
+#: Every aggregate function over a range, with and without a row filter, and a join (docs/aggregates.md).
+_AGGREGATES = (
+    "min(per) over stock where risk between 10 and 60", "max(per) over stock where risk between 0 and 90",
+    'min(per) over stock where risk between 20 and 80 and sector = "tech"', "count(*) over stock where risk between 5 and 50",
+    "sum(per) over stock where risk between 0 and 100", "avg(per) over stock where risk between 30 and 70",
+    "distinct(sector) over stock where risk between 10 and 90",
+    'join stock s, orders o on s.symbol = o.symbol where s.risk > 10 and o.amount > 5',
+)
+
+
+def _table_service(w: _Workload) -> None:
+    """What ``pubsub tables`` runs (``processor.tables``) in both modes: rows, subscriptions registered in bulk,
+    updates and deletes, an unsubscription, and a restore from the changelog."""
+    tables = [TableSchema("stock", "symbol", {"symbol": "string", "risk": "number", "per": "number", "sector": "string"}),
+              TableSchema("orders", "order_id", {"order_id": "number", "symbol": "string", "amount": "number"})]
+    specs = [(1000 + i, parse_subscription(text)) for i, text in enumerate(_AGGREGATES)]
+    rng = random.Random(2)
+    for notify in (True, False):
+        svc = AggregateService(tables, notify=notify)
+        changes = []
+        for i in range(400):
+            key = f"S{rng.randint(0, 150)}"
+            row = None if i % 11 == 10 else {"symbol": key, "risk": rng.randint(0, 100), "per": rng.random() * 50,
+                                              "sector": rng.choice(("tech", "oil"))}
+            changes.append(svc.apply("stock", key, row, f"t:0:{i}", source=(0, i)).state)
+            if i == 200:
+                for n in svc.subscribe_many(specs[:-1]):
+                    svc.client_state(n.subscription)
+                svc.subscribe(*specs[-1])
+            if i % 40 == 0:
+                svc.apply("orders", i, {"order_id": i, "symbol": key, "amount": i % 10}, f"o:0:{i}", source=(0, i))
+        svc.unsubscribe(specs[0][0])
+        restored = AggregateService(tables, notify=notify)
+        restored.restore(from_records(r for c in changes for r in to_records(c)), {0: 1 << 40})
+        restored.subscribe_many(specs[:-1])
+
+
 _RUN: dict[str, Callable[[_Workload], None]] = {
     "subscription decoder": _subscription_decoder, "bulk load": _bulk_load, "event decoder": _event_decoder,
     "matching": _matching, "removal": _removal, "valid-event store": _valid_event_store,
-    "statistics adoption": _statistics, "snapshot": _snapshot,
+    "statistics adoption": _statistics, "snapshot": _snapshot, "maintenance": _maintenance,
+    "pattern service": _pattern_service, "table service": _table_service,
 }
+
+#: Steps that need neither the workload's state nor its decoded events.
+_STANDALONE = ("subscription decoder", "event decoder", "bulk load", "maintenance", "pattern service", "table service")
 
 
 @dataclass
@@ -163,7 +271,7 @@ def warm_up(algorithms: tuple[str, ...] = ("dynamic",), steps: tuple[str, ...] =
         for i, (algorithm, step) in enumerate(plan, 1):
             current[:] = [i, step if len(algorithms) == 1 else f"{step}, {algorithm}"]
             w = workloads.get(algorithm) or workloads.setdefault(algorithm, _Workload(algorithm, runs))
-            if w.state is None and step not in ("subscription decoder", "event decoder", "bulk load"):
+            if w.state is None and step not in _STANDALONE:
                 _bulk_load(w)
             if w.decoded is None and step in ("matching", "valid-event store", "statistics adoption"):
                 _event_decoder(w)

@@ -45,7 +45,8 @@ log = logging.getLogger("pubsub")
 
 #: Subscription records applied per bulk step during a rebuild: each step is one batch decode and one
 #: ``add_bulk`` whose index maintenance has a fixed cost, so a rebuild takes few large steps (a live change
-#: is applied as soon as it is read).
+#: is applied as soon as it is read).  The first step is a fifth of that: the bulk load starts once it is read
+#: and decoded, instead of waiting idle for a whole step.
 REBUILD_CHUNK = 100_000
 #: Chunks read and decoded ahead of the bulk load during a rebuild (``runtime.handoff``).
 REBUILD_AHEAD = 2
@@ -105,8 +106,8 @@ class EventsTask(TaskBase):
 
     def start(self, host: Host) -> None:
         self.match.limits = self.encode.limits = host.limits
-        if self.held.rebuilds_from_start:  # the rebuild's readers fetch while the statistics and kernels load
-            host.inputs.prefetch(self._partitions)
+        # the rebuild's readers fetch while the statistics, the kernels and the snapshot load
+        host.inputs.prefetch(self._partitions, self.held.start_offsets())
         # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it; bad
         # statistics records are dead-lettered once, by shard 0
         self.statistics_feed = StatisticsFeed(host.clients, lambda: self.state.matcher,
@@ -146,11 +147,12 @@ class EventsTask(TaskBase):
 
         def chunks(stopped: Callable[[], bool]) -> Iterator[Changes]:
             pending: list[Message] = []
+            size = max(1, REBUILD_CHUNK // 5)
             for msgs in host.inputs.replay(self._partitions, offsets, lambda: stopped() or host.stopping):
                 pending += msgs
-                if len(pending) >= REBUILD_CHUNK:
+                if len(pending) >= size:
                     yield self._split_changes(pending, decode=True)
-                    pending = []
+                    pending, size = [], REBUILD_CHUNK
             if pending:
                 yield self._split_changes(pending, decode=True)
 

@@ -16,7 +16,11 @@ otherwise the log says why and the columns are bulk-loaded (one ``add_bulk``),
 as for a snapshot written without it.
 
 File: ``<dir>/processor.snapshot`` = magic, format version, body length,
-SHA-256 of the body, body (``np.savez`` of flat arrays; the index is one, read by ``engine.structure``).  Written to
+SHA-256 of the body, body.  The body is a JSON header (the metadata, and the
+name, dtype, shape and place of every array) and the flat arrays' bytes as
+they are in memory, each at a 64-byte boundary: a load takes each array where
+it lies in the file's bytes, with no archive to unpack (the index is one of
+the arrays, read by ``engine.structure``).  Written to
 a temporary file, fsynced, then renamed over the old one, so a crash leaves
 either the old or the new snapshot.  A snapshot that is missing, truncated,
 corrupt (checksum), of another format version, or for another partition count
@@ -30,9 +34,9 @@ another shard count, is refused even if renamed: it holds other subscriptions.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
+import math
 import os
 import struct
 import threading
@@ -52,9 +56,11 @@ from .subscriptions import SubscriptionState
 log = logging.getLogger("pubsub")
 
 MAGIC = b"PUBSUBSNAP"
-VERSION = 1
+VERSION = 2
 FILE_NAME = "processor.snapshot"
 _HEAD = struct.Struct(">IQ32s")  # version, body length, sha256(body)
+_HEADER_LENGTH = struct.Struct("<Q")  # the body's JSON header, in bytes
+_ALIGN = 64  # every array starts at a multiple of this (from the body's start): aligned for any dtype
 INDEX = "engine.structure"  # the matcher's built index (engine.structure), beside the columns
 
 
@@ -89,16 +95,18 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
             "index": {"engine": engine.index_fingerprint(), "algorithm": state.matcher.algorithm, "runs": state.runs,
                       "bytes": len(index)},
             "written_at_ms": int(time.time() * 1000)}  # wall clock: information only, never used to decide
-    arrays = {**state.to_arrays(), **store.to_arrays(), INDEX: np.frombuffer(index, dtype=np.uint8),
-              "meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    body = buf.getbuffer()
+    arrays = {**state.to_arrays(), **store.to_arrays(), INDEX: np.frombuffer(index, dtype=np.uint8)}
+    body = _body(meta, arrays)
+    digest = hashlib.sha256()
+    for part in body:
+        digest.update(part)
     target = path_of(directory, shard)
     tmp = directory / f".{target.name}.tmp-{os.getpid()}"
+    size = sum(len(part) for part in body)
     with open(tmp, "wb") as f:
-        f.write(MAGIC + _HEAD.pack(VERSION, len(body), hashlib.sha256(body).digest()))
-        f.write(body)
+        f.write(MAGIC + _HEAD.pack(VERSION, size, digest.digest()))
+        for part in body:
+            f.write(part)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
@@ -107,7 +115,49 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
         os.fsync(fd)  # the rename itself survives a power cut
     finally:
         os.close(fd)
-    return {**meta, "bytes": len(body) + len(MAGIC) + _HEAD.size, "seconds": round(time.monotonic() - started, 3)}
+    return {**meta, "bytes": size + len(MAGIC) + _HEAD.size, "seconds": round(time.monotonic() - started, 3)}
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _body(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> list[memoryview]:
+    """The body in parts, the arrays' own bytes among them (nothing is copied into one buffer): the header
+    (length, then JSON), padded, then each array at its aligned place, relative to the end of the header's padding."""
+    flat = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    entries, end = [], 0
+    for name, a in flat.items():
+        place = _aligned(end)
+        entries.append([name, a.dtype.str, list(a.shape), place])
+        end = place + a.nbytes
+    header = json.dumps({"meta": meta, "arrays": entries}).encode()
+    start = _aligned(_HEADER_LENGTH.size + len(header))
+    parts = [memoryview(_HEADER_LENGTH.pack(len(header)) + header + bytes(start - _HEADER_LENGTH.size - len(header)))]
+    end = 0
+    for (_, _, _, place), a in zip(entries, flat.values()):
+        if place > end:
+            parts.append(memoryview(bytes(place - end)))
+        parts.append(memoryview(a.reshape(-1).view(np.uint8)))
+        end = place + a.nbytes
+    return parts
+
+
+def _parse(body: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(metadata, arrays) of a body :func:`_body` wrote; the arrays are read-only views of ``body``."""
+    (length,) = _HEADER_LENGTH.unpack_from(body)
+    header = json.loads(bytes(memoryview(body)[_HEADER_LENGTH.size:_HEADER_LENGTH.size + length]))
+    start = _aligned(_HEADER_LENGTH.size + length)
+    arrays = {}
+    for name, dtype, shape, place in header["arrays"]:
+        dtype = np.dtype(dtype)
+        count = math.prod(shape)
+        if dtype.hasobject:
+            raise SnapshotError(f"array {name} holds Python objects (a snapshot holds none)")
+        if place < 0 or start + place + count * dtype.itemsize > len(body):
+            raise SnapshotError(f"array {name} ({dtype}, {shape}) does not lie within the body")
+        arrays[name] = np.frombuffer(body, dtype, count, start + place).reshape(shape)
+    return header["meta"], arrays
 
 
 def _read_file(path: Path) -> tuple[bytes, bytes, bytes] | OSError:
@@ -120,6 +170,23 @@ def _read_file(path: Path) -> tuple[bytes, bytes, bytes] | OSError:
     except OSError as exc:
         return exc
     return data, body, hashlib.sha256(body).digest()
+
+
+def offsets_of(directory: str | Path, shard: Shard = UNSHARDED) -> dict[int, int]:
+    """The offsets the snapshot file's header records, read without the body (unchecked: :func:`read` checks the
+    whole file); ``{}`` if there is no readable header."""
+    head = len(MAGIC) + _HEAD.size
+    try:
+        with open(path_of(directory, shard), "rb") as f:
+            data = f.read(head + _HEADER_LENGTH.size)
+            if len(data) < head + _HEADER_LENGTH.size or not data.startswith(MAGIC) or \
+                    _HEAD.unpack_from(data, len(MAGIC))[0] != VERSION:
+                return {}
+            (length,) = _HEADER_LENGTH.unpack_from(data, head)
+            offsets = json.loads(f.read(length))["meta"]["offsets"]
+        return {int(p): int(o) for p, o in offsets.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 class Prefetch:
@@ -165,21 +232,23 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
     if body_digest != digest:
         raise SnapshotError(f"{path} is corrupt: checksum mismatch")
     try:
-        with np.load(io.BytesIO(body), allow_pickle=False) as arrays:
-            meta = json.loads(arrays["meta"].tobytes())
-            if meta.get("partitions") != partitions:
-                raise SnapshotError(f"{path} is for {meta.get('partitions')} partitions of the subscriptions topic, "
-                                    f"which now has {partitions}")
-            written = Shard(*meta.get("shard", (0, 1)))  # snapshots from before sharding are unsharded
-            if written != shard:
-                raise SnapshotError(f"{path} is of shard {written}, this processor is shard {shard}: it holds "
-                                    f"other subscriptions")
-            matcher, why = _index(arrays, meta, algorithm, runs)
-            if why:
-                log.info("snapshot %s: %s; bulk-loading its %s subscriptions instead", path.name, why,
-                         meta.get("subscriptions"))
-            state = SubscriptionState.from_arrays(arrays, algorithm, runs, shard, matcher=matcher)
-            store.load_arrays(arrays)
+        meta, arrays = _parse(body)
+        if meta.get("partitions") != partitions:
+            raise SnapshotError(f"{path} is for {meta.get('partitions')} partitions of the subscriptions topic, "
+                                f"which now has {partitions}")
+        written = Shard(*meta.get("shard", (0, 1)))  # snapshots from before sharding are unsharded
+        if written != shard:
+            raise SnapshotError(f"{path} is of shard {written}, this processor is shard {shard}: it holds "
+                                f"other subscriptions")
+        matcher, why = _index(arrays, meta, algorithm, runs)
+        if why:
+            log.info("snapshot %s: %s; bulk-loading its %s subscriptions instead", path.name, why,
+                     meta.get("subscriptions"))
+        # the state's own copies of the columns: views would keep the whole body alive, the index's bytes too
+        columns = {name: a.copy() for name, a in arrays.items() if name != INDEX}
+        del arrays
+        state = SubscriptionState.from_arrays(columns, algorithm, runs, shard, matcher=matcher)
+        store.load_arrays(columns)
     except SnapshotError:
         raise
     except Exception as exc:  # noqa: BLE001 - any inconsistency means: do not trust it
@@ -191,7 +260,7 @@ def read(directory: str | Path, partitions: int, algorithm: str, store: ValidEve
 def _index(arrays: Any, meta: dict[str, Any], algorithm: str, runs: int | None) -> tuple[Any, str | None]:
     """The snapshot's built index if this processor can use it as it is, else (None, why not)."""
     info = meta.get("index")
-    if info is None or INDEX not in arrays.files:
+    if info is None or INDEX not in arrays:
         return None, "it holds no built index"
     if info.get("engine") != engine.index_fingerprint():
         return None, f"its index was built by another engine version ({info.get('engine')}, this one is " \

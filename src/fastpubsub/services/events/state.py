@@ -61,10 +61,12 @@ class ProcessorState:
         if self.snapshot_dir and snapshot.path_of(self.snapshot_dir, self.shard).exists():
             self._prefetch = snapshot.Prefetch(self.snapshot_dir, self.shard)
 
-    @property
-    def rebuilds_from_start(self) -> bool:
-        """No snapshot file to load: the start reads the subscriptions topic from its beginning."""
-        return self._prefetch is None
+    def start_offsets(self) -> dict[int, int]:
+        """Where the start will read the subscriptions topic from: the offsets the snapshot file says (not yet
+        checked: its header alone is read), else nowhere yet (the beginning)."""
+        if self._prefetch is None:
+            return {}
+        return snapshot.offsets_of(self.snapshot_dir, self.shard)
 
     def _new_store(self) -> ValidEventStore:
         return ValidEventStore(*self._bounds)

@@ -147,11 +147,8 @@ class SubscriptionState:
         _, last_from_end = np.unique(ids[::-1], return_index=True)
         latest = np.sort(rows[len(rows) - 1 - last_from_end])
         latest_ids = decoded.ids[latest]
-        if self.subscribers:
-            subscribers = self.subscribers
-            existed = np.fromiter((s in subscribers for s in latest_ids.tolist()), bool, len(latest))
-        else:
-            existed = np.zeros(len(latest), bool)
+        # the matcher holds exactly the subscribers' ids: asked of it in one vectorised probe
+        existed = self.matcher.holds(latest_ids) if self.subscribers else np.zeros(len(latest), bool)
         self._drop_many(latest_ids[existed].tolist())
         is_new = decoded.valid[latest]
         new = latest[is_new]
@@ -251,7 +248,9 @@ class SubscriptionState:
             state.matcher.add_bulk(batch)
         if len(batch):
             state._log, state._logged = [batch], len(batch)
-        state.subscribers = dict(zip(batch.ids.tolist(), [names[i] for i in owner.tolist()]))
+        by_index = np.empty(len(names), object)  # one string per subscriber, picked for every row in one take
+        by_index[:] = names
+        state.subscribers = dict(zip(batch.ids.tolist(), by_index[owner].tolist()))
         for what in ("valid_until", "valid_from"):
             ids = np.asarray(arrays[f"{what}.ids"])
             if len(ids) != len(arrays[f"{what}.ms"]) or not all(i in state.subscribers for i in ids.tolist()):
