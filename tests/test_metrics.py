@@ -17,6 +17,7 @@ import urllib.request
 from collections import Counter
 
 import pytest
+from confluent_kafka import Producer
 from click.testing import CliRunner
 from hypothesis import given, strategies as st
 from kafka_helpers import send, wait_processed
@@ -293,7 +294,10 @@ def test_the_pattern_and_table_services_serve_metrics(bootstrap, group_id):
         for service in (patterns, tables):
             service.wait_for(ready, "ready")
             assert get(f"{service.base}/readyz") == (200, "ready\n") and get(f"{service.base}/healthz")[0] == 200
-        send(bootstrap, topics.EVENTS, [(b"k", json.dumps({"name": "X", "price": i}).encode()) for i in range(5)])
+        producer, now = Producer({"bootstrap.servers": bootstrap}), int(time.time() * 1000) + 1000
+        for i in range(5):  # a second apart in event time: "next" needs a later event
+            producer.produce(topics.EVENTS, json.dumps({"name": "X", "price": i}).encode(), b"k", timestamp=now + 1000 * i)
+        assert producer.flush(30) == 0
         send(bootstrap, table_topic, [(b"A", json.dumps({"symbol": "A", "risk": 1}).encode()),
                                       (b"B", b"not a row")])  # bad: dead-lettered
         m = patterns.wait_for(lambda m: m["pubsub_events_total", frozenset()] == 5, "the events processed")

@@ -335,6 +335,7 @@ def test_bad_subscriptions_and_rows_are_dead_lettered_with_their_reasons(running
          + [(b"6", json.dumps({"subscriber": "a", "aggregate": good}).encode()),
             (b"7", codecs.encode_subscription(Subscription("b", [("x", "=", 1)]))),  # plain: the processor's
             (b"8", b'{"subscriber": "b", "predicates": [["x", "~", 1]]}')])  # plain and invalid: the processor's too
+    wait_committed(tables_bootstrap, group_id, topics.SUBSCRIPTIONS)  # the aggregate exists before the rows come
     send(tables_bootstrap, STOCK_TOPIC, [(b"IBM", json.dumps({"symbol": "IBM", "risk": 42}).encode()),
                                         (b"HP", json.dumps({"symbol": "HP", "per": 3}).encode()),
                                         (b"SUN", b"{not json"),
