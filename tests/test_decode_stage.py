@@ -6,7 +6,7 @@ from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Mess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastpubsub.runtime.checkpoint import Checkpoint
+from fastpubsub.runtime.checkpoint import Checkpoint, next_offsets
 from fastpubsub.runtime.counters import PipelineCounters
 from fastpubsub.services.events.decode import Decode
 from fastpubsub.wire.codecs import encode_event
@@ -35,7 +35,7 @@ def message(i: int, odd: str | None, value: int) -> Message:
 def summary(batch):
     times = [t if t < 1_000_000 else "now" for t in batch.times]  # a record without a timestamp: the clock's time
     return ([m.offset() for m in batch.records], batch.ids, batch.valid_until, batch.decoded.rows.tolist(), times,
-            batch.offsets, [(m.offset(), reason) for m, reason in batch.rejects])
+            [(m.offset(), reason) for m, reason in batch.rejects])
 
 
 @settings(max_examples=60, deadline=None)
@@ -63,3 +63,15 @@ def test_a_refused_record_is_screened_out_with_its_reason():
     kept, rejects = cp.screen(msgs, 2048)
     assert [m.offset() for m in kept] == [100, 102, 103]
     assert [(m.offset(), reason) for m, reason in rejects] == [(101, "output refused by the broker: too large")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=200))
+def test_a_batch_moves_each_partition_past_its_last_record(partitions):
+    """Every record read, good or bad, moves its partition's next offset (the host commits these)."""
+    msgs = [Message(topic="pubsub.events", partition=p, offset=100 + i, key=b"k", value=b"v")
+            for i, p in enumerate(partitions)]
+    expected = {}
+    for m in msgs:
+        expected[(m.topic(), m.partition())] = m.offset() + 1
+    assert next_offsets(msgs) == expected

@@ -134,10 +134,13 @@ class Prepared(NamedTuple):
 def next_offsets(msgs: list[Message]) -> dict[tuple[str, int], int]:
     """(topic, partition) -> the offset after the last of ``msgs`` there (a partition's records come in order)."""
     offsets: dict[tuple[str, int], int] = {}
+    partitions = {(m.topic(), m.partition()) for m in msgs} if len(msgs) > 64 else None
     for m in reversed(msgs):
         tp = (m.topic(), m.partition())
         if tp not in offsets:
             offsets[tp] = m.offset() + 1
+            if partitions is not None and len(offsets) == len(partitions):
+                break  # every partition of a large batch has its last record
     return offsets
 
 

@@ -101,7 +101,7 @@ class Deliver:
             try:
                 self.delivery.produce(out.topic, out.key, out.value, source, out.headers, out.partition,
                                       out.timestamp)
-                n += out.topic is NOTIFICATIONS or out.topic == NOTIFICATIONS
+                n += out.topic == NOTIFICATIONS
             except RecordRefused as exc:
                 if out.record is None:
                     raise

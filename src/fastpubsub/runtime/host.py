@@ -279,7 +279,7 @@ class Host:
     def _poll(self) -> None:
         out = Outputs()
         self.task.poll(out)
-        if out.parts[0] or len(out.parts) > 1:
+        if out.handed():
             self.send(out)
 
     def _on_batch(self, msgs: list[Message]) -> None:
@@ -310,7 +310,7 @@ class Host:
             self.log.exception("%s (%d records)", reason, len(kept))
             if len(kept) == 1:
                 rejects.append((kept[0], reason))
-                out.parts[:] = [[]]  # the task's partial outputs are dropped with the record
+                out.clear()  # the task's partial outputs are dropped with the record
                 return 0
             raise DeliveryError(reason, {(m.topic(), m.partition(), m.offset()): reason for m in kept}) from exc
 
@@ -327,9 +327,7 @@ class Host:
     def _commit(self, consumer: Consumer | None) -> None:
         """Commit the outputs delivered so far with the offsets of every batch since the last commit; wait for it."""
         self._deliver_prepared()
-        out = Outputs()
-        self.task.before_commit(out)
-        self.deliver.send(out)
+        self._before_commit()
         t = time.perf_counter()
         done = self.checkpoint.uncommitted
         self.deliver.commit(consumer, done.topic_partitions() if consumer is not None else None)
@@ -346,12 +344,16 @@ class Host:
         successful commit is replayed as when the loop waited for it.
         """
         self._deliver_prepared()
-        out = Outputs()
-        self.task.before_commit(out)
-        self.deliver.send(out)
+        self._before_commit()
         cp = self.checkpoint
         done, cp.uncommitted = cp.uncommitted, cp.new_uncommitted()
         cp.in_flight.start(functools.partial(self.deliver.commit, consumer, done.topic_partitions()), done)
+
+    def _before_commit(self) -> None:
+        """What the task writes with the next commit (state changes not written with a batch), into it."""
+        out = Outputs()
+        self.task.before_commit(out)
+        self.deliver.send(out)
 
     def _settle(self) -> None:
         """Wait for the commit in flight, if any (the time the loop waits counts as its commit stage)."""

@@ -61,6 +61,15 @@ class Outputs:
         self._list = []
         self.parts.append(self._list)
 
+    def handed(self) -> bool:
+        """Whether the task handed anything back (a lazy part counts, whatever it will yield)."""
+        return len(self.parts) > 1 or bool(self._list)
+
+    def clear(self) -> None:
+        """Drop everything handed back so far (the outputs of a record that is dead-lettered instead)."""
+        self._list = []
+        self.parts = [self._list]
+
     def __iter__(self):
         for part in self.parts:
             yield from part

@@ -1,9 +1,9 @@
 """Decode: a batch of event records into columns for the matcher, and the records it cannot take.
 
 Nothing here produces or matches: bad records come out as rejects (the record
-and why), which the deliver stage dead-letters, and every record read,
-good or bad, moves the batch's next offsets (a bad record is committed once it
-is dead-lettered, never read again).
+and why), which the deliver stage dead-letters.  The offsets the batch moves
+(bad records too: a bad record is committed once it is dead-lettered, never read
+again) are the host's (``runtime.checkpoint.next_offsets``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from fastpubsub.runtime.deliver import Reject
 from fastpubsub.wire.codecs import DecodeError
@@ -32,11 +32,7 @@ class EventBatch:
     valid_until: list[int | None]  # the valid_until header of each of ``records``
     decoded: DecodedEvents
     times: list[int]  # event time (ms) of each decoded row
-    offsets: dict[tuple[str, int], int]  # (topic, partition) -> next offset to commit
     rejects: list[Reject] = field(default_factory=list)
-
-    def commit_offsets(self) -> list[TopicPartition]:
-        return [TopicPartition(topic, p, o) for (topic, p), o in self.offsets.items()]
 
 
 class Decode:
@@ -70,28 +66,19 @@ class Decode:
             ids = [k.decode("utf-8") for k in keys]
         except UnicodeDecodeError:
             return None
-        offsets: dict[tuple[str, int], int] = {}
-        partitions = {(m.topic(), m.partition()) for m in msgs} if len(msgs) > 64 else None
-        for m in reversed(msgs):  # a partition's records come in order: its last one gives its next offset
-            tp = (m.topic(), m.partition())
-            if tp not in offsets:
-                offsets[tp] = m.offset() + 1
-                if partitions is not None and len(offsets) == len(partitions):
-                    break
         decoded = decode_events(values)
         rejects = [(msgs[i], reason) for i, reason in sorted(decoded.errors.items())] if self.reports_bad_input else []
         stamps = [msgs[r].timestamp() for r in decoded.rows.tolist()]
         now = int(time.time() * 1000)
         times = [ms if kind != TIMESTAMP_NOT_AVAILABLE else now for kind, ms in stamps]
-        return EventBatch(msgs, ids, [None] * len(msgs), decoded, times, offsets, rejects)
+        return EventBatch(msgs, ids, [None] * len(msgs), decoded, times, rejects)
 
     def _each(self, msgs: list[Message]) -> EventBatch:
         """Any batch, record by record."""
-        records, ids, until, offsets, rejects = [], [], [], {}, []
+        records, ids, until, rejects = [], [], [], []
         for msg in msgs:
             if not has_data(msg):
                 continue
-            offsets[(msg.topic(), msg.partition())] = msg.offset() + 1
             try:
                 eid, valid_until = event_id(msg), valid_until_of(msg.headers())
             except DecodeError as exc:
@@ -105,4 +92,4 @@ class Decode:
         if self.reports_bad_input:
             rejects += [(records[i], reason) for i, reason in sorted(decoded.errors.items())]
         times = [event_time(records[r]) for r in decoded.rows.tolist()]
-        return EventBatch(records, ids, until, decoded, times, offsets, rejects)
+        return EventBatch(records, ids, until, decoded, times, rejects)
