@@ -136,10 +136,10 @@ def _snapshot(w: _Workload) -> None:
 
 
 def _maintenance(w: _Workload) -> None:
-    """What only a large state reaches: a maintenance round that creates a table and re-files the subscriptions it
-    had marked (section 4; a rebuild of some 20,000 W0 subscriptions does), and the compaction of the clusters'
-    arena (``ClusterStore.trim``, past a million entries).  The thresholds are lowered so that the sample's
-    lists count as hot and any benefit creates a table."""
+    """What only a large state reaches: a maintenance round that creates a table and re-files the subscriptions
+    it had marked (section 4; a rebuild of tens of thousands of W0 subscriptions does), and the compaction of the
+    clusters' arena (``ClusterStore.trim``, past a million entries).  The thresholds are lowered so that the
+    sample's lists count as hot and any benefit creates a table."""
     state = SubscriptionState(w.algorithm, w.runs)
     maintenance = state.matcher.maintenance
     if maintenance is not None:
