@@ -15,10 +15,13 @@ shows as the broker's CPU close to the wall time.
 Readers (on pubsub.subscriptions unless the name says another topic):
 
 * ``one consumer``: the subscriptions reader's settings (64 MB read-ahead,
-  ``fetch.max.bytes`` 16 MB, librdkafka's 1 MB per partition);
+  ``fetch.max.bytes`` and ``max.partition.fetch.bytes`` 16 MB, fetching until
+  the read-ahead is full);
 * ``a consumer per partition``: the processor's rebuild readers (each with
   its share of the 64 MB read-ahead), all fetching at once;
-* ``... large fetches``: ``max.partition.fetch.bytes`` 16 MB, ``fetch.max.bytes`` 64 MB;
+* ``... librdkafka's 1 MB per partition and 100,000 queued``: its defaults of
+  ``max.partition.fetch.bytes`` and ``queued.min.messages``;
+* ``... large fetches``: ``fetch.max.bytes`` 64 MB;
 * ``... fetch.min.bytes 1 MB``: the broker waits for 1 MB (up to ``fetch.wait.max.ms``);
 * ``... 256 MB read-ahead``: ``queued.max.messages.kbytes`` 262,144 per consumer;
 * ``... lz4`` / ``zstd``: the topic written with ``compression.type`` lz4 / zstd;
@@ -43,9 +46,12 @@ from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.wire.topics import SUBSCRIPTIONS
 
-PROCESSOR = {"queued.max.messages.kbytes": 65536, "fetch.max.bytes": 16 << 20, "fetch.wait.max.ms": 100}
-PER_PARTITION = {**PROCESSOR, "queued.max.messages.kbytes": 65536 // 4}  # processor.inputs: the read-ahead shared out
-LARGE = {**PER_PARTITION, "max.partition.fetch.bytes": 16 << 20, "fetch.max.bytes": 64 << 20}
+PROCESSOR = {"queued.max.messages.kbytes": 65536, "fetch.max.bytes": 16 << 20, "fetch.wait.max.ms": 100,
+             "max.partition.fetch.bytes": 16 << 20, "queued.min.messages": 10_000_000}  # runtime.inputs
+PER_PARTITION = {**PROCESSOR, "queued.max.messages.kbytes": 65536 // 4}  # runtime.inputs: the read-ahead shared out
+#: librdkafka's own per partition: fetches of 1 MB, and no more fetching once 100,000 records are queued
+DEFAULT_DEPTH = {**PER_PARTITION, "max.partition.fetch.bytes": 1 << 20, "queued.min.messages": 100_000}
+LARGE = {**PER_PARTITION, "fetch.max.bytes": 64 << 20}
 MIN_BYTES = {**PER_PARTITION, "fetch.min.bytes": 1 << 20}
 READ_AHEAD = {**PER_PARTITION, "queued.max.messages.kbytes": 262_144}
 
@@ -146,6 +152,8 @@ def main() -> None:
     variants = [
         ("one consumer", SUBSCRIPTIONS, 4, PROCESSOR, False),
         ("a consumer per partition", SUBSCRIPTIONS, 4, PER_PARTITION, True),
+        ("a consumer per partition, librdkafka's 1 MB per partition and 100,000 queued", SUBSCRIPTIONS, 4,
+         DEFAULT_DEPTH, True),
         ("a consumer per partition, large fetches", SUBSCRIPTIONS, 4, LARGE, True),
         ("a consumer per partition, fetch.min.bytes 1 MB", SUBSCRIPTIONS, 4, MIN_BYTES, True),
         ("a consumer per partition, 256 MB read-ahead", SUBSCRIPTIONS, 4, READ_AHEAD, True),

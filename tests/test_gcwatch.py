@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 
-from fastpubsub.runtime.gcwatch import GcWatch, freeze_long_lived
+import pytest
+
+from fastpubsub.runtime.gcwatch import GcWatch, collector_paused, freeze_long_lived
 
 
 def test_a_collection_is_counted_by_generation_while_watched_and_not_after():
@@ -28,3 +30,23 @@ def test_frozen_state_is_out_of_the_full_passes():
         assert not any(id(h) in oldest for h in held)
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_no_automatic_collection_runs_while_the_collector_is_paused_and_it_is_as_it_was_after(enabled):
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+            with GcWatch() as watch:
+                cycles = [[] for _ in range(50_000)]
+                for c in cycles:
+                    c.append(c)  # containers enough to pass gen 0's threshold many times over
+                del cycles
+            assert watch.count == [0, 0, 0]
+        assert gc.isenabled() == enabled
+        with pytest.raises(RuntimeError), collector_paused():
+            raise RuntimeError("a failed restore")
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable()

@@ -50,3 +50,14 @@ def test_remove_bulk_is_all_or_nothing():
     m.remove_bulk([])
     m.remove_bulk([2, 1])
     assert len(m) == 0 and m.stats()["predicates"] == 0
+
+
+@pytest.mark.parametrize("algorithm", ["dynamic", "counting"])
+def test_holds_asks_in_of_every_id_at_once_buffered_single_changes_included(algorithm):
+    m = Matcher(algorithm)
+    m.add_bulk(SubscriptionBatch.from_lists([(i, [("a", "=", i % 3)]) for i in range(100)]))
+    m.add(500, [("a", "=", 1)])  # buffered single changes count as made
+    m.remove(7)
+    ids = np.array([0, 7, 99, 100, 500, -1], dtype=np.int64)
+    assert m.holds(ids).tolist() == [i in m for i in ids.tolist()] == [True, False, True, False, True, False]
+    assert m.holds(np.zeros(0, np.int64)).tolist() == []

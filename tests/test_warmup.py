@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numba
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 
 import fastpubsub
 from fastpubsub.cli import main
+from fastpubsub.runtime.compiles import WarmUp
 from fastpubsub.services import warmup
 
 
@@ -60,6 +62,25 @@ def test_the_compile_watch_counts_compilations_not_cache_hits():
     twice(3j)  # not watched any more
     assert watch.compiled == 2
     assert [name for name, _ in seen] == [twice.py_func.__qualname__] * 2
+
+
+def test_a_warm_up_on_a_thread_of_its_own_hands_back_what_it_compiled_or_what_it_raised():
+    seen = []
+
+    def warm(on_compile):
+        seen.append(threading.current_thread().name)
+        on_compile(1, 5, "matching", "scan", 1)
+        return 1
+
+    started = WarmUp(warm, lambda *args: seen.append(args))
+    assert started.compiled() == 1 and started.compiled() == 1
+    assert seen == ["warm-up", (1, 5, "matching", "scan", 1)]
+
+    def broken(on_compile):
+        raise OSError("the cache directory is not writable")
+
+    with pytest.raises(OSError, match="not writable"):
+        WarmUp(broken, print).compiled()
 
 
 def test_a_warm_up_runs_every_step_and_reports_progress():

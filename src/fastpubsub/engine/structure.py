@@ -86,8 +86,8 @@ class _Unpickler(pickle.Unpickler):
 
 
 class _Bytes:
-    """The unpickler's file over a buffer, read where it lies (``io.BytesIO`` would copy all of it first: a
-    hundred megabytes for a million subscriptions' index)."""
+    """The unpickler's file over a buffer, read where it lies (``io.BytesIO`` would copy all of it first: the
+    whole index, the largest part of a snapshot)."""
 
     def __init__(self, blob: bytes | memoryview) -> None:
         self._view, self._at = memoryview(blob).cast("B"), 0

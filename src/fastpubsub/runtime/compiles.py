@@ -44,10 +44,10 @@ class WarmUp:
     """A task's warm-up (``Task.warm_up``: the kernels it needs, loaded or compiled) on a thread of its own, started
     at once; :meth:`compiled` waits for it and says how many kernels it compiled.
 
-    A start spends a few hundred milliseconds in round trips to the brokers
-    (record limits, the transactional producer, the topics, the statistics,
-    the group), which leave the interpreter idle: the kernels load meanwhile
-    instead of after them.
+    A start waits on round trips to the brokers (record limits, the
+    transactional producer, the topics, the statistics, the group), which
+    leave the interpreter idle: the kernels load meanwhile instead of after
+    them.
     """
 
     def __init__(self, warm_up: Callable[[Callable[..., None]], int], on_compile: Callable[..., None]) -> None:

@@ -29,8 +29,8 @@ def freeze_long_lived() -> None:
 def collector_paused() -> Iterator[None]:
     """No automatic collection inside (as it was after).  A restore allocates millions of objects that
     reference counting frees (a rebuild's records, a chunk at a time) or that stay: the collector's full passes
-    over them find nothing, and a rebuild of a million subscriptions ran nine of them, 1.4 s with the GIL held.
-    The start collects once after it (:func:`freeze_long_lived`)."""
+    over them, one every few chunks, find nothing and hold the GIL while the rebuild's reading and loading threads
+    wait.  The start collects once after it (:func:`freeze_long_lived`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:

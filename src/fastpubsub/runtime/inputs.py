@@ -107,8 +107,8 @@ class Inputs:
         # the rebuild applies 100K-record steps; meanwhile librdkafka keeps fetching into a read-ahead this large
         # and an empty fetch (the end of the topic: how a start from a snapshot ends) is answered after 100 ms,
         # not the broker's default 500; a reader of one partition fetches up to the whole fetch from it (not the
-        # default 1 MB per partition) and goes on until that read-ahead is full, not 100,000 records deep: a
-        # million records read in 1.2-1.9 s instead of 2.6-2.8 (docs/benchmarks.md, "Restarting a processor")
+        # default 1 MB per partition) and goes on until that read-ahead is full, not 100,000 records deep, so that
+        # fetch round trips do not bound the rebuild (python -m benchmarks.topic_read compares the settings)
         read_ahead = {"queued.max.messages.kbytes": max(bounds.consumer_kbytes, SUBSCRIPTIONS_READ_AHEAD_KBYTES),
                       "fetch.max.bytes": max(bounds.consumer()["fetch.max.bytes"], 16 << 20),
                       "max.partition.fetch.bytes": 16 << 20, "queued.min.messages": 10_000_000,

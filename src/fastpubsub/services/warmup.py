@@ -38,12 +38,7 @@ import numpy as np
 from numba.core import config as numba_config
 from numba.core.caching import UserProvidedCacheLocator
 
-from fastpubsub.aggregates import AggregateService, TableSchema, parse_subscription
 from fastpubsub.engine import ALGORITHMS, ValidEventStore
-from fastpubsub.patterns import parse as parse_pattern
-from fastpubsub.patterns.contents import split as split_contents
-from fastpubsub.patterns.engine import PatternEngine
-from fastpubsub.state import KeyedStore, from_records, to_records
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
@@ -141,10 +136,10 @@ def _snapshot(w: _Workload) -> None:
 
 
 def _maintenance(w: _Workload) -> None:
-    """What only a large state reaches: a maintenance round that creates a table and re-files the subscriptions it
-    had marked (section 4; a rebuild of some 20,000 W0 subscriptions does), and the compaction of the clusters'
-    arena (``ClusterStore.trim``, past a million entries).  The thresholds are lowered so that the sample's
-    lists count as hot and any benefit creates a table."""
+    """What only a large state reaches: a maintenance round that creates a table and re-files the subscriptions
+    it had marked (section 4; a rebuild of tens of thousands of W0 subscriptions does), and the compaction of the
+    clusters' arena (``ClusterStore.trim``, past a million entries).  The thresholds are lowered so that the
+    sample's lists count as hot and any benefit creates a table."""
     state = SubscriptionState(w.algorithm, w.runs)
     maintenance = state.matcher.maintenance
     if maintenance is not None:
@@ -169,8 +164,14 @@ _PATTERNS = (
 
 
 def _pattern_service(w: _Workload) -> None:
-    """What ``pubsub patterns`` runs (``processor.patterns``), through the pattern engine's public calls: batches of
+    """What ``pubsub patterns`` runs (``services.patterns``), through the pattern engine's public calls: batches of
     JSON and of Avro events, the changelog's changes, an unsubscription, and a restore from the changelog records."""
+    # the other services' engines, imported here: a processor's start (PROCESSOR_STEPS) does not load them
+    from fastpubsub.patterns import parse as parse_pattern
+    from fastpubsub.patterns.contents import split as split_contents
+    from fastpubsub.patterns.engine import PatternEngine
+    from fastpubsub.state import KeyedStore, from_records, to_records
+
     subscriptions = [(sid, parse_pattern(text), 0) for sid, text in enumerate(_PATTERNS)]
     engine = PatternEngine("dynamic", track_changes=True)
     engine.subscribe_many(subscriptions)
@@ -205,8 +206,11 @@ _AGGREGATES = (
 
 
 def _table_service(w: _Workload) -> None:
-    """What ``pubsub tables`` runs (``processor.tables``) in both modes: rows, subscriptions registered in bulk,
+    """What ``pubsub tables`` runs (``services.tables``) in both modes: rows, subscriptions registered in bulk,
     updates and deletes, an unsubscription, and a restore from the changelog."""
+    from fastpubsub.aggregates import AggregateService, TableSchema, parse_subscription  # (see _pattern_service)
+    from fastpubsub.state import from_records, to_records
+
     tables = [TableSchema("stock", "symbol", {"symbol": "string", "risk": "number", "per": "number", "sector": "string"}),
               TableSchema("orders", "order_id", {"order_id": "number", "symbol": "string", "amount": "number"})]
     specs = [(1000 + i, parse_subscription(text)) for i, text in enumerate(_AGGREGATES)]
