@@ -124,3 +124,60 @@ def test_the_table_service_dead_letters_an_oversized_row_and_goes_on(bootstrap, 
     (dl,) = [d for d in dead_letters(bootstrap) if d.source_topic == table.topic]
     assert "record too large" in dl.reason
     assert svc.service.stats()["rows"]["stock"] == 2
+
+
+def test_an_event_the_pattern_engine_raises_on_is_dead_lettered_and_the_patterns_around_it_complete_once(
+        bootstrap, group_id, start, monkeypatch):
+    from fastpubsub.services.patterns.service import PatternsTask
+
+    match = PatternsTask.match
+
+    def faulty(self, p, part, decoded, ids, ts, values, settled, out):
+        if any(b"POISON" in v for v in values):
+            raise RuntimeError("engine fault")  # before the partition's state changes, as a bug at its entry would
+        return match(self, p, part, decoded, ids, ts, values, settled, out)
+
+    monkeypatch.setattr(PatternsTask, "match", faulty)
+    send(bootstrap, topics.SUBSCRIPTIONS, [
+        (b"1", json.dumps({"subscriber": "s", "pattern": 'seq a: name = "S" next b: name = "S" within 60s'}).encode())])
+    producer, now = Producer({"bootstrap.servers": bootstrap}), int(time.time() * 1000) + 1000
+    values = [json.dumps({"name": "POISON", "price": 1}).encode()] + [json.dumps({"name": "S", "price": 1}).encode()] * 2
+    for i, v in enumerate(values):  # one partition, a second apart in event time
+        producer.produce(topics.EVENTS, v, b"same-partition", timestamp=now + 1000 * i)
+    assert producer.flush(30) == 0
+    svc = start(task=None, config=PatternService(PatternServiceConfig(bootstrap, group_id)))
+    wait_processed(bootstrap, group_id, timeout=90)
+    svc.stop()
+    (dl,) = [d for d in dead_letters(bootstrap) if d.source_topic == topics.EVENTS]
+    assert "processing failed: RuntimeError: engine fault" in dl.reason and b"POISON" in dl.value
+    notified = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    assert [n["subscriber"] for n in notified] == ["s"]  # once, read_committed, no de-duplication
+
+
+def test_a_row_the_table_service_raises_on_is_dead_lettered_and_the_rows_around_it_count_once(
+        bootstrap, group_id, start, monkeypatch):
+    from fastpubsub.services.tables.service import TablesTask
+
+    on_row = TablesTask._on_row
+
+    def faulty(self, msg, out):
+        if b"POISON" in (msg.value() or b""):
+            raise RuntimeError("aggregate fault")
+        return on_row(self, msg, out)
+
+    monkeypatch.setattr(TablesTask, "_on_row", faulty)
+    table = TableDeclaration.parse("stock:pubsub.tables.runtime-poison:symbol:risk=number")
+    rows = [(b"A", json.dumps({"symbol": "A", "risk": 1}).encode()),
+            (b"B", json.dumps({"symbol": "B", "risk": 2, "note": "POISON"}).encode()),
+            (b"C", json.dumps({"symbol": "C", "risk": 3}).encode())]
+    svc = start(task=None, config=TableService(TableServiceConfig(bootstrap, [table], group_id=group_id)))
+    send(bootstrap, table.topic, rows)
+    deadline = time.monotonic() + 60
+    while svc.service.stats()["rows"]["stock"] < 2 and time.monotonic() < deadline:  # A and C: B is behind
+        time.sleep(0.1)
+    svc.stop()
+    reasons = [d.reason for d in dead_letters(bootstrap) if d.source_topic == table.topic]
+    assert len(reasons) == 1 and "processing failed: RuntimeError: aggregate fault" in reasons[0], reasons
+    assert svc.service.stats()["rows"]["stock"] == 2
+    changelog = read_all(bootstrap, svc.service.task.changelogs["stock"])  # read_committed, no de-duplication
+    assert sorted(json.loads(m.key())[1] for m in changelog) == ["A", "C"]
