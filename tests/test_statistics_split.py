@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import AttributeStats, EventStatistics, Matcher, SnapshotParts, split_record
@@ -30,6 +30,7 @@ def snapshot(n_attributes: int, top: int = 5, computed_at: int = 1000, joint: bo
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(1, 400), st.integers(0, 6), st.sampled_from([3_000, 8_000, 40_000, 10**9]))
+@example(178, 0, 3_000)  # the run sizes' sum undercounted a part by a few bytes of its numbers
 def test_split_parts_fit_the_bound_and_put_back_together_losslessly(n, top, max_bytes):
     s = snapshot(n, top)
     record = s.to_record()

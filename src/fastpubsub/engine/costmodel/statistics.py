@@ -350,7 +350,11 @@ def split_record(record: Mapping[str, Any], size_of: Callable[[Mapping[str, Any]
     """
     whole = dict(record, part=None)
     attributes = list(record["attributes"])
-    bare = dict(record, attributes=[], schemas=[], part={"snapshot": 0, "index": 0, "count": 1})
+    window = record.get("window") or {}
+    snapshot = int(window.get("computed_at_ms") or 0) or int(record.get("event_count") or 0)
+    # the part's numbers at their largest (at most one part per attribute): sizes measured with them are upper bounds
+    most = max(len(attributes), 1)
+    bare = dict(record, attributes=[], schemas=[], part={"snapshot": snapshot, "index": most, "count": most})
     base = size_of(bare)
     head = size_of(dict(bare, schemas=record["schemas"]))
     if head > max_bytes:
@@ -379,10 +383,19 @@ def split_record(record: Mapping[str, Any], size_of: Callable[[Mapping[str, Any]
             used = base
         groups[-1].extend(attributes[lo:hi])
         used += extra
-    window = record.get("window") or {}
-    snapshot = int(window.get("computed_at_ms") or 0) or int(record.get("event_count") or 0)
-    return [dict(record, attributes=g, schemas=record["schemas"] if i == 0 else [],
-                 part={"snapshot": snapshot, "index": i, "count": len(groups)}) for i, g in enumerate(groups)]
+
+    def parts(groups: list[list[dict]]) -> list[dict[str, Any]]:
+        return [dict(record, attributes=g, schemas=record["schemas"] if i == 0 else [],
+                     part={"snapshot": snapshot, "index": i, "count": len(groups)}) for i, g in enumerate(groups)]
+
+    # the run sizes add up to an estimate (block headers joined); a part over the bound is halved until none is
+    while True:
+        over = [i for i, p in enumerate(parts(groups)) if len(groups[i]) > 1 and size_of(p) > max_bytes]
+        if not over:
+            return parts(groups)
+        for i in reversed(over):
+            g = groups[i]
+            groups[i:i + 1] = [g[:len(g) // 2], g[len(g) // 2:]]
 
 
 class SnapshotParts:
