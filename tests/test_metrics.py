@@ -313,3 +313,18 @@ def test_the_pattern_and_table_services_serve_metrics(bootstrap, group_id):
     finally:
         patterns.kill()
         tables.kill()
+
+
+@pytest.mark.parametrize("reason, label", [
+    ("table stock: invalid row: JSON value is not an object", "row"),
+    ("table stock: row lacks its key attribute 'symbol'", "row"),
+    ("output refused: Broker: Message size too large (2000 bytes to pubsub.notifications)", "too_large"),
+    ("output refused by the broker: Broker: Topic authorization failed", "refused"),
+    ("processing failed: RuntimeError: engine fault", "processing"),
+    ("invalid predicates: unknown operator '~'", "predicates"),
+    ("something nobody expected", "other"),
+])
+def test_each_dead_letter_reason_has_a_bounded_label(reason, label):
+    from fastpubsub.kafka.deadletter import reason_class
+
+    assert reason_class(reason) == label

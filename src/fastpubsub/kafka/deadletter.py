@@ -32,6 +32,9 @@ REASON_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compil
     ("event", r"^invalid event"),
     ("predicates", r"^invalid predicates"),
     ("subscription", r"subscription|subscriber|valid_until"),
+    ("row", r"^table [^:]+: "),  # a table service's row (the rows' own reasons follow the table's name)
+    ("refused", r"^output refused"),  # the broker refused what the record produced
+    ("processing", r"^processing failed"),  # the service raised on the record (runtime.host)
 ))
 
 
