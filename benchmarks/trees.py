@@ -3,6 +3,12 @@
     git worktree add --detach /tmp/before <commit>
     python -m benchmarks.trees --tree before=/tmp/before --tree now=. --workloads W1,W2 --n 6000000 --rounds 2
     python -m benchmarks.trees --tree before=/tmp/before --tree now=. --workloads W0 --algorithm propagation
+    python -m benchmarks.trees --tree before=/tmp/before --tree now=. --workloads wuyu --algorithm amkh \
+        --options '{"general": ["g0"], "bucketing": "range", "buckets": 4}'
+
+A workload is a preset of workloads/fabret.py or ``intervals`` (the interval
+workload), ``wuyu`` (Wu & Yu's, x = 55), ``sparse`` (OpIndex's synthetic
+data).
 
 Each tree is imported in a process of its own (``PYTHONPATH``: the tree's
 ``src``, or the tree itself for the layout before ``src/fastpubsub/``, whose
@@ -44,13 +50,27 @@ else:  # the layout before src/fastpubsub/ (an installed fastpubsub must not sta
 import inspect
 source = inspect.getsourcefile(Matcher)
 
-spec = PRESETS[workload]
+options = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(sys.argv[7]).items()}
+if workload in ("intervals", "wuyu"):
+    from fastpubsub.workloads import intervals as iv
+    spec = iv.IntervalSpec() if workload == "intervals" else iv.WuYuSpec()
+    gen_s = iv.interval_subscriptions if workload == "intervals" else iv.wuyu_subscriptions
+    gen_e = iv.interval_events if workload == "intervals" else iv.wuyu_events
+    generate_subscriptions = lambda spec, n, seed: gen_s(spec, n, seed=seed)
+    generate_events = lambda spec, n, seed: gen_e(spec, n, seed=seed)
+elif workload == "sparse":
+    from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
+    spec = SPARSE_PRESETS["opindex"]
+    generate_subscriptions = lambda spec, n, seed: generate_sparse_subscriptions(spec, n, seed=seed)
+    generate_events = lambda spec, n, seed: generate_sparse_events(spec, n, seed=seed)
+else:
+    spec = PRESETS[workload]
 events = generate_events(spec, n=n_events, seed=2)
-warm = Matcher(algorithm)
+warm = Matcher(algorithm, **options)
 warm.add_bulk(generate_subscriptions(spec, n=3000, seed=99))
 warm.match_encoded(events)
 subs = generate_subscriptions(spec, n=n, seed=1)
-m = Matcher(algorithm)
+m = Matcher(algorithm, **options)
 t0 = time.perf_counter()
 m.add_bulk(subs)
 load_s = time.perf_counter() - t0
@@ -75,11 +95,12 @@ def python_path(tree: Path) -> str:
 
 
 def run_one(tree: Path, cache: Path, n: int, workload: str, repeat: int, n_events: int,
-            algorithm: str = "dynamic") -> dict:
+            algorithm: str = "dynamic", options: str = "{}") -> dict:
     path = python_path(tree)
     layout = "src" if path.endswith("src") else "flat"
     env = dict(os.environ, PYTHONPATH=path, NUMBA_CACHE_DIR=str(cache))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n), workload, str(repeat), str(n_events), layout, algorithm],
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), workload, str(repeat), str(n_events), layout, algorithm,
+                          options],
                          env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
@@ -99,6 +120,8 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--events", type=int, default=20_000)
     ap.add_argument("--algorithm", default="dynamic", help="the Matcher algorithm every tree runs")
+    ap.add_argument("--options", default="{}", help='its Matcher options, JSON (lists become tuples of names: '
+                    '\'{"general": ["g0"], "bucketing": "range", "buckets": 4}\')')
     args = ap.parse_args(argv)
     trees = []
     for spec in args.tree:
@@ -112,7 +135,8 @@ def main(argv=None) -> None:
         for r in range(args.rounds):
             for workload in args.workloads.split(","):
                 for name, tree in trees:
-                    row = run_one(tree, caches / name, args.n, workload, args.repeat, args.events, args.algorithm)
+                    row = run_one(tree, caches / name, args.n, workload, args.repeat, args.events, args.algorithm,
+                                  args.options)
                     row.update(round=r + 1, workload=workload, tree=name, n=args.n, algorithm=args.algorithm)
                     print(json.dumps(row), flush=True)
                     key = (workload, name)
