@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import os
 
-#: Peak bytes per W0 subscription of one bulk load into an empty matcher (steady state + transient), per algorithm;
-#: measured with ``python -m benchmarks.load_memory --n 1000000,3000000`` (module docstring), 2026-11-27, load
-#: average 4-7: peak / steady per subscription at 1M and 3M were counting 681 / 178 and 670 / 167, propagation 414 /
-#: 70 and 413 / 59, static 899 / 83 and 761 / 68, dynamic 436 / 107 and 423 / 102, opindex 843 / 211 and 843 / 199,
-#: bitmaps 577 / 182 and 542 / 171, amkh 431 / 211 and 417 / 200 (benchmarks/results/runs/2026-11-27-load-memory.json).
+#: Peak bytes per W0 subscription of one bulk load into an empty matcher (steady state + transient), per algorithm:
+#: the larger of N = 1M and 3M, rounded up, from ``python -m benchmarks.load_memory --n 1000000,3000000`` (the
+#: figures: docs/benchmarks.md, "How much memory does it need?").
 LOAD_BYTES: dict[str, int] = {
     "counting": 700,
     "propagation": 420,
