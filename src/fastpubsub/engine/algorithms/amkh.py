@@ -54,7 +54,7 @@ from ..frontend.encoding import N_KINDS, AttributeDictionary
 from ..structures.idpool import grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, satisfied_predicates
-from ..kernels.scan import finish_event
+from ..kernels.scan import doubled, finish_events
 from ..kernels.sorting import sort_slice_into
 from ..semantics import KIND_STRING, OP_EQ
 
@@ -220,17 +220,14 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, rec, arena, h
     while True:
         e1, nout, full = amkh_into(e, ev, preds, member_of, hpos, weights, shapes, head, rec, arena, sat, satbit, cnt,
                                    mem_off, mem, pos, digit, slots, buf, out, nout, out_off, tally)
-        for e2 in range(e, e1):
-            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
+        finish_events(out, out_off, e, e1, handle_id, nout)
         if e1 >= n_ev:
             break
         e = e1
         if full == OUT_FULL:
-            bigger = np.empty(2 * out.shape[0], dtype=np.int64)
-            bigger[:nout] = out[:nout]
-            out = bigger
+            out = doubled(out, nout)
         else:
-            slots = np.empty(2 * slots.shape[0], dtype=np.int64)
+            slots = doubled(slots, 0)
             buf = np.empty(max(n_ids, slots.shape[0]) + 256, dtype=np.int64)
     counters[0] += n_ev
     counters[1] += tally[0]

@@ -51,7 +51,7 @@ from ..frontend.encoding import N_KINDS
 from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, order_holds
-from ..kernels.scan import finish_event
+from ..kernels.scan import doubled, finish_events
 from ..semantics import KIND_NUMBER, OP_EQ
 
 #: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
@@ -237,20 +237,15 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
         c1 = min(n_ev, c0 + chunk)
         while bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecount, pair, acc, sv_e, sv_s,
                                     order, sv_off, fill) < 0:
-            sv_e = np.empty(2 * sv_e.shape[0], dtype=np.int64)
-            sv_s = np.empty(2 * sv_s.shape[0], dtype=np.int64)
-            order = np.empty(2 * order.shape[0], dtype=np.int64)
+            sv_e, sv_s, order = doubled(sv_e, 0), doubled(sv_s, 0), doubled(order, 0)
         e = c0
         while True:
             e1, nout = bitmap_check_into(e, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_off)
-            for e2 in range(e, e1):
-                finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
+            finish_events(out, out_off, e, e1, handle_id, nout)
             if e1 >= c1:
                 break
             e = e1
-            bigger = np.empty(2 * out.shape[0], dtype=np.int64)
-            bigger[:nout] = out[:nout]
-            out = bigger
+            out = doubled(out, nout)
     return out_off, out[:nout].copy()
 
 

@@ -24,7 +24,7 @@ from ..structures.cluster_store import ClusterStore
 from ..structures.idpool import grow
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, satisfied_predicates
-from ..kernels.scan import finish_event
+from ..kernels.scan import doubled, finish_events
 
 
 class CountingArrays(NamedTuple):
@@ -32,6 +32,33 @@ class CountingArrays(NamedTuple):
 
     need: np.ndarray  # int32: distinct predicates of the subscription (a match when the counter reaches it)
     count: np.ndarray  # int32: hits so far in this event (all zero between events)
+
+
+@njit(cache=True, inline="always")
+def count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, nout, reset):
+    """A hit counted for every subscription on the list of every satisfied predicate ``sat[:ns]``, those whose
+    counter reaches their number of predicates appended to ``out``; returns the new count, or -1 when ``out`` is
+    full.  With ``reset``: their counters set back to 0 instead (``out`` untouched)."""
+    n_keys = key_head.shape[0]
+    for t in range(ns):
+        p = sat[t]
+        c = key_head[p] if p < n_keys else -1
+        while c >= 0:
+            b, n = c_base[c], c_len[c]
+            for j in range(b, b + n):
+                h = arena[j]
+                if reset:
+                    cnt[h] = 0
+                    continue
+                v = cnt[h] + 1
+                cnt[h] = v
+                if v == need[h]:
+                    if nout == out.shape[0]:
+                        return -1
+                    out[nout] = h
+                    nout += 1
+            c = c_next[c]
+    return nout
 
 
 @njit(cache=True, _nrt=False)
@@ -52,42 +79,14 @@ def counting_into(e0, ev, preds, store, counting, sat, out, nout, out_off):
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     key_head, c_next, c_base, c_len, arena = store.key_head, store.next, store.base, store.length, store.arena
     need, cnt = counting.need, counting.count
-    n_keys = key_head.shape[0]
     n_ev = ev_off.shape[0] - 1
     for i in range(e0, n_ev):
         ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
                                   g_start, g_end, g_vals, g_pids, sat)
         start = nout
-        full = False
-        for t in range(ns):
-            p = sat[t]
-            c = key_head[p] if p < n_keys else -1
-            while c >= 0:
-                b, n = c_base[c], c_len[c]
-                for j in range(b, b + n):
-                    h = arena[j]
-                    v = cnt[h] + 1
-                    cnt[h] = v
-                    if v == need[h]:
-                        if nout == out.shape[0]:
-                            full = True
-                            break
-                        out[nout] = h
-                        nout += 1
-                if full:
-                    break
-                c = c_next[c]
-            if full:
-                break
-        for t in range(ns):
-            p = sat[t]
-            c = key_head[p] if p < n_keys else -1
-            while c >= 0:
-                b, n = c_base[c], c_len[c]
-                for j in range(b, b + n):
-                    cnt[arena[j]] = 0
-                c = c_next[c]
-        if full:
+        nout = count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, nout, False)
+        count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, 0, True)
+        if nout < 0:
             return i, start
         out_off[i + 1] = nout
     return n_ev, nout
@@ -104,14 +103,11 @@ def counting_events(ev, preds, store, counting, handle_id):
     e = 0
     while True:
         e1, nout = counting_into(e, ev, preds, store, counting, sat, out, nout, out_off)
-        for e2 in range(e, e1):
-            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
+        finish_events(out, out_off, e, e1, handle_id, nout)
         if e1 >= n_ev:
             return out_off, out[:nout].copy()
         e = e1
-        bigger = np.empty(2 * out.shape[0], dtype=np.int64)
-        bigger[:nout] = out[:nout]
-        out = bigger
+        out = doubled(out, nout)
 
 
 class CountingIndex:

@@ -48,7 +48,7 @@ from ..structures.idpool import grow
 from .index import IndexContext
 from ..frontend.lowering import parse_derived
 from ..structures.predicates import PredicateTable
-from ..kernels.scan import finish_event, prefetch
+from ..kernels.scan import doubled, finish_events, prefetch
 from ..semantics import KIND_NUMBER, KIND_STRING, KINDS, OP_NE
 
 N_OPS = 6
@@ -144,13 +144,6 @@ def value_upper(e_val, lo, hi, x):
 
 
 @njit(cache=True)
-def _doubled(a, n):
-    out = np.empty(2 * a.shape[0], dtype=a.dtype)
-    out[:n] = a[:n]
-    return out
-
-
-@njit(cache=True)
 def opindex_events(ev, ix, handle_id, segments, epoch, room):
     """Algorithm 2 over a batch of events: CSR (offsets, ids) of matches, and the next epoch.
 
@@ -182,15 +175,14 @@ def opindex_events(ev, ix, handle_id, segments, epoch, room):
     while True:
         e1, nout, epoch, full = opindex_into(e, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d_cb, c_b,
                                              c_t, c_d, out, nout, out_off)
-        for e2 in range(e, e1):
-            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
+        finish_events(out, out_off, e, e1, handle_id, nout)
         if e1 >= n_ev:
             return out_off, out[:nout].copy(), epoch
         e = e1
         if full == OUT_FULL:
-            out = _doubled(out, nout)
+            out = doubled(out, nout)
         else:
-            c_b, c_t, c_d = _doubled(c_b, 0), _doubled(c_t, 0), _doubled(c_d, 0)
+            c_b, c_t, c_d = doubled(c_b, 0), doubled(c_t, 0), doubled(c_d, 0)
 
 
 #: What stopped :func:`opindex_into` before the last event: its output or its candidate rows were full.

@@ -40,7 +40,7 @@ from .direct import DirectTable, check_predicate, direct_keys, scan_list_direct_
 from ..structures.hashtable import ht_find3
 from ..structures.idpool import grow
 from ..kernels.probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
-from ..kernels.scan import finish_event, prefetch
+from ..kernels.scan import doubled, finish_events, prefetch
 from ..semantics import OP_EQ
 
 #: Lists of at most this many entries are packed.
@@ -202,14 +202,11 @@ def packed_events(ev, preds, dpreds, store, access, dscratch, packed, handle_id)
         while True:
             e1, nout = packed_group_into(e, g0, g1, ev, probe, gp_off, packed, dpreds, dscratch, store, n_pf, out,
                                          nout, out_off)
-            for e2 in range(e, e1):
-                finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
+            finish_events(out, out_off, e, e1, handle_id, nout)
             if e1 >= g1:
                 break
             e = e1
-            bigger = np.empty(2 * out.shape[0], dtype=np.int64)
-            bigger[:nout] = out[:nout]
-            out = bigger
+            out = doubled(out, nout)
     return out_off, out[:nout].copy()
 
 

@@ -29,7 +29,7 @@ from numba import njit
 
 from ..structures.predicates import satisfied_predicates
 from .probing import clustered_events
-from .scan import finish_event, predicate_list_key, scan_clusters_into
+from .scan import doubled, finish_events, predicate_list_key, scan_clusters_into
 
 
 @njit(cache=True)
@@ -49,14 +49,11 @@ def propagation_events(ev, preds, store, runs, pred_key, handle_id, pf, unfold, 
     while True:
         e1, nout = propagation_into(e, ev, preds, store, runs, pred_key, sat, out, nout, out_off, pf, unfold,
                                     lookahead)
-        for e2 in range(e, e1):
-            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
+        finish_events(out, out_off, e, e1, handle_id, nout)
         if e1 >= n_ev:
             return out_off, out[:nout].copy()
         e = e1
-        bigger = np.empty(2 * out.shape[0], dtype=np.int64)
-        bigger[:nout] = out[:nout]
-        out = bigger
+        out = doubled(out, nout)
 
 
 @njit(cache=True, _nrt=False)

@@ -273,6 +273,22 @@ def ensure_room(out, nout, n):
 
 
 @njit(cache=True, inline="always")
+def doubled(a, n):
+    """``a`` twice as long (16 at least), its first ``n`` entries kept: how a batch loop grows the array one of its
+    loops without reference counting found full, before it resumes."""
+    bigger = np.empty(max(2 * a.shape[0], 16), dtype=a.dtype)
+    bigger[:n] = a[:n]
+    return bigger
+
+
+@njit(cache=True, inline="always")
+def finish_events(out, out_off, e0, e1, handle_id, nout):
+    """:func:`finish_event` for the events ``e0:e1`` a loop completed (``out[nout:]``, free, is the sort's buffer)."""
+    for e in range(e0, e1):
+        finish_event(out, out_off[e], out_off[e + 1], handle_id, nout)
+
+
+@njit(cache=True, inline="always")
 def finish_event(out, start, nout, handle_id, free=-1):
     """Turn an event's matched handles into subscription ids, ascending (``free``: see ``sort_slice``)."""
     for t in range(start, nout):
