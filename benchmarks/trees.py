@@ -2,6 +2,13 @@
 
     git worktree add --detach /tmp/before <commit>
     python -m benchmarks.trees --tree before=/tmp/before --tree now=. --workloads W1,W2 --n 6000000 --rounds 2
+    python -m benchmarks.trees --tree before=/tmp/before --tree now=. --workloads W0 --algorithm propagation
+    python -m benchmarks.trees --tree before=/tmp/before --tree now=. --workloads wuyu --algorithm amkh \
+        --options '{"general": ["g0"], "bucketing": "range", "buckets": 4}'
+
+A workload is a preset of workloads/fabret.py or ``intervals`` (the interval
+workload), ``wuyu`` (Wu & Yu's, x = 55), ``sparse`` (OpIndex's synthetic
+data).
 
 Each tree is imported in a process of its own (``PYTHONPATH``: the tree's
 ``src``, or the tree itself for the layout before ``src/fastpubsub/``, whose
@@ -30,6 +37,7 @@ from pathlib import Path
 CHILD = r"""
 import gc, json, os, sys, time
 n, workload, repeat, n_events, layout = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+algorithm = sys.argv[6]
 if layout == "src":
     from fastpubsub.engine import Matcher
     try:
@@ -42,13 +50,27 @@ else:  # the layout before src/fastpubsub/ (an installed fastpubsub must not sta
 import inspect
 source = inspect.getsourcefile(Matcher)
 
-spec = PRESETS[workload]
+options = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(sys.argv[7]).items()}
+if workload in ("intervals", "wuyu"):
+    from fastpubsub.workloads import intervals as iv
+    spec = iv.IntervalSpec() if workload == "intervals" else iv.WuYuSpec()
+    gen_s = iv.interval_subscriptions if workload == "intervals" else iv.wuyu_subscriptions
+    gen_e = iv.interval_events if workload == "intervals" else iv.wuyu_events
+    generate_subscriptions = lambda spec, n, seed: gen_s(spec, n, seed=seed)
+    generate_events = lambda spec, n, seed: gen_e(spec, n, seed=seed)
+elif workload == "sparse":
+    from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
+    spec = SPARSE_PRESETS["opindex"]
+    generate_subscriptions = lambda spec, n, seed: generate_sparse_subscriptions(spec, n, seed=seed)
+    generate_events = lambda spec, n, seed: generate_sparse_events(spec, n, seed=seed)
+else:
+    spec = PRESETS[workload]
 events = generate_events(spec, n=n_events, seed=2)
-warm = Matcher("dynamic")
+warm = Matcher(algorithm, **options)
 warm.add_bulk(generate_subscriptions(spec, n=3000, seed=99))
 warm.match_encoded(events)
 subs = generate_subscriptions(spec, n=n, seed=1)
-m = Matcher("dynamic")
+m = Matcher(algorithm, **options)
 t0 = time.perf_counter()
 m.add_bulk(subs)
 load_s = time.perf_counter() - t0
@@ -72,11 +94,13 @@ def python_path(tree: Path) -> str:
     return str(tree / "src") if (tree / "src" / "fastpubsub").is_dir() else str(tree)
 
 
-def run_one(tree: Path, cache: Path, n: int, workload: str, repeat: int, n_events: int) -> dict:
+def run_one(tree: Path, cache: Path, n: int, workload: str, repeat: int, n_events: int,
+            algorithm: str = "dynamic", options: str = "{}") -> dict:
     path = python_path(tree)
     layout = "src" if path.endswith("src") else "flat"
     env = dict(os.environ, PYTHONPATH=path, NUMBA_CACHE_DIR=str(cache))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n), workload, str(repeat), str(n_events), layout],
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n), workload, str(repeat), str(n_events), layout, algorithm,
+                          options],
                          env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{tree}: {out.stderr[-2000:]}")
@@ -95,6 +119,9 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--events", type=int, default=20_000)
+    ap.add_argument("--algorithm", default="dynamic", help="the Matcher algorithm every tree runs")
+    ap.add_argument("--options", default="{}", help='its Matcher options, JSON (lists become tuples of names: '
+                    '\'{"general": ["g0"], "bucketing": "range", "buckets": 4}\')')
     args = ap.parse_args(argv)
     trees = []
     for spec in args.tree:
@@ -108,8 +135,9 @@ def main(argv=None) -> None:
         for r in range(args.rounds):
             for workload in args.workloads.split(","):
                 for name, tree in trees:
-                    row = run_one(tree, caches / name, args.n, workload, args.repeat, args.events)
-                    row.update(round=r + 1, workload=workload, tree=name, n=args.n)
+                    row = run_one(tree, caches / name, args.n, workload, args.repeat, args.events, args.algorithm,
+                                  args.options)
+                    row.update(round=r + 1, workload=workload, tree=name, n=args.n, algorithm=args.algorithm)
                     print(json.dumps(row), flush=True)
                     key = (workload, name)
                     best[key] = max(best.get(key, 0), row["cpu_events_s"])

@@ -143,7 +143,8 @@ def test_kernels_agree_with_the_naive_references(subs, events, name):
         s = sat[:ns].tolist()
         cnt, mem_off, mem = (np.zeros(nh + 1, dtype=np.int64), np.zeros(nh + 1, dtype=np.int64),
                              np.empty(max(ns, 1), dtype=np.int64))
-        event_members(sat, ns, m.preds.field, ix.hpos, ix.member_of, nh, cnt, mem_off, mem)
+        event_members(sat, ns, m.preds.field, ix.hpos, ix.member_of, nh, cnt, mem_off, mem,
+                      np.empty(ns + 256, dtype=np.int64))
         for k in range(nh):
             want = sorted({int(ix.member_of[p]) for p in s if m.preds.field[p] < len(ix.hpos)
                            and ix.hpos[m.preds.field[p]] == k and ix.member_of[p] != np.iinfo(np.int64).min})

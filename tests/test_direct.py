@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 import naive
 from fastpubsub.engine import Matcher
 from oracles.engine import OracleMatcher
-from fastpubsub.engine.algorithms.direct import scan_list_direct
+from fastpubsub.engine.algorithms.direct import scan_list_direct_into
 from fastpubsub.engine.algorithms import packed
-from fastpubsub.engine.algorithms.packed import PACKED, packed_heads, scan_packed
+from fastpubsub.engine.algorithms.packed import PACKED, packed_heads, scan_packed_into
 from fastpubsub.engine.frontend.encoding import encode_batch
 from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
 from fastpubsub.engine.costmodel.statistics import AttributeStats, EventStatistics
@@ -107,8 +107,16 @@ def test_changes_between_batches_are_seen():
     assert [r.tolist() for r in m.match_batch(events)] == [r.tolist() for r in o.match_batch(events)]
 
 
+def grown(scan):
+    """``(out, n)`` of ``scan(out)`` from an ``out`` of 4, doubled while the scan says it has no room (-1)."""
+    out = np.empty(4, np.int64)
+    while (n := scan(out)) < 0:
+        out = np.empty(2 * len(out), np.int64)
+    return out, n
+
+
 def test_the_cluster_scan_is_the_naive_direct_scan():
-    """:func:`scan_list_direct` on every list an event could reach, against tests/naive.py."""
+    """:func:`scan_list_direct_into` on every list an event could reach, against tests/naive.py."""
     spec = replace(OPERATORS_SPEC, n_attributes=200, event_size=(10, 40))
     m = Matcher("dynamic", lists="packed", runs=4)
     m.set_statistics(sparse_statistics(200))
@@ -129,7 +137,7 @@ def test_the_cluster_scan_is_the_naive_direct_scan():
                 pairs[f] = (float(ev.code[j]), int(ev.eqbits[j]))
                 sc.slot[f, 0], sc.slot[f, 1], sc.slot_f[f, 2] = e, ev.eqbits[j], ev.code[j]
         for h in heads:
-            out, n = scan_list_direct(h, store, dp.row, dp.row_f, sc.slot, sc.slot_f, e, np.empty(4, np.int64), 0)
+            out, n = grown(lambda out: scan_list_direct_into(h, store, dp.row, dp.row_f, sc.slot, sc.slot_f, e, out, 0))
             want = naive.direct_scan(m.preds, store, h, pairs)
             assert out[:n].tolist() == want
             checked += len(want)
@@ -139,7 +147,7 @@ def test_the_cluster_scan_is_the_naive_direct_scan():
 
 
 def test_packed_blocks_are_the_naive_direct_scan_of_their_lists():
-    """Every packed block holds its list's entries (:func:`scan_packed` = the naive scan of the clusters), through
+    """Every packed block holds its list's entries (:func:`scan_packed_into` = the naive scan of the clusters), through
     inserts and deletes between batches."""
     spec = replace(OPERATORS_SPEC, n_attributes=200, event_size=(10, 40))
     m = Matcher("dynamic", lists="packed")
@@ -169,7 +177,8 @@ def test_packed_blocks_are_the_naive_direct_scan_of_their_lists():
                 pairs[f] = (float(ev.code[j]), int(ev.eqbits[j]))
                 sc.slot[f, 0], sc.slot[f, 1], sc.slot_f[f, 2] = e, ev.eqbits[j], ev.code[j]
         for t, q in enumerate(keys.tolist()):
-            out, n = scan_packed(packed.data, packed.data_f, probe[t, 2], sc.slot, sc.slot_f, e, np.empty(4, np.int64), 0)
+            out, n = grown(lambda out: scan_packed_into(packed.data, packed.data_f, probe[t, 2], sc.slot, sc.slot_f, e,
+                                                        out, 0))
             assert sorted(out[:n].tolist()) == sorted(naive.direct_scan(m.preds, store, int(store.key_head[q]), pairs))
         for f in pairs:
             sc.slot[f, 0] = -1

@@ -390,3 +390,28 @@ def test_an_algorithm_registered_from_outside_is_built_by_matcher_and_listed():
     assert "plain-propagation" not in ALGORITHMS
     with pytest.raises(ValueError, match="unknown algorithm"):
         Matcher("plain-propagation")
+
+
+@pytest.mark.parametrize("algorithm, options", [(a, {}) for a in ALGORITHMS] + [("dynamic", {"lists": "packed"})])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1200, 2500), seed=st.integers(0, 2**31), n_events=st.integers(4, 12))
+def test_matches_beyond_the_first_output_buffer_agree_with_oracle(algorithm, options, n, seed, n_events):
+    """Hundreds of matches per event: the batch loops' output fills (1,024 ids at first) in the middle of an event,
+    is grown by the caller and the event scanned again (``lists="packed"``: the packed lists and direct scans)."""
+    rng = np.random.default_rng(seed)
+    subs = {}
+    for sid in range(n):
+        preds = [("a", "=", int(rng.integers(0, 2)))]
+        if rng.random() < 0.5:
+            preds.append(("b", str(rng.choice(["<", ">=", "!="])), int(rng.integers(0, 10))))
+        if rng.random() < 0.3:
+            preds.append(("c", "=", str(rng.choice(["x", "y"]))))
+        subs[sid] = preds
+    events = [{"a": int(rng.integers(0, 2)), "b": int(rng.integers(0, 10)), "c": str(rng.choice(["x", "y"]))}
+              for _ in range(n_events)]
+    m, o = Matcher(algorithm, **options), OracleMatcher()
+    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
+    for sid, preds in subs.items():
+        o.add(sid, preds)
+    assert sum(len(o.match(e)) for e in events) > 1024
+    _check(m, o, events)

@@ -15,7 +15,7 @@ from fastpubsub.engine.structures.hashtable import HashTable
 from fastpubsub.engine.structures.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
 from fastpubsub.engine.structures.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
 from fastpubsub.engine.algorithms.propagation import choose_access
-from fastpubsub.engine.kernels.scan import MAX_SPECIALISED, scan_cluster, scan_dispatch, scan_list, scan_runs
+from fastpubsub.engine.kernels.scan import MAX_SPECIALISED, scan_cluster, scan_clusters_into, scan_dispatch, scan_runs_into
 from fastpubsub.engine.semantics import OPERATORS, compare
 
 
@@ -174,12 +174,20 @@ def check_runs(s: ClusterStore) -> None:
 
 
 def scan_all(s: ClusterStore, bits: np.ndarray, keys) -> list[int]:
-    out = np.zeros(16, dtype=np.int64)
+    """Every list of ``keys`` scanned into an ``out`` that starts small: grown and scanned again when it is full."""
+    out = np.zeros(4, dtype=np.int64)
     nout = 0
     sat = np.flatnonzero(bits).astype(np.int64)
+    st, rn = s.arrays(), s.run_arrays()
     for q in keys:
         if q < len(s.key_head):
-            out, nout = scan_list(q, s.arrays(), s.run_arrays(), bits, out, nout, 2, 4, 8, sat, len(sat))
+            while True:
+                got = scan_clusters_into(st.key_head[q], st.arena, st.next, st.base, st.cap, st.length, st.k,
+                                         rn.sorted, rn.runs, bits, out, nout, 2, 4, 8, sat, 0, len(sat))
+                if got >= 0:
+                    nout = got
+                    break
+                out = np.concatenate([out, np.zeros(len(out), dtype=np.int64)])
     return sorted(out[:nout].tolist())
 
 
@@ -251,7 +259,8 @@ def test_a_long_cluster_is_scanned_run_by_run():
         want = sorted(naive_scan(k, s.arena, bits, b, cap, ns))
         for by_index in (False, True):
             out = np.zeros(ns, dtype=np.int64)
-            got = scan_runs(k, s.arena, bits, b, cap, ns, nr, out, 0, 8, by_index, sat, 0, len(sat))
+            hits = np.full(nr, -1, dtype=np.int64)
+            got = scan_runs_into(k, s.arena, bits, b, cap, ns, nr, out, 0, 8, by_index, sat, 0, len(sat), hits, 0)
             assert sorted(out[:got].tolist()) == want
 
 

@@ -10,7 +10,7 @@ from numba import njit
 import naive
 
 from fastpubsub.engine.kernels.scan import finish_event
-from fastpubsub.engine.kernels.sorting import INSERTION_MAX, RADIX_IDS_PER_PASS, sort_slice
+from fastpubsub.engine.kernels.sorting import INSERTION_MAX, RADIX_IDS_PER_PASS, sort_slice, sort_slice_into
 
 
 @njit  # not cached: a cached wrapper would keep an edited sort_slice (numba checks only this file)
@@ -90,6 +90,25 @@ def test_sort_slice_extremes_of_int64():
 @njit  # not cached (see above)
 def _sort_free(a, start, stop, free):
     sort_slice(a, start, stop, free)
+
+
+@njit(cache=False, _nrt=False)  # (without the reference-counting runtime: it allocates nothing)
+def _sort_into(a, start, stop, buf):
+    sort_slice_into(a, start, stop, buf)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 400), st.sampled_from([1, 255, 2**24, 2**40, 2**63 - 1]), st.integers(-2**62, 2**62),
+       st.integers(0, 2**32))
+def test_sort_slice_into_sorts_with_the_buffer_it_is_given(n, span, low, seed):
+    """Every regime of :func:`sort_slice` without allocating (33 to 55 ids of a wide span: an insertion sort)."""
+    rng = np.random.default_rng(seed)
+    low = min(low, 2**63 - 1 - span)
+    values = (low + rng.integers(0, span, n, endpoint=True)).astype(np.int64)
+    a = np.concatenate([[7], values, [-7]]).astype(np.int64)
+    _sort_into(a, 1, n + 1, np.full(n + 256, 5, dtype=np.int64))
+    assert a[1:n + 1].tolist() == sorted(values.tolist())
+    assert a[0] == 7 and a[-1] == -7
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,6 +13,7 @@ from .frontend.encoding import N_KINDS
 from .validity.event_store import StoredMatches, ValidEventStore
 from .algorithms.index import Index, IndexContext, register
 from .matcher import ALGORITHMS, Matcher, Matches
+from .memory_budget import InsufficientMemory
 from .semantics import (
     ALL_OPERATORS, EXTENDED_OPERATORS, KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, MAX_CONJUNCTIONS, MAX_LIST, OPERATORS,
     AllOf, AnyOf, Predicate, validate_event, validate_predicates, validate_subscription,
@@ -27,7 +28,7 @@ from .validity.deadlines import DeadlineQueue
 
 __all__ = [
     "ALGORITHMS", "ALL_OPERATORS", "AllOf", "AnyOf", "EXTENDED_OPERATORS", "MAX_CONJUNCTIONS", "MAX_LIST",
-    "take_subscription_groups", "validate_subscription", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "Index", "IndexContext", "KINDS",
+    "take_subscription_groups", "validate_subscription", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "Index", "IndexContext", "InsufficientMemory", "KINDS",
     "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS",
     "PartitionOffsets", "Predicate", "RUN_MIN", "SourceWindow", "StoredMatches", "SubscriptionBatch", "ValidEventStore",
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "pack_strings", "register", "StructureError",

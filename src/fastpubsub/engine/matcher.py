@@ -30,6 +30,7 @@ from .structures.hashtable import HashTable, ht_lookup
 from .structures.idpool import IdPool, grow
 from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
 from .kernels.sorting import merge_matches
+from .memory_budget import check_load
 from .columnar import take_subscriptions
 from .frontend.lowering import DerivedAttributes, parse_derived
 from .structures.prefix_groups import PrefixGroups
@@ -249,9 +250,13 @@ class Matcher:
         """Add many subscriptions at once (vectorised; see docs/engine.md).
 
         Everything is validated before anything changes: on ``ValueError``
-        the matcher is as it was.
+        the matcher is as it was.  A batch whose estimated peak memory exceeds
+        what is free is refused the same way, with
+        :class:`~engine.memory_budget.InsufficientMemory`, before anything is
+        allocated (engine/memory_budget.py).
         """
         self.flush()
+        check_load(self.algorithm, len(batch), len(batch.operators))
         self._validate_batch(batch)
         self._file(batch)
 

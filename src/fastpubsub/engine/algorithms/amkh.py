@@ -54,8 +54,8 @@ from ..frontend.encoding import N_KINDS, AttributeDictionary
 from ..structures.idpool import grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, satisfied_predicates
-from ..kernels.scan import ensure_room, finish_event
-from ..kernels.sorting import sort_slice
+from ..kernels.scan import doubled, finish_events
+from ..kernels.sorting import sort_slice_into
 from ..semantics import KIND_STRING, OP_EQ
 
 BUCKETINGS = ("exact", "fold", "range")
@@ -152,9 +152,12 @@ def unlink(handles, head, rec, prv, slot_of):
         slot_of[h] = -1
 
 
-@njit(cache=True)
-def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
-    """The distinct key members of an event's satisfied predicates per hashed position (CSR in ``mem_off``/``mem``)."""
+@njit(cache=True, _nrt=False)
+def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem, buf):
+    """The distinct key members of an event's satisfied predicates per hashed position (CSR in ``mem_off``/``mem``).
+
+    ``buf``: room for ``ns + 256`` entries, the sort's (nothing is allocated: no reference-counting runtime).
+    """
     for k in range(nh):
         cnt[k] = 0
     for t in range(ns):
@@ -178,7 +181,7 @@ def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
     for k in range(nh):
         a, b = mem_off[k], mem_off[k + 1]
         if b - a > 1:
-            sort_slice(mem, a, b)
+            sort_slice_into(mem, a, b, buf)
             w = a + 1
             for t in range(a + 1, b):
                 if mem[t] != mem[w - 1]:
@@ -193,17 +196,11 @@ def event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem):
 def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, rec, arena, handle_id, counters):
     """Match a batch of events; ``counters`` += (events, probes, examined, matched, collisions).
 
-    A chained subscription whose key sum is not the probed coordinate's is a
-    collision: skipped without reading its predicates.  ``rec`` holds per
-    handle, in one cache line: the next handle of its chain, its key sum, its
-    number of predicates and the predicates themselves (up to ``INLINE``; more
-    live in ``arena`` from ``rec[h, 3]``).
+    The events are matched by :func:`amkh_into`, which stops at an event for
+    which its output or its probed coordinates have no room: the full one is
+    grown here (with the sort's buffer) and the event matched again.
     """
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
-    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
-    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
-    pred_field = preds.field
-    n_ev = ev_off.shape[0] - 1
+    n_ev = ev.offsets.shape[0] - 1
     n_ids = max(preds.bits.shape[0], 1)
     sat = np.empty(n_ids, dtype=np.int64)
     satbit = np.zeros(n_ids, dtype=np.bool_)
@@ -214,20 +211,72 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, rec, arena, h
     pos = np.zeros(nh + 1, dtype=np.int64)
     digit = np.zeros(nh + 1, dtype=np.int64)
     slots = np.empty(64, dtype=np.int64)
-    m_slots = head.shape[0]
+    buf = np.empty(max(n_ids, slots.shape[0]) + 256, dtype=np.int64)
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
-    probes = 0
-    examined = 0
-    collisions = 0
-    for i in range(n_ev):
+    tally = np.zeros(3, dtype=np.int64)
+    e = 0
+    while True:
+        e1, nout, full = amkh_into(e, ev, preds, member_of, hpos, weights, shapes, head, rec, arena, sat, satbit, cnt,
+                                   mem_off, mem, pos, digit, slots, buf, out, nout, out_off, tally)
+        finish_events(out, out_off, e, e1, handle_id, nout)
+        if e1 >= n_ev:
+            break
+        e = e1
+        if full == OUT_FULL:
+            out = doubled(out, nout)
+        else:
+            slots = doubled(slots, 0)
+            buf = np.empty(max(n_ids, slots.shape[0]) + 256, dtype=np.int64)
+    counters[0] += n_ev
+    counters[1] += tally[0]
+    counters[2] += tally[1]
+    counters[3] += nout
+    counters[4] += tally[2]
+    return out_off, out[:nout].copy()
+
+
+#: What stopped :func:`amkh_into` before the last event: its output or its probed coordinates were full.
+OUT_FULL, SLOTS_FULL = 1, 2
+
+
+@njit(cache=True, _nrt=False)
+def amkh_into(e0, ev, preds, member_of, hpos, weights, shapes, head, rec, arena, sat, satbit, cnt, mem_off, mem, pos,
+              digit, slots, buf, out, nout, out_off, tally):
+    """Events ``e0:`` of :func:`amkh_events` (matched handles, not yet ids), without growing any array.
+
+    Per event: phase 1, its key members per hashed position, the
+    coordinates of every shape present probed once each.  A chained
+    subscription whose key sum is not the probed coordinate's is a
+    collision: skipped without reading its predicates.  ``rec`` holds per
+    handle, in one cache line: the next handle of its chain, its key sum, its
+    number of predicates and the predicates themselves (up to ``INLINE``; more
+    live in ``arena`` from ``rec[h, 3]``).  ``tally`` += (probes, examined,
+    collisions) of the events done.
+
+    Returns ``(e, nout, full)``: ``e`` = the number of events when done
+    (``full`` = 0), else the event for which ``out`` (``OUT_FULL``) or
+    ``slots`` (``SLOTS_FULL``) had no room, its handles dropped.  Without
+    numba's reference-counting runtime (docs/engine.md, "Kernel contract"):
+    with it, ``out`` and ``slots`` reassigned by their growth checks cost a
+    pair of atomic operations per coordinate.
+    """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    pred_field = preds.field
+    n_ev = ev_off.shape[0] - 1
+    nh = weights.shape[0]
+    m_slots = head.shape[0]
+    for i in range(e0, n_ev):
         ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
                                   g_start, g_end, g_vals, g_pids, sat)
         for t in range(ns):
             satbit[sat[t]] = True
-        event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem)
+        event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem, buf)
         nslots = 0
+        full = 0
         for si in range(shapes.shape[0]):
             sh = shapes[si]
             d = 0
@@ -248,9 +297,8 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, rec, arena, h
                     k = pos[t]
                     s += weights[k] * mem[mem_off[k] + digit[t]]
                 if nslots == slots.shape[0]:
-                    bigger = np.empty(2 * nslots, dtype=np.int64)
-                    bigger[:nslots] = slots[:nslots]
-                    slots = bigger
+                    full = SLOTS_FULL
+                    break
                 slots[nslots] = s
                 nslots += 1
                 t = 0
@@ -262,50 +310,56 @@ def amkh_events(ev, preds, member_of, hpos, weights, shapes, head, rec, arena, h
                     t += 1
                 if t == d:
                     break
-        probes += nslots
-        # a coordinate reached twice (sums of distinct members may coincide) is probed once
-        sort_slice(slots, 0, nslots)
-        probed = slots
+            if full:
+                break
         start = nout
-        for t in range(nslots):
-            if t > 0 and probed[t] == probed[t - 1]:
-                continue
-            key = probed[t]
-            h = head[key % m_slots]
-            while h >= 0:
-                if rec[h, 1] != key:
-                    collisions += 1
-                    h = rec[h, 0]
+        examined = 0
+        collisions = 0
+        if not full:
+            # a coordinate reached twice (sums of distinct members may coincide) is probed once
+            sort_slice_into(slots, 0, nslots, buf)
+            for t in range(nslots):
+                if t > 0 and slots[t] == slots[t - 1]:
                     continue
-                examined += 1
-                n = rec[h, 2]
-                good = True
-                if n <= INLINE:
-                    for j in range(3, 3 + n):
-                        if not satbit[rec[h, j]]:
-                            good = False
+                key = slots[t]
+                h = head[key % m_slots]
+                while h >= 0:
+                    if rec[h, 1] != key:
+                        collisions += 1
+                        h = rec[h, 0]
+                        continue
+                    examined += 1
+                    n = rec[h, 2]
+                    good = True
+                    if n <= INLINE:
+                        for j in range(3, 3 + n):
+                            if not satbit[rec[h, j]]:
+                                good = False
+                                break
+                    else:
+                        a = rec[h, 3]
+                        for j in range(a, a + n):
+                            if not satbit[arena[j]]:
+                                good = False
+                                break
+                    if good:
+                        if nout == out.shape[0]:
+                            full = OUT_FULL
                             break
-                else:
-                    a = rec[h, 3]
-                    for j in range(a, a + n):
-                        if not satbit[arena[j]]:
-                            good = False
-                            break
-                if good:
-                    out = ensure_room(out, nout, 1)
-                    out[nout] = h
-                    nout += 1
-                h = rec[h, 0]
+                        out[nout] = h
+                        nout += 1
+                    h = rec[h, 0]
+                if full:
+                    break
         for t in range(ns):
             satbit[sat[t]] = False
-        finish_event(out, start, nout, handle_id)
+        if full:
+            return i, start, full
+        tally[0] += nslots
+        tally[1] += examined
+        tally[2] += collisions
         out_off[i + 1] = nout
-    counters[0] += n_ev
-    counters[1] += probes
-    counters[2] += examined
-    counters[3] += nout
-    counters[4] += collisions
-    return out_off, out[:nout].copy()
+    return n_ev, nout, 0
 
 
 def _weights(n: int, seed: int) -> np.ndarray:

@@ -51,7 +51,7 @@ from ..frontend.encoding import N_KINDS
 from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, order_holds
-from ..kernels.scan import ensure_room, finish_event
+from ..kernels.scan import doubled, finish_events
 from ..semantics import KIND_NUMBER, OP_EQ
 
 #: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
@@ -213,20 +213,14 @@ def mark_pairs(ev_off, ev_field, e, field_slot, pair, clear):
 def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
     """Match a batch of events (:class:`~engine.frontend.encoding.EventArrays`) on the bit-parallel structure ``bm``.
 
-    Per chunk of events: each event's rows (a cell row or the missing row per
-    constrained field); then block by block of ``block_words`` words, every
-    event's rows ORed into one block accumulator and its zero bits collected
-    as (event, slot) survivors; then, event by event, each survivor's
-    predicates checked against the event's values.  Returns CSR (ids ascending).
+    Per chunk of events: the survivors of the bitmaps (:func:`bitmap_survivors_into`), then each survivor's
+    predicates checked against its event's values (:func:`bitmap_check_into`).  Both stop when an array they
+    fill has no room: it is grown here and the step taken again (for the check, from the event that stopped).
+    Returns CSR (ids ascending).
     """
     flat = bm.rows.ravel()
-    stride = np.uint64(bm.rows.shape[1])
     n_ev = ev.offsets.shape[0] - 1
     n_fa = bm.miss_row.shape[0]
-    field_slot, cell_base, bounds = bm.field_slot, bm.cell_base, bm.bounds
-    slot_start, slot_len, slot_handle, sub_pids = bm.slot_start, bm.slot_len, bm.slot_handle, bm.sub_pids
-    pfield, pop, pcode, pbits = bm.pfield, bm.pop, bm.pcode, bm.pbits
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
@@ -236,85 +230,142 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
     acc = np.empty(block_words, dtype=np.uint64)
     sv_e = np.empty(1024, dtype=np.int64)
     sv_s = np.empty(1024, dtype=np.int64)
+    order = np.empty(1024, dtype=np.int64)
     sv_off = np.zeros(chunk + 1, dtype=np.int64)
+    fill = np.zeros(chunk + 1, dtype=np.int64)
     for c0 in range(0, n_ev, chunk):
-        m = min(n_ev, c0 + chunk) - c0
-        for i in range(m):
-            e = c0 + i
-            mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
-            n = 0
-            for fa in range(n_fa):
-                j = pair[fa]
-                if j < 0:
-                    erow[i, n] = bm.miss_row[fa]
-                    n += 1
-                elif cell_base[fa] >= 0:
-                    erow[i, n] = cell_base[fa] + np.searchsorted(bounds[fa], ev_code[j], side="right")
-                    n += 1
-                pair[fa] = -1
-            ecount[i] = n
-        nsv = 0
-        for w0 in range(0, n_words, block_words):
-            bw = np.uint64(min(n_words, w0 + block_words) - w0)
-            for i in range(m):
-                # unsigned indices into the flat rows: the loops vectorise (signed ones add wrap-around code)
-                b = np.uint64(DEAD_ROW) * stride + np.uint64(w0)
-                for w in range(bw):
-                    acc[w] = flat[b + w]
-                for t in range(ecount[i]):
-                    b = np.uint64(erow[i, t]) * stride + np.uint64(w0)
-                    for w in range(bw):
-                        acc[w] |= flat[b + w]
-                every = ALL_ONES
-                for w in range(bw):
-                    every &= acc[w]
-                if every == ALL_ONES:
-                    continue  # no survivor in the block (the common case)
-                for w in range(bw):
-                    x = ~acc[w]
-                    if x == 0:
-                        continue
-                    base = (w0 + np.int64(w)) * 64
-                    for b in range(64):
-                        if (x >> np.uint64(b)) & np.uint64(1):
-                            if nsv == sv_e.shape[0]:
-                                sv_e = ensure_room(sv_e, nsv, 1)
-                                sv_s = ensure_room(sv_s, nsv, 1)
-                            sv_e[nsv] = i
-                            sv_s[nsv] = base + b
-                            nsv += 1
-        # survivors grouped by event (a counting sort keeps each event's slots ascending)
-        sv_off[:] = 0
-        for h in range(nsv):
-            sv_off[sv_e[h] + 1] += 1
-        for i in range(m):
-            sv_off[i + 1] += sv_off[i]
-        order = np.empty(nsv, dtype=np.int64)
-        fill = sv_off[:m].copy()
-        for h in range(nsv):
-            order[fill[sv_e[h]]] = sv_s[h]
-            fill[sv_e[h]] += 1
-        for i in range(m):
-            e = c0 + i
-            mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
-            start = nout
-            out = ensure_room(out, nout, sv_off[i + 1] - sv_off[i])
-            for h in range(sv_off[i], sv_off[i + 1]):
-                s = order[h]
-                ok = True
-                for q in range(slot_start[s], slot_start[s] + slot_len[s]):
-                    p = sub_pids[q]
-                    j = pair[field_slot[pfield[p]]]
-                    if j < 0 or not predicate_holds(pop[p], ev_code[j], ev_eqbits[j], pcode[p], pbits[p]):
-                        ok = False
-                        break
-                if ok:
-                    out[nout] = slot_handle[s]
-                    nout += 1
-            mark_pairs(ev_off, ev_field, e, field_slot, pair, True)
-            finish_event(out, start, nout, handle_id)
-            out_off[e + 1] = nout
+        c1 = min(n_ev, c0 + chunk)
+        while bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecount, pair, acc, sv_e, sv_s,
+                                    order, sv_off, fill) < 0:
+            sv_e, sv_s, order = doubled(sv_e, 0), doubled(sv_s, 0), doubled(order, 0)
+        e = c0
+        while True:
+            e1, nout = bitmap_check_into(e, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_off)
+            finish_events(out, out_off, e, e1, handle_id, nout)
+            if e1 >= c1:
+                break
+            e = e1
+            out = doubled(out, nout)
     return out_off, out[:nout].copy()
+
+
+@njit(cache=True, _nrt=False)
+def bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecount, pair, acc, sv_e, sv_s, order,
+                          sv_off, fill):
+    """The survivors of events ``c0:c1`` (a chunk): slots whose bits no row of the event sets.
+
+    Each event's rows (a cell row or the missing row per constrained field);
+    then block by block of ``block_words`` words, every event's rows ORed
+    into one block accumulator and its zero bits collected as (event, slot)
+    survivors; then the survivors grouped by event, ascending slots, in
+    ``order[sv_off[i]:sv_off[i + 1]]``.  Returns their number, or -1 when
+    ``sv_e``, ``sv_s``, ``order`` have no room (the caller grows them and
+    calls again).  Without numba's reference-counting runtime (docs/engine.md,
+    "Kernel contract").
+    """
+    stride = np.uint64(bm.rows.shape[1])
+    n_fa = bm.miss_row.shape[0]
+    miss_row, field_slot, cell_base, bounds = bm.miss_row, bm.field_slot, bm.cell_base, bm.bounds
+    n_bounds = bounds.shape[1]
+    ev_off, ev_field, ev_code = ev.offsets, ev.field, ev.code
+    m = c1 - c0
+    for i in range(m):
+        e = c0 + i
+        mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
+        n = 0
+        for fa in range(n_fa):
+            j = pair[fa]
+            if j < 0:
+                erow[i, n] = miss_row[fa]
+                n += 1
+            elif cell_base[fa] >= 0:
+                # the cell: how many bounds are <= the value (np.searchsorted, side="right": NaN after all)
+                x = ev_code[j]
+                lo, hi = (0, n_bounds) if x == x else (n_bounds, n_bounds)
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if bounds[fa, mid] <= x:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                erow[i, n] = cell_base[fa] + lo
+                n += 1
+            pair[fa] = -1
+        ecount[i] = n
+    nsv = 0
+    for w0 in range(0, n_words, block_words):
+        bw = np.uint64(min(n_words, w0 + block_words) - w0)
+        for i in range(m):
+            # unsigned indices into the flat rows: the loops vectorise (signed ones add wrap-around code)
+            b = np.uint64(DEAD_ROW) * stride + np.uint64(w0)
+            for w in range(bw):
+                acc[w] = flat[b + w]
+            for t in range(ecount[i]):
+                b = np.uint64(erow[i, t]) * stride + np.uint64(w0)
+                for w in range(bw):
+                    acc[w] |= flat[b + w]
+            every = ALL_ONES
+            for w in range(bw):
+                every &= acc[w]
+            if every == ALL_ONES:
+                continue  # no survivor in the block (the common case)
+            for w in range(bw):
+                x = ~acc[w]
+                if x == 0:
+                    continue
+                base = (w0 + np.int64(w)) * 64
+                for b in range(64):
+                    if (x >> np.uint64(b)) & np.uint64(1):
+                        if nsv == sv_e.shape[0]:
+                            return -1
+                        sv_e[nsv] = i
+                        sv_s[nsv] = base + b
+                        nsv += 1
+    # survivors grouped by event (a counting sort keeps each event's slots ascending)
+    for i in range(m + 1):
+        sv_off[i] = 0
+    for h in range(nsv):
+        sv_off[sv_e[h] + 1] += 1
+    for i in range(m):
+        sv_off[i + 1] += sv_off[i]
+    for i in range(m):
+        fill[i] = sv_off[i]
+    for h in range(nsv):
+        order[fill[sv_e[h]]] = sv_s[h]
+        fill[sv_e[h]] += 1
+    return nsv
+
+
+@njit(cache=True, _nrt=False)
+def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_off):
+    """Events ``e0:c1`` of a chunk starting at ``c0``: each survivor's predicates checked against the event's values
+    (matched handles, not yet ids), without growing ``out``.
+
+    Returns ``(e, nout)``: ``e = c1`` when done, else the event for which ``out`` had no room for its survivors.
+    """
+    field_slot, slot_start, slot_len, slot_handle = bm.field_slot, bm.slot_start, bm.slot_len, bm.slot_handle
+    sub_pids, pfield, pop, pcode, pbits = bm.sub_pids, bm.pfield, bm.pop, bm.pcode, bm.pbits
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    for e in range(e0, c1):
+        i = e - c0
+        if nout + sv_off[i + 1] - sv_off[i] > out.shape[0]:
+            return e, nout
+        mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
+        for h in range(sv_off[i], sv_off[i + 1]):
+            s = order[h]
+            ok = True
+            for q in range(slot_start[s], slot_start[s] + slot_len[s]):
+                p = sub_pids[q]
+                j = pair[field_slot[pfield[p]]]
+                if j < 0 or not predicate_holds(pop[p], ev_code[j], ev_eqbits[j], pcode[p], pbits[p]):
+                    ok = False
+                    break
+            if ok:
+                out[nout] = slot_handle[s]
+                nout += 1
+        mark_pairs(ev_off, ev_field, e, field_slot, pair, True)
+        out_off[e + 1] = nout
+    return c1, nout
 
 
 def _quantile_bounds(values: np.ndarray, cells: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from ..structures.cluster_store import ClusterStore
 from ..structures.idpool import grow
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, satisfied_predicates
-from ..kernels.scan import ensure_room, finish_event
+from ..kernels.scan import doubled, finish_events
 
 
 class CountingArrays(NamedTuple):
@@ -34,60 +34,80 @@ class CountingArrays(NamedTuple):
     count: np.ndarray  # int32: hits so far in this event (all zero between events)
 
 
-@njit(cache=True)
-def counting_phase2(sat, ns, store, counting, out, nout):
-    """Count hits per subscription on the lists of satisfied predicates; reset the counters touched.
-
-    ``store``: the per-predicate lists (:class:`~engine.structures.cluster_store.ClusterArrays`, key = predicate id,
-    one column = the handle).
-    """
-    key_head, c_next, c_base, c_len, arena = store.key_head, store.next, store.base, store.length, store.arena
-    need, cnt = counting.need, counting.count
+@njit(cache=True, inline="always")
+def count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, nout, reset):
+    """A hit counted for every subscription on the list of every satisfied predicate ``sat[:ns]``, those whose
+    counter reaches their number of predicates appended to ``out``; returns the new count, or -1 when ``out`` is
+    full.  With ``reset``: their counters set back to 0 instead (``out`` untouched)."""
     n_keys = key_head.shape[0]
     for t in range(ns):
         p = sat[t]
         c = key_head[p] if p < n_keys else -1
         while c >= 0:
             b, n = c_base[c], c_len[c]
-            out = ensure_room(out, nout, n)
             for j in range(b, b + n):
                 h = arena[j]
+                if reset:
+                    cnt[h] = 0
+                    continue
                 v = cnt[h] + 1
                 cnt[h] = v
                 if v == need[h]:
+                    if nout == out.shape[0]:
+                        return -1
                     out[nout] = h
                     nout += 1
             c = c_next[c]
-    for t in range(ns):
-        p = sat[t]
-        c = key_head[p] if p < n_keys else -1
-        while c >= 0:
-            b, n = c_base[c], c_len[c]
-            for j in range(b, b + n):
-                cnt[arena[j]] = 0
-            c = c_next[c]
-    return out, nout
+    return nout
+
+
+@njit(cache=True, _nrt=False)
+def counting_into(e0, ev, preds, store, counting, sat, out, nout, out_off):
+    """Events ``e0:`` of :func:`counting_events` (matched handles, not yet ids), without growing ``out``.
+
+    Per event: phase 1 into ``sat``, a hit counted for every subscription on
+    the list of every satisfied predicate (``store``: the per-predicate lists,
+    key = predicate id, one column = the handle), the counters touched reset.
+    Returns ``(e, nout)``: ``e`` = the number of events when done, else the
+    event for which ``out`` had no room, its counters reset and its handles
+    dropped.  Without numba's reference-counting runtime (docs/engine.md,
+    "Kernel contract"): with it, ``out`` reassigned by a growth check and the
+    containers a call per event unpacks cost a pair of atomic operations each.
+    """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
+    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    key_head, c_next, c_base, c_len, arena = store.key_head, store.next, store.base, store.length, store.arena
+    need, cnt = counting.need, counting.count
+    n_ev = ev_off.shape[0] - 1
+    for i in range(e0, n_ev):
+        ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
+                                  g_start, g_end, g_vals, g_pids, sat)
+        start = nout
+        nout = count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, nout, False)
+        count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, 0, True)
+        if nout < 0:
+            return i, start
+        out_off[i + 1] = nout
+    return n_ev, nout
 
 
 @njit(cache=True)
 def counting_events(ev, preds, store, counting, handle_id):
-    """Counting over a batch of events (section 5)."""
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
-    tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
-    g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
+    """Counting over a batch of events (section 5): :func:`counting_into`, ``out`` grown when it stops."""
     n_ev = ev.offsets.shape[0] - 1
     sat = np.empty(max(preds.bits.shape[0], 1), dtype=np.int64)
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
-    for i in range(n_ev):
-        ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
-        start = nout
-        out, nout = counting_phase2(sat, ns, store, counting, out, nout)
-        finish_event(out, start, nout, handle_id)
-        out_off[i + 1] = nout
-    return out_off, out[:nout].copy()
+    e = 0
+    while True:
+        e1, nout = counting_into(e, ev, preds, store, counting, sat, out, nout, out_off)
+        finish_events(out, out_off, e, e1, handle_id, nout)
+        if e1 >= n_ev:
+            return out_off, out[:nout].copy()
+        e = e1
+        out = doubled(out, nout)
 
 
 class CountingIndex:

@@ -18,7 +18,7 @@ sorted groups decide.  Equality predicates are still looked up once per
 pair (:func:`direct_keys`), since the access keys are made of them.
 engine/algorithms/packed.py holds the predicates inline in its blocks; clusters outside
 them are scanned through a row per predicate id (``DirectPredicates.row``,
-:func:`scan_list_direct`), from their first entry (sorted runs are not used:
+:func:`scan_list_direct_into`), from their first entry (sorted runs are not used:
 every entry keeps all its columns, so the plain scan is exact).
 """
 
@@ -32,7 +32,7 @@ from numba import njit
 from ..structures.hashtable import ht_find2, ht_slot2
 from ..structures.predicates import order_holds
 from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows
-from ..kernels.scan import ensure_room, prefetch
+from ..kernels.scan import prefetch
 from ..semantics import OP_EQ
 
 #: Operator codes packed with the field in ``DirectPredicates.row[:, 0]`` (``field << OP_SHIFT | op``).
@@ -85,14 +85,19 @@ def entry_holds(k, arena, base, cap, j, row, row_f, slot, slot_f, e):
     return True
 
 
-@njit(cache=True)
-def scan_list_direct(c, store, row, row_f, slot, slot_f, e, out, nout):
-    """Append the handles of the matching entries of cluster ``c`` and the clusters after it in its list."""
+@njit(cache=True, inline="always")
+def scan_list_direct_into(c, store, row, row_f, slot, slot_f, e, out, nout):
+    """Append the handles of the matching entries of cluster ``c`` and the clusters after it in its list.
+
+    ``out`` is not grown (callable without numba's reference-counting runtime): returns the new count, or -1 when
+    ``out`` has no room for a cluster's entries (the caller grows it and scans the event again).
+    """
     arena, c_base, c_cap, c_k, c_len, c_next = store.arena, store.base, store.cap, store.k, store.length, store.next
     while c >= 0:
         n = c_len[c]
         if n > 0:
-            out = ensure_room(out, nout, n)
+            if nout + n > out.shape[0]:
+                return -1
             k, base, cap = c_k[c], c_base[c], c_cap[c]
             line = base + k * cap
             for j in range(n):
@@ -102,7 +107,7 @@ def scan_list_direct(c, store, row, row_f, slot, slot_f, e, out, nout):
                     out[nout] = arena[np.uint64(line + j)]
                     nout += 1
         c = c_next[c]
-    return out, nout
+    return nout
 
 
 @njit(cache=True)

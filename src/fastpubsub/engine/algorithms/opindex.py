@@ -48,7 +48,7 @@ from ..structures.idpool import grow
 from .index import IndexContext
 from ..frontend.lowering import parse_derived
 from ..structures.predicates import PredicateTable
-from ..kernels.scan import ensure_room, finish_event, prefetch
+from ..kernels.scan import doubled, finish_events, prefetch
 from ..semantics import KIND_NUMBER, KIND_STRING, KINDS, OP_NE
 
 N_OPS = 6
@@ -144,38 +144,20 @@ def value_upper(e_val, lo, hi, x):
 
 
 @njit(cache=True)
-def _doubled(a, n):
-    out = np.empty(2 * a.shape[0], dtype=a.dtype)
-    out[:n] = a[:n]
-    return out
-
-
-@njit(cache=True)
 def opindex_events(ev, ix, handle_id, segments, epoch, room):
     """Algorithm 2 over a batch of events: CSR (offsets, ids) of matches, and the next epoch.
 
-    Per event, for every pair whose field is a pivot, for every operator list
-    of that pivot, for every pair of the event: the pair's segment, its
-    signature bit, then the range scan of the segment; each entry found
-    decrements its row's counter and a counter at 0 is a match.
-
-    The work is the paper's, in stages so that cache misses overlap (the
-    machine otherwise waits for each): (1) the operator lists of the
-    event's pivots, prefetching their signatures; (2) the signature tests,
-    prefetching the segments that pass; (3) the first arena line of each of
-    those; (4) the scans.
+    The events are matched by :func:`opindex_into`, which stops at an event
+    for which its output or its candidate rows have no room: the full one is
+    grown here and the event matched again (in a new epoch, so the counters
+    it decremented count as untouched).  At most ``RETRIES_MAX`` epochs
+    beyond one per event.
     """
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
-    list_of_field, list_op, seg_sig = ix.list_of_field, ix.list_op, ix.seg_sig
-    b_base, b_len = ix.b_base, ix.b_len
-    e_field, e_slot, e_val = ix.e_field, ix.e_slot, ix.e_val
-    c_base, c_need, c_state, c_handle = ix.c_base, ix.c_need, ix.c_state, ix.c_handle
-    n_fields = list_of_field.shape[0]
+    ev_off = ev.offsets
     n_ev = ev_off.shape[0] - 1
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
-    low = np.int64(0xFFFFFFFF)
     width = 1
     for i in range(n_ev):
         width = max(width, ev_off[i + 1] - ev_off[i])
@@ -189,8 +171,60 @@ def opindex_events(ev, ix, handle_id, segments, epoch, room):
     c_b = np.empty(room, dtype=np.int64)  # stage 2: segments whose signature passed,
     c_t = np.empty(room, dtype=np.int64)  # the event pair,
     c_d = np.empty(room, dtype=np.int64)  # and the operator list
+    e = 0
+    while True:
+        e1, nout, epoch, full = opindex_into(e, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d_cb, c_b,
+                                             c_t, c_d, out, nout, out_off)
+        finish_events(out, out_off, e, e1, handle_id, nout)
+        if e1 >= n_ev:
+            return out_off, out[:nout].copy(), epoch
+        e = e1
+        if full == OUT_FULL:
+            out = doubled(out, nout)
+        else:
+            c_b, c_t, c_d = doubled(c_b, 0), doubled(c_t, 0), doubled(c_d, 0)
+
+
+#: What stopped :func:`opindex_into` before the last event: its output or its candidate rows were full.
+OUT_FULL, CANDIDATES_FULL = 1, 2
+#: Events matched again (each in an epoch of its own) per batch at most: one per doubling of the output or of the
+#: candidate rows, which never exceed 2^62 bytes.
+RETRIES_MAX = 128
+
+
+@njit(cache=True, _nrt=False)
+def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d_cb, c_b, c_t, c_d, out, nout,
+                 out_off):
+    """Events ``e0:`` of :func:`opindex_events` (matched handles, not yet ids), without growing any array.
+
+    Per event, for every pair whose field is a pivot, for every operator list
+    of that pivot, for every pair of the event: the pair's segment, its
+    signature bit, then the range scan of the segment; each entry found
+    decrements its row's counter and a counter at 0 is a match.
+
+    The work is the paper's, in stages so that cache misses overlap (the
+    machine otherwise waits for each): (1) the operator lists of the
+    event's pivots, prefetching their signatures; (2) the signature tests,
+    prefetching the segments that pass; (3) the first arena line of each of
+    those; (4) the scans.
+
+    Returns ``(e, nout, epoch, full)``: ``e`` = the number of events when
+    done (``full`` = 0), else the event for which ``out`` (``OUT_FULL``) or
+    the candidate rows ``c_b``, ``c_t``, ``c_d`` (``CANDIDATES_FULL``) had no
+    room, its handles dropped.  Without numba's reference-counting runtime
+    (docs/engine.md, "Kernel contract"): with it, ``out`` reassigned by its
+    growth check cost a pair of atomic operations per candidate segment.
+    """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    list_of_field, list_op, seg_sig = ix.list_of_field, ix.list_op, ix.seg_sig
+    b_base, b_len = ix.b_base, ix.b_len
+    e_field, e_slot, e_val = ix.e_field, ix.e_slot, ix.e_val
+    c_base, c_need, c_state, c_handle = ix.c_base, ix.c_need, ix.c_state, ix.c_handle
+    n_fields = list_of_field.shape[0]
+    n_ev = ev_off.shape[0] - 1
+    low = np.int64(0xFFFFFFFF)
     one = np.uint64(1)
-    for i in range(n_ev):
+    for i in range(e0, n_ev):
         epoch += 1
         tag = np.int64(epoch) << 32
         lo_pair, hi_pair = ev_off[i], ev_off[i + 1]
@@ -231,7 +265,7 @@ def opindex_events(ev, ix, handle_id, segments, epoch, room):
                 prefetch(b_base, b)
                 prefetch(b_len, b)
                 if nc == c_b.shape[0]:
-                    c_b, c_t, c_d = _doubled(c_b, nc), _doubled(c_t, nc), _doubled(c_d, nc)
+                    return i, start, epoch, CANDIDATES_FULL
                 c_b[nc], c_t[nc], c_d[nc] = b, t, k
                 nc += 1
         for c in range(nc):
@@ -268,7 +302,6 @@ def opindex_events(ev, ix, handle_id, segments, epoch, room):
                 e = value_lower(e_val, a, e, x)
             else:  # x >= c
                 e = value_upper(e_val, a, e, x)
-            out = ensure_room(out, nout, e - a)
             for k2 in range(a, e):
                 if k2 >= skip_lo and k2 < skip_hi:
                     continue
@@ -277,11 +310,12 @@ def opindex_events(ev, ix, handle_id, segments, epoch, room):
                 rem = (v & low) - 1 if (v >> 32) == epoch else np.int64(c_need[pos]) - 1
                 c_state[pos] = tag | rem
                 if rem == 0:
+                    if nout == out.shape[0]:
+                        return i, start, epoch, OUT_FULL
                     out[nout] = c_handle[pos]
                     nout += 1
-        finish_event(out, start, nout, handle_id)
         out_off[i + 1] = nout
-    return out_off, out[:nout].copy(), epoch
+    return n_ev, nout, epoch, 0
 
 
 @njit(cache=True)
@@ -911,7 +945,7 @@ class OpIndex:
         """Matches of encoded events (:func:`opindex_events`)."""
         self._check_strings()
         n = len(events.offsets) - 1
-        if self.epoch + n >= EPOCH_LIMIT:
+        if self.epoch + n + RETRIES_MAX >= EPOCH_LIMIT:
             self.c_state[:] = 0
             self.epoch = 0
         off, ids, self.epoch = opindex_events(events, self.arrays(), handle_id, self.segments, self.epoch, CANDIDATES)

@@ -36,11 +36,11 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .direct import DirectTable, check_predicate, direct_keys, scan_list_direct
+from .direct import DirectTable, check_predicate, direct_keys, scan_list_direct_into
 from ..structures.hashtable import ht_find3
 from ..structures.idpool import grow
 from ..kernels.probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
-from ..kernels.scan import ensure_room, finish_event, prefetch
+from ..kernels.scan import doubled, finish_events, prefetch
 from ..semantics import OP_EQ
 
 #: Lists of at most this many entries are packed.
@@ -112,10 +112,15 @@ def packed_size(keys, key_head, c_next, c_len, c_k, pack_max):
 
 
 @njit(cache=True, inline="always")
-def scan_packed(data, data_f, s, slot, slot_f, e, out, nout):
-    """Append the handles of the block at ``data[s]`` whose predicates all hold for event ``e``."""
+def scan_packed_into(data, data_f, s, slot, slot_f, e, out, nout):
+    """Append the handles of the block at ``data[s]`` whose predicates all hold for event ``e``.
+
+    ``out`` is not grown (callable without numba's reference-counting runtime): returns the new count, or -1 when
+    it has no room for the block's entries.
+    """
     n = data[s]
-    out = ensure_room(out, nout, n)
+    if nout + n > out.shape[0]:
+        return -1
     w = s + 1
     for _ in range(n):
         k = data[w]
@@ -128,7 +133,7 @@ def scan_packed(data, data_f, s, slot, slot_f, e, out, nout):
             out[nout] = data[w + 1]
             nout += 1
         w += 2 + 2 * k
-    return out, nout
+    return nout
 
 
 @njit(cache=True)
@@ -174,13 +179,14 @@ def packed_heads(probe, n_probe, access, store, start, data):
 
 @njit(cache=True)
 def packed_events(ev, preds, dpreds, store, access, dscratch, packed, handle_id):
-    """Static and dynamic over a batch with packed lists and direct tests (module docstring); CSR of ids."""
+    """Static and dynamic over a batch with packed lists and direct tests (module docstring); CSR of ids.
+
+    Per group of events: the lists each reaches (:func:`~engine.algorithms.direct.direct_keys`), their heads
+    (:func:`packed_heads`), then the scans (:func:`packed_group_into`), which stop at an event ``out`` has no
+    room for: ``out`` is grown here and the event scanned again.
+    """
     n_ev = ev.offsets.shape[0] - 1
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
-    start, data, data_f = packed.start, packed.data, packed.data_f
-    row, row_f = dpreds.row, dpreds.row_f
-    slot, slot_f = dscratch.slot, dscratch.slot_f
-    n_pf = min(slot.shape[0], dscratch.eq_of_field.shape[0])
+    n_pf = min(dscratch.slot.shape[0], dscratch.eq_of_field.shape[0])
     conj_flat = access.conj_keys.ravel()
     gp_off = np.zeros(GROUP + 1, dtype=np.int64)
     probe = dscratch.probe
@@ -191,29 +197,57 @@ def packed_events(ev, preds, dpreds, store, access, dscratch, packed, handle_id)
         g1 = min(n_ev, g0 + GROUP)
         probe, n_probe = direct_keys(ev, g0, g1, preds, access, conj_flat, dscratch.eq_of_field, store.key_head, n_pf,
                                      gp_off, probe)
-        packed_heads(probe, n_probe, access, store, start, data)
-        for e in range(g0, g1):
-            i = e - g0
-            for j in range(ev_off[e], ev_off[e + 1]):
-                f = ev_field[j]
-                if 0 <= f < n_pf:
-                    slot[f, 0] = e
-                    slot[f, 1] = ev_eqbits[j]
-                    slot_f[f, 2] = ev_code[j]
-            begin = nout
-            for t in range(gp_off[i], gp_off[i + 1]):
-                c = probe[t, 1]
-                if c == PACKED:
-                    out, nout = scan_packed(data, data_f, probe[t, 2], slot, slot_f, e, out, nout)
-                elif c >= 0:
-                    out, nout = scan_list_direct(c, store, row, row_f, slot, slot_f, e, out, nout)
-            for j in range(ev_off[e], ev_off[e + 1]):
-                f = ev_field[j]
-                if 0 <= f < n_pf:
-                    slot[f, 0] = -1
-            finish_event(out, begin, nout, handle_id)
-            out_off[e + 1] = nout
+        packed_heads(probe, n_probe, access, store, packed.start, packed.data)
+        e = g0
+        while True:
+            e1, nout = packed_group_into(e, g0, g1, ev, probe, gp_off, packed, dpreds, dscratch, store, n_pf, out,
+                                         nout, out_off)
+            finish_events(out, out_off, e, e1, handle_id, nout)
+            if e1 >= g1:
+                break
+            e = e1
+            out = doubled(out, nout)
     return out_off, out[:nout].copy()
+
+
+@njit(cache=True, _nrt=False)
+def packed_group_into(e0, g0, g1, ev, probe, gp_off, packed, dpreds, dscratch, store, n_pf, out, nout, out_off):
+    """The events ``e0:g1`` of a group of :func:`packed_events` (matched handles, not yet ids), without growing
+    ``out``: each event's fields written to its rows, the blocks and lists it reaches scanned, its rows cleared.
+
+    Returns ``(e, nout)``: ``e = g1`` when done, else the event for which ``out`` had no room, its handles dropped.
+    Without numba's reference-counting runtime (docs/engine.md, "Kernel contract"): with it, ``out`` reassigned
+    by a growth check and the store's arrays unpacked by each list scan cost a pair of atomic operations per list.
+    """
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    data, data_f = packed.data, packed.data_f
+    row, row_f = dpreds.row, dpreds.row_f
+    slot, slot_f = dscratch.slot, dscratch.slot_f
+    for e in range(e0, g1):
+        i = e - g0
+        for j in range(ev_off[e], ev_off[e + 1]):
+            f = ev_field[j]
+            if 0 <= f < n_pf:
+                slot[f, 0] = e
+                slot[f, 1] = ev_eqbits[j]
+                slot_f[f, 2] = ev_code[j]
+        begin = nout
+        for t in range(gp_off[i], gp_off[i + 1]):
+            c = probe[t, 1]
+            if c == PACKED:
+                nout = scan_packed_into(data, data_f, probe[t, 2], slot, slot_f, e, out, nout)
+            elif c >= 0:
+                nout = scan_list_direct_into(c, store, row, row_f, slot, slot_f, e, out, nout)
+            if nout < 0:
+                break
+        for j in range(ev_off[e], ev_off[e + 1]):
+            f = ev_field[j]
+            if 0 <= f < n_pf:
+                slot[f, 0] = -1
+        if nout < 0:
+            return e, begin
+        out_off[e + 1] = nout
+    return g1, nout
 
 
 #: ``lists="auto"`` packs when an event is expected to satisfy at least this many inequality predicates: below,

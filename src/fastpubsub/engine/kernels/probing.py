@@ -49,8 +49,8 @@ from numba import njit
 from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
 from ..structures.hashtable import ht_find3, ht_slot2, ht_slot3
 from ..structures.predicates import satisfied_predicates
-from .scan import (BY_INDEX, BY_RUN, PLAIN, ensure_room, entry_matches, finish_event, predicate_list_key, prefetch,
-                   run_path_of, scan_clusters_into, scan_dispatch)
+from .scan import (BY_INDEX, BY_RUN, PLAIN, doubled, ensure_room, entry_matches, finish_events, predicate_list_key,
+                   prefetch, run_path_of, scan_clusters_into, scan_dispatch)
 
 #: Events whose probes are staged together; at most 32, the bits of ``ProbeScratch.gmask`` (uint32).  16 rather
 #: than 32: with 32 a group's prefetched lines outgrow the cache at large N (``python -m benchmarks.trees``;
@@ -592,14 +592,11 @@ def scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, run
     while True:
         e1, nout = scan_group_into(e, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, store, runs, out, nout,
                                    out_off, handle_id, pf, unfold, lookahead)
-        for e2 in range(e, e1):
-            finish_event(out, out_off[e2], out_off[e2 + 1], handle_id, nout)  # (out[nout:]: the sort's buffer)
+        finish_events(out, out_off, e, e1, handle_id, nout)
         if e1 >= g1:
             return out, nout
         e = e1
-        bigger = np.empty(max(2 * out.shape[0], 16), dtype=out.dtype)
-        bigger[:nout] = out[:nout]
-        out = bigger
+        out = doubled(out, nout)
 
 
 @njit(cache=True, _nrt=False)

@@ -140,21 +140,6 @@ def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout
     return scan_cluster(-1, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
 
 
-@njit(cache=True)
-def propagation_phase2(sat, ns, bits, pred_key, store, runs, out, nout, pf, unfold, lookahead):
-    """Phase 2 of propagation: set the bits, scan the clusters of satisfied access keys, clear the bits.
-
-    ``store`` / ``runs``: :class:`~engine.structures.cluster_store.ClusterArrays` / ``RunArrays``; ``pred_key``: the
-    single-predicate access keys (:class:`~engine.structures.access_keys.AccessArrays`).
-    """
-    for t in range(ns):
-        bits[sat[t]] = 1
-    out, nout = scan_predicate_keys(sat, ns, bits, pred_key, store, runs, out, nout, pf, unfold, lookahead)
-    for t in range(ns):
-        bits[sat[t]] = 0
-    return out, nout
-
-
 @njit(cache=True, inline="always")
 def predicate_list_key(pred_key, sat, t):
     """Access key of the list an event reaches without a table: the catch-all (key 0) for ``t = -1``, else the
@@ -166,57 +151,16 @@ def predicate_list_key(pred_key, sat, t):
 
 
 @njit(cache=True, inline="always")
-def scan_predicate_keys(sat, ns, bits, pred_key, store, runs, out, nout, pf, unfold, lookahead):
-    """Scan the catch-all list and the lists of satisfied single-predicate access keys (bits already set)."""
-    n_keys = store.key_head.shape[0]
-    for t in range(-1, ns):
-        q = predicate_list_key(pred_key, sat, t)
-        if q < 0 or q >= n_keys:
-            continue
-        out, nout = scan_list(q, store, runs, bits, out, nout, pf, unfold, lookahead, sat, ns)
-    return out, nout
-
-
-@njit(cache=True, inline="always")
-def scan_list(q, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat):
-    """Scan every cluster of access key ``q``'s list (one per number of columns left): runs, then the tail.
-
-    ``sat[:nsat]`` are the event's satisfied predicates (the set bits), which
-    the run index looks up.
-    """
-    return scan_clusters(store.key_head[q], store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat)
-
-
-@njit(cache=True, inline="always")
-def scan_clusters(c, store, runs, bits, out, nout, pf, unfold, lookahead, sat, nsat):
-    """Scan cluster ``c`` and the clusters after it in its list (see :func:`scan_list`)."""
-    arena, c_next, c_base, c_cap, c_len, c_k = store.arena, store.next, store.base, store.cap, store.length, store.k
-    c_sorted, c_runs = runs.sorted, runs.runs
-    while c >= 0:
-        n = c_len[c]
-        if n > 0:
-            out = ensure_room(out, nout, n)
-            path = run_path_of(c_sorted, c_runs, c, nsat)
-            ns = 0
-            if path != PLAIN:
-                ns = c_sorted[c]
-                nout = scan_runs(c_k[c], arena, bits, c_base[c], c_cap[c], ns, c_runs[c], out, nout, lookahead,
-                                 path == BY_INDEX, sat, 0, nsat)
-            if n > ns:
-                # the tail as a cluster of its own: entry j of it is entry ns + j
-                nout = scan_dispatch(pf, unfold, lookahead, c_k[c], arena, bits, c_base[c] + ns, c_cap[c], n - ns,
-                                     out, nout)
-        c = c_next[c]
-    return out, nout
-
-
-@njit(cache=True, inline="always")
 def scan_clusters_into(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out, nout, pf, unfold,
                        lookahead, sat, sat0, nsat):
-    """:func:`scan_clusters` for callers without numba's reference-counting runtime, from the store's arrays
-    (unpacked once by the caller) and the event's satisfied predicates ``sat[sat0:sat0 + nsat]``: ``out`` is not grown;
-    returns the new count, or -1 when ``out`` has no room for a cluster (the caller grows it and starts again).
-    A sorted prefix's passing runs are collected at the end of ``out``, which needs room for them too."""
+    """Scan cluster ``c`` and the clusters after it in its list (one per number of columns left): each sorted
+    prefix by its runs (:func:`scan_runs_into`), then the entries after it.
+
+    For callers without numba's reference-counting runtime: from the store's arrays (unpacked once by the caller)
+    and the event's satisfied predicates ``sat[sat0:sat0 + nsat]`` (the set bits, which the run index looks up);
+    ``out`` is not grown: returns the new count, or -1 when ``out`` has no room for a cluster (the caller grows it
+    and starts again).  A sorted prefix's passing runs are collected at the end of ``out``, which needs room for
+    them too."""
     while c >= 0:
         n = c_len[c]
         if n > 0:
@@ -266,8 +210,8 @@ def run_path_of(c_sorted, c_runs, c, nsat):
     return PLAIN
 
 
-@njit(cache=True)
-def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat):
+@njit(cache=True, _nrt=False)
+def scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat, hits, h0):
     """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/structures/cluster_store.py).
 
     The runs that pass are found either by one bit test per run or, with
@@ -276,17 +220,12 @@ def scan_runs(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index,
     All are cache misses that no hardware prefetcher foresees (the run row
     is a short cold stream, the passing runs scattered), so the run row is
     prefetched ``lookahead`` runs ahead, and the passing runs are collected
-    first and their columns prefetched together before any is read.  The
-    event's satisfied predicates are ``sat[sat0:sat0 + nsat]``.
+    first, in ``hits[h0:h0 + nr]``, and their columns prefetched together
+    before any is read.  The event's satisfied predicates are
+    ``sat[sat0:sat0 + nsat]``.  No allocation: callable without numba's
+    reference-counting runtime; ``hits`` may be ``out``, past the ``ns``
+    entries it must have room for.
     """
-    hits = np.empty(nr, dtype=np.int64)
-    return scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat, hits, 0)
-
-
-@njit(cache=True, _nrt=False)
-def scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat, hits, h0):
-    """:func:`scan_runs` with the passing runs collected in ``hits[h0:h0 + nr]`` (no allocation: callable without
-    numba's reference-counting runtime; ``hits`` may be ``out``, past the ``ns`` entries it must have room for)."""
     pr, sr, ir = run_row(base, cap, k, PIDS_ROW), run_row(base, cap, k, STARTS_ROW), run_row(base, cap, k, INDEX_ROW)
     line = base + k * cap
     by_index = by_index and arena[ir + 1] > 0  # (no index: its ids spanned more than the row holds)
@@ -331,6 +270,22 @@ def ensure_room(out, nout, n):
     bigger = np.empty(max(2 * out.shape[0], nout + n), dtype=np.int64)
     bigger[:nout] = out[:nout]
     return bigger
+
+
+@njit(cache=True, inline="always")
+def doubled(a, n):
+    """``a`` twice as long (16 at least), its first ``n`` entries kept: how a batch loop grows the array one of its
+    loops without reference counting found full, before it resumes."""
+    bigger = np.empty(max(2 * a.shape[0], 16), dtype=a.dtype)
+    bigger[:n] = a[:n]
+    return bigger
+
+
+@njit(cache=True, inline="always")
+def finish_events(out, out_off, e0, e1, handle_id, nout):
+    """:func:`finish_event` for the events ``e0:e1`` a loop completed (``out[nout:]``, free, is the sort's buffer)."""
+    for e in range(e0, e1):
+        finish_event(out, out_off[e], out_off[e + 1], handle_id, nout)
 
 
 @njit(cache=True, inline="always")

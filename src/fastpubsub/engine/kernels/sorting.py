@@ -54,17 +54,45 @@ def sort_slice(a, start, stop, free=-1):
     as its buffer if it has room (else it allocates one).
     """
     n = stop - start
-    if n < 2:
-        return
     if n <= INSERTION_MAX:
-        for i in range(start + 1, stop):
-            x = a[i]
-            j = i - 1
-            while j >= start and a[j] > x:
-                a[j + 1] = a[j]
-                j -= 1
-            a[j + 1] = x
+        insertion_sort(a, start, stop)
         return
+    need = n + (1 << RADIX_BITS)
+    if stop <= free and a.shape[0] - free >= need:
+        buf = a[free:free + need]
+    else:
+        buf = np.empty(need, dtype=np.int64)
+    if not sort_spread(a, start, stop, buf):
+        a[start:stop].sort()
+
+
+@njit(cache=True, inline="always")
+def sort_slice_into(a, start, stop, buf):
+    """:func:`sort_slice` without allocating, so callable without numba's reference-counting runtime: ``buf``
+    has room for ``stop - start + 256`` entries; where :func:`sort_slice` takes numba's quicksort (33 to 55 ids
+    whose span needs more radix passes than they pay for), an insertion sort."""
+    if stop - start <= INSERTION_MAX or not sort_spread(a, start, stop, buf):
+        insertion_sort(a, start, stop)
+
+
+@njit(cache=True, inline="always")
+def insertion_sort(a, start, stop):
+    """Sort ``a[start:stop]`` by insertion (the short slices, where a comparison sort's fixed cost dominates)."""
+    for i in range(start + 1, stop):
+        x = a[i]
+        j = i - 1
+        while j >= start and a[j] > x:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = x
+
+
+@njit(cache=True, inline="always")
+def sort_spread(a, start, stop, buf):
+    """Sort ``a[start:stop]`` (longer than ``INSERTION_MAX``) by :func:`bucket_sort` or :func:`radix_sort` with
+    ``buf`` (``stop - start + 256`` entries); False, ``a`` untouched, when neither suits the slice (a few ids
+    of a very wide span)."""
+    n = stop - start
     lo = a[start]
     hi = a[start]
     for i in range(start + 1, stop):
@@ -73,24 +101,18 @@ def sort_slice(a, start, stop, free=-1):
         hi = max(hi, x)
     span = np.uint64(hi) - np.uint64(lo)  # (unsigned: ids of both signs fit)
     if span == 0:
-        return  # all equal
+        return True  # all equal
     bits = 0
     while span != 0:
         bits += 1
         span >>= np.uint64(1)
     passes = (bits + RADIX_BITS - 1) // RADIX_BITS
-    need = n + (1 << RADIX_BITS)
-    if n <= BUCKET_MAX or n >= RADIX_IDS_PER_PASS * passes:
-        if stop <= free and a.shape[0] - free >= need:
-            buf = a[free:free + need]
-        else:
-            buf = np.empty(need, dtype=np.int64)
-        if n <= BUCKET_MAX and bucket_sort(a, start, stop, lo, max(bits - RADIX_BITS, 0), buf):
-            return
-        if n >= RADIX_IDS_PER_PASS * passes:
-            radix_sort(a, start, stop, lo, passes, buf)
-            return
-    a[start:stop].sort()
+    if n <= BUCKET_MAX and bucket_sort(a, start, stop, lo, max(bits - RADIX_BITS, 0), buf):
+        return True
+    if n >= RADIX_IDS_PER_PASS * passes:
+        radix_sort(a, start, stop, lo, passes, buf)
+        return True
+    return False
 
 
 @njit(cache=True)
