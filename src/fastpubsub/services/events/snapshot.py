@@ -20,9 +20,9 @@ SHA-256 of the body, body.  The body is a JSON header (the metadata, and the
 name, dtype, shape and place of every array) and the flat arrays' bytes as
 they are in memory, each at a 64-byte boundary: a load takes each array where
 it lies in the file's bytes, with no archive to unpack (the index is one of
-the arrays, read by ``engine.structure``).  Written to
-a temporary file, fsynced, then renamed over the old one, so a crash leaves
-either the old or the new snapshot.  A snapshot that is missing, truncated,
+the arrays, read by ``engine.structure``).  Written to a temporary file (created exclusively under a random name,
+links not followed: a link planted in a shared directory is neither followed nor overwritten), fsynced, then
+renamed over the old one, so a crash leaves either the old or the new snapshot.  A snapshot that is missing, truncated,
 corrupt (checksum), of another format version, or for another partition count
 is logged and ignored: the processor rebuilds from the topic.
 
@@ -39,6 +39,7 @@ import logging
 import math
 import os
 import struct
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -101,15 +102,21 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     for part in body:
         digest.update(part)
     target = path_of(directory, shard)
-    tmp = directory / f".{target.name}.tmp-{os.getpid()}"
     size = sum(len(part) for part in body)
-    with open(tmp, "wb") as f:
-        f.write(MAGIC + _HEAD.pack(VERSION, size, digest.digest()))
-        for part in body:
-            f.write(part)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    # created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) under a random name: nothing planted in the directory is
+    # followed or overwritten; the rename replaces a link at ``target`` itself, not what it points to
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(MAGIC + _HEAD.pack(VERSION, size, digest.digest()))
+            for part in body:
+                f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)  # the rename itself survives a power cut
