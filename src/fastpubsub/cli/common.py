@@ -16,6 +16,7 @@ import click
 from fastpubsub.kafka import ClientFactory, parse_settings
 from fastpubsub.kafka.admin import require
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS, MetricsServer
+from fastpubsub.wire.printable import log_to_stderr
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -77,7 +78,8 @@ log_level_option = click.option("--log-level", default="info", show_default=True
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    """Log to stderr, one line per record, control characters escaped (records quote untrusted input)."""
+    log_to_stderr(level.upper(), "%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
 def on_signals(handler: Callable[[], None]) -> None:

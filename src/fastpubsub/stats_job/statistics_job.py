@@ -28,6 +28,7 @@ from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
 from fastpubsub.kafka import ClientFactory, parse_settings
 from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
 from fastpubsub.wire.topics import EVENTS, STATISTICS
+from fastpubsub.wire.printable import log_to_stderr
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize
 from .kafka_source import DEFAULT_SPLIT_SIZE, KafkaEventsDataSource
@@ -212,7 +213,7 @@ def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap
 
 def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_job", default_bootstrap: str | None = None) -> int:
     """The command line (``python -m fastpubsub.stats_job``, ``pubsub stats``: the same options)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     parser = build_parser(prog, default_bootstrap)
     args = parser.parse_args(argv)
