@@ -13,6 +13,13 @@ so that a user can tune a default (``-X linger.ms=20``) but not switch off
 what a role depends on (``acks=all`` for exactly-once delivery, no
 auto-commit for consumers that commit with their outputs).
 
+Secrets among the settings (``sasl.password``, ``ssl.key.password``,
+``sasl.oauthbearer.client.secret``, any key naming a password, a secret, a
+token, a JAAS configuration or a private key) never show: the settings are a
+:class:`Settings`, whose ``repr`` and :meth:`Settings.shown` replace their
+values, so a factory, a service's configuration or an error quoting them
+prints ``sasl.password='***'``.
+
 The factory is a small frozen value: it pickles, and :meth:`to_options` /
 :meth:`from_options` carry it through string options, which is how the
 Spark data source (``stats_job.kafka_source``) takes it to the executors.
@@ -20,6 +27,7 @@ Spark data source (``stats_job.kafka_source``) takes it to the executors.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -30,13 +38,34 @@ from confluent_kafka.admin import AdminClient
 OPTION_PREFIX = "kafka."
 
 
-def parse_settings(items: list[str] | tuple[str, ...], option: str = "-X") -> dict[str, str]:
-    """``["security.protocol=SSL", ...]`` (repeated ``-X KEY=VALUE``) -> a dict; ValueError naming a bad item."""
-    out = {}
+#: Keys whose values are secrets: shown as ``***`` wherever settings are shown.
+SECRET_KEY = re.compile(r"password|secret|token|jaas|ssl\.key\.pem|oauthbearer\.config|credential", re.IGNORECASE)
+HIDDEN = "***"
+
+
+def is_secret(key: str) -> bool:
+    return SECRET_KEY.search(key) is not None
+
+
+class Settings(dict):
+    """librdkafka settings whose ``repr`` hides the secrets' values (see :data:`SECRET_KEY`)."""
+
+    def shown(self) -> dict[str, Any]:
+        """The settings as they may be printed: every secret's value replaced."""
+        return {k: HIDDEN if is_secret(k) else v for k, v in self.items()}
+
+    def __repr__(self) -> str:
+        return repr(self.shown())
+
+
+def parse_settings(items: list[str] | tuple[str, ...], option: str = "-X") -> Settings:
+    """``["security.protocol=SSL", ...]`` (repeated ``-X KEY=VALUE``) -> settings; ValueError naming a bad item
+    (not quoting it if it names a secret)."""
+    out = Settings()
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
+            raise ValueError(f"{option} expects KEY=VALUE, got {HIDDEN if is_secret(item) else repr(item)}")
         out[key.strip()] = value
     return out
 
@@ -59,7 +88,7 @@ class ClientFactory:
         if "bootstrap.servers" in self.settings:
             raise ValueError("bootstrap.servers is not a connection setting here: give it as the bootstrap servers "
                              "(--bootstrap-servers), not with -X")
-        object.__setattr__(self, "settings", dict(self.settings))
+        object.__setattr__(self, "settings", Settings(self.settings))
 
     @classmethod
     def of(cls, clients: "ClientFactory | str") -> "ClientFactory":
