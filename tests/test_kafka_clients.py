@@ -17,6 +17,7 @@ from kafka_helpers import read_all, send, wait_processed
 
 from fastpubsub.cli import main
 from fastpubsub.kafka import ClientFactory, parse_settings
+from fastpubsub.kafka.clients import read_properties
 from fastpubsub.kafka.broker import child_preexec, free_port
 from fastpubsub.services.events.processor import Processor, ProcessorConfig
 from fastpubsub.wire import codecs, topics
@@ -63,6 +64,65 @@ def test_secrets_never_show_in_a_factory_a_service_configuration_or_an_error():
     with pytest.raises(ValueError) as refused:
         parse_settings(["sasl.password:pw-7f3a"])
     assert "pw-7f3a" not in str(refused.value)
+
+
+CLIENT_PROPERTIES = """\
+# a Kafka client properties file
+bootstrap.servers=kafka-1:9093
+security.protocol = SASL_SSL
+! also a comment
+sasl.mechanism: SCRAM-SHA-512
+sasl.username=svc
+sasl.password=pw=with=equals
+ssl.ca.location=/etc/kafka/\\
+  ca.pem
+client.id=from-file
+
+"""
+
+
+def test_a_client_properties_file_reads_as_kafka_users_write_it(tmp_path):
+    path = tmp_path / "client.properties"
+    path.write_text(CLIENT_PROPERTIES)
+    assert read_properties(path) == {
+        "bootstrap.servers": "kafka-1:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "svc", "sasl.password": "pw=with=equals", "ssl.ca.location": "/etc/kafka/ca.pem",
+        "client.id": "from-file"}
+    path.write_text("client.id=a\nsasl.password pw-7f3a\n")
+    with pytest.raises(ValueError) as refused:
+        read_properties(path)
+    assert f"{path}:2: expected key=value" in str(refused.value) and "pw-7f3a" not in str(refused.value)
+
+
+def test_the_command_line_wins_over_the_file_and_the_file_over_the_default(tmp_path):
+    path = tmp_path / "client.properties"
+    path.write_text(CLIENT_PROPERTIES)
+    clients = ClientFactory.configure(None, ["client.id=from-x", "linger.ms=5"], path, "127.0.0.1:9092")
+    assert clients.bootstrap_servers == "kafka-1:9093"
+    assert clients.settings["client.id"] == "from-x" and clients.settings["linger.ms"] == "5"
+    assert clients.settings["sasl.password"] == "pw=with=equals" and "bootstrap.servers" not in clients.settings
+    assert ClientFactory.configure("b:1", (), path).bootstrap_servers == "b:1"
+    assert ClientFactory.configure(None, ["client.id=x"], None, "d:1") == ClientFactory("d:1", {"client.id": "x"})
+    with pytest.raises(ValueError, match="no bootstrap servers"):
+        ClientFactory.configure(None, ())
+
+
+def test_every_kafka_subcommand_takes_a_client_config_file(tmp_path):
+    import click
+
+    from fastpubsub.cli.common import connection_options
+
+    path = tmp_path / "client.properties"
+    path.write_text(CLIENT_PROPERTIES)
+    built = []
+    command = click.command()(connection_options(lambda clients: built.append(clients)))
+    assert CliRunner().invoke(command, ["--client-config", str(path), "-X", "client.id=x"]).exit_code == 0
+    assert built == [ClientFactory.configure(None, ["client.id=x"], path)]
+    path.write_text("security.protocol\n")
+    for args in (["topics"], ["subscribe", "a = 1", "--subscriber", "s"], ["unsubscribe", "--id", "1"],
+                 ["publish", "{}"], ["tail"], ["run"], ["patterns"], ["tables", "--table", "t:pubsub.tables.t:k"]):
+        result = CliRunner().invoke(main, [*args, "--client-config", str(path)])
+        assert result.exit_code == 2 and f"{path}:1: expected key=value" in result.output, (args, result.output)
 
 
 def test_the_settings_travel_as_data_source_options():
