@@ -6,7 +6,7 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
@@ -212,6 +212,39 @@ def _missing(clients: ClientFactory, name: str, timeout: float) -> str:
                     f"{f' as User:{user}' if user else ''}: grant it READ or WRITE on the topic (see the ACLs in "
                     f"docs/reliability.md)")
     return f"topic {name} does not exist on {clients.bootstrap_servers}; run `pubsub topics` first"
+
+
+def check_access(clients: ClientFactory | str, reads: Iterable[str], writes: Iterable[str],
+                 timeout: float = 10.0) -> None:
+    """A clear error naming each topic and operation this principal lacks: READ on ``reads``, WRITE on ``writes``.
+
+    Asked of the cluster once at start (the operations it reports the caller is authorized for), rather than learnt
+    from the first refused produce, which a transactional producer only reports as an aborted transaction.  A
+    cluster that reports no operations is not checked here."""
+    clients = ClientFactory.of(clients)
+    reads, writes = tuple(reads), tuple(writes)
+    client = clients.admin()  # held until the answers
+    futures = client.describe_topics(TopicCollection(list(dict.fromkeys(reads + writes))), request_timeout=timeout,
+                                     include_authorized_operations=True)
+    lacking = []
+    for name, future in futures.items():
+        try:
+            operations = future.result().authorized_operations
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                lacking.append(f"DESCRIBE topic {name}")
+            continue  # a missing topic is the start's own check to report
+        allowed = {op.name for op in operations or ()}
+        if not allowed or "ALL" in allowed:
+            continue
+        lacking += [f"{op} topic {name}" for op, topics in (("READ", reads), ("WRITE", writes))
+                    if name in topics and op not in allowed]
+    if lacking:
+        user = clients.settings.get("sasl.username")
+        raise RuntimeError(f"{f'User:{user}' if user else 'this client'} is not authorized to "
+                           f"{', '.join(lacking)} on {clients.bootstrap_servers}: grant it (an ACL, e.g. "
+                           f"kafka-acls --add --allow-principal User:{user or '...'} --operation "
+                           f"{lacking[0].split()[0]} --topic {lacking[0].split()[-1]})")
 
 
 def partitions_of(clients: ClientFactory | str, topic: str, timeout: float = 10.0) -> int:

@@ -32,6 +32,7 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, KafkaException, Message
 
 from fastpubsub.kafka import ClientFactory, Settings
+from fastpubsub.kafka.admin import check_access
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
@@ -144,6 +145,7 @@ class Host:
         task.prepare(self)  # the topics it needs, or a clear error
         warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
         topics = task.topics()
+        check_access(self.clients, topics.inputs, topics.outputs)  # a missing ACL named now, not a stalled loop
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
         transactional_id = cfg.transactional_id or slot.transactional_id
         self.limits = discover(self.clients, topics.outputs, topics.inputs, cfg.max_output_bytes,
