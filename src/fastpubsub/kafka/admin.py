@@ -216,13 +216,15 @@ def _missing(clients: ClientFactory, name: str, timeout: float) -> str:
 
 def check_access(clients: ClientFactory | str, reads: Iterable[str], writes: Iterable[str],
                  timeout: float = 10.0) -> None:
-    """A clear error naming each topic and operation this principal lacks: READ on ``reads``, WRITE on ``writes``.
+    """A clear error naming each topic and operation this principal lacks: READ on ``reads``, WRITE on ``writes``
+    (or :class:`ConnectionFailed` saying why the cluster does not answer).
 
     Asked of the cluster once at start (the operations it reports the caller is authorized for), rather than learnt
     from the first refused produce, which a transactional producer only reports as an aborted transaction.  A
     cluster that reports no operations is not checked here."""
     clients = ClientFactory.of(clients)
     reads, writes = tuple(reads), tuple(writes)
+    _listing(clients, timeout)  # the cluster answers, or an error that says why not
     client = clients.admin()  # held until the answers
     futures = client.describe_topics(TopicCollection(list(dict.fromkeys(reads + writes))), request_timeout=timeout,
                                      include_authorized_operations=True)
@@ -231,8 +233,9 @@ def check_access(clients: ClientFactory | str, reads: Iterable[str], writes: Ite
         try:
             operations = future.result().authorized_operations
         except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                lacking.append(f"DESCRIBE topic {name}")
+            if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:  # not even DESCRIBE
+                lacking += [f"{op} topic {name}" for op, topics in (("READ", reads), ("WRITE", writes))
+                            if name in topics]
             continue  # a missing topic is the start's own check to report
         allowed = {op.name for op in operations or ()}
         if not allowed or "ALL" in allowed:

@@ -142,10 +142,10 @@ class Host:
     def run(self) -> dict[str, Any]:
         """Run until :meth:`stop`; return the final statistics."""
         cfg, task = self.config, self.task
-        task.prepare(self)  # the topics it needs, or a clear error
-        warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
         topics = task.topics()
         check_access(self.clients, topics.inputs, topics.outputs)  # a missing ACL named now, not a stalled loop
+        task.prepare(self)  # the topics it needs, or a clear error
+        warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
         transactional_id = cfg.transactional_id or slot.transactional_id
         self.limits = discover(self.clients, topics.outputs, topics.inputs, cfg.max_output_bytes,
