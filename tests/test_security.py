@@ -37,7 +37,7 @@ TABLE_OPTION = "stock:pubsub.tables.stock:symbol:risk=number,per=number"
 def secured(tmp_path_factory) -> EmbeddedBroker:
     """The broker, its topics (made by admin, as an operator would), and every user's ACLs."""
     security = BrokerSecurity.create(tmp_path_factory.mktemp("security"),
-                                     [*GROUPS, "client", "no-dead-letters"])
+                                     [*GROUPS, "client", "no-dead-letters", "statistics"])
     with EmbeddedBroker(security=security) as broker:
         operator = broker.clients()
         admin.create_topics(operator)
@@ -49,6 +49,7 @@ def secured(tmp_path_factory) -> EmbeddedBroker:
         acls.grant(operator, "User:patterns", acls.patterns(GROUPS["patterns"]))
         acls.grant(operator, "User:tables", acls.tables(TABLES, GROUPS["tables"]))
         acls.grant(operator, "User:client", acls.client())
+        acls.grant(operator, "User:statistics", acls.statistics())
         whole = acls.processor("secure-partial")
         acls.grant(operator, "User:no-dead-letters",
                    acls.Access(whole.reads, tuple(t for t in whole.writes if t != DEAD_LETTER), whole.groups,
@@ -183,3 +184,24 @@ def test_no_user_but_admin_may_do_more_than_its_acls(secured):
     with pytest.raises(RuntimeError, match=f"WRITE topic {SUBSCRIPTIONS}"):
         admin.check_access(processor, (EVENTS,), (SUBSCRIPTIONS,))
     admin.check_access(processor, (EVENTS, SUBSCRIPTIONS), (NOTIFICATIONS, DEAD_LETTER))
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_the_statistics_job_reads_and_publishes_through_sasl_ssl(secured, tmp_path):
+    pytest.importorskip("pyspark")
+    from fastpubsub.kafka.statistics_topic import latest_snapshot
+    from fastpubsub.stats_job.statistics_job import run_statistics_job, spark_session
+
+    for price in range(20):
+        done = pubsub("publish", *as_user(secured, "client"), json.dumps({"name": f"s{price % 3}", "price": price}))
+        assert done.returncode == 0, done.stderr[-2000:]
+    spark = spark_session("local[2]", driver_memory="1g")
+    try:
+        job = run_statistics_job(secured.bootstrap_servers, output=None, spark=spark,
+                                 kafka_config=secured.security.settings("statistics"))
+    finally:
+        spark.stop()
+    assert job.statistics is not None and job.statistics.event_count >= 20
+    published = latest_snapshot(secured.clients("statistics"), EVENTS)
+    assert published is not None and published.event_count == job.statistics.event_count

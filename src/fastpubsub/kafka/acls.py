@@ -60,8 +60,8 @@ def grant(clients: ClientFactory, principal: str, access: Access, timeout: float
 def processor(group: str = "pubsub-processor") -> Access:
     """``pubsub run``: the subscriptions and events in, the statistics snapshots; notifications and dead letters
     out, in transactions."""
-    return Access(reads=(SUBSCRIPTIONS, EVENTS, STATISTICS), writes=(NOTIFICATIONS, DEAD_LETTER), groups=(group,),
-                  transactional_ids=(f"{group}-",))
+    return Access(reads=(SUBSCRIPTIONS, EVENTS, STATISTICS), writes=(NOTIFICATIONS, DEAD_LETTER),
+                  groups=(group, "pubsub-statistics-feed"), transactional_ids=(f"{group}-",))
 
 
 def patterns(group: str = "pubsub-patterns", changelog: str = PATTERN_CHANGELOG) -> Access:
@@ -85,3 +85,11 @@ def client() -> Access:
     letters read (``tail``'s group is ``pubsub-tail``, never committed), the declared tables checked."""
     return Access(reads=(NOTIFICATIONS, DEAD_LETTER, TABLE_SCHEMAS), writes=(SUBSCRIPTIONS, EVENTS),
                   groups=("pubsub-tail",), describe_configs=False)
+
+
+def statistics() -> Access:
+    """``pubsub stats``: the events read (by the driver and the Spark workers), the snapshots read and written
+    (their topic created beforehand); its consumers are assigned, never committed, but librdkafka still looks up
+    their groups' coordinator."""
+    return Access(reads=(EVENTS, STATISTICS), writes=(STATISTICS,),
+                  groups=("fastpubsub-spark-statistics", "fastpubsub-statistics-reader"), describe_configs=False)

@@ -59,6 +59,9 @@ def spark_session(master: str | None = None, driver_memory: str = "4g"):
     builder = SparkSession.builder.appName("fastpubsub-event-statistics")
     if master:
         builder = builder.master(master)
+    if master and master.startswith("local"):  # one machine: the driver, its block manager and web UI on loopback
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
     spark = (
         builder.config("spark.driver.memory", driver_memory)  # only effective when Python starts the JVM
         .config("spark.sql.shuffle.partitions", "8")
