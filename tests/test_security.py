@@ -193,9 +193,10 @@ def test_the_statistics_job_reads_and_publishes_through_sasl_ssl(secured, tmp_pa
     from fastpubsub.kafka.statistics_topic import latest_snapshot
     from fastpubsub.stats_job.statistics_job import run_statistics_job, spark_session
 
+    producer = secured.clients("client").producer()
     for price in range(20):
-        done = pubsub("publish", *as_user(secured, "client"), json.dumps({"name": f"s{price % 3}", "price": price}))
-        assert done.returncode == 0, done.stderr[-2000:]
+        producer.produce(EVENTS, json.dumps({"name": f"s{price % 3}", "price": price}).encode())
+    assert producer.flush(30) == 0
     spark = spark_session("local[2]", driver_memory="1g")
     try:
         job = run_statistics_job(secured.bootstrap_servers, output=None, spark=spark,
