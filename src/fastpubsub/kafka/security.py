@@ -28,6 +28,7 @@ from typing import Iterable
 
 ADMIN = "admin"
 MECHANISM = "SCRAM-SHA-512"
+CA_FILE, KEYSTORE_FILE = "ca.pem", "broker.pem"
 DAYS = 30
 _USER = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
@@ -54,7 +55,7 @@ class BrokerSecurity:
         try:
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o700)
-            if not (directory / "broker.pem").is_file():
+            if not (directory / KEYSTORE_FILE).is_file():
                 _certificates(directory)
             store = directory / "users.json"
             passwords = json.loads(store.read_text()) if store.is_file() else {}
@@ -68,18 +69,6 @@ class BrokerSecurity:
             _private(security.properties_file(user), "".join(f"{k}={v}\n" for k, v in security.settings(user).items()))
         return security
 
-    @property
-    def ca_file(self) -> Path:
-        return self.directory / "ca.pem"
-
-    @property
-    def keystore_file(self) -> Path:
-        return self.directory / "broker.pem"
-
-    @property
-    def admin_password(self) -> str:
-        return self.passwords[ADMIN]
-
     def properties_file(self, user: str) -> Path:
         """``<user>.properties``: what ``--client-config`` takes to connect as ``user``."""
         return self.directory / f"{user}.properties"
@@ -88,7 +77,7 @@ class BrokerSecurity:
         """librdkafka settings of a client of the ``SASL_SSL`` listener as ``user`` (``password``: another one)."""
         return {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM, "sasl.username": user,
                 "sasl.password": self.passwords[user] if password is None else password,
-                "ssl.ca.location": str(self.ca_file)}
+                "ssl.ca.location": str(self.directory / CA_FILE)}
 
     def scram_arguments(self) -> list[str]:
         """``kafka-storage format`` arguments that create every user's SCRAM credential with the cluster."""
@@ -100,8 +89,9 @@ class BrokerSecurity:
         ``CONTROLLER`` (SASL_PLAINTEXT, PLAIN, the admin user only) between nodes; the StandardAuthorizer with
         ``admin`` the only super user, so that every other user may do what its ACLs allow and nothing else."""
         host = "127.0.0.1"
+        password = self.passwords[ADMIN]
         plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-                 f'username="{ADMIN}" password="{self.admin_password}" user_{ADMIN}="{self.admin_password}";')
+                 f'username="{ADMIN}" password="{password}" user_{ADMIN}="{password}";')
         return {
             "listeners": f"CLIENT://{host}:{client_port},INTERNAL://{host}:{internal_port},"
                          f"CONTROLLER://{host}:{controller_port}",
@@ -118,7 +108,7 @@ class BrokerSecurity:
             "listener.name.client.scram-sha-512.sasl.jaas.config":
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             "listener.name.client.ssl.keystore.type": "PEM",
-            "listener.name.client.ssl.keystore.location": str(self.keystore_file),
+            "listener.name.client.ssl.keystore.location": str(self.directory / KEYSTORE_FILE),
             "listener.name.client.ssl.client.auth": "none",
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": f"User:{ADMIN}",
@@ -148,14 +138,14 @@ def _certificates(directory: Path) -> None:
     old = os.umask(0o077)
     key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")  # P-256: made at once
     try:
-        _openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", str(DAYS),
+        _openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", CA_FILE, "-days", str(DAYS),
                  "-subj", "/CN=fastpubsub test CA", cwd=directory)
         _openssl("req", *key, "-keyout", "broker.key", "-out", "broker.csr", "-subj", "/CN=127.0.0.1", cwd=directory)
         (directory / "broker.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-        _openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        _openssl("x509", "-req", "-in", "broker.csr", "-CA", CA_FILE, "-CAkey", "ca.key", "-CAcreateserial",
                  "-out", "broker.crt", "-days", str(DAYS), "-extfile", "broker.ext", cwd=directory)
-        _private(directory / "broker.pem", "".join((directory / name).read_text()
-                                                   for name in ("broker.key", "broker.crt", "ca.pem")))
+        _private(directory / KEYSTORE_FILE, "".join((directory / name).read_text()
+                                                     for name in ("broker.key", "broker.crt", CA_FILE)))
     finally:
         os.umask(old)
     for name in ("broker.csr", "broker.ext", "broker.key", "broker.crt", "ca.srl"):
