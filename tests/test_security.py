@@ -40,7 +40,8 @@ def secured(tmp_path_factory) -> EmbeddedBroker:
                                      [*GROUPS, "client", "no-dead-letters", "statistics"])
     with EmbeddedBroker(security=security) as broker:
         operator = broker.clients()
-        admin.create_topics(operator)
+        done = pubsub("topics", *as_user(broker, "admin"))
+        assert done.returncode == 0, done.stderr[-2000:]
         client = operator.admin()
         for future in client.create_topics([NewTopic(t, 1, -1, config={"cleanup.policy": "compact"})
                                             for t in TABLES.values()]).values():
@@ -144,6 +145,8 @@ def test_the_services_and_the_commands_work_through_sasl_ssl_each_with_only_its_
         assert [[e["event"]["price"] for e in n["events"]] for n in by["carol"]] == [[100, 110]]
         assert [n["value"] for n in by["dave"]] == [None, 17.5]
         assert len(seen) == 4
+        done = pubsub("unsubscribe", *client, "--id", "1")
+        assert done.returncode == 0, done.stderr[-2000:]
         shown = [s.metrics() for s in services]
     finally:
         stopped = [s.stop() for s in services]
