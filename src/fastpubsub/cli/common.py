@@ -28,7 +28,8 @@ def connection_options(command: Callable) -> Callable:
     @click.option("--bootstrap-servers", "-b", envvar="PUBSUB_BOOTSTRAP_SERVERS", default=None,
                   help=f"Kafka bootstrap servers (env PUBSUB_BOOTSTRAP_SERVERS; else bootstrap.servers of "
                        f"--client-config; else {DEFAULT_BOOTSTRAP}).")
-    @click.option("--client-config", "client_config_file", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
+    @click.option("--client-config", "client_config_file", type=click.Path(exists=True, dir_okay=False),
+                  default=None, metavar="FILE",
                   help="librdkafka settings for every Kafka client, one key=value a line (a Kafka client "
                        "properties file: # comments); -X wins over it.")
     @click.option("-X", "client_config", multiple=True, metavar="KEY=VALUE",
