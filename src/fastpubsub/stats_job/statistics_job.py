@@ -28,6 +28,7 @@ from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
 from fastpubsub.wire.topics import EVENTS, STATISTICS
+from fastpubsub.runtime.atomic_file import write_atomically
 from fastpubsub.wire.printable import log_to_stderr
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize
@@ -151,9 +152,7 @@ def run_statistics_job(
     if output is not None:
         path = Path(output)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(stats.to_record(), indent=1) + "\n")
-        tmp.replace(path)
+        write_atomically(path, [(json.dumps(stats.to_record(), indent=1) + "\n").encode()], mode=0o644)
         log.info("wrote %s", path)
     published = None
     if publish:
