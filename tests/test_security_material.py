@@ -40,3 +40,12 @@ def test_a_secured_node_listens_with_authentication_only_and_has_one_super_user(
     assert all(f"{name}://127.0.0.1:" in props["listeners"] for name in protocols)
     assert props["super.users"] == f"User:{ADMIN}" and props["allow.everyone.if.no.acl.found"] == "false"
     assert props["listener.name.client.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+
+
+def test_pubsub_broker_creates_users_on_a_secured_broker_only():
+    from click.testing import CliRunner
+
+    from fastpubsub.cli import main
+
+    result = CliRunner().invoke(main, ["broker", "--user", "processor"])
+    assert result.exit_code == 2 and "give --security DIR too" in result.output
