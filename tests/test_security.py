@@ -104,7 +104,7 @@ class Service:
         return self.proc.returncode, self.out.read_text() + self.err.read_text()
 
 
-def notifications(broker: EmbeddedBroker, count: int, timeout: float = 60) -> list[dict]:
+def notifications(broker: EmbeddedBroker, count: int, timeout: float = 120) -> list[dict]:
     """``pubsub tail --from-beginning`` as the client user, until ``count`` notifications (and a moment more)."""
     deadline, seen = time.monotonic() + timeout, []
     while len(seen) < count and time.monotonic() < deadline:
@@ -119,7 +119,7 @@ def test_the_services_and_the_commands_work_through_sasl_ssl_each_with_only_its_
                 Service(secured, "patterns", "patterns", directory=tmp_path),
                 Service(secured, "tables", "tables", "--table", TABLE_OPTION, directory=tmp_path)]
     try:
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + 240  # a loaded machine: three services start at once
         while not all(s.ready() for s in services):
             assert time.monotonic() < deadline, "the services were not ready in time"
             time.sleep(0.5)
@@ -136,6 +136,8 @@ def test_the_services_and_the_commands_work_through_sasl_ssl_each_with_only_its_
             assert done.returncode == 0, (args, done.stdout, done.stderr[-2000:])
             if args[0] == "publish" and "IBM" in args[-1]:
                 time.sleep(1.1)  # the second event later in event time: "next" needs a later one
+        first = notifications(secured, 3)
+        assert len(first) == 3, first  # alice's, carol's, and dave's first answer (no row yet)
         operator_producer = secured.clients().producer()
         operator_producer.produce(TABLES["stock"], b'{"symbol": "IBM", "risk": 42, "per": 17.5}', b"IBM")
         assert operator_producer.flush(30) == 0
