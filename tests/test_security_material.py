@@ -49,3 +49,27 @@ def test_pubsub_broker_creates_users_on_a_secured_broker_only():
 
     result = CliRunner().invoke(main, ["broker", "--user", "processor"])
     assert result.exit_code == 2 and "give --security DIR too" in result.output
+
+
+def test_the_documented_acls_are_those_kafka_acls_grants():
+    """docs/reliability.md's table (principal, resource, operation) names each topic each service reads and writes."""
+    from pathlib import Path
+
+    from fastpubsub.kafka import acls
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reliability.md").read_text()
+    table = text[text.index("| principal | resource | operation |"):].split("\n\n")[0].splitlines()[2:]
+    blocks: dict[str, list[tuple[str, str]]] = {}
+    for row in table:
+        principal, resource, operation = (cell.strip() for cell in row.strip("|").split("|"))
+        if principal:
+            current = blocks.setdefault(principal.split("`")[1], [])
+        current.append((resource, operation))
+    expected = {"pubsub run": acls.processor("G"), "pubsub patterns": acls.patterns("G"),
+                "pubsub tables": acls.tables({"T": "X"}, "G"), "pubsub subscribe": acls.client(),
+                "pubsub stats": acls.statistics()}
+    for command, access in expected.items():
+        for kind, _, name, operation in access.rows():
+            if kind == "TOPIC" and operation in ("READ", "WRITE", "CREATE"):
+                assert any(f"`{name}`" in resource and operation in documented
+                           for resource, documented in blocks[command]), (command, name, operation)
