@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from fastpubsub.kafka import clients
 from fastpubsub.kafka.delivery import Delivery, DeliveryError
@@ -14,6 +14,7 @@ class FakeProducer:
 
     transactions = False
     fail = False
+    error = KafkaError._MSG_TIMED_OUT  # what a failed delivery reports
 
     def __init__(self, config: dict) -> None:
         self.config, self.calls, self._queue = config, [], []
@@ -27,12 +28,12 @@ class FakeProducer:
         self.calls.append("begin")
 
     def produce(self, topic, value, key, on_delivery) -> None:
-        self._queue.append(on_delivery)
+        self._queue.append((on_delivery, topic))
         self.calls.append(("produce", topic))
 
     def flush(self, timeout: float) -> int:
-        for callback in self._queue:
-            callback(KafkaError(KafkaError._MSG_TIMED_OUT) if self.fail else None, None)
+        for callback, topic in self._queue:
+            callback(KafkaError(self.error) if self.fail else None, Message(topic=topic))
         self._queue.clear()
         self.calls.append("flush")
         return 0
@@ -64,6 +65,7 @@ class FakeConsumer:
 def fake(monkeypatch):
     monkeypatch.setattr(clients, "Producer", FakeProducer)  # the factory builds every producer
     FakeProducer.transactions = FakeProducer.fail = False
+    FakeProducer.error = KafkaError._MSG_TIMED_OUT
     return FakeProducer
 
 
@@ -101,6 +103,14 @@ def test_a_failed_delivery_leaves_the_offsets_uncommitted(fake):
     with pytest.raises(DeliveryError, match="1 records failed delivery"):
         d.commit(consumer, OFFSETS)
     assert consumer.committed == []
+
+
+def test_a_write_the_cluster_does_not_authorize_names_its_topic_and_operation(fake):
+    d, consumer = Delivery(CLIENTS, "at-least-once"), FakeConsumer()
+    fake.fail, fake.error = True, KafkaError.TOPIC_AUTHORIZATION_FAILED
+    d.produce("pubsub.dead-letter", b"k", b"v")
+    with pytest.raises(DeliveryError, match="not authorized to WRITE topic pubsub.dead-letter"):
+        d.commit(consumer, OFFSETS)
 
 
 def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):

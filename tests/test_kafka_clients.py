@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import signal
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from click.testing import CliRunner
-from kafka_helpers import send
+from kafka_helpers import read_all, send, wait_processed
 
 from fastpubsub.cli import main
 from fastpubsub.kafka import ClientFactory, parse_settings
+from fastpubsub.kafka.clients import read_properties
+from fastpubsub.kafka.broker import child_preexec, free_port
 from fastpubsub.services.events.processor import Processor, ProcessorConfig
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
@@ -34,6 +42,87 @@ def test_bootstrap_servers_are_not_a_setting_and_bad_items_are_named():
     with pytest.raises(ValueError, match="'security.protocol'"):
         parse_settings(["client.id=x", "security.protocol"])
     assert parse_settings(["sasl.password=a=b"]) == {"sasl.password": "a=b"}
+
+
+SECRETS = {"sasl.password": "pw-7f3a", "ssl.key.password": "kp-19c2", "sasl.oauthbearer.client.secret": "cs-5e8d"}
+
+
+def test_secrets_never_show_in_a_factory_a_service_configuration_or_an_error():
+    from fastpubsub.services.patterns.config import PatternServiceConfig
+    from fastpubsub.services.tables.config import TableServiceConfig
+    from fastpubsub.services.tables.declarations import TableDeclaration
+
+    settings = parse_settings([f"{k}={v}" for k, v in SECRETS.items()] + ["client.id=shown"])
+    clients = ClientFactory("b:1", settings)
+    assert clients.producer_config()["sasl.password"] == "pw-7f3a"  # the clients get them
+    shown = [repr(settings), repr(clients), str(clients), repr(ProcessorConfig("b:1", client_config=dict(settings))),
+             repr(PatternServiceConfig("b:1", client_config=dict(settings))),
+             repr(TableServiceConfig("b:1", [TableDeclaration.parse("t:pubsub.tables.t:k")], client_config=dict(settings)))]
+    for text in shown:
+        assert "client.id': 'shown'" in text and "'sasl.password': '***'" in text, text
+        assert not [v for v in SECRETS.values() if v in text], text
+    with pytest.raises(ValueError) as refused:
+        parse_settings(["sasl.password:pw-7f3a"])
+    assert "pw-7f3a" not in str(refused.value)
+
+
+CLIENT_PROPERTIES = """\
+# a Kafka client properties file
+bootstrap.servers=kafka-1:9093
+security.protocol = SASL_SSL
+! also a comment
+sasl.mechanism: SCRAM-SHA-512
+sasl.username=svc
+sasl.password=pw=with=equals
+ssl.ca.location=/etc/kafka/\\
+  ca.pem
+client.id=from-file
+
+"""
+
+
+def test_a_client_properties_file_reads_as_kafka_users_write_it(tmp_path):
+    path = tmp_path / "client.properties"
+    path.write_text(CLIENT_PROPERTIES)
+    assert read_properties(path) == {
+        "bootstrap.servers": "kafka-1:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "svc", "sasl.password": "pw=with=equals", "ssl.ca.location": "/etc/kafka/ca.pem",
+        "client.id": "from-file"}
+    path.write_text("client.id=a\nsasl.password pw-7f3a\n")
+    with pytest.raises(ValueError) as refused:
+        read_properties(path)
+    assert f"{path}:2: expected key=value" in str(refused.value) and "pw-7f3a" not in str(refused.value)
+
+
+def test_the_command_line_wins_over_the_file_and_the_file_over_the_default(tmp_path):
+    path = tmp_path / "client.properties"
+    path.write_text(CLIENT_PROPERTIES)
+    clients = ClientFactory.configure(None, ["client.id=from-x", "linger.ms=5"], path, "127.0.0.1:9092")
+    assert clients.bootstrap_servers == "kafka-1:9093"
+    assert clients.settings["client.id"] == "from-x" and clients.settings["linger.ms"] == "5"
+    assert clients.settings["sasl.password"] == "pw=with=equals" and "bootstrap.servers" not in clients.settings
+    assert ClientFactory.configure("b:1", (), path).bootstrap_servers == "b:1"
+    assert ClientFactory.configure(None, ["client.id=x"], None, "d:1") == ClientFactory("d:1", {"client.id": "x"})
+    with pytest.raises(ValueError, match="no bootstrap servers"):
+        ClientFactory.configure(None, ())
+
+
+def test_every_kafka_subcommand_takes_a_client_config_file(tmp_path):
+    import click
+
+    from fastpubsub.cli.common import connection_options
+
+    path = tmp_path / "client.properties"
+    path.write_text(CLIENT_PROPERTIES)
+    built = []
+    command = click.command()(connection_options(lambda clients: built.append(clients)))
+    assert CliRunner().invoke(command, ["--client-config", str(path), "-X", "client.id=x"]).exit_code == 0
+    assert built == [ClientFactory.configure(None, ["client.id=x"], path)]
+    path.write_text("security.protocol\n")
+    for args in (["topics"], ["subscribe", "a = 1", "--subscriber", "s"], ["unsubscribe", "--id", "1"],
+                 ["publish", "{}"], ["tail"], ["run"], ["patterns"], ["tables", "--table", "t:pubsub.tables.t:k"]):
+        result = CliRunner().invoke(main, [*args, "--client-config", str(path)])
+        assert result.exit_code == 2 and f"{path}:1: expected key=value" in result.output, (args, result.output)
 
 
 def test_the_settings_travel_as_data_source_options():
@@ -125,3 +214,61 @@ def test_no_module_but_the_factory_builds_a_client():
                 if name in builders:
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     assert found and all(f.startswith("src/fastpubsub/kafka/clients.py:") for f in found), found
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses with a socket listening on ``port`` (``/proc/net/tcp``, ``/proc/net/tcp6``)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.read().splitlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                    raw = bytes.fromhex(address)
+                    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # host-order words
+                    found.add(str(ipaddress.ip_address(words)))
+    return found
+
+
+@pytest.mark.broker
+def test_a_service_given_secrets_never_emits_them(bootstrap, group_id, tmp_path):
+    """``pubsub run -X sasl.password=...``: neither its log, its output, /metrics, /healthz, /readyz nor
+    its dead letters carry a secret; /metrics listens on 127.0.0.1 only."""
+    send(bootstrap, topics.SUBSCRIPTIONS, [
+        ("1", codecs.encode_subscription(Subscription("alice", [("n", ">=", 0)]))),
+        ("2", b'{"subscriber": "eve", "predicates": [["n", "~", 1]]}'),  # dead-lettered
+    ])
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", group_id, "--log-level", "info",
+         "--progress-interval", "1", "--metrics-port", str(port), *[a for k, v in SECRETS.items() for a in ("-X", f"{k}={v}")]],
+        stdout=(tmp_path / "out").open("w"), stderr=(tmp_path / "err").open("w"), preexec_fn=child_preexec)
+    try:
+        base, shown = f"http://127.0.0.1:{port}", []
+        deadline = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "err").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{base}/readyz", timeout=5) as answer:
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        assert listening_addresses(port) == {"127.0.0.1"}
+        send(bootstrap, topics.EVENTS, [(b"e", codecs.encode_event({"n": 1})), (b"bad", b"\x07garbage")])
+        wait_processed(bootstrap, group_id)
+        for path in ("/metrics", "/healthz", "/readyz"):
+            with urllib.request.urlopen(base + path, timeout=5) as answer:
+                shown.append(answer.read().decode())
+        assert "pubsub_events_total 1.0" in shown[0]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out, err = (tmp_path / "out").read_text(), (tmp_path / "err").read_text()
+    letters = [r.value() for r in read_all(bootstrap, topics.DEAD_LETTER)]
+    assert proc.returncode == 0 and "dead letter" in err and len(letters) >= 2
+    emitted = "\n".join([out, err, *shown, *(repr(letter) for letter in letters)])
+    assert not [v for v in SECRETS.values() if v in emitted]

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -180,6 +181,58 @@ def test_every_service_serves_metrics_on_the_port_given(command):
         result = CliRunner().invoke(main, [*command, "-b", "127.0.0.1:1", "--metrics-port", str(port),
                                            "--stall-seconds", "30"])
     assert result.exit_code == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in result.output
+
+
+def closed_by_peer(conn: socket.socket) -> bool:
+    """True once the server has closed ``conn`` (end of stream or reset), False while it still waits on it."""
+    conn.settimeout(0.05)
+    try:
+        return conn.recv(1024) == b""
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+
+
+def test_half_sent_requests_are_cut_after_the_deadline_and_never_hold_more_than_the_limit_of_threads():
+    """100 connections that send half a request: at most ``limit`` are served (threads), the rest closed at once;
+    after the deadline every one is closed, and a whole request is answered again."""
+    server = MetricsServer(Metrics(), 0, seconds=1.0, limit=8).start()
+    threads = threading.active_count()
+    slow = []
+    try:
+        for _ in range(100):
+            conn = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # no blank line: the headers never end
+            slow.append(conn)
+        time.sleep(0.3)
+        assert threading.active_count() <= threads + 8
+        time.sleep(1.5)
+        assert all(closed_by_peer(conn) for conn in slow)
+        assert threading.active_count() <= threads
+        assert get(f"http://127.0.0.1:{server.port}/metrics")[0] == 200
+    finally:
+        for conn in slow:
+            conn.close()
+        server.stop()
+
+
+def test_a_request_sent_a_byte_at_a_time_is_cut_at_the_deadline_however_often_it_sends():
+    server = MetricsServer(Metrics(), 0, seconds=1.0).start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
+            started = time.monotonic()
+            for byte in b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100:
+                if closed_by_peer(conn):
+                    break
+                try:
+                    conn.sendall(bytes([byte]))
+                except ConnectionError:
+                    break
+                time.sleep(0.2)  # each read is answered well within the deadline
+            assert time.monotonic() - started < 2.5
+    finally:
+        server.stop()
 
 
 # --- through the broker ---------------------------------------------------------------------

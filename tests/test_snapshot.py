@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 
 import numpy as np
@@ -266,3 +267,22 @@ def test_the_offsets_a_snapshot_records_only_move_on(records_and_passed, data):
             last[p] = next_offset[p]
         state.apply_columns(applied, [m.key() for m in applied], [m.value() for m in applied], passed)
         assert state.offsets == last
+
+
+def test_links_planted_in_the_snapshot_directory_are_neither_followed_nor_overwritten(tmp_path):
+    """A writable ``--snapshot-dir`` shared with others: links at every name a predictable temporary file could
+    have, and at the snapshot's own name, leave their targets as they were; the snapshot is written and loads."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"not yours")
+    directory = tmp_path / "snapshots"
+    directory.mkdir()
+    target = snapshot.path_of(directory)
+    for pid in range(os.getpid() - 64, os.getpid() + 64):  # a name from the writer's pid is predictable
+        (directory / f".{target.name}.tmp-{pid}").symlink_to(victim)
+    target.symlink_to(victim)
+    state = a_state()
+    snapshot.write(directory, state, a_store(), {0: 3}, partitions=4)
+    assert victim.read_bytes() == b"not yours"
+    assert not target.is_symlink()
+    assert len(snapshot.read(directory, 4, "dynamic", ValidEventStore()).state) == len(state)
+    assert not [p for p in directory.iterdir() if not p.is_symlink() and p != target]  # no temporary file left

@@ -423,7 +423,9 @@ def test_pubsub_stats_is_the_job_command_line():
     out = CliRunner().invoke(main, ["stats", "--help"])
     assert out.exit_code == 0 and out.output.startswith("usage: pubsub stats")
     for option in ("--bootstrap-servers", "PUBSUB_BOOTSTRAP_SERVERS", "default 127.0.0.1:9092", "--every", "--master",
-                   "--no-publish", "--output", "-X KEY=VALUE"):
+                   "--no-publish", "--output", "-X KEY=VALUE", "--client-config FILE"):
         assert option in out.output, option
     bad = CliRunner().invoke(main, ["stats", "--every", "10m", "--from", "earliest"])
     assert bad.exit_code == 2 and "--every reads what is new since the last run" in bad.output
+    bad = CliRunner().invoke(main, ["stats", "--client-config", "/nonexistent/client.properties"])
+    assert bad.exit_code == 2 and "/nonexistent/client.properties" in bad.output

@@ -10,6 +10,7 @@ from fastpubsub.kafka import admin
 from fastpubsub.kafka import distribution
 from fastpubsub.kafka.broker import DEFAULT_HEAP, EmbeddedBroker, valid_node_count
 from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
+from fastpubsub.kafka.security import BrokerSecurity
 
 from .common import connection_options, on_signals
 
@@ -27,11 +28,20 @@ from .common import connection_options, on_signals
               help=f"An unpacked Apache Kafka distribution to run (env {KAFKA_HOME_ENV}); default: the version "
                    "fastpubsub pins, fetched once by Maven into ~/.cache/fastpubsub.")
 @click.option("--fetch-only", is_flag=True, help="Fetch the pinned Apache Kafka into the cache and exit.")
-def broker(port: int, nodes: int, data_dir: str | None, heap: str, kafka_home: str | None, fetch_only: bool) -> None:
+@click.option("--security", "security_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Clients connect through SASL_SSL (SCRAM-SHA-512 over TLS) only, with ACLs enforced: the CA, the "
+                   "broker's certificate, the users' passwords and a client configuration file per user "
+                   "(DIR/USER.properties, for --client-config) are made in DIR, or taken from it.")
+@click.option("--user", "users", multiple=True, metavar="NAME",
+              help="With --security: a user besides admin (the only super user), created with the cluster; "
+                   "repeatable.  Grant it ACLs as admin.")
+def broker(port: int, nodes: int, data_dir: str | None, heap: str, kafka_home: str | None, fetch_only: bool,
+           security_dir: str | None, users: tuple[str, ...]) -> None:
     """Run Apache Kafka in KRaft mode on 127.0.0.1 in the foreground until Ctrl-C or SIGTERM.
 
     Prints the bootstrap servers (to use with --bootstrap-servers) once the
-    cluster answers metadata requests and accepts transactions.  Needs Java
+    cluster answers metadata requests and accepts transactions; with
+    --security, then the client configuration file of each user.  Needs Java
     17 or newer; the jars come from --kafka-home, or from Maven Central once
     (`make install` fetches them).
     """
@@ -40,8 +50,12 @@ def broker(port: int, nodes: int, data_dir: str | None, heap: str, kafka_home: s
             dist = distribution.resolve(kafka_home)
             click.echo(f"Apache Kafka {dist.version}: {dist.libs}")
             return
+        if users and security_dir is None:
+            raise click.BadParameter("users are created on a secured broker only: give --security DIR too",
+                                     param_hint="--user")
+        security = None if security_dir is None else BrokerSecurity.create(security_dir, users)
         b = EmbeddedBroker(port or None, nodes=valid_node_count(nodes), data_dir=data_dir, heap=heap,
-                           kafka_home=kafka_home)
+                           kafka_home=kafka_home, security=security)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--nodes") from None
     except (RuntimeError, OSError) as exc:
@@ -59,6 +73,9 @@ def broker(port: int, nodes: int, data_dir: str | None, heap: str, kafka_home: s
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(b.bootstrap_servers, nl=True)
+    if b.security is not None:
+        for user in b.security.passwords:
+            click.echo(f"{user}: --client-config {b.security.properties_file(user)}")
     sys.stdout.flush()
     code = b.wait()
     b.stop()

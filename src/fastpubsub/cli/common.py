@@ -13,27 +13,35 @@ from typing import Any, Callable
 
 import click
 
-from fastpubsub.kafka import ClientFactory, parse_settings
+from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.admin import require
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS, MetricsServer
+from fastpubsub.wire.printable import log_to_stderr
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def connection_options(command: Callable) -> Callable:
-    """``--bootstrap-servers`` and repeatable ``-X KEY=VALUE``, given to the command as one ``clients`` factory."""
+    """``--bootstrap-servers``, ``--client-config FILE`` and repeatable ``-X KEY=VALUE``, given to the command as
+    one ``clients`` factory (``ClientFactory.configure``: the file's settings under -X's)."""
 
-    @click.option("--bootstrap-servers", "-b", envvar="PUBSUB_BOOTSTRAP_SERVERS", default=DEFAULT_BOOTSTRAP,
-                  show_default=True, help="Kafka bootstrap servers (env PUBSUB_BOOTSTRAP_SERVERS).")
+    @click.option("--bootstrap-servers", "-b", envvar="PUBSUB_BOOTSTRAP_SERVERS", default=None,
+                  help=f"Kafka bootstrap servers (env PUBSUB_BOOTSTRAP_SERVERS; else bootstrap.servers of "
+                       f"--client-config; else {DEFAULT_BOOTSTRAP}).")
+    @click.option("--client-config", "client_config_file", type=click.Path(exists=True, dir_okay=False),
+                  default=None, metavar="FILE",
+                  help="librdkafka settings for every Kafka client, one key=value a line (a Kafka client "
+                       "properties file: # comments); -X wins over it.")
     @click.option("-X", "client_config", multiple=True, metavar="KEY=VALUE",
                   help="Extra librdkafka setting for every Kafka client (e.g. -X security.protocol=SASL_SSL); "
                        "repeatable.")
     @functools.wraps(command)
-    def wrapper(*args, bootstrap_servers: str, client_config: tuple[str, ...], **kwargs):
+    def wrapper(*args, bootstrap_servers: str | None, client_config: tuple[str, ...], client_config_file: str | None,
+                **kwargs):
         try:
-            clients = ClientFactory(bootstrap_servers, parse_settings(client_config))
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="-X") from None
+            clients = ClientFactory.configure(bootstrap_servers, client_config, client_config_file, DEFAULT_BOOTSTRAP)
+        except (OSError, ValueError) as exc:
+            raise click.BadParameter(str(exc), param_hint="-X or --client-config") from None
         return command(*args, clients=clients, **kwargs)
 
     return wrapper
@@ -77,7 +85,8 @@ log_level_option = click.option("--log-level", default="info", show_default=True
 
 
 def setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    """Log to stderr, one line per record, control characters escaped (records quote untrusted input)."""
+    log_to_stderr(level.upper(), "%(asctime)s %(name)s %(levelname)s %(message)s")
 
 
 def on_signals(handler: Callable[[], None]) -> None:

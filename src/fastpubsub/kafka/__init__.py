@@ -11,6 +11,6 @@
 * ``broker``: Apache Kafka on loopback (KRaft, one node or three), what the demo and the tests start.
 """
 
-from .clients import ClientFactory, parse_settings
+from .clients import ClientFactory, Settings, parse_settings
 
-__all__ = ["ClientFactory", "parse_settings"]
+__all__ = ["ClientFactory", "Settings", "parse_settings"]

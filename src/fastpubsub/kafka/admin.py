@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import ssl
 import time
 from dataclasses import dataclass
+from typing import Any, Iterable
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from fastpubsub.wire.topics import ALL, FIXED_PARTITIONS, REQUIRED, config_of
@@ -118,22 +121,131 @@ def cleanup_policies(client: AdminClient, timeout: float = 10.0, names: tuple[st
     return out
 
 
+class ConnectionFailed(RuntimeError):
+    """No answer from the cluster, and why: authentication refused, TLS failed, a plaintext client at a TLS port."""
+
+
+#: librdkafka errors that no retry mends: the client's settings are wrong.
+_REFUSED = (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL)
+
+
+def _listing(clients: ClientFactory, timeout: float) -> Any:
+    """Every topic's metadata as this principal may see it; :class:`ConnectionFailed` saying why not, at once when
+    the broker refused the client's credentials or its TLS."""
+    seen: list[KafkaError] = []
+    client = clients.admin(error_cb=seen.append)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.list_topics(timeout=max(0.5, min(1.0, deadline - time.monotonic())))
+        except KafkaException as exc:
+            client.poll(0)  # serves error_cb
+            refused = [e for e in seen if e.code() in _REFUSED]
+            tls = _protocol(clients).endswith("PLAINTEXT") and _speaks_tls(clients.bootstrap_servers)
+            if refused or tls or time.monotonic() >= deadline:
+                raise ConnectionFailed(_why(clients, exc.args[0], refused, tls)) from None
+
+
+def _protocol(clients: ClientFactory) -> str:
+    return str(clients.settings.get("security.protocol", "plaintext")).upper()
+
+
+def _speaks_tls(bootstrap_servers: str, timeout: float = 2.0) -> bool:
+    """Whether the first bootstrap server completes a TLS handshake (certificate unchecked: only the protocol is
+    asked about), which a client without TLS could not talk to."""
+    host, _, port = bootstrap_servers.split(",")[0].strip().rpartition(":")
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw, \
+                context.wrap_socket(raw, server_hostname=host.strip("[]") or None):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _why(clients: ClientFactory, error: KafkaError, refused: list[KafkaError], tls: bool) -> str:
+    settings, protocol = clients.settings, _protocol(clients)
+    where = f"cannot connect to {clients.bootstrap_servers} ({protocol}"
+    where += f", {settings.get('sasl.mechanism', 'GSSAPI')} as {settings.get('sasl.username', '?')})" \
+        if protocol.startswith("SASL") else ")"
+    for e in refused:
+        if e.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            return f"{where}: authentication failed: {e.str()}"
+        if e.code() == KafkaError._SSL:
+            return f"{where}: TLS failed: {e.str()}"
+    if tls:
+        return (f"{where}: the broker speaks TLS there; set security.protocol=SSL or SASL_SSL (and ssl.ca.location "
+                f"to its CA)")
+    return f"{where}: {error.str()}"
+
+
 def require(clients: ClientFactory | str, names: tuple[str, ...] = REQUIRED, timeout: float = 10.0) -> dict[str, int]:
-    """Partitions of each topic; a clear error if one is missing.
+    """Partitions of each topic; a clear error if one is missing, not authorized, or the cluster cannot be reached
+    (:class:`ConnectionFailed`).
 
     Lists all topics rather than asking for these: asking for a topic by name
     auto-creates it on brokers that allow that (``auto.create.topics.enable``),
-    without the configuration of ``wire.topics``.
+    without the configuration of ``wire.topics``.  A topic the principal may not
+    describe is left out of that list, so a missing one is asked about alone, in a
+    request that never creates it (``describe_topics``).
     """
     clients = ClientFactory.of(clients)
-    metadata = clients.admin().list_topics(timeout=timeout)
+    metadata = _listing(clients, timeout)
     out = {}
     for name in names:
         t = metadata.topics.get(name)
         if t is None or t.error is not None:
-            raise RuntimeError(f"topic {name} does not exist on {clients.bootstrap_servers}; run `pubsub topics` first")
+            raise RuntimeError(_missing(clients, name, timeout))
         out[name] = len(t.partitions)
     return out
+
+
+def _missing(clients: ClientFactory, name: str, timeout: float) -> str:
+    user = clients.settings.get("sasl.username")
+    client = clients.admin()  # held until the answer: a client that is gone answers nothing
+    try:
+        client.describe_topics(TopicCollection([name]), request_timeout=timeout)[name].result()
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return (f"not authorized to describe topic {name} on {clients.bootstrap_servers}"
+                    f"{f' as User:{user}' if user else ''}: grant it READ or WRITE on the topic (see the ACLs in "
+                    f"docs/reliability.md)")
+    return f"topic {name} does not exist on {clients.bootstrap_servers}; run `pubsub topics` first"
+
+
+def check_access(clients: ClientFactory | str, reads: Iterable[str], writes: Iterable[str],
+                 timeout: float = 10.0) -> None:
+    """A clear error naming each topic and operation this principal lacks: READ on ``reads``, WRITE on ``writes``
+    (or :class:`ConnectionFailed` saying why the cluster does not answer).
+
+    Asked of the cluster once at start (the operations it reports the caller is authorized for), rather than learnt
+    from the first refused produce, which a transactional producer only reports as an aborted transaction.  A
+    cluster that reports no operations is not checked here."""
+    clients = ClientFactory.of(clients)
+    reads, writes = tuple(reads), tuple(writes)
+    _listing(clients, timeout)  # the cluster answers, or an error that says why not
+    client = clients.admin()  # held until the answers
+    futures = client.describe_topics(TopicCollection(list(dict.fromkeys(reads + writes))), request_timeout=timeout,
+                                     include_authorized_operations=True)
+    lacking = []
+    for name, future in futures.items():
+        try:
+            allowed = {op.name for op in future.result().authorized_operations or ()}
+            if not allowed or "ALL" in allowed:
+                continue
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                continue  # a missing topic is the start's own check to report
+            allowed = set()  # not even DESCRIBE
+        lacking += [f"{op} topic {name}" for op, topics in (("READ", reads), ("WRITE", writes))
+                    if name in topics and op not in allowed]
+    if lacking:
+        user = clients.settings.get("sasl.username")
+        raise RuntimeError(f"{f'User:{user}' if user else 'this client'} is not authorized to "
+                           f"{', '.join(lacking)} on {clients.bootstrap_servers}: grant it (an ACL, e.g. "
+                           f"kafka-acls --add --allow-principal User:{user or '...'} --operation "
+                           f"{lacking[0].split()[0]} --topic {lacking[0].split()[-1]})")
 
 
 def partitions_of(clients: ClientFactory | str, topic: str, timeout: float = 10.0) -> int:

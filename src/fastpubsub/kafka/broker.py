@@ -7,6 +7,11 @@ ports the clients use.  Three nodes give what a production cluster gives a topic
 ``min.insync.replicas`` 2 by the cluster's defaults, so ``pubsub topics`` and every service that creates a topic get
 them without being told, and any one node can die.
 
+With ``security`` (``kafka.security.BrokerSecurity``, ``pubsub broker --security DIR``) each node's clients connect
+through a ``SASL_SSL`` listener (SCRAM-SHA-512 over TLS) and the nodes to each other through authenticated ones: no
+listener takes an unauthenticated connection, ``admin`` is the only super user, every other user may do only what
+its ACLs allow (``kafka.acls``).
+
 Each JVM is started with ``PR_SET_PDEATHSIG``: when the process that started it dies, even by ``kill -9``, the JVM
 gets SIGTERM, so no test run or killed demo leaves a broker holding a port.  A temporary data directory carries the
 starting process's pid; one whose process is gone is removed by the next start.
@@ -26,11 +31,13 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import distribution
+from .clients import ClientFactory
 from .distribution import Distribution
+from .security import ADMIN, BrokerSecurity
 
 HOST = "127.0.0.1"
 DEFAULT_HEAP = "512m"
@@ -76,27 +83,37 @@ class Layout:
     cluster_id: str
     ports: list[int]
     controller_ports: list[int]
+    internal_ports: list[int] = field(default_factory=list)  # a secured cluster's inter-broker listeners
 
     @property
     def nodes(self) -> int:
         return len(self.ports)
 
+    def all_ports(self) -> list[int]:
+        return self.ports + self.controller_ports + self.internal_ports
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps({"cluster_id": self.cluster_id, "ports": self.ports,
-                                    "controller_ports": self.controller_ports}, indent=1) + "\n")
+                                    "controller_ports": self.controller_ports,
+                                    "internal_ports": self.internal_ports}, indent=1) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> "Layout":
         data = json.loads(path.read_text())
-        return cls(data["cluster_id"], list(data["ports"]), list(data["controller_ports"]))
+        return cls(data["cluster_id"], list(data["ports"]), list(data["controller_ports"]),
+                   list(data.get("internal_ports", [])))
 
 
-def server_properties(layout: Layout, node: int, log_dir: Path) -> dict[str, str]:
-    """One node's ``server.properties``: combined broker and controller on loopback, sized for one machine."""
+def server_properties(layout: Layout, node: int, log_dir: Path,
+                      security: BrokerSecurity | None = None) -> dict[str, str]:
+    """One node's ``server.properties``: combined broker and controller on loopback, sized for one machine; with
+    ``security``, its listeners authenticated and its authorizer on (``BrokerSecurity.server_properties``)."""
     n = layout.nodes
     replicas = min(n, 3)
     min_isr = 2 if replicas >= 3 else 1
     voters = ",".join(f"{i + 1}@{HOST}:{p}" for i, p in enumerate(layout.controller_ports))
+    secured = {} if security is None else security.server_properties(
+        layout.ports[node], layout.internal_ports[node], layout.controller_ports[node])
     return {
         "process.roles": "broker,controller",
         "node.id": str(node + 1),
@@ -127,6 +144,7 @@ def server_properties(layout: Layout, node: int, log_dir: Path) -> dict[str, str
         "num.io.threads": "4",
         "num.recovery.threads.per.data.dir": "1",
         "log.retention.check.interval.ms": "10000",
+        **secured,
     }
 
 
@@ -196,12 +214,14 @@ class EmbeddedBroker:
     """Apache Kafka on 127.0.0.1: ``nodes`` JVMs in KRaft mode, ready when clients can use transactions.
 
     ``data_dir`` None: a temporary directory, removed by :meth:`stop`.  A given directory is kept, and starting on
-    it again resumes the cluster it holds (topics, offsets, transactions).
+    it again resumes the cluster it holds (topics, offsets, transactions).  ``security``: clients must connect
+    through SASL_SSL as one of its users (:meth:`clients`); its users are created when the cluster is formatted.
     """
 
     def __init__(self, port: int | None = None, *, nodes: int = 1,
                  data_dir: str | Path | None = None, heap: str = DEFAULT_HEAP,
-                 kafka_home: str | Path | None = None) -> None:
+                 kafka_home: str | Path | None = None, security: BrokerSecurity | None = None) -> None:
+        self.security = security
         self.port = port
         self.nodes_count = valid_node_count(nodes)
         self._given_dir = Path(data_dir).expanduser().resolve() if data_dir is not None else None
@@ -221,6 +241,11 @@ class EmbeddedBroker:
     def node_bootstrap(self, index: int) -> str:
         assert self.layout is not None
         return f"{HOST}:{self.layout.ports[index]}"
+
+    def clients(self, user: str = ADMIN, password: str | None = None) -> ClientFactory:
+        """A client factory of this broker: as ``user`` (with its password, or ``password``) when it is secured."""
+        settings = {} if self.security is None else self.security.settings(user, password)
+        return ClientFactory(self.bootstrap_servers, settings)
 
     # -- start ---------------------------------------------------------------------------------------------------
     def start(self, timeout: float = 120.0) -> "EmbeddedBroker":
@@ -268,19 +293,23 @@ class EmbeddedBroker:
             first = self.port
             ports = [first + i for i in range(self.nodes_count)] if first else [free_port() for _ in self.nodes]
             layout = Layout(_cluster_id(), ports, [free_port() for _ in self.nodes])
-        taken = [p for p in layout.ports + layout.controller_ports if port_in_use(p)]
+        if self.security is not None and len(layout.internal_ports) != self.nodes_count:
+            layout.internal_ports = [free_port() for _ in self.nodes]
+        taken = [p for p in layout.all_ports() if port_in_use(p)]
         if taken:
             what = "port" if len(taken) == 1 else "ports"
             raise BrokerError(f"{what} {', '.join(map(str, taken))} on {HOST} already in use; choose another with --port")
-        if len(set(layout.ports + layout.controller_ports)) != 2 * self.nodes_count:
-            raise BrokerError(f"the ports of the nodes collide: {layout.ports} and {layout.controller_ports}")
+        if len(set(layout.all_ports())) != len(layout.all_ports()):
+            raise BrokerError(f"the ports of the nodes collide: {layout.all_ports()}")
         self.layout = layout
         self.port = layout.ports[0]
         layout.save(layout_file)
         for node in self.nodes:
             node.dir.mkdir(exist_ok=True)
-            props = server_properties(layout, node.index, node.log_dir)
-            (node.dir / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            props = server_properties(layout, node.index, node.log_dir, self.security)
+            config = node.dir / "server.properties"
+            config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            config.chmod(0o600)  # a secured node's holds the admin password
             (node.dir / "log4j2.properties").write_text(LOG4J2.format(path=node.log_file))
 
     def _format(self) -> None:
@@ -289,8 +318,9 @@ class EmbeddedBroker:
         todo = [node for node in self.nodes if not node.formatted]
         procs = []
         for node in todo:
+            users = [] if self.security is None else self.security.scram_arguments()
             cmd = self.dist.java("kafka.tools.StorageTool", "format", f"--cluster-id={self.layout.cluster_id}", "-c",
-                                 str(node.dir / "server.properties"), "--ignore-formatted", heap="256m",
+                                 str(node.dir / "server.properties"), "--ignore-formatted", *users, heap="256m",
                                  properties={"log4j2.configurationFile": str(node.dir / "log4j2.properties")})
             procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                                  stderr=subprocess.STDOUT, text=True, preexec_fn=child_preexec)))
@@ -323,8 +353,6 @@ class EmbeddedBroker:
         """
         from confluent_kafka import KafkaError, KafkaException
 
-        from .clients import ClientFactory
-
         deadline = time.monotonic() + timeout
         assert self.layout is not None
         while not all(port_in_use(p) for p in self.layout.ports):  # no client before the listeners: no refusals logged
@@ -333,7 +361,7 @@ class EmbeddedBroker:
                 raise BrokerError(f"Apache Kafka did not listen on {self.bootstrap_servers} within {timeout:.0f}s; "
                                   f"its log:\n{self.log_tail()}")
             time.sleep(0.1)
-        clients = ClientFactory(self.bootstrap_servers)
+        clients = self.clients()
         admin = clients.admin()
         while True:
             self._check_alive("while starting")

@@ -13,6 +13,17 @@ so that a user can tune a default (``-X linger.ms=20``) but not switch off
 what a role depends on (``acks=all`` for exactly-once delivery, no
 auto-commit for consumers that commit with their outputs).
 
+Secrets among the settings (``sasl.password``, ``ssl.key.password``,
+``sasl.oauthbearer.client.secret``, any key naming a password, a secret, a
+token, a JAAS configuration or a private key) never show: the settings are a
+:class:`Settings`, whose ``repr`` and :meth:`Settings.shown` replace their
+values, so a factory, a service's configuration or an error quoting them
+prints ``sasl.password='***'``.
+
+The settings may also come from a client configuration file, as Kafka users
+keep them (``--client-config FILE``: Java properties, :func:`read_properties`);
+the ``-X`` ones win over the file's (:meth:`ClientFactory.configure`).
+
 The factory is a small frozen value: it pickles, and :meth:`to_options` /
 :meth:`from_options` carry it through string options, which is how the
 Spark data source (``stats_job.kafka_source``) takes it to the executors.
@@ -20,7 +31,9 @@ Spark data source (``stats_job.kafka_source``) takes it to the executors.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from confluent_kafka import Consumer, Producer
@@ -30,14 +43,60 @@ from confluent_kafka.admin import AdminClient
 OPTION_PREFIX = "kafka."
 
 
-def parse_settings(items: list[str] | tuple[str, ...], option: str = "-X") -> dict[str, str]:
-    """``["security.protocol=SSL", ...]`` (repeated ``-X KEY=VALUE``) -> a dict; ValueError naming a bad item."""
-    out = {}
+#: Keys whose values are secrets: shown as ``***`` wherever settings are shown.
+SECRET_KEY = re.compile(r"password|secret|token|jaas|ssl\.key\.pem|oauthbearer\.config|credential", re.IGNORECASE)
+HIDDEN = "***"
+
+
+def is_secret(key: str) -> bool:
+    return SECRET_KEY.search(key) is not None
+
+
+class Settings(dict):
+    """librdkafka settings whose ``repr`` hides the secrets' values (see :data:`SECRET_KEY`)."""
+
+    def shown(self) -> dict[str, Any]:
+        """The settings as they may be printed: every secret's value replaced."""
+        return {k: HIDDEN if is_secret(k) else v for k, v in self.items()}
+
+    def __repr__(self) -> str:
+        return repr(self.shown())
+
+
+def parse_settings(items: list[str] | tuple[str, ...], option: str = "-X") -> Settings:
+    """``["security.protocol=SSL", ...]`` (repeated ``-X KEY=VALUE``) -> settings; ValueError naming a bad item
+    (not quoting it if it names a secret)."""
+    out = Settings()
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"{option} expects KEY=VALUE, got {item!r}")
+            raise ValueError(f"{option} expects KEY=VALUE, got {HIDDEN if is_secret(item) else repr(item)}")
         out[key.strip()] = value
+    return out
+
+
+def read_properties(path: str | Path) -> Settings:
+    """A client configuration file (Java properties): ``key=value`` or ``key: value`` lines, blank lines, ``#`` and
+    ``!`` comments, a line ending in a backslash continued on the next; ValueError naming the file and line."""
+    out, pending, first = Settings(), "", 0
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        text = line.lstrip()
+        if not pending and (not text or text[0] in "#!"):
+            continue
+        first = first or number
+        if text.endswith("\\") and not text.endswith("\\\\"):
+            pending += text[:-1]
+            continue
+        text, pending = pending + text, ""
+        cut = min((i for i in (text.find("="), text.find(":")) if i >= 0), default=-1)
+        key = text[:cut].strip()
+        if cut < 0 or not key:
+            raise ValueError(f"{path}:{first}: expected key=value, got "
+                             f"{HIDDEN if is_secret(text) else repr(text)}")
+        out[key] = text[cut + 1:].strip()
+        first = 0
+    if pending:
+        raise ValueError(f"{path}:{first}: the last line is continued (ends in a backslash) but the file ends")
     return out
 
 
@@ -59,7 +118,22 @@ class ClientFactory:
         if "bootstrap.servers" in self.settings:
             raise ValueError("bootstrap.servers is not a connection setting here: give it as the bootstrap servers "
                              "(--bootstrap-servers), not with -X")
-        object.__setattr__(self, "settings", dict(self.settings))
+        object.__setattr__(self, "settings", Settings(self.settings))
+
+    @classmethod
+    def configure(cls, bootstrap_servers: str | None, items: list[str] | tuple[str, ...] = (),
+                  config_file: str | Path | None = None, default: str | None = None) -> "ClientFactory":
+        """The factory of a command line: the settings of ``config_file`` under the ``-X`` ``items`` (the command
+        line wins); the bootstrap servers given (``-b`` or the environment), else the file's ``bootstrap.servers``,
+        else ``default``.  ValueError says what is wrong."""
+        settings = read_properties(config_file) if config_file else Settings()
+        from_file = settings.pop("bootstrap.servers", None)
+        settings.update(parse_settings(items))
+        servers = bootstrap_servers or from_file or default
+        if not servers:
+            raise ValueError("no bootstrap servers: give --bootstrap-servers, PUBSUB_BOOTSTRAP_SERVERS or "
+                             "bootstrap.servers in the client configuration file")
+        return cls(servers, settings)
 
     @classmethod
     def of(cls, clients: "ClientFactory | str") -> "ClientFactory":

@@ -3,7 +3,9 @@
 The record key is ``source_topic:partition:offset``: a replay of the same
 input (a restart re-reading the subscriptions topic, another instance, an
 at-least-once redelivery) yields the same key, so compaction and readers can
-collapse duplicates.
+collapse duplicates.  A reason quotes the record (field names, values): its
+control characters are escaped (``wire.printable``) before it is written or
+logged.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections import Counter
 from confluent_kafka import Message
 
 from fastpubsub.wire.codecs import dead_letter, fit_dead_letter
+from fastpubsub.wire.printable import printable
 from fastpubsub.wire.topics import DEAD_LETTER
 
 from .delivery import Delivery, RecordRefused
@@ -62,6 +65,7 @@ class DeadLetters:
 
     def send_record(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
                     reason: str) -> None:
+        reason = printable(reason)  # it quotes the record's field names and values
         dl = dead_letter(reason, topic, partition, offset, key, value)
         record_key = dl.record_key.encode()
         budget = self._limits.value_budget(DEAD_LETTER, record_key)

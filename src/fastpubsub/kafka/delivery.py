@@ -146,9 +146,10 @@ class Delivery:
         producer.init_transactions(self._init_timeout)  # also ends a transaction a predecessor left open
         return producer
 
-    def _on_delivery(self, err: KafkaError | None, _msg: object) -> None:
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
-            self._failures.append(str(err))
+            denied = err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED and msg is not None
+            self._failures.append(f"not authorized to WRITE topic {msg.topic()} ({err.str()})" if denied else str(err))
             if self._fenced is None and (err.code() in FENCED or err.code() == KafkaError._FATAL):
                 self._fenced = err
 

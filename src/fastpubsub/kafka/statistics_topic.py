@@ -31,8 +31,11 @@ log = logging.getLogger(__name__)
 
 
 def ensure_statistics_topic(clients: ClientFactory | str, topic: str = STATISTICS, timeout: float = 30.0) -> bool:
-    """Create the compacted, single-partition topic if missing; True if it was created."""
+    """Create the compacted, single-partition topic if missing; True if it was created.  An existing one is not
+    created again: a principal that may write it need not be allowed to create it."""
     client = ClientFactory.of(clients).admin()
+    if topic in client.list_topics(timeout=timeout).topics:
+        return False
     future = client.create_topics([NewTopic(topic, 1, -1, config=CONFIG)], operation_timeout=timeout, request_timeout=timeout)[topic]
     try:
         future.result(timeout)

@@ -31,7 +31,8 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaException, Message
 
-from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka import ClientFactory, Settings
+from fastpubsub.kafka.admin import check_access
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
@@ -72,6 +73,7 @@ class HostConfig:
     start_from_groups: tuple[str, ...] = ()  # where a partition the group never committed starts (runtime.inputs)
 
     def __post_init__(self) -> None:
+        self.client_config = Settings(self.client_config)  # its repr hides the secrets
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ValueError(f"batch_size must be a whole number of records, at least 1, got {self.batch_size!r}")
         if not isinstance(self.commit_interval_ms, int) or not 0 <= self.commit_interval_ms <= MAX_COMMIT_INTERVAL_MS:
@@ -140,9 +142,10 @@ class Host:
     def run(self) -> dict[str, Any]:
         """Run until :meth:`stop`; return the final statistics."""
         cfg, task = self.config, self.task
+        topics = task.topics()
+        check_access(self.clients, topics.inputs, topics.outputs)  # a missing ACL named now, not a stalled loop
         task.prepare(self)  # the topics it needs, or a clear error
         warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
-        topics = task.topics()
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
         transactional_id = cfg.transactional_id or slot.transactional_id
         self.limits = discover(self.clients, topics.outputs, topics.inputs, cfg.max_output_bytes,

@@ -21,7 +21,10 @@ lock the HTTP thread also takes, is a fraction of the cost of the client's
 (one ``bisect``), and the histograms carry no ``_created`` series, like every
 counter here.  The server answers ``/metrics`` with the client's own handler
 (``MetricsHandler``): the text format 0.0.4 unless the scraper asks for
-OpenMetrics, gzip when accepted, ``name[]`` filters.
+OpenMetrics, gzip when accepted, ``name[]`` filters.  A connection has a few
+seconds to be served and only so many are served at once
+(:data:`CONNECTION_SECONDS`, :data:`MAX_CONNECTIONS`): slow or half-sent
+requests cannot pile up threads.
 
 Liveness means "the loop turns": ``/healthz`` answers 200 while the loop has
 finished an iteration (or a rebuild step) within ``stall_seconds``, 503 after.
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 import bisect
 import logging
+import socket
+import sys
 import threading
 import time
 from http.server import ThreadingHTTPServer
@@ -245,14 +250,78 @@ class PublishedCollector(Collector):
 # --- the server ---------------------------------------------------------------------
 
 
-class MetricsServer:
-    """A daemon thread serving ``/metrics``, ``/healthz`` and ``/readyz`` of ``metrics`` on host:port."""
+#: Seconds a connection may take to send its request and read the answer, and how many are served at once: a
+#: scraper asks one short request at a time, and a client that sends half a request (or reads its answer a byte
+#: at a time) neither holds a thread for longer nor makes the server start one thread per connection.
+CONNECTION_SECONDS = 5.0
+MAX_CONNECTIONS = 16
 
-    def __init__(self, metrics: Metrics, port: int, host: str = "127.0.0.1") -> None:
+
+class _BoundedServer(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` that serves at most ``limit`` connections at once (the others are closed as they are
+    accepted) and closes each one ``seconds`` after it was accepted, whatever it is waiting for."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, seconds: float, limit: int) -> None:
+        super().__init__(address, handler)
+        self.seconds = seconds
+        self._slots = threading.BoundedSemaphore(limit)
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # refused: as many as allowed are being served
+            return
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + self.seconds
+        try:
+            super().process_request(request, client_address)  # its own thread
+        except BaseException:
+            self._release(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release(request)
+
+    def _release(self, request: Any) -> None:
+        with self._lock:
+            self._deadlines.pop(request, None)
+        self._slots.release()
+
+    def service_actions(self) -> None:
+        """Between two polls of the listening socket: cut the connections past their deadline (their threads see
+        the end of the stream and finish)."""
+        now = time.monotonic()
+        with self._lock:
+            late = [request for request, deadline in self._deadlines.items() if deadline <= now]
+        for request in late:
+            try:
+                request.shutdown(socket.SHUT_RDWR)
+            except OSError:  # closed meanwhile
+                pass
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("metrics: connection from %s ended: %s", client_address, sys.exc_info()[1])
+
+
+class MetricsServer:
+    """A daemon thread serving ``/metrics``, ``/healthz`` and ``/readyz`` of ``metrics`` on host:port.
+
+    Each connection has ``seconds`` to be served (each read also times out after that), and at most ``limit``
+    are served at once (see :data:`CONNECTION_SECONDS`)."""
+
+    def __init__(self, metrics: Metrics, port: int, host: str = "127.0.0.1", seconds: float = CONNECTION_SECONDS,
+                 limit: int = MAX_CONNECTIONS) -> None:
         target = metrics
 
         class Handler(MetricsHandler):
             registry = target.registry
+            timeout = seconds  # of every read and write on the connection (StreamRequestHandler.setup)
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 path = urlparse(self.path).path
@@ -276,8 +345,7 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        self._server = _BoundedServer((host, port), Handler, seconds, limit)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True)
 

@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
-from fastpubsub.kafka import ClientFactory, parse_settings
+from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
 from fastpubsub.wire.topics import EVENTS, STATISTICS
+from fastpubsub.runtime.atomic_file import write_atomically
+from fastpubsub.wire.printable import log_to_stderr
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize
 from .kafka_source import DEFAULT_SPLIT_SIZE, KafkaEventsDataSource
@@ -58,6 +60,9 @@ def spark_session(master: str | None = None, driver_memory: str = "4g"):
     builder = SparkSession.builder.appName("fastpubsub-event-statistics")
     if master:
         builder = builder.master(master)
+    if master and master.startswith("local"):  # one machine: the driver, its block manager and web UI on loopback
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
     spark = (
         builder.config("spark.driver.memory", driver_memory)  # only effective when Python starts the JVM
         .config("spark.sql.shuffle.partitions", "8")
@@ -147,9 +152,7 @@ def run_statistics_job(
     if output is not None:
         path = Path(output)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(stats.to_record(), indent=1) + "\n")
-        tmp.replace(path)
+        write_atomically(path, [(json.dumps(stats.to_record(), indent=1) + "\n").encode()], mode=0o644)
         log.info("wrote %s", path)
     published = None
     if publish:
@@ -175,9 +178,9 @@ def _joint_sets(text: str) -> list[tuple[str, ...]]:
 
 def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    p.add_argument("--bootstrap-servers", "-b", default=os.environ.get("PUBSUB_BOOTSTRAP_SERVERS", default_bootstrap),
-                   help="Kafka bootstrap servers (env PUBSUB_BOOTSTRAP_SERVERS%s)"
-                        % (f"; default {default_bootstrap}" if default_bootstrap else ""))
+    p.add_argument("--bootstrap-servers", "-b", default=os.environ.get("PUBSUB_BOOTSTRAP_SERVERS"),
+                   help="Kafka bootstrap servers (%senv PUBSUB_BOOTSTRAP_SERVERS, else bootstrap.servers of "
+                        "--client-config)" % (f"default {default_bootstrap} unless given by " if default_bootstrap else ""))
     p.add_argument("--topic", default=EVENTS, help="events topic (default %(default)s)")
     p.add_argument("--statistics-topic", default=STATISTICS, help="snapshot topic (default %(default)s)")
     w = p.add_argument_group("window (default: everything since the last run)")
@@ -207,17 +210,17 @@ def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap
     o.add_argument("--split-size", type=int, default=DEFAULT_SPLIT_SIZE, help="offsets per Spark partition (default %(default)s)")
     o.add_argument("-X", dest="kafka_config", action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka setting for every Kafka client of the job (security...); repeatable")
+    o.add_argument("--client-config", metavar="FILE", help="librdkafka settings for every Kafka client of the job, one "
+                   "key=value a line (a Kafka client properties file: # comments); -X wins over it")
     return p
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_job", default_bootstrap: str | None = None) -> int:
     """The command line (``python -m fastpubsub.stats_job``, ``pubsub stats``: the same options)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     parser = build_parser(prog, default_bootstrap)
     args = parser.parse_args(argv)
-    if not args.bootstrap_servers:
-        parser.error("--bootstrap-servers (or PUBSUB_BOOTSTRAP_SERVERS) is required")
     try:
         window = WindowSpec(args.start_from, parse_offsets(args.start_offsets), parse_offsets(args.end_offsets),
                             parse_time(args.start_time), parse_time(args.end_time))
@@ -226,9 +229,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        kafka_config = parse_settings(args.kafka_config)
-        ClientFactory(args.bootstrap_servers, kafka_config)
-    except ValueError as exc:
+        clients = ClientFactory.configure(args.bootstrap_servers, args.kafka_config, args.client_config,
+                                          default_bootstrap)
+    except (OSError, ValueError) as exc:
         parser.error(str(exc))
     if args.every is not None and (window.start_from != "last-run" or window.start_offsets or window.end_offsets
                                    or window.start_time_ms is not None or window.end_time_ms is not None):
@@ -238,9 +241,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
     while True:
         started = time.monotonic()
         try:
-            run_statistics_job(args.bootstrap_servers, args.topic, window, options, args.output or None,
+            run_statistics_job(clients.bootstrap_servers, args.topic, window, options, args.output or None,
                                not args.no_publish, args.statistics_topic, spark, split_size=args.split_size,
-                               kafka_config=kafka_config)
+                               kafka_config=clients.settings)
         except Exception:
             if args.every is None:
                 raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from fastpubsub.kafka import Settings
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
@@ -43,6 +44,7 @@ class ProcessorConfig:
     overlap_commits: bool = False  # commit on a thread while the next batch is consumed, decoded, matched, encoded
 
     def __post_init__(self) -> None:
+        self.client_config = Settings(self.client_config)  # its repr hides the secrets
         if isinstance(self.shard, str):
             self.shard = Shard.parse(self.shard)
         self.start_from_groups = tuple(self.start_from_groups)

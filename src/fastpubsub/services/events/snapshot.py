@@ -20,9 +20,9 @@ SHA-256 of the body, body.  The body is a JSON header (the metadata, and the
 name, dtype, shape and place of every array) and the flat arrays' bytes as
 they are in memory, each at a 64-byte boundary: a load takes each array where
 it lies in the file's bytes, with no archive to unpack (the index is one of
-the arrays, read by ``engine.structure``).  Written to
-a temporary file, fsynced, then renamed over the old one, so a crash leaves
-either the old or the new snapshot.  A snapshot that is missing, truncated,
+the arrays, read by ``engine.structure``).  Written by ``runtime.atomic_file`` (a temporary file created
+exclusively under a random name, fsynced, renamed over the old one): a crash leaves either the old or the new
+snapshot, and a link planted in a shared directory is neither followed nor overwritten.  A snapshot that is missing, truncated,
 corrupt (checksum), of another format version, or for another partition count
 is logged and ignored: the processor rebuilds from the topic.
 
@@ -37,7 +37,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import struct
 import threading
 import time
@@ -48,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from fastpubsub.engine import ValidEventStore
+from fastpubsub.runtime.atomic_file import write_atomically
 from fastpubsub import engine  # its index functions are looked up at each call (tests replace them)
 
 from .shard import UNSHARDED, Shard
@@ -101,20 +101,8 @@ def write(directory: str | Path, state: SubscriptionState, store: ValidEventStor
     for part in body:
         digest.update(part)
     target = path_of(directory, shard)
-    tmp = directory / f".{target.name}.tmp-{os.getpid()}"
     size = sum(len(part) for part in body)
-    with open(tmp, "wb") as f:
-        f.write(MAGIC + _HEAD.pack(VERSION, size, digest.digest()))
-        for part in body:
-            f.write(part)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself survives a power cut
-    finally:
-        os.close(fd)
+    write_atomically(target, [MAGIC + _HEAD.pack(VERSION, size, digest.digest()), *body])
     return {**meta, "bytes": size + len(MAGIC) + _HEAD.size, "seconds": round(time.monotonic() - started, 3)}
 
 

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastpubsub.kafka import Settings
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.wire.topics import EVENTS, PATTERN_CHANGELOG, pattern_repartition_changelog, pattern_repartition_topic
@@ -32,6 +33,7 @@ class PatternServiceConfig:
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
 
     def __post_init__(self) -> None:
+        self.client_config = Settings(self.client_config)  # its repr hides the secrets
         if self.batch_size < 1 or self.max_per_subscription < 1 or self.max_state_bytes < 1:
             raise ValueError("batch size, instance cap and state bound must be positive")
         if self.repartition_by is not None and not ATTRIBUTE.fullmatch(self.repartition_by):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastpubsub.kafka import Settings
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 
@@ -29,6 +30,7 @@ class TableServiceConfig:
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
 
     def __post_init__(self) -> None:
+        self.client_config = Settings(self.client_config)  # its repr hides the secrets
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if not self.tables:
