@@ -38,6 +38,18 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield b
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark for every test of the spark lane (a JVM's start is most of a small job's time)."""
+    pytest.importorskip("pyspark")
+    from fastpubsub.stats_job.statistics_job import spark_session
+
+    session = spark_session("local[2]", driver_memory="2g")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
 @pytest.fixture
 def bootstrap(broker: EmbeddedBroker) -> Iterator[str]:
     """Bootstrap servers of the session broker with the four topics empty and new."""

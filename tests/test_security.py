@@ -193,21 +193,17 @@ def test_no_user_but_admin_may_do_more_than_its_acls(secured):
 
 @pytest.mark.spark
 @pytest.mark.timeout(300)
-def test_the_statistics_job_reads_and_publishes_through_sasl_ssl(secured, tmp_path):
+def test_the_statistics_job_reads_and_publishes_through_sasl_ssl(secured, spark, tmp_path):
     pytest.importorskip("pyspark")
     from fastpubsub.kafka.statistics_topic import latest_snapshot
-    from fastpubsub.stats_job.statistics_job import run_statistics_job, spark_session
+    from fastpubsub.stats_job.statistics_job import run_statistics_job
 
     producer = secured.clients("client").producer()
     for price in range(20):
         producer.produce(EVENTS, json.dumps({"name": f"s{price % 3}", "price": price}).encode())
     assert producer.flush(30) == 0
-    spark = spark_session("local[2]", driver_memory="1g")
-    try:
-        job = run_statistics_job(secured.bootstrap_servers, output=None, spark=spark,
-                                 kafka_config=secured.security.settings("statistics"))
-    finally:
-        spark.stop()
+    job = run_statistics_job(secured.bootstrap_servers, output=None, spark=spark,
+                             kafka_config=secured.security.settings("statistics"))
     assert job.statistics is not None and job.statistics.event_count >= 20
     published = latest_snapshot(secured.clients("statistics"), EVENTS)
     assert published is not None and published.event_count == job.statistics.event_count

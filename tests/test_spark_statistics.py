@@ -31,18 +31,10 @@ from fastpubsub.kafka.statistics_topic import latest_snapshot
 from fastpubsub.stats_job import partial_counts as pc
 from fastpubsub.stats_job.event_statistics import StatisticsOptions, compute_statistics, summarize
 from fastpubsub.stats_job.kafka_source import OffsetRange, read_offset_range
-from fastpubsub.stats_job.statistics_job import parse_duration, run_statistics_job, spark_session
+from fastpubsub.stats_job.statistics_job import parse_duration, run_statistics_job
 from fastpubsub.stats_job.window import WindowSpec, log_bounds, parse_offsets, parse_time
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("local[2]", driver_memory="2g")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def known_events(n: int = 400, seed: int = 7) -> list[dict]:
