@@ -104,9 +104,12 @@ class Delivery:
         # (which is then replayed, see recover) instead of a commit waiting on it
         # only failed records call back into Python: a callback per acknowledged record costs about a
         # microsecond of the loop's thread each, and only failures are acted on
-        defaults = {"linger.ms": 5, "message.timeout.ms": 30_000, "delivery.report.only.error": True, **bounds.producer()}
+        # transaction.timeout.ms: how long the coordinator lets a transaction of a silent producer stay open before
+        # it aborts it; a default (-X may lower it), twice the longest --commit-interval-ms
+        defaults = {"linger.ms": 5, "message.timeout.ms": 30_000, "delivery.report.only.error": True,
+                    "transaction.timeout.ms": 60_000, **bounds.producer()}
         sizes = record_config or {}
-        self._transactional = clients.producer_config(defaults, **{**sizes, "acks": "all", "transaction.timeout.ms": 60_000,
+        self._transactional = clients.producer_config(defaults, **{**sizes, "acks": "all",
                                                                    "transactional.id": transactional_id})
         self._idempotent = clients.producer_config(defaults, **{**sizes, "acks": "all", "enable.idempotence": True})
         self._clients = clients
