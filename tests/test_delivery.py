@@ -87,6 +87,23 @@ def test_settings_tune_the_producer_but_cannot_switch_off_what_delivery_needs(fa
     assert config["acks"] == "all" and config["transactional.id"] == "t-1" and config["bootstrap.servers"] == "127.0.0.1:1"
 
 
+def test_a_lower_transaction_timeout_lowers_the_message_timeout_under_it(fake):
+    """librdkafka refuses a transactional producer whose message.timeout.ms exceeds its transaction.timeout.ms."""
+    FakeProducer.transactions = True
+    config = Delivery(clients.ClientFactory("127.0.0.1:1", {"transaction.timeout.ms": "10000"}), "auto").producer.config
+    assert int(config["transaction.timeout.ms"]) == 10_000 and config["message.timeout.ms"] == 10_000
+    config = Delivery(CLIENTS, "auto").producer.config
+    assert config["transaction.timeout.ms"] == 60_000 and config["message.timeout.ms"] == 30_000
+
+
+def test_settings_that_make_the_transactional_producer_impossible_are_an_error_not_a_fallback():
+    """``auto`` falls back to at-least-once for a broker without transactions, never for settings librdkafka
+    refuses: exactly once would be lost without a word but a warning (real librdkafka, no broker needed)."""
+    impossible = clients.ClientFactory("127.0.0.1:1", {"transaction.timeout.ms": "10000", "message.timeout.ms": "30000"})
+    with pytest.raises(KafkaException, match="transaction.timeout.ms"):
+        Delivery(impossible, "auto")
+
+
 def test_at_least_once_commits_offsets_only_after_every_ack(fake):
     d, consumer = Delivery(CLIENTS, "auto"), FakeConsumer()
     d.produce("pubsub.notifications", b"alice", b"n")

@@ -105,9 +105,11 @@ class Delivery:
         # only failed records call back into Python: a callback per acknowledged record costs about a
         # microsecond of the loop's thread each, and only failures are acted on
         # transaction.timeout.ms: how long the coordinator lets a transaction of a silent producer stay open before
-        # it aborts it; a default (-X may lower it), twice the longest --commit-interval-ms
-        defaults = {"linger.ms": 5, "message.timeout.ms": 30_000, "delivery.report.only.error": True,
-                    "transaction.timeout.ms": 60_000, **bounds.producer()}
+        # it aborts it; a default (-X may lower it), twice the longest --commit-interval-ms.  librdkafka refuses a
+        # message.timeout.ms above it: a lower transaction timeout lowers the message timeout's default with it.
+        transaction_ms = int(clients.settings.get("transaction.timeout.ms", 60_000))
+        defaults = {"linger.ms": 5, "message.timeout.ms": min(30_000, transaction_ms),
+                    "delivery.report.only.error": True, "transaction.timeout.ms": transaction_ms, **bounds.producer()}
         sizes = record_config or {}
         self._transactional = clients.producer_config(defaults, **{**sizes, "acks": "all",
                                                                    "transactional.id": transactional_id})
@@ -120,7 +122,8 @@ class Delivery:
             try:
                 self.producer, self.mode = self._new_producer("transactional"), "transactional"
             except KafkaException as exc:
-                if mode == "transactional":
+                # a producer the settings make impossible is a mistake to show, not a broker without transactions
+                if mode == "transactional" or exc.args[0].code() == KafkaError._INVALID_ARG:
                     raise
                 log.warning("broker does not support transactions (%s); falling back to at-least-once", exc.args[0])
         if self.mode == "at-least-once":
