@@ -16,6 +16,8 @@ Like Kafka Streams' ``StreamThread``, one loop owns everything that is not the t
   many records (or a task that raises on a batch) replays one record per batch until the one at fault is
   dead-lettered alone, so one poison record never holds the pipeline; ``kafka.delivery.Fenced`` (another instance
   took over the transactional.id) stops the host;
+* a cluster that went away (no broker answers any client: librdkafka's ``_ALL_BROKERS_DOWN``) is waited for, the
+  loop turning and /readyz saying not ready, until a batch, a commit or a metadata probe a second shows it back;
 * ``/metrics``, ``/healthz`` and ``/readyz`` (``runtime.metrics``) read what the loop publishes; progress lines
   every ``--progress-interval`` seconds; a clean stop commits what was processed.
 """
@@ -29,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.delivery import DeliveryError
@@ -93,7 +95,9 @@ class Host:
     def __init__(self, task: Task, config: HostConfig) -> None:
         self.task, self.config = task, config
         self.log = logging.getLogger(task.name)
-        self.clients = ClientFactory(config.bootstrap_servers, config.client_config)
+        # every client reports its errors here: the cluster's absence is what readiness needs from them
+        self.clients = ClientFactory(config.bootstrap_servers, {"error_cb": self._client_error, **config.client_config})
+        self._probed = 0.0  # when the loop last asked for metadata while the cluster was unreachable
         self.counters = PipelineCounters()
         self.metrics = Metrics(config.stall_seconds, self.counters)  # served by runtime.metrics.MetricsServer
         self.ready = self.metrics.ready
@@ -220,6 +224,30 @@ class Host:
         """Commit what was produced without input offsets (a restore's dead letters); False if it failed."""
         return self._guarded(None, self._commit, None)
 
+    # --- the cluster's presence ---------------------------------------------------------
+
+    def _client_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback (every client's): all brokers down makes the service not ready."""
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and not self.metrics.unreachable:
+            self.metrics.unreachable = True
+            self.log.warning("the Kafka cluster is unreachable (%s): waiting for it, not ready", err.str())
+
+    def _reached(self) -> None:
+        if self.metrics.unreachable:
+            self.metrics.unreachable = False
+            self.log.info("the Kafka cluster answers again: ready")
+
+    def _probe(self) -> None:
+        """While the cluster is unreachable and nothing arrives, a metadata request a second says when it is back."""
+        if not self.metrics.unreachable or time.monotonic() - self._probed < 1.0:
+            return
+        self._probed = time.monotonic()
+        try:
+            self._consumer.list_topics(timeout=1.0)
+        except KafkaException:
+            return
+        self._reached()
+
     # --- the loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
@@ -250,6 +278,9 @@ class Host:
                                       else 0.005 if cp.in_flight else 0.2)
             if batch:
                 self.counters.lap("consume", t)
+                self._reached()
+            else:
+                self._probe()
             progressed = self._guarded(consumer, task.assigned, consumer) and progressed
             began = time.monotonic()
             if batch:
