@@ -443,22 +443,43 @@ class Host:
 
         Input records whose outputs the broker refused for what they are (``DeliveryError.refused``) are
         dead-lettered on the replay (``Checkpoint.screen``); a refusal shared by several records splits the replay
-        into batches of one record until the committed offsets pass them.  Other failures (a broker gone) are
-        retried as long as they last, and /healthz turns unhealthy meanwhile.  False if the step failed.  A fenced
-        producer (``kafka.delivery.Fenced``) is not a ``DeliveryError``: it stops the host.
+        into batches of one record until the committed offsets pass them.  Other failures (a broker gone, or a
+        consumer's call that failed for want of the cluster) are retried as long as they last, and /healthz turns
+        unhealthy meanwhile.  False if the step failed.  A fenced producer (``kafka.delivery.Fenced``) is not a
+        ``DeliveryError``: it stops the host.
         """
         try:
             step(*args)
             return True
+        except KafkaException as exc:  # a consumer's call (a restore, a rewind) while the cluster is away
+            return self._replay(consumer, DeliveryError(f"{getattr(step, '__name__', 'step')} failed: {exc.args[0]}"))
         except DeliveryError as exc:
-            self._abandon_in_flight(close=False)  # nothing is in flight when a step fails, but be sure of it
-            self.checkpoint.failed(exc)
-            self.counters.replays += 1
-            self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
-                           f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
-            self.task.rewind()
-            self.deliver.recover(consumer, self._stop.is_set, lambda: None)
-            return False
+            return self._replay(consumer, exc)
+
+    def _replay(self, consumer: Consumer | None, exc: DeliveryError) -> bool:
+        """What :meth:`_guarded` does with a failed step: the inputs and the task back at the committed offsets."""
+        self._abandon_in_flight(close=False)  # nothing is in flight when a step fails, but be sure of it
+        self.checkpoint.failed(exc)
+        self.counters.replays += 1
+        self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
+                       f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
+        # the producer and the consumer first: recover waits for the cluster, and a task's rewind may read it (the
+        # table service restores from its changelog)
+        if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
+            self._while_away(self.task.rewind)
+        return False
+
+    def _while_away(self, step: Callable[[], None]) -> None:
+        """``step()``, again every second while the cluster does not answer it (until :meth:`stop`)."""
+        while True:
+            try:
+                step()
+                return
+            except KafkaException as exc:
+                if self._stop.is_set():
+                    raise
+                self.log.warning("%s: %s; again in 1s", getattr(step, "__name__", "step"), exc.args[0])
+                time.sleep(1)
 
     # --- what it shows ----------------------------------------------------------------
 
