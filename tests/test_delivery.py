@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from fastpubsub.kafka import clients
-from fastpubsub.kafka.delivery import Delivery, DeliveryError
+from fastpubsub.kafka.delivery import Delivery, DeliveryError, Fenced
 
 
 class FakeProducer:
@@ -129,6 +129,41 @@ def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):
     assert d.producer.calls == ["init_transactions", "begin", ("produce", "pubsub.notifications"), "flush",
                                 "send_offsets", "flush", "commit_transaction"]
     assert consumer.committed == [] and not d.pending()
+
+
+class EpochBumped(FakeProducer):
+    """The coordinator bumped the epoch: every transactional call fails as librdkafka reports fencing (fatal)."""
+
+    transactions = True
+
+    def commit_transaction(self, timeout) -> None:
+        raise KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+
+    abort_transaction = commit_transaction
+
+    def purge(self) -> None:
+        self._queue.clear()
+
+
+@pytest.mark.parametrize("open_for, outcome", [(5.0, "fenced"), (11.0, "replayed")])
+def test_fencing_of_a_transaction_past_its_timeout_is_replayed_not_the_end(monkeypatch, open_for, outcome):
+    """Another instance's init_transactions and the coordinator's abort of a transaction that outlived
+    transaction.timeout.ms both bump the epoch, and librdkafka calls both fencing.  Only a transaction open that long
+    can have been aborted by the broker: that one is replayed with a new producer, any other stops the service."""
+    monkeypatch.setattr(clients, "Producer", EpochBumped)
+    now = [1000.0]
+    monkeypatch.setattr("fastpubsub.kafka.delivery.time.monotonic", lambda: now[0])
+    d = Delivery(clients.ClientFactory("127.0.0.1:1", {"transaction.timeout.ms": "10000"}), "auto",
+                 transactional_id="t-1")
+    d.produce("pubsub.notifications", b"alice", b"n")
+    now[0] += open_for
+    if outcome == "fenced":
+        with pytest.raises(Fenced, match="another instance with transactional.id t-1 took over"):
+            d.commit(FakeConsumer(), OFFSETS)
+    else:
+        with pytest.raises(DeliveryError, match="open 11s, past transaction.timeout.ms .10000 ms.: the broker aborted"):
+            d.commit(FakeConsumer(), OFFSETS)
+        assert d.recover(None) and d.fenced is None and d.recoveries == 1
 
 
 def test_a_failed_transaction_never_reaches_send_offsets(fake):

@@ -16,7 +16,13 @@ instance, or one started while this one was paused) calls ``init_transactions``,
 which aborts this one's open transaction and fences it: none of its later
 writes can commit.  That is raised as :class:`Fenced`, not as a
 :class:`DeliveryError`: recovering would start a new producer with the same id,
-which would fence the instance that took over in its turn.
+which would fence the instance that took over in its turn.  The coordinator
+also bumps the epoch when it aborts a transaction that outlived
+``transaction.timeout.ms`` (its node was paused, a commit waited on a slow
+group coordinator), and librdkafka reports that as fencing too: a fencing error
+of a transaction open that long is a :class:`DeliveryError`, replayed with a
+new producer, since no other instance needs to have taken over
+(tests/test_cluster_faults.py).
 
 Recovery: outputs or a commit that fail (broker gone, producer fenced or
 desynchronised, e.g. by a broker that restarted and forgot its producer ids)
@@ -133,6 +139,8 @@ class Delivery:
         #: is still inside would crash the process (one per stuck call, which is rare)
         self._abandoned: list[Producer] = []
         self._in_transaction = False
+        self._began: float | None = None  # when the open (or failed) transaction began; None once it has ended
+        self._transaction_ms = transaction_ms
         self._failures: list[str] = []
         self._fenced: KafkaError | None = None  # a delivery report said the producer was fenced, or fatal
         #: set once this producer is known to be fenced: for good, it is never replaced (see :meth:`recover`)
@@ -185,8 +193,7 @@ class Delivery:
         value = None
         try:
             if self.mode == "transactional" and not self._in_transaction:
-                self.producer.begin_transaction()
-                self._in_transaction = True
+                self._begin()
             produce = self.producer.produce
             for key, value, headers in records:
                 extra: dict[str, Any] = {"headers": headers} if headers else {}
@@ -207,6 +214,19 @@ class Delivery:
             raise self._failed("produce failed", exc) from None
         except SystemError as exc:  # a producer in a fatal or abortable state (see _flush)
             raise self._failed("produce failed", exc) from None
+
+    def _begin(self) -> None:
+        self.producer.begin_transaction()
+        self._in_transaction = True
+        self._began = time.monotonic()
+
+    def _outlived(self) -> float | None:
+        """Seconds the transaction not yet ended has been open, if past ``transaction.timeout.ms``: the coordinator
+        may have aborted it and bumped the producer's epoch, which librdkafka reports as fencing."""
+        if self._began is None:
+            return None
+        age = time.monotonic() - self._began
+        return age if age * 1000 >= self._transaction_ms else None
 
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0
@@ -236,8 +256,7 @@ class Delivery:
                 self._raise_failures()
                 try:
                     if not self._in_transaction:
-                        self.producer.begin_transaction()
-                        self._in_transaction = True
+                        self._begin()
                     metadata = consumer.consumer_group_metadata()
                     self._watched("send_offsets_to_transaction", SEND_OFFSETS_TIMEOUT,
                                   lambda: self.producer.send_offsets_to_transaction(offsets, metadata,
@@ -249,6 +268,7 @@ class Delivery:
                 t = time.perf_counter()
                 try:
                     self.producer.commit_transaction(timeout)
+                    self._began = None
                 except KafkaException as exc:
                     raise self._failed("transaction commit failed", exc) from None
                 finally:
@@ -322,10 +342,17 @@ class Delivery:
             self.producer.abort_transaction(1)
         except KafkaException as exc:
             return exc.args[0] if exc.args[0].fatal() else None
-        self._in_transaction = False  # it was not fatal, and its transaction is now aborted: replayed as any failure
+        self._in_transaction, self._began = False, None  # not fatal, its transaction aborted: replayed as any failure
         return None
 
-    def _fenced_error(self, reason: str) -> Fenced:
+    def _fenced_error(self, reason: str) -> Fenced | DeliveryError:
+        """:class:`Fenced`, unless the transaction outlived its timeout: then the broker aborted it and bumped the
+        epoch itself (a node paused, a coordinator slow to answer), no other instance took over, and a new producer
+        with the same id goes on (:class:`DeliveryError`, replayed)."""
+        age = self._outlived() if self.fenced is None else None
+        if age is not None:
+            return DeliveryError(f"the transaction was open {age:.0f}s, past transaction.timeout.ms "
+                                 f"({self._transaction_ms} ms): the broker aborted it ({reason})")
         if self.fenced is None:
             self.fenced = Fenced(f"fenced: another instance with transactional.id {self.transactional_id} took over "
                                  f"({reason})")
@@ -356,7 +383,7 @@ class Delivery:
                 old.abort_transaction(5)
         except KafkaException as exc:  # fatal: the next init_transactions with the same id ends it
             fencing = self._fencing(exc.args[0])
-            if fencing is not None:  # e.g. a zombie's offset commit failed for its old group generation first
+            if fencing is not None and self._outlived() is None:  # e.g. a zombie's offset commit failed first
                 raise self._fenced_error(f"abort failed: {fencing.str()}") from None
             log.debug("abort before recovery: %s", exc.args[0])
         try:
@@ -373,6 +400,7 @@ class Delivery:
                 if consumer is not None:
                     rewind(consumer)
                 self.producer = self._new_producer(self.mode)
+                self._began = None
                 self.recoveries += 1
                 return True
             except KafkaException as exc:
