@@ -96,6 +96,34 @@ def test_a_lower_transaction_timeout_lowers_the_message_timeout_under_it(fake):
     assert config["transaction.timeout.ms"] == 60_000 and config["message.timeout.ms"] == 30_000
 
 
+class SlowCoordinator(FakeProducer):
+    """init_transactions times out ``timeouts`` times (the cluster restarting), then succeeds."""
+
+    transactions = True
+    timeouts = 2
+
+    def init_transactions(self, timeout: float) -> None:
+        if SlowCoordinator.timeouts > 0:
+            SlowCoordinator.timeouts -= 1
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        super().init_transactions(timeout)
+
+
+@pytest.mark.parametrize("timeouts", [2, 10**6])
+def test_a_coordinator_that_does_not_answer_yet_is_waited_for_never_a_reason_to_fall_back(monkeypatch, timeouts):
+    """A timeout says nothing of transactions: ``auto`` waits for an answer, and without one raises rather than
+    deliver at-least-once."""
+    monkeypatch.setattr(clients, "Producer", SlowCoordinator)
+    monkeypatch.setattr(SlowCoordinator, "timeouts", timeouts)
+    monkeypatch.setattr("fastpubsub.kafka.delivery.time.sleep", lambda s: None)
+    monkeypatch.setattr("fastpubsub.kafka.delivery.START_WAIT", 0.05)
+    if timeouts == 2:
+        assert Delivery(CLIENTS, "auto").mode == "transactional"
+    else:
+        with pytest.raises(KafkaException, match="_TIMED_OUT"):
+            Delivery(CLIENTS, "auto")
+
+
 def test_settings_that_make_the_transactional_producer_impossible_are_an_error_not_a_fallback():
     """``auto`` falls back to at-least-once for a broker without transactions, never for settings librdkafka
     refuses: exactly once would be lost without a word but a warning (real librdkafka, no broker needed)."""

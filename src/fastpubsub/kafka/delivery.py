@@ -66,6 +66,21 @@ RECORD_ERRORS = frozenset({
     KafkaError.INVALID_MSG, KafkaError.INVALID_MSG_SIZE,
 })
 
+#: How long a start waits for the transaction coordinator to answer ``init_transactions``.
+START_WAIT = 120.0
+
+#: Errors that say the cluster did not answer, not what it answered.
+UNANSWERED = frozenset({
+    KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+})
+
+
+def unanswered(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.code() in UNANSWERED or (err.retriable() and not err.fatal()))
+
+
 #: An input record: (topic, partition, offset).
 Source = tuple[str, int, int]
 
@@ -126,10 +141,11 @@ class Delivery:
         self.mode = "at-least-once"
         if mode in ("auto", "transactional"):
             try:
-                self.producer, self.mode = self._new_producer("transactional"), "transactional"
+                self.producer, self.mode = self._first_producer(), "transactional"
             except KafkaException as exc:
-                # a producer the settings make impossible is a mistake to show, not a broker without transactions
-                if mode == "transactional" or exc.args[0].code() == KafkaError._INVALID_ARG:
+                # a producer the settings make impossible, or a cluster that never answered, is a mistake to show,
+                # not a broker without transactions
+                if mode == "transactional" or exc.args[0].code() == KafkaError._INVALID_ARG or unanswered(exc):
                     raise
                 log.warning("broker does not support transactions (%s); falling back to at-least-once", exc.args[0])
         if self.mode == "at-least-once":
@@ -152,6 +168,20 @@ class Delivery:
         #: ``offsets`` (send_offsets_to_transaction, or at-least-once the offset commit), ``transaction``
         #: (commit_transaction)
         self.commit_seconds = {"flush": 0.0, "offsets": 0.0, "transaction": 0.0}
+
+    def _first_producer(self) -> Producer:
+        """The transactional producer, ``init_transactions`` tried again while the cluster does not answer (a node
+        restarting, the coordinator moving) for up to :data:`START_WAIT` seconds: a timeout says nothing of whether
+        the broker has transactions."""
+        deadline = time.monotonic() + START_WAIT
+        while True:
+            try:
+                return self._new_producer("transactional")
+            except KafkaException as exc:
+                if not unanswered(exc) or time.monotonic() > deadline:
+                    raise
+                log.warning("init_transactions: %s; again in 1s", exc.args[0])
+                time.sleep(1)
 
     def _new_producer(self, mode: str) -> Producer:
         if mode == "at-least-once":
