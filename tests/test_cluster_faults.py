@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -161,6 +160,18 @@ def coordinator_of(bootstrap: str, transactional_id: str) -> int:
     h = java_hash(transactional_id)
     partitions = admin.partitions_of(bootstrap, "__transaction_state")
     return leader_of(bootstrap, "__transaction_state", (0 if h == -(1 << 31) else abs(h)) % partitions)
+
+
+def whole(cluster: EmbeddedBroker) -> bool:
+    """Whether every node runs, is registered, and every partition's ISR holds all its replicas (one quick look)."""
+    if not cluster.alive():
+        return False
+    try:
+        metadata = ClientFactory(cluster.bootstrap_servers).admin().list_topics(timeout=2)
+    except Exception:  # noqa: BLE001 - not yet
+        return False
+    return len(metadata.brokers) == 3 and all(len(pm.isrs) == len(pm.replicas) and pm.leader >= 0
+                                              for m in metadata.topics.values() for pm in m.partitions.values())
 
 
 def wait_whole(cluster: EmbeddedBroker, timeout: float = 120.0) -> None:
@@ -530,37 +541,34 @@ def cluster_down(d: Disturbance) -> str:
 
 
 def services_and_nodes_killed(d: Disturbance) -> str:
-    """kill -9 of a random service every 0.5-1.5 s (relaunched at once) while random nodes are killed and
-    restarted."""
-    stop, kills = threading.Event(), []
-
-    def kill_services() -> None:
-        rng = random.Random(d.rng.random())
-        while not stop.is_set():
+    """kill -9 of a random service every 0.5-1.5 s (relaunched at once) while nodes, one at a time, are killed and
+    restarted 1-3 s later.  One loop on the test's thread does both: a child started from another thread would get
+    SIGTERM when that thread ends (``PR_SET_PDEATHSIG`` follows the thread, not the process)."""
+    rng, kills, nodes = d.rng, [], []
+    next_kill, victim, restart_at, restarted = time.monotonic(), None, time.monotonic() + 1.0, False
+    while len(nodes) < d.plan.node_kills or victim is not None:
+        now = time.monotonic()
+        if now >= next_kill:
             role = d.w.roles[rng.choice(sorted(d.w.roles))]
             role.service.kill()
             role.start()
             kills.append(role.name)
-            stop.wait(rng.uniform(0.5, 1.5))
-
-    killer = threading.Thread(target=kill_services, daemon=True)
-    killer.start()
-    nodes = []
-    try:
-        for _ in range(d.plan.node_kills):
-            victim = d.rng.randrange(3)
+            next_kill = now + rng.uniform(0.5, 1.5)
+        if victim is None and now >= restart_at:  # the next node down
+            victim, restarted, restart_at = rng.randrange(3), False, now + rng.uniform(1.0, 3.0)
             nodes.append(victim + 1)
             d.cluster.kill_node(victim)
-            time.sleep(d.rng.uniform(1.0, 3.0))
+        elif victim is not None and not restarted and now >= restart_at:
             d.cluster.start_node(victim)
-            wait_whole(d.cluster)
-    finally:
-        stop.set()
-        killer.join(60)
+            restarted = True
+        elif victim is not None and restarted and whole(d.cluster):
+            victim, restart_at = None, now + 1.0
+        time.sleep(0.1)
+    wait_whole(d.cluster)
     for r in d.w.roles.values():
         assert r.service.ready.wait(120), f"{r.name} not ready after the kills:\n{r.service.tail()}"
-    return f"{len(kills)} kill -9 of the services ({', '.join(f'{n} {kills.count(n)}' for n in sorted(set(kills)))}) " \
-           f"while nodes {nodes} were killed and restarted"
+    return (f"{len(kills)} kill -9 of the services ({', '.join(f'{n} {kills.count(n)}' for n in sorted(set(kills)))}) "
+            f"while nodes {nodes} were killed and restarted, one at a time")
 
 
 def disk_full(d: Disturbance) -> str:
