@@ -17,7 +17,8 @@ Like Kafka Streams' ``StreamThread``, one loop owns everything that is not the t
   dead-lettered alone, so one poison record never holds the pipeline; ``kafka.delivery.Fenced`` (another instance
   took over the transactional.id) stops the host;
 * a cluster that went away (no broker answers any client: librdkafka's ``_ALL_BROKERS_DOWN``) is waited for, the
-  loop turning and /readyz saying not ready, until a batch, a commit or a metadata probe a second shows it back;
+  loop turning and /readyz saying not ready, until a batch or a metadata probe a second shows it back; then the
+  producer is replaced and the inputs rewound, as after a failed delivery;
 * ``/metrics``, ``/healthz`` and ``/readyz`` (``runtime.metrics``) read what the loop publishes; progress lines
   every ``--progress-interval`` seconds; a clean stop commits what was processed.
 """
@@ -232,21 +233,28 @@ class Host:
             self.metrics.unreachable = True
             self.log.warning("the Kafka cluster is unreachable (%s): waiting for it, not ready", err.str())
 
-    def _reached(self) -> None:
-        if self.metrics.unreachable:
-            self.metrics.unreachable = False
-            self.log.info("the Kafka cluster answers again: ready")
-
-    def _probe(self) -> None:
-        """While the cluster is unreachable and nothing arrives, a metadata request a second says when it is back."""
-        if not self.metrics.unreachable or time.monotonic() - self._probed < 1.0:
-            return
+    def _answers(self) -> bool:
+        """While the cluster is unreachable, a metadata request a second: whether it answers again."""
+        if time.monotonic() - self._probed < 1.0:
+            return False
         self._probed = time.monotonic()
         try:
             self._consumer.list_topics(timeout=1.0)
         except KafkaException:
-            return
-        self._reached()
+            return False
+        return True
+
+    def _renew(self, consumer: Consumer) -> None:
+        """The cluster answers again after an outage.  A producer that knew its old coordinators can wait on them
+        for good (``send_offsets_to_transaction``, confluentinc/librdkafka#5456; 15 s until its watchdog): start
+        afresh at once instead, as after a failed delivery, with a new producer and the inputs and the task back at
+        the committed offsets (what was consumed and not committed is consumed again)."""
+        self.metrics.unreachable = False
+        self.log.info("the Kafka cluster answers again: ready; a new producer, input again from the committed offsets")
+        self._abandon_in_flight(close=False)
+        self.checkpoint.failed(DeliveryError("the cluster came back"))
+        if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
+            self._while_away(self.task.rewind)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -278,9 +286,9 @@ class Host:
                                       else 0.005 if cp.in_flight else 0.2)
             if batch:
                 self.counters.lap("consume", t)
-                self._reached()
-            else:
-                self._probe()
+            if self.metrics.unreachable and (batch or self._answers()):
+                self._renew(consumer)  # the batch is consumed again, after the rewind
+                continue
             progressed = self._guarded(consumer, task.assigned, consumer) and progressed
             began = time.monotonic()
             if batch:
