@@ -58,7 +58,7 @@ class Plan:
     node_kills: int  # nodes killed while the services are killed too
 
 
-SHORT = Plan(seeds=(1,), load=2.0, outage=8.0, node_kills=2)
+SHORT = Plan(seeds=(1,), load=1.5, outage=8.0, node_kills=2)
 LONG = Plan(seeds=(1, 2, 3), load=15.0, outage=60.0, node_kills=4)
 
 #: Broker settings that make a lost node cost seconds, not the defaults' half minute: a silent follower leaves the
@@ -325,8 +325,8 @@ class Workload:
             self.roles[name].start()
         for r in self.roles.values():
             assert r.service.ready.wait(120), f"{r.name} not ready:\n{r.service.tail()}"
-        self.streams = [Stream(self._produce_event, 5, 0.1, b, len(self.events)),
-                        Stream(self._produce_update, 2, 0.1, b, len(self.updates))]
+        self.streams = [Stream(self._produce_event, 4, 0.15, b, len(self.events)),
+                        Stream(self._produce_update, 2, 0.15, b, len(self.updates))]
         self.lap("start")
 
     def _produce_event(self, p: Producer, i: int) -> None:
@@ -462,7 +462,9 @@ def verdict(fault: str, w: Workload, faults: list[tuple[str, dict[str, float | N
         with open(os.environ["PUBSUB_FAULTS_REPORT"], "a") as f:
             f.write(json.dumps(record) + "\n")
     for r in w.roles.values():  # exactly once as Kafka defines it: never a silent fall back to at-least-once
-        assert all(any("delivery: transactional" in line for line in s.log) for s in r.launched), r.service.tail()
+        said = [line for s in r.launched for line in s.log if " delivery: " in line]
+        assert said and all("delivery: transactional" in line for line in said), said
+        assert any(" delivery: transactional" in line for line in r.service.log), r.service.tail()
     for h in histories.values():
         h.assert_exactly_once()
     for what, resumed in faults:
@@ -504,11 +506,15 @@ def coordinator_kill(d: Disturbance) -> str:
 
 
 def rolling_restart(d: Disturbance) -> str:
+    steps = []
     for node in range(3):
+        t = time.monotonic()
         d.cluster.kill_node(node, signal.SIGTERM)  # Kafka's controlled shutdown
+        stopped = time.monotonic()
         d.cluster.start_node(node)
         wait_whole(d.cluster)
-    return "a rolling restart (SIGTERM, start, ISRs full again) of the 3 nodes"
+        steps.append(f"{stopped - t:.0f}+{time.monotonic() - stopped:.0f}")
+    return f"a rolling restart (SIGTERM, start, ISRs full again) of the 3 nodes; seconds to stop+rejoin: {steps}"
 
 
 def node_paused(d: Disturbance) -> str:
