@@ -159,6 +159,11 @@ class Stream:
             self.sent = min(self.sent + self._chunk, self._limit)
             time.sleep(self._pause)
 
+    def abandon(self) -> None:
+        """Stop without waiting for what is not acknowledged (after a failure, the cluster perhaps away)."""
+        self._stop.set()
+        self._thread.join(5)
+
     def stop(self) -> int:
         """Stop; how many were sent (all of them acknowledged)."""
         self._stop.set()
