@@ -4,6 +4,7 @@
 # and around them:
 #   make install    .venv, the package with its extras, Apache Kafka's jars (Maven, once per version), the numba kernels
 #   make test-fast  the unit lane alone: no broker, no Spark
+#   make test-faults  the long version of the three-node cluster fault tests (tests/test_cluster_faults.py)
 #   make wheel      dist/fastpubsub-*.whl, what Dockerfile and users install
 # Needs Python 3.10+, Java 17+ and Maven (`apt-get install openjdk-17-jre-headless maven`).
 #   make docs       the documentation site into site/ (mkdocs build --strict: a broken link fails it)
@@ -13,7 +14,7 @@ PYTHON ?= python3
 BIN     = $(VENV)/bin
 PYTEST  = $(BIN)/python -m pytest -q -p no:cacheprovider
 
-.PHONY: demo test test-fast bench install kafka tools wheel docs clean
+.PHONY: demo test test-fast test-faults bench install kafka tools wheel docs clean
 
 $(VENV)/.installed: pyproject.toml
 	@command -v java >/dev/null || { echo "Java 17 or newer is needed: apt-get install openjdk-17-jre-headless" >&2; exit 1; }
@@ -49,6 +50,11 @@ test: $(VENV)/.installed kafka tools
 
 test-fast: $(VENV)/.installed
 	$(PYTEST) -n 2 $(UNIT) --durations=10
+
+# The fault tests of a three-node cluster in their long version (several seeds, longer loads, a one-minute outage
+# of the whole cluster), as nightly system tests run; `make test` runs each fault once, short.
+test-faults: $(VENV)/.installed kafka
+	$(PYTEST) tests/test_cluster_faults.py --long-faults -s --durations=0
 
 # The package as users get it (tests/test_packaging.py installs it into a new venv and runs the demo).
 wheel: $(VENV)/.installed

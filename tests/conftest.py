@@ -25,6 +25,12 @@ from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long-faults", action="store_true", default=False,
+                     help="tests/test_cluster_faults.py: several seeds, longer loads, a one-minute outage "
+                          "(make test-faults)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that needs the session broker is in the ``broker`` lane, whether or not its file says so."""
     for item in items:

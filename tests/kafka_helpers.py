@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from fastpubsub.kafka import admin
 from fastpubsub.wire import codecs, topics
@@ -136,12 +136,25 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, 
         c.close()
 
 
+COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                      KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
 def committed_events(bootstrap: str, group_id: str) -> int:
-    """Events the group has committed, over all partitions."""
+    """Events the group has committed, over all partitions (asked again while the group's coordinator moves or
+    loads: a fresh broker answers NOT_COORDINATOR at first)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False})
     try:
         parts = [TopicPartition(topics.EVENTS, p) for p in range(admin.partitions_of(bootstrap, topics.EVENTS))]
-        return sum(max(tp.offset, 0) for tp in c.committed(parts, timeout=10))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return sum(max(tp.offset, 0) for tp in c.committed(parts, timeout=10))
+            except KafkaException as exc:
+                moving = exc.args[0].retriable() or exc.args[0].code() in COORDINATOR_MOVING
+                if not moving or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         c.close()
 

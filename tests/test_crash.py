@@ -6,7 +6,8 @@ changes (adds, removals, replacements) touch only phase-B subscriptions, and
 phase-B events are sent once the restarted processor has read every change,
 so the oracle's answer does not depend on how the two topics interleave.
 The check is on notification ids: transactional, exactly the expected ones,
-each once, with no de-duplication; at-least-once, the same after de-duplication.  The restarted processor rebuilds its state from the topic,
+each once, with no de-duplication; at-least-once, none lost or unexpected, at most twice
+(``tests/history.py``).  The restarted processor rebuilds its state from the topic,
 or loads the snapshot the first one wrote and replays only the later changes.
 Sharded (``--shard``): the killed and restarted processor is shard 0 of 2,
 while shard 1 runs throughout; both shards' notifications together are checked.
@@ -17,10 +18,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections import Counter
 
 import pytest
 from confluent_kafka import Producer
+from history import check
 from kafka_helpers import committed_events, notifications, send, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions, send_subscriptions
 from test_scale_out import ProcessorProcess
@@ -29,7 +30,6 @@ from fastpubsub.kafka.broker import free_port
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
-from fastpubsub.wire.dedup import deduplicate
 
 pytestmark = pytest.mark.broker
 
@@ -67,10 +67,18 @@ def expected_ids(subs, events) -> list[str]:
     return sorted(f"k{n}/{sid}" for n, sids in expected_matches(subs, events).items() for sid in sids)
 
 
-def report(name: str, notes: list[dict], expected: list[str], faults: int) -> None:
-    dup = len(notes) - len({n["notification_id"] for n in notes})
-    print(f"\n{name}: {len(expected)} notifications expected, {len(notes)} read, {dup} duplicates before dedup, "
-          f"{len(set(expected) - {n['notification_id'] for n in notes})} lost, {faults} fault(s) injected")
+def assert_delivered(name: str, delivery: str, notes: list[dict], expected: list[str], inputs: int, bootstrap: str,
+                     groups: list[str]) -> None:
+    """Transactional (``auto`` on Apache Kafka): each notification once, read_committed, without de-duplication;
+    at-least-once: none lost, none unexpected, at most the one replayed batch again."""
+    history = check(name, inputs, expected, [n["notification_id"] for n in notes], bootstrap,
+                    {g: [topics.EVENTS] for g in groups}, [topics.NOTIFICATIONS])
+    print("\n" + history.report("1 kill -9"))
+    assert all(n["notification_id"] == f"{n['event_id']}/{n['subscription_id']}" for n in notes)
+    if delivery == "auto":
+        history.assert_exactly_once()
+    else:
+        history.assert_at_least_once(most=2)
 
 
 @pytest.mark.parametrize("delivery, snapshots, sharded", [
@@ -144,14 +152,9 @@ def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots
 
     notes = notifications(bootstrap)
     expected = expected_ids(phase_a, events_a) + expected_ids(list(final_b.items()), events_b)
-    report(f"crash ({delivery}, {'snapshot' if snapshots else 'rebuild'}{', sharded' if sharded else ''})", notes,
-           expected, 1)
-    assert {n["notification_id"] for n in notes} >= set(expected)  # nothing lost
-    assert sorted(n["notification_id"] for n in deduplicate(notes)) == sorted(expected)  # one of each, nothing else
-    assert all(n["notification_id"] == f"{n['event_id']}/{n['subscription_id']}" for n in notes)
-    if delivery == "auto":  # transactions on Apache Kafka: each once, read_committed, no de-duplication
-        assert sorted(n["notification_id"] for n in notes) == sorted(expected)
-    assert max(Counter(n["notification_id"] for n in notes).values()) <= 2  # at most the one replayed batch again
+    assert_delivered(f"crash ({delivery}, {'snapshot' if snapshots else 'rebuild'}{', sharded' if sharded else ''})",
+                     delivery, notes, expected, len(events_a) + len(events_b), bootstrap,
+                     [group] + ([other.group(group_id)] if other else []))
 
 
 @pytest.mark.parametrize("delivery", ["auto", "at-least-once"])
@@ -189,9 +192,6 @@ def test_a_kill_inside_a_transaction_of_several_batches_loses_nothing(bootstrap,
 
     notes = notifications(bootstrap)
     expected = expected_ids(subs, events)
-    report(f"crash in a transaction of several batches ({delivery})", notes, expected, 1)
-    assert {n["notification_id"] for n in notes} >= set(expected)  # nothing lost
-    assert sorted(n["notification_id"] for n in deduplicate(notes)) == sorted(expected)
-    if delivery == "auto":  # the open transaction was aborted: none of its records reach a read_committed reader
-        assert sorted(n["notification_id"] for n in notes) == sorted(expected)
-    assert max(Counter(n["notification_id"] for n in notes).values()) <= 2
+    # transactional: the open transaction was aborted, none of its records reach a read_committed reader
+    assert_delivered(f"crash in a transaction of several batches ({delivery})", delivery, notes, expected,
+                     len(events), bootstrap, [group_id])

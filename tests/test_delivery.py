@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from fastpubsub.kafka import clients
-from fastpubsub.kafka.delivery import Delivery, DeliveryError
+from fastpubsub.kafka.delivery import Delivery, DeliveryError, Fenced
 
 
 class FakeProducer:
@@ -89,6 +89,51 @@ def test_settings_tune_the_producer_but_cannot_switch_off_what_delivery_needs(fa
     assert config["acks"] == "all" and config["transactional.id"] == "t-1" and config["bootstrap.servers"] == "127.0.0.1:1"
 
 
+def test_a_lower_transaction_timeout_lowers_the_message_timeout_under_it(fake):
+    """librdkafka refuses a transactional producer whose message.timeout.ms exceeds its transaction.timeout.ms."""
+    FakeProducer.transactions = True
+    config = Delivery(clients.ClientFactory("127.0.0.1:1", {"transaction.timeout.ms": "10000"}), "auto").producer.config
+    assert int(config["transaction.timeout.ms"]) == 10_000 and config["message.timeout.ms"] == 10_000
+    config = Delivery(CLIENTS, "auto").producer.config
+    assert config["transaction.timeout.ms"] == 60_000 and config["message.timeout.ms"] == 30_000
+
+
+class SlowCoordinator(FakeProducer):
+    """init_transactions times out ``timeouts`` times (the cluster restarting), then succeeds."""
+
+    transactions = True
+    timeouts = 2
+
+    def init_transactions(self, timeout: float) -> None:
+        if SlowCoordinator.timeouts > 0:
+            SlowCoordinator.timeouts -= 1
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        super().init_transactions(timeout)
+
+
+@pytest.mark.parametrize("timeouts", [2, 10**6])
+def test_a_coordinator_that_does_not_answer_yet_is_waited_for_never_a_reason_to_fall_back(monkeypatch, timeouts):
+    """A timeout says nothing of transactions: ``auto`` waits for an answer, and without one raises rather than
+    deliver at-least-once."""
+    monkeypatch.setattr(clients, "Producer", SlowCoordinator)
+    monkeypatch.setattr(SlowCoordinator, "timeouts", timeouts)
+    monkeypatch.setattr("fastpubsub.kafka.delivery.time.sleep", lambda s: None)
+    monkeypatch.setattr("fastpubsub.kafka.delivery.START_WAIT", 0.05)
+    if timeouts == 2:
+        assert Delivery(CLIENTS, "auto").mode == "transactional"
+    else:
+        with pytest.raises(KafkaException, match="_TIMED_OUT"):
+            Delivery(CLIENTS, "auto")
+
+
+def test_settings_that_make_the_transactional_producer_impossible_are_an_error_not_a_fallback():
+    """``auto`` falls back to at-least-once for a broker without transactions, never for settings librdkafka
+    refuses: exactly once would be lost without a word but a warning (real librdkafka, no broker needed)."""
+    impossible = clients.ClientFactory("127.0.0.1:1", {"transaction.timeout.ms": "10000", "message.timeout.ms": "30000"})
+    with pytest.raises(KafkaException, match="transaction.timeout.ms"):
+        Delivery(impossible, "auto")
+
+
 def test_at_least_once_commits_offsets_only_after_every_ack(fake):
     d, consumer = Delivery(CLIENTS, "auto"), FakeConsumer()
     d.produce("pubsub.notifications", b"alice", b"n")
@@ -122,6 +167,41 @@ def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):
     assert d.producer.calls == ["init_transactions", "begin", ("produce", "pubsub.notifications"), "flush",
                                 "send_offsets", "flush", "commit_transaction"]
     assert consumer.committed == [] and not d.pending()
+
+
+class EpochBumped(FakeProducer):
+    """The coordinator bumped the epoch: every transactional call fails as librdkafka reports fencing (fatal)."""
+
+    transactions = True
+
+    def commit_transaction(self, timeout) -> None:
+        raise KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+
+    abort_transaction = commit_transaction
+
+    def purge(self) -> None:
+        self._queue.clear()
+
+
+@pytest.mark.parametrize("open_for, outcome", [(5.0, "fenced"), (11.0, "replayed")])
+def test_fencing_of_a_transaction_past_its_timeout_is_replayed_not_the_end(monkeypatch, open_for, outcome):
+    """Another instance's init_transactions and the coordinator's abort of a transaction that outlived
+    transaction.timeout.ms both bump the epoch, and librdkafka calls both fencing.  Only a transaction open that long
+    can have been aborted by the broker: that one is replayed with a new producer, any other stops the service."""
+    monkeypatch.setattr(clients, "Producer", EpochBumped)
+    now = [1000.0]
+    monkeypatch.setattr("fastpubsub.kafka.delivery.time.monotonic", lambda: now[0])
+    d = Delivery(clients.ClientFactory("127.0.0.1:1", {"transaction.timeout.ms": "10000"}), "auto",
+                 transactional_id="t-1")
+    d.produce("pubsub.notifications", b"alice", b"n")
+    now[0] += open_for
+    if outcome == "fenced":
+        with pytest.raises(Fenced, match="another instance with transactional.id t-1 took over"):
+            d.commit(FakeConsumer(), OFFSETS)
+    else:
+        with pytest.raises(DeliveryError, match="open 11s, past transaction.timeout.ms .10000 ms.: the broker aborted"):
+            d.commit(FakeConsumer(), OFFSETS)
+        assert d.recover(None) and d.fenced is None and d.recoveries == 1
 
 
 def test_a_failed_transaction_never_reaches_send_offsets(fake):

@@ -25,12 +25,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from history import check
 from kafka_helpers import committed_events, notifications, read_all, send, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions, send_subscriptions
 import test_pattern_service as patterns_spec
@@ -98,6 +98,10 @@ class Kills:
     during_startup: int = 0  # killed before it was ready
     snapshots_loaded: int = 0  # restarts that loaded a snapshot (the event processor)
 
+    def __str__(self) -> str:
+        return (f"{self.done} kill -9 ({self.during_startup} during start-up"
+                f"{f', {self.snapshots_loaded} restarts from a snapshot' if self.snapshots_loaded else ''})")
+
 
 def kill_loop(launch: Callable[[], Service], progress: Callable[[], int], seed: int, kills: int = KILLS,
               during_startup: int = DURING_STARTUP, timeout: float = 60.0) -> Kills:
@@ -133,7 +137,8 @@ def kill_loop(launch: Callable[[], Service], progress: Callable[[], int], seed: 
 
 
 class Stream:
-    """A writer thread that sends ``produce(i)`` for i = 0, 1, ... in chunks at a steady pace until stopped."""
+    """A writer thread that sends ``produce(i)`` for i = 0, 1, ... in chunks at a steady pace until stopped; a chunk
+    counts as sent once every record of it is acknowledged."""
 
     def __init__(self, produce: Callable[[Producer, int], None], chunk: int, pause: float, bootstrap: str,
                  limit: int) -> None:
@@ -148,9 +153,16 @@ class Stream:
         while not self._stop.is_set() and self.sent < self._limit:
             for i in range(self.sent, min(self.sent + self._chunk, self._limit)):
                 self._produce(self._producer, i)
-            assert self._producer.flush(30) == 0
+            deadline = time.monotonic() + 300  # acknowledged, however long the cluster is away
+            while self._producer.flush(1) > 0:
+                assert time.monotonic() < deadline, "the stream's records were not acknowledged within 300 s"
             self.sent = min(self.sent + self._chunk, self._limit)
             time.sleep(self._pause)
+
+    def abandon(self) -> None:
+        """Stop without waiting for what is not acknowledged (after a failure, the cluster perhaps away)."""
+        self._stop.set()
+        self._thread.join(5)
 
     def stop(self) -> int:
         """Stop; how many were sent (all of them acknowledged)."""
@@ -158,32 +170,6 @@ class Stream:
         self._thread.join(60)
         assert self.sent < self._limit, "the stream ran out before the kills ended: raise its limit"
         return self.sent
-
-
-@dataclass
-class Count:
-    expected: int
-    read: int
-    missing: list = field(default_factory=list)
-    duplicated: dict = field(default_factory=dict)  # id -> times read
-    unexpected: list = field(default_factory=list)
-
-    @staticmethod
-    def of(read: list, expected: set) -> "Count":
-        seen = Counter(read)
-        return Count(len(expected), len(read), sorted(expected - set(seen)),
-                     {k: n for k, n in seen.items() if n > 1}, sorted(set(seen) - expected))
-
-    def report(self, name: str, kills: Kills) -> None:
-        print(f"\n{name}: {kills.done} kill -9 ({kills.during_startup} during start-up"
-              f"{f', {kills.snapshots_loaded} restarts from a snapshot' if kills.snapshots_loaded else ''}); "
-              f"{self.expected} notifications expected, {self.read} read (read_committed, no de-duplication): "
-              f"{len(self.missing)} missing, {len(self.duplicated)} duplicated, {len(self.unexpected)} unexpected")
-
-    def assert_exactly_once(self) -> None:
-        assert not self.missing, f"{len(self.missing)} missing, e.g. {self.missing[:5]}"
-        assert not self.duplicated, f"{len(self.duplicated)} duplicated, e.g. {list(self.duplicated.items())[:5]}"
-        assert not self.unexpected, f"{len(self.unexpected)} unexpected, e.g. {self.unexpected[:5]}"
 
 
 # --- the event processor --------------------------------------------------------------------------------------
@@ -245,10 +231,12 @@ def test_the_event_processor_killed_ten_times_notifies_exactly_once(bootstrap, g
     sent_events = EVENTS[:sent]
     assert not any(expected_matches([(0, Subscription("churn", [("phase", "=", "Z")]))], sent_events).values())
     expected = {f"k{n}/{sid}" for n, sids in expected_matches(subs, sent_events).items() for sid in sids}
-    count = Count.of([n["notification_id"] for n in notifications(bootstrap)], expected)
-    count.report(f"event processor ({'snapshots' if snapshots else 'rebuild'}), {sent} events", kills)
+    history = check(f"event processor ({'snapshots' if snapshots else 'rebuild'})", sent, expected,
+                    [n["notification_id"] for n in notifications(bootstrap)], bootstrap, {group_id: [topics.EVENTS]},
+                    [topics.NOTIFICATIONS])
+    print("\n" + history.report(str(kills)))
     assert kills.done >= KILLS and kills.during_startup >= 1
-    count.assert_exactly_once()
+    history.assert_exactly_once()
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0, *logs: Service) -> None:
@@ -305,10 +293,10 @@ def test_a_paused_processor_is_fenced_by_the_one_that_took_over_its_transactiona
     first_stats = json.loads(first.proc.stdout.read().strip().splitlines()[-1])
     assert 0 < first_stats["events"] <= paused_at  # all it committed, it committed before it was paused
     expected = {f"k{n}/{sid}" for n, sids in expected_matches(subs, EVENTS[:sent]).items() for sid in sids}
-    count = Count.of([n["notification_id"] for n in notifications(bootstrap)], expected)
-    count.report(f"zombie event processor, {sent} events (fenced: {fenced[0].split('stopping: ')[1].strip()})",
-                 Kills())
-    count.assert_exactly_once()
+    history = check("zombie event processor", sent, expected, [n["notification_id"] for n in notifications(bootstrap)],
+                    bootstrap, {group_id: [topics.EVENTS]}, [topics.NOTIFICATIONS])
+    print("\n" + history.report(f"fenced: {fenced[0].split('stopping: ')[1].strip()}"))
+    history.assert_exactly_once()
 
 
 # --- the pattern service and the table service ------------------------------------------------------------------
@@ -369,11 +357,12 @@ def test_the_pattern_service_killed_ten_times_notifies_exactly_once(service_topi
     assert sum(len(v) for v in stored.values()) == sent  # none past the retention
     expected = patterns_spec.oracle(subs, stored, since=SINCE)
     assert len(expected) > 200, "the workload completes too few patterns to say much"
-    count = Count.of([json.loads(m.value())["notification_id"] for m in read_all(bootstrap, topics.NOTIFICATIONS)],
-                     set(expected))
-    count.report(f"pattern service, {sent} events", kills)
+    history = check("pattern service", sent, expected,
+                    [json.loads(m.value())["notification_id"] for m in read_all(bootstrap, topics.NOTIFICATIONS)],
+                    bootstrap, {group_id: [topics.EVENTS]}, [topics.NOTIFICATIONS, topics.PATTERN_CHANGELOG])
+    print("\n" + history.report(str(kills)))
     assert kills.done >= KILLS and kills.during_startup >= 1
-    count.assert_exactly_once()
+    history.assert_exactly_once()
 
 
 TABLE_ROWS, TABLE_UPDATES = tables_spec.workload(90, 60, 40_000)
@@ -428,10 +417,12 @@ def test_the_table_service_killed_ten_times_notifies_exactly_once(service_topics
     assert stats["delivery"] == "transactional" and stats["restored_rows"] > 0
     want = tables_spec.expected(TABLE_ROWS, subs, TABLE_UPDATES[:sent], len(TABLE_ROWS))
     got = table_notifications(bootstrap)
-    count = Count.of([k for k, _ in got], set(want))
-    count.report(f"table service, {sent} updates", kills)
+    history = check("table service", sent, want, [k for k, _ in got], bootstrap,
+                    {group_id: [tables_spec.STOCK_TOPIC, topics.SUBSCRIPTIONS]},
+                    [topics.NOTIFICATIONS, topics.changelog_topic("stock")])
+    print("\n" + history.report(str(kills)))
     assert kills.done >= KILLS and kills.during_startup >= 1
-    count.assert_exactly_once()
+    history.assert_exactly_once()
     tables_spec.assert_same(dict(got), want)  # and each carries the oracle's answer
 
 

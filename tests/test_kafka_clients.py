@@ -196,7 +196,11 @@ def test_the_cli_parses_x_for_every_kafka_subcommand():
 
 
 def test_the_processor_builds_its_factory_from_its_config():
-    assert Processor(ProcessorConfig("127.0.0.1:1", client_config=dict(SETTINGS))).clients == ClientFactory("127.0.0.1:1", SETTINGS)
+    """The config's settings, and the host's error callback, which hears when no broker answers (runtime.host)."""
+    clients = Processor(ProcessorConfig("127.0.0.1:1", client_config=dict(SETTINGS))).clients
+    settings = dict(clients.settings)
+    assert callable(settings.pop("error_cb"))
+    assert ClientFactory(clients.bootstrap_servers, settings) == ClientFactory("127.0.0.1:1", SETTINGS)
 
 
 def test_no_module_but_the_factory_builds_a_client():

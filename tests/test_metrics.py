@@ -137,6 +137,11 @@ def test_health_and_readiness_follow_the_loop(serve):
     assert parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
     m.ready.set()
     assert get(f"{base}/readyz") == (200, "ready\n")
+    m.unreachable = True  # no broker answers: alive, waiting, not ready
+    assert get(f"{base}/readyz") == (503, "the Kafka cluster is unreachable: waiting for it\n")
+    assert get(f"{base}/healthz")[0] == 200 and parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
+    m.unreachable = False
+    assert get(f"{base}/readyz") == (200, "ready\n")
     m.last_beat -= 5  # the loop has not turned for five seconds
     status, body = get(f"{base}/healthz")
     assert status == 503 and body == "stalled: no progress for 5s\n"

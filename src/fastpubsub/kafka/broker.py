@@ -33,6 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from . import distribution
 from .clients import ClientFactory
@@ -167,14 +168,11 @@ logger.server.level = INFO
 class Node:
     """One JVM of the cluster: its directory, its process, and what it logged."""
 
-    def __init__(self, index: int, root: Path) -> None:
+    def __init__(self, index: int, root: Path, log_dir: str | Path | None = None) -> None:
         self.index = index
         self.dir = root / f"node-{index + 1}"
+        self.log_dir = Path(log_dir) if log_dir is not None else self.dir / "data"
         self.proc: subprocess.Popen | None = None
-
-    @property
-    def log_dir(self) -> Path:
-        return self.dir / "data"
 
     @property
     def log_file(self) -> Path:
@@ -216,13 +214,20 @@ class EmbeddedBroker:
     ``data_dir`` None: a temporary directory, removed by :meth:`stop`.  A given directory is kept, and starting on
     it again resumes the cluster it holds (topics, offsets, transactions).  ``security``: clients must connect
     through SASL_SSL as one of its users (:meth:`clients`); its users are created when the cluster is formatted.
+
+    ``config``: broker settings over :func:`server_properties` on every node; ``node_config``: on one node (by
+    index), e.g. its ``log.dirs`` on a file system of its own.  The fault tests shorten timeouts with them.
     """
 
     def __init__(self, port: int | None = None, *, nodes: int = 1,
                  data_dir: str | Path | None = None, heap: str = DEFAULT_HEAP,
-                 kafka_home: str | Path | None = None, security: BrokerSecurity | None = None) -> None:
+                 kafka_home: str | Path | None = None, security: BrokerSecurity | None = None,
+                 config: Mapping[str, str] | None = None,
+                 node_config: Mapping[int, Mapping[str, str]] | None = None) -> None:
         self.security = security
         self.port = port
+        self.config = dict(config or {})
+        self.node_config = {i: dict(c) for i, c in (node_config or {}).items()}
         self.nodes_count = valid_node_count(nodes)
         self._given_dir = Path(data_dir).expanduser().resolve() if data_dir is not None else None
         self.heap = heap
@@ -278,7 +283,7 @@ class EmbeddedBroker:
             except OSError as exc:
                 raise BrokerError(f"--data-dir {self.root} is not a writable directory: {exc}") from None
         layout_file = self.root / "cluster.json"
-        self.nodes = [Node(i, self.root) for i in range(self.nodes_count)]
+        self.nodes = [Node(i, self.root, self.node_config.get(i, {}).get("log.dirs")) for i in range(self.nodes_count)]
         if layout_file.is_file():
             layout = Layout.load(layout_file)
             if layout.nodes != self.nodes_count:
@@ -306,7 +311,8 @@ class EmbeddedBroker:
         layout.save(layout_file)
         for node in self.nodes:
             node.dir.mkdir(exist_ok=True)
-            props = server_properties(layout, node.index, node.log_dir, self.security)
+            props = {**server_properties(layout, node.index, node.log_dir, self.security), **self.config,
+                     **self.node_config.get(node.index, {})}
             config = node.dir / "server.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
             config.chmod(0o600)  # a secured node's holds the admin password

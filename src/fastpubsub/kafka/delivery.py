@@ -16,7 +16,13 @@ instance, or one started while this one was paused) calls ``init_transactions``,
 which aborts this one's open transaction and fences it: none of its later
 writes can commit.  That is raised as :class:`Fenced`, not as a
 :class:`DeliveryError`: recovering would start a new producer with the same id,
-which would fence the instance that took over in its turn.
+which would fence the instance that took over in its turn.  The coordinator
+also bumps the epoch when it aborts a transaction that outlived
+``transaction.timeout.ms`` (its node was paused, a commit waited on a slow
+group coordinator), and librdkafka reports that as fencing too: a fencing error
+of a transaction open that long is a :class:`DeliveryError`, replayed with a
+new producer, since no other instance needs to have taken over
+(tests/test_cluster_faults.py).
 
 Recovery: outputs or a commit that fail (broker gone, producer fenced or
 desynchronised, e.g. by a broker that restarted and forgot its producer ids)
@@ -59,6 +65,21 @@ RECORD_ERRORS = frozenset({
     KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD,
     KafkaError.INVALID_MSG, KafkaError.INVALID_MSG_SIZE,
 })
+
+#: How long a start waits for the transaction coordinator to answer ``init_transactions``.
+START_WAIT = 120.0
+
+#: Errors that say the cluster did not answer, not what it answered.
+UNANSWERED = frozenset({
+    KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+})
+
+
+def unanswered(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.code() in UNANSWERED or (err.retriable() and not err.fatal()))
+
 
 #: An input record: (topic, partition, offset).
 Source = tuple[str, int, int]
@@ -104,9 +125,14 @@ class Delivery:
         # (which is then replayed, see recover) instead of a commit waiting on it
         # only failed records call back into Python: a callback per acknowledged record costs about a
         # microsecond of the loop's thread each, and only failures are acted on
-        defaults = {"linger.ms": 5, "message.timeout.ms": 30_000, "delivery.report.only.error": True, **bounds.producer()}
+        # transaction.timeout.ms: how long the coordinator lets a transaction of a silent producer stay open before
+        # it aborts it; a default (-X may lower it), twice the longest --commit-interval-ms.  librdkafka refuses a
+        # message.timeout.ms above it: a lower transaction timeout lowers the message timeout's default with it.
+        transaction_ms = int(clients.settings.get("transaction.timeout.ms", 60_000))
+        defaults = {"linger.ms": 5, "message.timeout.ms": min(30_000, transaction_ms),
+                    "delivery.report.only.error": True, "transaction.timeout.ms": transaction_ms, **bounds.producer()}
         sizes = record_config or {}
-        self._transactional = clients.producer_config(defaults, **{**sizes, "acks": "all", "transaction.timeout.ms": 60_000,
+        self._transactional = clients.producer_config(defaults, **{**sizes, "acks": "all",
                                                                    "transactional.id": transactional_id})
         self._idempotent = clients.producer_config(defaults, **{**sizes, "acks": "all", "enable.idempotence": True})
         self._clients = clients
@@ -115,9 +141,11 @@ class Delivery:
         self.mode = "at-least-once"
         if mode in ("auto", "transactional"):
             try:
-                self.producer, self.mode = self._new_producer("transactional"), "transactional"
+                self.producer, self.mode = self._first_producer(), "transactional"
             except KafkaException as exc:
-                if mode == "transactional":
+                # a producer the settings make impossible, or a cluster that never answered, is a mistake to show,
+                # not a broker without transactions
+                if mode == "transactional" or exc.args[0].code() == KafkaError._INVALID_ARG or unanswered(exc):
                     raise
                 log.warning("broker does not support transactions (%s); falling back to at-least-once", exc.args[0])
         if self.mode == "at-least-once":
@@ -127,6 +155,8 @@ class Delivery:
         #: is still inside would crash the process (one per stuck call, which is rare)
         self._abandoned: list[Producer] = []
         self._in_transaction = False
+        self._began: float | None = None  # when the open (or failed) transaction began; None once it has ended
+        self._transaction_ms = transaction_ms
         self._failures: list[str] = []
         self._fenced: KafkaError | None = None  # a delivery report said the producer was fenced, or fatal
         #: set once this producer is known to be fenced: for good, it is never replaced (see :meth:`recover`)
@@ -138,6 +168,20 @@ class Delivery:
         #: ``offsets`` (send_offsets_to_transaction, or at-least-once the offset commit), ``transaction``
         #: (commit_transaction)
         self.commit_seconds = {"flush": 0.0, "offsets": 0.0, "transaction": 0.0}
+
+    def _first_producer(self) -> Producer:
+        """The transactional producer, ``init_transactions`` tried again while the cluster does not answer (a node
+        restarting, the coordinator moving) for up to :data:`START_WAIT` seconds: a timeout says nothing of whether
+        the broker has transactions."""
+        deadline = time.monotonic() + START_WAIT
+        while True:
+            try:
+                return self._new_producer("transactional")
+            except KafkaException as exc:
+                if not unanswered(exc) or time.monotonic() > deadline:
+                    raise
+                log.warning("init_transactions: %s; again in 1s", exc.args[0])
+                time.sleep(1)
 
     def _new_producer(self, mode: str) -> Producer:
         if mode == "at-least-once":
@@ -180,8 +224,7 @@ class Delivery:
         value = None
         try:
             if self.mode == "transactional" and not self._in_transaction:
-                self.producer.begin_transaction()
-                self._in_transaction = True
+                self._begin()
             produce = self.producer.produce
             for key, value, headers in records:
                 extra: dict[str, Any] = {"headers": headers} if headers else {}
@@ -202,6 +245,19 @@ class Delivery:
             raise self._failed("produce failed", exc) from None
         except SystemError as exc:  # a producer in a fatal or abortable state (see _flush)
             raise self._failed("produce failed", exc) from None
+
+    def _begin(self) -> None:
+        self.producer.begin_transaction()
+        self._in_transaction = True
+        self._began = time.monotonic()
+
+    def _outlived(self) -> float | None:
+        """Seconds the transaction not yet ended has been open, if past ``transaction.timeout.ms``: the coordinator
+        may have aborted it and bumped the producer's epoch, which librdkafka reports as fencing."""
+        if self._began is None:
+            return None
+        age = time.monotonic() - self._began
+        return age if age * 1000 >= self._transaction_ms else None
 
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0
@@ -231,8 +287,7 @@ class Delivery:
                 self._raise_failures()
                 try:
                     if not self._in_transaction:
-                        self.producer.begin_transaction()
-                        self._in_transaction = True
+                        self._begin()
                     metadata = consumer.consumer_group_metadata()
                     self._watched("send_offsets_to_transaction", SEND_OFFSETS_TIMEOUT,
                                   lambda: self.producer.send_offsets_to_transaction(offsets, metadata,
@@ -244,6 +299,7 @@ class Delivery:
                 t = time.perf_counter()
                 try:
                     self.producer.commit_transaction(timeout)
+                    self._began = None
                 except KafkaException as exc:
                     raise self._failed("transaction commit failed", exc) from None
                 finally:
@@ -317,10 +373,17 @@ class Delivery:
             self.producer.abort_transaction(1)
         except KafkaException as exc:
             return exc.args[0] if exc.args[0].fatal() else None
-        self._in_transaction = False  # it was not fatal, and its transaction is now aborted: replayed as any failure
+        self._in_transaction, self._began = False, None  # not fatal, its transaction aborted: replayed as any failure
         return None
 
-    def _fenced_error(self, reason: str) -> Fenced:
+    def _fenced_error(self, reason: str) -> Fenced | DeliveryError:
+        """:class:`Fenced`, unless the transaction outlived its timeout: then the broker aborted it and bumped the
+        epoch itself (a node paused, a coordinator slow to answer), no other instance took over, and a new producer
+        with the same id goes on (:class:`DeliveryError`, replayed)."""
+        age = self._outlived() if self.fenced is None else None
+        if age is not None:
+            return DeliveryError(f"the transaction was open {age:.0f}s, past transaction.timeout.ms "
+                                 f"({self._transaction_ms} ms): the broker aborted it ({reason})")
         if self.fenced is None:
             self.fenced = Fenced(f"fenced: another instance with transactional.id {self.transactional_id} took over "
                                  f"({reason})")
@@ -351,7 +414,7 @@ class Delivery:
                 old.abort_transaction(5)
         except KafkaException as exc:  # fatal: the next init_transactions with the same id ends it
             fencing = self._fencing(exc.args[0])
-            if fencing is not None:  # e.g. a zombie's offset commit failed for its old group generation first
+            if fencing is not None and self._outlived() is None:  # e.g. a zombie's offset commit failed first
                 raise self._fenced_error(f"abort failed: {fencing.str()}") from None
             log.debug("abort before recovery: %s", exc.args[0])
         try:
@@ -368,6 +431,7 @@ class Delivery:
                 if consumer is not None:
                     rewind(consumer)
                 self.producer = self._new_producer(self.mode)
+                self._began = None
                 self.recoveries += 1
                 return True
             except KafkaException as exc:

@@ -16,6 +16,9 @@ Like Kafka Streams' ``StreamThread``, one loop owns everything that is not the t
   many records (or a task that raises on a batch) replays one record per batch until the one at fault is
   dead-lettered alone, so one poison record never holds the pipeline; ``kafka.delivery.Fenced`` (another instance
   took over the transactional.id) stops the host;
+* a cluster that went away (no broker answers any client: librdkafka's ``_ALL_BROKERS_DOWN``) is waited for, the
+  loop turning and /readyz saying not ready, until a batch or a metadata probe a second shows it back; then the
+  producer is replaced and the inputs rewound, as after a failed delivery;
 * ``/metrics``, ``/healthz`` and ``/readyz`` (``runtime.metrics``) read what the loop publishes; progress lines
   every ``--progress-interval`` seconds; a clean stop commits what was processed.
 """
@@ -29,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from confluent_kafka import Consumer, KafkaException, Message
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from fastpubsub.kafka import ClientFactory, Settings
 from fastpubsub.kafka.admin import check_access
@@ -95,7 +98,9 @@ class Host:
     def __init__(self, task: Task, config: HostConfig) -> None:
         self.task, self.config = task, config
         self.log = logging.getLogger(task.name)
-        self.clients = ClientFactory(config.bootstrap_servers, config.client_config)
+        # every client reports its errors here: the cluster's absence is what readiness needs from them
+        self.clients = ClientFactory(config.bootstrap_servers, {"error_cb": self._client_error, **config.client_config})
+        self._probed = 0.0  # when the loop last asked for metadata while the cluster was unreachable
         self.counters = PipelineCounters()
         self.metrics = Metrics(config.stall_seconds, self.counters)  # served by runtime.metrics.MetricsServer
         self.ready = self.metrics.ready
@@ -223,6 +228,37 @@ class Host:
         """Commit what was produced without input offsets (a restore's dead letters); False if it failed."""
         return self._guarded(None, self._commit, None)
 
+    # --- the cluster's presence ---------------------------------------------------------
+
+    def _client_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback (every client's): all brokers down makes the service not ready."""
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and not self.metrics.unreachable:
+            self.metrics.unreachable = True
+            self.log.warning("the Kafka cluster is unreachable (%s): waiting for it, not ready", err.str())
+
+    def _answers(self) -> bool:
+        """While the cluster is unreachable, a metadata request a second: whether it answers again."""
+        if time.monotonic() - self._probed < 1.0:
+            return False
+        self._probed = time.monotonic()
+        try:
+            self._consumer.list_topics(timeout=1.0)
+        except KafkaException:
+            return False
+        return True
+
+    def _renew(self, consumer: Consumer) -> None:
+        """The cluster answers again after an outage.  A producer that knew its old coordinators can wait on them
+        for good (``send_offsets_to_transaction``, confluentinc/librdkafka#5456; 15 s until its watchdog): start
+        afresh at once instead, as after a failed delivery, with a new producer and the inputs and the task back at
+        the committed offsets (what was consumed and not committed is consumed again)."""
+        self.metrics.unreachable = False
+        self.log.info("the Kafka cluster answers again: ready; a new producer, input again from the committed offsets")
+        self._abandon_in_flight(close=False)
+        self.checkpoint.failed(DeliveryError("the cluster came back"))
+        if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
+            self._while_away(self.task.rewind)
+
     # --- the loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
@@ -253,6 +289,9 @@ class Host:
                                       else 0.005 if cp.in_flight else 0.2)
             if batch:
                 self.counters.lap("consume", t)
+            if self.metrics.unreachable and (batch or self._answers()):
+                self._renew(consumer)  # the batch is consumed again, after the rewind
+                continue
             progressed = self._guarded(consumer, task.assigned, consumer) and progressed
             began = time.monotonic()
             if batch:
@@ -415,22 +454,43 @@ class Host:
 
         Input records whose outputs the broker refused for what they are (``DeliveryError.refused``) are
         dead-lettered on the replay (``Checkpoint.screen``); a refusal shared by several records splits the replay
-        into batches of one record until the committed offsets pass them.  Other failures (a broker gone) are
-        retried as long as they last, and /healthz turns unhealthy meanwhile.  False if the step failed.  A fenced
-        producer (``kafka.delivery.Fenced``) is not a ``DeliveryError``: it stops the host.
+        into batches of one record until the committed offsets pass them.  Other failures (a broker gone, or a
+        consumer's call that failed for want of the cluster) are retried as long as they last, and /healthz turns
+        unhealthy meanwhile.  False if the step failed.  A fenced producer (``kafka.delivery.Fenced``) is not a
+        ``DeliveryError``: it stops the host.
         """
         try:
             step(*args)
             return True
+        except KafkaException as exc:  # a consumer's call (a restore, a rewind) while the cluster is away
+            return self._replay(consumer, DeliveryError(f"{getattr(step, '__name__', 'step')} failed: {exc.args[0]}"))
         except DeliveryError as exc:
-            self._abandon_in_flight(close=False)  # nothing is in flight when a step fails, but be sure of it
-            self.checkpoint.failed(exc)
-            self.counters.replays += 1
-            self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
-                           f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
-            self.task.rewind()
-            self.deliver.recover(consumer, self._stop.is_set, lambda: None)
-            return False
+            return self._replay(consumer, exc)
+
+    def _replay(self, consumer: Consumer | None, exc: DeliveryError) -> bool:
+        """What :meth:`_guarded` does with a failed step: the inputs and the task back at the committed offsets."""
+        self._abandon_in_flight(close=False)  # nothing is in flight when a step fails, but be sure of it
+        self.checkpoint.failed(exc)
+        self.counters.replays += 1
+        self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
+                       f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
+        # the producer and the consumer first: recover waits for the cluster, and a task's rewind may read it (the
+        # table service restores from its changelog)
+        if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
+            self._while_away(self.task.rewind)
+        return False
+
+    def _while_away(self, step: Callable[[], None]) -> None:
+        """``step()``, again every second while the cluster does not answer it (until :meth:`stop`)."""
+        while True:
+            try:
+                step()
+                return
+            except KafkaException as exc:
+                if self._stop.is_set():
+                    raise
+                self.log.warning("%s: %s; again in 1s", getattr(step, "__name__", "step"), exc.args[0])
+                time.sleep(1)
 
     # --- what it shows ----------------------------------------------------------------
 

@@ -31,7 +31,8 @@ finished an iteration (or a rebuild step) within ``stall_seconds``, 503 after.
 The loop turns even while the broker is unreachable (consume returns empty),
 so a broker outage is not a liveness failure; a loop stuck in one call (a
 wedged commit, a matcher that never returns) is.  ``/readyz`` is 200 once the
-subscriptions are rebuilt and events are being matched.
+subscriptions are rebuilt and events are being matched, and 503 again while
+no broker of the cluster answers (the service waits for it, it does not exit).
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class Metrics:
         self.stall_seconds = stall_seconds
         self.counters = counters or PipelineCounters()  # incremented by the stages
         self.ready = threading.Event()  # set once the subscriptions are rebuilt
+        self.unreachable = False  # no broker answers (runtime.host): not ready until one does
         self.dead_letters: Mapping[tuple[str, str], int] = {}  # (source topic, reason class) -> count, kept by the dead-letter path
         # gauges the loop sets (Metrics.publish)
         self.subscriptions = 0
@@ -230,8 +232,8 @@ class PublishedCollector(Collector):
             yield _counter("pubsub_producer_queue_full_total", "Times a produce found the queue full and waited.",
                            full_waits)
         yield InfoMetricFamily("pubsub", "Configuration of this instance.", value=dict(m.info))
-        yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched.",
-                     int(m.ready.is_set()))
+        yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched, 0 while no broker answers.",
+                     int(m.ready.is_set() and not m.unreachable))
         yield _gauge("pubsub_seconds_since_progress", "Seconds since the loop last made progress.",
                      round(time.monotonic() - m.last_beat, 3))
         engine = m.engine
@@ -332,8 +334,12 @@ class MetricsServer:
                     self._answer(200 if ok else 503, "ok\n" if ok else
                                  f"stalled: no progress for {time.monotonic() - target.last_beat:.0f}s\n")
                 elif path == "/readyz":
-                    ok = target.ready.is_set()
-                    self._answer(200 if ok else 503, "ready\n" if ok else "rebuilding subscriptions\n")
+                    if not target.ready.is_set():
+                        self._answer(503, "rebuilding subscriptions\n")
+                    elif target.unreachable:
+                        self._answer(503, "the Kafka cluster is unreachable: waiting for it\n")
+                    else:
+                        self._answer(200, "ready\n")
                 else:
                     self._answer(404, "not found: try /metrics, /healthz or /readyz\n")
 
