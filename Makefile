@@ -51,10 +51,12 @@ test: $(VENV)/.installed kafka tools
 test-fast: $(VENV)/.installed
 	$(PYTEST) -n 2 $(UNIT) --durations=10
 
-# The fault tests of a three-node cluster in their long version (several seeds, longer loads, a one-minute outage
-# of the whole cluster), as nightly system tests run; `make test` runs each fault once, short.
+# The fault tests in their long version, as nightly system tests run: the three-node cluster's faults each alone
+# over several seeds with a one-minute outage of the whole cluster, ten kills per service in the kill loops, and
+# the cases marked `long`; `make test` runs each fault once, short.
 test-faults: $(VENV)/.installed kafka
-	$(PYTEST) tests/test_cluster_faults.py --long-faults -s --durations=0
+	$(PYTEST) tests/test_cluster_faults.py tests/test_exactly_once.py --long-faults -s --durations=0
+	$(PYTEST) -m long --long-faults --durations=0
 
 # The package as users get it (tests/test_packaging.py installs it into a new venv and runs the demo).
 wheel: $(VENV)/.installed

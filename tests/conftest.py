@@ -32,10 +32,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that needs the session broker is in the ``broker`` lane, whether or not its file says so."""
+    """A test that needs the session broker is in the ``broker`` lane, whether or not its file says so; a case
+    marked ``long`` runs only in the long version of the fault tests (``make test-faults``)."""
+    long = config.getoption("--long-faults")
     for item in items:
         if "broker" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.broker)
+        if not long and item.get_closest_marker("long") is not None:
+            item.add_marker(pytest.mark.skip(reason="the long version: make test-faults (--long-faults)"))
+
+
+@pytest.fixture(scope="session")
+def long_faults(request: pytest.FixtureRequest) -> bool:
+    """True in the long version of the fault tests (``make test-faults``): more kills per run."""
+    return bool(request.config.getoption("--long-faults"))
 
 
 @pytest.fixture(scope="session")

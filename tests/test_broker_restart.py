@@ -21,7 +21,7 @@ from fastpubsub.kafka.broker import EmbeddedBroker, free_port
 pytestmark = pytest.mark.broker
 
 
-@pytest.mark.parametrize("delivery", ["auto", "at-least-once"])
+@pytest.mark.parametrize("delivery", ["auto", pytest.param("at-least-once", marks=pytest.mark.long)])
 def test_processor_resumes_after_the_broker_restarts(tmp_path, group_id, delivery):
     port = free_port()
     subs = random_subscriptions(100, seed=31)

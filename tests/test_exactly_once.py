@@ -44,8 +44,9 @@ from fastpubsub.wire.codecs import Subscription
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
-KILLS = 10  # SIGKILLs per run
-DURING_STARTUP = 3  # of them right after the launch, before the service is ready
+#: SIGKILLs per run, and how many of them come right after the launch, before the service is ready: five in CI,
+#: ten in the long version (make test-faults)
+KILLS = {False: (5, 2), True: (10, 3)}
 
 
 # --- a service in a child process, its kill loop, the input stream, the count -----------------------------
@@ -103,14 +104,16 @@ class Kills:
                 f"{f', {self.snapshots_loaded} restarts from a snapshot' if self.snapshots_loaded else ''})")
 
 
-def kill_loop(launch: Callable[[], Service], progress: Callable[[], int], seed: int, kills: int = KILLS,
-              during_startup: int = DURING_STARTUP, timeout: float = 60.0) -> Kills:
-    """``kills`` SIGKILLs of what ``launch`` starts, a new instance launched after each.
+def kill_loop(launch: Callable[[], Service], progress: Callable[[], int], seed: int, plan: tuple[int, int],
+              timeout: float = 60.0) -> Kills:
+    """``plan`` = (kills, during_startup): ``kills`` SIGKILLs of what ``launch`` starts, a new instance launched
+    after each.
 
     ``during_startup`` of them come 0-1.2 s after the launch (Python, the clients, the restore: before it is
     ready); the others once it is ready and has committed something (so that the stream moves on between two
     kills), 0-0.8 s later: inside a batch, a commit, a rebalance or a snapshot, wherever that falls.
     """
+    kills, during_startup = plan
     rng = random.Random(seed)
     plan = [True] * during_startup + [False] * (kills - during_startup)
     rng.shuffle(plan)
@@ -198,7 +201,8 @@ def processor(bootstrap: str, group_id: str, *options: str) -> Service:
 
 
 @pytest.mark.parametrize("snapshots", [False, True], ids=["rebuild", "snapshots"])
-def test_the_event_processor_killed_ten_times_notifies_exactly_once(bootstrap, group_id, snapshots, tmp_path):
+def test_the_event_processor_killed_repeatedly_notifies_exactly_once(bootstrap, group_id, snapshots, tmp_path,
+                                                                     long_faults):
     """Without snapshots every start rebuilds the subscriptions from the topic; with them (one a second while the
     subscriptions change) a start loads the latest one and replays what followed, and kills fall inside snapshot
     writes too."""
@@ -212,7 +216,8 @@ def test_the_event_processor_killed_ten_times_notifies_exactly_once(bootstrap, g
     last = None
     try:
         kills = kill_loop(lambda: processor(bootstrap, group_id, *options),
-                          lambda: committed_events(bootstrap, group_id), seed=62 + snapshots)
+                          lambda: committed_events(bootstrap, group_id), seed=62 + snapshots,
+                          plan=KILLS[long_faults])
         last = processor(bootstrap, group_id, *options)
         assert last.ready.wait(60), last.tail()
     finally:
@@ -235,7 +240,7 @@ def test_the_event_processor_killed_ten_times_notifies_exactly_once(bootstrap, g
                     [n["notification_id"] for n in notifications(bootstrap)], bootstrap, {group_id: [topics.EVENTS]},
                     [topics.NOTIFICATIONS])
     print("\n" + history.report(str(kills)))
-    assert kills.done >= KILLS and kills.during_startup >= 1
+    assert kills.done >= KILLS[long_faults][0] and kills.during_startup >= 1
     history.assert_exactly_once()
 
 
@@ -331,7 +336,7 @@ def produce_pattern_event(p: Producer, i: int) -> None:
               partition=patterns_spec.partition_for(attrs["name"], patterns_spec.PARTITIONS), timestamp=ts)
 
 
-def test_the_pattern_service_killed_ten_times_notifies_exactly_once(service_topics, group_id):
+def test_the_pattern_service_killed_repeatedly_notifies_exactly_once(service_topics, group_id, long_faults):
     """Each start restores every partition's engine from the changelog (read_committed) at the committed offsets."""
     bootstrap = service_topics
     subs = patterns_spec.subscriptions(81, 24)
@@ -341,7 +346,7 @@ def test_the_pattern_service_killed_ten_times_notifies_exactly_once(service_topi
                              ready="pattern subscriptions loaded")
     last = None
     try:
-        kills = kill_loop(launch, lambda: committed_events(bootstrap, group_id), seed=82)
+        kills = kill_loop(launch, lambda: committed_events(bootstrap, group_id), seed=82, plan=KILLS[long_faults])
         last = launch()
         assert last.ready.wait(60), last.tail()
     finally:
@@ -361,7 +366,7 @@ def test_the_pattern_service_killed_ten_times_notifies_exactly_once(service_topi
                     [json.loads(m.value())["notification_id"] for m in read_all(bootstrap, topics.NOTIFICATIONS)],
                     bootstrap, {group_id: [topics.EVENTS]}, [topics.NOTIFICATIONS, topics.PATTERN_CHANGELOG])
     print("\n" + history.report(str(kills)))
-    assert kills.done >= KILLS and kills.during_startup >= 1
+    assert kills.done >= KILLS[long_faults][0] and kills.during_startup >= 1
     history.assert_exactly_once()
 
 
@@ -388,7 +393,7 @@ def table_notifications(bootstrap: str) -> list[tuple[tuple[int, str], object]]:
     return out
 
 
-def test_the_table_service_killed_ten_times_notifies_exactly_once(service_topics, group_id):
+def test_the_table_service_killed_repeatedly_notifies_exactly_once(service_topics, group_id, long_faults):
     """Each start restores the table from its changelog (read_committed) and the subscriptions up to their committed
     offsets, silently; then the updates from the committed offset.  The rows and the subscriptions come first (the
     oracle's order), the updates as the stream."""
@@ -404,7 +409,8 @@ def test_the_table_service_killed_ten_times_notifies_exactly_once(service_topics
     last = None
     try:
         kills = kill_loop(lambda: table_service(bootstrap, group_id),
-                          lambda: tables_spec.committed(bootstrap, group_id, tables_spec.STOCK_TOPIC), seed=92)
+                          lambda: tables_spec.committed(bootstrap, group_id, tables_spec.STOCK_TOPIC), seed=92,
+                          plan=KILLS[long_faults])
         last = table_service(bootstrap, group_id)
         assert last.ready.wait(60), last.tail()
     finally:
@@ -421,7 +427,7 @@ def test_the_table_service_killed_ten_times_notifies_exactly_once(service_topics
                     {group_id: [tables_spec.STOCK_TOPIC, topics.SUBSCRIPTIONS]},
                     [topics.NOTIFICATIONS, topics.changelog_topic("stock")])
     print("\n" + history.report(str(kills)))
-    assert kills.done >= KILLS and kills.during_startup >= 1
+    assert kills.done >= KILLS[long_faults][0] and kills.during_startup >= 1
     history.assert_exactly_once()
     tables_spec.assert_same(dict(got), want)  # and each carries the oracle's answer
 

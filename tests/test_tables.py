@@ -279,7 +279,7 @@ def committed(bootstrap: str, group_id: str, topic: str) -> int:
         c.close()
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.25])
+@pytest.mark.parametrize("delay", [0.0, pytest.param(0.25, marks=pytest.mark.long)])
 def test_kill_9_and_restart_deduplicated_notifications_equal_the_oracle(tables_bootstrap, group_id, delay):
     rows, updates = workload(5, 60, 3000)
     subs = subscriptions(6, 80)
