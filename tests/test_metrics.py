@@ -142,6 +142,11 @@ def test_health_and_readiness_follow_the_loop(serve):
     assert get(f"{base}/healthz")[0] == 200 and parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
     m.unreachable = False
     assert get(f"{base}/readyz") == (200, "ready\n")
+    m.recovering = True  # a failed step replayed: a new producer (which may wait for its coordinator), the inputs
+    assert get(f"{base}/readyz")[0] == 503
+    assert parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
+    m.recovering = False
+    assert get(f"{base}/readyz") == (200, "ready\n")
     m.last_beat -= 5  # the loop has not turned for five seconds
     status, body = get(f"{base}/healthz")
     assert status == 503 and body == "stalled: no progress for 5s\n"

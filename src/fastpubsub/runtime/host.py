@@ -256,8 +256,7 @@ class Host:
         self.log.info("the Kafka cluster answers again: ready; a new producer, input again from the committed offsets")
         self._abandon_in_flight(close=False)
         self.checkpoint.failed(DeliveryError("the cluster came back"))
-        if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
-            self._while_away(self.task.rewind)
+        self._recover(consumer)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -474,11 +473,20 @@ class Host:
         self.counters.replays += 1
         self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
                        f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
-        # the producer and the consumer first: recover waits for the cluster, and a task's rewind may read it (the
-        # table service restores from its changelog)
-        if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
-            self._while_away(self.task.rewind)
+        self._recover(consumer)
         return False
+
+    def _recover(self, consumer: Consumer | None) -> None:
+        """The producer and the consumer first: recover waits for the cluster (a new transactional producer may wait
+        minutes for its coordinator), and a task's rewind may read it (the table service restores from its
+        changelog).  Not ready meanwhile: the loop serves nothing, and polls no client whose error callback would
+        say the cluster is away."""
+        self.metrics.recovering = True
+        try:
+            if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
+                self._while_away(self.task.rewind)
+        finally:
+            self.metrics.recovering = False
 
     def _while_away(self, step: Callable[[], None]) -> None:
         """``step()``, again every second while the cluster does not answer it (until :meth:`stop`)."""

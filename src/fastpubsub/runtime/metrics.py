@@ -121,6 +121,7 @@ class Metrics:
         self.counters = counters or PipelineCounters()  # incremented by the stages
         self.ready = threading.Event()  # set once the subscriptions are rebuilt
         self.unreachable = False  # no broker answers (runtime.host): not ready until one does
+        self.recovering = False  # a failed step is being replayed: a new producer, the inputs at their offsets
         self.dead_letters: Mapping[tuple[str, str], int] = {}  # (source topic, reason class) -> count, kept by the dead-letter path
         # gauges the loop sets (Metrics.publish)
         self.subscriptions = 0
@@ -233,7 +234,7 @@ class PublishedCollector(Collector):
                            full_waits)
         yield InfoMetricFamily("pubsub", "Configuration of this instance.", value=dict(m.info))
         yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched, 0 while no broker answers.",
-                     int(m.ready.is_set() and not m.unreachable))
+                     int(m.ready.is_set() and not m.unreachable and not m.recovering))
         yield _gauge("pubsub_seconds_since_progress", "Seconds since the loop last made progress.",
                      round(time.monotonic() - m.last_beat, 3))
         engine = m.engine
@@ -338,6 +339,8 @@ class MetricsServer:
                         self._answer(503, "rebuilding subscriptions\n")
                     elif target.unreachable:
                         self._answer(503, "the Kafka cluster is unreachable: waiting for it\n")
+                    elif target.recovering:
+                        self._answer(503, "recovering: a new producer and the inputs at their committed offsets\n")
                     else:
                         self._answer(200, "ready\n")
                 else:
