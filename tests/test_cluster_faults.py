@@ -484,12 +484,17 @@ class Disturbance:
     rng: random.Random
 
 
-def leader_kill(d: Disturbance) -> str:
-    victim = leader_of(d.cluster.bootstrap_servers, topics.EVENTS, 0)
+def killed_and_restarted(d: Disturbance, victim: int) -> None:
+    """kill -9 of one node, the load going on for ``plan.load`` seconds without it, then the node back."""
     d.cluster.kill_node(victim)
     time.sleep(d.plan.load)
     d.cluster.start_node(victim)
     wait_whole(d.cluster)
+
+
+def leader_kill(d: Disturbance) -> str:
+    victim = leader_of(d.cluster.bootstrap_servers, topics.EVENTS, 0)
+    killed_and_restarted(d, victim)
     return f"kill -9 of node {victim + 1} (leader of {topics.EVENTS}[0]) under load, restarted after {d.plan.load:.0f} s"
 
 
@@ -497,10 +502,7 @@ def coordinator_kill(d: Disturbance) -> str:
     """The processor commits every 500 ms (``--commit-interval-ms 500``, see :data:`PROCESSOR_OPTIONS`): the kill
     falls inside a transaction; its coordinator moves to another node, which ends it, and the processor replays."""
     victim = coordinator_of(d.cluster.bootstrap_servers, d.w.processor_tid)
-    d.cluster.kill_node(victim)
-    time.sleep(d.plan.load)
-    d.cluster.start_node(victim)
-    wait_whole(d.cluster)
+    killed_and_restarted(d, victim)
     return f"kill -9 of node {victim + 1}, the transaction coordinator of the processor, mid-transaction"
 
 
