@@ -3,8 +3,9 @@
     python tests/first_batches.py [--subscriptions N]
 
 prints one JSON object, service -> names of the kernels numba compiled (not
-loaded from its cache) while it ran.  tests/test_warmup.py runs it after
-`pubsub warmup` filled an empty cache: every list must be empty.
+loaded from its cache) while it ran.  tests/test_packaging.py runs it after
+`pubsub warmup` filled an empty cache of a fresh installation: every list
+must be empty.
 
 The paths are the services' own, fed with records made here as the topics
 would hold them: the event processor's rebuild (chunks of ``REBUILD_CHUNK``

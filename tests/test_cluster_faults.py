@@ -1,7 +1,9 @@
 """Faults of a three-node Apache Kafka cluster under the three services at once, checked by one history checker.
 
 One cluster (``EmbeddedBroker(nodes=3)``: replication factor 3, ``min.insync.replicas`` 2, failover in seconds)
-serves the module, the third node's log directory on a small tmpfs of its own; each test gets the topics afresh.
+serves the module, each node a host of its own in a network namespace (``tests/netns.py``; on loopback when
+namespaces cannot be made, and the partition is then not run), the third node's log directory on a small tmpfs of
+its own; each test gets the topics afresh.
 The event processor (``pubsub run``), the pattern service (``pubsub patterns``) and the table service (``pubsub
 tables``) run in child processes on one stream of events and one stream of table updates, each with its oracle.  The cluster is disturbed under that load; once it has recovered, the streams stop, every
 service drains its input, and ``tests/history.py`` checks each service's notifications as a read_committed consumer
@@ -35,6 +37,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from conftest import fresh_topics
 from history import History, check
 from kafka_helpers import read_all, send, wait_processed
+from netns import Hosts
 from random_workload import expected_matches
 from test_exactly_once import Service, Stream
 import test_pattern_service as patterns_spec
@@ -56,10 +59,11 @@ class Plan:
     load: float  # seconds of load before the fault, and again after the recovery
     outage: float  # seconds the whole cluster is down
     node_kills: int  # nodes killed while the services are killed too
+    partition: float  # seconds one node is cut off from the others
 
 
-SHORT = Plan(seeds=(1,), load=1.5, outage=8.0, node_kills=1)
-LONG = Plan(seeds=(1, 2, 3), load=15.0, outage=60.0, node_kills=4)
+SHORT = Plan(seeds=(1,), load=1.5, outage=8.0, node_kills=1, partition=9.0)
+LONG = Plan(seeds=(1, 2, 3), load=15.0, outage=60.0, node_kills=4, partition=30.0)
 
 #: Broker settings that make a lost node cost seconds, not the defaults' half minute: a silent follower leaves the
 #: ISR after 4 s (else ``acks=all`` writes wait 30 s for it), a silent broker is fenced by the controllers after
@@ -137,9 +141,20 @@ def small_fs():
 
 
 @pytest.fixture(scope="module")
-def cluster(small_fs):
+def hosts():
+    """Each node a host of its own (``tests/netns.py``), or why namespaces could not be made (then on loopback)."""
+    made = Hosts.make(3)
+    yield made
+    if isinstance(made, Hosts):
+        made.remove()
+
+
+@pytest.fixture(scope="module")
+def cluster(small_fs, hosts):
     node_config = {} if small_fs.error else {SMALL_FS_NODE: {"log.dirs": str(small_fs.path / "data")}}
-    with EmbeddedBroker(nodes=3, config=FAST_FAILOVER, node_config=node_config) as b:
+    placed = {} if isinstance(hosts, str) else {"hosts": hosts.addresses,
+                                                 "namespaces": [hosts.node_namespace(i) for i in range(3)]}
+    with EmbeddedBroker(nodes=3, config=FAST_FAILOVER, node_config=node_config, **placed) as b:
         yield b
 
 
@@ -481,6 +496,7 @@ class Disturbance:
     w: Workload
     plan: Plan
     small_fs: SmallFs
+    hosts: Hosts | str
     rng: random.Random
 
 
@@ -606,6 +622,27 @@ def disk_full(d: Disturbance) -> str:
             f"node stopped, {d.plan.load:.0f} s on two nodes, space freed, node restarted")
 
 
+def network_partition(d: Disturbance) -> str:
+    """The leader of an events partition cut off from the other two nodes (not from the services) for longer than
+    the controllers' broker session and the ISR's lag limit: the controllers fence it and move its leaderships,
+    its ``acks=all`` writes cannot reach ``min.insync.replicas``, and the services must follow the new leaders.
+    Then the partition heals and the node catches up."""
+    if isinstance(d.hosts, str):
+        pytest.skip(f"no network namespaces: {d.hosts}")
+    victim = leader_of(d.cluster.bootstrap_servers, topics.EVENTS, 0)
+    d.hosts.partition(victim)
+    try:
+        deadline = time.monotonic() + d.plan.partition
+        while time.monotonic() < deadline:
+            d.w.assert_alive()
+            time.sleep(0.5)
+    finally:
+        d.hosts.heal(victim)
+    wait_whole(d.cluster)
+    return (f"node {victim + 1} (leader of {topics.EVENTS}[0]) cut off from the other two nodes for "
+            f"{d.plan.partition:.0f} s (network namespaces), the services still reaching it")
+
+
 FAULTS: dict[str, Callable[[Disturbance], str]] = {
     "leader kill -9": leader_kill,
     "coordinator kill -9": coordinator_kill,
@@ -613,6 +650,7 @@ FAULTS: dict[str, Callable[[Disturbance], str]] = {
     "node paused": node_paused,
     "cluster down": cluster_down,
     "services and nodes killed": services_and_nodes_killed,
+    "network partition": network_partition,
     "disk full": disk_full,
 }
 #: The processor's transactions stay open half a second, so that a kill falls inside one.
@@ -630,11 +668,11 @@ def disturb(d: Disturbance, name: str) -> tuple[str, dict[str, float | None]]:
     return what, resumed
 
 
-def test_one_fault_under_load_notifies_exactly_once(cluster, workload, small_fs, plan, seed, name):
+def test_one_fault_under_load_notifies_exactly_once(cluster, workload, small_fs, hosts, plan, seed, name):
     """The long version (``--long-faults``, ``make test-faults``): each fault alone, on fresh topics, per seed."""
     w = workload(processor=PROCESSOR_OPTIONS)
     try:
-        faults = [disturb(Disturbance(cluster, w, plan, small_fs, random.Random(seed)), name)]
+        faults = [disturb(Disturbance(cluster, w, plan, small_fs, hosts, random.Random(seed)), name)]
         time.sleep(plan.load)
         sent = w.finish()
     finally:
@@ -642,15 +680,18 @@ def test_one_fault_under_load_notifies_exactly_once(cluster, workload, small_fs,
     verdict(name, w, faults, sent)
 
 
-def test_every_fault_in_turn_notifies_exactly_once(cluster, workload, small_fs, plan, seed):
-    """CI's version: one load, every fault once in turn (the disk last: it may skip), one check at the end."""
+def test_every_fault_in_turn_notifies_exactly_once(cluster, workload, small_fs, hosts, plan, seed):
+    """CI's version: one load, every fault once in turn (those that may skip last), one check at the end."""
     w = workload(processor=PROCESSOR_OPTIONS)
-    d = Disturbance(cluster, w, plan, small_fs, random.Random(seed))
+    d = Disturbance(cluster, w, plan, small_fs, hosts, random.Random(seed))
     faults = []
     try:
         for name in FAULTS:
             if name == "disk full" and small_fs.error:
                 print(f"\ndisk full: not run: mount -t tmpfs failed: {small_fs.error}")
+                continue
+            if name == "network partition" and isinstance(hosts, str):
+                print(f"\nnetwork partition: not run: no network namespaces: {hosts}")
                 continue
             started = time.monotonic()
             faults.append(disturb(d, name))

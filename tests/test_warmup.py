@@ -1,8 +1,9 @@
 """Compiling ahead: `pubsub warmup`, the compile watch, the kernel cache's place and its clearing.
 
 A warm-up from an empty cache (a minute or two) is exercised by
-tests/test_packaging.py, on a fresh installation, as a user runs it, and by
-the slow test below, which then runs every service's start and first batches.
+tests/test_packaging.py, on a fresh installation, as a user runs it; there
+every service's start and first batches then compile nothing
+(tests/first_batches.py).
 """
 
 from __future__ import annotations
@@ -127,20 +128,3 @@ def test_the_command_validates_its_options_and_says_where_the_cache_is():
     assert f"numba cache: {fastpubsub.numba_cache_dir()}" in done.stderr
     assert "warmup: every kernel was already in the cache for dynamic in" in done.stdout
     assert f"{len(warmup.STEPS)}/{len(warmup.STEPS)}" in done.stderr  # the progress bar's last state
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_after_a_warm_up_no_service_compiles_a_kernel_at_its_start_or_on_its_first_batches(tmp_path):
-    """`pubsub warmup` into an empty cache; then, in another process, the event processor's rebuild of 150,000
-    subscriptions, first batches, changes and snapshot, the pattern service's and the table service's batches and
-    restores (tests/first_batches.py): numba compiles nothing there, it loads every kernel from the cache."""
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "kernels")}
-    done = subprocess.run([sys.executable, "-m", "fastpubsub", "warmup"], env=env, capture_output=True, text=True,
-                          timeout=1500)
-    assert done.returncode == 0, done.stderr
-    assert "kernels compiled for dynamic" in done.stdout
-    run = subprocess.run([sys.executable, str(Path(__file__).with_name("first_batches.py"))], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout) == {"pubsub run": [], "pubsub patterns": [], "pubsub tables": []}

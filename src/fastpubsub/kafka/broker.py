@@ -33,7 +33,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 from . import distribution
 from .clients import ClientFactory
@@ -55,9 +55,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_in_use(port: int) -> bool:
+def port_in_use(port: int, host: str = HOST) -> bool:
     with socket.socket() as s:
-        return s.connect_ex((HOST, port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 def child_preexec() -> None:
@@ -68,6 +68,28 @@ def child_preexec() -> None:
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     os.setsid()  # Ctrl-C in the terminal goes to us; we stop the broker last
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def preexec_in_namespace(namespace: str | None) -> Callable[[], None]:
+    """:func:`child_preexec`, then, given a namespace, into the network namespace ``ip netns add NAME`` made (its
+    handle in ``/var/run/netns``): the node sees only that namespace's interfaces."""
+    if namespace is None:
+        return child_preexec
+    handle = f"/var/run/netns/{namespace}"
+
+    def preexec() -> None:
+        import ctypes
+
+        child_preexec()
+        fd = os.open(handle, os.O_RDONLY)
+        if ctypes.CDLL("libc.so.6", use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {handle}")
+        os.close(fd)
+
+    return preexec
 
 
 def valid_node_count(nodes: int) -> int:
@@ -106,21 +128,24 @@ class Layout:
 
 
 def server_properties(layout: Layout, node: int, log_dir: Path,
-                      security: BrokerSecurity | None = None) -> dict[str, str]:
-    """One node's ``server.properties``: combined broker and controller on loopback, sized for one machine; with
-    ``security``, its listeners authenticated and its authorizer on (``BrokerSecurity.server_properties``)."""
+                      security: BrokerSecurity | None = None, hosts: Sequence[str] | None = None) -> dict[str, str]:
+    """One node's ``server.properties``: combined broker and controller on loopback (or each node on its address of
+    ``hosts``), sized for one machine; with ``security``, its listeners authenticated and its authorizer on
+    (``BrokerSecurity.server_properties``)."""
     n = layout.nodes
+    hosts = list(hosts) if hosts is not None else [HOST] * n
+    host = hosts[node]
     replicas = min(n, 3)
     min_isr = 2 if replicas >= 3 else 1
-    voters = ",".join(f"{i + 1}@{HOST}:{p}" for i, p in enumerate(layout.controller_ports))
+    voters = ",".join(f"{i + 1}@{hosts[i]}:{p}" for i, p in enumerate(layout.controller_ports))
     secured = {} if security is None else security.server_properties(
         layout.ports[node], layout.internal_ports[node], layout.controller_ports[node])
     return {
         "process.roles": "broker,controller",
         "node.id": str(node + 1),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{HOST}:{layout.ports[node]},CONTROLLER://{HOST}:{layout.controller_ports[node]}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{layout.ports[node]}",
+        "listeners": f"PLAINTEXT://{host}:{layout.ports[node]},CONTROLLER://{host}:{layout.controller_ports[node]}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{layout.ports[node]}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -217,18 +242,30 @@ class EmbeddedBroker:
 
     ``config``: broker settings over :func:`server_properties` on every node; ``node_config``: on one node (by
     index), e.g. its ``log.dirs`` on a file system of its own.  The fault tests shorten timeouts with them.
+
+    ``hosts`` and ``namespaces``: the address each node listens on and the network namespace its JVM runs in (by
+    index; default 127.0.0.1 in this process's namespace).  The partition test gives each node a namespace of its
+    own, joined to the others by veth pairs, so that it can cut one node off (``tests/netns.py``).
     """
 
     def __init__(self, port: int | None = None, *, nodes: int = 1,
                  data_dir: str | Path | None = None, heap: str = DEFAULT_HEAP,
                  kafka_home: str | Path | None = None, security: BrokerSecurity | None = None,
                  config: Mapping[str, str] | None = None,
-                 node_config: Mapping[int, Mapping[str, str]] | None = None) -> None:
+                 node_config: Mapping[int, Mapping[str, str]] | None = None,
+                 hosts: Sequence[str] | None = None, namespaces: Sequence[str | None] | None = None) -> None:
         self.security = security
         self.port = port
         self.config = dict(config or {})
         self.node_config = {i: dict(c) for i, c in (node_config or {}).items()}
         self.nodes_count = valid_node_count(nodes)
+        self.hosts = list(hosts) if hosts is not None else [HOST] * self.nodes_count
+        self.namespaces = list(namespaces) if namespaces is not None else [None] * self.nodes_count
+        if len(self.hosts) != self.nodes_count or len(self.namespaces) != self.nodes_count:
+            raise ValueError(f"{self.nodes_count} node(s): give as many hosts and namespaces, not "
+                             f"{len(self.hosts)} and {len(self.namespaces)}")
+        if security is not None and set(self.hosts) != {HOST}:
+            raise ValueError(f"a secured cluster's certificate names {HOST} only: it cannot listen on {self.hosts}")
         self._given_dir = Path(data_dir).expanduser().resolve() if data_dir is not None else None
         self.heap = heap
         self.kafka_home = kafka_home
@@ -241,11 +278,11 @@ class EmbeddedBroker:
     @property
     def bootstrap_servers(self) -> str:
         assert self.layout is not None, "the broker has not started"
-        return ",".join(f"{HOST}:{p}" for p in self.layout.ports)
+        return ",".join(f"{h}:{p}" for h, p in zip(self.hosts, self.layout.ports))
 
     def node_bootstrap(self, index: int) -> str:
         assert self.layout is not None
-        return f"{HOST}:{self.layout.ports[index]}"
+        return f"{self.hosts[index]}:{self.layout.ports[index]}"
 
     def clients(self, user: str = ADMIN, password: str | None = None) -> ClientFactory:
         """A client factory of this broker: as ``user`` (with its password, or ``password``) when it is secured."""
@@ -311,7 +348,7 @@ class EmbeddedBroker:
         layout.save(layout_file)
         for node in self.nodes:
             node.dir.mkdir(exist_ok=True)
-            props = {**server_properties(layout, node.index, node.log_dir, self.security), **self.config,
+            props = {**server_properties(layout, node.index, node.log_dir, self.security, self.hosts), **self.config,
                      **self.node_config.get(node.index, {})}
             config = node.dir / "server.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -345,7 +382,7 @@ class EmbeddedBroker:
         out = open(node.dir / "stdout.log", "ab")
         try:
             node.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                         preexec_fn=child_preexec, cwd=node.dir)
+                                         preexec_fn=preexec_in_namespace(self.namespaces[node.index]), cwd=node.dir)
         finally:
             out.close()
 
@@ -361,7 +398,7 @@ class EmbeddedBroker:
 
         deadline = time.monotonic() + timeout
         assert self.layout is not None
-        while not all(port_in_use(p) for p in self.layout.ports):  # no client before the listeners: no refusals logged
+        while not all(port_in_use(p, h) for h, p in zip(self.hosts, self.layout.ports)):  # no client before the listeners: no refusals logged
             self._check_alive("while starting")
             if time.monotonic() > deadline:
                 raise BrokerError(f"Apache Kafka did not listen on {self.bootstrap_servers} within {timeout:.0f}s; "
