@@ -170,22 +170,34 @@ def alter_topic_config(bootstrap: str, topic: str, configs: dict[str, str]) -> N
         future.result(30)
 
 
-def wait_processed(bootstrap: str, group_id: str, timeout: float = 60.0) -> None:
-    """Until the group's committed offsets reach the end of every events partition."""
-    ends = end_offsets(bootstrap, topics.EVENTS)
+def wait_committed(bootstrap: str, group_id: str, topic: str, timeout: float = 90.0) -> None:
+    """Until the group's committed offsets reach the end of every partition of ``topic`` (a coordinator that moves
+    or loads meanwhile is asked again)."""
+    ends = end_offsets(bootstrap, topic)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False})
     try:
-        parts = [TopicPartition(topics.EVENTS, p) for p in sorted(ends)]
+        parts = [TopicPartition(topic, p) for p in sorted(ends)]
         deadline = time.monotonic() + timeout
+        done: dict[int, int] = {}
         while True:
-            done = [max(tp.offset, 0) for tp in c.committed(parts, timeout=10)]
-            if all(d >= ends[tp.partition] for d, tp in zip(done, parts)):
+            try:
+                done = {tp.partition: max(tp.offset, 0) for tp in c.committed(parts, timeout=10)}
+            except KafkaException as exc:
+                if exc.args[0].code() not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                                              KafkaError.COORDINATOR_NOT_AVAILABLE) and not exc.args[0].retriable():
+                    raise
+            if done and all(done[p] >= e for p, e in ends.items()):
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"events not all processed: committed {done}, ends {ends}")
+                raise TimeoutError(f"{topic} not all processed: committed {done}, ends {ends}")
             time.sleep(0.1)
     finally:
         c.close()
+
+
+def wait_processed(bootstrap: str, group_id: str, timeout: float = 60.0) -> None:
+    """Until the group's committed offsets reach the end of every events partition."""
+    wait_committed(bootstrap, group_id, topics.EVENTS, timeout)
 
 
 def read_all(bootstrap: str, topic: str, quiet: float = 0.5, timeout: float = 60.0) -> list[Any]:

@@ -553,19 +553,22 @@ def cluster_down(d: Disturbance) -> str:
     for node in range(3):
         d.cluster.kill_node(node)
     down = time.monotonic()
-    not_ready: set[str] = set()
+    not_ready: dict[str, float] = {}  # service -> seconds into the outage when /readyz first said 503
     # at least the plan's outage, and until every service has said so (librdkafka calls every broker down only
     # once each has failed a connection attempt, seconds after the fact), 30 s at most
-    while time.monotonic() - down < d.plan.outage or (not_ready != set(d.w.roles) and time.monotonic() - down < 30):
+    while time.monotonic() - down < d.plan.outage or (len(not_ready) < len(d.w.roles) and time.monotonic() - down < 30):
         d.w.assert_alive()
-        not_ready |= {name for name, r in d.w.roles.items() if ready(r.port) == 503}
+        for name, r in d.w.roles.items():
+            if name not in not_ready and ready(r.port) == 503:
+                not_ready[name] = round(time.monotonic() - down, 1)
         time.sleep(0.5)
-    assert not_ready == set(d.w.roles), f"only {sorted(not_ready)} said not ready while the cluster was down"
+    assert set(not_ready) == set(d.w.roles), f"only {not_ready} said not ready while the cluster was down"
     outage = time.monotonic() - down
     for node in range(3):
         d.cluster.start_node(node)
     wait_whole(d.cluster)
-    return f"all 3 nodes kill -9, the cluster down {outage:.0f} s (every service's /readyz 503 meanwhile)"
+    return (f"all 3 nodes kill -9, the cluster down {outage:.0f} s (every service's /readyz 503 meanwhile, from "
+            f"{', '.join(f'{n} {t} s' for n, t in not_ready.items())} into it)")
 
 
 def services_and_nodes_killed(d: Disturbance) -> str:
@@ -630,17 +633,22 @@ def network_partition(d: Disturbance) -> str:
     if isinstance(d.hosts, str):
         pytest.skip(f"no network namespaces: {d.hosts}")
     victim = leader_of(d.cluster.bootstrap_servers, topics.EVENTS, 0)
+    progress = Progress(d.cluster.bootstrap_servers, {n: (r.group, r.input_topic) for n, r in d.w.roles.items()})
+    before = {name: progress(name) for name in d.w.roles}
     d.hosts.partition(victim)
     try:
         deadline = time.monotonic() + d.plan.partition
         while time.monotonic() < deadline:
             d.w.assert_alive()
             time.sleep(0.5)
+        during = {name: progress(name) - before[name] for name in d.w.roles}
     finally:
         d.hosts.heal(victim)
+        progress.close()
     wait_whole(d.cluster)
     return (f"node {victim + 1} (leader of {topics.EVENTS}[0]) cut off from the other two nodes for "
-            f"{d.plan.partition:.0f} s (network namespaces), the services still reaching it")
+            f"{d.plan.partition:.0f} s (network namespaces), the services still reaching it; inputs committed "
+            f"meanwhile: {', '.join(f'{n} {c}' for n, c in during.items())}")
 
 
 FAULTS: dict[str, Callable[[Disturbance], str]] = {

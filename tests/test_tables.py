@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
-from kafka_helpers import RunningService, dead_letters, end_offsets, read_all, send, started_services
+from kafka_helpers import RunningService, dead_letters, end_offsets, read_all, send, started_services, wait_committed
 from oracles.aggregates import AggregateOracle
 
 from fastpubsub.aggregates import parse_subscription
@@ -72,23 +72,6 @@ def RunningTables(bootstrap: str, group_id: str, mode: str = "s-un", tables=(STO
 @pytest.fixture
 def running(tables_bootstrap, group_id):
     yield from started_services(lambda **kw: RunningTables(tables_bootstrap, group_id, **kw))
-
-
-def wait_committed(bootstrap: str, group_id: str, topic: str, timeout: float = 90.0) -> None:
-    """Until the group's committed offsets reach the end of every partition of ``topic``."""
-    ends = end_offsets(bootstrap, topic)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False})
-    try:
-        parts = [TopicPartition(topic, p) for p in sorted(ends)]
-        deadline = time.monotonic() + timeout
-        while True:
-            done = {tp.partition: max(tp.offset, 0) for tp in c.committed(parts, timeout=10)}
-            if all(done[p] >= e for p, e in ends.items()):
-                return
-            assert time.monotonic() < deadline, f"{topic} not processed: committed {done}, ends {ends}"
-            time.sleep(0.1)
-    finally:
-        c.close()
 
 
 # --- a workload and what the oracle says of it ------------------------------------------------
