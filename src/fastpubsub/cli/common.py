@@ -116,7 +116,7 @@ def run_service(service: Any, monitoring: Monitoring) -> None:
     try:
         stats = service.run()
     except Exception as exc:  # noqa: BLE001 - nothing was committed past the failure; say why and exit non-zero
-        logging.getLogger("pubsub").error("stopping: %s", exc)
+        logging.getLogger("pubsub").error("stopping: %s", str(exc) or type(exc).__name__)
         click.echo(json.dumps(service.stats(), sort_keys=True))
         sys.exit(1)
     finally:

@@ -29,6 +29,7 @@ import functools
 import logging
 import threading
 import time
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -51,6 +52,12 @@ from .instance import InstanceSlot
 from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
 from .progress import RateMeter, human
 from .task import Outputs, Task
+
+#: Seconds a service's start asks the cluster again while a question goes unanswered (a node down at start).
+START_PATIENCE = 120.0
+#: Errors of the start's questions that say "not now" rather than "no": asked again.
+TRANSIENT = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_CONTROLLER,
+             KafkaError.LEADER_NOT_AVAILABLE, KafkaError.BROKER_NOT_AVAILABLE, KafkaError._ALL_BROKERS_DOWN)
 
 
 @dataclass
@@ -148,13 +155,19 @@ class Host:
         """Run until :meth:`stop`; return the final statistics."""
         cfg, task = self.config, self.task
         topics = task.topics()
-        check_access(self.clients, topics.inputs, topics.outputs)  # a missing ACL named now, not a stalled loop
-        task.prepare(self)  # the topics it needs, or a clear error
+        # a missing ACL named now, not a stalled loop; then the topics the task needs, or a clear error.  A node
+        # down at start (a rolling restart, a crash) may leave a question unanswered for seconds: asked again.
+        self._while_away(lambda: check_access(self.clients, topics.inputs, topics.outputs), START_PATIENCE,
+                         "the access check")
+        self._while_away(lambda: task.prepare(self), START_PATIENCE, "the topics' check")
         warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
         transactional_id = cfg.transactional_id or slot.transactional_id
-        self.limits = discover(self.clients, topics.outputs, topics.inputs, cfg.max_output_bytes,
-                               cfg.max_record_bytes)
+        limits: list[RecordLimits] = []
+        self._while_away(lambda: limits.append(discover(self.clients, topics.outputs, topics.inputs,
+                                                        cfg.max_output_bytes, cfg.max_record_bytes)), START_PATIENCE,
+                         "the record limits")
+        self.limits = limits[0]
         try:
             self.deliver = Deliver(self.clients, cfg.delivery, transactional_id, cfg.queue_bounds, cfg.output_format,
                                    self.limits)
@@ -488,16 +501,29 @@ class Host:
         finally:
             self.metrics.recovering = False
 
-    def _while_away(self, step: Callable[[], None]) -> None:
-        """``step()``, again every second while the cluster does not answer it (until :meth:`stop`)."""
+    def _while_away(self, step: Callable[[], None], patience: float | None = None, what: str | None = None) -> None:
+        """``step()``, again every second while the cluster does not answer it (until :meth:`stop`).
+
+        ``patience`` (seconds): only a transient failure (a timeout, a retriable error) is retried, for that long;
+        then, or for any other error, the step's error is raised with what the cluster last said."""
+        deadline = None if patience is None else time.monotonic() + patience
         while True:
             try:
                 step()
                 return
-            except KafkaException as exc:
+            except (KafkaException, FutureTimeout) as exc:
+                error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+                said = error if error is not None else "no answer in time"
                 if self._stop.is_set():
                     raise
-                self.log.warning("%s: %s; again in 1s", getattr(step, "__name__", "step"), exc.args[0])
+                if deadline is not None:
+                    transient = error is None or error.retriable() or error.code() in TRANSIENT
+                    if not transient:
+                        raise
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{what or 'a step'}: the Kafka cluster did not answer within "
+                                           f"{patience:.0f}s: {said}") from exc
+                self.log.warning("%s: %s; again in 1s", what or getattr(step, "__name__", "step"), said)
                 time.sleep(1)
 
     # --- what it shows ----------------------------------------------------------------
