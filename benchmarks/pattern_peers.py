@@ -1,8 +1,8 @@
-"""Pattern subscriptions side by side: this engine, Siddhi and Flink SQL MATCH_RECOGNIZE on the same ticks and patterns.
+"""Pattern subscriptions side by side: this engine, Siddhi, Esper and Flink SQL MATCH_RECOGNIZE on the same ticks and patterns.
 
-    python -m benchmarks.pattern_peers --subs 1000 --peers siddhi flink --peer-python /path/to/peers/bin/python
+    python -m benchmarks.pattern_peers --subs 1000 --peers siddhi esper flink --peer-python /path/to/peers/bin/python
 
-The peers are not dependencies of the package; install them in a separate
+The peers are not dependencies of the package; install Siddhi and Flink in a separate
 virtualenv (they pull hundreds of MB and pin their own libraries):
 
     python3 -m venv peers && peers/bin/pip install apache-flink==2.3.0
@@ -11,33 +11,41 @@ virtualenv (they pull hundreds of MB and pin their own libraries):
 Siddhi runs from pysiddhi's bundled jars (siddhi-core 5.1.7), driven by
 ``benchmarks/SiddhiDriver.java`` (compiled here with ``javac``): the Python
 bridge of pysiddhi crosses JNI once per event, which would measure the bridge,
-not Siddhi.  Flink runs PyFlink's Table API in streaming mode, parallelism 1,
-the ticks from a CSV file (event time ``rt`` with a watermark).
+not Siddhi.  Esper 9.0.0 comes from Maven Central, driven by
+``benchmarks/peers/esper`` (built with Maven when its jar is missing or stale):
+the same input and output as Siddhi's driver, a context partition (or, with
+``--esper-mode statements``, a statement) per subscription, event time advanced
+by hand to each tick's timestamp.  Flink runs PyFlink's
+Table API in streaming mode, parallelism 1, the ticks from a CSV file (event
+time ``rt`` with a watermark).
 
 The workload is the one of ``benchmarks.patterns`` with strictly increasing
 timestamps (Cayuga's non-overlap rule and the peers' arrival order agree only
-without ties) and the S1-S3 templates, which all three express with the same
+without ties) and the S1-S3 templates, which all four express with the same
 meaning (docs/patterns.md section 5):
 
 * S1 ``seq a: name = "X" and price > c within 1ms``: a filter (Siddhi:
-  ``from Ticks[...]``; Flink: ``WHERE``);
+  ``from Ticks[...]``; Esper: ``from Tick(...)``; Flink: ``WHERE``);
 * S2 ``... next b: name = "Y" where b.price < c2 within w``: Siddhi
   ``every a=Ticks[...] -> b=Ticks[name == 'Y'] within w ... having``
   (followed-by binds the first matching event; the having drops the match as
-  Cayuga's post-selection kills the instance); Flink
+  Cayuga's post-selection kills the instance); Esper the same pattern,
+  ``every a=Tick(...) -> (b=Tick(name = 'Y') where timer:within(w + 1 msec))``
+  and the statement's ``where`` for the post-selection; Flink
   ``PATTERN (A N* B)``, ``N AS NOT (name = 'Y')``, ``B AS name = 'Y' AND price < c2``,
   ``AFTER MATCH SKIP TO NEXT ROW``;
 * S3 ``... next b: name = a.name where b.price > f * a.price within w``: Siddhi
-  ``b=Ticks[name == a.name]`` plus having; Flink ``PARTITION BY name``,
-  ``PATTERN (A B)``.
+  ``b=Ticks[name == a.name]`` plus having; Esper ``b=Tick(name = a.name)`` plus
+  where; Flink ``PARTITION BY name``, ``PATTERN (A B)``.
 
 S4 and S5 (folds) are not translated: Cayuga's iteration dies at the first
 correlated event failing ``while`` and outputs at every iteration once
 ``until`` holds, while Siddhi's counting patterns and ``A B+`` in
 MATCH_RECOGNIZE skip or stop greedily (different match sets, not a faster way
-to the same answer).  This engine runs without its per-subscription cap here
-(the peers have none).  Matches are compared as sets of (subscription, a's id,
-b's id) over all events, warm-up included.
+to the same answer); no translation for Esper has been checked either.  This
+engine runs without its per-subscription cap here (the peers have none).
+Matches are compared as sets of (subscription, a's id, b's id) over all events,
+warm-up included.
 """
 
 from __future__ import annotations
@@ -290,15 +298,18 @@ def run_siddhi(ticks_csv: Path, subs: list[tuple[int, Pattern]], warmup: int, wo
                                   str(ticks_csv), str(warmup), str(matches)], matches)
 
 
-def run_esper(ticks_csv: Path, subs: list[tuple[int, Pattern]], warmup: int, work: Path,
-              java_heap: str) -> tuple[dict, set]:
-    """Esper from Maven Central, driven by ``benchmarks/peers/esper`` (built with Maven when missing or stale)."""
+def run_esper(ticks_csv: Path, subs: list[tuple[int, Pattern]], warmup: int, work: Path, java_heap: str,
+              mode: str = "contexts") -> tuple[dict, set]:
+    """Esper from Maven Central, driven by ``benchmarks/peers/esper`` (built with Maven when missing or stale).
+
+    ``mode``: "statements" deploys a statement per subscription; "contexts" one statement per template (an
+    interval written in), a context partition per subscription; the same patterns either way."""
     jar = maven.build(ESPER, ESPER / "target" / "fastpubsub-esper-peer.jar", progress=lambda m: print(m, file=sys.stderr))
     statements = work / "esper_statements.tsv"
     statements.write_text("".join("\t".join([str(sid), epl, *fields]) + "\n" for sid, epl, fields in esper_statements(subs)))
     matches = work / "esper_matches.csv"
     return _run_driver("esper", ["java", f"-Xmx{java_heap}", "-jar", str(jar), str(statements), str(ticks_csv),
-                                 str(warmup), str(matches)], matches)
+                                 str(warmup), str(matches), mode], matches)
 
 
 _FLINK_SCRIPT = r'''
@@ -366,7 +377,7 @@ def _read_matches(path: Path) -> set:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subs", type=int, nargs="+", default=[1000])
-    ap.add_argument("--peers", nargs="*", default=["siddhi", "flink"], choices=["siddhi", "esper", "flink"])
+    ap.add_argument("--peers", nargs="*", default=["siddhi", "esper", "flink"], choices=["siddhi", "esper", "flink"])
     ap.add_argument("--events", type=int, default=50_000, help="timed events (after the warm-up)")
     ap.add_argument("--warmup", type=int, default=10_000)
     ap.add_argument("--batch", type=int, default=10_000)
@@ -376,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="price random walk per tick (larger: more matches, a stronger agreement check)")
     ap.add_argument("--peer-python", default=sys.executable, help="a Python with apache-flink and pysiddhi")
     ap.add_argument("--java-heap", default="8g")
+    ap.add_argument("--esper-mode", choices=["contexts", "statements"], default="contexts",
+                    help="a context partition per subscription, or a statement per subscription")
     ap.add_argument("--flink-timeout", type=float, default=1800)
     ap.add_argument("--flink-conf", nargs="*", default=["taskmanager.memory.network.min=1gb",
                                                          "taskmanager.memory.network.max=1gb"],
@@ -399,7 +412,8 @@ def main(argv: list[str] | None = None) -> None:
                 if peer == "siddhi":
                     prow, theirs = run_siddhi(ticks_csv, subs, args.warmup, work, args.peer_python, args.java_heap)
                 elif peer == "esper":
-                    prow, theirs = run_esper(ticks_csv, subs, args.warmup, work, args.java_heap)
+                    prow, theirs = run_esper(ticks_csv, subs, args.warmup, work, args.java_heap, args.esper_mode)
+                    prow["mode"] = args.esper_mode
                 else:  # Flink reads every event in one job: no warm-up split, the time includes all of them
                     prow, theirs = run_flink(ticks_csv, n, subs, work, args.peer_python, args.flink_timeout,
                                              [tuple(kv.split("=", 1)) for kv in args.flink_conf])

@@ -1,4 +1,4 @@
-"""The Esper peer of the pattern engine (benchmarks/peers/esper) finds exactly the engine's matches.
+"""The Esper peer of the pattern engine (benchmarks/peers/esper) finds exactly the engine's matches, both ways.
 
 Its figures beside the engine's (``benchmarks.pattern_peers --peers esper``) mean something only if its EPL
 statements mean what the S1-S3 templates mean: the same (subscription, a, b) triples on a random tick stream
@@ -20,6 +20,7 @@ from benchmarks.peers import maven
 from fastpubsub.patterns import parse
 
 pytestmark = pytest.mark.slow
+MODES = ["statements", "contexts"]  # a statement per subscription; a context partition per subscription
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +30,13 @@ def jar():
     return maven.build(pattern_peers.ESPER, pattern_peers.ESPER / "target" / "fastpubsub-esper-peer.jar")
 
 
-def _matches(ticks, texts: list[tuple[int, str]], warmup: int, tmp_path) -> tuple[set, set]:
+def _matches(ticks, texts: list[tuple[int, str]], warmup: int, tmp_path, mode: str) -> tuple[set, set]:
     """(this engine's, Esper's) match triples over every tick."""
     ticks_csv = tmp_path / "ticks.csv"
     pattern_peers._write_ticks(ticks, ticks_csv)
     _, ours = pattern_peers.run_engine(ticks, texts, warmup, batch=500)
-    row, theirs = pattern_peers.run_esper(ticks_csv, [(sid, parse(t)) for sid, t in texts], warmup, tmp_path, "1g")
+    row, theirs = pattern_peers.run_esper(ticks_csv, [(sid, parse(t)) for sid, t in texts], warmup, tmp_path, "1g",
+                                         mode)
     assert row["statements"] == len(texts) and row["events"] == len(ticks) - warmup
     return ours, theirs
 
@@ -50,16 +52,18 @@ def _hand_ticks(rows: list[tuple[int, str, float]]) -> pattern_peers.Ticks:
     return ticks
 
 
-def test_esper_matches_equal_the_engines_on_random_ticks(jar, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_esper_matches_equal_the_engines_on_random_ticks(jar, tmp_path, mode):
     ticks = pattern_peers.strict_ticks(4000, symbols=6, seed=5, step_sd=0.01)
     texts = pattern_peers.peer_subscriptions(30, ticks, seed=6)
-    ours, theirs = _matches(ticks, texts, warmup=1000, tmp_path=tmp_path)
+    ours, theirs = _matches(ticks, texts, warmup=1000, tmp_path=tmp_path, mode=mode)
     assert {sid % 5 for sid, _, _ in ours} == {0, 1, 2}  # every template matches
     assert len(ours) > 500
     assert theirs == ours
 
 
-def test_esper_matches_equal_the_engines_at_the_edges(jar, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_esper_matches_equal_the_engines_at_the_edges(jar, tmp_path, mode):
     minute = 60_000
     texts = [
         (1, 'seq a: name = "A" and price > 10 next b: name = "B" where b.price < 5 within 1m'),
@@ -77,6 +81,6 @@ def test_esper_matches_equal_the_engines_at_the_edges(jar, tmp_path):
         (5_000 + minute, "A", 12.0),  # 6: 2 completes (5, 6); 3: 12 < 46.5 kills (5, ...)
         (5_000 + 2 * minute + 1, "A", 99.0),  # 7: 6's instances expired a millisecond ago; 7 starts anew
     ]
-    ours, theirs = _matches(_hand_ticks(rows), texts, warmup=0, tmp_path=tmp_path)
+    ours, theirs = _matches(_hand_ticks(rows), texts, warmup=0, tmp_path=tmp_path, mode=mode)
     assert ours == {(1, 0, 1), (2, 2, 5), (3, 2, 5), (2, 5, 6), (4, 1, -1), (4, 3, -1)}
     assert theirs == ours
