@@ -11,6 +11,7 @@ import com.espertech.esper.runtime.client.EPEventService;
 import com.espertech.esper.runtime.client.EPRuntime;
 import com.espertech.esper.runtime.client.EPRuntimeProvider;
 import com.espertech.esper.runtime.client.EPStatement;
+import com.espertech.esper.runtime.client.UpdateListener;
 
 import java.io.PrintWriter;
 import java.lang.management.ManagementFactory;
@@ -138,12 +139,7 @@ public final class EsperDriver {
                 }
             });
             for (EPStatement statement : runtime.getDeploymentService().deploy(module, options).getStatements()) {
-                statement.addListener((newEvents, oldEvents, stmt, rt) -> {
-                    for (EventBean e : newEvents) {
-                        out.append(sid).append(',').append(e.get("a")).append(',').append(e.get("b")).append('\n');
-                        count[0]++;
-                    }
-                });
+                statement.addListener(writer(out, count, sid));
             }
         }
         return new Loaded(compiled.size(), compileNanos / 1e9);
@@ -191,13 +187,7 @@ public final class EsperDriver {
                 compileNanos += System.nanoTime() - c;
                 for (EPStatement statement : runtime.getDeploymentService().deploy(module).getStatements()) {
                     if (statement.getName().equals("q")) {
-                        statement.addListener((newEvents, oldEvents, stmt, rt) -> {
-                            for (EventBean e : newEvents) {
-                                out.append(e.get("sid")).append(',').append(e.get("a")).append(',')
-                                        .append(e.get("b")).append('\n');
-                                count[0]++;
-                            }
-                        });
+                        statement.addListener(writer(out, count, null));
                     }
                 }
             }
@@ -214,6 +204,17 @@ public final class EsperDriver {
             runtime.getEventService().sendEventObjectArray(initiating.get(i), initiatingTypes.get(i));
         }
         return new Loaded(types.size(), compileNanos / 1e9);
+    }
+
+    /** Appends each match as {@code sid,a,b}: the subscription's {@code sid}, or the event's when null. */
+    static UpdateListener writer(StringBuilder out, long[] count, Long sid) {
+        return (newEvents, oldEvents, stmt, rt) -> {
+            for (EventBean e : newEvents) {
+                out.append(sid != null ? sid : e.get("sid")).append(',').append(e.get("a")).append(',')
+                        .append(e.get("b")).append('\n');
+                count[0]++;
+            }
+        };
     }
 
     static Object[] parameters(String[] fields) {
