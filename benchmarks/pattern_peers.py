@@ -1,8 +1,8 @@
-"""Pattern subscriptions side by side: this engine, Siddhi and Flink SQL MATCH_RECOGNIZE on the same ticks and patterns.
+"""Pattern subscriptions side by side: this engine, Siddhi, Esper and Flink SQL MATCH_RECOGNIZE on the same ticks and patterns.
 
-    python -m benchmarks.pattern_peers --subs 1000 --peers siddhi flink --peer-python /path/to/peers/bin/python
+    python -m benchmarks.pattern_peers --subs 1000 --peers siddhi esper flink --peer-python /path/to/peers/bin/python
 
-The peers are not dependencies of the package; install them in a separate
+The peers are not dependencies of the package; install Siddhi and Flink in a separate
 virtualenv (they pull hundreds of MB and pin their own libraries):
 
     python3 -m venv peers && peers/bin/pip install apache-flink==2.3.0
@@ -11,33 +11,41 @@ virtualenv (they pull hundreds of MB and pin their own libraries):
 Siddhi runs from pysiddhi's bundled jars (siddhi-core 5.1.7), driven by
 ``benchmarks/SiddhiDriver.java`` (compiled here with ``javac``): the Python
 bridge of pysiddhi crosses JNI once per event, which would measure the bridge,
-not Siddhi.  Flink runs PyFlink's Table API in streaming mode, parallelism 1,
-the ticks from a CSV file (event time ``rt`` with a watermark).
+not Siddhi.  Esper 9.0.0 comes from Maven Central, driven by
+``benchmarks/peers/esper`` (built with Maven when its jar is missing or stale):
+the same input and output as Siddhi's driver, a context partition (or, with
+``--esper-mode statements``, a statement) per subscription, event time advanced
+by hand to each tick's timestamp.  Flink runs PyFlink's
+Table API in streaming mode, parallelism 1, the ticks from a CSV file (event
+time ``rt`` with a watermark).
 
 The workload is the one of ``benchmarks.patterns`` with strictly increasing
 timestamps (Cayuga's non-overlap rule and the peers' arrival order agree only
-without ties) and the S1-S3 templates, which all three express with the same
+without ties) and the S1-S3 templates, which all four express with the same
 meaning (docs/patterns.md section 5):
 
 * S1 ``seq a: name = "X" and price > c within 1ms``: a filter (Siddhi:
-  ``from Ticks[...]``; Flink: ``WHERE``);
+  ``from Ticks[...]``; Esper: ``from Tick(...)``; Flink: ``WHERE``);
 * S2 ``... next b: name = "Y" where b.price < c2 within w``: Siddhi
   ``every a=Ticks[...] -> b=Ticks[name == 'Y'] within w ... having``
   (followed-by binds the first matching event; the having drops the match as
-  Cayuga's post-selection kills the instance); Flink
+  Cayuga's post-selection kills the instance); Esper the same pattern,
+  ``every a=Tick(...) -> (b=Tick(name = 'Y') where timer:within(w + 1 msec))``
+  and the statement's ``where`` for the post-selection; Flink
   ``PATTERN (A N* B)``, ``N AS NOT (name = 'Y')``, ``B AS name = 'Y' AND price < c2``,
   ``AFTER MATCH SKIP TO NEXT ROW``;
 * S3 ``... next b: name = a.name where b.price > f * a.price within w``: Siddhi
-  ``b=Ticks[name == a.name]`` plus having; Flink ``PARTITION BY name``,
-  ``PATTERN (A B)``.
+  ``b=Ticks[name == a.name]`` plus having; Esper ``b=Tick(name = a.name)`` plus
+  where; Flink ``PARTITION BY name``, ``PATTERN (A B)``.
 
 S4 and S5 (folds) are not translated: Cayuga's iteration dies at the first
 correlated event failing ``while`` and outputs at every iteration once
 ``until`` holds, while Siddhi's counting patterns and ``A B+`` in
 MATCH_RECOGNIZE skip or stop greedily (different match sets, not a faster way
-to the same answer).  This engine runs without its per-subscription cap here
-(the peers have none).  Matches are compared as sets of (subscription, a's id,
-b's id) over all events, warm-up included.
+to the same answer); no translation for Esper has been checked either.  This
+engine runs without its per-subscription cap here (the peers have none).
+Matches are compared as sets of (subscription, a's id, b's id) over all events,
+warm-up included.
 """
 
 from __future__ import annotations
@@ -57,8 +65,10 @@ from fastpubsub.patterns import parse
 from fastpubsub.patterns.language import Pattern
 
 from .patterns import Ticks, build, subscriptions
+from .peers import maven
 
 HERE = Path(__file__).resolve().parent
+ESPER = HERE / "peers" / "esper"
 _SIDDHI_OP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SQL_OP = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -140,6 +150,65 @@ def siddhi_app(subs: list[tuple[int, Pattern]]) -> str:
     return "\n".join(lines)
 
 
+class _Parameters:
+    """Esper substitution parameters: each constant of a statement becomes ``?:pK:type``, its value a typed field
+    of the driver's statement file (``EsperDriver``), so that subscriptions of one template share one compilation."""
+
+    def __init__(self) -> None:
+        self.fields: list[str] = []
+
+    def __call__(self, value, kind: str | None = None) -> str:
+        k = len(self.fields)
+        if kind == "long":
+            self.fields.append(f"l:{int(value)}")
+        elif isinstance(value, str):
+            kind = "string"
+            self.fields.append("s:" + value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n"))
+        else:
+            kind = "double"
+            self.fields.append(f"d:{float(value)!r}")
+        return f"?:p{k}:{kind}"
+
+
+def _esper_side(o, params: _Parameters) -> str:
+    """An operand in EPL: ``m * ref + d``, the constants as parameters; a bound ref reads ``a``, the event ``b``."""
+    if o.ref is None:
+        return params(o.const)
+    if o.ref.kind not in ("event", "bound"):
+        raise ValueError("only event and bound references are translated")
+    out = f"{'b' if o.ref.kind == 'event' else 'a'}.{o.ref.attr}"
+    if o.arith and o.mul != 1:
+        out = f"{params(o.mul)} * {out}"
+    if o.arith and o.add != 0:
+        out = f"{out} + {params(o.add)}"
+    return out
+
+
+def esper_statements(subs: list[tuple[int, Pattern]]) -> list[tuple[int, str, list[str]]]:
+    """(sid, EPL, parameter fields) per subscription.  Followed-by without ``every`` on its right binds the first
+    event passing b's filter (Cayuga's ;θ); the statement's ``where`` drops a match failing the post-selection, as
+    Cayuga kills the instance.  ``timer:within`` is given ``within + 1`` ms: the guard ends its subexpression when
+    the clock reaches start + interval, before the tick of that timestamp is sent, while Cayuga still binds an event
+    at exactly start + within (timestamps are whole milliseconds)."""
+    out = []
+    for sid, p in subs:
+        params = _Parameters()
+        start, step = _shape(p)
+        cond = " and ".join(f"{a} {_SQL_OP[op]} {params(v)}" for a, op, v in start)
+        if step is None:
+            out.append((sid, f"select id as a, -1L as b from Tick({cond})", params.fields))
+            continue
+        static, dyn, where = step
+        corr = [f"{a} {_SQL_OP[op]} {params(v)}" for a, op, v in static] + ([f"{dyn} = a.{dyn}"] if dyn else [])
+        within = params(p.within_ms + 1, "long")
+        epl = (f"select a.id as a, b.id as b from pattern [every a=Tick({cond}) -> "
+               f"(b=Tick({' and '.join(corr)}) where timer:within({within} msec))]")
+        if where is not None:
+            epl += f" where {_esper_side(where.left, params)} {_SQL_OP[where.op]} {_esper_side(where.right, params)}"
+        out.append((sid, epl, params.fields))
+    return out
+
+
 def flink_queries(subs: list[tuple[int, Pattern]]) -> list[str]:
     out = []
     for sid, p in subs:
@@ -201,6 +270,19 @@ def _peer_site(python: str, module: str) -> str:
     return subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _run_driver(system: str, cmd: list[str], matches: Path) -> tuple[dict, set]:
+    """A Java driver's JSON line (build_s, events, seconds, cpu_s, outputs) as a result row, and its matches."""
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{system} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
+    row.update(system=system, wall_s=round(time.perf_counter() - t, 1),
+               events_per_s=round(row["events"] / max(row["seconds"], 1e-9)),
+               events_per_cpu_s=round(row["events"] / max(row["cpu_s"], 1e-9)))
+    return row, _read_matches(matches)
+
+
 def run_siddhi(ticks_csv: Path, subs: list[tuple[int, Pattern]], warmup: int, work: Path, python: str,
                java_heap: str) -> tuple[dict, set]:
     site = Path(_peer_site(python, "PySiddhi"))
@@ -212,16 +294,22 @@ def run_siddhi(ticks_csv: Path, subs: list[tuple[int, Pattern]], warmup: int, wo
     app = work / "app.siddhi"
     app.write_text(siddhi_app(subs))
     matches = work / "siddhi_matches.csv"
-    t = time.perf_counter()
-    proc = subprocess.run(["java", f"-Xmx{java_heap}", "-cp", f"{cp}:{classes}", "SiddhiDriver", str(app),
-                           str(ticks_csv), str(warmup), str(matches)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"Siddhi failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    row = json.loads(proc.stdout.strip().splitlines()[-1])
-    row.update(system="siddhi", wall_s=round(time.perf_counter() - t, 1),
-               events_per_s=round(row["events"] / max(row["seconds"], 1e-9)),
-               events_per_cpu_s=round(row["events"] / max(row["cpu_s"], 1e-9)))
-    return row, _read_matches(matches)
+    return _run_driver("siddhi", ["java", f"-Xmx{java_heap}", "-cp", f"{cp}:{classes}", "SiddhiDriver", str(app),
+                                  str(ticks_csv), str(warmup), str(matches)], matches)
+
+
+def run_esper(ticks_csv: Path, subs: list[tuple[int, Pattern]], warmup: int, work: Path, java_heap: str,
+              mode: str = "contexts") -> tuple[dict, set]:
+    """Esper from Maven Central, driven by ``benchmarks/peers/esper`` (built with Maven when missing or stale).
+
+    ``mode``: "statements" deploys a statement per subscription; "contexts" one statement per template (an
+    interval written in), a context partition per subscription; the same patterns either way."""
+    jar = maven.build(ESPER, ESPER / "target" / "fastpubsub-esper-peer.jar", progress=lambda m: print(m, file=sys.stderr))
+    statements = work / "esper_statements.tsv"
+    statements.write_text("".join("\t".join([str(sid), epl, *fields]) + "\n" for sid, epl, fields in esper_statements(subs)))
+    matches = work / "esper_matches.csv"
+    return _run_driver("esper", ["java", f"-Xmx{java_heap}", "-jar", str(jar), str(statements), str(ticks_csv),
+                                 str(warmup), str(matches), mode], matches)
 
 
 _FLINK_SCRIPT = r'''
@@ -289,7 +377,7 @@ def _read_matches(path: Path) -> set:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--subs", type=int, nargs="+", default=[1000])
-    ap.add_argument("--peers", nargs="*", default=["siddhi", "flink"], choices=["siddhi", "flink"])
+    ap.add_argument("--peers", nargs="*", default=["siddhi", "esper", "flink"], choices=["siddhi", "esper", "flink"])
     ap.add_argument("--events", type=int, default=50_000, help="timed events (after the warm-up)")
     ap.add_argument("--warmup", type=int, default=10_000)
     ap.add_argument("--batch", type=int, default=10_000)
@@ -299,6 +387,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="price random walk per tick (larger: more matches, a stronger agreement check)")
     ap.add_argument("--peer-python", default=sys.executable, help="a Python with apache-flink and pysiddhi")
     ap.add_argument("--java-heap", default="8g")
+    ap.add_argument("--esper-mode", choices=["contexts", "statements"], default="contexts",
+                    help="a context partition per subscription, or a statement per subscription")
     ap.add_argument("--flink-timeout", type=float, default=1800)
     ap.add_argument("--flink-conf", nargs="*", default=["taskmanager.memory.network.min=1gb",
                                                          "taskmanager.memory.network.max=1gb"],
@@ -321,6 +411,9 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 if peer == "siddhi":
                     prow, theirs = run_siddhi(ticks_csv, subs, args.warmup, work, args.peer_python, args.java_heap)
+                elif peer == "esper":
+                    prow, theirs = run_esper(ticks_csv, subs, args.warmup, work, args.java_heap, args.esper_mode)
+                    prow["mode"] = args.esper_mode
                 else:  # Flink reads every event in one job: no warm-up split, the time includes all of them
                     prow, theirs = run_flink(ticks_csv, n, subs, work, args.peer_python, args.flink_timeout,
                                              [tuple(kv.split("=", 1)) for kv in args.flink_conf])

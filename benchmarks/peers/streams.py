@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -59,6 +58,7 @@ from ..e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rat
                    await_quiet, drain_rate, latencies, percentiles)
 from ..engine import warm_up
 from ..poison import peak_rss_kb
+from . import maven
 
 PEER = Path(__file__).resolve().parent / "kafka-streams"
 JAR = PEER / "target" / "fastpubsub-streams-peer.jar"
@@ -89,15 +89,7 @@ class Settings:
 
 def build(progress: Callable[[str], None] = print) -> Path:
     """The peer's jar, built with Maven when it is missing or older than its sources (or the schemas it packs)."""
-    sources = [PEER / "pom.xml", *PEER.joinpath("src").rglob("*"), *codecs.SCHEMA_DIR.glob("*.avsc")]
-    if JAR.exists() and JAR.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return JAR
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("Maven (mvn) builds the Kafka Streams peer; it is not on PATH")
-    progress(f"building {JAR.name} (mvn -q -f {PEER / 'pom.xml'} package)")
-    subprocess.run([mvn, "-q", "-f", str(PEER / "pom.xml"), "package"], check=True)
-    return JAR
+    return maven.build(PEER, JAR, codecs.SCHEMA_DIR.glob("*.avsc"), progress)
 
 
 def start_peer(bootstrap: str, application_id: str, matcher: str, log_path: Path, state_dir: Path, threads: int = 1,
