@@ -16,9 +16,10 @@ Like Kafka Streams' ``StreamThread``, one loop owns everything that is not the t
   many records (or a task that raises on a batch) replays one record per batch until the one at fault is
   dead-lettered alone, so one poison record never holds the pipeline; ``kafka.delivery.Fenced`` (another instance
   took over the transactional.id) stops the host;
-* a cluster that went away (no broker answers any client: librdkafka's ``_ALL_BROKERS_DOWN``) is waited for, the
-  loop turning and /readyz saying not ready, until a batch or a metadata probe a second shows it back; then the
-  producer is replaced and the inputs rewound, as after a failed delivery;
+* a cluster that went away (no broker answers any client: librdkafka's ``_ALL_BROKERS_DOWN``, or no answer to the
+  metadata request an idle loop sends every few seconds) is waited for, the loop turning and /readyz saying not
+  ready, until a batch or a metadata probe a second shows it back; then the producer is replaced and the inputs
+  rewound, as after a failed delivery;
 * ``/metrics``, ``/healthz`` and ``/readyz`` (``runtime.metrics``) read what the loop publishes; progress lines
   every ``--progress-interval`` seconds; a clean stop commits what was processed.
 """
@@ -53,6 +54,9 @@ from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
 from .progress import RateMeter, human
 from .task import Outputs, Task
 
+#: Seconds without input after which the loop asks the cluster whether it is there (no more often than that).
+IDLE_PROBE = 3.0
+PROBE_TIMEOUT = 5.0
 #: Seconds a service's start asks the cluster again while a question goes unanswered (a node down at start).
 START_PATIENCE = 120.0
 #: Errors of the start's questions that say "not now" rather than "no": asked again.
@@ -107,7 +111,8 @@ class Host:
         self.log = logging.getLogger(task.name)
         # every client reports its errors here: the cluster's absence is what readiness needs from them
         self.clients = ClientFactory(config.bootstrap_servers, {"error_cb": self._client_error, **config.client_config})
-        self._probed = 0.0  # when the loop last asked for metadata while the cluster was unreachable
+        self._probed = 0.0  # when the loop last asked for metadata (idle, or while the cluster was unreachable)
+        self._heard = time.monotonic()  # when the loop last had input or an answer from the cluster
         self.counters = PipelineCounters()
         self.metrics = Metrics(config.stall_seconds, self.counters)  # served by runtime.metrics.MetricsServer
         self.ready = self.metrics.ready
@@ -249,6 +254,25 @@ class Host:
             self.metrics.unreachable = True
             self.log.warning("the Kafka cluster is unreachable (%s): waiting for it, not ready", err.str())
 
+    def _check_presence(self) -> None:
+        """No input for :data:`IDLE_PROBE` seconds: a metadata request, at most that often.  librdkafka says
+        ``_ALL_BROKERS_DOWN`` only once every broker it knows has failed a connection, and a broker it has not
+        needed since the start is not counted as down: after a whole cluster's loss that can take long, or never
+        come, while /readyz ought to say so within seconds."""
+        now = time.monotonic()
+        if now - self._heard < IDLE_PROBE or now - self._probed < IDLE_PROBE:
+            return
+        self._probed = now
+        try:
+            self._consumer.list_topics(timeout=PROBE_TIMEOUT)
+        except KafkaException as exc:
+            if not self.metrics.unreachable:
+                self.metrics.unreachable = True
+                self.log.warning("the Kafka cluster is unreachable (no broker answered a metadata request in %.0fs: "
+                                 "%s): waiting for it, not ready", PROBE_TIMEOUT, exc.args[0].str())
+            return
+        self._heard = time.monotonic()
+
     def _answers(self) -> bool:
         """While the cluster is unreachable, a metadata request a second: whether it answers again."""
         if time.monotonic() - self._probed < 1.0:
@@ -301,6 +325,10 @@ class Host:
                                       else 0.005 if cp.in_flight else 0.2)
             if batch:
                 self.counters.lap("consume", t)
+            if batch:
+                self._heard = time.monotonic()
+            elif not self.metrics.unreachable:
+                self._check_presence()
             if self.metrics.unreachable and (batch or self._answers()):
                 self._renew(consumer)  # the batch is consumed again, after the rewind
                 continue
