@@ -15,6 +15,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pyspark
 import pytest
 from confluent_kafka import Producer
 from test_spark_statistics import _produce, _topic, known_events
@@ -97,13 +98,11 @@ def _without_computed_at(path: Path) -> dict:
 
 @pytest.mark.spark
 @pytest.mark.timeout(600)
+@pytest.mark.skipif(not connector_cached(pyspark.__version__),
+                    reason=f"{CONNECTOR}:{pyspark.__version__} (PySpark's version) is not in the local Maven or Ivy cache")
 def test_the_connector_gives_the_snapshot_the_source_gives(broker, spark, tmp_path):
     """Bad records, a committed and an aborted transaction (read_committed: its events are not counted), two
     partitions cut into many splits; the same options: the same snapshot."""
-    import pyspark
-
-    if not connector_cached(pyspark.__version__):
-        pytest.skip(f"{CONNECTOR}:{pyspark.__version__} (PySpark's version) is not in the local Maven or Ivy cache")
     bs = broker.bootstrap_servers
     topic = _topic(bs, partitions=2)
     events = known_events(300, seed=9)

@@ -57,7 +57,16 @@ def session_config(connector_jars: list[str] | None = None) -> dict[str, str]:
     package (Spark resolves it and its dependencies from the local Maven/Ivy caches or Maven Central)."""
     if connector_jars:
         return {"spark.jars": ",".join(connector_jars)}
-    return {"spark.jars.packages": connector_package()}
+    # SLF4J is on Spark's classpath already; Ivy would fetch the connector's version of it (from the network
+    # even when everything else is in the local Maven cache)
+    return {"spark.jars.packages": connector_package(), "spark.jars.excludes": "org.slf4j:slf4j-api"}
+
+
+def unavailable(spark_version: str, reason: str) -> ConnectorUnavailable:
+    return ConnectorUnavailable(
+        f"Spark's Kafka connector is not loaded ({reason}): --reader connector needs "
+        f"{connector_package(spark_version)} (Spark {spark_version}) on the session's classpath; it is fetched "
+        f"when the session starts, unless --connector-jars gives its jars and their dependencies")
 
 
 def _jaas_value(text: str) -> str:
@@ -146,9 +155,6 @@ def connector_partial_counts(spark, clients: ClientFactory, topic: str, ranges: 
         frame = reader.load()
     except Exception as exc:
         if "kafka" in str(exc) and ("Failed to find data source" in str(exc) or "DATA_SOURCE_NOT_FOUND" in str(exc)):
-            raise ConnectorUnavailable(
-                f"Spark's Kafka connector is not loaded: the job needs {connector_package(spark.version)} "
-                f"(Spark {spark.version}) on the session's classpath; it is fetched at session start unless "
-                f"--connector-jars gives its jars") from None
+            raise unavailable(spark.version, "no data source 'kafka' in this session") from None
         raise
     return frame.select("value", "timestamp", "timestampType").mapInArrow(_counter(mode, joint_sets, joint_auto), SCHEMA)

@@ -34,7 +34,7 @@ from fastpubsub.runtime.atomic_file import write_atomically
 from fastpubsub.wire.printable import log_to_stderr
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize
-from .kafka_connector import connector_partial_counts, java_options, session_config
+from .kafka_connector import ConnectorUnavailable, connector_partial_counts, java_options, session_config, unavailable
 from .kafka_source import DEFAULT_BATCH_SIZE, DEFAULT_SPLIT_SIZE, KafkaEventsDataSource
 from .window import FROM_CHOICES, WindowSpec, parse_offsets, parse_time, resolve_window
 
@@ -77,9 +77,17 @@ def spark_session(master: str | None = None, driver_memory: str = "4g", reader: 
         # the connector's batches for mapInArrow: as many records as the data source decodes at once
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(DEFAULT_BATCH_SIZE))
     )
-    for k, v in (session_config(connector_jars) if reader == "connector" else {}).items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    if reader != "connector":
+        spark = builder.getOrCreate()
+    else:
+        for k, v in session_config(connector_jars).items():
+            builder = builder.config(k, v)
+        try:
+            spark = builder.getOrCreate()
+        except Exception as exc:  # Ivy's resolution failed, or a jar is missing: the JVM did not start
+            import pyspark
+
+            raise unavailable(pyspark.__version__, f"the session did not start: {exc}") from exc
     spark.dataSource.register(KafkaEventsDataSource)
     return spark
 
@@ -269,7 +277,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
             parser.error(str(exc))
     elif args.connector_jars:
         parser.error("--connector-jars goes with --reader connector")
-    spark = spark_session(args.master, reader=args.reader, connector_jars=args.connector_jars)
+    try:
+        spark = spark_session(args.master, reader=args.reader, connector_jars=args.connector_jars)
+    except ConnectorUnavailable as exc:
+        parser.exit(1, f"{parser.prog}: {exc}\n")
     spark.sparkContext.setLogLevel("WARN")
     while True:
         started = time.monotonic()
