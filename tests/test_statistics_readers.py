@@ -21,7 +21,9 @@ from confluent_kafka import Producer
 from test_spark_statistics import _produce, _topic, known_events
 
 from fastpubsub.stats_job.event_statistics import StatisticsOptions
-from fastpubsub.stats_job.kafka_connector import CONNECTOR, assign_options, java_options
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.stats_job.kafka_connector import (CONNECTOR, ConnectorUnavailable, assign_options,
+                                                  connector_partial_counts, java_options)
 from fastpubsub.stats_job.kafka_source import OffsetRange
 from fastpubsub.stats_job.statistics_job import build_parser, run_statistics_job
 from fastpubsub.stats_job.window import WindowSpec
@@ -80,6 +82,12 @@ def test_the_command_line_refuses_connector_jars_without_the_connector(capsys):
         main(["-b", "localhost:9", "--reader", "connector", "-X", "linger.ms=5"])
     assert "linger.ms" in capsys.readouterr().err
     assert build_parser().parse_args(["--connector-jars", "a.jar,b.jar"]).connector_jars == ["a.jar", "b.jar"]
+
+
+@pytest.mark.spark
+def test_a_session_without_the_connector_names_the_package_and_the_spark_version(spark):
+    with pytest.raises(ConnectorUnavailable, match=f"{CONNECTOR}:{spark.version} \\(Spark {spark.version}\\)"):
+        connector_partial_counts(spark, ClientFactory("127.0.0.1:9"), "t", [OffsetRange(0, 0, 10)], 50_000)
 
 
 def connector_cached(version: str) -> bool:
