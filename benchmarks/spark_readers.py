@@ -83,12 +83,12 @@ def main() -> None:
             for reader in READERS if round_ % 2 == 0 else READERS[::-1]:
                 t = time.perf_counter()
                 r = job(reader, WindowSpec("earliest"))
-                seconds = time.perf_counter() - t
+                seconds = round(time.perf_counter() - t, 2)
                 snapshot = _snapshot(r)
                 reference = reference or snapshot
                 if snapshot != reference:
                     raise AssertionError(f"round {round_ + 1}: the {reader} reader's snapshot differs from the first")
-                runs.append({"round": round_ + 1, "reader": reader, "records": r.records, "seconds": round(seconds, 2),
+                runs.append({"round": round_ + 1, "reader": reader, "records": r.records, "seconds": seconds,
                              "first_pass_seconds": round(r.first_pass_seconds, 2),
                              "statistics_seconds": round(r.statistics_seconds, 2),
                              "records_per_s": round(r.records / seconds)})
