@@ -113,39 +113,6 @@ def read_offset_range(clients: ClientFactory | str, topic: str, offsets: OffsetR
         consumer.close()
 
 
-def partial_counts_of(messages: list, mode: str = "first", joint_sets: list[list[str]] | None = None,
-                      joint_auto: tuple[int, float] | None = None) -> list:
-    """Decode one list of messages into Arrow batches of :data:`fastpubsub.stats_job.partial_counts.SCHEMA`.
-
-    ``mode`` ``first``: records, bad, value and schema counts, and the joint
-    counts of ``joint_sets`` if given, else of the batch's ``joint_auto =
-    (k, min_support)`` most frequent sets.  ``joint``: the joint counts of
-    ``joint_sets`` only (the second pass).  ``count``: records and bad counts
-    alone (the benchmark's measure of reading).
-    """
-    import numpy as np
-
-    from fastpubsub.wire.event_decoder import decode_events
-
-    from . import partial_counts as pc
-
-    decoded = decode_events([m.value() for m in messages])
-    if mode == "joint":
-        return pc.joint_counts(decoded, joint_sets or [])
-    stamps = [m.timestamp() for m in messages]
-    ts = np.fromiter((t[1] for t in stamps if t[0] != 0), np.int64)  # 0: TIMESTAMP_NOT_AVAILABLE
-    out = pc.record_counts(len(messages), decoded.errors, ts if len(ts) else None)
-    if mode == "count" or not len(decoded):
-        return out
-    schemas, counts = pc.schemas_of(decoded)
-    out += [pc.value_counts(decoded), pc.schema_counts(schemas, counts)]
-    if joint_sets:
-        out += pc.joint_counts(decoded, joint_sets)
-    elif joint_auto:
-        out += pc.joint_counts(decoded, pc.local_joint_sets(schemas, counts, joint_auto[1], joint_auto[0]))
-    return out
-
-
 @dataclass
 class KafkaEventsReader(DataSourceReader):
     """What each Spark task needs to read its offset range and count it (pickled to the executors)."""
@@ -163,8 +130,14 @@ class KafkaEventsReader(DataSourceReader):
         return [KafkaSplit(self.topic, s) for r in self.ranges for s in r.split(self.split_size)]
 
     def read(self, partition: KafkaSplit):
+        import numpy as np
+
+        from .partial_counts import batch_counts
+
         for messages in read_offset_range(self.clients, partition.topic, partition.offsets, self.batch_size):
-            yield from partial_counts_of(messages, self.mode, self.joint_sets, self.joint_auto)
+            stamps = [m.timestamp() for m in messages]
+            ts = np.fromiter((t[1] for t in stamps if t[0] != 0), np.int64)  # 0: TIMESTAMP_NOT_AVAILABLE
+            yield from batch_counts([m.value() for m in messages], ts, self.mode, self.joint_sets, self.joint_auto)
 
 
 class KafkaEventsDataSource(DataSource):
@@ -173,7 +146,7 @@ class KafkaEventsDataSource(DataSource):
     * ``bootstrap.servers``, ``topic``;
     * ``ranges``: JSON list of ``[partition, start, end]`` (end exclusive);
     * ``split.size`` (offsets per Spark partition), ``batch.size`` (messages decoded and counted at once);
-    * ``pass``: ``first`` (default), ``joint`` or ``count`` (see :func:`partial_counts_of`);
+    * ``pass``: ``first`` (default), ``joint`` or ``count`` (see :func:`fastpubsub.stats_job.partial_counts.batch_counts`);
     * ``joint.sets``: JSON list of sorted attribute lists; ``joint.auto``: JSON ``[k, min_support]``;
     * ``kafka.<property>``: a connection setting of every consumer (e.g. ``kafka.security.protocol``);
       with ``bootstrap.servers`` they make the worker's ``ClientFactory`` (``ClientFactory.to_options``).

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastpubsub.engine import KIND_STRING
-from fastpubsub.wire.event_decoder import DecodedEvents
+from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
 
 _VALUE = pa.struct([("kind", pa.int8()), ("number", pa.float64()), ("string", pa.string())])
 SCHEMA = (
@@ -277,4 +277,30 @@ def joint_counts(decoded: DecodedEvents, sets: Sequence[Sequence[str]]) -> list[
         values = pa.ListArray.from_arrays(pa.array(np.arange(0, n * w + 1, w, dtype=np.int32)), flat)
         out.append(_rows("joint", n, schema=pa.array([list(attrs)] * n, pa.list_(pa.string())), values=values,
                          count=pa.array(counts.astype(np.int64))))
+    return out
+
+
+def batch_counts(values: Sequence[bytes | None], timestamps: np.ndarray, mode: str = "first",
+                 joint_sets: list[list[str]] | None = None, joint_auto: tuple[int, float] | None = None) -> list[pa.RecordBatch]:
+    """Decode one batch of record values into the partial counts of :data:`SCHEMA`: what every reader yields.
+
+    ``timestamps``: the batch's record timestamps in ms (records without one left out).
+    ``mode`` ``first``: records, bad, value and schema counts, and the joint
+    counts of ``joint_sets`` if given, else of the batch's ``joint_auto =
+    (k, min_support)`` most frequent sets.  ``joint``: the joint counts of
+    ``joint_sets`` only (the second pass).  ``count``: records and bad counts
+    alone (the benchmark's measure of reading).
+    """
+    decoded = decode_events(values)
+    if mode == "joint":
+        return joint_counts(decoded, joint_sets or [])
+    out = record_counts(len(values), decoded.errors, timestamps if len(timestamps) else None)
+    if mode == "count" or not len(decoded):
+        return out
+    schemas, counts = schemas_of(decoded)
+    out += [value_counts(decoded), schema_counts(schemas, counts)]
+    if joint_sets:
+        out += joint_counts(decoded, joint_sets)
+    elif joint_auto:
+        out += joint_counts(decoded, local_joint_sets(schemas, counts, joint_auto[1], joint_auto[0]))
     return out

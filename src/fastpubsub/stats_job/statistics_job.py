@@ -3,8 +3,10 @@
 Entry points: :func:`run_statistics_job` (what ``pubsub stats`` calls),
 ``python -m fastpubsub.stats_job`` and ``spark-submit src/fastpubsub/stats_job/statistics_job.py``
 (both :func:`main`).  One run: resolve the window (default: everything since
-the last snapshot of this topic), read it through the Python data source into
-partial counts per decoded batch ("first pass": Kafka, decoding, counting in
+the last snapshot of this topic), read it through the Python data source
+(``--reader source``, the default) or Spark's own Kafka connector (``--reader
+connector``, :mod:`fastpubsub.stats_job.kafka_connector`) into partial counts
+per decoded batch ("first pass": Kafka, decoding, counting in
 the executors), merge them in one Spark job and derive the statistics on the
 driver (groups too big for it in Spark), with a second pass over the window
 only for joint sets the batches did not all guess ("statistics"), then
@@ -32,12 +34,15 @@ from fastpubsub.runtime.atomic_file import write_atomically
 from fastpubsub.wire.printable import log_to_stderr
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize
-from .kafka_source import DEFAULT_SPLIT_SIZE, KafkaEventsDataSource
+from .kafka_connector import ConnectorUnavailable, connector_partial_counts, java_options, session_config, unavailable
+from .kafka_source import DEFAULT_BATCH_SIZE, DEFAULT_SPLIT_SIZE, KafkaEventsDataSource
 from .window import FROM_CHOICES, WindowSpec, parse_offsets, parse_time, resolve_window
 
 log = logging.getLogger("fastpubsub.stats_job.statistics")
 
 DEFAULT_OUTPUT = "out/statistics.json"
+#: How the job reads the window: our Python data source, or Spark's Kafka connector (its jars needed).
+READERS = ("source", "connector")
 
 
 @dataclass
@@ -50,8 +55,10 @@ class JobResult:
     output: Path | None
 
 
-def spark_session(master: str | None = None, driver_memory: str = "4g"):
-    """A SparkSession with the data source registered (reuses a running one)."""
+def spark_session(master: str | None = None, driver_memory: str = "4g", reader: str = "source",
+                  connector_jars: list[str] | None = None):
+    """A SparkSession with the data source registered (reuses a running one); with ``reader="connector"`` it
+    loads Spark's Kafka connector (``connector_jars``, else the package of this Spark's version)."""
     from pyspark.sql import SparkSession
 
     # Python workers must run this interpreter (it has pyarrow, confluent-kafka, ...);
@@ -63,12 +70,24 @@ def spark_session(master: str | None = None, driver_memory: str = "4g"):
     if master and master.startswith("local"):  # one machine: the driver, its block manager and web UI on loopback
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-    spark = (
+    builder = (
         builder.config("spark.driver.memory", driver_memory)  # only effective when Python starts the JVM
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
+        # the connector's batches for mapInArrow: as many records as the data source decodes at once
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(DEFAULT_BATCH_SIZE))
     )
+    if reader != "connector":
+        spark = builder.getOrCreate()
+    else:
+        for k, v in session_config(connector_jars).items():
+            builder = builder.config(k, v)
+        try:
+            spark = builder.getOrCreate()
+        except Exception as exc:  # Ivy's resolution failed, or a jar is missing: the JVM did not start
+            import pyspark
+
+            raise unavailable(pyspark.__version__, f"the session did not start: {exc}") from exc
     spark.dataSource.register(KafkaEventsDataSource)
     return spark
 
@@ -85,12 +104,16 @@ def run_statistics_job(
     master: str | None = None,
     split_size: int = DEFAULT_SPLIT_SIZE,
     kafka_config: dict[str, str] | None = None,
+    reader: str = "source",
 ) -> JobResult:
     """Compute one snapshot of ``topic``'s window; publish it and write it to ``output`` (None: no file).
 
     ``kafka_config``: the ``-X`` settings, for every client of the job: here and, through the data
-    source's options, in the Spark workers.
+    source's options, in the Spark workers (translated for Kafka's Java client with ``reader="connector"``).
+    ``reader``: one of :data:`READERS`; the connector must be on ``spark``'s classpath (:func:`spark_session`).
     """
+    if reader not in READERS:
+        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
     clients = ClientFactory(bootstrap_servers, kafka_config or {})
     window = window or WindowSpec()
     options = options or StatisticsOptions()
@@ -114,10 +137,15 @@ def run_statistics_job(
         log.info("nothing new in the window: no snapshot")
         return JobResult(None, 0, time.perf_counter() - t0, 0.0, None, None)
     def read(**options: str):
-        reader = spark.read.format(KafkaEventsDataSource.name())
+        if reader == "connector":
+            return connector_partial_counts(
+                spark, clients, topic, ranges, split_size, options.get("pass", "first"),
+                json.loads(options["joint.sets"]) if "joint.sets" in options else None,
+                tuple(json.loads(options["joint.auto"])) if "joint.auto" in options else None)
+        source = spark.read.format(KafkaEventsDataSource.name())
         for k, v in {**clients.to_options(), **options}.items():  # the connection settings travel to the workers
-            reader = reader.option(k, v)
-        return (reader.option("topic", topic)
+            source = source.option(k, v)
+        return (source.option("topic", topic)
                 .option("ranges", json.dumps([[r.partition, r.start, r.end] for r in ranges]))
                 .option("split.size", str(split_size))
                 .load())
@@ -208,6 +236,12 @@ def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap
     o.add_argument("--every", type=parse_duration, help="loop: run again every DURATION (10m, 1h, ...)")
     o.add_argument("--master", help="Spark master when started with python (spark-submit sets its own); e.g. local[2]")
     o.add_argument("--split-size", type=int, default=DEFAULT_SPLIT_SIZE, help="offsets per Spark partition (default %(default)s)")
+    o.add_argument("--reader", choices=READERS, default="source",
+                   help="source: the job's Python data source (confluent-kafka); connector: Spark's Kafka "
+                        "connector (spark-sql-kafka-0-10 of Spark's version, Kafka's Java client) (default %(default)s)")
+    o.add_argument("--connector-jars", type=lambda t: [j for j in t.split(",") if j], metavar="JAR,...",
+                   help="with --reader connector: the connector's jars and their dependencies, instead of "
+                        "fetching the package at start")
     o.add_argument("-X", dest="kafka_config", action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka setting for every Kafka client of the job (security...); repeatable")
     o.add_argument("--client-config", metavar="FILE", help="librdkafka settings for every Kafka client of the job, one "
@@ -236,14 +270,24 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
     if args.every is not None and (window.start_from != "last-run" or window.start_offsets or window.end_offsets
                                    or window.start_time_ms is not None or window.end_time_ms is not None):
         parser.error("--every reads what is new since the last run each time; it takes no window options")
-    spark = spark_session(args.master)
+    if args.reader == "connector":
+        try:
+            java_options(clients.settings)
+        except ValueError as exc:
+            parser.error(str(exc))
+    elif args.connector_jars:
+        parser.error("--connector-jars goes with --reader connector")
+    try:
+        spark = spark_session(args.master, reader=args.reader, connector_jars=args.connector_jars)
+    except ConnectorUnavailable as exc:
+        parser.exit(1, f"{parser.prog}: {exc}\n")
     spark.sparkContext.setLogLevel("WARN")
     while True:
         started = time.monotonic()
         try:
             run_statistics_job(clients.bootstrap_servers, args.topic, window, options, args.output or None,
                                not args.no_publish, args.statistics_topic, spark, split_size=args.split_size,
-                               kafka_config=clients.settings)
+                               kafka_config=clients.settings, reader=args.reader)
         except Exception:
             if args.every is None:
                 raise
