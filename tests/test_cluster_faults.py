@@ -635,20 +635,22 @@ def network_partition(d: Disturbance) -> str:
     victim = leader_of(d.cluster.bootstrap_servers, topics.EVENTS, 0)
     progress = Progress(d.cluster.bootstrap_servers, {n: (r.group, r.input_topic) for n, r in d.w.roles.items()})
     before = {name: progress(name) for name in d.w.roles}
+    latest = dict(before)  # the last answer of each group's coordinator (-1: none)
     d.hosts.partition(victim)
     try:
         deadline = time.monotonic() + d.plan.partition
         while time.monotonic() < deadline:
             d.w.assert_alive()
+            latest.update({name: n for name in d.w.roles if (n := progress(name)) >= 0})
             time.sleep(0.5)
-        during = {name: progress(name) - before[name] for name in d.w.roles}
     finally:
         d.hosts.heal(victim)
         progress.close()
     wait_whole(d.cluster)
+    during = ", ".join(f"{n} {latest[n] - before[n] if min(latest[n], before[n]) >= 0 else '?'}" for n in d.w.roles)
     return (f"node {victim + 1} (leader of {topics.EVENTS}[0]) cut off from the other two nodes for "
             f"{d.plan.partition:.0f} s (network namespaces), the services still reaching it; inputs committed "
-            f"meanwhile: {', '.join(f'{n} {c}' for n, c in during.items())}")
+            f"meanwhile: {during}")
 
 
 FAULTS: dict[str, Callable[[Disturbance], str]] = {
