@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -32,7 +33,7 @@ from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec, free_port
 from fastpubsub.kafka.statistics_topic import latest_snapshot
 from fastpubsub.wire.codecs import encode_event
 
-pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(900)]
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PARTITIONS = 8
@@ -77,7 +78,7 @@ class StandaloneCluster:
         pyspark = pytest.importorskip("pyspark")
         self.home = Path(pyspark.__file__).parent
         self.dir = directory
-        self.port, self.ui_port, self.driver_ui_port = free_port(), free_port(), free_port()
+        self.port, self.ui_port = free_port(), free_port()
         self.worker_ui_ports = [free_port() for _ in range(workers)]
         self.procs: dict[str, subprocess.Popen] = {}
         conf = directory / "conf"
@@ -85,7 +86,7 @@ class StandaloneCluster:
         # read by the driver's spark-submit; every address the driver binds or advertises is loopback
         (conf / "spark-defaults.conf").write_text("\n".join([
             "spark.driver.host 127.0.0.1", "spark.driver.bindAddress 127.0.0.1",
-            f"spark.ui.port {self.driver_ui_port}", "spark.port.maxRetries 0",
+            "spark.port.maxRetries 0",  # the web UI on the port given, or no run
             "spark.executor.memory 512m", "spark.cores.max 2", ""]))
         self.env = {
             **os.environ, "SPARK_HOME": str(self.home), "SPARK_CONF_DIR": str(conf),
@@ -111,7 +112,7 @@ class StandaloneCluster:
             self._daemon(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.master_url,
                          "--host", "127.0.0.1", "--port", str(free_port()), "--webui-port", str(ui),
                          "--cores", "1", "--memory", "1g", "--work-dir", str(self.dir / "work" / str(i)))
-        wait_for("two registered workers", lambda: self.alive_workers() == len(self.worker_ui_ports))
+        wait_for("two registered workers", lambda: self.alive_workers() == len(self.worker_ui_ports), timeout=180)
 
     def _daemon(self, name: str, cls: str, *args: str) -> None:
         with open(self.dir / "logs" / f"{name}.out", "wb") as log:
@@ -144,9 +145,6 @@ class StandaloneCluster:
     def close(self) -> None:
         for name in list(self.procs):
             self.kill(name)
-
-    def log(self, name: str) -> str:
-        return (self.dir / "logs" / f"{name}.out").read_text(errors="replace")
 
 
 @pytest.fixture
@@ -186,20 +184,28 @@ def fill_events(bootstrap: str) -> tuple[str, int]:
     return topic, PARTITIONS * EVENTS_PER_PARTITION
 
 
-def start_job(cluster: StandaloneCluster, bootstrap: str, topic: str, out: Path) -> tuple[subprocess.Popen, str]:
+@dataclass
+class Run:
+    proc: subprocess.Popen
+    statistics: str  # the topic of its snapshot
+    ui_port: int  # the driver's web UI and REST API
+
+
+def start_job(cluster: StandaloneCluster, bootstrap: str, topic: str, out: Path) -> Run:
     """The job's command line against the cluster; its snapshot on a statistics topic of its own."""
-    statistics = f"test-statistics-{uuid.uuid4().hex[:8]}"
+    statistics, ui_port = f"test-statistics-{uuid.uuid4().hex[:8]}", free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fastpubsub.stats_job", "--master", cluster.master_url, "-b", bootstrap,
          "--topic", topic, "--statistics-topic", statistics, "--output", str(out),
          "--split-size", str(SPLIT_SIZE)],
-        env=cluster.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**cluster.env, "PYSPARK_SUBMIT_ARGS": f"--conf spark.ui.port={ui_port} pyspark-shell"},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=child_preexec)  # its own process group: the driver's JVM goes with it in close()
     cluster.procs[f"driver-{len(cluster.procs)}"] = proc
-    return proc, statistics
+    return Run(proc, statistics, ui_port)
 
 
-def finish(proc: subprocess.Popen, timeout: float = 180) -> str:
+def finish(proc: subprocess.Popen, timeout: float = 480) -> str:
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -216,10 +222,10 @@ def without_run_time(record: dict) -> dict:
     return {**record, "window": window}
 
 
-def mid_run_on(cluster: StandaloneCluster, worker: int) -> bool:
+def mid_run_on(cluster: StandaloneCluster, run: Run, worker: int) -> bool:
     """The driver's REST API says an executor of ``worker`` has finished tasks (their cached counts are on it) and
     runs another."""
-    api = f"http://127.0.0.1:{cluster.driver_ui_port}/api/v1/applications"
+    api = f"http://127.0.0.1:{run.ui_port}/api/v1/applications"
     apps = get_json(api)
     if not apps:
         return False
@@ -235,26 +241,26 @@ def test_a_worker_killed_mid_run_changes_nothing_in_the_snapshot(broker: Embedde
     topic, count = fill_events(bs)
     t_filled = time.monotonic()
 
-    proc, statistics = start_job(cluster, bs, topic, tmp_path / "undisturbed.json")
-    finish(proc)
-    undisturbed = latest_snapshot(bs, topic, statistics)
+    run = start_job(cluster, bs, topic, tmp_path / "undisturbed.json")
+    finish(run.proc)
+    undisturbed = latest_snapshot(bs, topic, run.statistics)
     assert undisturbed is not None and undisturbed.event_count == count and undisturbed.bad_records == 0
     t_undisturbed = time.monotonic()
 
-    proc, statistics = start_job(cluster, bs, topic, tmp_path / "disturbed.json")
-    wait_for("worker 0 in the middle of the first pass", lambda: proc.poll() is not None or mid_run_on(cluster, 0),
-             timeout=300, every=0.05)
-    assert proc.poll() is None, "the run ended before worker 0 was in the middle of it"
+    run = start_job(cluster, bs, topic, tmp_path / "disturbed.json")
+    wait_for("worker 0 in the middle of the first pass",
+             lambda: run.proc.poll() is not None or mid_run_on(cluster, run, 0), timeout=300, every=0.05)
+    assert run.proc.poll() is None, "the run ended before worker 0 was in the middle of it"
     killed = time.monotonic()
     cluster.kill("worker-0")
-    err = finish(proc)
+    err = finish(run.proc)
     t_disturbed = time.monotonic()
     assert cluster.alive_workers() == 1
 
     (tmp_path / "disturbed.log").write_text(err)
     assert re.search(r"Lost executor \d+ on 127\.0\.0\.1", err), err[-4000:]  # the driver saw it go, mid-run
     lost_blocks = len(re.findall(r"No more replicas available for rdd_", err))  # cached partial counts, computed again
-    disturbed = latest_snapshot(bs, topic, statistics)
+    disturbed = latest_snapshot(bs, topic, run.statistics)
     assert disturbed is not None
     assert without_run_time(disturbed.to_record()) == without_run_time(undisturbed.to_record())
     assert EventStatistics.from_record(json.loads((tmp_path / "disturbed.json").read_text())).to_record() == disturbed.to_record()
