@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ipaddress
 import signal
 import subprocess
 import sys
@@ -65,6 +66,27 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def listening_addresses(pgids: set[int]) -> set[str]:
+    """The addresses the processes of these process groups listen on (TCP, from /proc)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or os.getpgid(int(proc.name)) not in pgids:
+                continue
+            sockets = {os.readlink(fd)[8:-1] for fd in (proc / "fd").iterdir()
+                       if os.readlink(fd).startswith("socket:[")}
+            for table in ("tcp", "tcp6"):  # the process's own network namespace
+                for line in (proc / "net" / table).read_text().splitlines()[1:]:
+                    fields = line.split()
+                    if fields[3] == "0A" and fields[9] in sockets:  # LISTEN, one of its sockets
+                        word = bytes.fromhex(fields[1].split(":")[0])  # 32-bit words in host (little-endian) order
+                        address = ipaddress.ip_address(b"".join(word[i:i + 4][::-1] for i in range(0, len(word), 4)))
+                        found.add(str(getattr(address, "ipv4_mapped", None) or address))
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+    return found
 
 
 class StandaloneCluster:
@@ -251,6 +273,8 @@ def test_a_worker_killed_mid_run_changes_nothing_in_the_snapshot(broker: Embedde
     wait_for("worker 0 in the middle of the first pass",
              lambda: run.proc.poll() is not None or mid_run_on(cluster, run, 0), timeout=300, every=0.05)
     assert run.proc.poll() is None, "the run ended before worker 0 was in the middle of it"
+    # the master, the workers, the executors, their Python workers and the driver
+    assert listening_addresses({p.pid for p in cluster.procs.values()}) == {"127.0.0.1"}
     killed = time.monotonic()
     cluster.kill("worker-0")
     err = finish(run.proc)
