@@ -415,6 +415,7 @@ def test_pubsub_stats_is_the_job_command_line():
     out = CliRunner().invoke(main, ["stats", "--help"])
     assert out.exit_code == 0 and out.output.startswith("usage: pubsub stats")
     for option in ("--bootstrap-servers", "PUBSUB_BOOTSTRAP_SERVERS", "default 127.0.0.1:9092", "--every", "--master",
+                   "spark://HOST:PORT",
                    "--no-publish", "--output", "-X KEY=VALUE", "--client-config FILE"):
         assert option in out.output, option
     bad = CliRunner().invoke(main, ["stats", "--every", "10m", "--from", "earliest"])

@@ -234,7 +234,8 @@ def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap
     o.add_argument("--output", default=DEFAULT_OUTPUT, help="JSON file of the snapshot (default %(default)s; '' for none)")
     o.add_argument("--no-publish", action="store_true", help="do not publish to the statistics topic")
     o.add_argument("--every", type=parse_duration, help="loop: run again every DURATION (10m, 1h, ...)")
-    o.add_argument("--master", help="Spark master when started with python (spark-submit sets its own); e.g. local[2]")
+    o.add_argument("--master", help="Spark master when started with python (spark-submit sets its own): local[2], or "
+                                    "spark://HOST:PORT for a standalone cluster (default local[*])")
     o.add_argument("--split-size", type=int, default=DEFAULT_SPLIT_SIZE, help="offsets per Spark partition (default %(default)s)")
     o.add_argument("--reader", choices=READERS, default="source",
                    help="source: the job's Python data source (confluent-kafka); connector: Spark's Kafka "
