@@ -2,10 +2,10 @@
 
 A master and two one-core workers started from PySpark's own jars (``bin/spark-class``), every listener of
 theirs, of the executors and of the driver on 127.0.0.1 only; the job is submitted to it as its command line
-(``python -m fastpubsub.stats_job --master spark://...``) twice over one window of the session broker's events:
-once undisturbed, once with one worker and its executor killed -9 while a task of the first pass runs on it.
-Spark runs the lost tasks again on the remaining worker; the run must exit 0 and publish the same snapshot
-(everything but the window's ``computed_at_ms``, the wall-clock time of the run).
+(``python -m fastpubsub.stats_job --master spark://...``) over one window of the session broker's events, with one
+worker and its executor killed -9 while a task of the first pass runs on it.  Spark runs the lost tasks again on
+the remaining worker; the run must exit 0 and publish the same snapshot (everything but the window's
+``computed_at_ms``, the wall-clock time of the run) as an undisturbed run of the job over the same window.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from fastpubsub.engine.costmodel.statistics import EventStatistics
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec, free_port
 from fastpubsub.kafka.statistics_topic import latest_snapshot
+from fastpubsub.stats_job.statistics_job import run_statistics_job
 from fastpubsub.wire.codecs import encode_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker, pytest.mark.timeout(900)]
@@ -257,15 +258,17 @@ def mid_run_on(cluster: StandaloneCluster, run: Run, worker: int) -> bool:
 
 
 def test_a_worker_killed_mid_run_changes_nothing_in_the_snapshot(broker: EmbeddedBroker, cluster: StandaloneCluster,
-                                                               tmp_path: Path):
+                                                               spark, tmp_path: Path):
+    """The undisturbed run is the same job on the spark lane's local Spark (one JVM started instead of a driver and
+    two executors more); the disturbed one is the command line's, on the standalone cluster."""
     bs = broker.bootstrap_servers
     t0 = time.monotonic()
     topic, count = fill_events(bs)
     t_filled = time.monotonic()
 
-    run = start_job(cluster, bs, topic, tmp_path / "undisturbed.json")
-    finish(run.proc)
-    undisturbed = latest_snapshot(bs, topic, run.statistics)
+    statistics = f"test-statistics-{uuid.uuid4().hex[:8]}"
+    run_statistics_job(bs, topic, output=None, statistics_topic=statistics, spark=spark, split_size=SPLIT_SIZE)
+    undisturbed = latest_snapshot(bs, topic, statistics)
     assert undisturbed is not None and undisturbed.event_count == count and undisturbed.bad_records == 0
     t_undisturbed = time.monotonic()
 
