@@ -163,6 +163,27 @@ def has_duplicate_attribute(offsets, attributes, n_names):
     return False
 
 
+@njit(cache=True)
+def fields_of(pfield, pids, n_fields):
+    """Which fields ``pids`` are on: ``np.unique(pfield[pids])`` as a mask, without sorting millions of ids."""
+    seen = np.zeros(n_fields, dtype=np.bool_)
+    for p in pids:
+        seen[pfield[p]] = True
+    return seen
+
+
+@njit(cache=True)
+def fields_in_use(pfield, pop, refcount, top, n_fields, equality_only, live_only):
+    """Which fields ids ``0:top`` are on, among the equality ones (``equality_only``) and the referenced ones
+    (``live_only``): the mask of :func:`fields_of` over a filter of the whole table."""
+    seen = np.zeros(n_fields, dtype=np.bool_)
+    for p in range(top):
+        if (live_only and refcount[p] <= 0) or (equality_only and pop[p] != OP_EQ):
+            continue
+        seen[pfield[p]] = True
+    return seen
+
+
 class PredicateTable:
     """Distinct predicates, their reference counts, indexes and bit vector."""
 
@@ -232,6 +253,15 @@ class PredicateTable:
         if np.any(s):
             out[s] = self.strings.codes[eqbits[s]]
         return out
+
+    def fields_of(self, ids: np.ndarray) -> np.ndarray:
+        """The distinct fields of predicates ``ids``, ascending (``np.unique(field[ids])``)."""
+        return np.flatnonzero(fields_of(self.field, np.asarray(ids, dtype=np.int64), self.n_fields))
+
+    def fields_in_use(self, equality_only: bool = False, live_only: bool = True) -> np.ndarray:
+        """The distinct fields of the live (``live_only``) or all predicate ids, of equalities only if asked; ascending."""
+        return np.flatnonzero(fields_in_use(self.field, self.op, self.refcount, self.n_ids, self.n_fields,
+                                            equality_only, live_only))
 
     def incref(self, ids: np.ndarray) -> None:
         np.add.at(self.refcount, ids, 1)
