@@ -52,7 +52,7 @@ from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, order_holds
 from ..kernels.scan import doubled, finish_events
-from ..semantics import KIND_NUMBER, OP_EQ
+from ..semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_EQ
 
 #: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
 CELLS = 16
@@ -63,6 +63,11 @@ BLOCK_BUDGET = 768 * 1024
 EVENT_CHUNK = 1024
 #: Constants sampled per field to place the cell boundaries.
 BOUNDARY_SAMPLE = 65536
+#: When subscriptions have doubled, the cells are placed again unless the new constants fill no cell beyond this
+#: many times its share.
+REPLACE_SHARE = 2.0
+#: New slots (every k-th) whose constants are compared with the cells placed before.
+FIT_SAMPLE = 16384
 #: The row of slots not in use.
 DEAD_ROW = 0
 ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -79,11 +84,12 @@ class BitmapArrays(NamedTuple):
     slot_start: np.ndarray  # int64 [slots]: the slot's predicate ids are sub_pids[start:start + len]
     slot_len: np.ndarray  # int64 [slots]
     slot_handle: np.ndarray  # int64 [slots]: the subscription's handle
-    sub_pids: np.ndarray  # int64: predicate ids of the slots
+    sub_pids: np.ndarray  # int32: predicate ids of the slots
     pfield: np.ndarray  # int64 [ids]: field of each predicate id (PredicateTable.field)
     pop: np.ndarray  # int8 [ids]: operator code (PredicateTable.op)
-    pcode: np.ndarray  # float64 [ids]: the constant's order code
     pbits: np.ndarray  # int64 [ids]: the constant's equality bits (PredicateTable.bits_value)
+    pnum: np.ndarray  # float64 [ids]: pbits viewed as doubles (the constant of a number predicate)
+    scodes: np.ndarray  # int64 [strings]: order code of each string id (StringDictionary.codes)
 
 
 @njit(cache=True, inline="always")
@@ -102,6 +108,17 @@ def tighten_high(hi, hi_open, v, is_open):
     if v == hi:
         return hi, hi_open or is_open
     return hi, hi_open
+
+
+@njit(cache=True, inline="always")
+def constant_code(p, pfield, pbits, pnum, scodes):
+    """The order code of predicate ``p``'s constant (``PredicateTable._codes``): read, not stored per predicate."""
+    kind = pfield[p] % N_KINDS
+    if kind == KIND_STRING:
+        return np.float64(scodes[pbits[p]])
+    if kind == KIND_BOOL:
+        return np.float64(pbits[p])
+    return pnum[p]
 
 
 @njit(cache=True, inline="always")
@@ -142,7 +159,7 @@ def cell_tops(bounds: np.ndarray) -> np.ndarray:
 
 @njit(cache=True)
 def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, tops, slot_start, slot_len, sub_pids, pfield,
-               pop, pcode):
+               pop, pbits, pnum, scodes):
     """Set (``on``) or clear the bits of ``slots`` in every row of the fields their predicates constrain.
 
     Setting clears the slot's bit in the dead row, clearing sets it.  A cell's
@@ -175,8 +192,8 @@ def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, tops, s
                 touched[n_touched] = fa
                 n_touched += 1
                 lo[fa], lo_open[fa], hi[fa], hi_open[fa] = -np.inf, False, np.inf, False
-            lo[fa], lo_open[fa], hi[fa], hi_open[fa] = tighten(pop[p], pcode[p], lo[fa], lo_open[fa], hi[fa],
-                                                               hi_open[fa])
+            v = constant_code(p, pfield, pbits, pnum, scodes)
+            lo[fa], lo_open[fa], hi[fa], hi_open[fa] = tighten(pop[p], v, lo[fa], lo_open[fa], hi[fa], hi_open[fa])
         for t in range(n_touched):
             fa = touched[t]
             if on:
@@ -354,7 +371,7 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
     Returns ``(e, nout)``: ``e = c1`` when done, else the event for which ``out`` had no room for its survivors.
     """
     field_slot, slot_start, slot_len, slot_handle = bm.field_slot, bm.slot_start, bm.slot_len, bm.slot_handle
-    sub_pids, pfield, pop, pcode, pbits = bm.sub_pids, bm.pfield, bm.pop, bm.pcode, bm.pbits
+    sub_pids, pfield, pop, pbits, pnum, scodes = bm.sub_pids, bm.pfield, bm.pop, bm.pbits, bm.pnum, bm.scodes
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
     for e in range(e0, c1):
         i = e - c0
@@ -367,7 +384,8 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
             for q in range(slot_start[s], slot_start[s] + slot_len[s]):
                 p = sub_pids[q]
                 j = pair[field_slot[pfield[p]]]
-                if j < 0 or not predicate_holds(pop[p], ev_code[j], ev_eqbits[j], pcode[p], pbits[p]):
+                if j < 0 or not predicate_holds(pop[p], ev_code[j], ev_eqbits[j],
+                                                         constant_code(p, pfield, pbits, pnum, scodes), pbits[p]):
                     ok = False
                     break
             if ok:
@@ -379,7 +397,7 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
 
 
 @njit(cache=True)
-def field_samples(slots, slot_start, slot_len, sub_pids, pfield, pop, pcode, field_slot, n_fa, sample):
+def field_samples(slots, slot_start, slot_len, sub_pids, pfield, pop, pbits, pnum, scodes, field_slot, n_fa, sample):
     """Per constrained field, ``sample`` to ``2 * sample`` of the constants the slots' predicates on it hold (all of
     them if fewer; ``!=`` ones bound nothing and are left out): every ``k``-th in slot order, as CSR over the
     field index.  Two passes, no sort of the predicate ids."""
@@ -403,7 +421,7 @@ def field_samples(slots, slot_start, slot_len, sub_pids, pfield, pop, pcode, fie
                 continue
             fa = field_slot[pfield[p]]
             if seen[fa] % step[fa] == 0:
-                codes[fill[fa]] = pcode[p]
+                codes[fill[fa]] = constant_code(p, pfield, pbits, pnum, scodes)
                 fill[fa] += 1
             seen[fa] += 1
     return off, codes
@@ -425,9 +443,10 @@ class RangeBitmaps:
 
     ``add`` / ``remove`` patch the bits of the slots concerned; a new field
     gets its rows (cells placed at the quantiles of the constants being
-    added); when the number of subscriptions has doubled or fallen to a
-    quarter since the cells were placed, every field's cells are placed
-    again and the rows rebuilt.  The predicates of the subscriptions held
+    added); when the number of subscriptions has doubled (and the new
+    constants fill some cell beyond ``REPLACE_SHARE`` times its share) or
+    fallen to a quarter since the cells were placed, every field's cells
+    are placed again and the rows rebuilt.  The predicates of the subscriptions held
     are kept out of phase 1 (``PredicateTable.hold_off_path``); the owner
     keeps the references themselves.
     """
@@ -449,7 +468,7 @@ class RangeBitmaps:
         self.slot_start = np.zeros(0, dtype=np.int64)
         self.slot_len = np.zeros(0, dtype=np.int64)
         self.slot_handle = np.full(0, -1, dtype=np.int64)
-        self.sub_pids = np.zeros(0, dtype=np.int64)
+        self.sub_pids = np.zeros(0, dtype=np.int32)  # (predicate ids fit: 4 bytes a reference, 20 per interval subscription)
         self.n_pids = 0  # used part of sub_pids (live and garbage)
         self.garbage = 0
         self.field_slot = np.full(0, -1, dtype=np.int64)
@@ -457,8 +476,6 @@ class RangeBitmaps:
         self.cell_base = np.zeros(0, dtype=np.int64)
         self.bounds = np.zeros((0, max(self.cells - 1, 0)), dtype=np.float64)
         self.rows = np.full((1, 1), ALL_ONES, dtype=np.uint64)
-        self.pcode = np.zeros(0, dtype=np.float64)
-        self._strings_version = preds.strings.version
         self.live = 0
         self.placed_at = 0  # live subscriptions when the cells were last placed
         self.rebuilds = 0
@@ -472,9 +489,6 @@ class RangeBitmaps:
         if len(handles) == 0:
             return
         p = self.preds
-        self.pcode = grow(self.pcode, p.n_ids, 0.0)
-        if len(pids):
-            self.pcode[pids] = p._codes(p.field[pids], p.bits_value[pids])
         p.hold_off_path(pids, 1)
         slots = self.slots.take(len(handles))
         top = int(slots.max()) + 1
@@ -494,6 +508,8 @@ class RangeBitmaps:
         self._ensure_words(top)
         replace = self.live > 2 * self.placed_at + 1024 or self.placed_at == 0
         self._add_fields(p.fields_of(pids), slots, place=not replace)
+        if replace and self.placed_at and self._cells_still_fit(slots):
+            self.placed_at, replace = self.live, False
         if replace:
             self.rebuild()
         else:
@@ -529,13 +545,13 @@ class RangeBitmaps:
     def _pids_of(self, slots: np.ndarray) -> np.ndarray:
         starts, lens = self.slot_start[slots], self.slot_len[slots]
         idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-        return self.sub_pids[idx]
+        return self.sub_pids[idx].astype(np.int64)
 
     def _compact(self) -> None:
         slots = self.live_slots()
         pids = self._pids_of(slots)
         lens = self.slot_len[slots]
-        self.sub_pids = pids.copy() if len(pids) else np.zeros(0, dtype=np.int64)
+        self.sub_pids = pids.astype(np.int32)
         self.slot_start[slots] = np.cumsum(lens) - lens
         self.n_pids, self.garbage = len(pids), 0
 
@@ -575,11 +591,26 @@ class RangeBitmaps:
     def _place(self, slots: np.ndarray, fas: np.ndarray) -> None:
         """Cell boundaries of constrained fields ``fas`` at the quantiles of the constants ``slots`` hold on them."""
         p = self.preds
-        off, codes = field_samples(slots, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, self.pcode,
+        off, codes = field_samples(slots, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, *self._constants(),
                                    self.field_slot, len(self.miss_row), BOUNDARY_SAMPLE)
         for i in fas.tolist():
             if off[i + 1] > off[i]:
                 self.bounds[i] = _quantile_bounds(codes[off[i] : off[i + 1]], self.cells)
+
+    def _cells_still_fit(self, slots: np.ndarray) -> bool:
+        """Whether the constants of new ``slots`` (a sample of them) spread over the cells placed before about as evenly as quantiles
+        would (no cell taking more than ``REPLACE_SHARE`` times its share): then the cells stay and only the new
+        slots are marked, instead of every slot again (a bulk load of one distribution in doubling chunks)."""
+        p = self.preds
+        slots = slots[:: max(1, len(slots) // FIT_SAMPLE)]
+        off, codes = field_samples(slots, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, *self._constants(),
+                                   self.field_slot, len(self.miss_row), BOUNDARY_SAMPLE)
+        for i in np.flatnonzero(self.cell_base >= 0).tolist():
+            c = codes[off[i] : off[i + 1]]
+            if len(c) and np.bincount(np.searchsorted(self.bounds[i], c, side="right"),
+                                      minlength=self.cells).max() > REPLACE_SHARE * len(c) / self.cells + 1:
+                return False
+        return True
 
     def rebuild(self) -> None:
         """Place every field's cells at the quantiles of the constants held now, and set every live slot's bits."""
@@ -594,27 +625,22 @@ class RangeBitmaps:
     def _mark(self, slots: np.ndarray, on: bool) -> None:
         p = self.preds
         mark_slots(np.asarray(slots, dtype=np.int64), on, self.rows, self.field_slot, self.miss_row, self.cell_base,
-                   self.bounds, cell_tops(self.bounds), self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, self.pcode)
+                   self.bounds, cell_tops(self.bounds), self.slot_start, self.slot_len, self.sub_pids, p.field, p.op,
+                   *self._constants())
 
     # -- matching --------------------------------------------------------
-    def _refresh_codes(self) -> None:
-        """Re-read the codes of string constants after the dictionary renumbered them (strings have no cells)."""
+    def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``pbits``, ``pnum``, ``scodes`` of :class:`BitmapArrays`: the constants as the predicate table holds them."""
         p = self.preds
-        if self._strings_version == p.strings.version:
-            return
-        pids = self._pids_of(self.live_slots())
-        if len(pids):
-            self.pcode[pids] = p._codes(p.field[pids], p.bits_value[pids])
-        self._strings_version = p.strings.version
+        return p.bits_value, p.bits_value.view(np.float64), p.strings.codes
 
     def arrays(self) -> BitmapArrays:
         p = self.preds
         return BitmapArrays(self.rows, self.field_slot, self.miss_row, self.cell_base, self.bounds, self.slot_start,
-                            self.slot_len, self.slot_handle, self.sub_pids, p.field, p.op, self.pcode, p.bits_value)
+                            self.slot_len, self.slot_handle, self.sub_pids, p.field, p.op, *self._constants())
 
     def match(self, events, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Matches of encoded events as CSR ``(offsets, ids)`` (:func:`bitmap_events`)."""
-        self._refresh_codes()
         n_words = (self.slots.high + 63) // 64
         return bitmap_events(events, self.arrays(), handle_id, n_words, self.block(), self.event_chunk)
 
@@ -637,7 +663,7 @@ class RangeBitmaps:
             "bitmap_bytes": rows_bytes,
             "rebuilds": self.rebuilds,
             "memory_bytes": int(self.rows.nbytes + self.sub_pids.nbytes + self.slot_start.nbytes + self.slot_len.nbytes
-                                + self.slot_handle.nbytes + self.handle_slot.nbytes + self.pcode.nbytes
+                                + self.slot_handle.nbytes + self.handle_slot.nbytes
                                 + self.bounds.nbytes + self.field_slot.nbytes),
         }
 
