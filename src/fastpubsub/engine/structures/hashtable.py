@@ -10,6 +10,10 @@ wider key.
 
 Linear probing, power-of-two capacity, backward-shift deletion (no
 tombstones, so probe chains stay short under heavy insert/delete churn).
+
+:class:`KeylessTable` is the same table for keys its owner stores anyway
+(the predicate table's range predicates, by the million): a slot holds the
+value and a tag byte, and the key is read from the owner's arrays.
 """
 
 from __future__ import annotations
