@@ -180,6 +180,12 @@ def ht_set_values(tkeys, tvals, keys, values):
             s = (s + 1) & mask
 
 
+@njit(cache=True, inline="always")
+def _fills_hole(j, hole, home):
+    """Backward-shift deletion: the entry at ``j`` moves into ``hole`` unless its home lies cyclically in (hole, j]."""
+    return (j > hole and (home <= hole or home > j)) or (j < hole and (home <= hole and home > j))
+
+
 @njit(cache=True)
 def ht_delete(tkeys, tvals, keys):
     """Remove ``keys`` (absent ones are ignored); returns how many were removed."""
@@ -197,8 +203,7 @@ def ht_delete(tkeys, tvals, keys):
         j = (s + 1) & mask
         while tvals[j] != -1:
             home = _slot(tkeys, j, mask)
-            # move j into hole unless its home lies cyclically in (hole, j]
-            if (j > hole and (home <= hole or home > j)) or (j < hole and (home <= hole and home > j)):
+            if _fills_hole(j, hole, home):
                 for w in range(tkeys.shape[1]):
                     tkeys[hole, w] = tkeys[j, w]
                 tvals[hole] = tvals[j]
@@ -415,7 +420,7 @@ def kl_delete(slots, tags, k0, k1, k0_of, k0_scale, k0_add, k1_of):
         while slots[j] != -1:
             v = np.int64(slots[j])
             home = np.int64(_kl_hash(k0_of[v] * k0_scale + k0_add[v], k1_of[v]) & np.uint64(mask))
-            if (j > hole and (home <= hole or home > j)) or (j < hole and (home <= hole and home > j)):
+            if _fills_hole(j, hole, home):
                 slots[hole] = slots[j]
                 tags[hole] = tags[j]
                 hole = j
