@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fastpubsub.engine.semantics import KIND_BOOL, KIND_STRING, KINDS
 from fastpubsub.engine.structures.cluster_store import PIDS_ROW, STARTS_ROW, run_row
 
 
@@ -201,6 +202,13 @@ def holds(op: int, x: float, c: float) -> bool:
     return {0: x == c, 1: True, 2: x < c, 3: x <= c, 4: x > c, 5: x >= c}[op]
 
 
+def constant_code(bm, p: int) -> float:
+    """Order code of predicate ``p``'s constant: the number, 0/1, or the string's code (engine/frontend/encoding.py)."""
+    kind = int(bm.pfield[p]) % len(KINDS)
+    bits = int(bm.pbits[p])
+    return float(bm.scodes[bits]) if kind == KIND_STRING else float(bits) if kind == KIND_BOOL else float(bm.pnum[p])
+
+
 def bitmap_rows(bm, n_slots: int) -> np.ndarray:
     """The rows engine/algorithms/bitmaps.py must hold, one bool per slot.
 
@@ -223,7 +231,7 @@ def bitmap_rows(bm, n_slots: int) -> np.ndarray:
             rows[bm.miss_row[fa], s] = True
             if bm.cell_base[fa] < 0:
                 continue
-            mine = [(int(bm.pop[p]), float(bm.pcode[p])) for p in pids if bm.pfield[p] == f]
+            mine = [(int(bm.pop[p]), constant_code(bm, p)) for p in pids if bm.pfield[p] == f]
             for c in range(n_cells):
                 a = -np.inf if c == 0 else float(bm.bounds[fa, c - 1])
                 b = np.inf if c == n_cells - 1 else float(bm.bounds[fa, c])

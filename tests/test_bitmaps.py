@@ -19,7 +19,7 @@ from naive import bitmap_rows, merge_matches as naive_merge
 
 from fastpubsub.engine import Matcher
 from oracles.engine import OracleMatcher
-from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps
+from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps, field_samples
 from fastpubsub.engine.kernels.sorting import merge_matches
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.costmodel.bitmaps import BITMAP_COST, MIN_SUBSCRIPTIONS, prefer_bitmaps
@@ -185,6 +185,23 @@ def test_merge_matches_equals_naive(a, data):
     got = merge_matches(*csr(a), *csr(b))
     want = naive_merge(*csr(a), *csr(b))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 89), min_size=1, max_size=4), min_size=1, max_size=30), st.integers(1, 6))
+def test_field_samples_take_every_kth_constant_in_slot_order(slots, sample):
+    """The constants cell boundaries are placed from: per field, all of them, or every k-th (k = count // sample),
+    ``!=`` constants left out."""
+    pfield, pop, pcode = np.arange(90) // 30 * 3, (np.arange(90) % 6).astype(np.int8), np.arange(90.0) * 0.5
+    start = np.cumsum([0] + [len(s) for s in slots])[:-1]
+    flat = np.array([p for s in slots for p in s], dtype=np.int32)
+    order = np.arange(len(slots))[::-1].copy()  # slots are visited in the order given
+    off, codes = field_samples(order, start, np.array([len(s) for s in slots]), flat, pfield, pop, pcode.view(np.int64),
+                               pcode, np.zeros(0, np.int64), np.array([0, -1, -1, 1, -1, -1, 2]), 3, sample)
+    for fa in range(3):
+        consts = [pcode[p] for s in order for p in slots[s] if pfield[p] == 3 * fa and pop[p] != 1]
+        k = max(len(consts) // sample, 1)
+        assert codes[off[fa] : off[fa + 1]].tolist() == consts[::k]
 
 
 def test_bitmaps_option_errors():

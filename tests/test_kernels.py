@@ -12,11 +12,12 @@ import naive
 from fastpubsub.engine.structures.cluster_store import ClusterStore, index_run
 from fastpubsub.engine.frontend.encoding import StringDictionary
 from fastpubsub.engine.structures.hashtable import HashTable
-from fastpubsub.engine.structures.predicates import PredicateTable, has_duplicate_attribute, satisfied_predicates
+from fastpubsub.engine.structures.predicates import (PredicateTable, fields_in_use, fields_of, group_order,
+                                                     has_duplicate_attribute, satisfied_predicates)
 from fastpubsub.engine.structures.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
 from fastpubsub.engine.algorithms.propagation import choose_access
 from fastpubsub.engine.kernels.scan import MAX_SPECIALISED, scan_cluster, scan_clusters_into, scan_dispatch, scan_runs_into
-from fastpubsub.engine.semantics import OPERATORS, compare
+from fastpubsub.engine.semantics import KINDS, OPERATORS, compare
 
 
 def naive_scan(k, arena, bits, base, cap, n):
@@ -69,6 +70,67 @@ def test_hash_table_against_dict():
         probe = rng.integers(-20, 20, size=(60, 2))
         assert t.lookup(probe).tolist() == [ref.get(tuple(r), -1) for r in probe.tolist()]
         assert len(t) == len(ref)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(-3, 3)), max_size=40),
+                                st.lists(st.integers(0, 60), max_size=20)), min_size=1, max_size=6))
+def test_predicate_table_interns_and_frees_like_a_dict(steps):
+    """Equalities in the keyed hash table, other operators in the keyless one: each distinct (attribute, op,
+    number) has one id while referenced, and a freed one is found no more (its key may come back with a new id)."""
+    preds = PredicateTable(StringDictionary())
+    ref: dict[tuple[int, int, int], int] = {}
+    for added, dropped in steps:
+        if added:
+            f, o, v = (np.array(x) for x in zip(*added))
+            ids = preds.intern(f.astype(np.int64) * len(KINDS), o.astype(np.int8), v.astype(np.float64).view(np.int64))
+            for key, i in zip(added, ids.tolist()):
+                assert ref.setdefault(key, i) == i
+            assert len(set(ref.values())) == len(ref)
+            preds.incref(ids)
+        live = sorted(ref.items())
+        gone = [live[i % len(live)] for i in dropped] if live else []
+        counts = {key: int(preds.refcount[i]) for key, i in live}
+        drop = []
+        for key, i in gone:
+            if counts[key] > 0:
+                counts[key] -= 1
+                drop.append(i)
+        dead = set(preds.decref(np.array(drop, dtype=np.int64)).tolist())
+        for key, i in live:
+            assert (i in dead) == (counts[key] == 0)
+            if counts[key] == 0:
+                del ref[key]
+        assert len(preds.table) + len(preds.ranges) == len(ref) == preds.n_live
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 7), st.floats(-5, 5)), max_size=60))
+def test_group_order_is_lexsort(rows):
+    key = np.array([k for k, _ in rows], dtype=np.int64)
+    vals = np.array([v for _, v in rows], dtype=np.float64)
+    got = group_order(np.argsort(vals, kind="stable"), key, 8)
+    assert got.tolist() == np.lexsort((vals, key)).tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 5), st.integers(-1, 2)), min_size=1, max_size=40),
+       st.lists(st.integers(0, 39), max_size=30))
+def test_field_masks_are_np_unique(table, picks):
+    field = np.array([f for f, _, _ in table], dtype=np.int64)
+    op = np.array([o for _, o, _ in table], dtype=np.int8)
+    refcount = np.array([r for _, _, r in table], dtype=np.int32)
+    pids = np.array([p % len(table) for p in picks], dtype=np.int64)
+    assert np.flatnonzero(fields_of(field, pids, 10)).tolist() == np.unique(field[pids]).tolist()
+    for eq_only in (False, True):
+        for live_only in (False, True):
+            keep = np.ones(len(table), dtype=bool)
+            if eq_only:
+                keep &= op == 0
+            if live_only:
+                keep &= refcount > 0
+            got = np.flatnonzero(fields_in_use(field, op, refcount, len(table), 10, eq_only, live_only))
+            assert got.tolist() == np.unique(field[keep]).tolist()
 
 
 def test_satisfied_predicates_against_compare():

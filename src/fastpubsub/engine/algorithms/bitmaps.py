@@ -52,7 +52,7 @@ from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, order_holds
 from ..kernels.scan import doubled, finish_events
-from ..semantics import KIND_NUMBER, OP_EQ
+from ..semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_EQ
 
 #: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
 CELLS = 16
@@ -63,6 +63,11 @@ BLOCK_BUDGET = 768 * 1024
 EVENT_CHUNK = 1024
 #: Constants sampled per field to place the cell boundaries.
 BOUNDARY_SAMPLE = 65536
+#: When subscriptions have doubled, the cells are placed again unless the new constants fill no cell beyond this
+#: many times its share.
+REPLACE_SHARE = 2.0
+#: New slots (every k-th) whose constants are compared with the cells placed before.
+FIT_SAMPLE = 16384
 #: The row of slots not in use.
 DEAD_ROW = 0
 ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -79,11 +84,12 @@ class BitmapArrays(NamedTuple):
     slot_start: np.ndarray  # int64 [slots]: the slot's predicate ids are sub_pids[start:start + len]
     slot_len: np.ndarray  # int64 [slots]
     slot_handle: np.ndarray  # int64 [slots]: the subscription's handle
-    sub_pids: np.ndarray  # int64: predicate ids of the slots
+    sub_pids: np.ndarray  # int32: predicate ids of the slots
     pfield: np.ndarray  # int64 [ids]: field of each predicate id (PredicateTable.field)
     pop: np.ndarray  # int8 [ids]: operator code (PredicateTable.op)
-    pcode: np.ndarray  # float64 [ids]: the constant's order code
     pbits: np.ndarray  # int64 [ids]: the constant's equality bits (PredicateTable.bits_value)
+    pnum: np.ndarray  # float64 [ids]: pbits viewed as doubles (the constant of a number predicate)
+    scodes: np.ndarray  # int64 [strings]: order code of each string id (StringDictionary.codes)
 
 
 @njit(cache=True, inline="always")
@@ -104,53 +110,72 @@ def tighten_high(hi, hi_open, v, is_open):
     return hi, hi_open
 
 
-@njit(cache=True)
-def slot_interval(start, stop, f, sub_pids, pfield, pop, pcode):
-    """The interval ``(lo, lo_open, hi, hi_open)`` of values satisfying every range and ``=`` predicate on field ``f``.
+@njit(cache=True, inline="always")
+def constant_code(p, pfield, pbits, pnum, scodes):
+    """The order code of predicate ``p``'s constant (``PredicateTable._codes``): read, not stored per predicate."""
+    kind = pfield[p] % N_KINDS
+    if kind == KIND_STRING:
+        return np.float64(scodes[pbits[p]])
+    if kind == KIND_BOOL:
+        return np.float64(pbits[p])
+    return pnum[p]
+
+
+@njit(cache=True, inline="always")
+def tighten(op, v, lo, lo_open, hi, hi_open):
+    """The interval ``(lo, lo_open, hi, hi_open)`` narrowed by one predicate ``x op v``.
 
     ``!=`` is left out (the exact check decides it): the interval holds every
     value the predicates accept, which is all soundness needs.
     """
-    lo, lo_open, hi, hi_open = -np.inf, False, np.inf, False
-    for q in range(start, stop):
-        p = sub_pids[q]
-        if pfield[p] != f:
-            continue
-        op, v = pop[p], pcode[p]
-        if op == 0 or op == 5:  # = or >=
-            lo, lo_open = tighten_low(lo, lo_open, v, False)
-        if op == 0 or op == 3:  # = or <=
-            hi, hi_open = tighten_high(hi, hi_open, v, False)
-        if op == 4:  # >
-            lo, lo_open = tighten_low(lo, lo_open, v, True)
-        if op == 2:  # <
-            hi, hi_open = tighten_high(hi, hi_open, v, True)
+    if op == 0 or op == 5:  # = or >=
+        lo, lo_open = tighten_low(lo, lo_open, v, False)
+    if op == 0 or op == 3:  # = or <=
+        hi, hi_open = tighten_high(hi, hi_open, v, False)
+    if op == 4:  # >
+        lo, lo_open = tighten_low(lo, lo_open, v, True)
+    if op == 2:  # <
+        hi, hi_open = tighten_high(hi, hi_open, v, True)
     return lo, lo_open, hi, hi_open
 
 
-@njit(cache=True)
-def cell_fails(lo, lo_open, hi, hi_open, a, b, last):
-    """True iff no double of the cell ``[a, b)`` (``[a, b]`` for the last) lies in the interval.
-
-    Exact over doubles, as the comparisons of the exact check are: an open
-    end becomes the next double inwards.
-    """
+@njit(cache=True, inline="always")
+def interval_doubles(lo, lo_open, hi, hi_open):
+    """The least and greatest doubles of an interval (an open end becomes the next double inwards), and
+    whether it holds none at all (``x > inf``, ``x < -inf``)."""
     if (lo_open and lo == np.inf) or (hi_open and hi == -np.inf):
-        return True  # x > inf, x < -inf: no double
+        return lo, hi, True
     xl = np.nextafter(lo, np.inf) if lo_open else lo
     xh = np.nextafter(hi, -np.inf) if hi_open else hi
-    top = b if last else np.nextafter(b, -np.inf)
-    return max(xl, a) > min(xh, top)
+    return xl, xh, False
+
+
+def cell_tops(bounds: np.ndarray) -> np.ndarray:
+    """Per field and cell, the greatest double of the cell: ``[a, b)`` tops out just below ``b``, the last at inf."""
+    tops = np.full((bounds.shape[0], bounds.shape[1] + 1), np.inf)
+    tops[:, :-1] = np.nextafter(bounds, -np.inf)
+    return tops
 
 
 @njit(cache=True)
-def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, slot_start, slot_len, sub_pids, pfield, pop,
-               pcode):
+def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, tops, slot_start, slot_len, sub_pids, pfield,
+               pop, pbits, pnum, scodes):
     """Set (``on``) or clear the bits of ``slots`` in every row of the fields their predicates constrain.
 
-    Setting clears the slot's bit in the dead row, clearing sets it.
+    Setting clears the slot's bit in the dead row, clearing sets it.  A cell's
+    bit is set iff no double of the cell (``[bounds[c-1], tops[c]]``) lies in
+    the interval the slot's predicates on the field accept: exact over
+    doubles, as the comparisons of the exact check are.  One pass over the
+    slot's predicates gathers every field's interval.
     """
     n_cells = bounds.shape[1] + 1
+    n_fa = miss_row.shape[0]
+    stamp = np.full(n_fa, -1, dtype=np.int64)
+    lo = np.empty(n_fa, dtype=np.float64)
+    hi = np.empty(n_fa, dtype=np.float64)
+    lo_open = np.zeros(n_fa, dtype=np.bool_)
+    hi_open = np.zeros(n_fa, dtype=np.bool_)
+    touched = np.empty(n_fa, dtype=np.int64)
     for s in slots:
         w = s >> 6
         bit = np.uint64(1) << np.uint64(s & 63)
@@ -158,17 +183,19 @@ def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, slot_st
             rows[DEAD_ROW, w] &= ~bit
         else:
             rows[DEAD_ROW, w] |= bit
-        st, stop = slot_start[s], slot_start[s] + slot_len[s]
-        for q in range(st, stop):
-            f = pfield[sub_pids[q]]
-            dup = False
-            for q2 in range(st, q):
-                if pfield[sub_pids[q2]] == f:
-                    dup = True
-                    break
-            if dup:
-                continue
-            fa = field_slot[f]
+        n_touched = 0
+        for q in range(slot_start[s], slot_start[s] + slot_len[s]):
+            p = sub_pids[q]
+            fa = field_slot[pfield[p]]
+            if stamp[fa] != s:
+                stamp[fa] = s
+                touched[n_touched] = fa
+                n_touched += 1
+                lo[fa], lo_open[fa], hi[fa], hi_open[fa] = -np.inf, False, np.inf, False
+            v = constant_code(p, pfield, pbits, pnum, scodes)
+            lo[fa], lo_open[fa], hi[fa], hi_open[fa] = tighten(pop[p], v, lo[fa], lo_open[fa], hi[fa], hi_open[fa])
+        for t in range(n_touched):
+            fa = touched[t]
             if on:
                 rows[miss_row[fa], w] |= bit
             else:
@@ -180,13 +207,13 @@ def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, slot_st
                 for c in range(n_cells):
                     rows[cb + c, w] &= ~bit
                 continue
-            lo, lo_open, hi, hi_open = slot_interval(st, stop, f, sub_pids, pfield, pop, pcode)
+            xl, xh, empty = interval_doubles(lo[fa], lo_open[fa], hi[fa], hi_open[fa])
             for c in range(n_cells):
                 a = -np.inf if c == 0 else bounds[fa, c - 1]
-                last = c == n_cells - 1
-                b = np.inf if last else bounds[fa, c]
-                if cell_fails(lo, lo_open, hi, hi_open, a, b, last):
+                if empty or max(xl, a) > min(xh, tops[fa, c]):
                     rows[cb + c, w] |= bit
+        for t in range(n_touched):
+            stamp[touched[t]] = -1  # (a slot listed twice starts afresh)
 
 
 @njit(cache=True, inline="always")
@@ -344,7 +371,7 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
     Returns ``(e, nout)``: ``e = c1`` when done, else the event for which ``out`` had no room for its survivors.
     """
     field_slot, slot_start, slot_len, slot_handle = bm.field_slot, bm.slot_start, bm.slot_len, bm.slot_handle
-    sub_pids, pfield, pop, pcode, pbits = bm.sub_pids, bm.pfield, bm.pop, bm.pcode, bm.pbits
+    sub_pids, pfield, pop, pbits, pnum, scodes = bm.sub_pids, bm.pfield, bm.pop, bm.pbits, bm.pnum, bm.scodes
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
     for e in range(e0, c1):
         i = e - c0
@@ -357,7 +384,8 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
             for q in range(slot_start[s], slot_start[s] + slot_len[s]):
                 p = sub_pids[q]
                 j = pair[field_slot[pfield[p]]]
-                if j < 0 or not predicate_holds(pop[p], ev_code[j], ev_eqbits[j], pcode[p], pbits[p]):
+                if j < 0 or not predicate_holds(pop[p], ev_code[j], ev_eqbits[j],
+                                                         constant_code(p, pfield, pbits, pnum, scodes), pbits[p]):
                     ok = False
                     break
             if ok:
@@ -366,6 +394,37 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
         mark_pairs(ev_off, ev_field, e, field_slot, pair, True)
         out_off[e + 1] = nout
     return c1, nout
+
+
+@njit(cache=True)
+def field_samples(slots, slot_start, slot_len, sub_pids, pfield, pop, pbits, pnum, scodes, field_slot, n_fa, sample):
+    """Per constrained field, ``sample`` to ``2 * sample`` of the constants the slots' predicates on it hold (all of
+    them if fewer; ``!=`` ones bound nothing and are left out): every ``k``-th in slot order, as CSR over the
+    field index.  Two passes, no sort of the predicate ids."""
+    count = np.zeros(n_fa, dtype=np.int64)
+    for s in slots:
+        for q in range(slot_start[s], slot_start[s] + slot_len[s]):
+            p = sub_pids[q]
+            if pop[p] != 1:
+                count[field_slot[pfield[p]]] += 1
+    step = np.maximum(count // sample, 1)
+    off = np.zeros(n_fa + 1, dtype=np.int64)
+    for fa in range(n_fa):
+        off[fa + 1] = off[fa] + (count[fa] + step[fa] - 1) // step[fa]
+    codes = np.empty(off[n_fa], dtype=np.float64)
+    seen = np.zeros(n_fa, dtype=np.int64)
+    fill = off[:-1].copy()
+    for s in slots:
+        for q in range(slot_start[s], slot_start[s] + slot_len[s]):
+            p = sub_pids[q]
+            if pop[p] == 1:
+                continue
+            fa = field_slot[pfield[p]]
+            if seen[fa] % step[fa] == 0:
+                codes[fill[fa]] = constant_code(p, pfield, pbits, pnum, scodes)
+                fill[fa] += 1
+            seen[fa] += 1
+    return off, codes
 
 
 def _quantile_bounds(values: np.ndarray, cells: int) -> np.ndarray:
@@ -384,9 +443,10 @@ class RangeBitmaps:
 
     ``add`` / ``remove`` patch the bits of the slots concerned; a new field
     gets its rows (cells placed at the quantiles of the constants being
-    added); when the number of subscriptions has doubled or fallen to a
-    quarter since the cells were placed, every field's cells are placed
-    again and the rows rebuilt.  The predicates of the subscriptions held
+    added); when the number of subscriptions has doubled (and the new
+    constants fill some cell beyond ``REPLACE_SHARE`` times its share) or
+    fallen to a quarter since the cells were placed, every field's cells
+    are placed again and the rows rebuilt.  The predicates of the subscriptions held
     are kept out of phase 1 (``PredicateTable.hold_off_path``); the owner
     keeps the references themselves.
     """
@@ -408,7 +468,7 @@ class RangeBitmaps:
         self.slot_start = np.zeros(0, dtype=np.int64)
         self.slot_len = np.zeros(0, dtype=np.int64)
         self.slot_handle = np.full(0, -1, dtype=np.int64)
-        self.sub_pids = np.zeros(0, dtype=np.int64)
+        self.sub_pids = np.zeros(0, dtype=np.int32)  # (predicate ids fit: 4 bytes a reference, 20 per interval subscription)
         self.n_pids = 0  # used part of sub_pids (live and garbage)
         self.garbage = 0
         self.field_slot = np.full(0, -1, dtype=np.int64)
@@ -416,8 +476,6 @@ class RangeBitmaps:
         self.cell_base = np.zeros(0, dtype=np.int64)
         self.bounds = np.zeros((0, max(self.cells - 1, 0)), dtype=np.float64)
         self.rows = np.full((1, 1), ALL_ONES, dtype=np.uint64)
-        self.pcode = np.zeros(0, dtype=np.float64)
-        self._strings_version = preds.strings.version
         self.live = 0
         self.placed_at = 0  # live subscriptions when the cells were last placed
         self.rebuilds = 0
@@ -431,9 +489,6 @@ class RangeBitmaps:
         if len(handles) == 0:
             return
         p = self.preds
-        self.pcode = grow(self.pcode, p.n_ids, 0.0)
-        if len(pids):
-            self.pcode[pids] = p._codes(p.field[pids], p.bits_value[pids])
         p.hold_off_path(pids, 1)
         slots = self.slots.take(len(handles))
         top = int(slots.max()) + 1
@@ -452,7 +507,9 @@ class RangeBitmaps:
         self.live += len(handles)
         self._ensure_words(top)
         replace = self.live > 2 * self.placed_at + 1024 or self.placed_at == 0
-        self._add_fields(np.unique(p.field[pids]), pids, place=not replace)
+        self._add_fields(p.fields_of(pids), slots, place=not replace)
+        if replace and self.placed_at and self._cells_still_fit(slots):
+            self.placed_at, replace = self.live, False
         if replace:
             self.rebuild()
         else:
@@ -488,13 +545,13 @@ class RangeBitmaps:
     def _pids_of(self, slots: np.ndarray) -> np.ndarray:
         starts, lens = self.slot_start[slots], self.slot_len[slots]
         idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-        return self.sub_pids[idx]
+        return self.sub_pids[idx].astype(np.int64)
 
     def _compact(self) -> None:
         slots = self.live_slots()
         pids = self._pids_of(slots)
         lens = self.slot_len[slots]
-        self.sub_pids = pids.copy() if len(pids) else np.zeros(0, dtype=np.int64)
+        self.sub_pids = pids.astype(np.int32)
         self.slot_start[slots] = np.cumsum(lens) - lens
         self.n_pids, self.garbage = len(pids), 0
 
@@ -508,8 +565,9 @@ class RangeBitmaps:
         rows[DEAD_ROW, self.rows.shape[1] :] = ALL_ONES
         self.rows = rows
 
-    def _add_fields(self, fields: np.ndarray, pids: np.ndarray, place: bool) -> bool:
-        """Rows for fields no subscription here constrained yet (cells placed from ``pids`` if ``place``)."""
+    def _add_fields(self, fields: np.ndarray, slots: np.ndarray, place: bool) -> bool:
+        """Rows for fields no subscription here constrained yet (cells placed from the constants of ``slots`` if
+        ``place``)."""
         self.field_slot = grow(self.field_slot, int(fields.max()) + 1 if len(fields) else 0, -1)
         new = fields[self.field_slot[fields] < 0]
         if len(new) == 0:
@@ -522,36 +580,42 @@ class RangeBitmaps:
         self.field_slot[new] = fa0 + np.arange(len(new))
         self.miss_row = np.concatenate([self.miss_row, first])
         self.cell_base = np.concatenate([self.cell_base, np.where(numeric, first + 1, -1)])
-        bounds = np.full((len(new), max(self.cells - 1, 0)), np.inf)
+        self.bounds = np.concatenate([self.bounds, np.full((len(new), max(self.cells - 1, 0)), np.inf)])
         if place:
-            pf = self.preds.field[pids]
-            for i in np.flatnonzero(numeric).tolist():
-                bounds[i] = self._place(self.pcode[pids[pf == new[i]]], pids[pf == new[i]])
-        self.bounds = np.concatenate([self.bounds, bounds])
+            self._place(slots, fa0 + np.flatnonzero(numeric))
         rows = np.zeros((n_rows + int(extra.sum()), self.rows.shape[1]), dtype=np.uint64)
         rows[:n_rows] = self.rows
         self.rows = rows
         return True
 
-    def _place(self, codes: np.ndarray, pids: np.ndarray) -> np.ndarray:
-        """Cell boundaries of one field from its constants (``!=`` constants do not bound anything)."""
-        codes = codes[self.preds.op[pids] != 1]
-        if len(codes) > BOUNDARY_SAMPLE:
-            codes = np.random.default_rng(len(codes)).choice(codes, BOUNDARY_SAMPLE, replace=False)
-        return _quantile_bounds(codes, self.cells)
+    def _place(self, slots: np.ndarray, fas: np.ndarray) -> None:
+        """Cell boundaries of constrained fields ``fas`` at the quantiles of the constants ``slots`` hold on them."""
+        p = self.preds
+        off, codes = field_samples(slots, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, *self._constants(),
+                                   self.field_slot, len(self.miss_row), BOUNDARY_SAMPLE)
+        for i in fas.tolist():
+            if off[i + 1] > off[i]:
+                self.bounds[i] = _quantile_bounds(codes[off[i] : off[i + 1]], self.cells)
+
+    def _cells_still_fit(self, slots: np.ndarray) -> bool:
+        """Whether the constants of new ``slots`` (a sample of them) spread over the cells placed before about as evenly as quantiles
+        would (no cell taking more than ``REPLACE_SHARE`` times its share): then the cells stay and only the new
+        slots are marked, instead of every slot again (a bulk load of one distribution in doubling chunks)."""
+        p = self.preds
+        slots = slots[:: max(1, len(slots) // FIT_SAMPLE)]
+        off, codes = field_samples(slots, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, *self._constants(),
+                                   self.field_slot, len(self.miss_row), BOUNDARY_SAMPLE)
+        for i in np.flatnonzero(self.cell_base >= 0).tolist():
+            c = codes[off[i] : off[i + 1]]
+            if len(c) and np.bincount(np.searchsorted(self.bounds[i], c, side="right"),
+                                      minlength=self.cells).max() > REPLACE_SHARE * len(c) / self.cells + 1:
+                return False
+        return True
 
     def rebuild(self) -> None:
         """Place every field's cells at the quantiles of the constants held now, and set every live slot's bits."""
         slots = self.live_slots()
-        pids = self._pids_of(slots)
-        pf = self.preds.field[pids]
-        fa = self.field_slot[pf]
-        order = np.argsort(fa, kind="stable")
-        starts = np.searchsorted(fa[order], np.arange(len(self.miss_row) + 1))
-        for i in np.flatnonzero(self.cell_base >= 0).tolist():
-            sel = order[starts[i] : starts[i + 1]]
-            if len(sel):
-                self.bounds[i] = self._place(self.pcode[pids[sel]], pids[sel])
+        self._place(slots, np.flatnonzero(self.cell_base >= 0))
         self.rows[:] = 0
         self.rows[DEAD_ROW] = ALL_ONES
         self._mark(slots, True)
@@ -561,27 +625,22 @@ class RangeBitmaps:
     def _mark(self, slots: np.ndarray, on: bool) -> None:
         p = self.preds
         mark_slots(np.asarray(slots, dtype=np.int64), on, self.rows, self.field_slot, self.miss_row, self.cell_base,
-                   self.bounds, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, self.pcode)
+                   self.bounds, cell_tops(self.bounds), self.slot_start, self.slot_len, self.sub_pids, p.field, p.op,
+                   *self._constants())
 
     # -- matching --------------------------------------------------------
-    def _refresh_codes(self) -> None:
-        """Re-read the codes of string constants after the dictionary renumbered them (strings have no cells)."""
+    def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``pbits``, ``pnum``, ``scodes`` of :class:`BitmapArrays`: the constants as the predicate table holds them."""
         p = self.preds
-        if self._strings_version == p.strings.version:
-            return
-        pids = self._pids_of(self.live_slots())
-        if len(pids):
-            self.pcode[pids] = p._codes(p.field[pids], p.bits_value[pids])
-        self._strings_version = p.strings.version
+        return p.bits_value, p.bits_value.view(np.float64), p.strings.codes
 
     def arrays(self) -> BitmapArrays:
         p = self.preds
         return BitmapArrays(self.rows, self.field_slot, self.miss_row, self.cell_base, self.bounds, self.slot_start,
-                            self.slot_len, self.slot_handle, self.sub_pids, p.field, p.op, self.pcode, p.bits_value)
+                            self.slot_len, self.slot_handle, self.sub_pids, p.field, p.op, *self._constants())
 
     def match(self, events, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Matches of encoded events as CSR ``(offsets, ids)`` (:func:`bitmap_events`)."""
-        self._refresh_codes()
         n_words = (self.slots.high + 63) // 64
         return bitmap_events(events, self.arrays(), handle_id, n_words, self.block(), self.event_chunk)
 
@@ -604,7 +663,7 @@ class RangeBitmaps:
             "bitmap_bytes": rows_bytes,
             "rebuilds": self.rebuilds,
             "memory_bytes": int(self.rows.nbytes + self.sub_pids.nbytes + self.slot_start.nbytes + self.slot_len.nbytes
-                                + self.slot_handle.nbytes + self.handle_slot.nbytes + self.pcode.nbytes
+                                + self.slot_handle.nbytes + self.handle_slot.nbytes
                                 + self.bounds.nbytes + self.field_slot.nbytes),
         }
 

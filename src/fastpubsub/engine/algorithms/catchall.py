@@ -122,7 +122,7 @@ class CatchAllPath:
             return self.active
         off, pids = _subset(off, pids, rows)
         # fields the catch-all would constrain: those it does, plus the new ones among these rows' (no copy of field_refs)
-        added = np.unique(self.preds.field[pids])
+        added = self.preds.fields_of(pids)
         held = added[added < len(self.field_refs)]
         fields = int(np.count_nonzero(self.field_refs)) + len(added) - int(np.count_nonzero(self.field_refs[held]))
         ranges = self.range_predicates + int(np.count_nonzero(self.preds.op[pids] != OP_EQ))

@@ -236,8 +236,7 @@ class ClusteredIndex:
         self.field_nu = grow(self.field_nu, n, 1.0)
         self._field_known = grow(self._field_known, n, False)
         if fields is None:
-            top = self.preds.n_ids
-            fields = np.unique(self.preds.field[:top][self.preds.refcount[:top] > 0])
+            fields = self.preds.fields_in_use()
         if len(fields):
             self.field_nu[fields] = self.probabilities.presence(fields)
             self._field_known[fields] = True
@@ -262,7 +261,7 @@ class ClusteredIndex:
         if self.presence and len(pids):
             n = self.preds.n_fields
             self._field_known = grow(self._field_known, n, False)
-            fields = np.unique(self.preds.field[pids])
+            fields = self.preds.fields_of(pids)
             unknown = fields[~self._field_known[fields]]
             if len(unknown):
                 self._refresh_presence(unknown)
@@ -278,7 +277,7 @@ class ClusteredIndex:
 
     def config(self) -> np.ndarray:
         """Every schema subscriptions may be filed under: all single fields plus the multi ones."""
-        fields = np.unique(self.preds.field[: self.preds.n_ids][self.preds.op[: self.preds.n_ids] == OP_EQ])
+        fields = self.preds.fields_in_use(equality_only=True, live_only=False)
         return np.union1d(fields + 1, self.schemas)
 
     def set_schemas(self, schemas: np.ndarray) -> None:

@@ -110,9 +110,7 @@ def pricing_for(index, pi_rows: np.ndarray | None = None) -> RunPricing | None:
     if not run_min:
         return None
     preds = index.preds
-    top = preds.n_ids
-    live = (preds.refcount[:top] > 0)
-    fields = np.unique(preds.field[:top][live])
+    fields = preds.fields_in_use()
     if len(fields) and index.presence and len(index.field_nu) >= preds.n_fields:
         nsat = float(np.sum(index.field_nu[fields]))
     else:

@@ -10,9 +10,15 @@ wider key.
 
 Linear probing, power-of-two capacity, backward-shift deletion (no
 tombstones, so probe chains stay short under heavy insert/delete churn).
+
+:class:`KeylessTable` is the same table for keys its owner stores anyway
+(the predicate table's range predicates, by the million): a slot holds the
+value and a tag byte, and the key is read from the owner's arrays.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 from numba import njit
@@ -174,6 +180,12 @@ def ht_set_values(tkeys, tvals, keys, values):
             s = (s + 1) & mask
 
 
+@njit(cache=True, inline="always")
+def _fills_hole(j, hole, home):
+    """Backward-shift deletion: the entry at ``j`` moves into ``hole`` unless its home lies cyclically in (hole, j]."""
+    return (j > hole and (home <= hole or home > j)) or (j < hole and (home <= hole and home > j))
+
+
 @njit(cache=True)
 def ht_delete(tkeys, tvals, keys):
     """Remove ``keys`` (absent ones are ignored); returns how many were removed."""
@@ -191,8 +203,7 @@ def ht_delete(tkeys, tvals, keys):
         j = (s + 1) & mask
         while tvals[j] != -1:
             home = _slot(tkeys, j, mask)
-            # move j into hole unless its home lies cyclically in (hole, j]
-            if (j > hole and (home <= hole or home > j)) or (j < hole and (home <= hole and home > j)):
+            if _fills_hole(j, hole, home):
                 for w in range(tkeys.shape[1]):
                     tkeys[hole, w] = tkeys[j, w]
                 tvals[hole] = tvals[j]
@@ -291,5 +302,194 @@ class HashTable:
 
     def delete(self, keys: np.ndarray) -> int:
         n = int(ht_delete(self.keys, self.vals, self._rows(keys)))
+        self.count -= n
+        return n
+
+
+# -- keyless tables: the owner keeps the keys ------------------------------------------------------------------
+# A slot holds only a value: an id >= 0 whose key the owner's arrays give (``k0_of[v] * k0_scale + k0_add[v]``,
+# ``k1_of[v]``), or, while a batch is being inserted, ``-(j + 2)`` for the batch's ``j``-th new key (row
+# ``first[j]`` of the batch); beside it a one-byte tag (hash bits above the slot's), so that a probe reads the
+# key of a slot only when the tags agree.  5 bytes a slot instead of 8 * (width + 1), for millions of keys the
+# owner stores anyway.
+
+
+@njit(cache=True, inline="always")
+def _kl_key(v, k0_of, k0_scale, k0_add, k1_of, k0, k1, first):
+    if v >= 0:
+        return k0_of[v] * k0_scale + k0_add[v], k1_of[v]
+    r = first[-v - 2]
+    return k0[r], k1[r]
+
+
+@njit(cache=True, inline="always")
+def _kl_hash(a0, a1):
+    h = np.uint64(0x9E3779B97F4A7C15)
+    h = _mix(h ^ np.uint64(a0))
+    return _mix(h ^ np.uint64(a1))
+
+
+@njit(cache=True, inline="always")
+def _kl_tag(h):
+    return np.uint8(h >> np.uint64(56))
+
+
+@njit(cache=True)
+def kl_get_or_insert(slots, tags, count, limit, k0, k1, start, k0_of, k0_scale, k0_add, k1_of, first, n_new, out):
+    """Look up the batch keys ``(k0[i], k1[i])`` from ``start``; a missing key takes the next provisional value
+    ``-(n_new + 2)`` (``first[n_new] = i``).  Stops before ``count`` would pass ``limit`` (the caller grows the table
+    and resumes).  Returns (row reached, new count, new n_new)."""
+    mask = slots.shape[0] - 1
+    i = start
+    n = k0.shape[0]
+    while i < n:
+        a0, a1 = k0[i], k1[i]
+        h = _kl_hash(a0, a1)
+        s = np.int64(h & np.uint64(mask))
+        tag = _kl_tag(h)
+        found = np.int64(-1)
+        while slots[s] != -1:
+            if tags[s] == tag:
+                v = np.int64(slots[s])
+                b0, b1 = _kl_key(v, k0_of, k0_scale, k0_add, k1_of, k0, k1, first)
+                if b0 == a0 and b1 == a1:
+                    found = v
+                    break
+            s = (s + 1) & mask
+        if found == -1:
+            if count >= limit:
+                break
+            found = -(n_new + 2)
+            slots[s] = found
+            tags[s] = tag
+            first[n_new] = i
+            n_new += 1
+            count += 1
+        out[i] = found
+        i += 1
+    return i, count, n_new
+
+
+@njit(cache=True)
+def kl_rehash(old, slots, tags, k0, k1, k0_of, k0_scale, k0_add, k1_of, first):
+    """Every value of ``old`` into the empty table ``slots``, ``tags``."""
+    mask = slots.shape[0] - 1
+    for t in range(old.shape[0]):
+        v = np.int64(old[t])
+        if v == -1:
+            continue
+        b0, b1 = _kl_key(v, k0_of, k0_scale, k0_add, k1_of, k0, k1, first)
+        h = _kl_hash(b0, b1)
+        s = np.int64(h & np.uint64(mask))
+        while slots[s] != -1:
+            s = (s + 1) & mask
+        slots[s] = v
+        tags[s] = _kl_tag(h)
+
+
+@njit(cache=True)
+def kl_settle(slots, final):
+    """Provisional values ``-(j + 2)`` become ``final[j]``."""
+    for t in range(slots.shape[0]):
+        v = slots[t]
+        if v <= -2:
+            slots[t] = final[-v - 2]
+
+
+@njit(cache=True)
+def kl_delete(slots, tags, k0, k1, k0_of, k0_scale, k0_add, k1_of):
+    """Remove the values of keys ``(k0[i], k1[i])`` (absent ones are ignored; no provisional value is left);
+    backward-shift deletion as :func:`ht_delete`.  Returns how many were removed."""
+    mask = slots.shape[0] - 1
+    removed = 0
+    for i in range(k0.shape[0]):
+        a0, a1 = k0[i], k1[i]
+        h = _kl_hash(a0, a1)
+        s = np.int64(h & np.uint64(mask))
+        tag = _kl_tag(h)
+        while slots[s] != -1:
+            v = np.int64(slots[s])
+            if tags[s] == tag and k0_of[v] * k0_scale + k0_add[v] == a0 and k1_of[v] == a1:
+                break
+            s = (s + 1) & mask
+        if slots[s] == -1:
+            continue
+        removed += 1
+        hole = s
+        j = (s + 1) & mask
+        while slots[j] != -1:
+            v = np.int64(slots[j])
+            home = np.int64(_kl_hash(k0_of[v] * k0_scale + k0_add[v], k1_of[v]) & np.uint64(mask))
+            if _fills_hole(j, hole, home):
+                slots[hole] = slots[j]
+                tags[hole] = tags[j]
+                hole = j
+            j = (j + 1) & mask
+        slots[hole] = -1
+    return removed
+
+
+class KeylessTable:
+    """Map from two-word int64 keys to ids >= 0 whose keys the owner keeps in arrays indexed by the id.
+
+    ``key0 = k0_of[id] * k0_scale + k0_add[id]``, ``key1 = k1_of[id]``:
+    ``owner()`` returns the arrays ``(k0_of, k0_add, k1_of)`` as they are
+    now (they grow with the owner).  Values are int32 (ids below 2**31).
+    """
+
+    def __init__(self, k0_scale: int, capacity: int = 1024) -> None:
+        self.k0_scale = int(k0_scale)
+        cap = 1 << max(4, int(capacity - 1).bit_length())
+        self.slots = np.full(cap, -1, dtype=np.int32)
+        self.tags = np.zeros(cap, dtype=np.uint8)
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def nbytes(self) -> int:
+        return self.slots.nbytes + self.tags.nbytes
+
+    def _resize(self, cap: int, k0, k1, owner: Callable[[], tuple], first: np.ndarray) -> None:
+        old, self.slots, self.tags = self.slots, np.full(cap, -1, dtype=np.int32), np.zeros(cap, dtype=np.uint8)
+        k0_of, k0_add, k1_of = owner()
+        kl_rehash(old, self.slots, self.tags, k0, k1, k0_of, self.k0_scale, k0_add, k1_of, first)
+
+    def _fit(self, needed: int) -> int:
+        """The capacity ``needed`` entries take (a power of two, loaded at most ``MAX_LOAD``)."""
+        cap = 16
+        while int(cap * MAX_LOAD) < needed:
+            cap *= 2
+        return cap
+
+    def get_or_add(self, k0: np.ndarray, k1: np.ndarray, owner: Callable[[], tuple], assign) -> np.ndarray:
+        """Ids of keys ``(k0, k1)``; the distinct missing ones get the ids ``assign(first)`` returns (as
+        :meth:`HashTable.get_or_add`; ``assign`` stores their keys in the owner's arrays).
+
+        The table is sized for every row being new before the batch goes in
+        (one rehash instead of one per doubling) and shrunk back after it if
+        the rows repeated keys.
+        """
+        n = len(k0)
+        out = np.empty(n, dtype=np.int64)
+        first = np.empty(n, dtype=np.int64)
+        if self._fit(self.count + n) > len(self.slots):
+            self._resize(self._fit(self.count + n), k0, k1, owner, first)
+        k0_of, k0_add, k1_of = owner()
+        _, self.count, n_new = kl_get_or_insert(self.slots, self.tags, self.count, len(self.slots), k0, k1, 0,
+                                                k0_of, self.k0_scale, k0_add, k1_of, first, 0, out)
+        if n_new:
+            final = np.asarray(assign(first[:n_new]), dtype=np.int64)
+            kl_settle(self.slots, final.astype(np.int32))
+            fresh = out < 0
+            out[fresh] = final[-out[fresh] - 2]
+        if 2 * self._fit(self.count) < len(self.slots):
+            self._resize(self._fit(self.count), k0, k1, owner, first)
+        return out
+
+    def delete(self, k0: np.ndarray, k1: np.ndarray, owner: Callable[[], tuple]) -> int:
+        k0_of, k0_add, k1_of = owner()
+        n = int(kl_delete(self.slots, self.tags, k0, k1, k0_of, self.k0_scale, k0_add, k1_of))
         self.count -= n
         return n

@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit
 
 from ..frontend.encoding import N_KINDS, StringDictionary
-from .hashtable import HashTable, ht_find2
+from .hashtable import HashTable, KeylessTable, ht_find2
 from .idpool import IdPool, grow
 from ..semantics import KIND_BOOL, KIND_STRING, OP_EQ, OPERATORS
 
@@ -163,20 +163,58 @@ def has_duplicate_attribute(offsets, attributes, n_names):
     return False
 
 
+@njit(cache=True)
+def group_order(order, key, n_keys):
+    """``order`` stably re-sorted by ``key[order]`` (small non-negative ints below ``n_keys``): a counting sort,
+    which with ``order`` sorting the values is ``np.lexsort((values, key))`` without its comparison sort of tuples."""
+    start = np.zeros(n_keys + 1, dtype=np.int64)
+    for i in order:
+        start[key[i] + 1] += 1
+    for k in range(n_keys):
+        start[k + 1] += start[k]
+    out = np.empty_like(order)
+    for i in order:
+        out[start[key[i]]] = i
+        start[key[i]] += 1
+    return out
+
+
+@njit(cache=True)
+def fields_of(pfield, pids, n_fields):
+    """Which fields ``pids`` are on: ``np.unique(pfield[pids])`` as a mask, without sorting millions of ids."""
+    seen = np.zeros(n_fields, dtype=np.bool_)
+    for p in pids:
+        seen[pfield[p]] = True
+    return seen
+
+
+@njit(cache=True)
+def fields_in_use(pfield, pop, refcount, top, n_fields, equality_only, live_only):
+    """Which fields ids ``0:top`` are on, among the equality ones (``equality_only``) and the referenced ones
+    (``live_only``): the mask of :func:`fields_of` over a filter of the whole table."""
+    seen = np.zeros(n_fields, dtype=np.bool_)
+    for p in range(top):
+        if (live_only and refcount[p] <= 0) or (equality_only and pop[p] != OP_EQ):
+            continue
+        seen[pfield[p]] = True
+    return seen
+
+
 class PredicateTable:
     """Distinct predicates, their reference counts, indexes and bit vector."""
 
     def __init__(self, strings: StringDictionary) -> None:
         self.strings = strings
-        self.table = HashTable(width=2)
+        self.table = HashTable(width=2)  # equality predicates: (field * N_OPS + op, eqbits) -> id
+        self.ranges = KeylessTable(N_OPS)  # every other operator's, keyed by the same pair (see intern)
         self.n_ids = 0  # high-water mark of ids
         self.field = np.zeros(0, dtype=np.int64)
         self.op = np.zeros(0, dtype=np.int8)
         self.bits_value = np.zeros(0, dtype=np.int64)  # eqbits of the constant
-        self.refcount = np.zeros(0, dtype=np.int64)
+        self.refcount = np.zeros(0, dtype=np.int32)  # (int32: a predicate held by 2**31 subscriptions is no use case)
         # references held by indexes that evaluate the predicate themselves (engine/algorithms/bitmaps.py): a predicate
         # all of whose references are such stays out of the inequality groups, so phase 1 never lists it
-        self.offpath = np.zeros(0, dtype=np.int64)
+        self.offpath = np.zeros(0, dtype=np.int32)
         self.ids = IdPool()
         self.pending_free: list[int] = []  # freed ids still present in the groups
         self.n_live = 0
@@ -194,35 +232,65 @@ class PredicateTable:
 
     # -- insertion -----------------------------------------------------
     def intern(self, field: np.ndarray, op: np.ndarray, eqbits: np.ndarray) -> np.ndarray:
-        """Ids of predicates (field, op, eqbits), creating new ones (refcount 0)."""
-        keys = np.empty((len(field), 2), dtype=np.int64)
-        keys[:, 0] = field * N_OPS + op
-        keys[:, 1] = eqbits
+        """Ids of predicates (field, op, eqbits), creating new ones (refcount 0).
 
-        def assign(first: np.ndarray) -> np.ndarray:
-            n_new = len(first)
-            nf, no, nb = field[first], op[first], eqbits[first]
-            order = np.lexsort((self._codes(nf, nb), no, nf))  # new ids in (field, op, value) order
-            final = np.empty(n_new, dtype=np.int64)
-            final[order] = self.ids.take(n_new)
-            self.n_ids = top = self.ids.high
-            self.field = grow(self.field, top, 0)
-            self.op = grow(self.op, top, 0)
-            self.bits_value = grow(self.bits_value, top, 0)
-            self.refcount = grow(self.refcount, top, 0)
-            self.offpath = grow(self.offpath, top, 0)
-            self.field[final], self.op[final], self.bits_value[final] = nf, no, nb
-            self.refcount[final] = 0
-            self.n_live += n_new
-            self.n_fields = max(self.n_fields, int(nf.max()) + 1)
-            if np.any(no != OP_EQ):
-                self._dirty = True
-            self.version += 1
-            if self.assigned is not None:
-                self.assigned.append(final)
-            return final
+        Equalities are found through the keyed hash table phase 1 probes;
+        the other operators through a keyless one (4 bytes a slot, the keys
+        read from ``field``, ``op``, ``bits_value``): phase 1 reaches them
+        through their sorted groups, and a range-heavy load holds tens of
+        millions of distinct constants.
+        """
+        out = np.empty(len(field), dtype=np.int64)
+        eq = op == OP_EQ
+        for rows in (eq, ~eq):
+            part = slice(None) if rows.all() else np.flatnonzero(rows)
+            if isinstance(part, np.ndarray) and len(part) == 0:
+                continue
+            f, o, b = field[part], op[part], eqbits[part]
 
-        return self.table.get_or_add(keys, assign)
+            def assign(first: np.ndarray, f=f, o=o, b=b) -> np.ndarray:
+                return self._assign(f[first], o[first], b[first])
+
+            if o[0] == OP_EQ:
+                keys = np.empty((len(f), 2), dtype=np.int64)
+                keys[:, 0] = f * N_OPS + o
+                keys[:, 1] = b
+                out[part] = self.table.get_or_add(keys, assign)
+            else:
+                out[part] = self.ranges.get_or_add(f * N_OPS + o, np.ascontiguousarray(b, dtype=np.int64), self._keys,
+                                                   assign)
+        return out
+
+    def _keys(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The arrays the keyless table reads a predicate's key from: ``field * N_OPS + op``, ``bits_value``."""
+        return self.field, self.op, self.bits_value
+
+    def _assign(self, nf: np.ndarray, no: np.ndarray, nb: np.ndarray) -> np.ndarray:
+        """Ids for new predicates, in (field, op, value) order so that a group's runs are contiguous in the bit vector."""
+        n_new = len(nf)
+        order = group_order(np.argsort(self._codes(nf, nb)), nf * N_OPS + no, self.n_fields_after(nf) * N_OPS)
+        final = np.empty(n_new, dtype=np.int64)
+        final[order] = self.ids.take(n_new)
+        self.n_ids = top = self.ids.high
+        self.field = grow(self.field, top, 0)
+        self.op = grow(self.op, top, 0)
+        self.bits_value = grow(self.bits_value, top, 0)
+        self.refcount = grow(self.refcount, top, 0)
+        self.offpath = grow(self.offpath, top, 0)
+        self.field[final], self.op[final], self.bits_value[final] = nf, no, nb
+        self.refcount[final] = 0
+        self.n_live += n_new
+        self.n_fields = self.n_fields_after(nf)
+        if np.any(no != OP_EQ):
+            self._dirty = True
+        self.version += 1
+        if self.assigned is not None:
+            self.assigned.append(final)
+        return final
+
+    def n_fields_after(self, field: np.ndarray) -> int:
+        """``n_fields`` once predicates on ``field`` are in."""
+        return max(self.n_fields, int(field.max()) + 1 if len(field) else 0)
 
     def _codes(self, field: np.ndarray, eqbits: np.ndarray) -> np.ndarray:
         kind = field % N_KINDS
@@ -233,15 +301,28 @@ class PredicateTable:
             out[s] = self.strings.codes[eqbits[s]]
         return out
 
+    def fields_of(self, ids: np.ndarray) -> np.ndarray:
+        """The distinct fields of predicates ``ids``, ascending (``np.unique(field[ids])``)."""
+        return np.flatnonzero(fields_of(self.field, np.asarray(ids, dtype=np.int64), self.n_fields))
+
+    def fields_in_use(self, equality_only: bool = False, live_only: bool = True) -> np.ndarray:
+        """The distinct fields of the live (``live_only``) or all predicate ids, of equalities only if asked; ascending."""
+        return np.flatnonzero(fields_in_use(self.field, self.op, self.refcount, self.n_ids, self.n_fields,
+                                            equality_only, live_only))
+
     def incref(self, ids: np.ndarray) -> None:
         np.add.at(self.refcount, ids, 1)
 
     def hold_off_path(self, ids: np.ndarray, delta: int) -> None:
         """References ``ids`` (one per entry) are (``delta=1``) or stop being (``-1``) evaluated off phase 1."""
-        if len(ids):
+        if not len(ids):
+            return
+        if 8 * len(ids) >= self.n_ids:  # (np.add.at takes a slow path per entry: seconds for millions)
+            self.offpath[: self.n_ids] += delta * np.bincount(ids, minlength=self.n_ids).astype(np.int32)
+        else:
             np.add.at(self.offpath, ids, delta)
-            if np.any(self.op[ids] != OP_EQ):
-                self._dirty = True
+        if np.any(self.op[ids] != OP_EQ):
+            self._dirty = True
 
     def decref(self, ids: np.ndarray) -> np.ndarray:
         """Drop references; predicates reaching zero are removed from the indexes. Returns them."""
@@ -251,12 +332,13 @@ class PredicateTable:
             self._dirty = True  # only off-path references left: out of the groups
         dead = np.unique(ids[left == 0])
         if len(dead):
+            eq = self.op[dead] == OP_EQ
             keys = np.empty((len(dead), 2), dtype=np.int64)
             keys[:, 0] = self.field[dead] * N_OPS + self.op[dead]
             keys[:, 1] = self.bits_value[dead]
-            self.table.delete(keys)
+            self.table.delete(keys[eq])
+            self.ranges.delete(np.ascontiguousarray(keys[~eq, 0]), np.ascontiguousarray(keys[~eq, 1]), self._keys)
             self.n_live -= len(dead)
-            eq = self.op[dead] == OP_EQ
             self.ids.release(dead[eq])  # not in any group: reusable now
             self.pending_free.extend(dead[~eq].tolist())
             if len(self.pending_free) > max(1024, self.n_live):
@@ -299,8 +381,8 @@ class PredicateTable:
             "predicate_ids": self.n_ids,
             "inequality_groups": len(self.g_start),
             "bit_vector_bytes": int(self.bits.nbytes),
-            "predicate_hash_slots": len(self.table.vals),
-            "memory_bytes": int(self.table.nbytes + self.field.nbytes + self.op.nbytes + self.bits_value.nbytes
+            "predicate_hash_slots": len(self.table.vals) + len(self.ranges.slots),
+            "memory_bytes": int(self.table.nbytes + self.ranges.nbytes + self.field.nbytes + self.op.nbytes + self.bits_value.nbytes
                                 + self.refcount.nbytes + self.bits.nbytes + self.group_of.nbytes
                                 + self.g_start.nbytes + self.g_end.nbytes + self.g_vals.nbytes + self.g_pids.nbytes),
         }
