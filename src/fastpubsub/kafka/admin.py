@@ -192,13 +192,26 @@ def require(clients: ClientFactory | str, names: tuple[str, ...] = REQUIRED, tim
     """
     clients = ClientFactory.of(clients)
     metadata = _listing(clients, timeout)
+    # a topic created a moment ago (by this process's start, through another node) reaches every node's metadata
+    # in its own time: a missing one is looked for again, for NEW_TOPIC_GRACE seconds, before it is called missing
+    deadline = time.monotonic() + NEW_TOPIC_GRACE
+    while not all(_present(metadata, name) for name in names) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        metadata = _listing(clients, timeout)
     out = {}
     for name in names:
-        t = metadata.topics.get(name)
-        if t is None or t.error is not None:
+        if not _present(metadata, name):
             raise RuntimeError(_missing(clients, name, timeout))
-        out[name] = len(t.partitions)
+        out[name] = len(metadata.topics[name].partitions)
     return out
+
+
+NEW_TOPIC_GRACE = 3.0
+
+
+def _present(metadata, name: str) -> bool:
+    t = metadata.topics.get(name)
+    return t is not None and t.error is None
 
 
 def _missing(clients: ClientFactory, name: str, timeout: float) -> str:
