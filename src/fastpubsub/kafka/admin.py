@@ -208,6 +208,15 @@ def require(clients: ClientFactory | str, names: tuple[str, ...] = REQUIRED, tim
 
 NEW_TOPIC_GRACE = 3.0
 
+#: Errors that say "not now" (a node down, a leader or controller moving) rather than "no": asked again.
+TRANSIENT = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_CONTROLLER,
+             KafkaError.LEADER_NOT_AVAILABLE, KafkaError.BROKER_NOT_AVAILABLE, KafkaError._ALL_BROKERS_DOWN)
+
+
+def transient(error: KafkaError) -> bool:
+    """Whether an admin question that failed with ``error`` is worth asking again."""
+    return error.retriable() or error.code() in TRANSIENT
+
 
 def _present(metadata, name: str) -> bool:
     t = metadata.topics.get(name)

@@ -21,9 +21,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from .admin import transient
 from .clients import ClientFactory
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,7 @@ def topic_limits(admin: AdminClient, topics: Iterable[str], timeout: float = 10.
         try:
             entry = future.result(timeout).get("max.message.bytes")
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.retriable() or error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+            if transient(exc.args[0]):
                 raise  # "not now" (a node down): the caller asks again rather than work with a guessed limit
             log.warning("cannot read max.message.bytes of %s (%s)", resource.name, exc)
             continue

@@ -32,12 +32,12 @@ import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
 from fastpubsub.kafka import ClientFactory, Settings
-from fastpubsub.kafka.admin import check_access
+from fastpubsub.kafka.admin import check_access, transient
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
@@ -54,14 +54,13 @@ from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
 from .progress import RateMeter, human
 from .task import Outputs, Task
 
+T = TypeVar("T")
+
 #: Seconds without input after which the loop asks the cluster whether it is there (no more often than that).
 IDLE_PROBE = 3.0
 PROBE_TIMEOUT = 5.0
 #: Seconds a service's start asks the cluster again while a question goes unanswered (a node down at start).
 START_PATIENCE = 120.0
-#: Errors of the start's questions that say "not now" rather than "no": asked again.
-TRANSIENT = (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_CONTROLLER,
-             KafkaError.LEADER_NOT_AVAILABLE, KafkaError.BROKER_NOT_AVAILABLE, KafkaError._ALL_BROKERS_DOWN)
 
 
 @dataclass
@@ -168,11 +167,9 @@ class Host:
         warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
         transactional_id = cfg.transactional_id or slot.transactional_id
-        limits: list[RecordLimits] = []
-        self._while_away(lambda: limits.append(discover(self.clients, topics.outputs, topics.inputs,
-                                                        cfg.max_output_bytes, cfg.max_record_bytes)), START_PATIENCE,
-                         "the record limits")
-        self.limits = limits[0]
+        self.limits = self._while_away(lambda: discover(self.clients, topics.outputs, topics.inputs,
+                                                        cfg.max_output_bytes, cfg.max_record_bytes),
+                                       START_PATIENCE, "the record limits")
         try:
             self.deliver = Deliver(self.clients, cfg.delivery, transactional_id, cfg.queue_bounds, cfg.output_format,
                                    self.limits)
@@ -325,7 +322,6 @@ class Host:
                                       else 0.005 if cp.in_flight else 0.2)
             if batch:
                 self.counters.lap("consume", t)
-            if batch:
                 self._heard = time.monotonic()
             elif not self.metrics.unreachable:
                 self._check_presence()
@@ -529,24 +525,22 @@ class Host:
         finally:
             self.metrics.recovering = False
 
-    def _while_away(self, step: Callable[[], None], patience: float | None = None, what: str | None = None) -> None:
-        """``step()``, again every second while the cluster does not answer it (until :meth:`stop`).
+    def _while_away(self, step: Callable[[], T], patience: float | None = None, what: str | None = None) -> T:
+        """``step()``, again every second while the cluster does not answer it (until :meth:`stop`); its result.
 
         ``patience`` (seconds): only a transient failure (a timeout, a retriable error) is retried, for that long;
         then, or for any other error, the step's error is raised with what the cluster last said."""
         deadline = None if patience is None else time.monotonic() + patience
         while True:
             try:
-                step()
-                return
+                return step()
             except (KafkaException, FutureTimeout) as exc:
                 error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
                 said = error if error is not None else "no answer in time"
                 if self._stop.is_set():
                     raise
                 if deadline is not None:
-                    transient = error is None or error.retriable() or error.code() in TRANSIENT
-                    if not transient:
+                    if error is not None and not transient(error):
                         raise
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{what or 'a step'}: the Kafka cluster did not answer within "
