@@ -1,0 +1,168 @@
+"""The tables and the plot of docs/benchmarks.md's "Against the alternatives", from the peers' raw results.
+
+    python -m benchmarks.alternatives \\
+        --streams benchmarks/results/runs/2026-11-28-peers-streams.json \\
+        --patterns benchmarks/results/runs/2026-11-28-pattern-peers-esper-siddhi.jsonl ... \\
+        --matchers benchmarks/results/runs/2026-11-28-peers-hem.json \\
+        --spark benchmarks/results/runs/2026-11-28-spark-readers-1m.json ... \\
+        --plot docs/img/alternatives.png
+
+Each input is what one side-by-side run wrote (``benchmarks.peers.streams``, ``benchmarks.pattern_peers``,
+``benchmarks.peers.hem``, ``benchmarks.spark_readers``); this module only reads them, so a table always shows
+figures of one run, and the ratio is computed from the same two numbers the table shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from . import report
+
+
+def streams_rows(path: Path) -> list[dict]:
+    """One row per size and system: the medians ``benchmarks.peers.streams`` wrote, and ours over each peer."""
+    data = json.loads(path.read_text())
+    rows = []
+    for size in data["sizes"]:
+        summary = size.get("summary") or {}
+        ours = (summary.get("fastpubsub") or {}).get("max_events_per_s")
+        for system, s in summary.items():
+            peer = s.get("max_events_per_s")
+            rows.append({"subscriptions": size["subscriptions"], "system": system, "max": peer,
+                         "p99": s.get("latency_p99_ms"), "rss": s.get("peak_rss_mib"),
+                         "exact": "yes" if s.get("exact") else "no",
+                         "ratio": "—" if system == "fastpubsub" or not (ours and peer) else f"{ours / peer:,.1f}×"})
+    return rows
+
+
+def pattern_rows(paths: list[Path]) -> list[dict]:
+    """One row per size and system of ``benchmarks.pattern_peers``' JSON lines (a header line, then one per run)."""
+    rows = []
+    for path in paths:
+        ours = {}
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if "system" not in r or "error" in r:
+                continue
+            n = r["subscriptions"]
+            if r["system"] == "fastpubsub":
+                ours[n] = r["events_per_s"]
+            rows.append({"subscriptions": n, "system": r["system"] + (f" ({r['mode']})" if "mode" in r else ""),
+                         "events_per_s": r["events_per_s"], "per_cpu_s": r.get("events_per_cpu_s"),
+                         "matches": r.get("outputs"),
+                         "same": "—" if r["system"] == "fastpubsub" else ("yes" if r.get("same_matches") else "no"),
+                         "ratio": "—" if r["system"] == "fastpubsub" or n not in ours
+                         else f"{ours[n] / r['events_per_s']:,.0f}×"})
+    return rows
+
+
+def spark_rows(paths: list[Path]) -> list[dict]:
+    """One row per events count and reader of ``benchmarks.spark_readers``: best and median of its rounds."""
+    rows = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        best = {reader: s["best_records_per_s"] for reader, s in data["summary"].items()}
+        for reader, s in data["summary"].items():
+            other = [v for k, v in best.items() if k != reader]
+            rows.append({"events": data["events"], "reader": reader, "best_s": s["best_seconds"],
+                         "median_s": s["median_seconds"], "records_per_s": s["best_records_per_s"],
+                         "vs_other": f"{s['best_records_per_s'] / other[0]:.2f}×" if other else "—",
+                         "equal": "yes" if data.get("snapshots_equal") else "no",
+                         "pyspark": data.get("pyspark"), "load": " ".join(f"{x:.2f}" for x in data["load_average"])})
+    return rows
+
+
+def matcher_rows(path: Path) -> list[dict]:
+    """One row per workload, size and system of ``benchmarks.peers.hem``'s summary."""
+    data = json.loads(path.read_text())
+    return [dict(r) for r in data.get("summary", [])]
+
+
+def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[dict], spark: list[dict]) -> None:
+    """Up to four panels, one per comparison: throughput against subscriptions on log axes where sizes vary."""
+    panels = [p for p in (streams, patterns, matchers, spark) if p]
+    fig, axes = report.subplots(len(panels), width=5.0)
+    axes = iter(axes)
+    if streams:
+        ax = next(axes)
+        for system in dict.fromkeys(r["system"] for r in streams):
+            pts = [(r["subscriptions"], r["max"]) for r in streams if r["system"] == system and r["max"]]
+            ax.plot(*zip(*pts), marker="o", label=system)
+        ax.set(xscale="log", yscale="log", xlabel="W0 subscriptions", ylabel="max events/s (end to end)",
+               title="Kafka Streams, same broker")
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    if patterns:
+        ax = next(axes)
+        for system in dict.fromkeys(r["system"] for r in patterns):
+            pts = sorted({r["subscriptions"]: r["events_per_s"] for r in patterns if r["system"] == system}.items())
+            ax.plot(*zip(*pts), marker="o", label=system)
+        ax.set(xscale="log", yscale="log", xlabel="pattern subscriptions (S1-S3)", ylabel="events/s",
+               title="Pattern subscriptions, in process")
+        ax.legend(fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    if matchers:
+        ax = next(axes)
+        labels = [f"{r['workload']}\n{r['subscriptions'] // 1000:,}K" for r in matchers if r["system"] == "fastpubsub"]
+        systems = list(dict.fromkeys(r["system"] for r in matchers))
+        width = 0.8 / len(systems)
+        for i, system in enumerate(systems):
+            ys = [next((r["ms_per_event"] for r in matchers if r["system"] == system and r["workload"] == w
+                        and r["subscriptions"] == n), float("nan"))
+                  for w, n in dict.fromkeys((r["workload"], r["subscriptions"]) for r in matchers)]
+            ax.bar([j + i * width for j in range(len(ys))], ys, width, label=system)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(labels))], labels, fontsize=7)
+        ax.set(yscale="log", ylabel="ms per event", title="C++ matchers (HEM repository)")
+        ax.legend(fontsize=7)
+    if spark:
+        ax = next(axes)
+        readers = list(dict.fromkeys(r["reader"] for r in spark))
+        sizes = list(dict.fromkeys(r["events"] for r in spark))
+        for i, reader in enumerate(readers):
+            ys = [next(r["records_per_s"] for r in spark if r["reader"] == reader and r["events"] == n) for n in sizes]
+            ax.bar([j + i * 0.4 for j in range(len(sizes))], ys, 0.4, label=reader)
+        ax.set_xticks([j + 0.2 for j in range(len(sizes))], [f"{n / 1e6:g}M events" for n in sizes])
+        ax.set(ylabel="records/s (best round)", title="Statistics job: two Kafka readers")
+        ax.legend(fontsize=8)
+    report.save(fig, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", type=Path)
+    ap.add_argument("--patterns", type=Path, nargs="*", default=[])
+    ap.add_argument("--matchers", type=Path)
+    ap.add_argument("--spark", type=Path, nargs="*", default=[])
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args()
+    streams = streams_rows(args.streams) if args.streams else []
+    patterns = pattern_rows(args.patterns)
+    matchers = matcher_rows(args.matchers) if args.matchers else []
+    spark = spark_rows(args.spark)
+    if streams:
+        print(report.markdown_table(streams, [
+            ("subscriptions", "W0 subscriptions"), ("system", "system"), ("max", "max events/s"),
+            ("p99", "p99 ms at half its max"), ("rss", "peak RSS MiB"), ("exact", "exact"),
+            ("ratio", "fastpubsub's max over it")]), "\n")
+    if patterns:
+        print(report.markdown_table(patterns, [
+            ("subscriptions", "subscriptions"), ("system", "system"), ("events_per_s", "events/s (wall)"),
+            ("per_cpu_s", "events per CPU s"), ("matches", "matches (timed events)"), ("same", "same match set"),
+            ("ratio", "this engine over it")]), "\n")
+    if matchers:
+        cols = list(matchers[0])
+        print(report.markdown_table(matchers, [(c, c.replace("_", " ")) for c in cols]), "\n")
+    if spark:
+        print(report.markdown_table(spark, [
+            ("events", "events"), ("reader", "reader"), ("best_s", "best s"), ("median_s", "median s"),
+            ("records_per_s", "records/s (best)"), ("vs_other", "over the other"), ("equal", "same snapshot"),
+            ("pyspark", "PySpark"), ("load", "load average at the end")]), "\n")
+    if args.plot:
+        plot(args.plot, streams, patterns, matchers, spark)
+        print(f"wrote {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
