@@ -80,6 +80,7 @@ class Settings:
     first_backlog: int = 50_000  # while the system's rate is unknown
     drain_seconds: float = 10.0  # a backlog lasts about this long at the rate the system last reached
     latency_seconds: float = 20.0
+    common_rate: float = 0.0  # events/s: a second latency phase at this rate for every system faster than it
     check_events: int = 200  # at most (fewer at large sizes: ORACLE_PAIRS)
     threads: int = 1  # the peer's num.stream.threads
     java_opts: tuple[str, ...] = ()
@@ -181,6 +182,13 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
         if producer.flush(60):
             raise RuntimeError("the broker did not acknowledge the latency phase's events")
         _wait_committed(watcher, len(backlog) + len(stamps), process, 300 + n / 1000, progress)
+        common: list[int] = []
+        if settings.common_rate and settings.common_rate < max_rate:  # the same load for every system
+            common = _rate_limited(producer, offered_events(int(settings.common_rate * settings.latency_seconds) + 1),
+                                   settings.common_rate, settings.latency_seconds, key="C")
+            if producer.flush(60):
+                raise RuntimeError("the broker did not acknowledge the common-rate phase's events")
+            _wait_committed(watcher, len(backlog) + len(stamps) + len(common), process, 300 + n / 1000, progress)
         await_quiet(clock)
         memory = memory_kb(process.pid)
         stats = _stop_processor(process)
@@ -191,16 +199,19 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
         clock.stop()
     at, _ = latencies(clock.first, stamps, "L")
     lat = percentiles(np.array(at))
+    at_common = percentiles(np.array(latencies(clock.first, common, "C")[0])) if common else {}
     check = exactness(clock.notified, expected, {f"e{i}" for i in range(checked)})
     progress(f"  {system}: p99 {lat['p99']:,.1f} ms at {offered:,.0f} events/s offered, peak RSS "
              f"{memory['peak_rss_kb'] / 1024:,.0f} MiB, {'exact' if check['exact'] else 'NOT EXACT'} on "
-             f"{check['events_checked']} events ({check['expected']} notifications)")
+             f"{check['events_checked']} events ({check['expected']} notifications)"
+             + (f"; p99 {at_common['p99']:,.1f} ms at {settings.common_rate:,.0f} events/s" if common else ""))
     return {"system": system, "group": group, "backlog_events": len(backlog), "max_events_per_s": round(max_rate, 1),
             "drain_seconds": round(seconds, 2), "drain_long_enough": seconds >= settings.drain_seconds / 2,
             "rebuild_and_join_s": round(t0 - started, 1),
             "offered_events_per_s": round(offered, 1), "latency_events": len(stamps),
             "achieved_events_per_s": round(len(stamps) / settings.latency_seconds, 1), "events_notified": len(at),
-            **{f"latency_{k}_ms": round(v, 1) for k, v in lat.items()}, **memory, "exactness": check,
+            **{f"latency_{k}_ms": round(v, 1) for k, v in lat.items()},
+            **{f"common_rate_{k}_ms": round(v, 1) for k, v in at_common.items()}, **memory, "exactness": check,
             "latency_phase_cpu_s": cpu["cpu"], "latency_phase_machine_cpu_s": cpu["machine"], "final_stats": stats}
 
 
@@ -226,6 +237,8 @@ def summary(trials: list[dict]) -> dict[str, dict]:
                        "max_events_per_s": round(statistics.median(t["max_events_per_s"] for t in done), 1),
                        "latency_p99_ms": round(statistics.median(t["latency_p99_ms"] for t in done), 1),
                        "peak_rss_mib": round(max(t["peak_rss_kb"] for t in done) / 1024, 1),
+                       **({"common_rate_p99_ms": round(statistics.median(t["common_rate_p99_ms"] for t in common), 1)}
+                          if (common := [t for t in done if "common_rate_p99_ms" in t]) else {}),
                        "exact": exact}
     return out
 
@@ -294,11 +307,12 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
 def table(result: dict) -> str:
     rows = [{"n": f"{size['subscriptions']:,}", "system": system, "max": f"{s['max_events_per_s']:,.0f}",
              "p99": f"{s['latency_p99_ms']:,.1f}", "rss": f"{s['peak_rss_mib']:,.0f}",
-             "exact": "yes" if s["exact"] else "NO"} if "error" not in s else
+             "common": s.get("common_rate_p99_ms", "–"), "exact": "yes" if s["exact"] else "NO"} if "error" not in s else
             {"n": f"{size['subscriptions']:,}", "system": system, "max": s["error"][:60]}
             for size in result["sizes"] for system, s in size.get("summary", {}).items()]
     return report.markdown_table(rows, [("n", "subscriptions"), ("system", "system"), ("max", "max events/s"),
-                                        ("p99", "p99 ms at half"), ("rss", "peak RSS MiB"), ("exact", "exact")])
+                                        ("p99", "p99 ms at half"), ("common", "p99 ms at --common-rate"),
+                                        ("rss", "peak RSS MiB"), ("exact", "exact")])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -315,6 +329,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="a backlog lasts about this long at the rate the system last reached")
     ap.add_argument("--latency-seconds", type=float, default=d.latency_seconds,
                     help="duration of the phase at half the maximum")
+    ap.add_argument("--common-rate", type=float, default=d.common_rate,
+                    help="events/s of a second latency phase, the same for every system whose maximum exceeds it")
     ap.add_argument("--check-events", type=int, default=d.check_events,
                     help="backlog events whose notifications are checked against the oracle (at most: "
                          f"{ORACLE_PAIRS:,} subscription-event pairs a size, but {MIN_CHECKED} events at least)")
@@ -333,7 +349,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(systems=systems, rounds=a.rounds, backlog=a.backlog, min_backlog=a.min_backlog,
                         first_backlog=a.first_backlog, drain_seconds=a.drain_seconds,
                         latency_seconds=a.latency_seconds, check_events=a.check_events, threads=a.threads,
-                        java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed)
+                        java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
+                        common_rate=a.common_rate)
     out = a.out or RESULTS / f"peers-streams-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams " + " ".join(sys.argv[1:] if argv is None else argv)
