@@ -22,27 +22,36 @@ from fastpubsub.engine.semantics import OP_CODE
 
 #: A line their run_HEM5 wrote to HEM5.txt (subs = 100000, the interval workload).
 HEM5_LINE = (
-    "1 bits= 4 memory= 93 MB AvgMatchNum= 0.588000 AvgInsertTime= 0.000374 ms InitTime= 412.805000 ms "
-    "AvgConstructionTime= 0.004502 ms AvgDeleteTime= 0.000000 ms AvgMatchTime= 0.451303 ms AvgMatchInst= 1234567.0 "
+    "1 bits= 4 memory= 24 MB AvgMatchNum= 0.533000 AvgInsertTime= 0.000705 ms InitTime= 25.340308 ms "
+    "AvgConstructionTime= 0.000959 ms AvgDeleteTime= -nan ms AvgMatchTime= 0.099257 ms AvgMatchInst= 0.000000 "
     "AvgCmpTime= 0.000000 ms AvgMarkTime= 0.000000 ms OrTime= 0.000000 ms AvgBitTime= 0.000000 ms avx= 64 "
     "numBuk= 1000 numSub= 100000 subSize= 10 numPub= 1000 pubSize= 20 attTypes= 20 attGroup= 1 attNumType= 0 "
     "valDom= 1000000.000000")
+#: The line their run_rein wrote to Rein.txt in the same run.
+REIN_LINE = (
+    "1 memory= 16 MB AvgMatchNum= 0.533000 AvgInsertTime= 0.000665 ms AvgDeleteTime= -nan ms AvgMatchTime= "
+    "3.323010 ms AvgCmpTime= 0.000000 ms AvgMarkTime= 0.000000 ms AvgBitTime= 0.000000 ms pD= 1 avx= 64 "
+    "numBuk= 1000 numSub= 100000 subSize= 10 numPub= 1000 pubSize= 20 attTypes= 20 attGroup= 1 attNumType= 0 "
+    "attDis= 0 valDis= 0 width= 0.300000 alpha= 0.000000 subp= 0.000000 mean= 0.200000 stddev= 5.000000 "
+    "valDom= 1000000.000000")
 
 
-def test_a_result_line_gives_its_fields_without_units():
+def test_a_result_line_gives_its_numeric_fields():
     fields = hem.parse_result_line(HEM5_LINE)
-    assert fields["expID"] == 1 and fields["memory"] == 93 and fields["numSub"] == 100000
-    assert fields["AvgMatchTime"] == pytest.approx(0.451303) and fields["AvgMatchNum"] == pytest.approx(0.588)
+    assert fields["expID"] == 1 and fields["memory"] == 24 and fields["numSub"] == 100000
+    assert fields["AvgMatchTime"] == pytest.approx(0.099257) and fields["AvgMatchNum"] == pytest.approx(0.533)
+    assert "AvgDeleteTime" not in fields  # -nan: no deletions were timed
     assert "MB" not in fields and "ms" not in fields
 
 
 def test_build_time_counts_the_construction_after_the_inserts():
     """HEM5DD and OpIndex spread a one-off InitTime over the inserts (AvgConstructionTime); REIN and TAMA have none."""
-    row = hem.their_figures(hem.parse_result_line(HEM5_LINE))
-    assert row == {"n": 100000, "build_s": pytest.approx(0.4502), "ms_per_event": pytest.approx(0.451303),
-                   "matches_per_event": pytest.approx(0.588), "memory_own_mb": 93}
-    no_init = HEM5_LINE.replace("InitTime= 412.805000 ms AvgConstructionTime= 0.004502 ms ", "")
-    assert hem.their_figures(hem.parse_result_line(no_init))["build_s"] == pytest.approx(0.0374)
+    assert hem.their_figures(hem.parse_result_line(HEM5_LINE)) == {
+        "n": 100000, "build_s": pytest.approx(0.0959), "ms_per_event": pytest.approx(0.099257),
+        "matches_per_event": pytest.approx(0.533), "memory_own_mb": 24}
+    assert hem.their_figures(hem.parse_result_line(REIN_LINE)) == {
+        "n": 100000, "build_s": pytest.approx(0.0665), "ms_per_event": pytest.approx(3.32301),
+        "matches_per_event": pytest.approx(0.533), "memory_own_mb": 16}
 
 
 @settings(max_examples=40, deadline=None)
