@@ -75,8 +75,9 @@ HEM_ALGORITHMS = {"rein": ("Rein.txt", "Rein"), "hem5dd": ("HEM5.txt", "HEM5DD")
 SPARSE_REASON = (
     "their generator cannot make it: subscription sizes vary (1..8) while events carry exactly 40 attributes, but "
     "their attNumType varies both sizes or neither; the predicates mix '=', '<=' and '>=', but their ranges all "
-    "have one width; and at 20,000 attributes HEM5DD's index holds 2 * 2**be bitsets of n bits per attribute "
-    "(80 GB at 1M subscriptions, be = 4), TAMA 2**13 cells per attribute")
+    "have one width; and at 20,000 attributes HEM5DD's index holds 2 * (2**be - 1) + 1 bitsets of n bits per "
+    "attribute (80 GB at 1M subscriptions with be = 4, 7.7 GB at 100K), TAMA 2**13 vectors per attribute "
+    "(3.9 GB before any subscription)")
 
 
 def predicate_probability(width: int, domain_values: int) -> float:
