@@ -301,6 +301,7 @@ def summarise(size: int, workload: Workload, trials: list[dict], z: float) -> di
     out["systems"]["fastpubsub-dynamic"] = {
         "build_s": statistics.median(o["build_s"] for o in ours),
         "ms_per_event": statistics.median(o["ms_per_event"] for o in ours),
+        "cpu_ms_per_event": statistics.median(o["cpu_ms_per_event"] for o in ours),
         "matches_per_event": [o["matches_per_event"] for o in ours],
         "expected_matches_per_event": ours[0]["expected_matches_per_event"],
         "agrees_with_expectation": all(agrees(o["matches_per_event"], o["expected_matches_per_event"],
