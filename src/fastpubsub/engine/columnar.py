@@ -219,11 +219,11 @@ class SubscriptionBuilder:
     """Subscriptions appended one at a time, taken out as one :class:`SubscriptionBatch`.
 
     The path of every single add (``Matcher.add`` buffers its subscriptions
-    here) and of :meth:`SubscriptionBatch.from_lists`.  A conjunction of
-    comparisons given as tuples of str, operator and int, float, str or bool
-    (the common subscription) costs one pass of type checks and a list
-    extend; anything else is validated and lowered (engine/frontend/lowering.py)
-    when appended.  :meth:`batch` turns the predicates into columns with a
+    here) and of :meth:`SubscriptionBatch.from_lists`.  A list of
+    comparisons given as tuples of attribute, operator and int, float, str or
+    bool (the common subscription) costs one pass of type checks and a list
+    extend; anything else, valid or not, goes to ``validate_subscription`` and
+    is lowered (engine/frontend/lowering.py) when appended.  :meth:`batch` turns the predicates into columns with a
     few passes over all of them at once, none in a Python loop.
     """
 
@@ -246,11 +246,31 @@ class SubscriptionBuilder:
         """
         row = len(self.ids)
         preds = self.preds
-        if type(subscription) is list and subscription and _plain(subscription):
-            preds += subscription
-            self.ends.append(len(preds))
-            self.ids.append(sid)
-            return row
+        if type(subscription) is list and subscription:  # the common case, checked here as validate_predicates would
+            try:
+                for p in subscription:
+                    if type(p) is not tuple:
+                        break
+                    a, op, v = p
+                    # a < "\x01": an empty name or one starting with NUL (reserved for derived attributes)
+                    if type(a) is not str or a < "\x01" or op not in OP_CODE:
+                        break
+                    t = type(v)
+                    if t is int:
+                        if not -_HUGE < v < _HUGE:
+                            break
+                    elif t is float:
+                        if v != v:
+                            break
+                    elif t is not str and t is not bool:
+                        break
+                else:
+                    preds += subscription
+                    self.ends.append(len(preds))
+                    self.ids.append(sid)
+                    return row
+            except (TypeError, ValueError):  # a triple of the wrong length, an unhashable operator
+                pass
         from .frontend.lowering import lower  # lowering reads EventBatch from this module
 
         rows = lower(subscription if validated else validate_subscription(subscription))
@@ -274,14 +294,10 @@ class SubscriptionBuilder:
         m = len(self.preds)
         attrs, ops, values = (list(map(itemgetter(i), self.preds)) for i in range(3))
         index = {a: i for i, a in enumerate(dict.fromkeys(attrs))}
-        kinds = np.fromiter(map(_KIND_OF_TYPE.get, map(type, values), repeat(-1)), np.int8, count=m)
-        for j in np.flatnonzero(kinds < 0).tolist():  # subclasses of int, float, str or bool
-            kinds[j] = value_kind(values[j])
-        objects = np.empty(m, dtype=object)
-        objects[:] = values
-        numbers = np.full(m, np.nan, dtype=np.float64)
-        strings = kinds == KIND_STRING
-        numbers[~strings] = objects[~strings].astype(np.float64)
+        if _NUMBER_TYPES.issuperset(map(type, values)):  # numbers only (the workloads' common case)
+            kinds, numbers, strings = np.zeros(m, np.int8), np.array(values, np.float64), ()
+        else:
+            kinds, numbers, strings = _values(values)
         offsets = np.zeros(len(self.ends) + 1, dtype=np.int64)
         offsets[1:] = self.ends
         disjunct = np.zeros(len(self.ids) if self.later else 0, dtype=np.int8)
@@ -289,35 +305,26 @@ class SubscriptionBuilder:
         return SubscriptionBatch(
             np.array(self.ids, np.int64), tuple(index), offsets,
             np.fromiter(map(index.__getitem__, attrs), np.int32, count=m),
-            np.fromiter(map(OP_CODE.__getitem__, ops), np.int8, count=m), kinds, numbers,
-            tuple(objects[strings].tolist()), disjunct)
+            np.fromiter(map(OP_CODE.__getitem__, ops), np.int8, count=m), kinds, numbers, strings, disjunct)
 
 
-def _plain(subscription: list) -> bool:
-    """Whether ``subscription`` is valid as it is: (attribute, comparison, value) tuples (the fast path of a single add).
-
-    ``False`` for anything else, valid or not, which ``validate_subscription`` then checks.
-    """
-    for p in subscription:
-        if type(p) is not tuple or len(p) != 3:
-            return False
-        a, op, v = p
-        if type(a) is not str or not a or a[0] == RESERVED_PREFIX or type(op) is not str or op not in OP_CODE:
-            return False
-        t = type(v)
-        if t is int:
-            if not -_HUGE < v < _HUGE:
-                return False
-        elif t is float:
-            if v != v:
-                return False
-        elif t is not str and t is not bool:
-            return False
-    return True
+def _values(values: list) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Kinds, numbers (NaN for strings; booleans 0 / 1) and strings of predicate values."""
+    m = len(values)
+    kinds = np.fromiter(map(_KIND_OF_TYPE.get, map(type, values), repeat(-1)), np.int8, count=m)
+    for j in np.flatnonzero(kinds < 0).tolist():  # subclasses of int, float, str or bool
+        kinds[j] = value_kind(values[j])
+    objects = np.empty(m, dtype=object)
+    objects[:] = values
+    numbers = np.full(m, np.nan, dtype=np.float64)
+    strings = kinds == KIND_STRING
+    numbers[~strings] = objects[~strings].astype(np.float64)
+    return kinds, numbers, tuple(objects[strings].tolist())
 
 
 #: Integers below this in magnitude are doubles (float() of a larger one may overflow).
 _HUGE = 2**1023
+_NUMBER_TYPES = frozenset((int, float))
 _KIND_OF_TYPE = {int: KIND_NUMBER, float: KIND_NUMBER, str: KIND_STRING, bool: KIND_BOOL}
 
 

@@ -26,7 +26,7 @@ from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
 from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
-from .structures.hashtable import EMPTY, HashTable, ht_lookup
+from .structures.hashtable import EMPTY, HashTable, ht_has1
 from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
 from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
@@ -176,7 +176,6 @@ class Matcher:
         self._pending_add: dict[int, int] = {}  # their ids -> first rows in _adds
         self._cancelled = False  # some rows of _adds were removed before being filed
         self._pending_remove: dict[int, None] = {}  # buffered single removes of filed subscriptions
-        self._one_id, self._one_out = np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64)
 
     @property
     def statistics(self) -> EventStatistics:
@@ -216,9 +215,8 @@ class Matcher:
         return self.id_table.lookup(ids) >= 0 if len(ids) else np.zeros(0, dtype=bool)
 
     def _is_filed(self, sid: int) -> bool:
-        """``sid`` is in the id table (one probe, no array allocated: the single-change path)."""
-        self._one_id[0, 0] = sid
-        return bool(ht_lookup(self.id_table.keys, self.id_table.vals, self._one_id, self._one_out)[0] >= 0)
+        """``sid`` is in the id table (one probe, a scalar argument: the single-change path)."""
+        return ht_has1(self.id_table.keys, self.id_table.vals, sid)
 
     def add(self, sub_id: int, predicates: Any) -> None:
         """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id.
@@ -238,7 +236,7 @@ class Matcher:
                                         and self._is_filed(sid)):
             raise ValueError(f"duplicate subscription id {sid}")
         self._pending_add[sid] = self._adds.append(sid, predicates)
-        if len(self._adds) >= PENDING_MAX:
+        if len(self._adds.ids) >= PENDING_MAX:
             self.flush()
 
     def flush(self) -> None:
@@ -366,14 +364,17 @@ class Matcher:
 
     def remove(self, sub_id: int) -> None:
         """Remove a subscription; ``KeyError`` if unknown.  Buffered like :meth:`add`; O(its size) when applied."""
-        try:
-            sid = validate_subscription_id(sub_id)
-        except ValueError:
-            raise KeyError(sub_id) from None
+        if type(sub_id) is int and _ID_MIN <= sub_id <= _ID_MAX:
+            sid = sub_id
+        else:
+            try:
+                sid = validate_subscription_id(sub_id)
+            except ValueError:
+                raise KeyError(sub_id) from None
         if self._pending_add.pop(sid, None) is not None:
             self._cancelled = True
             return
-        if sid in self._pending_remove or not (self.id_filter.may_hold(sid) and self._is_filed(sid)):
+        if sid in self._pending_remove or not self._is_filed(sid):  # (no filter: a removed id is mostly held)
             raise KeyError(sub_id)
         self._pending_remove[sid] = None
         if len(self._pending_remove) >= PENDING_MAX:
