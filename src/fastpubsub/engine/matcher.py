@@ -509,5 +509,5 @@ class Matcher:
         out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
         out.update({k: v for k, v in pg.items() if k != "memory_bytes"})
         out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + pg["memory_bytes"] + self.id_table.nbytes
-                                  + self.handle_id.nbytes)
+                                  + self.id_filter.nbytes + self.handle_id.nbytes)
         return out
