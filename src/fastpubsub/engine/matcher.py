@@ -371,10 +371,11 @@ class Matcher:
                 sid = validate_subscription_id(sub_id)
             except ValueError:
                 raise KeyError(sub_id) from None
-        if self._pending_add.pop(sid, None) is not None:
+        if self._pending_add and self._pending_add.pop(sid, None) is not None:
             self._cancelled = True
             return
-        if sid in self._pending_remove or not self._is_filed(sid):  # (no filter: a removed id is mostly held)
+        table = self.id_table  # (no filter: a removed id is mostly held)
+        if sid in self._pending_remove or not ht_has1(table.keys, table.vals, sid):
             raise KeyError(sub_id)
         self._pending_remove[sid] = None
         if len(self._pending_remove) >= PENDING_MAX:
