@@ -20,6 +20,8 @@ flagged in ``disjunct``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -30,10 +32,12 @@ from .semantics import (
     KIND_STRING,
     OP_CODE,
     OPERATORS,
+    RESERVED_PREFIX,
     Predicate,
     validate_event,
     validate_subscription,
     validate_subscription_id,
+    value_kind,
 )
 
 
@@ -156,35 +160,12 @@ class SubscriptionBatch:
 
         ``validated``: ids and subscriptions were checked already
         (``validate_subscription``; skip it).  Subscriptions are lowered to
-        rows (engine/frontend/lowering.py).
+        rows (engine/frontend/lowering.py) by a :class:`SubscriptionBuilder`.
         """
-        from .frontend.lowering import lower  # lowering reads EventBatch from this module
-
-        names: dict[str, int] = {}
-        ids: list[int] = []
-        offsets = [0]
-        attrs: list[int] = []
-        ops: list[int] = []
-        kinds: list[int] = []
-        numbers: list[float] = []
-        strings: list[str] = []
-        disjunct: list[int] = []
-        rows: Iterable[tuple[int, list[Predicate]]]
+        builder = SubscriptionBuilder()
         for sid, sub in subscriptions:
-            sid = sid if validated else validate_subscription_id(sid)
-            sub = sub if validated else validate_subscription(sub)
-            rows = [sub] if type(sub) is list and all(op in OP_CODE for _, op, _ in sub) else lower(sub)
-            for r, row in enumerate(rows):
-                ids.append(sid)
-                disjunct.append(1 if r else 0)
-                _append_row(row, names, attrs, ops, kinds, numbers, strings)
-                offsets.append(len(attrs))
-        d = np.array(disjunct, np.int8)
-        return cls(
-            np.array(ids, np.int64), tuple(names), np.array(offsets, np.int64),
-            np.array(attrs, np.int32), np.array(ops, np.int8), np.array(kinds, np.int8),
-            np.array(numbers, np.float64), tuple(strings), d if d.any() else np.zeros(0, np.int8),
-        )
+            builder.append(sid if validated else validate_subscription_id(sid), sub, validated=validated)
+        return builder.batch()
 
     def to_lists(self) -> list[tuple[int, Any]]:
         """``(id, predicates)``, or ``(id, AnyOf(rows))`` for a subscription of several rows (derived predicates lifted)."""
@@ -234,25 +215,119 @@ class SubscriptionBatch:
             raise ValueError("SubscriptionBatch: one string is needed per string-kind predicate")
 
 
-def _append_row(row: list[Predicate], names: dict[str, int], attrs: list[int], ops: list[int], kinds: list[int],
-                numbers: list[float], strings: list[str]) -> None:
-    """Append one row's predicates (comparisons) to the column lists of :meth:`SubscriptionBatch.from_lists`."""
-    for a, op, v in row:
-        attrs.append(names.setdefault(a, len(names)))
-        ops.append(OP_CODE[op])
-        if isinstance(v, bool):
-            kinds.append(KIND_BOOL)
-            numbers.append(1.0 if v else 0.0)
-        elif isinstance(v, str):
-            kinds.append(KIND_STRING)
-            numbers.append(_NAN)
-            strings.append(v)
+class SubscriptionBuilder:
+    """Subscriptions appended one at a time, taken out as one :class:`SubscriptionBatch`.
+
+    The path of every single add (``Matcher.add`` buffers its subscriptions
+    here) and of :meth:`SubscriptionBatch.from_lists`.  A list of
+    comparisons given as tuples of attribute, operator and int, float, str or
+    bool (the common subscription) costs one pass of type checks and a list
+    extend; anything else, valid or not, goes to ``validate_subscription`` and
+    is lowered (engine/frontend/lowering.py) when appended.  :meth:`batch` turns the predicates into columns with a
+    few passes over all of them at once, none in a Python loop.
+    """
+
+    __slots__ = ("ids", "ends", "preds", "later")
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []  # one per row
+        self.ends: list[int] = []  # end of each row's predicates in preds
+        self.preds: list[Predicate] = []
+        self.later: list[int] = []  # rows that are later disjuncts of the subscription before
+
+    def __len__(self) -> int:
+        """Rows appended."""
+        return len(self.ids)
+
+    def append(self, sid: int, subscription: Any, *, validated: bool = False) -> int:
+        """Append subscription ``sid`` (a checked id); its first row.  ``ValueError`` (nothing appended) if invalid.
+
+        ``validated``: ``subscription`` came from ``validate_subscription`` (not checked again).
+        """
+        row = len(self.ids)
+        preds = self.preds
+        if type(subscription) is list and subscription:  # the common case, checked here as validate_predicates would
+            try:
+                for p in subscription:
+                    if type(p) is not tuple:
+                        break
+                    a, op, v = p
+                    # a < "\x01": an empty name or one starting with NUL (reserved for derived attributes)
+                    if type(a) is not str or a < "\x01" or op not in OP_CODE:
+                        break
+                    t = type(v)
+                    if t is int:
+                        if not -_HUGE < v < _HUGE:
+                            break
+                    elif t is float:
+                        if v != v:
+                            break
+                    elif t is not str and t is not bool:
+                        break
+                else:
+                    preds += subscription
+                    self.ends.append(len(preds))
+                    self.ids.append(sid)
+                    return row
+            except (TypeError, ValueError):  # a triple of the wrong length, an unhashable operator
+                pass
+        from .frontend.lowering import lower  # lowering reads EventBatch from this module
+
+        rows = lower(subscription if validated else validate_subscription(subscription))
+        for r in rows:
+            for _, _, v in r:
+                if not isinstance(v, str) and not -_HUGE < v < _HUGE:
+                    try:
+                        float(v)
+                    except OverflowError:
+                        raise ValueError("an integer value is too large for a double") from None
+        for r in rows:
+            if len(self.ids) > row:
+                self.later.append(len(self.ids))
+            preds += r
+            self.ends.append(len(preds))
+            self.ids.append(sid)
+        return row
+
+    def batch(self) -> "SubscriptionBatch":
+        """The rows appended, as a batch (the builder is left as it is)."""
+        m = len(self.preds)
+        attrs, ops, values = (list(map(itemgetter(i), self.preds)) for i in range(3))
+        index = {a: i for i, a in enumerate(dict.fromkeys(attrs))}
+        if _NUMBER_TYPES.issuperset(map(type, values)):  # numbers only (the workloads' common case)
+            kinds, numbers, strings = np.zeros(m, np.int8), np.array(values, np.float64), ()
         else:
-            kinds.append(KIND_NUMBER)
-            numbers.append(float(v))
+            kinds, numbers, strings = _values(values)
+        offsets = np.zeros(len(self.ends) + 1, dtype=np.int64)
+        offsets[1:] = self.ends
+        disjunct = np.zeros(len(self.ids) if self.later else 0, dtype=np.int8)
+        disjunct[self.later] = 1
+        return SubscriptionBatch(
+            np.array(self.ids, np.int64), tuple(index), offsets,
+            np.fromiter(map(index.__getitem__, attrs), np.int32, count=m),
+            np.fromiter(map(OP_CODE.__getitem__, ops), np.int8, count=m), kinds, numbers, strings, disjunct)
 
 
-_NAN = float("nan")
+def _values(values: list) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Kinds, numbers (NaN for strings; booleans 0 / 1) and strings of predicate values."""
+    m = len(values)
+    kinds = np.fromiter(map(_KIND_OF_TYPE.get, map(type, values), repeat(-1)), np.int8, count=m)
+    for j in np.flatnonzero(kinds < 0).tolist():  # subclasses of int, float, str or bool
+        kinds[j] = value_kind(values[j])
+    objects = np.empty(m, dtype=object)
+    objects[:] = values
+    numbers = np.full(m, np.nan, dtype=np.float64)
+    strings = kinds == KIND_STRING
+    numbers[~strings] = objects[~strings].astype(np.float64)
+    return kinds, numbers, tuple(objects[strings].tolist())
+
+
+#: Integers below this in magnitude are doubles (float() of a larger one may overflow).
+_HUGE = 2**1023
+_NUMBER_TYPES = frozenset((int, float))
+_KIND_OF_TYPE = {int: KIND_NUMBER, float: KIND_NUMBER, str: KIND_STRING, bool: KIND_BOOL}
+
+
 _EVENT_PAIRS = ("attributes", "kinds", "numbers")
 _SUBSCRIPTION_PAIRS = ("attributes", "operators", "kinds", "numbers")
 

@@ -21,12 +21,13 @@ import numpy as np
 from numba import njit
 
 from .algorithms import builtin  # noqa: F401  (registers the built-in algorithms)
-from .columnar import EventBatch, SubscriptionBatch
+from .columnar import EventBatch, SubscriptionBatch, SubscriptionBuilder, take_subscription_groups
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
 from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
-from .structures.hashtable import HashTable, ht_lookup
+from .structures.hashtable import EMPTY, HashTable, ht_has1
+from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
 from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
 from .kernels.sorting import merge_matches
@@ -35,11 +36,13 @@ from .columnar import take_subscriptions
 from .frontend.lowering import DerivedAttributes, parse_derived
 from .structures.prefix_groups import PrefixGroups
 from .structures.predicates import PredicateTable, has_duplicate_attribute
-from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription, validate_subscription_id
+from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription_id
 from .costmodel.statistics import EventStatistics
 
-#: Single adds (or removes) buffered at most before they are applied in bulk.
-PENDING_MAX = 4096
+#: Single adds (rows) or removes buffered at most before they are applied in bulk: filing costs less per
+#: subscription in larger batches (the planner's fixed work per batch), up to about this size.
+PENDING_MAX = 16384
+_ID_MIN, _ID_MAX = -(2**63), 2**63 - 1
 #: The registered algorithms' names (engine/algorithms/index.py; a later ``register`` adds to it).
 ALGORITHMS = REGISTRY
 
@@ -160,6 +163,7 @@ class Matcher:
         self.preds = PredicateTable(self.strings)
         self.handles = IdPool()
         self.id_table = HashTable(width=1)
+        self.id_filter = IdFilter()  # ids certainly not in id_table, without a kernel call (the single-add path)
         self.handle_id = np.zeros(0, dtype=np.int64)
         self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
         ctx = IndexContext(self.preds, self.probabilities, model=model, thresholds=thresholds, max_space=max_space)
@@ -168,9 +172,10 @@ class Matcher:
         self.prefixes = PrefixGroups()  # subscriptions that are one prefix predicate (engine/structures/prefix_groups.py)
         self._rows: dict[int, np.ndarray] = {}  # id -> handles of its later rows, for subscriptions of several rows
         self._checked_names: tuple | None = None  # the last event batch names found valid and without repeats
-        self._pending_add: dict[int, list] = {}  # buffered single adds, validated (see add)
+        self._adds = SubscriptionBuilder()  # buffered single adds, validated and lowered (see add)
+        self._pending_add: dict[int, int] = {}  # their ids -> first rows in _adds
+        self._cancelled = False  # some rows of _adds were removed before being filed
         self._pending_remove: dict[int, None] = {}  # buffered single removes of filed subscriptions
-        self._one_id, self._one_out = np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64)
 
     @property
     def statistics(self) -> EventStatistics:
@@ -200,7 +205,7 @@ class Matcher:
             return False
         if sid in self._pending_add:
             return True
-        return sid not in self._pending_remove and self._is_filed(sid)
+        return sid not in self._pending_remove and self.id_filter.may_hold(sid) and self._is_filed(sid)
 
     def holds(self, sub_ids: Any) -> np.ndarray:
         """``sid in matcher`` for each of ``sub_ids`` (int64), as a bool array: one probe of the id table each,
@@ -210,9 +215,8 @@ class Matcher:
         return self.id_table.lookup(ids) >= 0 if len(ids) else np.zeros(0, dtype=bool)
 
     def _is_filed(self, sid: int) -> bool:
-        """``sid`` is in the id table (one probe, no array allocated: the single-change path)."""
-        self._one_id[0, 0] = sid
-        return bool(ht_lookup(self.id_table.keys, self.id_table.vals, self._one_id, self._one_out)[0] >= 0)
+        """``sid`` is in the id table (one probe, a scalar argument: the single-change path)."""
+        return ht_has1(self.id_table.keys, self.id_table.vals, sid)
 
     def add(self, sub_id: int, predicates: Any) -> None:
         """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id.
@@ -227,12 +231,12 @@ class Matcher:
         change; docs/engine.md, "Single changes"), so each costs microseconds
         and the subscriptions are filed as a bulk load would file them.
         """
-        sid = validate_subscription_id(sub_id)
-        preds = validate_subscription(predicates)
-        if sid in self._pending_add or (sid not in self._pending_remove and self._is_filed(sid)):
+        sid = sub_id if type(sub_id) is int and _ID_MIN <= sub_id <= _ID_MAX else validate_subscription_id(sub_id)
+        if sid in self._pending_add or (sid not in self._pending_remove and self.id_filter.may_hold(sid)
+                                        and self._is_filed(sid)):
             raise ValueError(f"duplicate subscription id {sid}")
-        self._pending_add[sid] = preds
-        if len(self._pending_add) >= PENDING_MAX:
+        self._pending_add[sid] = self._adds.append(sid, predicates)
+        if len(self._adds.ids) >= PENDING_MAX:
             self.flush()
 
     def flush(self) -> None:
@@ -241,9 +245,11 @@ class Matcher:
             ids = np.fromiter(self._pending_remove, dtype=np.int64, count=len(self._pending_remove))
             self._remove_found(ids, self.id_table.lookup(ids))
             self._pending_remove.clear()
-        if self._pending_add:
-            batch = SubscriptionBatch.from_lists(self._pending_add.items(), validated=True)
-            self._pending_add = {}
+        if len(self._adds):
+            batch = self._adds.batch()
+            if self._cancelled:
+                batch = take_subscription_groups(batch, np.array(sorted(self._pending_add.values()), dtype=np.int64))
+            self._adds, self._pending_add, self._cancelled = SubscriptionBuilder(), {}, False
             self._file(batch)
 
     def add_bulk(self, batch: SubscriptionBatch) -> None:
@@ -286,17 +292,21 @@ class Matcher:
         d = batch.disjunct_flags()
         if d.any():  # subscriptions of several rows: the id table holds the first row's handle
             head = d == 0
-            self.id_table.insert(ids[head], handles[head])
+            self._insert_ids(ids[head], handles[head])
             group = np.cumsum(head) - 1
             later = np.flatnonzero(~head)
             starts = np.r_[0, np.flatnonzero(np.diff(group[later])) + 1]
             for s, e in zip(starts.tolist(), np.r_[starts[1:], len(later)].tolist()):
                 self._rows[int(ids[later[s]])] = handles[later[s:e]]
         else:
-            self.id_table.insert(ids, handles)
+            self._insert_ids(ids, handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = ids
         self._index.add_bulk(handles, off, pids)
+
+    def _insert_ids(self, ids: np.ndarray, handles: np.ndarray) -> None:
+        self.id_table.insert(ids, handles)
+        self.id_filter.insert(ids, lambda: self.id_table.keys[self.id_table.vals != EMPTY, 0])
 
     def _file_prefixes(self, batch: SubscriptionBatch) -> SubscriptionBatch:
         """File the subscriptions that are one ``prefix`` predicate in the prefix groups; the rest of ``batch``.
@@ -326,7 +336,7 @@ class Matcher:
         attributes = [parsed[a][1] for a in attrs[pairs].tolist()]  # type: ignore[index]
         ids = np.asarray(batch.ids, dtype=np.int64)[rows]
         handles = self.handles.take(len(rows))
-        self.id_table.insert(ids, handles)
+        self._insert_ids(ids, handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = ids
         self.prefixes.add(handles, ids, attributes, prefixes)
@@ -354,13 +364,18 @@ class Matcher:
 
     def remove(self, sub_id: int) -> None:
         """Remove a subscription; ``KeyError`` if unknown.  Buffered like :meth:`add`; O(its size) when applied."""
-        try:
-            sid = validate_subscription_id(sub_id)
-        except ValueError:
-            raise KeyError(sub_id) from None
-        if self._pending_add.pop(sid, None) is not None:
+        if type(sub_id) is int and _ID_MIN <= sub_id <= _ID_MAX:
+            sid = sub_id
+        else:
+            try:
+                sid = validate_subscription_id(sub_id)
+            except ValueError:
+                raise KeyError(sub_id) from None
+        if self._pending_add and self._pending_add.pop(sid, None) is not None:
+            self._cancelled = True
             return
-        if sid in self._pending_remove or not self._is_filed(sid):
+        table = self.id_table  # (no filter: a removed id is mostly held)
+        if sid in self._pending_remove or not ht_has1(table.keys, table.vals, sid):
             raise KeyError(sub_id)
         self._pending_remove[sid] = None
         if len(self._pending_remove) >= PENDING_MAX:
@@ -495,5 +510,5 @@ class Matcher:
         out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
         out.update({k: v for k, v in pg.items() if k != "memory_bytes"})
         out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + pg["memory_bytes"] + self.id_table.nbytes
-                                  + self.handle_id.nbytes)
+                                  + self.id_filter.nbytes + self.handle_id.nbytes)
         return out

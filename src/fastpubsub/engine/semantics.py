@@ -149,7 +149,7 @@ def validate_predicates(predicates: Iterable[Sequence[Any]], *, operators: Seque
             raise ValueError(f"predicate {i}: attribute must be a non-empty string, got {attribute!r}")
         if attribute[0] == RESERVED_PREFIX:
             raise ValueError(f"predicate {i}: attribute names starting with NUL are reserved, got {attribute!r}")
-        if op not in OP_CODE:
+        if not (isinstance(op, str) and op in OP_CODE):  # (an unhashable operator is a ValueError too)
             if type(op) is not str or op not in operators:
                 raise ValueError(
                     f"predicate {i}: unknown operator {op!r}; expected one of {', '.join(operators)}"
