@@ -21,6 +21,12 @@ from pathlib import Path
 from . import report
 
 
+def ratio(a: float, b: float) -> str:
+    """``a / b`` as the tables print it: one decimal under 10, whole numbers above."""
+    r = a / b
+    return f"{r:,.1f}×" if r < 10 else f"{r:,.0f}×"
+
+
 def streams_rows(path: Path) -> list[dict]:
     """One row per size and system: the medians ``benchmarks.peers.streams`` wrote, and ours over each peer."""
     data = json.loads(path.read_text())
@@ -34,7 +40,7 @@ def streams_rows(path: Path) -> list[dict]:
                          "p99": s.get("latency_p99_ms"), "common": s.get("common_rate_p99_ms"),
                          "rss": s.get("peak_rss_mib"),
                          "exact": "yes" if s.get("exact") else "no",
-                         "ratio": "—" if system == "fastpubsub" or not (ours and peer) else f"{ours / peer:,.1f}×"})
+                         "ratio": "—" if system == "fastpubsub" or not (ours and peer) else ratio(ours, peer)})
     return rows
 
 
@@ -55,7 +61,7 @@ def pattern_rows(paths: list[Path]) -> list[dict]:
                          "matches": r.get("outputs"),
                          "same": "—" if r["system"] == "fastpubsub" else ("yes" if r.get("same_matches") else "no"),
                          "ratio": "—" if r["system"] == "fastpubsub" or n not in ours
-                         else f"{ours[n] / r['events_per_s']:,.0f}×"})
+                         else ratio(ours[n], r["events_per_s"])})
     return rows
 
 
@@ -69,7 +75,7 @@ def spark_rows(paths: list[Path]) -> list[dict]:
             other = [v for k, v in best.items() if k != reader]
             rows.append({"events": data["events"], "reader": reader, "best_s": s["best_seconds"],
                          "median_s": s["median_seconds"], "records_per_s": s["best_records_per_s"],
-                         "vs_other": f"{s['best_records_per_s'] / other[0]:.2f}×" if other else "—",
+                         "vs_other": ratio(s["best_records_per_s"], other[0]) if other else "—",
                          "equal": "yes" if data.get("snapshots_equal") else "no",
                          "pyspark": data.get("pyspark"), "load": " ".join(f"{x:.2f}" for x in data["load_average"])})
     return rows
@@ -95,15 +101,23 @@ def matcher_rows(path: Path) -> list[dict]:
                          "ms_per_event": best, "build_s": min(r["build_s"] for r in rs),
                          "memory_mb": round(max(memory)),
                          "matches_per_event": round(sum(r["matches_per_event"] for r in rs) / len(rs), 3),
-                         "ratio": "—" if system == "fastpubsub" else f"{best / ours:,.1f}×"})
+                         "ratio": "—" if system == "fastpubsub" else ratio(best, ours)})
     return rows
 
 
 def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[dict], spark: list[dict]) -> None:
     """Up to four panels, one per comparison: throughput against subscriptions on log axes where sizes vary."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     panels = [p for p in (streams, patterns, matchers, spark) if p]
-    fig, axes = report.subplots(len(panels), width=5.0)
-    axes = iter(axes)
+    rows = (len(panels) + 1) // 2
+    fig, grid = plt.subplots(rows, 2 if len(panels) > 1 else 1, figsize=(12, 4.5 * rows), squeeze=False)
+    for ax in grid.flat[len(panels):]:
+        ax.set_visible(False)
+    axes = iter(grid.flat)
     if streams:
         ax = next(axes)
         for system in dict.fromkeys(r["system"] for r in streams):
