@@ -58,7 +58,7 @@ def pattern_rows(paths: list[Path]) -> list[dict]:
                 ours[n] = r["events_per_s"]
             rows.append({"subscriptions": n, "system": r["system"] + (f" ({r['mode']})" if "mode" in r else ""),
                          "events_per_s": r["events_per_s"], "per_cpu_s": r.get("events_per_cpu_s"),
-                         "matches": r.get("outputs"),
+                         "matches": r.get("outputs"), "build_s": r.get("build_s"),
                          "same": "—" if r["system"] == "fastpubsub" else ("yes" if r.get("same_matches") else "no"),
                          "ratio": "—" if r["system"] == "fastpubsub" or n not in ours
                          else ratio(ours[n], r["events_per_s"])})
@@ -103,6 +103,18 @@ def matcher_rows(path: Path) -> list[dict]:
                          "matches_per_event": round(sum(r["matches_per_event"] for r in rs) / len(rs), 3),
                          "ratio": "—" if system == "fastpubsub" else ratio(best, ours)})
     return rows
+
+
+def matcher_matrix(rows: list[dict]) -> str:
+    """One line per system, one column per workload and size: best ms per event (its time over ours), then build
+    seconds and memory MB (their own counts; ours ``stats()["memory_bytes"]``), and matches per event."""
+    cases = list(dict.fromkeys((r["workload"], r["subscriptions"]) for r in rows))
+    out = [{"system": system, **{f"{w} {n:,}": next(
+        (f"{r['ms_per_event']:.3g} ({r['ratio']}) · {r['build_s']:.3g} s · {r['memory_mb']:,} MB · "
+         f"{r['matches_per_event']:.3g}" for r in rows if r["system"] == system and (r["workload"], r["subscriptions"]) == (w, n)),
+        "–") for w, n in cases}} for system in dict.fromkeys(r["system"] for r in rows)]
+    return report.markdown_table(out, [("system", "ms per event (its time over ours) · build · memory · matches per "
+                                                  "event"), *((f"{w} {n:,}", f"{w}, {n:,}") for w, n in cases)])
 
 
 def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[dict], spark: list[dict]) -> None:
@@ -182,13 +194,10 @@ def main() -> None:
     if patterns:
         print(report.markdown_table(patterns, [
             ("subscriptions", "subscriptions"), ("system", "system"), ("events_per_s", "events/s (wall)"),
-            ("per_cpu_s", "events per CPU s"), ("matches", "matches (timed events)"), ("same", "same match set"),
+            ("per_cpu_s", "events per CPU s"), ("matches", "matches (timed events)"), ("same", "same match set"), ("build_s", "build s"),
             ("ratio", "this engine over it")]), "\n")
     if matchers:
-        print(report.markdown_table(matchers, [
-            ("workload", "workload"), ("subscriptions", "subscriptions"), ("system", "system"),
-            ("ms_per_event", "ms per event (best)"), ("ratio", "its time over ours"), ("build_s", "build s (best)"),
-            ("memory_mb", "memory MB (own count)"), ("matches_per_event", "matches per event")]), "\n")
+        print(matcher_matrix(matchers), "\n")
     if spark:
         print(report.markdown_table(spark, [
             ("events", "events"), ("reader", "reader"), ("best_s", "best s"), ("median_s", "median s"),

@@ -1,4 +1,4 @@
-"""Benchmark of the statistics job's two readers: the Python data source against Spark's Kafka connector.
+"""The statistics job's reader, its Python data source, against Spark's Kafka connector (benchmarks/peers/spark_connector.py).
 
 Starts the embedded broker, produces ``--events`` W0 events (Avro) to
 pubsub.events as ``benchmarks.spark_statistics`` does, then runs the whole job
@@ -32,9 +32,14 @@ from pathlib import Path
 from benchmarks.spark_statistics import produce_w0
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.stats_job.event_statistics import StatisticsOptions
-from fastpubsub.stats_job.kafka_connector import session_config
-from fastpubsub.stats_job.statistics_job import READERS, run_statistics_job, spark_session
+from fastpubsub.stats_job.statistics_job import run_statistics_job
 from fastpubsub.stats_job.window import WindowSpec
+
+from .peers import spark_connector
+from .peers.spark_connector import connector_session, session_config
+
+#: The job's own reader (its Python data source) and Spark's Kafka connector (``read_window``).
+READERS = {"source": None, "connector": spark_connector.read_window}
 
 
 def _snapshot(result) -> dict:
@@ -67,12 +72,12 @@ def main() -> None:
         t = time.perf_counter()
         produce_w0(bs, args.events, args.partitions)
         print(f"produced {args.events} W0 events in {time.perf_counter() - t:.1f}s (not part of the measurement)")
-        spark = spark_session(args.master, reader="connector", connector_jars=args.connector_jars)
+        spark = connector_session(args.master, args.connector_jars)
         spark.sparkContext.setLogLevel("WARN")
 
         def job(reader: str, window: WindowSpec):
             return run_statistics_job(bs, window=window, options=options, output=None, publish=False, spark=spark,
-                                      split_size=args.split_size, reader=reader)
+                                      split_size=args.split_size, read_window=READERS[reader])
 
         warm = WindowSpec("earliest", end_offsets={q: min(args.warmup, args.events // args.partitions)
                                                    for q in range(args.partitions)})
@@ -80,7 +85,7 @@ def main() -> None:
             job(reader, warm)
         runs, reference = [], None
         for round_ in range(args.rounds):
-            for reader in READERS if round_ % 2 == 0 else READERS[::-1]:
+            for reader in list(READERS) if round_ % 2 == 0 else list(READERS)[::-1]:
                 t = time.perf_counter()
                 r = job(reader, WindowSpec("earliest"))
                 seconds = round(time.perf_counter() - t, 2)

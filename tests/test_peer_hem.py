@@ -105,7 +105,7 @@ def test_the_sparse_workload_is_reported_unsupported_with_its_reason():
 def test_their_matchers_and_ours_agree_on_the_interval_workload():
     binary = os.environ.get("FASTPUBSUB_HEM_RUN")
     if not binary:
-        pytest.skip("FASTPUBSUB_HEM_RUN (their program, built as benchmarks/peers/README.md says) is not set")
+        pytest.skip("FASTPUBSUB_HEM_RUN (their program, with the parameters benchmarks/peers/README.md gives) is not set")
     workload = hem.WORKLOADS["interval"]
     theirs = hem.run_theirs(Path(binary), workload)
     rows = theirs["rows"]

@@ -6,7 +6,7 @@
 The peer is the ``run`` program of github.com/shiwanghua/HEM built outside this repository, one build per number
 of subscriptions (``subs`` is a compile-time constant of their ``constant.h``), with ``main.cpp`` running
 ``run_rein`` (REIN), ``run_HEM5`` (HEM5DD), ``run_tama_forward_native`` (TAMA) and ``run_OpIndex`` (OpIndex)
-on one generated data set (benchmarks/peers/README.md says how to build it).  Their generator
+on one generated data set (benchmarks/peers/README.md gives the parameters).  Their generator
 (``intervalGenerator``, generator.cpp) makes ``cons`` ranges of ``width * valDom`` values on distinct
 attributes drawn uniformly from ``atts``, low ends uniform so that a range fits in ``0..valDom-1``, and 1,000
 events (``pubs``, a constant too) of ``m`` attributes with uniform values; each algorithm appends one line to its

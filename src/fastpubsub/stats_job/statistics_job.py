@@ -4,9 +4,7 @@ Entry points: :func:`run_statistics_job` (what ``pubsub stats`` calls),
 ``python -m fastpubsub.stats_job`` and ``spark-submit src/fastpubsub/stats_job/statistics_job.py``
 (both :func:`main`).  One run: resolve the window (default: everything since
 the last snapshot of this topic), read it through the Python data source
-(``--reader source``, the default) or Spark's own Kafka connector (``--reader
-connector``, :mod:`fastpubsub.stats_job.kafka_connector`) into partial counts
-per decoded batch ("first pass": Kafka, decoding, counting in
+(:mod:`fastpubsub.stats_job.kafka_source`) into partial counts per decoded batch ("first pass": Kafka, decoding, counting in
 the executors), merge them in one Spark job and derive the statistics on the
 driver (groups too big for it in Spark), with a second pass over the window
 only for joint sets the batches did not all guess ("statistics"), then
@@ -25,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Mapping
 
 from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
 from fastpubsub.kafka import ClientFactory
@@ -34,15 +33,12 @@ from fastpubsub.runtime.atomic_file import write_atomically
 from fastpubsub.wire.printable import log_to_stderr
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize
-from .kafka_connector import ConnectorUnavailable, connector_partial_counts, java_options, session_config, unavailable
 from .kafka_source import DEFAULT_BATCH_SIZE, DEFAULT_SPLIT_SIZE, KafkaEventsDataSource
 from .window import FROM_CHOICES, WindowSpec, parse_offsets, parse_time, resolve_window
 
 log = logging.getLogger("fastpubsub.stats_job.statistics")
 
 DEFAULT_OUTPUT = "out/statistics.json"
-#: How the job reads the window: our Python data source, or Spark's Kafka connector (its jars needed).
-READERS = ("source", "connector")
 
 
 @dataclass
@@ -55,10 +51,9 @@ class JobResult:
     output: Path | None
 
 
-def spark_session(master: str | None = None, driver_memory: str = "4g", reader: str = "source",
-                  connector_jars: list[str] | None = None):
-    """A SparkSession with the data source registered (reuses a running one); with ``reader="connector"`` it
-    loads Spark's Kafka connector (``connector_jars``, else the package of this Spark's version)."""
+def spark_session(master: str | None = None, driver_memory: str = "4g", config: Mapping[str, str] | None = None):
+    """A SparkSession with the data source registered (reuses a running one); ``config``: more settings for a
+    session this call starts (e.g. jars to load, which must be known before its JVM starts)."""
     from pyspark.sql import SparkSession
 
     # Python workers must run this interpreter (it has pyarrow, confluent-kafka, ...);
@@ -74,20 +69,12 @@ def spark_session(master: str | None = None, driver_memory: str = "4g", reader: 
         builder.config("spark.driver.memory", driver_memory)  # only effective when Python starts the JVM
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.ui.showConsoleProgress", "false")
-        # the connector's batches for mapInArrow: as many records as the data source decodes at once
+        # batches for mapInArrow: as many records as the data source decodes at once
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(DEFAULT_BATCH_SIZE))
     )
-    if reader != "connector":
-        spark = builder.getOrCreate()
-    else:
-        for k, v in session_config(connector_jars).items():
-            builder = builder.config(k, v)
-        try:
-            spark = builder.getOrCreate()
-        except Exception as exc:  # Ivy's resolution failed, or a jar is missing: the JVM did not start
-            import pyspark
-
-            raise unavailable(pyspark.__version__, f"the session did not start: {exc}") from exc
+    for k, v in (config or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     spark.dataSource.register(KafkaEventsDataSource)
     return spark
 
@@ -104,16 +91,16 @@ def run_statistics_job(
     master: str | None = None,
     split_size: int = DEFAULT_SPLIT_SIZE,
     kafka_config: dict[str, str] | None = None,
-    reader: str = "source",
+    read_window: Callable | None = None,
 ) -> JobResult:
     """Compute one snapshot of ``topic``'s window; publish it and write it to ``output`` (None: no file).
 
     ``kafka_config``: the ``-X`` settings, for every client of the job: here and, through the data
-    source's options, in the Spark workers (translated for Kafka's Java client with ``reader="connector"``).
-    ``reader``: one of :data:`READERS`; the connector must be on ``spark``'s classpath (:func:`spark_session`).
+    source's options, in the Spark workers.
+    ``read_window``: another reader of the window, ``(spark, clients, topic, ranges, split_size, options)`` ->
+    a DataFrame of the partial counts the data source yields for the same ``options`` (``pass``, ``joint.sets``,
+    ``joint.auto``); benchmarks.spark_readers runs the job with Spark's own Kafka connector this way.
     """
-    if reader not in READERS:
-        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
     clients = ClientFactory(bootstrap_servers, kafka_config or {})
     window = window or WindowSpec()
     options = options or StatisticsOptions()
@@ -137,11 +124,8 @@ def run_statistics_job(
         log.info("nothing new in the window: no snapshot")
         return JobResult(None, 0, time.perf_counter() - t0, 0.0, None, None)
     def read(**options: str):
-        if reader == "connector":
-            return connector_partial_counts(
-                spark, clients, topic, ranges, split_size, options.get("pass", "first"),
-                json.loads(options["joint.sets"]) if "joint.sets" in options else None,
-                tuple(json.loads(options["joint.auto"])) if "joint.auto" in options else None)
+        if read_window is not None:
+            return read_window(spark, clients, topic, ranges, split_size, options)
         source = spark.read.format(KafkaEventsDataSource.name())
         for k, v in {**clients.to_options(), **options}.items():  # the connection settings travel to the workers
             source = source.option(k, v)
@@ -237,12 +221,6 @@ def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap
     o.add_argument("--master", help="Spark master when started with python (spark-submit sets its own): local[2], or "
                                     "spark://HOST:PORT for a standalone cluster (default local[*])")
     o.add_argument("--split-size", type=int, default=DEFAULT_SPLIT_SIZE, help="offsets per Spark partition (default %(default)s)")
-    o.add_argument("--reader", choices=READERS, default="source",
-                   help="source: the job's Python data source (confluent-kafka); connector: Spark's Kafka "
-                        "connector (spark-sql-kafka-0-10 of Spark's version, Kafka's Java client) (default %(default)s)")
-    o.add_argument("--connector-jars", type=lambda t: [j for j in t.split(",") if j], metavar="JAR,...",
-                   help="with --reader connector: the connector's jars and their dependencies, instead of "
-                        "fetching the package at start")
     o.add_argument("-X", dest="kafka_config", action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka setting for every Kafka client of the job (security...); repeatable")
     o.add_argument("--client-config", metavar="FILE", help="librdkafka settings for every Kafka client of the job, one "
@@ -271,24 +249,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
     if args.every is not None and (window.start_from != "last-run" or window.start_offsets or window.end_offsets
                                    or window.start_time_ms is not None or window.end_time_ms is not None):
         parser.error("--every reads what is new since the last run each time; it takes no window options")
-    if args.reader == "connector":
-        try:
-            java_options(clients.settings)
-        except ValueError as exc:
-            parser.error(str(exc))
-    elif args.connector_jars:
-        parser.error("--connector-jars goes with --reader connector")
-    try:
-        spark = spark_session(args.master, reader=args.reader, connector_jars=args.connector_jars)
-    except ConnectorUnavailable as exc:
-        parser.exit(1, f"{parser.prog}: {exc}\n")
+    spark = spark_session(args.master)
     spark.sparkContext.setLogLevel("WARN")
     while True:
         started = time.monotonic()
         try:
             run_statistics_job(clients.bootstrap_servers, args.topic, window, options, args.output or None,
                                not args.no_publish, args.statistics_topic, spark, split_size=args.split_size,
-                               kafka_config=clients.settings, reader=args.reader)
+                               kafka_config=clients.settings)
         except Exception:
             if args.every is None:
                 raise

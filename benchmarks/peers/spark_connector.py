@@ -1,8 +1,13 @@
-"""The job's second reader: Spark's own Kafka connector (``spark-sql-kafka-0-10``) instead of the Python data source.
+"""Spark's own Kafka connector (``spark-sql-kafka-0-10``) as a reader of the statistics job, beside its Python data source.
+
+The job reads its window with its data source (``fastpubsub.stats_job.kafka_source``); this is the reader a Spark
+user would reach for instead, kept here so that ``benchmarks.spark_readers`` can run the whole job with either and
+compare them (docs/benchmarks.md, "Against the alternatives": the data source is as fast or faster, so it is the
+job's only reader).  :func:`connector_partial_counts` is what ``run_statistics_job(read_window=...)`` takes.
 
 The connector is a Maven package of the same version as Spark
 (:func:`connector_package`), fetched by Spark at session start
-(``spark.jars.packages``) or given as jars (``--connector-jars``).  It reads
+(``spark.jars.packages``, :func:`session_config`) or given as jars.  It reads
 the same resolved offset ranges (``assign``, ``startingOffsets``,
 ``endingOffsets``) with Kafka's Java client, ``read_committed`` as librdkafka
 reads by default; ``mapInArrow`` then hands each Arrow batch of values and
@@ -24,7 +29,7 @@ from typing import Callable, Iterator, Mapping
 
 from fastpubsub.kafka import ClientFactory
 
-from .kafka_source import OffsetRange
+from fastpubsub.stats_job.kafka_source import OffsetRange
 
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 
@@ -64,7 +69,7 @@ def session_config(connector_jars: list[str] | None = None) -> dict[str, str]:
 
 def unavailable(spark_version: str, reason: str) -> ConnectorUnavailable:
     return ConnectorUnavailable(
-        f"Spark's Kafka connector is not loaded ({reason}): --reader connector needs "
+        f"Spark's Kafka connector is not loaded ({reason}): it needs "
         f"{connector_package(spark_version)} (Spark {spark_version}) on the session's classpath; it is fetched "
         f"when the session starts, unless --connector-jars gives its jars and their dependencies")
 
@@ -104,7 +109,7 @@ def java_options(settings: Mapping[str, object]) -> dict[str, str]:
         out["ssl.endpoint.identification.algorithm"] = "" if algorithm == "none" else algorithm
     if s:
         raise ValueError(f"Spark's Kafka connector (Kafka's Java client) has no equivalent of the librdkafka "
-                         f"setting(s) {', '.join(sorted(s))}: leave them out or use --reader source")
+                         f"setting(s) {', '.join(sorted(s))}: leave them out")
     return {"kafka." + k: v for k, v in out.items()}
 
 
@@ -125,7 +130,7 @@ def _counter(mode: str, joint_sets: list[list[str]] | None, joint_auto: tuple[in
         import numpy as np
         import pyarrow as pa
 
-        from .partial_counts import batch_counts
+        from fastpubsub.stats_job.partial_counts import batch_counts
 
         for batch in batches:
             if not batch.num_rows:
@@ -143,7 +148,7 @@ def connector_partial_counts(spark, clients: ClientFactory, topic: str, ranges: 
                              joint_auto: tuple[int, float] | None = None):
     """The DataFrame of partial counts (:data:`~fastpubsub.stats_job.partial_counts.SCHEMA`) of ``ranges``,
     read by the connector in about ``split_size`` offsets per Spark partition."""
-    from .partial_counts import SCHEMA
+    from fastpubsub.stats_job.partial_counts import SCHEMA
 
     options = {"kafka.bootstrap.servers": clients.bootstrap_servers, **java_options(clients.settings),
                **assign_options(topic, ranges),
@@ -158,3 +163,28 @@ def connector_partial_counts(spark, clients: ClientFactory, topic: str, ranges: 
             raise unavailable(spark.version, "no data source 'kafka' in this session") from None
         raise
     return frame.select("value", "timestamp", "timestampType").mapInArrow(_counter(mode, joint_sets, joint_auto), SCHEMA)
+
+
+def read_window(spark, clients: ClientFactory, topic: str, ranges: list[OffsetRange], split_size: int,
+                options: Mapping[str, str]):
+    """``run_statistics_job``'s ``read_window``: the data source's options (``pass``, ``joint.sets``,
+    ``joint.auto``) read by the connector."""
+    return connector_partial_counts(
+        spark, clients, topic, ranges, split_size, options.get("pass", "first"),
+        json.loads(options["joint.sets"]) if "joint.sets" in options else None,
+        tuple(json.loads(options["joint.auto"])) if "joint.auto" in options else None)
+
+
+def connector_session(master: str | None = None, connector_jars: list[str] | None = None):
+    """The job's SparkSession with the connector loaded (:func:`session_config`); ConnectorUnavailable when the
+    session cannot start with it."""
+    from fastpubsub.stats_job.statistics_job import spark_session
+
+    try:
+        return spark_session(master, config=session_config(connector_jars))
+    except ConnectorUnavailable:
+        raise
+    except Exception as exc:  # Ivy's resolution failed, or a jar is missing: the JVM did not start
+        import pyspark
+
+        raise unavailable(pyspark.__version__, f"the session did not start: {exc}") from exc

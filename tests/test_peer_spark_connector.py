@@ -1,4 +1,5 @@
-"""The statistics job's two readers: Spark's Kafka connector gives the snapshot the Python data source gives.
+"""Spark's own Kafka connector as the statistics job's reader (benchmarks/peers/spark_connector.py) gives the
+snapshot the job's Python data source gives: so benchmarks.spark_readers compares the same work.
 
 The connector is a Maven package of Spark's exact version; the test needs it
 in the local Maven or Ivy cache (CI does not download it) and skips otherwise.
@@ -22,10 +23,10 @@ from test_spark_statistics import _produce, _topic, known_events
 
 from fastpubsub.stats_job.event_statistics import StatisticsOptions
 from fastpubsub.kafka import ClientFactory
-from fastpubsub.stats_job.kafka_connector import (CONNECTOR, ConnectorUnavailable, assign_options,
-                                                  connector_partial_counts, java_options)
+from benchmarks.peers.spark_connector import (CONNECTOR, ConnectorUnavailable, assign_options,
+                                              connector_partial_counts, java_options)
 from fastpubsub.stats_job.kafka_source import OffsetRange
-from fastpubsub.stats_job.statistics_job import build_parser, run_statistics_job
+from fastpubsub.stats_job.statistics_job import run_statistics_job
 from fastpubsub.stats_job.window import WindowSpec
 from fastpubsub.wire.codecs import encode_event
 
@@ -70,18 +71,6 @@ def test_a_sasl_password_without_a_mechanism_the_java_client_takes_it_with_is_re
 def test_the_connector_reads_the_resolved_ranges_end_exclusive_and_skips_empty_ones():
     assert assign_options("t", [OffsetRange(0, 5, 9), OffsetRange(1, 3, 3), OffsetRange(2, 0, 1)]) == {
         "assign": '{"t": [0, 2]}', "startingOffsets": '{"t": {"0": 5, "2": 0}}', "endingOffsets": '{"t": {"0": 9, "2": 1}}'}
-
-
-def test_the_command_line_refuses_connector_jars_without_the_connector(capsys):
-    from fastpubsub.stats_job.statistics_job import main
-
-    with pytest.raises(SystemExit):
-        main(["-b", "localhost:9", "--connector-jars", "a.jar"])
-    assert "--connector-jars goes with --reader connector" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["-b", "localhost:9", "--reader", "connector", "-X", "linger.ms=5"])
-    assert "linger.ms" in capsys.readouterr().err
-    assert build_parser().parse_args(["--connector-jars", "a.jar,b.jar"]).connector_jars == ["a.jar", "b.jar"]
 
 
 @pytest.mark.spark
@@ -130,10 +119,18 @@ def test_the_connector_gives_the_snapshot_the_source_gives(broker, spark, tmp_pa
                                 spark=spark, split_size=40)
     assert source.statistics.event_count == len(events) and source.statistics.bad_records == 2
     assert "aborted" not in source.statistics.attributes
-    command = [sys.executable, "-m", "fastpubsub.stats_job", "-b", bs, "--topic", topic, "--from", "earliest",
-               "--reader", "connector", "--no-publish", "--output", str(tmp_path / "connector.json"),
-               "--master", "local[2]", "--split-size", "40", "--top-k", "4", "--quantiles", "5",
-               "--min-support", "0.05", "--joint-sets", "3", "--joint-top-k", "3"]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=540, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    script = ("import sys\n"
+              "from benchmarks.peers.spark_connector import connector_session, read_window\n"
+              "from fastpubsub.stats_job.event_statistics import StatisticsOptions\n"
+              "from fastpubsub.stats_job.statistics_job import run_statistics_job\n"
+              "from fastpubsub.stats_job.window import WindowSpec\n"
+              "bs, topic, out = sys.argv[1:]\n"
+              "opts = StatisticsOptions(top_k=4, quantiles=5, min_support=0.05, joint_sets=3, joint_top_k=3)\n"
+              "run_statistics_job(bs, topic, WindowSpec('earliest'), opts, out, publish=False,\n"
+              "                   spark=connector_session('local[2]'), split_size=40, read_window=read_window)\n")
+    command = [sys.executable, "-c", script, bs, topic, str(tmp_path / "connector.json")]
+    root = str(Path(__file__).resolve().parents[1])
+    run = subprocess.run(command, capture_output=True, text=True, timeout=540, cwd=root,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([root, *sys.path])})
     assert run.returncode == 0, run.stderr[-3000:]
     assert _without_computed_at(tmp_path / "connector.json") == _without_computed_at(tmp_path / "source.json")
