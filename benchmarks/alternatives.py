@@ -2,9 +2,10 @@
 
     python -m benchmarks.alternatives \\
         --streams benchmarks/results/runs/2026-11-28-peers-streams.json \\
-        --patterns benchmarks/results/runs/2026-11-28-pattern-peers-esper-siddhi.jsonl ... \\
-        --matchers benchmarks/results/runs/2026-11-28-peers-hem.json \\
-        --spark benchmarks/results/runs/2026-11-28-spark-readers-1m.json ... \\
+        --patterns benchmarks/results/runs/2026-11-28-pattern-peers-esper-siddhi.jsonl \\
+                   benchmarks/results/runs/2026-11-28-pattern-peers-esper-100k.jsonl \\
+        --matchers benchmarks/results/runs/2026-11-28-peers-hem-quiet.json \\
+        --spark benchmarks/results/runs/2026-11-28-spark-readers-1m.json benchmarks/results/runs/2026-11-28-spark-readers-10m.json \\
         --plot docs/img/alternatives.png
 
 Each input is what one side-by-side run wrote (``benchmarks.peers.streams``, ``benchmarks.pattern_peers``,
@@ -27,11 +28,14 @@ def ratio(a: float, b: float) -> str:
     return f"{r:,.1f}×" if r < 10 else f"{r:,.0f}×"
 
 
-def streams_rows(path: Path) -> list[dict]:
-    """One row per size and system: the medians ``benchmarks.peers.streams`` wrote, and ours over each peer."""
-    data = json.loads(path.read_text())
-    rows = []
-    for size in data["sizes"]:
+def streams_rows(paths: list[Path]) -> list[dict]:
+    """One row per size and system: the medians ``benchmarks.peers.streams`` wrote, and ours over each peer; a
+    size in several files is taken from the first."""
+    rows: list[dict] = []
+    sizes = [size for path in paths for size in json.loads(path.read_text())["sizes"]]
+    for size in sizes:
+        if any(r["subscriptions"] == size["subscriptions"] for r in rows):
+            continue
         summary = size.get("summary") or {}
         ours = (summary.get("fastpubsub") or {}).get("max_events_per_s")
         for system, s in summary.items():
@@ -174,35 +178,45 @@ def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[d
     report.save(fig, path)
 
 
+def tables(streams: list[dict] = (), patterns: list[dict] = (), matchers: list[dict] = (),
+           spark: list[dict] = ()) -> list[str]:
+    """The markdown tables of the comparisons given, in the page's order."""
+    out = []
+    if streams:
+        common = [("common", "p99 ms at a common rate")] if any(r["common"] for r in streams) else []
+        out.append(report.markdown_table(streams, [
+            ("subscriptions", "W0 subscriptions"), ("system", "system"), ("max", "max events/s"),
+            ("p99", "p99 ms at half its max"), *common, ("rss", "peak RSS MiB"), ("exact", "exact"),
+            ("ratio", "fastpubsub's max over it")]))
+    if matchers:
+        out.append(matcher_matrix(matchers))
+    if patterns:
+        out.append(report.markdown_table(patterns, [
+            ("subscriptions", "subscriptions"), ("system", "system"), ("events_per_s", "events/s (wall)"),
+            ("per_cpu_s", "events per CPU s"), ("matches", "matches (timed events)"), ("same", "same match set"),
+            ("build_s", "build s"), ("ratio", "this engine over it")]))
+    if spark:
+        out.append(report.markdown_table(spark, [
+            ("events", "events"), ("reader", "reader"), ("best_s", "best s"), ("median_s", "median s"),
+            ("records_per_s", "records/s (best)"), ("vs_other", "over the other"), ("equal", "same snapshot"),
+            ("pyspark", "PySpark"), ("load", "load average at the end")]))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--streams", type=Path)
+    ap.add_argument("--streams", type=Path, nargs="*", default=[])
     ap.add_argument("--patterns", type=Path, nargs="*", default=[])
     ap.add_argument("--matchers", type=Path)
     ap.add_argument("--spark", type=Path, nargs="*", default=[])
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
-    streams = streams_rows(args.streams) if args.streams else []
+    streams = streams_rows(args.streams)
     patterns = pattern_rows(args.patterns)
     matchers = matcher_rows(args.matchers) if args.matchers else []
     spark = spark_rows(args.spark)
-    if streams:
-        print(report.markdown_table(streams, [
-            ("subscriptions", "W0 subscriptions"), ("system", "system"), ("max", "max events/s"),
-            ("p99", "p99 ms at half its max"), ("common", "p99 ms at a common rate"), ("rss", "peak RSS MiB"), ("exact", "exact"),
-            ("ratio", "fastpubsub's max over it")]), "\n")
-    if patterns:
-        print(report.markdown_table(patterns, [
-            ("subscriptions", "subscriptions"), ("system", "system"), ("events_per_s", "events/s (wall)"),
-            ("per_cpu_s", "events per CPU s"), ("matches", "matches (timed events)"), ("same", "same match set"), ("build_s", "build s"),
-            ("ratio", "this engine over it")]), "\n")
-    if matchers:
-        print(matcher_matrix(matchers), "\n")
-    if spark:
-        print(report.markdown_table(spark, [
-            ("events", "events"), ("reader", "reader"), ("best_s", "best s"), ("median_s", "median s"),
-            ("records_per_s", "records/s (best)"), ("vs_other", "over the other"), ("equal", "same snapshot"),
-            ("pyspark", "PySpark"), ("load", "load average at the end")]), "\n")
+    for table in tables(streams, patterns, matchers, spark):
+        print(table, "\n")
     if args.plot:
         plot(args.plot, streams, patterns, matchers, spark)
         print(f"wrote {args.plot}")
