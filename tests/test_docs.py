@@ -29,7 +29,8 @@ NARRATION = {
     "a session number": re.compile(r"\b[Ss]ession \d"),
     "an issue number": re.compile(r"\b[Ii]ssue #?\d+"),
     "a clock time": re.compile(r"\b\d\d:\d\d(?:[–-]\d\d:\d\d)? UTC\b"),
-    "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"),
+    # (a peer's version, ``github.com/owner/repo@<commit>``, is a version, not history)
+    "a commit hash": re.compile(r"(?<!@)\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"),
     "a tally of runs": re.compile(r"\b(?:in|from) (?:two|three|four|five|six|seven|\d) (?:alternating |later )?runs\b"
                                   r"|\((?:two|three|four|five|six|seven) runs\)|\b(?:a|the) second run\b"),
     "versions tried": re.compile(r"\bversions? (?:\w+ ){0,3}tried\b"),
