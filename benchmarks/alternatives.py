@@ -121,6 +121,16 @@ def matcher_matrix(rows: list[dict]) -> str:
                                                   "event"), *((f"{w} {n:,}", f"{w}, {n:,}") for w, n in cases)])
 
 
+def _lines(ax, rows: list[dict], value: str, xlabel: str, ylabel: str, title: str) -> None:
+    """One line per system of ``value`` against subscriptions, log-log."""
+    for system in dict.fromkeys(r["system"] for r in rows):
+        pts = sorted({r["subscriptions"]: r[value] for r in rows if r["system"] == system and r[value]}.items())
+        ax.plot(*zip(*pts), marker="o", label=system)
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[dict], spark: list[dict]) -> None:
     """Up to four panels, one per comparison: throughput against subscriptions on log axes where sizes vary."""
     import matplotlib
@@ -135,23 +145,10 @@ def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[d
         ax.set_visible(False)
     axes = iter(grid.flat)
     if streams:
-        ax = next(axes)
-        for system in dict.fromkeys(r["system"] for r in streams):
-            pts = [(r["subscriptions"], r["max"]) for r in streams if r["system"] == system and r["max"]]
-            ax.plot(*zip(*pts), marker="o", label=system)
-        ax.set(xscale="log", yscale="log", xlabel="W0 subscriptions", ylabel="max events/s (end to end)",
-               title="Kafka Streams, same broker")
-        ax.legend(fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
+        _lines(next(axes), streams, "max", "W0 subscriptions", "max events/s (end to end)", "Kafka Streams, same broker")
     if patterns:
-        ax = next(axes)
-        for system in dict.fromkeys(r["system"] for r in patterns):
-            pts = sorted({r["subscriptions"]: r["events_per_s"] for r in patterns if r["system"] == system}.items())
-            ax.plot(*zip(*pts), marker="o", label=system)
-        ax.set(xscale="log", yscale="log", xlabel="pattern subscriptions (S1-S3)", ylabel="events/s",
-               title="Pattern subscriptions, in process")
-        ax.legend(fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
+        _lines(next(axes), patterns, "events_per_s", "pattern subscriptions (S1-S3)", "events/s",
+               "Pattern subscriptions, in process")
     if matchers:
         ax = next(axes)
         labels = [f"{r['workload']}\n{r['subscriptions'] // 1000:,}K" for r in matchers if r["system"] == "fastpubsub"]

@@ -35,11 +35,10 @@ from fastpubsub.stats_job.event_statistics import StatisticsOptions
 from fastpubsub.stats_job.statistics_job import run_statistics_job
 from fastpubsub.stats_job.window import WindowSpec
 
-from .peers import spark_connector
-from .peers.spark_connector import connector_session, session_config
+from .peers.spark_connector import connector_session, read_window, session_config
 
 #: The job's own reader (its Python data source) and Spark's Kafka connector (``read_window``).
-READERS = {"source": None, "connector": spark_connector.read_window}
+READERS = {"source": None, "connector": read_window}
 
 
 def _snapshot(result) -> dict:
@@ -85,7 +84,7 @@ def main() -> None:
             job(reader, warm)
         runs, reference = [], None
         for round_ in range(args.rounds):
-            for reader in list(READERS) if round_ % 2 == 0 else list(READERS)[::-1]:
+            for reader in READERS if round_ % 2 == 0 else reversed(READERS):
                 t = time.perf_counter()
                 r = job(reader, WindowSpec("earliest"))
                 seconds = round(time.perf_counter() - t, 2)

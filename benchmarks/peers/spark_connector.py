@@ -182,8 +182,6 @@ def connector_session(master: str | None = None, connector_jars: list[str] | Non
 
     try:
         return spark_session(master, config=session_config(connector_jars))
-    except ConnectorUnavailable:
-        raise
     except Exception as exc:  # Ivy's resolution failed, or a jar is missing: the JVM did not start
         import pyspark
 
