@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 #: A newcomer's page and a report, not manuals (the user guide and the design notes hold the rest).
-MAX_LINES = {"README.md": 250, "docs/benchmarks.md": 720}
+MAX_LINES = {"README.md": 250, "docs/benchmarks.md": 700}
 
 #: How the work went belongs in git history, not in the docs.
 NARRATION = {
