@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import fig3
@@ -72,10 +73,36 @@ def test_scaling_quick_sweeps_plain_and_runs_and_gives_each_relative_to_its_smal
         assert float(mine[0]["encoded_vs_first_median"]) == 1.0 and float(mine[0]["dicts_vs_first_median"]) == 1.0
     for n in scaling.QUICK.ns:  # both cluster layouts found the same matches (best_passes checks dicts against encoded)
         assert len({r["matches_per_event"] for r in got if int(r["n"]) == n}) == 1
+    for r in got:  # loaded in chunks of 7,000, every N's sample exact against the numpy evaluation
+        assert int(r["chunks"] or 1) == -(-int(r["n"]) // scaling.QUICK.chunk)
+        assert int(r["checked_events"]) == scaling.QUICK.check and float(r["rss_bytes_per_sub"]) != 0
     assert_figure(tmp_path, "scaling")
     md = (tmp_path / "scaling.md").read_text()
     assert "| plain clusters | 5,000 |" in md and "| runs from 256 | 20,000 |" in md
     assert "Scaling with N" in (tmp_path / "report.md").read_text()
+
+
+def test_the_scaling_sample_check_fails_on_a_matcher_missing_a_chunk():
+    from benchmarks import scaling
+    from fastpubsub.engine import Matcher
+    from dataclasses import replace
+
+    from fastpubsub.workloads.fabret import W0, generate_events
+
+    dense = replace(W0, domain=(1, 3))  # about 12 matches per event at 3,000 subscriptions
+    plan = scaling.Plan((3000,), (256,), 100, 1, chunk=1000, check=100)
+    chunks = scaling.chunk_makers(dense, 3000, plan.chunk, seed=5)
+    assert [len(c()) for c in chunks] == [1000, 1000, 1000]
+    assert np.array_equal(np.concatenate([c().ids for c in chunks]), np.arange(3000))
+    events = generate_events(dense, n=100, seed=6)
+    full, partial = Matcher("dynamic"), Matcher("dynamic")
+    for c in chunks:
+        full.add_bulk(c())
+    partial.add_bulk(chunks[0]())
+    partial.add_bulk(chunks[2]())
+    assert scaling.check_sample(full, chunks, events, plan, W0.n_attributes, seed=1)["checked_matches"] > 0
+    with pytest.raises(AssertionError, match="differ from the oracle"):
+        scaling.check_sample(partial, chunks, events, plan, W0.n_attributes, seed=1)
 
 
 def test_an_algorithm_whose_pass_is_too_slow_is_not_run_at_larger_n():
