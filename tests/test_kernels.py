@@ -389,7 +389,7 @@ def _stage_arrays(m):
     sat = np.empty(len(preds.bits), dtype=np.int64)
     gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
     gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
-    hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
+    hit, sv = np.empty((1, 5), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
     return preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit, sv
 
 
@@ -554,7 +554,7 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
             stage_heads(probe, n_probe, store, runs)
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
             hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
-            sv = runs_entries(g1 - g0, hit, nh, gmask, store, runs, sv, sv_off, ahead)
+            sv = runs_entries(g1 - g0, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, ahead)
             gmask[:] = 0
             for i in range(g1 - g0):
                 esat = gsat[gs_off[i]:gs_off[i + 1]].tolist()
