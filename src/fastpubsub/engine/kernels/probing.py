@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..structures.cluster_store import (INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row, sub_bounds,
+from ..structures.cluster_store import (INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, popcount32, run_row, sub_half,
                                         sub_index, sub_pointer)
 from ..structures.hashtable import ht_find3, ht_slot2, ht_slot3
 from ..structures.predicates import satisfied_predicates
@@ -483,13 +483,15 @@ def runs_entries(n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, a
     loop is :func:`runs_entries_into`, which stops where ``sv`` is full:
     ``sv`` is grown here and the loop resumed.  A run with a second level
     (engine/structures/cluster_store.py) is not tested entry by entry: the
-    event's satisfied predicates ``gsat[gs_off[i]:gs_off[i + 1]]`` are looked
-    up in its index, and the entries of each sub-run found pass.
+    words of its index's bitmap are AND-ed with those of the event's
+    satisfied predicates ``gsat[gs_off[i]:gs_off[i + 1]]`` (:func:`event_words`),
+    and the entries of each sub-run found pass.
     """
     sv_off[:] = 0
     h, nsv = -2 * ahead, 0
+    ebits = event_words(n_grp, gs_off, gsat, hit, nh, runs)
     while True:
-        h, nsv = runs_entries_into(h, n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead)
+        h, nsv = runs_entries_into(h, n_grp, ebits, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead)
         if h >= nh:
             break
         bigger = np.empty((max(2 * sv.shape[0], nsv + hit[h, 3] - hit[h, 2]), sv.shape[1]), dtype=sv.dtype)
@@ -500,8 +502,31 @@ def runs_entries(n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, a
     return sv
 
 
+@njit(cache=True)
+def event_words(n_grp, gs_off, gsat, hit, nh, runs):
+    """Bit ``p & 31`` of word ``[i, p >> 5]``: event ``i`` of the group satisfies ``p`` -- if a run found has a
+    second level (else nothing: no words), up to the group's largest satisfied predicate id."""
+    sub_off = runs.sub_off
+    need = False
+    for h in range(nh):
+        if sub_off.shape[0] and sub_off[hit[h, 1]] >= 0:
+            need = True
+            break
+    if not need:
+        return np.zeros((0, 0), dtype=np.uint32)
+    top = 0
+    for s in range(gs_off[0], gs_off[n_grp]):
+        top = max(top, gsat[s])
+    ebits = np.zeros((n_grp, (top >> 5) + 1), dtype=np.uint32)
+    for i in range(n_grp):
+        for s in range(gs_off[i], gs_off[i + 1]):
+            p = gsat[s]
+            ebits[i, p >> 5] |= np.uint32(1 << (p & 31))
+    return ebits
+
+
 @njit(cache=True, _nrt=False)
-def runs_entries_into(h0, n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead):
+def runs_entries_into(h0, n_grp, ebits, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead):
     """The pipeline of :func:`runs_entries` from step ``h0`` with ``nsv`` pairs written; returns ``(h, nsv)``:
     ``h = nh`` when done, else the run whose entries ``sv`` has no room for (its step not taken yet)."""
     arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
@@ -520,16 +545,22 @@ def runs_entries_into(h0, n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, 
         many = passed * BRANCHLESS_PASS_RATE > tested  # (of the entries tested so far: which form to take)
         j0, j1 = end, start - 1  # the entries written: their later columns are prefetched below
         if x >= 0:
-            # the second level: the event's satisfied predicates looked up in the run's own index
-            bounds = sub_bounds(sub, x)
-            for s in range(gs_off[i], gs_off[i + 1]):
-                d = index_run(sub, x, gsat[s])
-                if d >= 0:
-                    a, b = sub[bounds + d], sub[bounds + d + 1]
+            # the second level: the words of the run's own index AND-ed with the event's, each bit left a sub-run
+            w, w0, s0 = sub[x + 1], sub[x] >> 5, sub[x + 2]
+            ranks = x + 3 + w
+            bounds = ranks + ((w + 1) >> 1)
+            for q in range(min(w, ebits.shape[1] - w0)):
+                word = np.int64(sub[x + 3 + q]) & 0xFFFFFFFF
+                m = word & np.int64(ebits[i, w0 + q])
+                while m != 0:
+                    low = m & -m
+                    d = sub_half(sub, ranks, q) + popcount32(word & (low - 1))
+                    a, b = s0 + sub_half(sub, bounds, d), s0 + sub_half(sub, bounds, d + 1)
                     j0, j1 = min(j0, a), max(j1, b - 1)
                     for j in range(a, b):
                         sv[nsv, 0], sv[nsv, 1] = c, j
                         nsv += 1
+                    m ^= low
         elif k >= 2 and many:
             # without a branch per entry: an inequality in the second column holds for about half of them (W1,
             # W2), and a mispredicted branch costs more than writing the pair of an entry that fails

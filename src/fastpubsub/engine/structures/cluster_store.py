@@ -261,18 +261,73 @@ def _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos):
         e_pos[arena[line + w]] = w
 
 
+@njit(cache=True, inline="always")
+def sub_index_size(w, d):
+    """Ints of a second-level index of ``w`` bitmap words over ``d`` distinct predicates (:func:`write_sub_index`)."""
+    return 3 + w + ((w + 1) >> 1) + ((d + 2) >> 1)
+
+
+@njit(cache=True, inline="always")
+def sub_half(sub, at, j):
+    """The ``j``-th 16-bit half of the ints of ``sub`` from ``at`` (low half first)."""
+    return (np.int64(sub[at + (j >> 1)]) >> (16 * (j & 1))) & 0xFFFF
+
+
+@njit(cache=True)
+def _put_halves(sub, at, values):
+    """Write ``values`` (each below 2**16) two to an int from ``sub[at]``."""
+    for j in range(0, values.shape[0], 2):
+        v = values[j] | ((values[j + 1] << 16) if j + 1 < values.shape[0] else 0)
+        sub[at + (j >> 1)] = np.int32(v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v)
+
+
+@njit(cache=True)
+def write_sub_index(sub, x, lo, w, s0, pids, bounds):
+    """The second-level index of one run at ``sub[x]``: ``[lo, w, s0]``, a bitmap of ``w`` words over the run's
+    distinct second-column predicates ``pids`` (sorted; bit ``p - lo``, ``lo`` a multiple of 32 so that word ``q``
+    lines up with word ``lo / 32 + q`` of an event's satisfied predicates), then, 16 bits each, the sub-runs
+    before each word (its rank) and the ``D + 1`` bounds of the ``D`` sub-runs (entry positions less ``s0``)."""
+    sub[x], sub[x + 1], sub[x + 2] = lo, w, s0
+    words = np.zeros(w, dtype=np.int64)
+    for q in range(pids.shape[0]):
+        o = pids[q] - lo
+        words[o >> 5] |= np.int64(1) << (o & 31)
+    ranks = np.zeros(w, dtype=np.int64)
+    for q in range(w):
+        v = words[q]
+        sub[x + 3 + q] = np.int32(v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v)
+        if q + 1 < w:
+            ranks[q + 1] = ranks[q] + popcount32(v)
+    _put_halves(sub, x + 3 + w, ranks)
+    _put_halves(sub, x + 3 + w + ((w + 1) >> 1), bounds)
+
+
+@njit(cache=True, inline="always")
+def sub_lookup(sub, x, p):
+    """Entries ``(start, end)`` of predicate ``p``'s sub-run in the second-level index at ``x``; ``(-1, -1)`` if none."""
+    w = sub[x + 1]
+    o = p - sub[x]
+    if o < 0 or o >= 32 * w:
+        return -1, -1
+    word = np.int64(sub[x + 3 + (o >> 5)]) & 0xFFFFFFFF
+    bit = np.int64(1) << (o & 31)
+    if word & bit == 0:
+        return -1, -1
+    d = sub_half(sub, x + 3 + w, o >> 5) + popcount32(word & (bit - 1))
+    bounds = x + 3 + w + ((w + 1) >> 1)
+    return sub[x + 2] + sub_half(sub, bounds, d), sub[x + 2] + sub_half(sub, bounds, d + 1)
+
+
 @njit(cache=True)
 def _sub_blocks(arena, sub, c_base, c_cap, c_k, c_sorted, c_runs, clusters, offsets, sub_min, write):
     """The second-level blocks of ``clusters``: their sizes, or (``write``) the blocks themselves at ``offsets``.
 
     A block at ``o``: its size, then per run the offsets (from ``o``) where
-    the run's index starts and ends, or -1 for a run shorter than ``sub_min``
-    or whose second-column ids span more words than it has entries (the end
-    is there so that the kernel prefetches the index without reading it
-    first); each index is a
-    run index (:func:`_build_index`) over the run's distinct second-column
-    predicates, then the ``D + 1`` bounds of its ``D`` sub-runs (entry
-    positions in the cluster).  Returns the sizes.
+    the run's index (:func:`write_sub_index`) starts and ends, or -1 for a
+    run shorter than ``sub_min``, of 2**16 entries or more, or whose
+    second-column ids span more words than it has entries (the end is there
+    so that the kernel prefetches the index without reading it first).
+    Returns the sizes.
     """
     sizes = np.zeros(clusters.shape[0], dtype=np.int64)
     for i in range(clusters.shape[0]):
@@ -285,9 +340,9 @@ def _sub_blocks(arena, sub, c_base, c_cap, c_k, c_sorted, c_runs, clusters, offs
             s0 = arena[sr + r]
             s1 = arena[sr + r + 1] if r + 1 < nr else ns
             m = s1 - s0
-            lo, hi = arena[b + cap + s0], arena[b + cap + s1 - 1]
+            lo, hi = (arena[b + cap + s0] >> 5) << 5, arena[b + cap + s1 - 1]
             w = ((hi - lo) >> 5) + 1
-            if m < sub_min or w > m:
+            if m < sub_min or w > m or m >= (1 << 16):
                 if write:
                     sub[o + 1 + 2 * r] = sub[o + 2 + 2 * r] = -1
                 continue
@@ -295,22 +350,22 @@ def _sub_blocks(arena, sub, c_base, c_cap, c_k, c_sorted, c_runs, clusters, offs
             for j in range(s0 + 1, s1):
                 if arena[b + cap + j] != arena[b + cap + j - 1]:
                     d += 1
+            n_ints = sub_index_size(w, d)
             if write:
-                x = o + size
                 sub[o + 1 + 2 * r] = size
-                sub[o + 2 + 2 * r] = size + 2 + 2 * w + d + 1
+                sub[o + 2 + 2 * r] = size + n_ints
                 pids = np.empty(d, dtype=np.int64)
-                bounds = x + 2 + 2 * w
+                bounds = np.empty(d + 1, dtype=np.int64)
                 q = 0
                 for j in range(s0, s1):
                     p = arena[b + cap + j]
                     if j == s0 or p != arena[b + cap + j - 1]:
                         pids[q] = p
-                        sub[bounds + q] = j
+                        bounds[q] = j - s0
                         q += 1
-                sub[bounds + d] = s1
-                _build_index(sub, x, 2 + 2 * w, lo, hi, pids)
-            size += 2 + 2 * w + d + 1
+                bounds[d] = m
+                write_sub_index(sub, o + size, lo, w, s0, pids, bounds)
+            size += n_ints
         if write:
             sub[o] = size
         sizes[i] = size
@@ -333,12 +388,6 @@ def sub_index(sub, sub_off, c, r):
         return -1, -1
     o = sub_off[c]
     return o + sub[t], o + sub[t + 1]
-
-
-@njit(cache=True, inline="always")
-def sub_bounds(sub, x):
-    """Where the sub-run bounds of the second-level index at ``x`` start (after its bitmap and ranks)."""
-    return x + 2 + 2 * sub[x + 1]
 
 
 @njit(cache=True)
