@@ -95,7 +95,7 @@ class RunPricing:
     run_min: int  # clusters of this many entries keep runs (ClusterStore(runs=...))
     nsat: float  # satisfied predicates per event (run index lookups per indexed list)
     fields: float  # distinct first-column fields a list's runs spread over (F)
-    level2: int | None = None  # runs of this many entries get a second level (None: the model's own; 0: none)
+    level2: int | None = 0  # runs of this many entries get a second level (None: the model's own; 0: none)
     words: float = 1.0  # words of a second-level bitmap (B): the live equality predicate ids over 32
 
     def level2_min(self) -> int:
