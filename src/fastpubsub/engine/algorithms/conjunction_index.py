@@ -42,7 +42,8 @@ from ..costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi
 from ..costmodel.model import CostModel
 from ..costmodel.maintenance import Maintenance, Thresholds
 from ..costmodel.probabilities import EventProbabilities
-from ..costmodel.runs import FILING_TOLERANCE, RunCosts, calibrated_run_costs, pricing_for, typical_pi
+from ..costmodel.runs import (FILING_TOLERANCE, RunCosts, calibrated_run_costs, level2_threshold, pricing_for,
+                              typical_pi)
 from .direct import DirectTable
 from .packed import LIST_MODES, PackedLists, expected_satisfied, packed_events, use_packed
 from ..structures.idpool import grow
@@ -165,6 +166,7 @@ class ClusteredIndex:
         self.max_space = max_space
         self.keys = AccessKeys()
         self.level2 = level2
+        self._level2_ids = 0  # predicate ids when the store's second-level threshold was last set
         self.store = ClusterStore(runs=runs)
         self.scan_options = (prefetch_columns, unfold, lookahead)
         self._kernel = clustered_kernel(*self.scan_options)
@@ -307,9 +309,12 @@ class ClusteredIndex:
             keys[multi] = self.keys.for_conjunctions(access[multi])
         self.keys.incref(keys)
         clusters = self.store.clusters_for(keys, ks)
-        pricing = pricing_for(self)
-        if pricing is not None:  # the runs long enough for a second level, as the live predicates price it now
-            self.store.sub_min = pricing.level2_min()
+        top = self.preds.n_ids
+        if self.store.run_min and 8 * abs(top - self._level2_ids) >= max(self._level2_ids, 1):
+            # the runs long enough for a second level, as the live predicates price it (again once they change by
+            # an eighth)
+            self.store.sub_min = level2_threshold(self)
+            self._level2_ids = top
         self.store.append(clusters, handles, cols, col_off)
         self.handles_high = max(self.handles_high, int(handles.max()) + 1 if len(handles) else 0)
         self._flag_first_columns(handles, ks, cols, col_off)

@@ -138,10 +138,23 @@ def pricing_for(index, pi_rows: np.ndarray | None = None) -> RunPricing | None:
         nsat = float(np.sum(index.field_nu[fields]))
     else:
         nsat = float(len(fields))
-    top = preds.n_ids
-    eq_ids = np.count_nonzero((preds.refcount[:top] > 0) & (preds.op[:top] == 0))
     return RunPricing(index.model, index.run_costs, run_min, max(nsat, 1.0), max(nsat - 1.0, 1.0), index.level2,
-                      max(eq_ids / 32.0, 1.0))
+                      bitmap_words(preds))
+
+
+def bitmap_words(preds) -> float:
+    """The words of a second-level bitmap (``B``): the live equality predicate ids over 32."""
+    top = preds.n_ids
+    return max(np.count_nonzero((preds.refcount[:top] > 0) & (preds.op[:top] == 0)) / 32.0, 1.0)
+
+
+def level2_threshold(index) -> int:
+    """The store's second-level threshold for a clustered index: :meth:`RunPricing.level2_min` (its ``level2`` if
+    set), without the rest of the pricing."""
+    if index.level2 is not None:
+        return int(index.level2)
+    probe = RunPricing(index.model, index.run_costs, index.store.run_min, 1.0, 1.0, None, bitmap_words(index.preds))
+    return probe.level2_min()
 
 
 def typical_pi(index) -> float:
