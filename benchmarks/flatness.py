@@ -66,7 +66,7 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
     gs_off = np.zeros(GROUP + 1, dtype=np.int64)
     gp_off = np.zeros(GROUP + 1, dtype=np.int64)
     probe = scratch.probe
-    hit = np.empty((256, 4), dtype=np.int64)
+    hit = np.empty((256, 5), dtype=np.int64)
     sv = np.empty((256, 2), dtype=np.int64)
     sv_off = np.zeros(GROUP + 1, dtype=np.int64)
     for g0 in range(0, n_ev, GROUP):
@@ -78,7 +78,7 @@ def count_stages(ev, preds, store, runs, access, scratch, counts):
         stage_heads(probe, n_probe, store, runs)
         runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, scratch.gmask, store, runs)
         hit, nh = runs_found(n_grp, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
-        sv = runs_entries(n_grp, hit, nh, scratch.gmask, store, runs, sv, sv_off)
+        sv = runs_entries(n_grp, gs_off, gsat, hit, nh, scratch.gmask, store, runs, sv, sv_off)
         for i in range(n_grp):
             for s in range(gs_off[i], gs_off[i + 1]):
                 scratch.gmask[gsat[s]] = 0
@@ -116,7 +116,7 @@ def runs_bounds(hit, nh, gmask, store, runs, ahead, read):
     arena, c_base, c_cap, c_k, c_sorted, c_runs = store.arena, store.base, store.cap, store.k, runs.sorted, runs.runs
     acc = np.uint32(0)
     for h in range(-2 * ahead, nh):
-        run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs)
+        run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs, runs.sub_off, runs.sub)
         if h < 0 or read == 0:
             continue
         row = c_base[hit[h, 1]] + c_cap[hit[h, 1]]
@@ -143,7 +143,7 @@ def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
     out = np.empty(1024, dtype=np.int64)
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
-    hit = np.empty((256, 4), dtype=np.int64)
+    hit = np.empty((256, 5), dtype=np.int64)
     sv = np.empty((256, 2), dtype=np.int64)
     sv_off = np.zeros(GROUP + 1, dtype=np.int64)
     for g0 in range(0, n_ev, GROUP):
@@ -159,7 +159,7 @@ def cut_kernel(ev, preds, store, runs, access, scratch, handle_id, last, ahead):
             if last >= 50:
                 nout += runs_bounds(hit, nh, scratch.gmask, store, runs, ahead, last - 50) & 1
             else:
-                sv = runs_entries(g1 - g0, hit, nh, scratch.gmask, store, runs, sv, sv_off, ahead)
+                sv = runs_entries(g1 - g0, gs_off, gsat, hit, nh, scratch.gmask, store, runs, sv, sv_off, ahead)
                 if last == 6:  # the later columns, counted with stage 6 (they read the partial matches' lines)
                     runs_later_columns(g1 - g0, gp_off, probe, scratch.gmask, store, sv, sv_off)
             for s in range(gs_off[g1 - g0]):

@@ -91,6 +91,19 @@ def run_entries(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:
     return out
 
 
+def second_level(c: int, r: int, store, runs) -> dict[int, list[int]]:
+    """Run ``r`` of cluster ``c``'s sorted prefix by second column: {predicate: positions of its entries} -- what the
+    run's second-level index answers for each predicate an event satisfies (stage 5, engine/structures/cluster_store.py)."""
+    k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])
+    sr = run_row(base, cap, k, STARTS_ROW)
+    nr, ns = int(runs.runs[c]), int(runs.sorted[c])
+    end = int(store.arena[sr + r + 1]) if r + 1 < nr else ns
+    out: dict[int, list[int]] = {}
+    for j in range(int(store.arena[sr + r]), end):
+        out.setdefault(int(store.arena[base + cap + j]), []).append(j)
+    return out
+
+
 def run_matches(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:
     """The pairs of :func:`run_entries` whose every column is satisfied (stage 5 with its later columns)."""
     k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])

@@ -47,13 +47,16 @@ def statistics(presence: dict[str, float]) -> EventStatistics:
     return EventStatistics(event_count=1000, attributes=attrs, source="test")
 
 
-@pytest.mark.parametrize("runs", [RUN_MIN, 2], ids=["runs-from-RUN_MIN", "runs-from-2"])
+@pytest.mark.parametrize("runs, level2", [(RUN_MIN, None), (2, 0), (2, 2)],
+                         ids=["runs-from-RUN_MIN", "runs-from-2", "runs-and-second-level-from-2"])
 @pytest.mark.parametrize("algorithm", ["static", "dynamic"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=40))
-def test_long_interleavings_agree_with_the_oracle(algorithm, runs, steps):
-    """``runs=2``: even tiny clusters are sorted into runs (engine/structures/cluster_store.py), so every step crosses that path."""
-    m, o = Matcher(algorithm, runs=runs, **EAGER), OracleMatcher()
+def test_long_interleavings_agree_with_the_oracle(algorithm, runs, level2, steps):
+    """``runs=2``: even tiny clusters are sorted into runs (engine/structures/cluster_store.py), so every step
+    crosses that path; ``level2=2``: every run of two entries or more gets a second level too, dropped by removals
+    and built again by the maintenance's rounds."""
+    m, o = Matcher(algorithm, runs=runs, level2=level2, **EAGER), OracleMatcher()
     for kind, a, b in steps:
         if kind == "add":
             if a in o:
@@ -158,7 +161,8 @@ def test_indexed_runs_of_conjunction_clusters_agree_with_the_oracle(algorithm):
     spec = small_spec("w0-small")
     subs = concat_subscriptions([generate_subscriptions(replace(spec, n_predicates=n_p), 10_000, seed=n_p,
                                                         first_id=10_000 * (n_p - 3)) for n_p in (3, 4, 5)])
-    m = Matcher(algorithm, runs=RUN_MIN, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
+    # (level2=0: over 48 equality ids a second level prices the single lists below the pair table)
+    m = Matcher(algorithm, runs=RUN_MIN, level2=0, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
     m.add_bulk(subs)
     assert [t["fields"] for t in m.stats()["hash_tables"]["schemas"]] == [[0, 3]]  # (a0, a1) only
     # engine.kernels.scan.run_path picks the index for an event with all 8 attributes

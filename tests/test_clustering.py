@@ -136,5 +136,5 @@ def test_calibration_measures_every_constant_and_saves_where_the_matcher_looks(t
 
     runs = calibrated_run_costs()
     assert {**model.as_dict(), **runs.as_dict()} == printed and json.loads(path.read_text()) == model.as_dict()
-    assert json.loads(run_costs_path().read_text()) == runs.as_dict() and runs.K_run > 0 and runs.K_l > 0
+    assert json.loads(run_costs_path().read_text()) == runs.as_dict() and runs.K_run > 0 and runs.K_l > 0 and runs.K_s > 0
     assert model.K_r > 0 and model.C_h > 0 and model.K_c > 0 and model.K_h >= 0

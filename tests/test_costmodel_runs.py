@@ -33,6 +33,55 @@ def test_short_lists_cost_a_check_per_entry_and_indexed_ones_far_less():
     assert PRICING.list_checks(np.array([10_000.0]), 1 / 100)[0] < cost[1]
 
 
+def test_the_second_level_pays_from_runs_longer_than_its_bitmap_words_cost_in_entries():
+    """A W0 list at 10M (8,163 entries: 31 runs of 7.5) costs the same with the model's second level and without;
+    at 100M (81,600: runs of 75) less.  The threshold is K_s * B / K_e: wider bitmaps need longer runs."""
+    from dataclasses import replace
+
+    model = replace(PRICING, level2=None, words=35.0)
+    assert model.level2_min() == int(RUN_CALIBRATED.K_s * 35.0 / RUN_CALIBRATED.K_e) + 1
+    assert replace(model, words=70.0).level2_min() > model.level2_min() > replace(model, words=8.0).level2_min()
+    off = replace(PRICING, level2=0)
+    assert off.level2_min() == 0
+    at_10m, at_100m = np.array([8_163.0]), np.array([81_600.0])
+    assert model.list_checks(at_10m, 1 / 35) == off.list_checks(at_10m, 1 / 35)
+    assert model.list_checks(at_100m, 1 / 35) < 0.8 * off.list_checks(at_100m, 1 / 35)
+    forced = replace(PRICING, level2=4)  # (tests force it)
+    assert forced.level2_min() == 4 and forced.list_checks(at_10m, 1 / 35) < off.list_checks(at_10m, 1 / 35)
+
+
+def test_the_matcher_builds_the_second_level_where_its_cost_model_says_and_matches_like_the_oracle():
+    """W0 in small with a1 on one value: single-field lists of a thousand entries, runs of a few dozen, which the
+    model (8 x 6 equality ids: a bitmap of 2 words) indexes; ``level2=0`` builds none.  Removals drop the second
+    level of their clusters, and the maintenance's next round builds it again."""
+    from dataclasses import replace
+
+    spec = replace(PRESETS["W0"], n_attributes=8, subscription_attributes=(0, 8), n_predicates=4, n_event_pairs=8,
+                   domain=(1, 6), skew={1: (1, 1)})
+    subs = generate_subscriptions(spec, 6_000, seed=1)
+    dicts = generate_events(spec, 120, seed=2).to_dicts()
+    oracle = OracleMatcher()
+    for sid, preds in subs.to_lists():
+        oracle.add(sid, preds)
+    want = [r.tolist() for r in oracle.match_batch(dicts)]
+    chosen, off = Matcher("dynamic"), Matcher("dynamic", level2=0)
+    for m in (chosen, off):
+        m.add_bulk(subs)
+        assert [r.tolist() for r in m.match_batch(dicts)] == want
+    assert chosen.stats()["level2_min"] == 2 and chosen.stats()["level2_clusters"] > 0
+    assert off.stats()["level2_clusters"] == 0
+    gone = subs.ids[::50]
+    for sid in gone.tolist():
+        chosen.remove(sid)
+        oracle.remove(sid)
+    want = [r.tolist() for r in oracle.match_batch(dicts)]
+    assert [r.tolist() for r in chosen.match_batch(dicts)] == want
+    dropped = chosen.stats()["level2_clusters"]
+    chosen.index.sort_tails(np.arange(len(chosen.index.store.key_head)))  # what a round does with the hot lists
+    assert chosen.stats()["level2_clusters"] > dropped
+    assert [r.tolist() for r in chosen.match_batch(dicts)] == want
+
+
 def _naive_benefit(rows, list_of, list_n, list_nu, cur_nu, cand_rows, pi, weight):
     """Brute force: every list's price before and after the candidate takes its rows."""
     before = sum(list_nu[l] * PRICING.list_checks(np.array([list_n[l]]), pi)[0] for l in range(len(list_n)))

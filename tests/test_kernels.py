@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import naive
 
-from fastpubsub.engine.structures.cluster_store import ClusterStore, index_run
+from fastpubsub.engine.structures.cluster_store import (SUB_DROPPED, ClusterStore, index_run, sub_index,
+                                                       sub_index_size, sub_lookup)
 from fastpubsub.engine.frontend.encoding import StringDictionary
 from fastpubsub.engine.structures.hashtable import HashTable
 from fastpubsub.engine.structures.predicates import (PredicateTable, fields_in_use, fields_of, group_order,
@@ -235,6 +236,34 @@ def check_runs(s: ClusterStore) -> None:
                 assert index_run(s.arena, ir, p) == run_of.get(p, -1)
 
 
+def check_second_level(s: ClusterStore) -> int:
+    """Every second-level index answers as the run it indexes (naive.second_level): each predicate id in its range
+    finds exactly the run's entries with that second column, or nothing if none has it; runs without an index are
+    shorter than ``level2`` (or their ids span more words than they have entries).  Returns the runs indexed."""
+    runs = s.run_arrays()
+    indexed = 0
+    for c in np.flatnonzero(s.c_k[: s.ids.high] >= 0):
+        if s.c_sub[c] < 0:
+            continue
+        assert s.sub_min > 0 and s.c_sorted[c] > 0
+        for r in range(int(s.c_runs[c])):
+            want = naive.second_level(int(c), r, s.arrays(), runs)
+            x, x_end = sub_index(s.sub, s.c_sub, c, r)
+            m = sum(len(v) for v in want.values())
+            if x < 0:
+                span = ((max(want) - (min(want) >> 5 << 5)) >> 5) + 1
+                assert m < s.sub_min or span > m
+                continue
+            indexed += 1
+            lo, w = int(s.sub[x]), int(s.sub[x + 1])
+            assert lo % 32 == 0 and x_end - x == sub_index_size(w, len(want))
+            for p in range(lo - 2, lo + 32 * w + 2):
+                a, b = sub_lookup(s.sub, x, p)
+                assert list(range(a, b)) == want.get(p, [])
+            assert set(want) <= set(range(lo, lo + 32 * w))
+    return indexed
+
+
 def scan_all(s: ClusterStore, bits: np.ndarray, keys) -> list[int]:
     """Every list of ``keys`` scanned into an ``out`` that starts small: grown and scanned again when it is full."""
     out = np.zeros(4, dtype=np.int64)
@@ -253,14 +282,16 @@ def scan_all(s: ClusterStore, bits: np.ndarray, keys) -> list[int]:
     return sorted(out[:nout].tolist())
 
 
-@pytest.mark.parametrize("run_min", [2, 64])
+@pytest.mark.parametrize("run_min, level2", [(2, 0), (64, 0), (2, 2), (64, 5)])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**31), ops=st.lists(st.tuples(st.sampled_from(["add", "remove", "bulk"]),
+@given(seed=st.integers(0, 2**31), ops=st.lists(st.tuples(st.sampled_from(["add", "remove", "bulk", "tails"]),
                                                          st.integers(1, 300)), min_size=1, max_size=12))
-def test_cluster_runs_stay_sorted_and_scan_like_plain_clusters(run_min, seed, ops):
-    """Appends, single removes (the run-shifting path) and bulk removes (unsort, then sort again)."""
+def test_cluster_runs_stay_sorted_and_scan_like_plain_clusters(run_min, level2, seed, ops):
+    """Appends, single removes (the run-shifting path), bulk removes (unsort, then sort again) and the
+    maintenance's tail merges; with a second level, every index answers as its run (``check_second_level``),
+    and the indexes a removal dropped are back after ``sort_tails``."""
     rng = np.random.default_rng(seed)
-    s = ClusterStore(runs=run_min)
+    s = ClusterStore(runs=run_min, level2=level2)
     model: dict[int, tuple[int, list[int]]] = {}
     next_entry = 0
     n_bits = 12  # few distinct first columns: long runs
@@ -275,6 +306,10 @@ def test_cluster_runs_stay_sorted_and_scan_like_plain_clusters(run_min, seed, op
             s.append(s.clusters_for(keys, ks), entries, payload, payload_off)
             for i, e in enumerate(entries.tolist()):
                 model[e] = (int(keys[i]), payload[payload_off[i] : payload_off[i + 1]].tolist())
+        elif kind == "tails":
+            s.sort_tails(np.array([1, 2, 3]))
+            live = s.c_k[: s.ids.high] >= 0
+            assert not ((s.c_sub[: s.ids.high] == SUB_DROPPED) & live & (s.c_len[: s.ids.high] >= run_min)).any()
         elif model:
             live = np.array(sorted(model), dtype=np.int64)
             gone = rng.permutation(live)[: min(count, len(live))]
@@ -287,6 +322,7 @@ def test_cluster_runs_stay_sorted_and_scan_like_plain_clusters(run_min, seed, op
                 for e in gone.tolist():
                     del model[e]
         check_runs(s)
+        check_second_level(s)
         bits = (rng.random(n_bits) < 0.6).astype(np.uint8)
         want = sorted(e for e, (q, cols) in model.items() if all(bits[p] for p in cols))
         assert scan_all(s, bits, [1, 2, 3]) == want
@@ -352,9 +388,10 @@ def test_trim_compacts_what_a_chunked_load_left_behind():
 
 # -- the stages of engine/kernels/probing.py, each against tests/naive.py -------------------------------------------------
 
-def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5)):
+def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5), level2=0):
     """Static with runs on a small W0: (a0, a1) conjunction lists of about 300 entries, sorted and indexed
-    (``fixed``: the fixed predicates, W1's ``("=", "=", "<=")`` for an inequality in every subscription)."""
+    (``fixed``: the fixed predicates, W1's ``("=", "=", "<=")`` for an inequality in every subscription;
+    ``level2``: runs of that many entries or more get a second level, built again after the removals)."""
     from dataclasses import replace
 
     from fastpubsub.engine import Matcher, RUN_MIN
@@ -366,11 +403,14 @@ def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5)):
                         fixed=fixed, n_event_pairs=8, domain=(1, 6))
     subs = concat_subscriptions([generate_subscriptions(replace(spec, n_predicates=n_p), 10_000, seed=n_p,
                                                         first_id=10_000 * (n_p - 3)) for n_p in sizes])
-    m = Matcher("static", runs=RUN_MIN, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
+    m = Matcher("static", runs=RUN_MIN, level2=level2, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
     m.add_bulk(subs)
     rng = np.random.default_rng(3)
     for sid in rng.choice(subs.ids, size=300, replace=False).tolist():  # unsorted tails, shifted runs
         m.remove(sid)
+    if level2:
+        m.index.sort_tails(np.arange(len(m.index.store.key_head)))
+        assert check_second_level(m.index.store) > 0
     events = generate_events(spec, 40, seed=5)
     sparse = generate_events(replace(spec, n_event_pairs=3), 30, seed=6)  # events lacking a0 or a1 skip the table
     return m, [events, sparse]
@@ -389,7 +429,7 @@ def _stage_arrays(m):
     sat = np.empty(len(preds.bits), dtype=np.int64)
     gsat, probe = np.empty(4, dtype=np.int64), np.empty((2, 3), dtype=np.int64)
     gs_off, gp_off, sv_off = (np.zeros(GROUP + 1, dtype=np.int64) for _ in range(3))
-    hit, sv = np.empty((1, 4), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
+    hit, sv = np.empty((1, 5), dtype=np.int64), np.empty((1, 2), dtype=np.int64)
     return preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit, sv
 
 
@@ -531,18 +571,21 @@ def test_flatness_counters_agree_with_the_naive_stages():
     assert counts[:, col["runs_found"]].sum() > 0
 
 
+@pytest.mark.parametrize("level2", [0, 4])
 @pytest.mark.parametrize("ahead", [1, 2, 7, 16, 64])
-def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
-    """``runs_entries(..., ahead)``: whatever the prefetch distance (shorter or longer than a group's runs), the same pairs."""
+def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead, level2):
+    """``runs_entries(..., ahead)``: whatever the prefetch distance (shorter or longer than a group's runs), the same
+    pairs; with a second level (``level2`` 4: runs of 4 entries or more), its lookups find what testing every entry
+    of the run finds (naive.run_entries)."""
     from fastpubsub.engine.frontend.encoding import encode_batch
     from fastpubsub.engine.kernels.probing import (GROUP, STAGED, runs_entries, runs_found, runs_index_rows, stage_heads,
                                            stage_keys, stage_lookup)
 
-    m, batches = _conjunction_matcher()
+    m, batches = _conjunction_matcher(level2=level2)
     (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
      sv) = _stage_arrays(m)
     ge_end = _ge_end()
-    checked = 0
+    checked = by_level2 = 0
     for batch in batches:
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
         n_ev = len(ev.offsets) - 1
@@ -554,7 +597,8 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
             stage_heads(probe, n_probe, store, runs)
             runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
             hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
-            sv = runs_entries(g1 - g0, hit, nh, gmask, store, runs, sv, sv_off, ahead)
+            sv = runs_entries(g1 - g0, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, ahead)
+            by_level2 += int((hit[:nh, 4] >= 0).sum())
             gmask[:] = 0
             for i in range(g1 - g0):
                 esat = gsat[gs_off[i]:gs_off[i + 1]].tolist()
@@ -563,7 +607,7 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead):
                 want = sorted(p for c in staged for p in naive.run_entries(esat, c, store, runs))
                 assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want
                 checked += len(want)
-    assert checked > 0
+    assert checked > 0 and (by_level2 > 0) == (level2 > 0)
 
 
 @settings(max_examples=60, deadline=None)

@@ -42,7 +42,8 @@ from ..costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi
 from ..costmodel.model import CostModel
 from ..costmodel.maintenance import Maintenance, Thresholds
 from ..costmodel.probabilities import EventProbabilities
-from ..costmodel.runs import FILING_TOLERANCE, RunCosts, calibrated_run_costs, pricing_for, typical_pi
+from ..costmodel.runs import (FILING_TOLERANCE, RunCosts, calibrated_run_costs, level2_threshold, pricing_for,
+                              typical_pi)
 from .direct import DirectTable
 from .packed import LIST_MODES, PackedLists, expected_satisfied, packed_events, use_packed
 from ..structures.idpool import grow
@@ -146,7 +147,9 @@ class ClusteredIndex:
     many entries or more sorted into runs (engine/structures/cluster_store.py; the
     matcher's factory passes ``RUN_MIN`` unless told ``runs=0``, the paper's
     plain clusters), and the cost model then prices indexed lists
-    (engine/costmodel/runs.py).  This
+    (engine/costmodel/runs.py).  ``level2``: runs of at least that many
+    entries get a second level (0: none); ``None``, the default, lets the cost
+    model choose the length from which it pays (``RunPricing.level2_min``).  This
     class files new subscriptions under the configured schema best for each;
     :class:`StaticIndex` and :class:`DynamicIndex` decide the configuration.
     """
@@ -154,7 +157,7 @@ class ClusteredIndex:
     def __init__(self, preds: PredicateTable, model: CostModel, probabilities: EventProbabilities, *,
                  prefetch_columns: int = PREFETCH_COLUMNS, unfold: int = UNFOLD, lookahead: int = LOOKAHEAD,
                  max_space: float | None = None, runs: int = 0, presence: bool = True, catch_all: str = "auto",
-                 lists: str = "auto", run_costs: RunCosts | None = None) -> None:
+                 lists: str = "auto", run_costs: RunCosts | None = None, level2: int | None = None) -> None:
         self.preds = preds
         self.model = model
         self.run_costs = run_costs or calibrated_run_costs()
@@ -162,6 +165,8 @@ class ClusteredIndex:
         self.probabilities = probabilities
         self.max_space = max_space
         self.keys = AccessKeys()
+        self.level2 = level2
+        self._level2_ids = 0  # predicate ids when the store's second-level threshold was last set
         self.store = ClusterStore(runs=runs)
         self.scan_options = (prefetch_columns, unfold, lookahead)
         self._kernel = clustered_kernel(*self.scan_options)
@@ -304,6 +309,12 @@ class ClusteredIndex:
             keys[multi] = self.keys.for_conjunctions(access[multi])
         self.keys.incref(keys)
         clusters = self.store.clusters_for(keys, ks)
+        top = self.preds.n_ids
+        if self.store.run_min and 8 * abs(top - self._level2_ids) >= max(self._level2_ids, 1):
+            # the runs long enough for a second level, as the live predicates price it (again once they change by
+            # an eighth)
+            self.store.sub_min = level2_threshold(self)
+            self._level2_ids = top
         self.store.append(clusters, handles, cols, col_off)
         self.handles_high = max(self.handles_high, int(handles.max()) + 1 if len(handles) else 0)
         self._flag_first_columns(handles, ks, cols, col_off)
@@ -645,7 +656,7 @@ class DynamicIndex(ClusteredIndex):
 
 
 def make_clustering(cls: type[ClusteredIndex]):
-    """The factory of ``Matcher("static")`` / ``Matcher("dynamic")``: scan options and ``runs``."""
+    """The factory of ``Matcher("static")`` / ``Matcher("dynamic")``: scan options, ``runs`` and ``level2``."""
     def make(ctx: IndexContext, **options) -> ClusteredIndex:
         runs = options.pop("runs", RUN_MIN)
         if not isinstance(runs, (int, np.integer)) or runs < 0:
@@ -654,6 +665,10 @@ def make_clustering(cls: type[ClusteredIndex]):
         if not isinstance(presence, bool):
             raise ValueError(f"presence must be True or False, not {presence!r}")
         options["presence"] = presence
+        level2 = options.pop("level2", None)
+        if level2 is not None and (not isinstance(level2, (int, np.integer)) or level2 < 0):
+            raise ValueError(f"level2 must be None (the cost model's choice) or a non-negative integer, not {level2!r}")
+        options["level2"] = level2
         lists = options.pop("lists", "auto")
         if lists not in LIST_MODES:
             raise ValueError(f"lists must be one of {', '.join(LIST_MODES)}, not {lists!r}")

@@ -13,7 +13,13 @@ satisfied predicates is scanned through its run index (engine/kernels/scan.py,
   them, ``pi`` being that column's probability.
 
 The runs found are at most one per satisfied first-column field: ``F * (1 -
-exp(-n * pi / F))`` for ``F`` fields.  Shorter lists cost ``K_c`` per entry,
+exp(-n * pi / F))`` for ``F`` fields.  A run found holds ``L = n * pi /
+hits`` entries on average; with a second level (engine/structures/cluster_store.py),
+a run of ``L`` entries costs ``K_s`` per word of its own index's bitmap,
+AND-ed with the event's (``B`` words: the span of the equality predicate
+ids over 32), and ``K_e`` per entry found, instead of ``K_e`` per entry,
+which pays once ``L`` exceeds ``K_s * B / K_e`` (:meth:`RunPricing.level2_min`,
+the store's threshold).  Shorter lists cost ``K_c`` per entry,
 as in the paper.  So an indexed list costs about the same whatever its size,
 and a table that splits it saves far less than ``K_c`` per subscription
 moved: the static greedy and the dynamic maintenance price a table by what
@@ -32,7 +38,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
-from ..kernels.probing import RUN_AHEAD
+from ..kernels.probing import LINE_IDS, RUN_AHEAD
+from ..structures.cluster_store import popcount32, sub_half, sub_index_size, write_sub_index
 from ..kernels.scan import INDEX_GAIN, prefetch
 from .model import CostModel, load_calibration, model_path, save_calibration
 
@@ -54,6 +61,7 @@ class RunCosts:
     K_run: float  # per run found: its start and its entries, two scattered cache misses
     K_l: float  # per satisfied predicate looked up in a list's run index
     K_e: float = 3.1  # per entry of a run found: its second column tested against the group's bit vector
+    K_s: float = 2.4  # per word of a run's second-level bitmap AND-ed with the event's
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -61,7 +69,7 @@ class RunCosts:
 
 #: Measured with ``python -m fastpubsub.engine.costmodel.calibration`` on the development machine
 #: (docs/clustering.md, "The cost model"); used until a machine saves its own.
-RUN_CALIBRATED = RunCosts(K_run=19.0, K_l=3.5, K_e=3.1)
+RUN_CALIBRATED = RunCosts(K_run=19.0, K_l=3.5, K_e=3.1, K_s=2.4)
 
 
 def run_costs_path():
@@ -87,6 +95,16 @@ class RunPricing:
     run_min: int  # clusters of this many entries keep runs (ClusterStore(runs=...))
     nsat: float  # satisfied predicates per event (run index lookups per indexed list)
     fields: float  # distinct first-column fields a list's runs spread over (F)
+    level2: int | None = 0  # runs of this many entries get a second level (None: the model's own; 0: none)
+    words: float = 1.0  # words of a second-level bitmap (B): the live equality predicate ids over 32
+
+    def level2_min(self) -> int:
+        """The shortest run whose second level pays: its ``L`` entries tested (``K_e`` each) cost more than the
+        words of its index AND-ed with the event's (``K_s`` each).  0: no second level."""
+        if self.level2 is not None:
+            return int(self.level2)
+        c = self.costs
+        return max(2, int(np.floor(c.K_s * self.words / c.K_e)) + 1)
 
     def indexed(self, n: np.ndarray) -> np.ndarray:
         """Lists of ``n`` entries scanned through their run index (engine.kernels.scan.run_path)."""
@@ -100,7 +118,12 @@ class RunPricing:
         f = max(self.fields, 1.0)
         hits = f * -np.expm1(-n * pi / f)
         m, c = self.model, self.costs
-        by_index = (c.K_l * self.nsat + c.K_e * n * pi + c.K_run * hits) / m.K_c
+        entries = c.K_e * n * pi
+        lmin = self.level2_min()
+        if lmin:  # the words, and the entries whose second column holds (``pi`` again), each written
+            per_run = n * pi / np.maximum(hits, 1e-12)
+            entries = np.where(per_run >= lmin, hits * c.K_s * self.words + entries * pi, entries)
+        by_index = (c.K_l * self.nsat + entries + c.K_run * hits) / m.K_c
         return np.where(self.indexed(n), by_index, np.maximum(n, 0.0))
 
 
@@ -115,7 +138,23 @@ def pricing_for(index, pi_rows: np.ndarray | None = None) -> RunPricing | None:
         nsat = float(np.sum(index.field_nu[fields]))
     else:
         nsat = float(len(fields))
-    return RunPricing(index.model, index.run_costs, run_min, max(nsat, 1.0), max(nsat - 1.0, 1.0))
+    return RunPricing(index.model, index.run_costs, run_min, max(nsat, 1.0), max(nsat - 1.0, 1.0), index.level2,
+                      bitmap_words(preds))
+
+
+def bitmap_words(preds) -> float:
+    """The words of a second-level bitmap (``B``): the live equality predicate ids over 32."""
+    top = preds.n_ids
+    return max(np.count_nonzero((preds.refcount[:top] > 0) & (preds.op[:top] == 0)) / 32.0, 1.0)
+
+
+def level2_threshold(index) -> int:
+    """The store's second-level threshold for a clustered index: :meth:`RunPricing.level2_min` (its ``level2`` if
+    set), without the rest of the pricing."""
+    if index.level2 is not None:
+        return int(index.level2)
+    probe = RunPricing(index.model, index.run_costs, index.store.run_min, 1.0, 1.0, None, bitmap_words(index.preds))
+    return probe.level2_min()
 
 
 def typical_pi(index) -> float:
@@ -247,6 +286,45 @@ def _lookup_loop(words, lookups):
     return found
 
 
+@njit(cache=True)
+def _sub_loop(sub, xs, size, ebits, per_event, ahead):
+    """Per run found: the words of its second-level index (``size`` ints at ``xs[h]``) AND-ed with the event's,
+    each bit left a sub-run's bounds read (as ``probing.runs_entries``), the index of the run ``ahead`` prefetched."""
+    total = 0
+    n = xs.shape[0]
+    for h in range(n):
+        if h + ahead < n:
+            x1 = xs[h + ahead]
+            for a in range(x1, x1 + size, LINE_IDS):
+                prefetch(sub, a)
+        x = xs[h]
+        e = h // per_event
+        w = sub[x + 1]
+        ranks = x + 3 + w
+        bounds = ranks + ((w + 1) >> 1)
+        for q in range(w):
+            word = np.int64(sub[x + 3 + q]) & 0xFFFFFFFF
+            m = word & np.int64(ebits[e, q])
+            while m != 0:
+                low = m & -m
+                total += sub_half(sub, bounds, sub_half(sub, ranks, q) + popcount32(word & (low - 1)))
+                m ^= low
+    return total
+
+
+def _sub_indexes(rng, ids: int, distinct: int, size: int) -> tuple[np.ndarray, int, int]:
+    """About ``size`` ints of second-level indexes, each over ``distinct`` of ``ids`` predicate ids, one entry
+    each (256 of them repeated); returns (the array, the ints per index, the indexes)."""
+    w = ((ids - 1) >> 5) + 1
+    block = sub_index_size(w, distinct)
+    templates = np.zeros(256 * block, dtype=np.int32)
+    for b in range(256):
+        pids = np.sort(rng.choice(ids, size=distinct, replace=False)).astype(np.int64)
+        write_sub_index(templates, b * block, 0, w, 0, pids, np.arange(distinct + 1, dtype=np.int64))
+    count = max(size // (256 * block), 1) * 256
+    return np.tile(templates, count // 256), block, count
+
+
 def measure_run_costs(repeat: int = 5, seed: int = 0) -> RunCosts:
     """Measure ``K_run`` and ``K_l`` the way the matcher meets them, over a 512 MB arena.
 
@@ -254,7 +332,10 @@ def measure_run_costs(repeat: int = 5, seed: int = 0) -> RunCosts:
     of its second column, a 4 KB row of run starts) and finds 30 runs in it:
     ``K_run`` is the time per run found, its start and its entry read with
     the prefetch distance of ``probing.stage_runs``.  ``K_l`` is one bit test
-    per satisfied predicate in that cluster's run index (a 4 KB row).
+    per satisfied predicate in that cluster's run index (a 4 KB row).  ``K_s``
+    is one word of the second-level index of each run found (78 distinct ids
+    of 1,120, a W0 run at 100M: 35 words) AND-ed with the event's (31
+    satisfied predicates), over 512 MB of such indexes.
     """
     import time
 
@@ -286,4 +367,13 @@ def measure_run_costs(repeat: int = 5, seed: int = 0) -> RunCosts:
     one = best(lambda: _entries_loop(starts, column, gmask, hits, 1, RUN_AHEAD))
     eight = best(lambda: _entries_loop(starts, column, gmask, hits, 9, RUN_AHEAD))
     k_e = max(eight - one, 0.0) / (8 * len(hits))
-    return RunCosts(K_run=k_run * 1e9, K_l=k_l * 1e9, K_e=k_e * 1e9)
+    del column, starts, words
+    sub, block, count = _sub_indexes(rng, 1120, 78, 128 << 20)
+    sat = rng.integers(0, 1120, size=(events, 31))
+    ebits = np.zeros((events, 35), dtype=np.uint32)
+    np.bitwise_or.at(ebits, (np.repeat(np.arange(events), 31), sat.ravel() >> 5),
+                     (np.uint32(1) << (sat.ravel() & 31).astype(np.uint32)))
+    xs = rng.integers(0, count, size=events * per_event).astype(np.int64) * block
+    _sub_loop(sub, xs[:100], block, ebits, per_event, RUN_AHEAD)
+    k_s = best(lambda: _sub_loop(sub, xs, block, ebits, per_event, RUN_AHEAD)) / (len(xs) * ebits.shape[1])
+    return RunCosts(K_run=k_run * 1e9, K_l=k_l * 1e9, K_e=k_e * 1e9, K_s=k_s * 1e9)

@@ -46,7 +46,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
+from ..structures.cluster_store import (INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, popcount32, run_row, sub_half,
+                                        sub_index, sub_pointer)
 from ..structures.hashtable import ht_find3, ht_slot2, ht_slot3
 from ..structures.predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, doubled, ensure_room, entry_matches, finish_events, predicate_list_key,
@@ -367,7 +368,7 @@ def stage_runs(n_grp, gs_off, lookup_end, gp_off, gsat, probe, gmask, store, run
     """
     runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs)
     hit, nh = runs_found(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit)
-    sv = runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off)
+    sv = runs_entries(n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off)
     runs_later_columns(n_grp, gp_off, probe, gmask, store, sv, sv_off)
     for i in range(n_grp):
         for s in range(gs_off[i], gs_off[i + 1]):
@@ -404,7 +405,7 @@ def runs_index_rows(n_grp, gs_off, gp_off, gsat, probe, gmask, store, runs):
 def runs_found(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit):
     """Stage 5b: the runs each event's satisfied predicates find in its staged clusters, their starts prefetched.
 
-    Rows ``hit[:nh]`` are ``(event, cluster, run, -)``; returns ``(hit, nh)``
+    Rows ``hit[:nh]`` are ``(event, cluster, run, -, -)``; returns ``(hit, nh)``
     (``hit`` grown first to the group's index lookups, so that the loop,
     :func:`runs_found_into`, allocates nothing).
     """
@@ -442,26 +443,36 @@ def runs_found_into(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit):
 
 
 @njit(cache=True, inline="always")
-def run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs):
-    """Step ``h`` of :func:`runs_entries`' pipeline: prefetch the start of run ``h + 2 ahead``, then read the
-    bounds of run ``h + ahead`` into ``hit[h + ahead, 2:4]`` and prefetch its second column."""
+def run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs, sub_off, sub):
+    """Step ``h`` of :func:`runs_entries`' pipeline: prefetch the start of run ``h + 2 ahead`` (and its
+    second-level pointer), then read the bounds of run ``h + ahead`` into ``hit[h + ahead, 2:4]`` and its
+    second-level index into ``hit[h + ahead, 4]`` (-1: none), and prefetch what is read next: the index's
+    bitmap, or the run's second column."""
     h2 = h + 2 * ahead
     if h2 < nh:
         c = hit[h2, 1]
         prefetch(arena, run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW) + hit[h2, 2])
+        if sub_off.shape[0] and sub_off[c] >= 0:
+            prefetch(sub, sub_pointer(sub_off, c, hit[h2, 2]))
     h1 = h + ahead
     if 0 <= h1 < nh:
         c, r = hit[h1, 1], hit[h1, 2]
         sr = run_row(c_base[c], c_cap[c], c_k[c], STARTS_ROW)
         start = arena[sr + r]
         end = arena[sr + r + 1] if r + 1 < c_runs[c] else c_sorted[c]
-        hit[h1, 2], hit[h1, 3] = start, end
-        prefetch(arena, c_base[c] + c_cap[c] + start)
-        prefetch(arena, c_base[c] + c_cap[c] + end - 1)  # (the same line, unless the run crosses one)
+        x, x_end = sub_index(sub, sub_off, c, r) if sub_off.shape[0] else (-1, -1)
+        hit[h1, 2], hit[h1, 3], hit[h1, 4] = start, end, x
+        if x >= 0:  # the whole index: a bit test per satisfied predicate, then the rank and bounds of each found
+            for a in range(x, x_end, LINE_IDS):
+                prefetch(sub, a)
+            prefetch(sub, x_end - 1)
+        else:
+            prefetch(arena, c_base[c] + c_cap[c] + start)
+            prefetch(arena, c_base[c] + c_cap[c] + end - 1)  # (the same line, unless the run crosses one)
 
 
 @njit(cache=True)
-def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD):
+def runs_entries(n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD):
     """Stage 5c: the entries of the runs found whose second column the event satisfies, in a prefetching pipeline.
 
     Run ``h``'s second column is checked while run ``h + ahead``'s
@@ -470,12 +481,17 @@ def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD
     --ahead`` compares depths).  Writes the (cluster, entry) pairs of
     event ``i`` to ``sv[sv_off[i]:sv_off[i + 1]]``; returns ``sv``.  The
     loop is :func:`runs_entries_into`, which stops where ``sv`` is full:
-    ``sv`` is grown here and the loop resumed.
+    ``sv`` is grown here and the loop resumed.  A run with a second level
+    (engine/structures/cluster_store.py) is not tested entry by entry: the
+    words of its index's bitmap are AND-ed with those of the event's
+    satisfied predicates ``gsat[gs_off[i]:gs_off[i + 1]]`` (:func:`event_words`),
+    and the entries of each sub-run found pass.
     """
     sv_off[:] = 0
     h, nsv = -2 * ahead, 0
+    ebits = event_words(n_grp, gs_off, gsat, hit, nh, runs)
     while True:
-        h, nsv = runs_entries_into(h, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead)
+        h, nsv = runs_entries_into(h, n_grp, ebits, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead)
         if h >= nh:
             break
         bigger = np.empty((max(2 * sv.shape[0], nsv + hit[h, 3] - hit[h, 2]), sv.shape[1]), dtype=sv.dtype)
@@ -486,25 +502,66 @@ def runs_entries(n_grp, hit, nh, gmask, store, runs, sv, sv_off, ahead=RUN_AHEAD
     return sv
 
 
+@njit(cache=True)
+def event_words(n_grp, gs_off, gsat, hit, nh, runs):
+    """Bit ``p & 31`` of word ``[i, p >> 5]``: event ``i`` of the group satisfies ``p`` -- if a run found has a
+    second level (else nothing: no words), up to the group's largest satisfied predicate id."""
+    sub_off = runs.sub_off
+    need = False
+    for h in range(nh):
+        if sub_off.shape[0] and sub_off[hit[h, 1]] >= 0:
+            need = True
+            break
+    if not need:
+        return np.zeros((0, 0), dtype=np.uint32)
+    top = 0
+    for s in range(gs_off[0], gs_off[n_grp]):
+        top = max(top, gsat[s])
+    ebits = np.zeros((n_grp, (top >> 5) + 1), dtype=np.uint32)
+    for i in range(n_grp):
+        for s in range(gs_off[i], gs_off[i + 1]):
+            p = gsat[s]
+            ebits[i, p >> 5] |= np.uint32(1 << (p & 31))
+    return ebits
+
+
 @njit(cache=True, _nrt=False)
-def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead):
+def runs_entries_into(h0, n_grp, ebits, hit, nh, gmask, store, runs, sv, nsv, sv_off, ahead):
     """The pipeline of :func:`runs_entries` from step ``h0`` with ``nsv`` pairs written; returns ``(h, nsv)``:
     ``h = nh`` when done, else the run whose entries ``sv`` has no room for (its step not taken yet)."""
     arena, c_base, c_cap, c_k = store.arena, store.base, store.cap, store.k
-    c_sorted, c_runs = runs.sorted, runs.runs
+    c_sorted, c_runs, sub_off, sub = runs.sorted, runs.runs, runs.sub_off, runs.sub
     tested = passed = 0  # entries of the runs so far, and those that passed: which form of the loop to take
     for h in range(h0, nh):
         if h >= 0 and nsv + hit[h, 3] - hit[h, 2] > sv.shape[0]:
             return h, nsv
-        run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs)
+        run_bounds_ahead(hit, h, nh, ahead, arena, c_base, c_cap, c_k, c_sorted, c_runs, sub_off, sub)
         if h < 0:
             continue
-        i, c, start, end = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3]
+        i, c, start, end, x = hit[h, 0], hit[h, 1], hit[h, 2], hit[h, 3], hit[h, 4]
         k, base, cap = c_k[c], c_base[c], c_cap[c]
         ebit = np.uint32(1 << i)
         first = nsv
         many = passed * BRANCHLESS_PASS_RATE > tested  # (of the entries tested so far: which form to take)
-        if k >= 2 and many:
+        j0, j1 = end, start - 1  # the entries written: their later columns are prefetched below
+        if x >= 0:
+            # the second level: the words of the run's own index AND-ed with the event's, each bit left a sub-run
+            w, w0, s0 = sub[x + 1], sub[x] >> 5, sub[x + 2]
+            ranks = x + 3 + w
+            bounds = ranks + ((w + 1) >> 1)
+            for q in range(min(w, ebits.shape[1] - w0)):
+                word = np.int64(sub[x + 3 + q]) & 0xFFFFFFFF
+                m = word & np.int64(ebits[i, w0 + q])
+                while m != 0:
+                    low = m & -m
+                    d = sub_half(sub, ranks, q) + popcount32(word & (low - 1))
+                    a, b = s0 + sub_half(sub, bounds, d), s0 + sub_half(sub, bounds, d + 1)
+                    j0, j1 = min(j0, a), max(j1, b - 1)
+                    for j in range(a, b):
+                        sv[nsv, 0], sv[nsv, 1] = c, j
+                        nsv += 1
+                    m ^= low
+        elif k >= 2 and many:
             # without a branch per entry: an inequality in the second column holds for about half of them (W1,
             # W2), and a mispredicted branch costs more than writing the pair of an entry that fails
             for j in range(start, end):
@@ -524,7 +581,8 @@ def runs_entries_into(h0, n_grp, hit, nh, gmask, store, runs, sv, nsv, sv_off, a
             # the lines read next for these entries: while few pass (W0), every later column and the handles;
             # while many do (W1, W2), the third column alone, since :func:`runs_later_columns` drops about
             # half of the entries at each column and fetches each next column as it tests the one before
-            j0, j1 = sv[first, 1], sv[nsv - 1, 1]
+            if x < 0:
+                j0, j1 = sv[first, 1], sv[nsv - 1, 1]
             last_row = min(2, k) if many else k
             for r in range(min(2, k), last_row + 1):
                 row = base + r * cap
@@ -724,8 +782,9 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
     out = scratch.out
     out_off = np.zeros(n_ev + 1, dtype=np.int64)
     nout = 0
-    # stage_runs' scratch: the runs found (event, cluster, run -- then its start --, end), the entries that pass
-    hit = np.empty((256, 4), dtype=np.int64)
+    # stage_runs' scratch: the runs found (event, cluster, run -- then its start --, end, second-level index), the
+    # entries that pass
+    hit = np.empty((256, 5), dtype=np.int64)
     sv = np.empty((256, 2), dtype=np.int64)
     sv_off = np.zeros(GROUP + 1, dtype=np.int64)
     sparse = access.field_key.shape[0] > 0 or preds.group_of.shape[0] >= PHASE1_AHEAD_FIELDS

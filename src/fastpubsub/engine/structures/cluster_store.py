@@ -42,6 +42,18 @@ iff a run has first column ``p``, rank = runs before the word.  An event
 then looks up its own satisfied predicates (a few dozen) instead of
 streaming a thousand runs.  It is built when the runs are sorted (``W = 0``
 when the ids span more than the row holds) and kept by removals.
+
+A *second level* (``ClusterStore(runs=..., level2=L)``; ``L`` is chosen by
+the cost model, engine/costmodel/runs.py): each run of at least ``L``
+entries is kept sorted by its second column, and gets an index of its own
+in a side array (``sub``): the same layout as the run index over the run's
+distinct second-column predicates, followed by where each sub-run of equal
+ones starts.  An event then looks its satisfied predicates up in it instead
+of testing every entry of the run (docs/clustering.md, "The second level").
+A cluster's block is rebuilt whenever its runs are sorted; a removal from
+the sorted prefix drops it (the removal shifts entries across runs), and
+the next merge or maintenance round (:meth:`ClusterStore.sort_tails`)
+restores it.
 """
 
 from __future__ import annotations
@@ -83,6 +95,8 @@ class RunArrays(NamedTuple):
 
     sorted: np.ndarray  # int64 [clusters]: entries in the sorted prefix
     runs: np.ndarray  # int64 [clusters]: runs in the sorted prefix
+    sub_off: np.ndarray  # int64 [clusters]: offset of the cluster's second-level block in ``sub`` (< 0: none)
+    sub: np.ndarray  # int32: the second-level blocks (:func:`sub_index`)
 
 
 #: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
@@ -98,6 +112,9 @@ RUN_TAIL_SHIFT = 3
 #: The dynamic maintenance merges a hot list's tail at a round once it holds a 64th of its cluster
 #: (:meth:`ClusterStore.sort_tails`): at most 64 entries moved per insert, against 8 for RUN_TAIL_SHIFT.
 TAIL_MERGE_SHIFT = 6
+#: ``c_sub`` of a cluster without a second-level block; of one whose runs are sorted and whose block is to be
+#: built (:meth:`ClusterStore._build_sub`); of one whose block a removal dropped (rebuilt by ``sort_tails``).
+SUB_NONE, SUB_BUILD, SUB_DROPPED = -2, -1, -3
 
 
 @njit(cache=True, inline="always")
@@ -152,21 +169,37 @@ def _copy_entry(arena, b, cap, k, src, dst, e_pos):
     e_pos[arena[b + k * cap + dst]] = dst
 
 
+@njit(cache=True, inline="always")
+def _sort_key(arena, b, cap, j, lex):
+    """The order of the sorted prefix: the first column, then (``lex``: with a second level) the second."""
+    if lex:
+        return (np.int64(arena[b + j]) << 32) + arena[b + cap + j]
+    return np.int64(arena[b + j])
+
+
 @njit(cache=True)
-def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos):
-    """Merge cluster ``c``'s unsorted tail into its sorted prefix and rebuild the run rows."""
+def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc):
+    """Merge cluster ``c``'s unsorted tail into its sorted prefix and rebuild the run rows.
+
+    With a second level (``sub_min`` > 0), entries are ordered by their first
+    two columns and every run of at least ``sub_min`` entries is checked to
+    be sorted by its second column (a removal may have rotated one entry into
+    it), then the cluster's block is marked to be built (``SUB_BUILD``; the old
+    one, its size ``sub[c_sub[c]]``, counted in ``sub_gc[0]`` as garbage).
+    """
     b, cap, k = c_base[c], c_cap[c], c_k[c]
     n, ns = c_len[c], c_sorted[c]
+    lex = sub_min > 0 and k >= 2
     t = n - ns
     tkeys = np.empty(t, dtype=np.int64)
     for j in range(t):
-        tkeys[j] = arena[b + ns + j]
-    order = np.argsort(tkeys)
+        tkeys[j] = _sort_key(arena, b, cap, ns + j, lex)
+    order = np.argsort(tkeys, kind="mergesort")
     perm = np.empty(n, dtype=np.int64)
     i = 0
     j = 0
     for w in range(n):
-        if j >= t or (i < ns and arena[b + i] <= tkeys[order[j]]):
+        if j >= t or (i < ns and _sort_key(arena, b, cap, i, lex) <= tkeys[order[j]]):
             perm[w] = i
             i += 1
         else:
@@ -192,6 +225,183 @@ def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos):
     c_sorted[c] = n
     c_runs[c] = nr
     _build_index(arena, run_row(b, cap, k, INDEX_ROW), cap, arena[pr], arena[pr + nr - 1], arena[pr : pr + nr])
+    if c_sub[c] >= 0:
+        sub_gc[0] += sub[c_sub[c]]
+    c_sub[c] = SUB_NONE
+    if lex:
+        for r in range(nr):
+            s0 = arena[sr + r]
+            s1 = arena[sr + r + 1] if r + 1 < nr else n
+            if s1 - s0 >= sub_min:
+                _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos)
+                c_sub[c] = SUB_BUILD
+
+
+@njit(cache=True)
+def _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos):
+    """Order entries ``s0:s1`` (one run) by their second column, if they are not already."""
+    col = b + cap
+    ordered = True
+    for j in range(s0 + 1, s1):
+        if arena[col + j] < arena[col + j - 1]:
+            ordered = False
+            break
+    if ordered:
+        return
+    order = np.argsort(arena[col + s0 : col + s1], kind="mergesort")
+    m = s1 - s0
+    buf = np.empty(m, dtype=arena.dtype)
+    for r in range(k + 1):
+        row = b + r * cap + s0
+        for w in range(m):
+            buf[w] = arena[row + order[w]]
+        arena[row : row + m] = buf
+    line = b + k * cap
+    for w in range(s0, s1):
+        e_pos[arena[line + w]] = w
+
+
+@njit(cache=True, inline="always")
+def sub_index_size(w, d):
+    """Ints of a second-level index of ``w`` bitmap words over ``d`` distinct predicates (:func:`write_sub_index`)."""
+    return 3 + w + ((w + 1) >> 1) + ((d + 2) >> 1)
+
+
+@njit(cache=True, inline="always")
+def sub_half(sub, at, j):
+    """The ``j``-th 16-bit half of the ints of ``sub`` from ``at`` (low half first)."""
+    return (np.int64(sub[at + (j >> 1)]) >> (16 * (j & 1))) & 0xFFFF
+
+
+@njit(cache=True)
+def _put_halves(sub, at, values):
+    """Write ``values`` (each below 2**16) two to an int from ``sub[at]``."""
+    for j in range(0, values.shape[0], 2):
+        v = values[j] | ((values[j + 1] << 16) if j + 1 < values.shape[0] else 0)
+        sub[at + (j >> 1)] = np.int32(v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v)
+
+
+@njit(cache=True)
+def write_sub_index(sub, x, lo, w, s0, pids, bounds):
+    """The second-level index of one run at ``sub[x]``: ``[lo, w, s0]``, a bitmap of ``w`` words over the run's
+    distinct second-column predicates ``pids`` (sorted; bit ``p - lo``, ``lo`` a multiple of 32 so that word ``q``
+    lines up with word ``lo / 32 + q`` of an event's satisfied predicates), then, 16 bits each, the sub-runs
+    before each word (its rank) and the ``D + 1`` bounds of the ``D`` sub-runs (entry positions less ``s0``)."""
+    sub[x], sub[x + 1], sub[x + 2] = lo, w, s0
+    words = np.zeros(w, dtype=np.int64)
+    for q in range(pids.shape[0]):
+        o = pids[q] - lo
+        words[o >> 5] |= np.int64(1) << (o & 31)
+    ranks = np.zeros(w, dtype=np.int64)
+    for q in range(w):
+        v = words[q]
+        sub[x + 3 + q] = np.int32(v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v)
+        if q + 1 < w:
+            ranks[q + 1] = ranks[q] + popcount32(v)
+    _put_halves(sub, x + 3 + w, ranks)
+    _put_halves(sub, x + 3 + w + ((w + 1) >> 1), bounds)
+
+
+@njit(cache=True, inline="always")
+def sub_lookup(sub, x, p):
+    """Entries ``(start, end)`` of predicate ``p``'s sub-run in the second-level index at ``x``; ``(-1, -1)`` if none."""
+    w = sub[x + 1]
+    o = p - sub[x]
+    if o < 0 or o >= 32 * w:
+        return -1, -1
+    word = np.int64(sub[x + 3 + (o >> 5)]) & 0xFFFFFFFF
+    bit = np.int64(1) << (o & 31)
+    if word & bit == 0:
+        return -1, -1
+    d = sub_half(sub, x + 3 + w, o >> 5) + popcount32(word & (bit - 1))
+    bounds = x + 3 + w + ((w + 1) >> 1)
+    return sub[x + 2] + sub_half(sub, bounds, d), sub[x + 2] + sub_half(sub, bounds, d + 1)
+
+
+@njit(cache=True)
+def _sub_blocks(arena, sub, c_base, c_cap, c_k, c_sorted, c_runs, clusters, offsets, sub_min, write):
+    """The second-level blocks of ``clusters``: their sizes, or (``write``) the blocks themselves at ``offsets``.
+
+    A block at ``o``: its size, then per run the offsets (from ``o``) where
+    the run's index (:func:`write_sub_index`) starts and ends, or -1 for a
+    run shorter than ``sub_min``, of 2**16 entries or more, or whose
+    second-column ids span more words than it has entries (the end is there
+    so that the kernel prefetches the index without reading it first).
+    Returns the sizes.
+    """
+    sizes = np.zeros(clusters.shape[0], dtype=np.int64)
+    for i in range(clusters.shape[0]):
+        c = clusters[i]
+        b, cap, k, ns, nr = c_base[c], c_cap[c], c_k[c], c_sorted[c], c_runs[c]
+        sr = run_row(b, cap, k, STARTS_ROW)
+        o = offsets[i] if write else 0
+        size = 1 + 2 * nr
+        for r in range(nr):
+            s0 = arena[sr + r]
+            s1 = arena[sr + r + 1] if r + 1 < nr else ns
+            m = s1 - s0
+            lo, hi = (arena[b + cap + s0] >> 5) << 5, arena[b + cap + s1 - 1]
+            w = ((hi - lo) >> 5) + 1
+            if m < sub_min or w > m or m >= (1 << 16):
+                if write:
+                    sub[o + 1 + 2 * r] = sub[o + 2 + 2 * r] = -1
+                continue
+            d = 1
+            for j in range(s0 + 1, s1):
+                if arena[b + cap + j] != arena[b + cap + j - 1]:
+                    d += 1
+            n_ints = sub_index_size(w, d)
+            if write:
+                sub[o + 1 + 2 * r] = size
+                sub[o + 2 + 2 * r] = size + n_ints
+                pids = np.empty(d, dtype=np.int64)
+                bounds = np.empty(d + 1, dtype=np.int64)
+                q = 0
+                for j in range(s0, s1):
+                    p = arena[b + cap + j]
+                    if j == s0 or p != arena[b + cap + j - 1]:
+                        pids[q] = p
+                        bounds[q] = j - s0
+                        q += 1
+                bounds[d] = m
+                write_sub_index(sub, o + size, lo, w, s0, pids, bounds)
+            size += n_ints
+        if write:
+            sub[o] = size
+        sizes[i] = size
+    return sizes
+
+
+@njit(cache=True, inline="always")
+def sub_pointer(sub_off, c, r):
+    """Where ``sub`` says where run ``r`` of cluster ``c``'s second-level index starts (and, next, ends); -1: no
+    block."""
+    o = sub_off[c]
+    return o + 1 + 2 * r if o >= 0 else -1
+
+
+@njit(cache=True, inline="always")
+def sub_index(sub, sub_off, c, r):
+    """(start, end) of the second-level index of run ``r`` of cluster ``c`` in ``sub``; (-1, -1) if none."""
+    t = sub_pointer(sub_off, c, r)
+    if t < 0 or sub[t] < 0:
+        return -1, -1
+    o = sub_off[c]
+    return o + sub[t], o + sub[t + 1]
+
+
+@njit(cache=True)
+def _copy_blocks(sub, new, c_sub, clusters):
+    """Copy the blocks of ``clusters`` densely into ``new`` (their offsets updated); returns the size used."""
+    used = 0
+    for i in range(clusters.shape[0]):
+        c = clusters[i]
+        o = c_sub[c]
+        size = sub[o]
+        new[used : used + size] = sub[o : o + size]
+        c_sub[c] = used
+        used += size
+    return used
 
 
 @njit(cache=True, inline="always")
@@ -254,28 +464,31 @@ def index_run(arena, ir, p):
 
 
 @njit(cache=True)
-def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, clusters, run_min):
+def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, clusters, run_min, sub_min, c_sub, sub, sub_gc):
     """Sort the unsorted tails of the given clusters that have outgrown their limit (see the module docstring)."""
     for i in range(clusters.shape[0]):
         c = clusters[i]
         if c_k[c] < 1 or c_len[c] < run_min:
             continue
         if c_len[c] - c_sorted[c] > max(run_min >> 2, c_sorted[c] >> RUN_TAIL_SHIFT):
-            _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos)
+            _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
 
 
 @njit(cache=True)
-def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, keys, run_min, shift):
+def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, keys, run_min, shift,
+                sub_min, c_sub, sub, sub_gc):
     """Merge the unsorted tail of every cluster with runs in the lists of ``keys`` once it holds at least
-    ``c_len >> shift`` entries; returns the entries merged."""
+    ``c_len >> shift`` entries, and sort again those whose second level a removal dropped; returns the entries
+    merged."""
     merged = 0
     for i in range(keys.shape[0]):
         c = key_head[keys[i]]
         while c >= 0:
             tail = c_len[c] - c_sorted[c]
-            if c_k[c] >= 1 and c_len[c] >= run_min and tail > 0 and tail >= (c_len[c] >> shift):
+            if c_k[c] >= 1 and c_len[c] >= run_min and (tail > 0 and tail >= (c_len[c] >> shift)
+                                                         or c_sub[c] == SUB_DROPPED):
                 merged += c_len[c] - c_sorted[c]
-                _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos)
+                _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
             c = c_next[c]
     return merged
 
@@ -441,12 +654,20 @@ class ClusterStore:
     """Clusters (key, k) of column-stored entries; see the module docstring.
 
     ``runs``: clusters of at least this many entries keep sorted runs (0: none, the paper's plain clusters).
+    ``level2``: runs of at least this many entries get a second level (0: none; with runs only); the owner may
+    change it (:attr:`sub_min`), which takes effect as runs are sorted again.
     """
 
-    def __init__(self, runs: int = 0) -> None:
+    def __init__(self, runs: int = 0, level2: int = 0) -> None:
         self.run_min = int(runs)
         self.run_rows = RUN_ROWS if runs else 0
+        self.sub_min = int(level2) if runs else 0
         self._no_runs = np.zeros(0, dtype=np.int64)  # what scan_args hands the kernels without runs
+        self._no_sub = np.zeros(0, dtype=np.int32)
+        self.sub = np.zeros(1 << 10, dtype=np.int32)  # the second-level blocks (_sub_blocks)
+        self.sub_used = 0
+        self.sub_gc = np.zeros(1, dtype=np.int64)  # of sub[:sub_used], the blocks no cluster points to any more
+        self.c_sub = np.full(0, SUB_NONE, dtype=np.int64)  # block offset, or SUB_NONE / SUB_BUILD / SUB_DROPPED
         self.arena = np.zeros(1 << 12, dtype=np.int32)
         self.used = 0  # arena[:used] is allocated to clusters
         self.garbage = 0  # allocated but abandoned by relocations
@@ -486,10 +707,12 @@ class ClusterStore:
             self.c_len, self.c_k = grow(self.c_len, top, 0), grow(self.c_k, top, -1)
             self.c_key, self.c_next = grow(self.c_key, top, -1), grow(self.c_next, top, -1)
             self.c_sorted, self.c_runs = grow(self.c_sorted, top, 0), grow(self.c_runs, top, 0)
+            self.c_sub = grow(self.c_sub, top, SUB_NONE)
             self.key_head = grow(self.key_head, int(keys.max()) + 1, -1)
             nk, nkk = rows[first, 0], rows[first, 1]
             self.c_base[ids], self.c_cap[ids], self.c_len[ids] = self.used, 0, 0
             self.c_sorted[ids], self.c_runs[ids] = 0, 0
+            self._drop_sub(ids, SUB_NONE)
             self.c_k[ids], self.c_key[ids] = nkk, nk
             for c, q in zip(ids.tolist(), nk.tolist()):  # one step per *new cluster*
                 self.c_next[c] = self.key_head[q]
@@ -516,6 +739,7 @@ class ClusterStore:
         self.c_len[f] = 0
         self.c_sorted[f] = 0
         self.c_runs[f] = 0
+        self._drop_sub(f, SUB_NONE)
         self.c_k[f] = -1
         self.c_next[f] = -1
         self.key_head[key] = -1
@@ -578,7 +802,8 @@ class ClusterStore:
                 clusters.astype(np.int64), entries.astype(np.int64), payload.astype(np.int32), payload_off.astype(np.int64))
         if self.run_rows:
             _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
-                    uc.astype(np.int64), self.run_min)
+                    uc.astype(np.int64), self.run_min, self.sub_min, self.c_sub, self.sub, self.sub_gc)
+            self._build_sub()
 
     def sort_tails(self, keys: np.ndarray, shift: int = TAIL_MERGE_SHIFT) -> int:
         """Merge the tails of the lists of ``keys`` that hold at least ``len >> shift`` entries into their runs.
@@ -597,8 +822,11 @@ class ClusterStore:
         if len(keys) == 0:
             return 0
         self._log_keys(keys)
-        return int(_sort_tails(self.arena, self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k,
-                               self.c_sorted, self.c_runs, self.e_pos, keys, self.run_min, int(shift)))
+        merged = int(_sort_tails(self.arena, self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k,
+                                 self.c_sorted, self.c_runs, self.e_pos, keys, self.run_min, int(shift), self.sub_min,
+                                 self.c_sub, self.sub, self.sub_gc))
+        self._build_sub()
+        return merged
 
     def payload(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(flat columns, offsets) of entries, e.g. to drop their predicate references."""
@@ -609,9 +837,14 @@ class ClusterStore:
 
         A cluster losing many entries at once is unsorted first (its entries
         all become tail, removed in O(k) each) and sorted again afterwards.
+        A removal from a sorted prefix drops the cluster's second level
+        (``SUB_DROPPED``): the next merge, or ``sort_tails``, builds it again.
         """
         entries = entries.astype(np.int64)
         self._log_keys(self.c_key[self.e_cluster[entries]])
+        if self.sub_min:
+            cl = self.e_cluster[entries]
+            self._drop_sub(np.unique(cl[self.e_pos[entries] < self.c_sorted[cl]]), SUB_DROPPED)
         heavy = self._no_runs
         if self.run_rows and len(entries) > 1:
             uc, counts = np.unique(self.e_cluster[entries], return_counts=True)
@@ -622,7 +855,52 @@ class ClusterStore:
                 self.e_cluster, self.e_pos, entries)
         if len(heavy):
             _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
-                    heavy, self.run_min)
+                    heavy, self.run_min, self.sub_min, self.c_sub, self.sub, self.sub_gc)
+            self._build_sub()
+
+    # -- the second level --------------------------------------------------
+    def _drop_sub(self, clusters: np.ndarray, state: int) -> None:
+        """Set the second-level state of ``clusters``, their blocks counted as garbage."""
+        if len(clusters) == 0:
+            return
+        had = self.c_sub[clusters]
+        had = had[had >= 0]
+        if len(had):
+            self.sub_gc[0] += int(self.sub[had].sum())
+        self.c_sub[clusters] = np.where(self.c_sub[clusters] == SUB_NONE, SUB_NONE, state)
+
+    def _build_sub(self) -> None:
+        """Write the blocks of the clusters whose runs were just sorted (``SUB_BUILD``) at the end of ``sub``."""
+        if not self.sub_min:
+            return
+        clusters = np.flatnonzero(self.c_sub[: self.ids.high] == SUB_BUILD).astype(np.int64)
+        if len(clusters) == 0:
+            return
+        if int(self.sub_gc[0]) > max(self.sub_used - int(self.sub_gc[0]), 1 << 16):
+            self._compact_sub()
+        def blocks(offsets, write):
+            return _sub_blocks(self.arena, self.sub, self.c_base, self.c_cap, self.c_k, self.c_sorted, self.c_runs,
+                               clusters, offsets, self.sub_min, write)
+
+        sizes = blocks(clusters, False)  # (offsets unread)
+        offsets = self.sub_used + np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+        total = self.sub_used + int(sizes.sum())
+        if total > len(self.sub):
+            self.sub = grow(self.sub, max(total, len(self.sub) + len(self.sub) // 2), 0)
+        blocks(offsets, True)
+        built = sizes > 1 + 2 * self.c_runs[clusters]  # (a header alone: no run qualified)
+        self.c_sub[clusters] = np.where(built, offsets, SUB_NONE)
+        self.sub_gc[0] += int(sizes[~built].sum())
+        self.sub_used = total
+
+    def _compact_sub(self) -> None:
+        """Rewrite ``sub`` densely: the blocks of the clusters that have one, in cluster order."""
+        live = np.flatnonzero(self.c_sub[: self.ids.high] >= 0).astype(np.int64)
+        size = int(self.sub[self.c_sub[live]].sum()) if len(live) else 0
+        new = np.zeros(max(size + size // 2, 1 << 10), dtype=np.int32)
+        self.sub_used = int(_copy_blocks(self.sub, new, self.c_sub, live))
+        self.sub = new
+        self.sub_gc[0] = 0
 
     def rows(self, k: np.ndarray) -> np.ndarray:
         """Arena rows of clusters with ``k`` columns (see :func:`n_rows`)."""
@@ -638,8 +916,8 @@ class ClusterStore:
     def run_arrays(self) -> RunArrays:
         """The run bookkeeping (empty without runs: the kernels then read nothing of it, engine.kernels.scan.run_path)."""
         if self.run_rows:
-            return RunArrays(self.c_sorted, self.c_runs)
-        return RunArrays(self._no_runs, self._no_runs)
+            return RunArrays(self.c_sorted, self.c_runs, self.c_sub, self.sub)
+        return RunArrays(self._no_runs, self._no_runs, self._no_runs, self._no_sub)
 
     def stats(self) -> dict:
         live = self.c_k[: self.ids.high] >= 0
@@ -649,10 +927,13 @@ class ClusterStore:
             "nonempty_clusters": int(np.count_nonzero(sizes)),
             "sorted_entries": int(self.c_sorted[: self.ids.high][live].sum()),
             "runs": int(self.c_runs[: self.ids.high][live].sum()),
+            "level2_min": self.sub_min,
+            "level2_clusters": int(np.count_nonzero(self.c_sub[: self.ids.high][live] >= 0)),
+            "level2_ints": self.sub_used - int(self.sub_gc[0]),
             "largest_cluster": int(sizes.max()) if len(sizes) else 0,
             "arena_used": self.used,
             "arena_garbage": self.garbage,
             "cluster_hash_slots": len(self.index.vals),
             "memory_bytes": int(self.arena.nbytes + self.index.nbytes + self.e_cluster.nbytes + self.e_pos.nbytes
-                                + 8 * 8 * len(self.c_base) + self.key_head.nbytes),
+                                + 8 * 9 * len(self.c_base) + self.key_head.nbytes + self.sub.nbytes),
         }
