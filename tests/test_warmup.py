@@ -49,6 +49,19 @@ def test_the_layout_digest_changes_when_a_module_moves(tmp_path, monkeypatch):
     assert fastpubsub._layout() != before
 
 
+def test_the_layout_digest_changes_when_a_module_changes(tmp_path, monkeypatch):
+    """A kernel compiles in the njit functions it calls from other modules, and numba checks only its own file:
+    an edit anywhere must lead to another cache directory, or callers would run the old callee."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "helper.py").write_text("def f(x):\n    return x\n")
+    monkeypatch.setattr(fastpubsub, "__file__", str(package / "__init__.py"))
+    before = fastpubsub._layout()
+    assert fastpubsub._layout() == before
+    (package / "helper.py").write_text("def f(x):\n    return x + 1\n")
+    assert fastpubsub._layout() != before
+
+
 def test_the_compile_watch_counts_compilations_not_cache_hits():
     seen = []
 

@@ -19,13 +19,22 @@ __version__ = "0.1.0"
 
 
 def _layout() -> str:
-    """A short digest of the package's module paths (what numba's cache index refers to by name)."""
+    """A short digest of the package's module paths and sources.
+
+    numba's cache index refers to types by module path, and checks only the stamp of a kernel's own file, while a
+    kernel compiles in the njit functions it calls from other modules: an edit to one of those would otherwise
+    leave callers compiled against the old code (a wrong result or a crash, not a recompilation).
+    """
     import hashlib
 
     root = os.path.dirname(os.path.abspath(__file__))
     paths = sorted(os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root)
                    for f in files if f.endswith(".py"))
-    return hashlib.sha1("\n".join(paths).encode()).hexdigest()[:8]
+    digest = hashlib.sha1("\n".join(paths).encode())
+    for path in paths:
+        with open(os.path.join(root, path), "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:8]
 
 
 def numba_cache_dir() -> str:
