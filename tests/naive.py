@@ -226,12 +226,15 @@ def bitmap_rows(bm, n_slots: int) -> np.ndarray:
             continue
         rows[0, s] = False
         pids = [int(p) for p in bm.sub_pids[bm.slot_start[s] : bm.slot_start[s] + bm.slot_len[s]]]
-        for f in sorted({int(bm.pfield[p]) for p in pids}):
-            fa = int(bm.field_slot[f])
+        # a range-only slot's interval [lo, hi] on a field is the predicates x >= lo, x <= hi
+        ivs = [(int(fa), float(lo), float(hi)) for fa, lo, hi in
+               zip(*(a[bm.iv_start[s] : bm.iv_start[s] + bm.iv_len[s]] for a in (bm.iv_fa, bm.iv_lo, bm.iv_hi)))]
+        for fa in sorted({int(bm.field_slot[bm.pfield[p]]) for p in pids} | {fa for fa, _, _ in ivs}):
             rows[bm.miss_row[fa], s] = True
             if bm.cell_base[fa] < 0:
                 continue
-            mine = [(int(bm.pop[p]), constant_code(bm, p)) for p in pids if bm.pfield[p] == f]
+            mine = [(int(bm.pop[p]), constant_code(bm, p)) for p in pids if bm.field_slot[bm.pfield[p]] == fa]
+            mine += [pair for f, lo, hi in ivs if f == fa for pair in ((5, lo), (3, hi))]
             for c in range(n_cells):
                 a = -np.inf if c == 0 else float(bm.bounds[fa, c - 1])
                 b = np.inf if c == n_cells - 1 else float(bm.bounds[fa, c])

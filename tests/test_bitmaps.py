@@ -19,7 +19,7 @@ from naive import bitmap_rows, merge_matches as naive_merge
 
 from fastpubsub.engine import Matcher
 from oracles.engine import OracleMatcher
-from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps, field_samples
+from fastpubsub.engine.algorithms.bitmaps import BitmapArrays, RangeBitmaps, field_samples
 from fastpubsub.engine.kernels.sorting import merge_matches
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.costmodel.bitmaps import BITMAP_COST, MIN_SUBSCRIPTIONS, prefer_bitmaps
@@ -123,12 +123,14 @@ def test_bitmap_predicates_stay_out_of_phase_1_unless_a_keyed_subscription_share
     assert len(listed) == 1 and m.preds.op[list(listed)[0]] == 5  # ">= 3" only
     assert m.match({"x": 5, "k": 1}).tolist() == [1, 2] and m.match({"x": 10, "k": 1}).tolist() == [2]
     m.remove(2)
-    m.match({"x": 5})
-    assert len(m.preds.g_pids) == 0
+    m.flush()
+    assert m.preds.n_live == 0  # subscription 1 is range-only: held as intervals, its predicates never interned
     b = Matcher("bitmaps")
     b.add(1, [("x", ">", 1)])
-    b.match({"x": 2})
-    assert len(b.preds.g_pids) == 0
+    b.add(2, [("x", "<", 5), ("x", "!=", 3)])  # not range-only: interned, and kept out of phase 1
+    assert b.match({"x": 2}).tolist() == [1, 2] and b.match({"x": 3}).tolist() == [1]
+    b.flush()
+    assert len(b.preds.g_pids) == 0 and b.preds.n_live == 2
 
 
 def test_dynamic_puts_a_range_catch_all_on_the_bit_parallel_path_by_price_and_takes_it_back():
@@ -196,8 +198,12 @@ def test_field_samples_take_every_kth_constant_in_slot_order(slots, sample):
     start = np.cumsum([0] + [len(s) for s in slots])[:-1]
     flat = np.array([p for s in slots for p in s], dtype=np.int32)
     order = np.arange(len(slots))[::-1].copy()  # slots are visited in the order given
-    off, codes = field_samples(order, start, np.array([len(s) for s in slots]), flat, pfield, pop, pcode.view(np.int64),
-                               pcode, np.zeros(0, np.int64), np.array([0, -1, -1, 1, -1, -1, 2]), 3, sample)
+    none = np.zeros(len(slots), np.int64)
+    bm = BitmapArrays(np.zeros((1, 1), np.uint64), np.array([0, -1, -1, 1, -1, -1, 2]), np.zeros(3, np.int64),
+                      np.zeros(3, np.int64), np.zeros((3, 1)), start, np.array([len(s) for s in slots]), none, flat,
+                      pfield, pop, pcode.view(np.int64), pcode, np.zeros(0, np.int64), none, none,
+                      np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
+    off, codes = field_samples(order, bm, 3, sample)
     for fa in range(3):
         consts = [pcode[p] for s in order for p in slots[s] if pfield[p] == 3 * fa and pop[p] != 1]
         k = max(len(consts) // sample, 1)
