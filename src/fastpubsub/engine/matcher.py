@@ -281,10 +281,6 @@ class Matcher:
         kinds = np.asarray(batch.kinds, dtype=np.int64)
         attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
         numbers = np.asarray(batch.numbers, dtype=np.float64)
-        eqbits = number_bits(np.where(kinds == KIND_STRING, 0.0, numbers))
-        eqbits[kinds == KIND_BOOL] = numbers[kinds == KIND_BOOL].astype(np.int64)
-        if len(batch.strings):
-            eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
         fields, ops, off = field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8), np.asarray(batch.offsets, dtype=np.int64)
         handles = self.handles.take(n)
         # range-only rows the index holds as intervals are never interned (engine/algorithms/catchall.py)
@@ -292,10 +288,14 @@ class Matcher:
         rest = None
         if take_ranges is not None:
             taken = take_ranges(handles, off, fields, ops, numbers)
-            if taken.any():
+            if taken.any():  # (their pairs hold no strings: the batch's strings stay in order)
                 rest = np.flatnonzero(~taken)
                 pos, off = csr_positions(off[rest], off[rest + 1] - off[rest])
-                fields, ops, eqbits = fields[pos], ops[pos], eqbits[pos]
+                fields, ops, kinds, numbers = fields[pos], ops[pos], kinds[pos], numbers[pos]
+        eqbits = number_bits(np.where(kinds == KIND_STRING, 0.0, numbers))
+        eqbits[kinds == KIND_BOOL] = numbers[kinds == KIND_BOOL].astype(np.int64)
+        if len(batch.strings):
+            eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
         if len(fields):
             off, pids = _distinct_per_row(off, self.preds.intern(fields, ops, eqbits))
         else:

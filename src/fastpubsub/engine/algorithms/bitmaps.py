@@ -233,20 +233,25 @@ def mark_slots(slots, on, bm, tops):
 
 
 @njit(cache=True)
-def fold_intervals(off, field, op, value):
-    """Range-only rows (predicates ``x < <= > >= number`` in CSR) as one closed interval of doubles per row and
-    field: ``(ioff, ifield, ilo, ihi)`` in CSR, fields in order of first appearance; an interval that holds no
-    double is ``[inf, -inf]``.  ``x > v`` holds exactly the doubles of ``x >= nextafter(v, inf)`` (NaN none of
-    either), so the check ``lo <= x <= hi`` decides what the predicates decide."""
-    n = off.shape[0] - 1
+def fold_intervals(off, rows, field, op, value):
+    """Range-only rows ``rows`` (of predicates ``x < <= > >= number`` in CSR) as one closed interval of doubles per
+    row and field: ``(ioff, ifield, ilo, ihi)`` in CSR over ``rows``, fields in order of first appearance; an
+    interval that holds no double is ``[inf, -inf]``.  ``x > v`` holds exactly the doubles of
+    ``x >= nextafter(v, inf)`` (NaN none of either), so the check ``lo <= x <= hi`` decides what the predicates
+    decide."""
+    n = rows.shape[0]
+    size = 0
+    for r in rows:
+        size += off[r + 1] - off[r]
     ioff = np.zeros(n + 1, dtype=np.int64)
-    ifield = np.empty(field.shape[0], dtype=np.int64)
-    ilo = np.empty(field.shape[0], dtype=np.float64)
-    ihi = np.empty(field.shape[0], dtype=np.float64)
+    ifield = np.empty(size, dtype=np.int64)
+    ilo = np.empty(size, dtype=np.float64)
+    ihi = np.empty(size, dtype=np.float64)
     k = 0
     for i in range(n):
+        r = rows[i]
         k0 = k
-        for j in range(off[i], off[i + 1]):
+        for j in range(off[r], off[r + 1]):
             t = k0
             while t < k and ifield[t] != field[j]:
                 t += 1
@@ -524,8 +529,7 @@ def range_only(off: np.ndarray, field: np.ndarray, op: np.ndarray) -> np.ndarray
 def intervals_of_rows(off: np.ndarray, field: np.ndarray, op: np.ndarray, value: np.ndarray,
                       rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rows ``rows`` (range-only) of CSR predicates as :func:`fold_intervals` folds them."""
-    idx, soff = csr_positions(off[rows], off[rows + 1] - off[rows])
-    return fold_intervals(soff, field[idx], op[idx], value[idx])
+    return fold_intervals(off, rows, field, op, value)
 
 
 class RangeBitmaps:
@@ -604,7 +608,7 @@ class RangeBitmaps:
         if len(handles) == 0:
             return
         slots = self._take_slots(handles)
-        new = self._add_fields(np.unique(field))
+        new = self._add_fields(np.flatnonzero(np.bincount(field)))
         n = len(field)
         self.iv_fa = grow(self.iv_fa, self.n_iv + n, 0)
         self.iv_lo = grow(self.iv_lo, self.n_iv + n, 0.0)

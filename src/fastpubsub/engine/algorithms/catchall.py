@@ -116,7 +116,7 @@ class CatchAllPath:
             return taken
         ioff, ifield, lo, hi = intervals_of_rows(off, field, op, value, rows)
         if self.mode == "auto":
-            new = np.unique(ifield)
+            new = np.flatnonzero(np.bincount(ifield))
             held = new[new < len(self.field_refs)]
             fields = int(np.count_nonzero(self.field_refs)) + len(new) - int(np.count_nonzero(self.field_refs[held]))
             ranges = self.range_predicates + int(np.count_nonzero(lo > -np.inf) + np.count_nonzero(hi < np.inf))
