@@ -209,6 +209,32 @@ def constant_code(bm, p: int) -> float:
     return float(bm.scodes[bits]) if kind == KIND_STRING else float(bits) if kind == KIND_BOOL else float(bm.pnum[p])
 
 
+def fold_intervals(rows: list[list[tuple[int, int, float]]]) -> list[dict[int, tuple[float, float]]]:
+    """Per row of ``(field, op, value)`` order predicates, per field the least and greatest double every
+    predicate on it accepts (``(inf, -inf)`` when none does): engine/algorithms/bitmaps.py's ``fold_intervals``."""
+    none = (np.inf, -np.inf)
+
+    def accepts(op: int, v: float) -> tuple[float, float]:
+        if op == 5:
+            return v, np.inf
+        if op == 3:
+            return -np.inf, v
+        if op == 4:
+            return none if v == np.inf else (float(np.nextafter(v, np.inf)), np.inf)
+        return none if v == -np.inf else (-np.inf, float(np.nextafter(v, -np.inf)))
+
+    out = []
+    for row in rows:
+        got: dict[int, tuple[float, float]] = {}
+        for f, op, v in row:
+            lo, hi = got.get(f, (-np.inf, np.inf))
+            a, b = accepts(op, v)
+            lo, hi = max(lo, a), min(hi, b)
+            got[f] = (lo, hi) if lo <= hi else none
+        out.append(got)
+    return out
+
+
 def bitmap_rows(bm, n_slots: int) -> np.ndarray:
     """The rows engine/algorithms/bitmaps.py must hold, one bool per slot.
 
