@@ -8,7 +8,10 @@ Interval matchers (HEM, TAMA, REIN) instead precompute, per attribute and
 match.  Here:
 
 * every subscription takes a *slot* (a bit position; freed slots are reused,
-  lowest first, so the bitmaps stay dense);
+  lowest first, so the bitmaps stay dense) and is held by its predicate ids,
+  or, when *range-only* (every predicate ``< <= > >=`` a number), by one
+  closed interval of doubles per field (:meth:`RangeBitmaps.add_ranges`,
+  filed from the batch's columns: its predicates are never interned);
 * per numeric *field* it constrains (engine/frontend/encoding.py), ``cells`` value
   cells -- boundaries at quantiles of the predicates' constants on the
   field -- and per (field, cell) a bitmap of the slots whose predicates on
@@ -21,8 +24,9 @@ match.  Here:
 An event ORs one row per constrained field: the cell row of its value, or
 the missing row.  A zero bit left is a *survivor*: a true match, or a
 subscription with a constant inside the event's cell on some field.
-Survivors are checked exactly, predicate by predicate, against the event's
-values (the same comparisons phase 1 makes), so the result is exact for
+Survivors are checked exactly, predicate by predicate (or interval by
+interval), against the event's values (the same comparisons phase 1 makes),
+so the result is exact for
 every operator: ``!=``, strings and booleans are only in the missing rows
 and left to that check.  No phase 1: the predicates this path holds are
 kept out of the inequality groups (``PredicateTable.hold_off_path``).
@@ -32,7 +36,7 @@ words (``block``: as many as keep a block of every row within
 ``BLOCK_BUDGET``, 256 words for 20 fields and 16 cells): the block stays in
 the L2 cache while each event of the chunk ORs its rows, so memory is read
 once per chunk instead of once per event.  Memory: ``(fields x (cells + 1) + 1) x slots / 8`` bytes (20
-fields, 16 cells, 1M subscriptions: 42 MB) plus the predicate ids.
+fields, 16 cells, 1M subscriptions: 42 MB) plus the predicate ids (4 bytes each) or intervals (20 bytes each).
 
 :class:`RangeBitmaps` is the structure; :class:`BitmapIndex` is
 ``Matcher("bitmaps")`` (every subscription on this path), and static and
