@@ -570,11 +570,8 @@ class RangeBitmaps:
         self.n_pids = 0  # used part of sub_pids (live and garbage)
         self.garbage = 0
         # range-only subscriptions filed from their columns (add_ranges): closed intervals, no predicate ids
-        self.iv_start = np.zeros(0, dtype=np.int64)
-        self.iv_len = np.zeros(0, dtype=np.int64)
-        self.iv_fa = np.zeros(0, dtype=np.int32)
-        self.iv_lo = np.zeros(0, dtype=np.float64)
-        self.iv_hi = np.zeros(0, dtype=np.float64)
+        self.iv_start, self.iv_len = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)  # per slot
+        self.iv_fa, self.iv_lo, self.iv_hi = np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(0)
         self.n_iv = 0  # used part of iv_* (live and garbage)
         self.iv_garbage = 0
         self.field_slot = np.full(0, -1, dtype=np.int64)
