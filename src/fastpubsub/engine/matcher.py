@@ -281,7 +281,8 @@ class Matcher:
         kinds = np.asarray(batch.kinds, dtype=np.int64)
         attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
         numbers = np.asarray(batch.numbers, dtype=np.float64)
-        fields, ops, off = field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8), np.asarray(batch.offsets, dtype=np.int64)
+        fields, ops = field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8)
+        off = np.asarray(batch.offsets, dtype=np.int64)
         handles = self.handles.take(n)
         # range-only rows the index holds as intervals are never interned (engine/algorithms/catchall.py)
         take_ranges = getattr(self._index, "take_ranges", None)

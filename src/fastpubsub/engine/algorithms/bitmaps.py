@@ -487,7 +487,8 @@ def field_samples(slots, bm, n_fa, sample):
     """Per constrained field, ``sample`` to ``2 * sample`` of the constants the slots' predicates and finite
     interval ends on it hold (all of them if fewer; ``!=`` ones bound nothing and are left out): every ``k``-th in
     slot order, as CSR over the field index.  Two passes (count, then take), no sort of the predicate ids."""
-    slot_start, slot_len, sub_pids, pfield, pop, field_slot = bm.slot_start, bm.slot_len, bm.sub_pids, bm.pfield, bm.pop, bm.field_slot
+    slot_start, slot_len, sub_pids, pfield, pop = bm.slot_start, bm.slot_len, bm.sub_pids, bm.pfield, bm.pop
+    field_slot = bm.field_slot
     count = np.zeros(n_fa, dtype=np.int64)
     step = np.ones(n_fa, dtype=np.int64)
     codes = np.empty(0, dtype=np.float64)
