@@ -105,7 +105,8 @@ def run(subs, events, configs: list[str], repeat: int, budget: float) -> list[di
                "rss_growth_bytes": rss,
                "load_average": load_average()}
         if "catch_all" in s:
-            row["catch_all"] = {k: s["catch_all"][k] for k in ("mode", "active", "subscriptions", "range_only", "price_ns")}
+            row["catch_all"] = {k: s["catch_all"][k]
+                                for k in ("mode", "active", "subscriptions", "range_only", "price_ns")}
         if "bitmaps" in s:
             row["bitmap_bytes"] = s["bitmaps"]["bitmap_bytes"]
         rows.append(row)
