@@ -612,12 +612,15 @@ class RangeBitmaps:
         slots = self._take_slots(handles)
         new = self._add_fields(np.flatnonzero(np.bincount(field)))
         n = len(field)
-        self.iv_fa = grow(self.iv_fa, self.n_iv + n, 0)
-        self.iv_lo = grow(self.iv_lo, self.n_iv + n, 0.0)
-        self.iv_hi = grow(self.iv_hi, self.n_iv + n, 0.0)
-        self.iv_fa[self.n_iv : self.n_iv + n] = self.field_slot[field]
-        self.iv_lo[self.n_iv : self.n_iv + n] = lo
-        self.iv_hi[self.n_iv : self.n_iv + n] = hi
+        if self.n_iv == 0:  # (a first load: its arrays as they are, not copied into grown ones)
+            self.iv_fa, self.iv_lo, self.iv_hi = self.field_slot[field].astype(np.int32), lo.copy(), hi.copy()
+        else:
+            self.iv_fa = grow(self.iv_fa, self.n_iv + n, 0)
+            self.iv_lo = grow(self.iv_lo, self.n_iv + n, 0.0)
+            self.iv_hi = grow(self.iv_hi, self.n_iv + n, 0.0)
+            self.iv_fa[self.n_iv : self.n_iv + n] = self.field_slot[field]
+            self.iv_lo[self.n_iv : self.n_iv + n] = lo
+            self.iv_hi[self.n_iv : self.n_iv + n] = hi
         self.iv_start[slots] = self.n_iv + off[:-1]
         self.iv_len[slots] = np.diff(off)
         self.n_iv += n
