@@ -13,7 +13,8 @@ the bit-parallel path existed) and ``bitmaps`` (``Matcher("bitmaps")``).
 
 Per configuration and N: load time, ms per event on ``match_encoded``
 (best and worst of ``--repeat`` passes over the same events: the machine is
-shared), matches per event, ``stats()["memory_bytes"]``, and for dynamic
+shared), matches per event, ``stats()["memory_bytes"]``, the resident growth
+the load caused (``rss_growth_bytes``, freed heap returned first), and for dynamic
 which path its catch-all took.  Every configuration's matches are checked
 equal to the first one's.  Slow configurations are timed on fewer events:
 a first pass over 5 events sets how many (5 at least) fit in ``--budget`` seconds.
@@ -26,7 +27,6 @@ satisfied range predicate in phase 1) from ``dynamic-scan``.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import time
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .engine import rss_bytes
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.bitmaps import RANGE_NU
 from fastpubsub.engine.costmodel.model import calibrated_model
@@ -83,11 +84,12 @@ def run(subs, events, configs: list[str], repeat: int, budget: float) -> list[di
     rows, ref = [], None
     for name in configs:
         algorithm, options = CONFIGS[name]
-        gc.collect()
+        rss0 = rss_bytes()
         m = Matcher(algorithm, **options)
         t = time.perf_counter()
         m.add_bulk(subs)
         load = time.perf_counter() - t
+        rss = rss_bytes() - rss0
         m.match_encoded(_first(events, 50))  # compiled or loaded from numba's cache before timing
         best, worst, n_ev, out = time_passes(m, events, repeat, budget)
         if ref is not None:
@@ -100,9 +102,11 @@ def run(subs, events, configs: list[str], repeat: int, budget: float) -> list[di
         row = {"config": name, "n": len(subs), "load_s": round(load, 2), "events": n_ev,
                "ms_per_event_best": round(best * 1e3, 4), "ms_per_event_worst": round(worst * 1e3, 4),
                "matches_per_event": round(len(out.ids) / n_ev, 3), "memory_bytes": s["memory_bytes"],
+               "rss_growth_bytes": rss,
                "load_average": load_average()}
         if "catch_all" in s:
-            row["catch_all"] = {k: s["catch_all"][k] for k in ("mode", "active", "subscriptions", "price_ns")}
+            row["catch_all"] = {k: s["catch_all"][k]
+                                for k in ("mode", "active", "subscriptions", "range_only", "price_ns")}
         if "bitmaps" in s:
             row["bitmap_bytes"] = s["bitmaps"]["bitmap_bytes"]
         rows.append(row)

@@ -222,6 +222,32 @@ def constant_code(bm, p: int) -> float:
     return float(bm.scodes[bits]) if kind == KIND_STRING else float(bits) if kind == KIND_BOOL else float(bm.pnum[p])
 
 
+def fold_intervals(rows: list[list[tuple[int, int, float]]]) -> list[dict[int, tuple[float, float]]]:
+    """Per row of ``(field, op, value)`` order predicates, per field the least and greatest double every
+    predicate on it accepts (``(inf, -inf)`` when none does): engine/algorithms/bitmaps.py's ``fold_intervals``."""
+    none = (np.inf, -np.inf)
+
+    def accepts(op: int, v: float) -> tuple[float, float]:
+        if op == 5:
+            return v, np.inf
+        if op == 3:
+            return -np.inf, v
+        if op == 4:
+            return none if v == np.inf else (float(np.nextafter(v, np.inf)), np.inf)
+        return none if v == -np.inf else (-np.inf, float(np.nextafter(v, -np.inf)))
+
+    out = []
+    for row in rows:
+        got: dict[int, tuple[float, float]] = {}
+        for f, op, v in row:
+            lo, hi = got.get(f, (-np.inf, np.inf))
+            a, b = accepts(op, v)
+            lo, hi = max(lo, a), min(hi, b)
+            got[f] = (lo, hi) if lo <= hi else none
+        out.append(got)
+    return out
+
+
 def bitmap_rows(bm, n_slots: int) -> np.ndarray:
     """The rows engine/algorithms/bitmaps.py must hold, one bool per slot.
 
@@ -239,12 +265,15 @@ def bitmap_rows(bm, n_slots: int) -> np.ndarray:
             continue
         rows[0, s] = False
         pids = [int(p) for p in bm.sub_pids[bm.slot_start[s] : bm.slot_start[s] + bm.slot_len[s]]]
-        for f in sorted({int(bm.pfield[p]) for p in pids}):
-            fa = int(bm.field_slot[f])
+        # a range-only slot's interval [lo, hi] on a field is the predicates x >= lo, x <= hi
+        ivs = [(int(fa), float(lo), float(hi)) for fa, lo, hi in
+               zip(*(a[bm.iv_start[s] : bm.iv_start[s] + bm.iv_len[s]] for a in (bm.iv_fa, bm.iv_lo, bm.iv_hi)))]
+        for fa in sorted({int(bm.field_slot[bm.pfield[p]]) for p in pids} | {fa for fa, _, _ in ivs}):
             rows[bm.miss_row[fa], s] = True
             if bm.cell_base[fa] < 0:
                 continue
-            mine = [(int(bm.pop[p]), constant_code(bm, p)) for p in pids if bm.pfield[p] == f]
+            mine = [(int(bm.pop[p]), constant_code(bm, p)) for p in pids if bm.field_slot[bm.pfield[p]] == fa]
+            mine += [pair for f, lo, hi in ivs if f == fa for pair in ((5, lo), (3, hi))]
             for c in range(n_cells):
                 a = -np.inf if c == 0 else float(bm.bounds[fa, c - 1])
                 b = np.inf if c == n_cells - 1 else float(bm.bounds[fa, c])

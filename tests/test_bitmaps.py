@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from naive import bitmap_rows, merge_matches as naive_merge
+from naive import bitmap_rows, fold_intervals as naive_fold, holds, merge_matches as naive_merge
 
 from fastpubsub.engine import Matcher
 from oracles.engine import OracleMatcher
-from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps, field_samples
+from fastpubsub.engine.algorithms.bitmaps import BitmapArrays, RangeBitmaps, field_samples, fold_intervals, range_only
+from fastpubsub.engine.frontend.encoding import N_KINDS
+from fastpubsub.engine.semantics import KIND_NUMBER
 from fastpubsub.engine.kernels.sorting import merge_matches
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.costmodel.bitmaps import BITMAP_COST, MIN_SUBSCRIPTIONS, prefer_bitmaps
@@ -123,12 +125,14 @@ def test_bitmap_predicates_stay_out_of_phase_1_unless_a_keyed_subscription_share
     assert len(listed) == 1 and m.preds.op[list(listed)[0]] == 5  # ">= 3" only
     assert m.match({"x": 5, "k": 1}).tolist() == [1, 2] and m.match({"x": 10, "k": 1}).tolist() == [2]
     m.remove(2)
-    m.match({"x": 5})
-    assert len(m.preds.g_pids) == 0
+    m.flush()
+    assert m.preds.n_live == 0  # subscription 1 is range-only: held as intervals, its predicates never interned
     b = Matcher("bitmaps")
     b.add(1, [("x", ">", 1)])
-    b.match({"x": 2})
-    assert len(b.preds.g_pids) == 0
+    b.add(2, [("x", "<", 5), ("x", "!=", 3)])  # not range-only: interned, and kept out of phase 1
+    assert b.match({"x": 2}).tolist() == [1, 2] and b.match({"x": 3}).tolist() == [1]
+    b.flush()
+    assert len(b.preds.g_pids) == 0 and b.preds.n_live == 2
 
 
 def test_dynamic_puts_a_range_catch_all_on_the_bit_parallel_path_by_price_and_takes_it_back():
@@ -196,8 +200,12 @@ def test_field_samples_take_every_kth_constant_in_slot_order(slots, sample):
     start = np.cumsum([0] + [len(s) for s in slots])[:-1]
     flat = np.array([p for s in slots for p in s], dtype=np.int32)
     order = np.arange(len(slots))[::-1].copy()  # slots are visited in the order given
-    off, codes = field_samples(order, start, np.array([len(s) for s in slots]), flat, pfield, pop, pcode.view(np.int64),
-                               pcode, np.zeros(0, np.int64), np.array([0, -1, -1, 1, -1, -1, 2]), 3, sample)
+    none = np.zeros(len(slots), np.int64)
+    bm = BitmapArrays(np.zeros((1, 1), np.uint64), np.array([0, -1, -1, 1, -1, -1, 2]), np.zeros(3, np.int64),
+                      np.zeros(3, np.int64), np.zeros((3, 1)), start, np.array([len(s) for s in slots]), none, flat,
+                      pfield, pop, pcode.view(np.int64), pcode, np.zeros(0, np.int64), none, none,
+                      np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
+    off, codes = field_samples(order, bm, 3, sample)
     for fa in range(3):
         consts = [pcode[p] for s in order for p in slots[s] if pfield[p] == 3 * fa and pop[p] != 1]
         k = max(len(consts) // sample, 1)
@@ -244,3 +252,87 @@ def test_wu_yu_workload_has_the_papers_clauses():
 def test_fabrets_w1_and_w2_are_presets():
     assert PRESETS["W1"].n_predicates == 4 and PRESETS["W1"].fixed == ("=", "=", "<=")
     assert PRESETS["W2"].n_predicates == 9 and PRESETS["W2"].fixed == ("=", "=") + ("<=",) * 5 + (">=",)
+
+
+order_predicate = st.tuples(st.integers(0, 3), st.sampled_from([2, 3, 4, 5]), numbers.map(float))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(order_predicate, min_size=1, max_size=6), min_size=1, max_size=8), data=st.data())
+def test_fold_intervals_equals_naive_and_accepts_what_the_predicates_accept(rows, data):
+    """One closed interval of doubles per row and field; ``lo <= x <= hi`` exactly when every predicate holds."""
+    off = np.cumsum([0] + [len(r) for r in rows])
+    field, op, value = (np.array([p[i] for r in rows for p in r], dtype=dt) for i, dt in
+                        enumerate((np.int64, np.int8, np.float64)))
+    take = np.array(sorted(data.draw(st.sets(st.integers(0, len(rows) - 1), min_size=1))), dtype=np.int64)
+    ioff, ifield, lo, hi = fold_intervals(off, take, field, op, value)
+    want = naive_fold([rows[r] for r in take.tolist()])
+    for i, w in enumerate(want):
+        got = {int(f): (float(a), float(b)) for f, a, b in zip(*(x[ioff[i] : ioff[i + 1]] for x in (ifield, lo, hi)))}
+        assert got == w
+        assert list(got) == list(dict.fromkeys(f for f, _, _ in rows[take[i]]))  # fields in order of appearance
+    for x in [math.nan, -0.0, math.inf, -math.inf] + [float(np.nextafter(v, d)) for v in value for d in (-np.inf, np.inf)]:
+        for i, r in enumerate(take.tolist()):
+            for f, (a, b) in want[i].items():
+                assert (a <= x <= b) == all(holds(o, x, v) for g, o, v in rows[r] if g == f)
+
+
+@given(ops=st.lists(st.sampled_from([0, 1, 2, 3, 4, 5]), min_size=0, max_size=4),
+       kinds=st.lists(st.sampled_from([0, 1, 2]), min_size=4, max_size=4))
+def test_range_only_rows_are_order_comparisons_with_numbers(ops, kinds):
+    field = np.array([4 * N_KINDS + k for k in kinds[: len(ops)]], dtype=np.int64)
+    got = range_only(np.array([0, len(ops)]), field, np.array(ops, dtype=np.int8))
+    want = len(ops) > 0 and all(o >= 2 and k == KIND_NUMBER for o, k in zip(ops, kinds))
+    assert got.tolist() == [want]
+
+
+range_only_subscription = st.lists(st.tuples(st.sampled_from(ATTRS[:3]), st.sampled_from(["<", "<=", ">", ">="]),
+                                             numbers), min_size=1, max_size=4)
+mixed = st.lists(st.tuples(st.integers(0, 40), st.one_of(range_only_subscription, subscription)), max_size=12)
+mixed_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), mixed),
+        st.tuples(st.just("remove"), st.lists(st.integers(0, 40), max_size=10)),
+        st.tuples(st.just("match"), st.lists(event, min_size=1, max_size=3)),
+    ),
+    max_size=15,
+)
+
+
+@pytest.mark.parametrize("algorithm, options", [("dynamic", {}), ("static", {}), ("dynamic", {"catch_all": "scan"}),
+                                                ("bitmaps", {})], ids=["dynamic", "static", "dynamic-scan", "bitmaps"])
+@SETTINGS
+@given(ops=mixed_operations)
+def test_range_only_and_other_subscriptions_mixed_agree_with_oracle(algorithm, options, ops):
+    """Range-only subscriptions held as intervals (the price prefers the bit-parallel path once a range catch-all
+    of ``4 * MIN_SUBSCRIPTIONS`` is loaded) next to keyed and mixed ones, through bulk adds, removes and matches;
+    none of their predicates is interned."""
+    m, o = Matcher(algorithm, **options), OracleMatcher()
+    rng = np.random.default_rng(5)
+    base = {1000 + i: [(a, op, float(v)) for a, op, v in zip(rng.choice(ATTRS[:3], 2, replace=False),
+                                                             ("<=", ">"), rng.integers(-4, 5, 2) * 0.5 + [1, -1])]
+            for i in range(4 * MIN_SUBSCRIPTIONS)}
+    m.add_bulk(SubscriptionBatch.from_lists(base.items()))
+    for sid, preds in base.items():
+        o.add(sid, preds)
+    on_path = options.get("catch_all") != "scan"
+    held = m.stats()["catch_all"]["range_only"] if algorithm != "bitmaps" else len(m.index.bitmaps)
+    assert held == (len(base) if on_path else 0)
+    assert (m.preds.n_live == 0) == on_path  # held as intervals: no predicate interned
+    for op in ops:
+        if op[0] == "add":
+            fresh = dict((sid, preds) for sid, preds in op[1] if sid not in o)
+            m.add_bulk(SubscriptionBatch.from_lists(fresh.items()))
+            for sid, preds in fresh.items():
+                o.add(sid, preds)
+        elif op[0] == "remove":
+            gone = sorted({i for i in op[1] if i in o})
+            m.remove_bulk(np.array(gone, dtype=np.int64))
+            for i in gone:
+                o.remove(i)
+        else:
+            _check(m, o, op[1])
+    _check(m, o, [{"x": 0, "y": 0.5, "z": -1, "s": "a"}, {"x": -4, "y": 4, "z": 0}, {}])
+    if on_path:
+        held = m.stats()["catch_all"]["range_only"] if algorithm != "bitmaps" else len(m.index.bitmaps)
+        assert held >= len(base)  # the loaded ones are still held as intervals

@@ -332,14 +332,17 @@ _EVENT_PAIRS = ("attributes", "kinds", "numbers")
 _SUBSCRIPTION_PAIRS = ("attributes", "operators", "kinds", "numbers")
 
 
+def csr_positions(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions ``starts[i]:starts[i] + lengths[i]`` one after another, and their CSR offsets."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64), offsets
+
+
 def _take(batch: Any, rows: np.ndarray, pair_fields: tuple[str, ...]) -> dict[str, Any]:
     """Offsets, strings and per-pair arrays of items ``rows`` of a CSR batch, in that order."""
     rows = np.asarray(rows, dtype=np.int64)
-    starts, ends = batch.offsets[rows], batch.offsets[rows + 1]
-    lengths = ends - starts
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    pos = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)
+    pos, offsets = csr_positions(batch.offsets[rows], batch.offsets[rows + 1] - batch.offsets[rows])
     kinds = np.asarray(batch.kinds)
     strings: tuple[str, ...] = ()
     if len(batch.strings):

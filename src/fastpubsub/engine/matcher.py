@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from .algorithms import builtin  # noqa: F401  (registers the built-in algorithms)
-from .columnar import EventBatch, SubscriptionBatch, SubscriptionBuilder, take_subscription_groups
+from .columnar import EventBatch, SubscriptionBatch, SubscriptionBuilder, csr_positions, take_subscription_groups
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
@@ -281,13 +281,26 @@ class Matcher:
         kinds = np.asarray(batch.kinds, dtype=np.int64)
         attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
         numbers = np.asarray(batch.numbers, dtype=np.float64)
+        fields, ops = field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8)
+        off = np.asarray(batch.offsets, dtype=np.int64)
+        handles = self.handles.take(n)
+        # range-only rows the index holds as intervals are never interned (engine/algorithms/catchall.py)
+        take_ranges = getattr(self._index, "take_ranges", None)
+        rest = None
+        if take_ranges is not None:
+            taken = take_ranges(handles, off, fields, ops, numbers)
+            if taken.any():  # (their pairs hold no strings: the batch's strings stay in order)
+                rest = np.flatnonzero(~taken)
+                pos, off = csr_positions(off[rest], off[rest + 1] - off[rest])
+                fields, ops, kinds, numbers = fields[pos], ops[pos], kinds[pos], numbers[pos]
         eqbits = number_bits(np.where(kinds == KIND_STRING, 0.0, numbers))
         eqbits[kinds == KIND_BOOL] = numbers[kinds == KIND_BOOL].astype(np.int64)
         if len(batch.strings):
             eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
-        pids = self.preds.intern(field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8), eqbits)
-        off, pids = _distinct_per_row(np.asarray(batch.offsets, dtype=np.int64), pids)
-        handles = self.handles.take(n)
+        if len(fields):
+            off, pids = _distinct_per_row(off, self.preds.intern(fields, ops, eqbits))
+        else:
+            pids = np.zeros(0, dtype=np.int64)
         ids = np.asarray(batch.ids, dtype=np.int64)
         d = batch.disjunct_flags()
         if d.any():  # subscriptions of several rows: the id table holds the first row's handle
@@ -302,7 +315,10 @@ class Matcher:
             self._insert_ids(ids, handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = ids
-        self._index.add_bulk(handles, off, pids)
+        if rest is None:
+            self._index.add_bulk(handles, off, pids)
+        elif len(rest):
+            self._index.add_bulk(handles[rest], off, pids)
 
     def _insert_ids(self, ids: np.ndarray, handles: np.ndarray) -> None:
         self.id_table.insert(ids, handles)

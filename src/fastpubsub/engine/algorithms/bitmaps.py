@@ -8,7 +8,10 @@ Interval matchers (HEM, TAMA, REIN) instead precompute, per attribute and
 match.  Here:
 
 * every subscription takes a *slot* (a bit position; freed slots are reused,
-  lowest first, so the bitmaps stay dense);
+  lowest first, so the bitmaps stay dense) and is held by its predicate ids,
+  or, when *range-only* (every predicate ``< <= > >=`` a number), by one
+  closed interval of doubles per field (:meth:`RangeBitmaps.add_ranges`,
+  filed from the batch's columns: its predicates are never interned);
 * per numeric *field* it constrains (engine/frontend/encoding.py), ``cells`` value
   cells -- boundaries at quantiles of the predicates' constants on the
   field -- and per (field, cell) a bitmap of the slots whose predicates on
@@ -21,8 +24,9 @@ match.  Here:
 An event ORs one row per constrained field: the cell row of its value, or
 the missing row.  A zero bit left is a *survivor*: a true match, or a
 subscription with a constant inside the event's cell on some field.
-Survivors are checked exactly, predicate by predicate, against the event's
-values (the same comparisons phase 1 makes), so the result is exact for
+Survivors are checked exactly, predicate by predicate (or interval by
+interval), against the event's values (the same comparisons phase 1 makes),
+so the result is exact for
 every operator: ``!=``, strings and booleans are only in the missing rows
 and left to that check.  No phase 1: the predicates this path holds are
 kept out of the inequality groups (``PredicateTable.hold_off_path``).
@@ -32,7 +36,7 @@ words (``block``: as many as keep a block of every row within
 ``BLOCK_BUDGET``, 256 words for 20 fields and 16 cells): the block stays in
 the L2 cache while each event of the chunk ORs its rows, so memory is read
 once per chunk instead of once per event.  Memory: ``(fields x (cells + 1) + 1) x slots / 8`` bytes (20
-fields, 16 cells, 1M subscriptions: 42 MB) plus the predicate ids.
+fields, 16 cells, 1M subscriptions: 42 MB) plus the predicate ids (4 bytes each) or intervals (20 bytes each).
 
 :class:`RangeBitmaps` is the structure; :class:`BitmapIndex` is
 ``Matcher("bitmaps")`` (every subscription on this path), and static and
@@ -47,6 +51,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..columnar import csr_positions
 from ..frontend.encoding import N_KINDS
 from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
@@ -90,6 +95,11 @@ class BitmapArrays(NamedTuple):
     pbits: np.ndarray  # int64 [ids]: the constant's equality bits (PredicateTable.bits_value)
     pnum: np.ndarray  # float64 [ids]: pbits viewed as doubles (the constant of a number predicate)
     scodes: np.ndarray  # int64 [strings]: order code of each string id (StringDictionary.codes)
+    iv_start: np.ndarray  # int64 [slots]: the slot's intervals are iv_*[start:start + len] (range-only slots)
+    iv_len: np.ndarray  # int64 [slots]
+    iv_fa: np.ndarray  # int32: constrained-field index of each interval
+    iv_lo: np.ndarray  # float64: least double the interval holds (closed: open ends moved inwards)
+    iv_hi: np.ndarray  # float64: greatest double (lo > hi: it holds none)
 
 
 @njit(cache=True, inline="always")
@@ -158,16 +168,17 @@ def cell_tops(bounds: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, tops, slot_start, slot_len, sub_pids, pfield,
-               pop, pbits, pnum, scodes):
+def mark_slots(slots, on, bm, tops):
     """Set (``on``) or clear the bits of ``slots`` in every row of the fields their predicates constrain.
 
     Setting clears the slot's bit in the dead row, clearing sets it.  A cell's
     bit is set iff no double of the cell (``[bounds[c-1], tops[c]]``) lies in
-    the interval the slot's predicates on the field accept: exact over
-    doubles, as the comparisons of the exact check are.  One pass over the
-    slot's predicates gathers every field's interval.
+    the interval the slot's predicates (and intervals) on the field accept:
+    exact over doubles, as the comparisons of the exact check are.  One pass
+    over the slot's predicates and intervals gathers every field's interval.
     """
+    rows, field_slot, miss_row, cell_base, bounds = bm.rows, bm.field_slot, bm.miss_row, bm.cell_base, bm.bounds
+    slot_start, slot_len, sub_pids, pfield, pop = bm.slot_start, bm.slot_len, bm.sub_pids, bm.pfield, bm.pop
     n_cells = bounds.shape[1] + 1
     n_fa = miss_row.shape[0]
     stamp = np.full(n_fa, -1, dtype=np.int64)
@@ -192,8 +203,17 @@ def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, tops, s
                 touched[n_touched] = fa
                 n_touched += 1
                 lo[fa], lo_open[fa], hi[fa], hi_open[fa] = -np.inf, False, np.inf, False
-            v = constant_code(p, pfield, pbits, pnum, scodes)
+            v = constant_code(p, pfield, bm.pbits, bm.pnum, bm.scodes)
             lo[fa], lo_open[fa], hi[fa], hi_open[fa] = tighten(pop[p], v, lo[fa], lo_open[fa], hi[fa], hi_open[fa])
+        for q in range(bm.iv_start[s], bm.iv_start[s] + bm.iv_len[s]):
+            fa = bm.iv_fa[q]
+            if stamp[fa] != s:
+                stamp[fa] = s
+                touched[n_touched] = fa
+                n_touched += 1
+                lo[fa], lo_open[fa], hi[fa], hi_open[fa] = -np.inf, False, np.inf, False
+            lo[fa], lo_open[fa] = tighten_low(lo[fa], lo_open[fa], bm.iv_lo[q], False)
+            hi[fa], hi_open[fa] = tighten_high(hi[fa], hi_open[fa], bm.iv_hi[q], False)
         for t in range(n_touched):
             fa = touched[t]
             if on:
@@ -214,6 +234,57 @@ def mark_slots(slots, on, rows, field_slot, miss_row, cell_base, bounds, tops, s
                     rows[cb + c, w] |= bit
         for t in range(n_touched):
             stamp[touched[t]] = -1  # (a slot listed twice starts afresh)
+
+
+@njit(cache=True)
+def fold_intervals(off, rows, field, op, value):
+    """Range-only rows ``rows`` (of predicates ``x < <= > >= number`` in CSR) as one closed interval of doubles per
+    row and field: ``(ioff, ifield, ilo, ihi)`` in CSR over ``rows``, fields in order of first appearance; an
+    interval that holds no double is ``[inf, -inf]``.  ``x > v`` holds exactly the doubles of
+    ``x >= nextafter(v, inf)`` (NaN none of either), so the check ``lo <= x <= hi`` decides what the predicates
+    decide."""
+    n = rows.shape[0]
+    size = 0
+    for r in rows:
+        size += off[r + 1] - off[r]
+    ioff = np.zeros(n + 1, dtype=np.int64)
+    ifield = np.empty(size, dtype=np.int64)
+    ilo = np.empty(size, dtype=np.float64)
+    ihi = np.empty(size, dtype=np.float64)
+    k = 0
+    for i in range(n):
+        r = rows[i]
+        k0 = k
+        for j in range(off[r], off[r + 1]):
+            t = k0
+            while t < k and ifield[t] != field[j]:
+                t += 1
+            if t == k:
+                ifield[k], ilo[k], ihi[k] = field[j], -np.inf, np.inf
+                k += 1
+            # open ends are kept as the next double inwards (always closed from here on)
+            lo_, lo_open, hi_, hi_open = tighten(op[j], value[j], ilo[t], False, ihi[t], False)
+            xl, xh, empty = interval_doubles(lo_, lo_open, hi_, hi_open)
+            if empty or xl > xh:
+                xl, xh = np.inf, -np.inf
+            ilo[t], ihi[t] = xl, xh
+        ioff[i + 1] = k
+    return ioff, ifield[:k].copy(), ilo[:k].copy(), ihi[:k].copy()
+
+
+@njit(cache=True)
+def range_only_rows(off, field, op, n_kinds, kind_number):
+    """Rows (CSR) of at least one predicate, every one an order comparison (``< <= > >=``) with a number."""
+    n = off.shape[0] - 1
+    out = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        ok = off[i + 1] > off[i]
+        for j in range(off[i], off[i + 1]):
+            if op[j] < 2 or field[j] % n_kinds != kind_number:
+                ok = False
+                break
+        out[i] = ok
+    return out
 
 
 @njit(cache=True, inline="always")
@@ -372,6 +443,7 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
     """
     field_slot, slot_start, slot_len, slot_handle = bm.field_slot, bm.slot_start, bm.slot_len, bm.slot_handle
     sub_pids, pfield, pop, pbits, pnum, scodes = bm.sub_pids, bm.pfield, bm.pop, bm.pbits, bm.pnum, bm.scodes
+    iv_start, iv_len, iv_fa, iv_lo, iv_hi = bm.iv_start, bm.iv_len, bm.iv_fa, bm.iv_lo, bm.iv_hi
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
     for e in range(e0, c1):
         i = e - c0
@@ -388,6 +460,11 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
                                                          constant_code(p, pfield, pbits, pnum, scodes), pbits[p]):
                     ok = False
                     break
+            for q in range(iv_start[s], iv_start[s] + iv_len[s]):
+                if not ok:
+                    break
+                j = pair[iv_fa[q]]
+                ok = j >= 0 and iv_lo[q] <= ev_code[j] and ev_code[j] <= iv_hi[q]  # (NaN: false)
             if ok:
                 out[nout] = slot_handle[s]
                 nout += 1
@@ -396,34 +473,45 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
     return c1, nout
 
 
+@njit(cache=True, inline="always")
+def sample_one(v, fa, step, seen, fill, codes):
+    """Count constant ``v`` of field ``fa``; keep it (``codes[fill[fa]]``) if it is a ``step[fa]``-th one."""
+    if fill.shape[0] and seen[fa] % step[fa] == 0:
+        codes[fill[fa]] = v
+        fill[fa] += 1
+    seen[fa] += 1
+
+
 @njit(cache=True)
-def field_samples(slots, slot_start, slot_len, sub_pids, pfield, pop, pbits, pnum, scodes, field_slot, n_fa, sample):
-    """Per constrained field, ``sample`` to ``2 * sample`` of the constants the slots' predicates on it hold (all of
-    them if fewer; ``!=`` ones bound nothing and are left out): every ``k``-th in slot order, as CSR over the
-    field index.  Two passes, no sort of the predicate ids."""
+def field_samples(slots, bm, n_fa, sample):
+    """Per constrained field, ``sample`` to ``2 * sample`` of the constants the slots' predicates and finite
+    interval ends on it hold (all of them if fewer; ``!=`` ones bound nothing and are left out): every ``k``-th in
+    slot order, as CSR over the field index.  Two passes (count, then take), no sort of the predicate ids."""
+    slot_start, slot_len, sub_pids, pfield, pop = bm.slot_start, bm.slot_len, bm.sub_pids, bm.pfield, bm.pop
+    field_slot = bm.field_slot
     count = np.zeros(n_fa, dtype=np.int64)
-    for s in slots:
-        for q in range(slot_start[s], slot_start[s] + slot_len[s]):
-            p = sub_pids[q]
-            if pop[p] != 1:
-                count[field_slot[pfield[p]]] += 1
-    step = np.maximum(count // sample, 1)
+    step = np.ones(n_fa, dtype=np.int64)
+    codes = np.empty(0, dtype=np.float64)
+    fill = np.empty(0, dtype=np.int64)
     off = np.zeros(n_fa + 1, dtype=np.int64)
-    for fa in range(n_fa):
-        off[fa + 1] = off[fa] + (count[fa] + step[fa] - 1) // step[fa]
-    codes = np.empty(off[n_fa], dtype=np.float64)
-    seen = np.zeros(n_fa, dtype=np.int64)
-    fill = off[:-1].copy()
-    for s in slots:
-        for q in range(slot_start[s], slot_start[s] + slot_len[s]):
-            p = sub_pids[q]
-            if pop[p] == 1:
-                continue
-            fa = field_slot[pfield[p]]
-            if seen[fa] % step[fa] == 0:
-                codes[fill[fa]] = constant_code(p, pfield, pbits, pnum, scodes)
-                fill[fa] += 1
-            seen[fa] += 1
+    for rnd in range(2):
+        if rnd == 1:
+            step = np.maximum(count // sample, 1)
+            for fa in range(n_fa):
+                off[fa + 1] = off[fa] + (count[fa] + step[fa] - 1) // step[fa]
+            codes = np.empty(off[n_fa], dtype=np.float64)
+            fill = off[:-1].copy()
+            count[:] = 0
+        for s in slots:
+            for q in range(slot_start[s], slot_start[s] + slot_len[s]):
+                p = sub_pids[q]
+                if pop[p] != 1:
+                    sample_one(constant_code(p, pfield, bm.pbits, bm.pnum, bm.scodes), field_slot[pfield[p]], step,
+                               count, fill, codes)
+            for q in range(bm.iv_start[s], bm.iv_start[s] + bm.iv_len[s]):
+                for v in (bm.iv_lo[q], bm.iv_hi[q]):
+                    if np.isfinite(v):
+                        sample_one(v, bm.iv_fa[q], step, count, fill, codes)
     return off, codes
 
 
@@ -436,6 +524,17 @@ def _quantile_bounds(values: np.ndarray, cells: int) -> np.ndarray:
     qs = np.unique(np.quantile(values, np.arange(1, cells) / cells, method="nearest"))
     out[: len(qs)] = qs
     return out
+
+
+def range_only(off: np.ndarray, field: np.ndarray, op: np.ndarray) -> np.ndarray:
+    """Which rows (CSR predicates: field ids, operator codes) :meth:`RangeBitmaps.add_ranges` can hold."""
+    return range_only_rows(off, field, op, N_KINDS, KIND_NUMBER)
+
+
+def intervals_of_rows(off: np.ndarray, field: np.ndarray, op: np.ndarray, value: np.ndarray,
+                      rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``rows`` (range-only) of CSR predicates as :func:`fold_intervals` folds them."""
+    return fold_intervals(off, rows, field, op, value)
 
 
 class RangeBitmaps:
@@ -471,6 +570,11 @@ class RangeBitmaps:
         self.sub_pids = np.zeros(0, dtype=np.int32)  # (predicate ids fit: 4 bytes a reference, 20 per interval subscription)
         self.n_pids = 0  # used part of sub_pids (live and garbage)
         self.garbage = 0
+        # range-only subscriptions filed from their columns (add_ranges): closed intervals, no predicate ids
+        self.iv_start, self.iv_len = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)  # per slot
+        self.iv_fa, self.iv_lo, self.iv_hi = np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(0)
+        self.n_iv = 0  # used part of iv_* (live and garbage)
+        self.iv_garbage = 0
         self.field_slot = np.full(0, -1, dtype=np.int64)
         self.miss_row = np.zeros(0, dtype=np.int64)
         self.cell_base = np.zeros(0, dtype=np.int64)
@@ -490,24 +594,56 @@ class RangeBitmaps:
             return
         p = self.preds
         p.hold_off_path(pids, 1)
-        slots = self.slots.take(len(handles))
-        top = int(slots.max()) + 1
-        self.slot_start = grow(self.slot_start, top, 0)
-        self.slot_len = grow(self.slot_len, top, 0)
-        self.slot_handle = grow(self.slot_handle, top, -1)
-        self.handle_slot = grow(self.handle_slot, int(handles.max()) + 1, -1)
-        sizes = np.diff(off)
+        slots = self._take_slots(handles)
         self.sub_pids = grow(self.sub_pids, self.n_pids + len(pids), 0)
         self.sub_pids[self.n_pids : self.n_pids + len(pids)] = pids
         self.slot_start[slots] = self.n_pids + off[:-1]
-        self.slot_len[slots] = sizes
+        self.slot_len[slots] = np.diff(off)
+        self.n_pids += len(pids)
+        self._file_slots(slots, self._add_fields(p.fields_of(pids)))
+
+    def add_ranges(self, handles: np.ndarray, off: np.ndarray, field: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> None:
+        """Take slots for range-only subscriptions given as closed intervals of doubles (:func:`fold_intervals`:
+        per row, one ``field``, ``lo``, ``hi`` per field, in CSR) and set their bits.  The intervals are their only
+        copy: no predicate is interned for them, and the exact check reads ``lo <= x <= hi``."""
+        if len(handles) == 0:
+            return
+        slots = self._take_slots(handles)
+        new = self._add_fields(np.flatnonzero(np.bincount(field)))
+        n = len(field)
+        if self.n_iv == 0:  # (a first load: its arrays as they are, not copied into grown ones)
+            self.iv_fa, self.iv_lo, self.iv_hi = self.field_slot[field].astype(np.int32), lo.copy(), hi.copy()
+        else:
+            self.iv_fa = grow(self.iv_fa, self.n_iv + n, 0)
+            self.iv_lo = grow(self.iv_lo, self.n_iv + n, 0.0)
+            self.iv_hi = grow(self.iv_hi, self.n_iv + n, 0.0)
+            self.iv_fa[self.n_iv : self.n_iv + n] = self.field_slot[field]
+            self.iv_lo[self.n_iv : self.n_iv + n] = lo
+            self.iv_hi[self.n_iv : self.n_iv + n] = hi
+        self.iv_start[slots] = self.n_iv + off[:-1]
+        self.iv_len[slots] = np.diff(off)
+        self.n_iv += n
+        self._file_slots(slots, new)
+
+    def _take_slots(self, handles: np.ndarray) -> np.ndarray:
+        slots = self.slots.take(len(handles))
+        top = int(slots.max()) + 1
+        for name, fill in (("slot_start", 0), ("slot_len", 0), ("slot_handle", -1), ("iv_start", 0), ("iv_len", 0)):
+            setattr(self, name, grow(getattr(self, name), top, fill))
+        self.handle_slot = grow(self.handle_slot, int(handles.max()) + 1, -1)
         self.slot_handle[slots] = handles
         self.handle_slot[handles] = slots
-        self.n_pids += len(pids)
         self.live += len(handles)
         self._ensure_words(top)
+        return slots
+
+    def _file_slots(self, slots: np.ndarray, new: np.ndarray) -> None:
+        """Slots stored: the cells of their new numeric fields ``new`` placed (all cells again if due), and the
+        slots' bits set."""
         replace = self.live > 2 * self.placed_at + 1024 or self.placed_at == 0
-        self._add_fields(p.fields_of(pids), slots, place=not replace)
+        if not replace and len(new):
+            self._place(slots, new)
         if replace and self.placed_at and self._cells_still_fit(slots):
             self.placed_at, replace = self.live, False
         if replace:
@@ -526,11 +662,15 @@ class RangeBitmaps:
         self.slot_handle[slots] = -1
         self.handle_slot[handles] = -1
         self.garbage += int(self.slot_len[slots].sum())
+        self.iv_garbage += int(self.iv_len[slots].sum())
         self.slot_len[slots] = 0
+        self.iv_len[slots] = 0
         self.slots.release(slots)
         self.live -= len(handles)
         if self.garbage > max(1 << 16, self.n_pids - self.garbage):
             self._compact()
+        if self.iv_garbage > max(1 << 16, self.n_iv - self.iv_garbage):
+            self._compact_intervals()
         if self.placed_at > 4096 and 4 * self.live < self.placed_at:
             self.rebuild()
         return pids
@@ -539,13 +679,36 @@ class RangeBitmaps:
         """Which of ``handles`` are on this path."""
         return lookup(self.handle_slot, handles, -1) >= 0
 
+    def holds_ranges(self, handles: np.ndarray) -> np.ndarray:
+        """Which of ``handles`` are on this path as intervals (:meth:`add_ranges`)."""
+        slots = lookup(self.handle_slot, handles, -1)
+        out = slots >= 0
+        out[out] = self.iv_len[slots[out]] > 0
+        return out
+
+    def ranges_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The intervals of range-only subscriptions held: ``(off, field, lo, hi)`` in CSR, as given to
+        :meth:`add_ranges`."""
+        slots = self.handle_slot[handles]
+        idx, off = csr_positions(self.iv_start[slots], self.iv_len[slots])
+        fa_field = np.empty(len(self.miss_row), dtype=np.int64)
+        used = np.flatnonzero(self.field_slot >= 0)
+        fa_field[self.field_slot[used]] = used
+        return off, fa_field[self.iv_fa[idx]], self.iv_lo[idx], self.iv_hi[idx]
+
     def live_slots(self) -> np.ndarray:
         return np.flatnonzero(self.slot_handle[: self.slots.high] >= 0)
 
     def _pids_of(self, slots: np.ndarray) -> np.ndarray:
-        starts, lens = self.slot_start[slots], self.slot_len[slots]
-        idx = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        idx, _ = csr_positions(self.slot_start[slots], self.slot_len[slots])
         return self.sub_pids[idx].astype(np.int64)
+
+    def _compact_intervals(self) -> None:
+        slots = self.live_slots()
+        idx, off = csr_positions(self.iv_start[slots], self.iv_len[slots])
+        self.iv_fa, self.iv_lo, self.iv_hi = self.iv_fa[idx], self.iv_lo[idx], self.iv_hi[idx]
+        self.iv_start[slots] = off[:-1]
+        self.n_iv, self.iv_garbage = len(idx), 0
 
     def _compact(self) -> None:
         slots = self.live_slots()
@@ -565,13 +728,13 @@ class RangeBitmaps:
         rows[DEAD_ROW, self.rows.shape[1] :] = ALL_ONES
         self.rows = rows
 
-    def _add_fields(self, fields: np.ndarray, slots: np.ndarray, place: bool) -> bool:
-        """Rows for fields no subscription here constrained yet (cells placed from the constants of ``slots`` if
-        ``place``)."""
+    def _add_fields(self, fields: np.ndarray) -> np.ndarray:
+        """Rows for fields no subscription here constrained yet; returns the constrained-field indices of the new
+        numeric ones (their cells are placed once the slots constraining them are stored: :meth:`_file_slots`)."""
         self.field_slot = grow(self.field_slot, int(fields.max()) + 1 if len(fields) else 0, -1)
         new = fields[self.field_slot[fields] < 0]
         if len(new) == 0:
-            return False
+            return np.zeros(0, dtype=np.int64)
         n_rows = self.rows.shape[0]
         fa0 = len(self.miss_row)
         numeric = (new % N_KINDS) == KIND_NUMBER
@@ -581,18 +744,14 @@ class RangeBitmaps:
         self.miss_row = np.concatenate([self.miss_row, first])
         self.cell_base = np.concatenate([self.cell_base, np.where(numeric, first + 1, -1)])
         self.bounds = np.concatenate([self.bounds, np.full((len(new), max(self.cells - 1, 0)), np.inf)])
-        if place:
-            self._place(slots, fa0 + np.flatnonzero(numeric))
         rows = np.zeros((n_rows + int(extra.sum()), self.rows.shape[1]), dtype=np.uint64)
         rows[:n_rows] = self.rows
         self.rows = rows
-        return True
+        return fa0 + np.flatnonzero(numeric)
 
     def _place(self, slots: np.ndarray, fas: np.ndarray) -> None:
         """Cell boundaries of constrained fields ``fas`` at the quantiles of the constants ``slots`` hold on them."""
-        p = self.preds
-        off, codes = field_samples(slots, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, *self._constants(),
-                                   self.field_slot, len(self.miss_row), BOUNDARY_SAMPLE)
+        off, codes = field_samples(slots, self.arrays(), len(self.miss_row), BOUNDARY_SAMPLE)
         for i in fas.tolist():
             if off[i + 1] > off[i]:
                 self.bounds[i] = _quantile_bounds(codes[off[i] : off[i + 1]], self.cells)
@@ -601,10 +760,8 @@ class RangeBitmaps:
         """Whether the constants of new ``slots`` (a sample of them) spread over the cells placed before about as evenly as quantiles
         would (no cell taking more than ``REPLACE_SHARE`` times its share): then the cells stay and only the new
         slots are marked, instead of every slot again (a bulk load of one distribution in doubling chunks)."""
-        p = self.preds
         slots = slots[:: max(1, len(slots) // FIT_SAMPLE)]
-        off, codes = field_samples(slots, self.slot_start, self.slot_len, self.sub_pids, p.field, p.op, *self._constants(),
-                                   self.field_slot, len(self.miss_row), BOUNDARY_SAMPLE)
+        off, codes = field_samples(slots, self.arrays(), len(self.miss_row), BOUNDARY_SAMPLE)
         for i in np.flatnonzero(self.cell_base >= 0).tolist():
             c = codes[off[i] : off[i + 1]]
             if len(c) and np.bincount(np.searchsorted(self.bounds[i], c, side="right"),
@@ -623,10 +780,7 @@ class RangeBitmaps:
         self.rebuilds += 1
 
     def _mark(self, slots: np.ndarray, on: bool) -> None:
-        p = self.preds
-        mark_slots(np.asarray(slots, dtype=np.int64), on, self.rows, self.field_slot, self.miss_row, self.cell_base,
-                   self.bounds, cell_tops(self.bounds), self.slot_start, self.slot_len, self.sub_pids, p.field, p.op,
-                   *self._constants())
+        mark_slots(np.asarray(slots, dtype=np.int64), on, self.arrays(), cell_tops(self.bounds))
 
     # -- matching --------------------------------------------------------
     def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -637,7 +791,8 @@ class RangeBitmaps:
     def arrays(self) -> BitmapArrays:
         p = self.preds
         return BitmapArrays(self.rows, self.field_slot, self.miss_row, self.cell_base, self.bounds, self.slot_start,
-                            self.slot_len, self.slot_handle, self.sub_pids, p.field, p.op, *self._constants())
+                            self.slot_len, self.slot_handle, self.sub_pids, p.field, p.op, *self._constants(),
+                            self.iv_start, self.iv_len, self.iv_fa, self.iv_lo, self.iv_hi)
 
     def match(self, events, handle_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Matches of encoded events as CSR ``(offsets, ids)`` (:func:`bitmap_events`)."""
@@ -664,7 +819,8 @@ class RangeBitmaps:
             "rebuilds": self.rebuilds,
             "memory_bytes": int(self.rows.nbytes + self.sub_pids.nbytes + self.slot_start.nbytes + self.slot_len.nbytes
                                 + self.slot_handle.nbytes + self.handle_slot.nbytes
-                                + self.bounds.nbytes + self.field_slot.nbytes),
+                                + self.bounds.nbytes + self.field_slot.nbytes + self.iv_start.nbytes + self.iv_len.nbytes
+                                + self.iv_fa.nbytes + self.iv_lo.nbytes + self.iv_hi.nbytes),
         }
 
 
@@ -678,6 +834,17 @@ class BitmapIndex:
     def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         self.preds.refcount[: self.preds.n_ids] += np.bincount(pids, minlength=self.preds.n_ids)
         self.bitmaps.add(handles, off, pids)
+
+    def take_ranges(self, handles: np.ndarray, off: np.ndarray, field: np.ndarray, op: np.ndarray,
+                    value: np.ndarray) -> np.ndarray:
+        """Range-only subscriptions of a batch held as intervals, before their predicates are interned (they never
+        are); which rows were taken."""
+        rows = np.flatnonzero(range_only(off, field, op))
+        if len(rows):
+            self.bitmaps.add_ranges(handles[rows], *intervals_of_rows(off, field, op, value, rows))
+        taken = np.zeros(len(handles), dtype=bool)
+        taken[rows] = True
+        return taken
 
     def remove_bulk(self, handles: np.ndarray) -> None:
         self.preds.decref(self.bitmaps.remove(handles))

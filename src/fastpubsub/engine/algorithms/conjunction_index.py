@@ -320,6 +320,12 @@ class ClusteredIndex:
         self._flag_first_columns(handles, ks, cols, col_off)
         self.catch_all.filed(handles, keys, off, pids)
 
+    def take_ranges(self, handles: np.ndarray, off: np.ndarray, field: np.ndarray, op: np.ndarray,
+                    value: np.ndarray) -> np.ndarray:
+        """Range-only subscriptions of a batch, before their predicates are interned: the catch-all's bit-parallel
+        path holds them as intervals when priced cheaper (:meth:`CatchAllPath.take_ranges`); which rows it took."""
+        return self.catch_all.take_ranges(handles, off, field, op, value)
+
     def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
         """File new subscriptions under the configured schema that is best for each (section 4)."""
         self.reference(pids)
@@ -374,7 +380,7 @@ class ClusteredIndex:
 
     def remove_bulk(self, handles: np.ndarray) -> None:
         """Unfile subscriptions and drop their predicate references (dead access keys went with them)."""
-        _, pids = self.unfile(handles)
+        _, pids = self.unfile(self.catch_all.remove_ranges(handles))
         self.preds.decref(pids)
 
     def move(self, handles: np.ndarray, schemas: np.ndarray) -> None:
@@ -551,7 +557,7 @@ class ClusteredIndex:
             "schemas": tables,
             "single_field_subscriptions": int(np.count_nonzero((schema_of > 0) & ~is_multi(schema_of))),
             "presence_subscriptions": int(np.count_nonzero(schema_of < 0)),
-            "catch_all_subscriptions": int(np.count_nonzero(schema_of == 0)),
+            "catch_all_subscriptions": int(np.count_nonzero(schema_of == 0)) + self.catch_all.ranges,
         }
         sizes = self.store.c_len[: self.store.ids.high][self.store.c_k[: self.store.ids.high] >= 0]
         s["cluster_size_histogram"] = _log2_histogram(sizes)
@@ -613,6 +619,7 @@ class DynamicIndex(ClusteredIndex):
         self.store.trim()
 
     def remove_bulk(self, handles: np.ndarray) -> None:
+        handles = self.catch_all.remove_ranges(handles)
         self.maintenance.forget(handles)
         super().remove_bulk(handles)
         if self.maintenance.note_changes(len(handles)):

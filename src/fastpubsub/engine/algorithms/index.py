@@ -45,6 +45,12 @@ class Index(Protocol):
     predicates when it files a subscription (``preds.refcount``) and drops
     them when it removes it (``preds.decref``), releasing whatever it kept
     for predicates that die.
+
+    An index may also define ``take_ranges(handles, off, field, op, value)``
+    (engine/algorithms/catchall.py, bitmaps.py): the matcher offers it each
+    batch's rows before interning their predicates (CSR of field ids,
+    operator codes and numbers), and files through ``add_bulk`` only the rows
+    it did not take.
     """
 
     def add_bulk(self, handles: np.ndarray, off: np.ndarray, pids: np.ndarray) -> None:
