@@ -230,8 +230,8 @@ def test_indexed_runs_of_conjunction_clusters_agree_with_the_oracle(algorithm):
 
     Subscriptions of 3, 4 and 5 predicates put three clusters (1, 2 and 3
     columns left) in each (a0, a1) list: the first is scanned in stages, the
-    others event by event.  Then churn leaves unsorted tails and shifted
-    runs, and events lacking a fixed attribute skip the table, before
+    others event by event.  Then churn leaves unsorted tails and tombstones
+    in the runs, and events lacking a fixed attribute skip the table, before
     matching again.
     """
     spec = small_spec("w0-small")
@@ -247,9 +247,9 @@ def test_indexed_runs_of_conjunction_clusters_agree_with_the_oracle(algorithm):
     assert [r.tolist() for r in m.match_batch(dicts)] == [r.tolist() for r in o.match_batch(dicts)]
     rng = np.random.default_rng(6)
     gone = rng.choice(subs.ids, size=3_000, replace=False)
-    for sid in gone[:200].tolist():  # one at a time: each shifts the later runs of its cluster
+    for sid in gone[:200].tolist():  # one at a time: each a tombstone in its cluster
         m.remove(sid)
-    m.remove_bulk(gone[200:])  # many from one cluster: unsorted, then sorted again
+    m.remove_bulk(gone[200:])  # many from one cluster: purged
     for sid in gone.tolist():
         o.remove(sid)
     more = generate_subscriptions(spec, 2_000, seed=7, first_id=30_000)

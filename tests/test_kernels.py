@@ -383,7 +383,7 @@ def _conjunction_matcher(fixed=("=", "="), sizes=(3, 4, 5)):
     m = Matcher("static", runs=RUN_MIN, model=CostModel(K_r=1.0, C_h=300.0, K_h=1.0, K_c=1.0))
     m.add_bulk(subs)
     rng = np.random.default_rng(3)
-    for sid in rng.choice(subs.ids, size=300, replace=False).tolist():  # unsorted tails, shifted runs
+    for sid in rng.choice(subs.ids, size=300, replace=False).tolist():  # unsorted tails, tombstones
         m.remove(sid)
     events = generate_events(spec, 40, seed=5)
     sparse = generate_events(replace(spec, n_event_pairs=3), 30, seed=6)  # events lacking a0 or a1 skip the table
