@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from fastpubsub.engine.semantics import KIND_BOOL, KIND_STRING, KINDS
-from fastpubsub.engine.structures.cluster_store import PIDS_ROW, STARTS_ROW, run_row
+from fastpubsub.engine.structures.cluster_store import DEAD, PIDS_ROW, STARTS_ROW, run_row
 
 
 def cluster_entries(store, c: int) -> list[tuple[list[int], int]]:
-    """(columns, handle) of every entry of cluster ``c``."""
+    """(columns, handle) of every live entry of cluster ``c`` (a removed one's handle is ``DEAD``)."""
     k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])
     return [([int(store.arena[base + r * cap + j]) for r in range(k)], int(store.arena[base + k * cap + j]))
-            for j in range(int(store.length[c]))]
+            for j in range(int(store.length[c])) if store.arena[base + k * cap + j] != DEAD]
 
 
 def list_clusters(store, head: int) -> list[int]:
@@ -123,8 +123,9 @@ def scan_lists(sat: list[int], heads: list[int], store) -> list[int]:
 
 
 def scan_cluster(bits: np.ndarray, arena: np.ndarray, k: int, base: int, cap: int, n: int) -> list[int]:
-    """Line entries of the ``n`` entries of one cluster whose ``k`` columns all have their bit set."""
-    return [int(arena[base + k * cap + j]) for j in range(n) if all(bits[arena[base + r * cap + j]] for r in range(k))]
+    """Line entries of the live ones of the ``n`` entries of one cluster whose ``k`` columns all have their bit set."""
+    return [int(arena[base + k * cap + j]) for j in range(n)
+            if arena[base + k * cap + j] != DEAD and all(bits[arena[base + r * cap + j]] for r in range(k))]
 
 
 

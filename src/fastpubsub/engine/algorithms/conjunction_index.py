@@ -35,7 +35,7 @@ from numba import njit
 from ..structures.access_keys import CATCH_ALL, AccessKeys
 from ..kernels.batch import clustered_kernel
 from .catchall import CatchAllPath
-from ..structures.cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns
+from ..structures.cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns, put_live
 from ..costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
                                   unpack_rows, unpack_schema)
 from ..costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration
@@ -559,7 +559,8 @@ class ClusteredIndex:
             "presence_subscriptions": int(np.count_nonzero(schema_of < 0)),
             "catch_all_subscriptions": int(np.count_nonzero(schema_of == 0)) + self.catch_all.ranges,
         }
-        sizes = self.store.c_len[: self.store.ids.high][self.store.c_k[: self.store.ids.high] >= 0]
+        top = self.store.ids.high
+        sizes = (self.store.c_len[:top] - self.store.c_dead[:top])[self.store.c_k[:top] >= 0]  # live entries
         s["cluster_size_histogram"] = _log2_histogram(sizes)
         s["subscriptions_moved"] = int(self.moved)
         s["reorganize_seconds"] = round(self.reorganize_seconds, 6)
@@ -716,7 +717,7 @@ def _interleave(pids, off, cols, col_off, members):
 
 @njit(cache=True)
 def _members(keys, store):
-    """Handles of the clusters of the given access keys, key after key."""
+    """Handles of the clusters of the given access keys, key after key (the dead entries of sorted prefixes dropped)."""
     key_head, c_next, c_base, c_cap, c_len, c_k, arena = (store.key_head, store.next, store.base, store.cap,
                                                           store.length, store.k, store.arena)
     total = 0
@@ -732,7 +733,6 @@ def _members(keys, store):
         while c >= 0:
             line = c_base[c] + c_k[c] * c_cap[c]
             for j in range(c_len[c]):
-                out[w] = arena[line + j]
-                w += 1
+                w = put_live(out, w, arena[line + j])
             c = c_next[c]
-    return out
+    return out[:w]

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..structures.cluster_store import put_live
 from ..structures.hashtable import ht_find2, ht_slot2
 from ..structures.predicates import order_holds
 from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows
@@ -87,7 +88,8 @@ def entry_holds(k, arena, base, cap, j, row, row_f, slot, slot_f, e):
 
 @njit(cache=True, inline="always")
 def scan_list_direct_into(c, store, row, row_f, slot, slot_f, e, out, nout):
-    """Append the handles of the matching entries of cluster ``c`` and the clusters after it in its list.
+    """Append the handles of the matching entries of cluster ``c`` and the clusters after it in its list (the
+    dead entries of sorted prefixes dropped, engine/structures/cluster_store.py).
 
     ``out`` is not grown (callable without numba's reference-counting runtime): returns the new count, or -1 when
     ``out`` has no room for a cluster's entries (the caller grows it and scans the event again).
@@ -104,8 +106,7 @@ def scan_list_direct_into(c, store, row, row_f, slot, slot_f, e, out, nout):
                 if k > 0 and j + 8 < n:
                     prefetch(row, 2 * np.int64(arena[np.uint64(base + j + 8)]))
                 if entry_holds(k, arena, base, cap, j, row, row_f, slot, slot_f, e):
-                    out[nout] = arena[np.uint64(line + j)]
-                    nout += 1
+                    nout = put_live(out, nout, arena[np.uint64(line + j)])
         c = c_next[c]
     return nout
 

@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from .direct import DirectTable, check_predicate, direct_keys, scan_list_direct_into
+from ..structures.cluster_store import DEAD
 from ..structures.hashtable import ht_find3
 from ..structures.idpool import grow
 from ..kernels.probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
@@ -59,8 +60,9 @@ class PackedArrays(NamedTuple):
 
 
 @njit(cache=True)
-def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, row, start, data, used, pack_max):
-    """Pack the lists of ``keys`` at ``data[used:]`` (``start[q]`` = -1 for a list longer than ``pack_max``).
+def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, c_dead, arena, row, start, data, used, pack_max):
+    """Pack the lists of ``keys`` at ``data[used:]`` (``start[q]`` = -1 for a list of more than ``pack_max`` live
+    entries; dead entries, ``c_dead`` of a cluster, are left out).
 
     Each column's predicate id ``p`` is written as its row of
     :class:`~engine.algorithms.direct.DirectPredicates` (``row[p]``: field and operator,
@@ -70,7 +72,7 @@ def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, row, sta
         c = key_head[q] if q < key_head.shape[0] else -1
         n = 0
         while c >= 0:
-            n += c_len[c]
+            n += c_len[c] - c_dead[c]
             c = c_next[c]
         if n > pack_max:
             start[q] = -1
@@ -82,6 +84,8 @@ def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, row, sta
         while c >= 0:
             k, base, cap = c_k[c], c_base[c], c_cap[c]
             for j in range(c_len[c]):
+                if arena[base + k * cap + j] == DEAD:
+                    continue
                 data[w] = k
                 data[w + 1] = arena[base + k * cap + j]
                 for r in range(k):
@@ -95,7 +99,7 @@ def pack_keys(keys, key_head, c_next, c_base, c_cap, c_len, c_k, arena, row, sta
 
 
 @njit(cache=True)
-def packed_size(keys, key_head, c_next, c_len, c_k, pack_max):
+def packed_size(keys, key_head, c_next, c_len, c_k, c_dead, pack_max):
     """Room :func:`pack_keys` needs for ``keys``."""
     total = 0
     for q in keys:
@@ -103,8 +107,9 @@ def packed_size(keys, key_head, c_next, c_len, c_k, pack_max):
         n = 0
         cells = 1
         while c >= 0:
-            n += c_len[c]
-            cells += c_len[c] * (2 + 2 * c_k[c])
+            live = c_len[c] - c_dead[c]
+            n += live
+            cells += live * (2 + 2 * c_k[c])
             c = c_next[c]
         if n <= pack_max:
             total += cells
@@ -299,12 +304,12 @@ class PackedLists:
 
     def _pack(self, keys: np.ndarray, row: np.ndarray) -> None:
         s = self.store
-        need = int(packed_size(keys, s.key_head, s.c_next, s.c_len, s.c_k, PACK_MAX))
+        need = int(packed_size(keys, s.key_head, s.c_next, s.c_len, s.c_k, s.c_dead, PACK_MAX))
         if self.used + need > len(self.data):  # (an eighth to spare: the repacks after a build fit without a copy)
             data = np.empty(max(self.used + need + (self.used + need) // 8, 2 * len(self.data)), dtype=np.int64)
             data[: self.used] = self.data[: self.used]
             self.data = data
-        self.used = int(pack_keys(keys, s.key_head, s.c_next, s.c_base, s.c_cap, s.c_len, s.c_k, s.arena, row,
+        self.used = int(pack_keys(keys, s.key_head, s.c_next, s.c_base, s.c_cap, s.c_len, s.c_k, s.c_dead, s.arena, row,
                                   self.start, self.data, self.used, PACK_MAX))
         self.live += need
 

@@ -2,7 +2,8 @@
 
 For each event of a batch: phase 1 (:func:`~engine.structures.predicates.satisfied_predicates`)
 lists the satisfied predicate ids; phase 2 (propagation's cluster scan or
-counting's hit counters) appends the handles of matching subscriptions; the
+counting's hit counters) appends the handles of matching subscriptions (never
+the ``DEAD`` handle of a removed entry, engine/structures/cluster_store.py); the
 handles become ascending ids.  One numba call per batch, CSR result.  Counting
 runs the same loop with its own phase 2 (:func:`engine.algorithms.counting.counting_events`);
 static and dynamic run theirs (:func:`engine.kernels.probing.clustered_events`), whose

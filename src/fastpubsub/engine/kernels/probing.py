@@ -46,8 +46,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..structures.cluster_store import (INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, popcount32, run_row, sub_half,
-                                        sub_index, sub_pointer)
+from ..structures.cluster_store import (INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, popcount32, put_live, run_row,
+                                        sub_half, sub_index, sub_pointer)
 from ..structures.hashtable import ht_find3, ht_slot2, ht_slot3
 from ..structures.predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, doubled, ensure_room, entry_matches, finish_events, predicate_list_key,
@@ -703,8 +703,7 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
             else:
                 for h in range(sv_off[i], sv_off[i + 1]):
                     c, j = sv[h, 0], sv[h, 1]
-                    out[nout] = arena[c_base[c] + c_k[c] * c_cap[c] + j]
-                    nout += 1
+                    nout = put_live(out, nout, arena[c_base[c] + c_k[c] * c_cap[c] + j])
         for t in range(gp_off[i], gp_off[i + 1]):
             if full:
                 break
@@ -734,8 +733,7 @@ def scan_group_into(e0, g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, bits, s
                     k, base, cap = c_k[c], c_base[c], c_cap[c]
                     for j in range(n):
                         if entry_matches(-1, k, arena, bits, base, cap, j):
-                            out[nout] = arena[base + k * cap + j]
-                            nout += 1
+                            nout = put_live(out, nout, arena[base + k * cap + j])
                     c = c_next[c]
                 if c >= 0 and not full:
                     nout = scan_clusters_into(c, arena, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, bits, out,

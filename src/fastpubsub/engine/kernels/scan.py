@@ -32,7 +32,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, run_row
+from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, put_live, run_row
 from .sorting import sort_slice
 
 MAX_SPECIALISED = 10
@@ -84,7 +84,7 @@ def entry_matches(K, k, arena, bits, base, cap, j):
 
 @njit(cache=True, _nrt=False)
 def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout):
-    """Append to ``out`` the line entries (handles) of the matching entries of one cluster.
+    """Append to ``out`` the line entries (handles) of the matching entries of one cluster (its dead ones dropped).
 
     ``K``, ``pf``, ``unfold``, ``lookahead`` are passed as constants, so numba
     compiles one specialisation per value (``K`` columns unrolled; ``K = -1``
@@ -102,13 +102,11 @@ def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, no
                 prefetch(arena, base + r * cap + j + lookahead)
             for jj in range(j, j + unfold):
                 if entry_matches(K, kk, arena, bits, base, cap, jj):
-                    out[nout] = arena[np.uint64(line + jj)]
-                    nout += 1
+                    nout = put_live(out, nout, arena[np.uint64(line + jj)])
             j += unfold
     for jj in range(j, n):
         if entry_matches(K, kk, arena, bits, base, cap, jj):
-            out[nout] = arena[np.uint64(line + jj)]
-            nout += 1
+            nout = put_live(out, nout, arena[np.uint64(line + jj)])
     return nout
 
 
@@ -257,8 +255,7 @@ def scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_i
         end = arena[sr + r + 1] if r + 1 < nr else ns
         for j in range(arena[sr + r], end):
             if entry_matches(-1, k - 1, arena, bits, base + cap, cap, j):  # the columns after the first
-                out[nout] = arena[line + j]
-                nout += 1
+                nout = put_live(out, nout, arena[line + j])
     return nout
 
 

@@ -31,17 +31,27 @@ of a long cluster by the number of distinct predicates its first column can
 hold (30 x 35 for W0's (a0, a1) lists) rather than by its size, the growth
 the paper's dynamic algorithm answers with more hash tables
 (docs/clustering.md, "Runs").  New entries go to an unsorted tail, scanned
-entry by entry, which is merged in once it outgrows ``c_sorted / 8``; a
-removal from the sorted prefix shifts one entry per later run so the runs
-stay contiguous.  Every entry keeps all its columns, so scanning the whole
-cluster entry by entry stays correct whatever its order.
+entry by entry, which is merged in once it outgrows ``c_sorted / 8``.  Every
+entry keeps all its columns, so scanning the whole cluster entry by entry
+stays correct whatever its order.
+
+A removal from the sorted prefix leaves a *tombstone*: the entry stays
+where it is, its handle replaced by ``DEAD`` (O(1); closing the hole would
+shift one entry through each later run).  The kernels test a dead entry like
+any other and drop it where they would report it (:func:`put_live`), so no
+run, no run row and no column changes.  A cluster whose dead entries
+outnumber ``c_len >> DEAD_SHIFT`` is purged at the end of the removal
+(:func:`_purge`: its live entries closed up in order, the run rows built
+again), and every tail merge drops them too.  ``c_len`` and ``c_sorted``
+count the dead entries (they are the extents the kernels read), ``c_dead``
+counts them apart.
 
 A third extra row, the *run index*, maps a predicate id to its run without
 reading the run row: ``[lo, W, W bitmap words, W ranks]``, bit ``p - lo`` set
 iff a run has first column ``p``, rank = runs before the word.  An event
 then looks up its own satisfied predicates (a few dozen) instead of
-streaming a thousand runs.  It is built when the runs are sorted (``W = 0``
-when the ids span more than the row holds) and kept by removals.
+streaming a thousand runs.  It is built with the run rows (``W = 0`` when
+the ids span more than the row holds).
 
 A *second level* (``ClusterStore(runs=..., level2=L)``; ``L`` is chosen by
 the cost model, engine/costmodel/runs.py): each run of at least ``L``
@@ -50,10 +60,9 @@ in a side array (``sub``): the same layout as the run index over the run's
 distinct second-column predicates, followed by where each sub-run of equal
 ones starts.  An event then looks its satisfied predicates up in it instead
 of testing every entry of the run (docs/clustering.md, "The second level").
-A cluster's block is rebuilt whenever its runs are sorted; a removal from
-the sorted prefix drops it (the removal shifts entries across runs), and
-the next merge or maintenance round (:meth:`ClusterStore.sort_tails`)
-restores it.
+A cluster's block is built again whenever its runs are (a tail merged, a
+purge); a removal keeps it, since a tombstone moves no entry, and the
+kernels drop a dead entry of a sub-run where they report it.
 """
 
 from __future__ import annotations
@@ -113,8 +122,13 @@ RUN_TAIL_SHIFT = 3
 #: (:meth:`ClusterStore.sort_tails`): at most 64 entries moved per insert, against 8 for RUN_TAIL_SHIFT.
 TAIL_MERGE_SHIFT = 6
 #: ``c_sub`` of a cluster without a second-level block; of one whose runs are sorted and whose block is to be
-#: built (:meth:`ClusterStore._build_sub`); of one whose block a removal dropped (rebuilt by ``sort_tails``).
-SUB_NONE, SUB_BUILD, SUB_DROPPED = -2, -1, -3
+#: built (:meth:`ClusterStore._build_sub`).
+SUB_NONE, SUB_BUILD = -2, -1
+#: The line entry (handle) of a removed entry of a sorted prefix: a tombstone (handles are >= 0).
+DEAD = -1
+#: A cluster is purged of its dead entries once they outnumber ``c_len >> DEAD_SHIFT``: at most an eighth of what
+#: a scan reads is dead, and a purge (one pass over the cluster) comes after an eighth of its entries were removed.
+DEAD_SHIFT = 3
 
 
 @njit(cache=True, inline="always")
@@ -127,6 +141,18 @@ def n_rows(k, run_rows):
 def run_row(base, cap, k, which):
     """Where run row ``which`` (``PIDS_ROW``, ``STARTS_ROW``, ``INDEX_ROW``) of a cluster at ``base`` starts."""
     return base + (k + which) * cap
+
+
+@njit(cache=True, inline="always")
+def put_live(out, nout, h):
+    """Append handle ``h`` (a matching entry's) to ``out`` unless it is ``DEAD``; returns the new count.
+
+    Without a branch: the slot is written either way and the count moves
+    only for a live handle, so a scan pays one comparison per match for the
+    tombstones (module docstring).
+    """
+    out[nout] = h
+    return nout + (h >= 0)
 
 
 @njit(cache=True, inline="always")
@@ -178,17 +204,13 @@ def _sort_key(arena, b, cap, j, lex):
 
 
 @njit(cache=True)
-def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc):
-    """Merge cluster ``c``'s unsorted tail into its sorted prefix and rebuild the run rows.
-
-    With a second level (``sub_min`` > 0), entries are ordered by their first
-    two columns and every run of at least ``sub_min`` entries is checked to
-    be sorted by its second column (a removal may have rotated one entry into
-    it), then the cluster's block is marked to be built (``SUB_BUILD``; the old
-    one, its size ``sub[c_sub[c]]``, counted in ``sub_gc[0]`` as garbage).
-    """
+def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc):
+    """Merge cluster ``c``'s unsorted tail into its sorted prefix, dropping the dead entries, and rebuild the run
+    rows; with a second level (``sub_min`` > 0), entries are ordered by their first two columns
+    (:func:`_mark_level2`)."""
     b, cap, k = c_base[c], c_cap[c], c_k[c]
     n, ns = c_len[c], c_sorted[c]
+    line = b + k * cap
     lex = sub_min > 0 and k >= 2
     t = n - ns
     tkeys = np.empty(t, dtype=np.int64)
@@ -198,43 +220,90 @@ def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, sub
     perm = np.empty(n, dtype=np.int64)
     i = 0
     j = 0
-    for w in range(n):
-        if j >= t or (i < ns and _sort_key(arena, b, cap, i, lex) <= tkeys[order[j]]):
+    w = 0
+    while i < ns or j < t:
+        if i < ns and arena[line + i] == DEAD:
+            i += 1
+        elif j >= t or (i < ns and _sort_key(arena, b, cap, i, lex) <= tkeys[order[j]]):
             perm[w] = i
             i += 1
+            w += 1
         else:
             perm[w] = ns + order[j]
             j += 1
-    buf = np.empty(n, dtype=arena.dtype)
+            w += 1
+    buf = np.empty(w, dtype=arena.dtype)
     for r in range(k + 1):
         row = b + r * cap
-        for w in range(n):
-            buf[w] = arena[row + perm[w]]
-        arena[row : row + n] = buf
+        for v in range(w):
+            buf[v] = arena[row + perm[v]]
+        arena[row : row + w] = buf
+    for v in range(w):
+        e_pos[arena[line + v]] = v
+    c_len[c] = w
+    c_sorted[c] = w
+    c_dead[c] = 0
+    _build_runs(arena, c, c_base, c_cap, c_k, c_sorted, c_runs)
+    _mark_level2(arena, c, c_base, c_cap, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
+
+
+@njit(cache=True)
+def _purge(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc):
+    """Close up cluster ``c``'s live entries in their order (the dead ones are in its sorted prefix) and rebuild
+    the run rows of what is left of the prefix, and its second level (the entries moved)."""
+    b, cap, k = c_base[c], c_cap[c], c_k[c]
+    n = c_len[c]
     line = b + k * cap
-    for w in range(n):
-        e_pos[arena[line + w]] = w
+    w = 0
+    for j in range(n):
+        if arena[line + j] == DEAD:
+            continue
+        if w != j:
+            _copy_entry(arena, b, cap, k, j, w, e_pos)
+        w += 1
+    c_len[c] = w
+    c_sorted[c] -= n - w
+    c_dead[c] = 0
+    _build_runs(arena, c, c_base, c_cap, c_k, c_sorted, c_runs)
+    _mark_level2(arena, c, c_base, c_cap, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
+
+
+@njit(cache=True, inline="always")
+def _build_runs(arena, c, c_base, c_cap, c_k, c_sorted, c_runs):
+    """Write the run rows (first predicates, starts, index) of cluster ``c``'s sorted prefix."""
+    b, cap, k, ns = c_base[c], c_cap[c], c_k[c], c_sorted[c]
     pr, sr = run_row(b, cap, k, PIDS_ROW), run_row(b, cap, k, STARTS_ROW)
     nr = 0
-    for w in range(n):
+    for w in range(ns):
         p = arena[b + w]
         if w == 0 or p != arena[pr + nr - 1]:
             arena[pr + nr] = p
             arena[sr + nr] = w
             nr += 1
-    c_sorted[c] = n
     c_runs[c] = nr
-    _build_index(arena, run_row(b, cap, k, INDEX_ROW), cap, arena[pr], arena[pr + nr - 1], arena[pr : pr + nr])
+    if nr > 0:
+        _build_index(arena, run_row(b, cap, k, INDEX_ROW), cap, arena[pr], arena[pr + nr - 1], arena[pr : pr + nr])
+
+
+@njit(cache=True)
+def _mark_level2(arena, c, c_base, c_cap, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc):
+    """After cluster ``c``'s run rows were built: every run of at least ``sub_min`` entries is checked to be
+    sorted by its second column (a run sorted before the threshold fell may not be), and the cluster's block
+    is marked to be built (``SUB_BUILD``; the old one, its size ``sub[c_sub[c]]``, counted in ``sub_gc[0]`` as
+    garbage)."""
     if c_sub[c] >= 0:
         sub_gc[0] += sub[c_sub[c]]
     c_sub[c] = SUB_NONE
-    if lex:
-        for r in range(nr):
-            s0 = arena[sr + r]
-            s1 = arena[sr + r + 1] if r + 1 < nr else n
-            if s1 - s0 >= sub_min:
-                _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos)
-                c_sub[c] = SUB_BUILD
+    b, cap, k, ns, nr = c_base[c], c_cap[c], c_k[c], c_sorted[c], c_runs[c]
+    if sub_min <= 0 or k < 2:
+        return
+    sr = run_row(b, cap, k, STARTS_ROW)
+    for r in range(nr):
+        s0 = arena[sr + r]
+        s1 = arena[sr + r + 1] if r + 1 < nr else ns
+        if s1 - s0 >= sub_min:
+            _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos)
+            c_sub[c] = SUB_BUILD
 
 
 @njit(cache=True)
@@ -258,7 +327,9 @@ def _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos):
         arena[row : row + m] = buf
     line = b + k * cap
     for w in range(s0, s1):
-        e_pos[arena[line + w]] = w
+        h = arena[line + w]
+        if h != DEAD:
+            e_pos[h] = w
 
 
 @njit(cache=True, inline="always")
@@ -437,19 +508,6 @@ def popcount32(v):
 
 
 @njit(cache=True, inline="always")
-def _unindex(arena, ir, p):
-    """Drop predicate ``p``'s run from the run index at ``ir`` (its bit, and one from the later ranks)."""
-    w = arena[ir + 1]
-    if w == 0:
-        return
-    o = p - arena[ir]
-    word = ir + 2 + (o >> 5)
-    arena[word] = np.int32(_word(arena[word]) & ~(np.int64(1) << (o & 31)))
-    for j in range((o >> 5) + 1, w):
-        arena[ir + 2 + w + j] -= 1
-
-
-@njit(cache=True, inline="always")
 def index_run(arena, ir, p):
     """The run whose first column is predicate ``p``, from the run index at ``ir``; -1 if none (or no index)."""
     w = arena[ir + 1]
@@ -464,19 +522,20 @@ def index_run(arena, ir, p):
 
 
 @njit(cache=True)
-def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, clusters, run_min, sub_min, c_sub, sub, sub_gc):
+def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, clusters, run_min, sub_min, c_sub, sub,
+            sub_gc):
     """Sort the unsorted tails of the given clusters that have outgrown their limit (see the module docstring)."""
     for i in range(clusters.shape[0]):
         c = clusters[i]
         if c_k[c] < 1 or c_len[c] < run_min:
             continue
         if c_len[c] - c_sorted[c] > max(run_min >> 2, c_sorted[c] >> RUN_TAIL_SHIFT):
-            _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
+            _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc)
 
 
 @njit(cache=True)
-def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, keys, run_min, shift,
-                sub_min, c_sub, sub, sub_gc):
+def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, keys, run_min,
+                shift, sub_min, c_sub, sub, sub_gc):
     """Merge the unsorted tail of every cluster with runs in the lists of ``keys`` once it holds at least
     ``c_len >> shift`` entries, and sort again those whose second level a removal dropped; returns the entries
     merged."""
@@ -485,10 +544,10 @@ def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_
         c = key_head[keys[i]]
         while c >= 0:
             tail = c_len[c] - c_sorted[c]
-            if c_k[c] >= 1 and c_len[c] >= run_min and (tail > 0 and tail >= (c_len[c] >> shift)
-                                                         or c_sub[c] == SUB_DROPPED):
+            if c_k[c] >= 1 and c_len[c] >= run_min and tail > 0 and tail >= (c_len[c] >> shift):
                 merged += c_len[c] - c_sorted[c]
-                _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
+                _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub,
+                           sub_gc)
             c = c_next[c]
     return merged
 
@@ -509,48 +568,31 @@ def _append(arena, c_base, c_cap, c_len, c_k, e_cluster, e_pos, clusters, entrie
 
 
 @njit(cache=True)
-def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, e_cluster, e_pos, entries):
+def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_cluster, e_pos, entries, run_rows, sub_min,
+            c_sub, sub, sub_gc):
+    """Take ``entries`` out: a tombstone in a sorted prefix, else the cluster's last entry swapped into the hole;
+    then purge the clusters whose dead entries passed ``c_len >> DEAD_SHIFT`` (module docstring)."""
+    gone = np.empty(entries.shape[0], dtype=np.int64)
     for i in range(entries.shape[0]):
         e = entries[i]
         c = e_cluster[e]
+        gone[i] = c
         p = e_pos[e]
         b, cap, k = c_base[c], c_cap[c], c_k[c]
-        hole = p
-        ns = c_sorted[c]
-        if p < ns:
-            # close the hole run by run: each later run gives up its last entry to the slot before it
-            pr, sr = run_row(b, cap, k, PIDS_ROW), run_row(b, cap, k, STARTS_ROW)
-            nr = c_runs[c]
-            lo, hi = 0, nr - 1
-            while lo < hi:  # the run holding p: the last one starting at or before it
-                mid = (lo + hi + 1) >> 1
-                if arena[sr + mid] <= p:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            r = lo
-            end = arena[sr + r + 1] if r + 1 < nr else ns
-            d = 1 if end - arena[sr + r] == 1 else 0  # run r empties
-            gone = arena[pr + r]
-            if end - 1 != hole:
-                _copy_entry(arena, b, cap, k, end - 1, hole, e_pos)
-            hole = end - 1
-            for r2 in range(r + 1, nr):
-                e2 = arena[sr + r2 + 1] if r2 + 1 < nr else ns
-                if e2 - 1 != hole:
-                    _copy_entry(arena, b, cap, k, e2 - 1, hole, e_pos)
-                arena[sr + r2 - d] = arena[sr + r2] - 1
-                arena[pr + r2 - d] = arena[pr + r2]
-                hole = e2 - 1
-            c_runs[c] = nr - d
-            c_sorted[c] = ns - 1  # == hole: the first slot of the tail
-            if d == 1:
-                _unindex(arena, run_row(b, cap, k, INDEX_ROW), gone)
-        last = c_len[c] - 1
-        if hole != last:
-            _copy_entry(arena, b, cap, k, last, hole, e_pos)
-        c_len[c] = last
+        if p < c_sorted[c]:
+            arena[b + k * cap + p] = DEAD
+            c_dead[c] += 1
+        else:  # (the tail holds no dead entry: its last one is live)
+            last = c_len[c] - 1
+            if p != last:
+                _copy_entry(arena, b, cap, k, last, p, e_pos)
+            c_len[c] = last
         e_cluster[e] = -1
+    if run_rows:
+        for i in range(gone.shape[0]):
+            c = gone[i]
+            if c_dead[c] > (c_len[c] >> DEAD_SHIFT):
+                _purge(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc)
 
 
 @njit(cache=True)
@@ -667,7 +709,7 @@ class ClusterStore:
         self.sub = np.zeros(1 << 10, dtype=np.int32)  # the second-level blocks (_sub_blocks)
         self.sub_used = 0
         self.sub_gc = np.zeros(1, dtype=np.int64)  # of sub[:sub_used], the blocks no cluster points to any more
-        self.c_sub = np.full(0, SUB_NONE, dtype=np.int64)  # block offset, or SUB_NONE / SUB_BUILD / SUB_DROPPED
+        self.c_sub = np.full(0, SUB_NONE, dtype=np.int64)  # block offset, or SUB_NONE / SUB_BUILD
         self.arena = np.zeros(1 << 12, dtype=np.int32)
         self.used = 0  # arena[:used] is allocated to clusters
         self.garbage = 0  # allocated but abandoned by relocations
@@ -679,6 +721,7 @@ class ClusterStore:
         self.c_k = np.full(0, -1, dtype=np.int64)
         self.c_sorted = np.zeros(0, dtype=np.int64)  # entries in the sorted prefix (0 without runs)
         self.c_runs = np.zeros(0, dtype=np.int64)  # runs in the sorted prefix
+        self.c_dead = np.zeros(0, dtype=np.int64)  # dead entries (tombstones) in the sorted prefix
         self.c_key = np.full(0, -1, dtype=np.int64)
         self.c_next = np.full(0, -1, dtype=np.int64)
         self.key_head = np.full(0, -1, dtype=np.int64)
@@ -708,10 +751,11 @@ class ClusterStore:
             self.c_key, self.c_next = grow(self.c_key, top, -1), grow(self.c_next, top, -1)
             self.c_sorted, self.c_runs = grow(self.c_sorted, top, 0), grow(self.c_runs, top, 0)
             self.c_sub = grow(self.c_sub, top, SUB_NONE)
+            self.c_dead = grow(self.c_dead, top, 0)
             self.key_head = grow(self.key_head, int(keys.max()) + 1, -1)
             nk, nkk = rows[first, 0], rows[first, 1]
             self.c_base[ids], self.c_cap[ids], self.c_len[ids] = self.used, 0, 0
-            self.c_sorted[ids], self.c_runs[ids] = 0, 0
+            self.c_sorted[ids], self.c_runs[ids], self.c_dead[ids] = 0, 0, 0
             self._drop_sub(ids, SUB_NONE)
             self.c_k[ids], self.c_key[ids] = nkk, nk
             for c, q in zip(ids.tolist(), nk.tolist()):  # one step per *new cluster*
@@ -722,7 +766,7 @@ class ClusterStore:
         return self.index.get_or_add(rows, assign)
 
     def release_key(self, key: int) -> None:
-        """Free every (empty) cluster of an access key that no subscription uses any more."""
+        """Free every cluster of an access key that no subscription uses any more (empty, or holding dead entries)."""
         c = int(self.key_head[key]) if key < len(self.key_head) else -1
         freed = []
         while c >= 0:
@@ -740,6 +784,7 @@ class ClusterStore:
         self.c_sorted[f] = 0
         self.c_runs[f] = 0
         self._drop_sub(f, SUB_NONE)
+        self.c_dead[f] = 0
         self.c_k[f] = -1
         self.c_next[f] = -1
         self.key_head[key] = -1
@@ -801,8 +846,8 @@ class ClusterStore:
         _append(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.e_cluster, self.e_pos,
                 clusters.astype(np.int64), entries.astype(np.int64), payload.astype(np.int32), payload_off.astype(np.int64))
         if self.run_rows:
-            _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
-                    uc.astype(np.int64), self.run_min, self.sub_min, self.c_sub, self.sub, self.sub_gc)
+            _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.c_dead,
+                    self.e_pos, uc.astype(np.int64), self.run_min, self.sub_min, self.c_sub, self.sub, self.sub_gc)
             self._build_sub()
 
     def sort_tails(self, keys: np.ndarray, shift: int = TAIL_MERGE_SHIFT) -> int:
@@ -823,8 +868,8 @@ class ClusterStore:
             return 0
         self._log_keys(keys)
         merged = int(_sort_tails(self.arena, self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k,
-                                 self.c_sorted, self.c_runs, self.e_pos, keys, self.run_min, int(shift), self.sub_min,
-                                 self.c_sub, self.sub, self.sub_gc))
+                                 self.c_sorted, self.c_runs, self.c_dead, self.e_pos, keys, self.run_min, int(shift),
+                                 self.sub_min, self.c_sub, self.sub, self.sub_gc))
         self._build_sub()
         return merged
 
@@ -833,30 +878,14 @@ class ClusterStore:
         return _payload(self.arena, self.c_base, self.c_cap, self.c_k, self.e_cluster, self.e_pos, entries.astype(np.int64))
 
     def remove(self, entries: np.ndarray) -> None:
-        """Swap-remove entries (O(k) each; O(k x runs) from a sorted prefix).
-
-        A cluster losing many entries at once is unsorted first (its entries
-        all become tail, removed in O(k) each) and sorted again afterwards.
-        A removal from a sorted prefix drops the cluster's second level
-        (``SUB_DROPPED``): the next merge, or ``sort_tails``, builds it again.
-        """
+        """Take entries out: O(k) each from an unsorted tail or a plain cluster, O(1) from a sorted prefix (a
+        tombstone, which keeps the second level too), then a pass over each cluster whose dead entries passed an
+        eighth of it (module docstring)."""
         entries = entries.astype(np.int64)
         self._log_keys(self.c_key[self.e_cluster[entries]])
-        if self.sub_min:
-            cl = self.e_cluster[entries]
-            self._drop_sub(np.unique(cl[self.e_pos[entries] < self.c_sorted[cl]]), SUB_DROPPED)
-        heavy = self._no_runs
-        if self.run_rows and len(entries) > 1:
-            uc, counts = np.unique(self.e_cluster[entries], return_counts=True)
-            heavy = uc[counts > np.maximum(4, self.c_sorted[uc] >> 4)]
-            self.c_sorted[heavy] = 0
-            self.c_runs[heavy] = 0
-        _remove(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs,
-                self.e_cluster, self.e_pos, entries)
-        if len(heavy):
-            _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.e_pos,
-                    heavy, self.run_min, self.sub_min, self.c_sub, self.sub, self.sub_gc)
-            self._build_sub()
+        _remove(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.c_dead,
+                self.e_cluster, self.e_pos, entries, self.run_rows, self.sub_min, self.c_sub, self.sub, self.sub_gc)
+        self._build_sub()
 
     # -- the second level --------------------------------------------------
     def _drop_sub(self, clusters: np.ndarray, state: int) -> None:
@@ -920,12 +949,16 @@ class ClusterStore:
         return RunArrays(self._no_runs, self._no_runs, self._no_runs, self._no_sub)
 
     def stats(self) -> dict:
+        """Sizes; ``nonempty_clusters`` and ``largest_cluster`` count live entries, ``dead_entries`` the tombstones
+        the scans still read, ``sorted_entries`` the sorted prefixes with their tombstones."""
         live = self.c_k[: self.ids.high] >= 0
-        sizes = self.c_len[: self.ids.high][live]
+        dead = self.c_dead[: self.ids.high][live]
+        sizes = self.c_len[: self.ids.high][live] - dead
         return {
             "clusters": int(np.count_nonzero(live)),
             "nonempty_clusters": int(np.count_nonzero(sizes)),
             "sorted_entries": int(self.c_sorted[: self.ids.high][live].sum()),
+            "dead_entries": int(dead.sum()),
             "runs": int(self.c_runs[: self.ids.high][live].sum()),
             "level2_min": self.sub_min,
             "level2_clusters": int(np.count_nonzero(self.c_sub[: self.ids.high][live] >= 0)),

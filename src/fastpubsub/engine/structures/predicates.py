@@ -326,7 +326,10 @@ class PredicateTable:
 
     def decref(self, ids: np.ndarray) -> np.ndarray:
         """Drop references; predicates reaching zero are removed from the indexes. Returns them."""
-        np.subtract.at(self.refcount, ids, 1)
+        if 8 * len(ids) >= self.n_ids:  # (np.subtract.at takes a slow path per entry: see hold_off_path)
+            self.refcount[: self.n_ids] -= np.bincount(ids, minlength=self.n_ids).astype(np.int32)
+        else:
+            np.subtract.at(self.refcount, ids, 1)
         left = self.refcount[ids]
         if np.any((left > 0) & (left <= self.offpath[ids])):
             self._dirty = True  # only off-path references left: out of the groups
