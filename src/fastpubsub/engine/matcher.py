@@ -31,6 +31,7 @@ from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
 from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
 from .kernels.sorting import merge_matches
+from .heap import release_free_memory
 from .memory_budget import check_load
 from .columnar import take_subscriptions
 from .frontend.lowering import DerivedAttributes, parse_derived
@@ -265,6 +266,7 @@ class Matcher:
         check_load(self.algorithm, len(batch), len(batch.operators))
         self._validate_batch(batch)
         self._file(batch)
+        release_free_memory()  # the load's temporaries (engine/heap.py)
 
     def _file(self, batch: SubscriptionBatch) -> None:
         """Intern and file a validated batch of new subscriptions."""
@@ -398,6 +400,7 @@ class Matcher:
         if np.any(h < 0):
             raise KeyError(int(ids[h < 0][0]))
         self._remove_found(ids, h)
+        release_free_memory()
 
     def _remove_found(self, ids: np.ndarray, h: np.ndarray) -> None:
         """Take out live subscriptions (distinct ids and their handles): index (and its predicate references), id table."""
