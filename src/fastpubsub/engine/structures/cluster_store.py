@@ -360,12 +360,6 @@ def _payload(arena, c_base, c_cap, c_k, e_cluster, e_pos, entries):
 
 
 @njit(cache=True)
-def _room(n, slack):
-    """Room a compaction leaves a cluster of ``n`` entries: ``n / 2**slack``, at most ``ROOM_MAX`` or ``n / 8``."""
-    return np.minimum(n >> slack, np.maximum(n >> 3, ROOM_MAX))
-
-
-@njit(cache=True)
 def _compact_caps(arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters, slack):
     """Capacity of each cluster after compaction: len + len/2**slack (at most ``ROOM_MAX`` or an eighth of len,
     whichever is more), and room for its run index."""
@@ -373,7 +367,7 @@ def _compact_caps(arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters
     for c in range(n_clusters):
         if c_k[c] >= 0:  # (free cluster ids have k = -1)
             n = c_len[c]
-            caps[c] = n + _room(n, slack)
+            caps[c] = n + min(n >> slack, max(n >> 3, ROOM_MAX))
             if run_rows and c_k[c] >= 1:
                 caps[c] = max(caps[c], _index_len(arena, run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW), c_runs[c]))
     return caps
@@ -546,9 +540,10 @@ class ClusterStore:
         abandoned = int(np.sum(rows * old_cap))
         if self.garbage + abandoned > max(self.used - self.garbage - abandoned, 1 << 20):
             # relocating would leave more behind than stays (a bulk load into clusters that hold much already):
-            # one compaction that gives the growing clusters their room, not a relocation and a compaction later
-            caps, _ = self._compact_plan(1)
-            caps[cl] = np.maximum(caps[cl], need[small] + _room(need[small], 1))
+            # one compaction that fits the growing clusters to what they need (as a relocation would), not a
+            # relocation and a compaction later
+            caps, _ = self._compact_plan(3)
+            caps[cl] = np.maximum(caps[cl], need[small])
             live = np.flatnonzero(self.c_k[: len(caps)] >= 0)
             self.compact(plan=(caps, int(np.sum(self.rows(self.c_k[live]) * caps[live]))))
             return
