@@ -163,7 +163,7 @@ class Matcher:
         self.strings = StringDictionary()
         self.preds = PredicateTable(self.strings)
         self.handles = IdPool()
-        self.id_table = HashTable(width=1)
+        self.id_table = HashTable(width=1, values=np.int32)  # (handles are int32, engine/structures/cluster_store.py)
         self.id_filter = IdFilter()  # ids certainly not in id_table, without a kernel call (the single-add path)
         self.handle_id = np.zeros(0, dtype=np.int64)
         self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
