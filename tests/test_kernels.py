@@ -72,6 +72,25 @@ def test_hash_table_against_dict():
         assert len(t) == len(ref)
 
 
+def test_int32_valued_hash_table_inserts_finds_and_deletes_like_a_dict():
+    """The id table's layout: given values below 2**31 in int32 slots, through growth and deletions."""
+    rng = np.random.default_rng(2)
+    t = HashTable(width=1, capacity=8, values=np.int32)
+    ref: dict[int, int] = {}
+    for step in range(40):
+        fresh = np.setdiff1d(rng.integers(-2**62, 2**62, size=60), np.array(list(ref), dtype=np.int64))
+        vals = rng.integers(0, 2**31 - 1, size=len(fresh))
+        t.insert(fresh, vals)
+        ref.update(zip(fresh.tolist(), vals.tolist()))
+        gone = rng.choice(np.array(list(ref), dtype=np.int64), size=min(20, len(ref)), replace=False)
+        assert t.delete(gone) == len(gone)
+        for g in gone.tolist():
+            del ref[g]
+        probe = np.concatenate([np.array(list(ref), dtype=np.int64), gone])
+        assert t.lookup(probe).tolist() == [ref.get(k, -1) for k in probe.tolist()]
+        assert len(t) == len(ref) and t.vals.dtype == np.int32
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(-3, 3)), max_size=40),
                                 st.lists(st.integers(0, 60), max_size=20)), min_size=1, max_size=6))
