@@ -345,28 +345,48 @@ def test_a_long_cluster_is_scanned_run_by_run():
             assert sorted(out[:got].tolist()) == want
 
 
-def test_trim_compacts_what_a_chunked_load_left_behind():
-    """Clusters grown chunk by chunk leave relocated copies behind; trim rewrites the arena densely."""
-    s = ClusterStore(runs=64)
-    rng = np.random.default_rng(5)
-    model = {}
-    for chunk in range(12):
+def _load_in_chunks(s: ClusterStore, chunks: range, model: dict, seed: int = 5) -> int:
+    """Append 40,000 entries of two columns per chunk over 49 keys; returns the rows the clusters hold."""
+    rng = np.random.default_rng(seed)
+    for chunk in chunks:
         entries = np.arange(chunk * 40_000, (chunk + 1) * 40_000)
         keys = rng.integers(1, 50, len(entries))
         payload = rng.integers(0, 200, 2 * len(entries))
         s.append(s.clusters_for(keys, np.full(len(entries), 2)), entries, payload, np.arange(0, 2 * len(entries) + 1, 2))
         model.update({int(e): payload[2 * i : 2 * i + 2].tolist() for i, e in enumerate(entries)})
     live = s.c_k[: s.ids.high] >= 0
-    data = int(np.sum(s.rows(s.c_k[: s.ids.high][live]) * s.c_len[: s.ids.high][live]))
-    assert len(s.arena) > 2.5 * data and s.garbage > 0  # what the load left
-    s.trim()
-    assert len(s.arena) <= 1.5 * data + 4096 and s.garbage == 0  # half the length as room, no abandoned segments
+    return int(np.sum(s.rows(s.c_k[: s.ids.high][live]) * s.c_len[: s.ids.high][live]))
+
+
+def _assert_holds(s: ClusterStore, model: dict) -> None:
     check_runs(s)
     live = np.array(sorted(model), dtype=np.int64)
     cols, off = s.payload(live)
     assert cols.reshape(-1, 2).tolist() == [model[e] for e in live.tolist()]
+
+
+def test_trim_compacts_what_a_chunked_load_left_behind():
+    """Clusters grown chunk by chunk in a small arena leave relocated copies behind; trim rewrites it densely."""
+    s, model = ClusterStore(runs=64), {}
+    data = _load_in_chunks(s, range(4), model)
+    assert len(s.arena) > 2.5 * data and s.garbage > 0  # what the load left
+    s.trim()
+    assert len(s.arena) <= 1.5 * data + 4096 and s.garbage == 0  # half the length as room, no abandoned segments
+    _assert_holds(s, model)
     s.trim()  # nothing left to gain: no rewrite
     assert s.garbage == 0
+
+
+def test_a_bulk_into_full_clusters_compacts_once_instead_of_abandoning_them():
+    """Once relocating a bulk's clusters would abandon more than stays, the store compacts, fitting them to what
+    they need: the later chunks of a load leave nothing abandoned and an arena near its live rows."""
+    s, model = ClusterStore(runs=64), {}
+    data = _load_in_chunks(s, range(12), model)
+    assert s.garbage == 0 and len(s.arena) <= 1.25 * data
+    _assert_holds(s, model)
+    arena = s.arena
+    s.trim()  # within a quarter of what a compaction leaves: kept
+    assert s.arena is arena
 
 
 # -- the stages of engine/kernels/probing.py, each against tests/naive.py -------------------------------------------------

@@ -543,7 +543,8 @@ class ClusterStore:
             # one compaction that fits the growing clusters to what they need (as a relocation would), not a
             # relocation and a compaction later
             caps, _ = self._compact_plan(3)
-            caps[cl] = np.maximum(caps[cl], need[small])
+            caps[clusters] = np.maximum(caps[clusters], need)  # (every cluster of the bulk: one with room now
+            # may be given less by the compaction than the bulk needs)
             live = np.flatnonzero(self.c_k[: len(caps)] >= 0)
             self.compact(plan=(caps, int(np.sum(self.rows(self.c_k[live]) * caps[live]))))
             return
