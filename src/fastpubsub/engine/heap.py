@@ -2,13 +2,13 @@
 
 A bulk load allocates and frees temporaries of tens of megabytes (sort
 orders, payloads, the arena before it grows).  glibc's malloc raises its mmap
-threshold after each large block it frees (up to 32 MB), so later blocks of
-that size come from the heap, and the pages they leave free stay resident:
-measured on a 2M-subscription W0 load, 213 resident bytes per subscription
-against the 97 the structures hold, 100 once the free pages are released.
-``malloc_trim(0)`` releases every free page of the heap (``madvise``); it
-walks the free lists once, a few milliseconds after a load of seconds.
-Elsewhere (another C library, another system) this does nothing.
+threshold after each large block it frees, so later blocks of that size
+come from the heap, and the pages they leave free stay resident: after a W0
+load the process held about twice what its structures hold
+(``python -m benchmarks.chunked_load`` reports both).  ``malloc_trim(0)``
+releases every free page of the heap (``madvise``); it walks the free lists
+once, little next to the load.  Elsewhere (another C library, another
+system) this does nothing.
 """
 
 from __future__ import annotations

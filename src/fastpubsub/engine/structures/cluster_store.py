@@ -576,8 +576,7 @@ class ClusterStore:
         """Compact when the arena holds over a quarter more than compacting would leave (O(clusters) test).
 
         A bulk load leaves relocated clusters' old rows and the doubled
-        capacity of the clusters it filled behind: up to 2.4 times the live
-        rows after a 10M W0 load in chunks of 2M.  Clusters keep half their
+        capacity of the clusters it filled behind.  Clusters keep half their
         length as room (up to ``ROOM_MAX``): with an eighth, the inserts that
         follow (W3 at equilibrium, 50 per tick) relocated clusters so often
         that matching slowed by a quarter (docs/benchmarks.md, "How much
