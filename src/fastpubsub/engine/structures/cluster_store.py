@@ -19,7 +19,8 @@ O(k): swap the last entry of the cluster into the hole (section 2.3,
 "deletions can be made fast by maintaining for each subscription the
 identifier of the cluster that contains it").  A full cluster is moved to the
 end of the arena with doubled capacity; the holes left behind are reclaimed
-by :meth:`ClusterStore.compact` once they outweigh the live data.  The same
+by :meth:`ClusterStore.compact` once they would outweigh the live data (a
+bulk that would leave them compacts at once, its clusters fitted to it).  The same
 store holds the counting algorithm's per-predicate subscription lists.
 
 *Runs* (ours, not in the paper; ``ClusterStore(runs=RUN_MIN)``, the default of
