@@ -25,7 +25,7 @@ from .columnar import EventBatch, SubscriptionBatch, SubscriptionBuilder, take_s
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
-from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
+from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, predicate_fields
 from .structures.hashtable import EMPTY, HashTable, ht_has1
 from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
@@ -280,14 +280,12 @@ class Matcher:
         if any(a[0] == RESERVED_PREFIX for a in names):  # the derived attributes the index's rows use
             names = [names[a] for a in np.unique(np.asarray(batch.attributes)).tolist()]
         self.derived.learn(names)
-        kinds = np.asarray(batch.kinds, dtype=np.int64)
-        attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
-        numbers = np.asarray(batch.numbers, dtype=np.float64)
-        eqbits = number_bits(np.where(kinds == KIND_STRING, 0.0, numbers))
-        eqbits[kinds == KIND_BOOL] = numbers[kinds == KIND_BOOL].astype(np.int64)
+        kinds = np.asarray(batch.kinds)
+        field, eqbits = predicate_fields(self.attributes.intern(batch.attribute_names), np.asarray(batch.attributes),
+                                         kinds, np.asarray(batch.numbers, dtype=np.float64))
         if len(batch.strings):
             eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
-        pids = self.preds.intern(field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8), eqbits)
+        pids = self.preds.intern(field, np.asarray(batch.operators, dtype=np.int8), eqbits)
         off, pids = _distinct_per_row(np.asarray(batch.offsets, dtype=np.int64), pids)
         handles = self.handles.take(n)
         ids = np.asarray(batch.ids, dtype=np.int64)
