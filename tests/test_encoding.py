@@ -12,7 +12,8 @@ import naive
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.frontend.encoding import encode_batch
+from fastpubsub.engine.frontend.encoding import encode_batch, predicate_fields
+from fastpubsub.engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
 
 values = st.one_of(st.integers(-5, 5), st.sampled_from([0.0, -0.0, 1.5, math.nan, math.inf, -math.inf]), st.booleans(),
                    st.sampled_from(["a", "b", "zz", ""]))
@@ -33,3 +34,23 @@ def test_encode_batch_equals_numpy_passes(evs, subscribed):
     assert np.array_equal(got.code, want_code, equal_nan=True)
     assert got.eqbits.tolist() == want_eqbits.tolist()
     assert got.offsets.tolist() == np.asarray(batch.offsets).tolist()
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0.0, -0.0, 1.5, -7.0, 1e300, math.inf, -math.inf, 2.0**60]),
+                          st.sampled_from([KIND_NUMBER, KIND_BOOL, KIND_STRING])), max_size=30),
+       st.lists(st.integers(0, 50), min_size=4, max_size=4))
+def test_predicate_fields_equal_numpy_passes(preds, attr_ids):
+    """A subscription batch's fields and equality bits: doubles' bits with -0.0 folded, booleans 0 / 1, strings 0."""
+    attributes = np.array([a for a, _, _ in preds], dtype=np.int32)
+    numbers = np.array([1.0 if k == KIND_BOOL and x else 0.0 if k == KIND_BOOL else x for _, x, k in preds],
+                       dtype=np.float64)
+    kinds = np.array([k for _, _, k in preds], dtype=np.int8)
+    ids = np.array(attr_ids, dtype=np.int64)
+    field, eqbits = predicate_fields(ids, attributes, kinds, numbers)
+    k64 = kinds.astype(np.int64)
+    want = (np.where(k64 == KIND_STRING, 0.0, numbers) + 0.0).view(np.int64)
+    want[k64 == KIND_BOOL] = numbers[k64 == KIND_BOOL].astype(np.int64)
+    assert field.tolist() == (ids[attributes.astype(np.int64)] * len(KINDS) + k64).tolist()
+    assert eqbits.tolist() == want.tolist()
+    assert not (np.asarray(eqbits) == np.float64(-0.0).view(np.int64)).any()

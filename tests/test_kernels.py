@@ -70,6 +70,25 @@ def test_hash_table_against_dict():
         assert len(t) == len(ref)
 
 
+def test_int32_valued_hash_table_inserts_finds_and_deletes_like_a_dict():
+    """The id table's layout: given values below 2**31 in int32 slots, through growth and deletions."""
+    rng = np.random.default_rng(2)
+    t = HashTable(width=1, capacity=8, values=np.int32)
+    ref: dict[int, int] = {}
+    for step in range(40):
+        fresh = np.setdiff1d(rng.integers(-2**62, 2**62, size=60), np.array(list(ref), dtype=np.int64))
+        vals = rng.integers(0, 2**31 - 1, size=len(fresh))
+        t.insert(fresh, vals)
+        ref.update(zip(fresh.tolist(), vals.tolist()))
+        gone = rng.choice(np.array(list(ref), dtype=np.int64), size=min(20, len(ref)), replace=False)
+        assert t.delete(gone) == len(gone)
+        for g in gone.tolist():
+            del ref[g]
+        probe = np.concatenate([np.array(list(ref), dtype=np.int64), gone])
+        assert t.lookup(probe).tolist() == [ref.get(k, -1) for k in probe.tolist()]
+        assert len(t) == len(ref) and t.vals.dtype == np.int32
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5), st.integers(-3, 3)), max_size=40),
                                 st.lists(st.integers(0, 60), max_size=20)), min_size=1, max_size=6))
@@ -375,28 +394,48 @@ def test_a_long_cluster_is_scanned_run_by_run():
             assert sorted(out[:got].tolist()) == want
 
 
-def test_trim_compacts_what_a_chunked_load_left_behind():
-    """Clusters grown chunk by chunk leave relocated copies behind; trim rewrites the arena densely."""
-    s = ClusterStore(runs=64)
-    rng = np.random.default_rng(5)
-    model = {}
-    for chunk in range(12):
+def _load_in_chunks(s: ClusterStore, chunks: range, model: dict, seed: int = 5) -> int:
+    """Append 40,000 entries of two columns per chunk over 49 keys; returns the rows the clusters hold."""
+    rng = np.random.default_rng(seed)
+    for chunk in chunks:
         entries = np.arange(chunk * 40_000, (chunk + 1) * 40_000)
         keys = rng.integers(1, 50, len(entries))
         payload = rng.integers(0, 200, 2 * len(entries))
         s.append(s.clusters_for(keys, np.full(len(entries), 2)), entries, payload, np.arange(0, 2 * len(entries) + 1, 2))
         model.update({int(e): payload[2 * i : 2 * i + 2].tolist() for i, e in enumerate(entries)})
     live = s.c_k[: s.ids.high] >= 0
-    data = int(np.sum(s.rows(s.c_k[: s.ids.high][live]) * s.c_len[: s.ids.high][live]))
-    assert len(s.arena) > 2.5 * data and s.garbage > 0  # what the load left
-    s.trim()
-    assert len(s.arena) <= 1.5 * data + 4096 and s.garbage == 0  # half the length as room, no abandoned segments
+    return int(np.sum(s.rows(s.c_k[: s.ids.high][live]) * s.c_len[: s.ids.high][live]))
+
+
+def _assert_holds(s: ClusterStore, model: dict) -> None:
     check_runs(s)
     live = np.array(sorted(model), dtype=np.int64)
     cols, off = s.payload(live)
     assert cols.reshape(-1, 2).tolist() == [model[e] for e in live.tolist()]
+
+
+def test_trim_compacts_what_a_chunked_load_left_behind():
+    """Clusters grown chunk by chunk in a small arena leave relocated copies behind; trim rewrites it densely."""
+    s, model = ClusterStore(runs=64), {}
+    data = _load_in_chunks(s, range(4), model)
+    assert len(s.arena) > 2.5 * data and s.garbage > 0  # what the load left
+    s.trim()
+    assert len(s.arena) <= 1.5 * data + 4096 and s.garbage == 0  # half the length as room, no abandoned segments
+    _assert_holds(s, model)
     s.trim()  # nothing left to gain: no rewrite
     assert s.garbage == 0
+
+
+def test_a_bulk_into_full_clusters_compacts_once_instead_of_abandoning_them():
+    """Once relocating a bulk's clusters would abandon more than stays, the store compacts, fitting them to what
+    they need: the later chunks of a load leave nothing abandoned and an arena near its live rows."""
+    s, model = ClusterStore(runs=64), {}
+    data = _load_in_chunks(s, range(12), model)
+    assert s.garbage == 0 and len(s.arena) <= 1.25 * data
+    _assert_holds(s, model)
+    arena = s.arena
+    s.trim()  # within a quarter of what a compaction leaves: kept
+    assert s.arena is arena
 
 
 # -- the stages of engine/kernels/probing.py, each against tests/naive.py -------------------------------------------------

@@ -25,12 +25,13 @@ from .columnar import EventBatch, SubscriptionBatch, SubscriptionBuilder, csr_po
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
-from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, field_of, number_bits
+from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, predicate_fields
 from .structures.hashtable import EMPTY, HashTable, ht_has1
 from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
 from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
 from .kernels.sorting import merge_matches
+from .heap import release_free_memory
 from .memory_budget import check_load
 from .columnar import take_subscriptions
 from .frontend.lowering import DerivedAttributes, parse_derived
@@ -162,7 +163,7 @@ class Matcher:
         self.strings = StringDictionary()
         self.preds = PredicateTable(self.strings)
         self.handles = IdPool()
-        self.id_table = HashTable(width=1)
+        self.id_table = HashTable(width=1, values=np.int32)  # (handles are int32, engine/structures/cluster_store.py)
         self.id_filter = IdFilter()  # ids certainly not in id_table, without a kernel call (the single-add path)
         self.handle_id = np.zeros(0, dtype=np.int64)
         self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
@@ -265,6 +266,7 @@ class Matcher:
         check_load(self.algorithm, len(batch), len(batch.operators))
         self._validate_batch(batch)
         self._file(batch)
+        release_free_memory()  # the load's temporaries (engine/heap.py)
 
     def _file(self, batch: SubscriptionBatch) -> None:
         """Intern and file a validated batch of new subscriptions."""
@@ -278,10 +280,13 @@ class Matcher:
         if any(a[0] == RESERVED_PREFIX for a in names):  # the derived attributes the index's rows use
             names = [names[a] for a in np.unique(np.asarray(batch.attributes)).tolist()]
         self.derived.learn(names)
-        kinds = np.asarray(batch.kinds, dtype=np.int64)
-        attr = self.attributes.intern(batch.attribute_names)[np.asarray(batch.attributes, dtype=np.int64)]
+        kinds = np.asarray(batch.kinds)
         numbers = np.asarray(batch.numbers, dtype=np.float64)
-        fields, ops = field_of(attr, kinds), np.asarray(batch.operators, dtype=np.int8)
+        fields, eqbits = predicate_fields(self.attributes.intern(batch.attribute_names), np.asarray(batch.attributes),
+                                          kinds, numbers)
+        if len(batch.strings):
+            eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
+        ops = np.asarray(batch.operators, dtype=np.int8)
         off = np.asarray(batch.offsets, dtype=np.int64)
         handles = self.handles.take(n)
         # range-only rows the index holds as intervals are never interned (engine/algorithms/catchall.py)
@@ -289,14 +294,10 @@ class Matcher:
         rest = None
         if take_ranges is not None:
             taken = take_ranges(handles, off, fields, ops, numbers)
-            if taken.any():  # (their pairs hold no strings: the batch's strings stay in order)
+            if taken.any():
                 rest = np.flatnonzero(~taken)
                 pos, off = csr_positions(off[rest], off[rest + 1] - off[rest])
-                fields, ops, kinds, numbers = fields[pos], ops[pos], kinds[pos], numbers[pos]
-        eqbits = number_bits(np.where(kinds == KIND_STRING, 0.0, numbers))
-        eqbits[kinds == KIND_BOOL] = numbers[kinds == KIND_BOOL].astype(np.int64)
-        if len(batch.strings):
-            eqbits[kinds == KIND_STRING] = self.strings.intern(list(batch.strings))
+                fields, ops, eqbits = fields[pos], ops[pos], eqbits[pos]
         if len(fields):
             off, pids = _distinct_per_row(off, self.preds.intern(fields, ops, eqbits))
         else:
@@ -414,6 +415,7 @@ class Matcher:
         if np.any(h < 0):
             raise KeyError(int(ids[h < 0][0]))
         self._remove_found(ids, h)
+        release_free_memory()
 
     def _remove_found(self, ids: np.ndarray, h: np.ndarray) -> None:
         """Take out live subscriptions (distinct ids and their handles): index (and its predicate references), id table."""

@@ -360,8 +360,7 @@ class ClusteredIndex:
         first = np.zeros(len(handles), dtype=np.uint8)
         has = ks > 0
         first[has] = self.preds.op[cols[col_off[:-1][has]]] != OP_EQ
-        if len(self.first_not_eq) < self.handles_high:
-            self.first_not_eq = grow(self.first_not_eq, max(self.handles_high, 2 * len(self.first_not_eq)), 0)
+        self.first_not_eq = grow(self.first_not_eq, self.handles_high, 0)
         self.n_first_not_eq += int(first.sum()) - int(self.first_not_eq[handles].sum())
         self.first_not_eq[handles] = first
 
@@ -607,10 +606,14 @@ class DynamicIndex(ClusteredIndex):
 
         Like the paper's batch-wise loading (section 6.1, n_Sb): the tables the
         first chunks call for exist by the time later chunks arrive, which go
-        straight to them instead of being moved later.
+        straight to them instead of being moved later.  The first chunk is as
+        large as what is filed already: a load in several calls then runs the
+        rounds one load into an empty matcher would, not a full series per call
+        (each round reads the hot lists, which grow with what is filed).
         """
         self.reference(pids)
-        n, start, size = len(handles), 0, self.maintenance.t.refresh_changes
+        filed = int(self.keys.refs[: self.keys.ids.high].sum())
+        n, start, size = len(handles), 0, max(self.maintenance.t.refresh_changes, filed)
         while start < n:
             end = min(n, start + size)
             self.insert(handles[start:end], off[start : end + 1] - off[start], pids[off[start] : off[end]])

@@ -42,7 +42,7 @@ import numpy as np
 from numba import njit
 
 from .constants import (EMPTY_SCHEMA as CATCH_ALL, FIELD_BITS, FIELD_MASK, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, presence_schema,
-                        unpack_schema)
+                        unpack_rows, unpack_schema)
 from .model import space_cost
 from .runs import FILING_TOLERANCE, candidate_benefits, tuples_fit
 
@@ -151,9 +151,27 @@ def _subset(attr, prob, j1, j2, j3):
     return True, pack3(a0, a1, a2), nu, length
 
 
+def multi_fields(config: np.ndarray) -> np.ndarray:
+    """Which fields (a bool per field id) some schema of two fields or more in ``config`` holds."""
+    config = np.asarray(config, dtype=np.int64)
+    fields = unpack_rows(config[is_multi(config)])
+    fields = fields[fields >= 0]
+    mask = np.zeros(int(fields.max()) + 1 if len(fields) else 0, dtype=np.bool_)
+    mask[fields] = True
+    return mask
+
+
+@njit(cache=True, inline="always")
+def _in(mask, a):
+    return a < mask.shape[0] and mask[a]
+
+
 @njit(cache=True, nogil=True)  # the heaviest step of a bulk load: a rebuild decodes the next chunk meanwhile
-def _best_assignment(off, attr, prob, config, max_schema, tol=1.0):
+def _best_assignment(off, attr, prob, config, max_schema, tol, multi):
     """Per subscription: the configured schema of smallest nu contained in A(s) (0: catch-all).
+
+    ``multi`` (:func:`multi_fields`): a subset with a field no configured schema of several fields holds
+    is no configured schema, and is not looked up (W0 configures one pair of its ten fields).
 
     Ties go to the shorter schema (cheaper to probe, fewer columns saved but
     the same number of checks).  With ``tol`` > 1, nu within that factor of
@@ -170,7 +188,11 @@ def _best_assignment(off, attr, prob, config, max_schema, tol=1.0):
         lo, hi = off[i], off[i + 1]
         for j1 in range(lo, hi):
             for j2 in range(j1, hi if max_schema >= 2 else j1 + 1):
+                if j2 > j1 and not (_in(multi, attr[j1]) and _in(multi, attr[j2])):
+                    continue
                 for j3 in range(j2, hi if max_schema >= 3 and j2 > j1 else j2 + 1):
+                    if j3 > j2 and not _in(multi, attr[j3]):
+                        continue
                     ok, key, nu, length = _subset(attr, prob, j1, j2 if j2 > j1 else -1, j3 if j3 > j2 else -1)
                     if not ok or _find(config, key) < 0:
                         continue
@@ -228,7 +250,7 @@ def best_assignment(profile: EqualityProfile, config: np.ndarray, max_schema: in
     """
     config = np.unique(np.asarray(config, dtype=np.int64))
     return fold_presence(profile, *_best_assignment(profile.offsets, profile.attr, profile.prob, config, max_schema,
-                                                    tol))
+                                                    tol, multi_fields(config)))
 
 
 @dataclass
@@ -295,7 +317,7 @@ def greedy_configuration(
     config = singles.copy()
     tol = FILING_TOLERANCE if pricing is not None else 1.0
     _, cur_nu, cur_len = fold_presence(sample, *_best_assignment(sample.offsets, sample.attr, sample.prob, config,
-                                                                 max_schema, tol))
+                                                                 max_schema, tol, multi_fields(config)))
     base_space = space_cost(model, np.zeros(0), sample.size, cur_len) * scale  # the single-field clustering
     limit = 4.0 * base_space if max_space is None else float(max_space)
     space = base_space

@@ -35,14 +35,25 @@ _KIND_OF_TYPE = {int: KIND_NUMBER, float: KIND_NUMBER, bool: KIND_BOOL, str: KIN
 _NUMBER_TYPES = {int, float}  # exact types: bool and numpy scalars take the per-value path
 
 
-def field_of(attr: np.ndarray | int, kind: np.ndarray | int):
-    """Field id of (attribute id, value kind)."""
-    return attr * N_KINDS + kind
+@njit(cache=True)
+def predicate_fields(attr_ids, attributes, kinds, numbers):
+    """Field (``attr * N_KINDS + kind``) and ``eqbits`` of each predicate of a batch, in one pass over its columns
+    (booleans 0 / 1; strings get 0, their ids are the string dictionary's to fill in).
 
-
-def number_bits(numbers: np.ndarray) -> np.ndarray:
-    """Equality bits of doubles; ``+ 0.0`` folds -0.0 onto 0.0 (they compare equal)."""
-    return (np.asarray(numbers, dtype=np.float64) + 0.0).view(np.int64)
+    ``attr_ids``: the batch's attribute names as attribute ids; ``attributes`` index them.
+    """
+    n = attributes.shape[0]
+    field = np.empty(n, dtype=np.int64)
+    value = np.empty(n, dtype=np.float64)
+    for j in range(n):
+        k = np.int64(kinds[j])
+        field[j] = attr_ids[attributes[j]] * N_KINDS + k
+        value[j] = 0.0 if k == KIND_STRING else numbers[j] + 0.0  # (+ 0.0: -0.0 folded onto 0.0)
+    eqbits = value.view(np.int64)
+    for j in range(n):
+        if kinds[j] == KIND_BOOL:
+            eqbits[j] = np.int64(numbers[j])
+    return field, eqbits
 
 
 class AttributeDictionary:

@@ -19,7 +19,8 @@ O(k): swap the last entry of the cluster into the hole (section 2.3,
 "deletions can be made fast by maintaining for each subscription the
 identifier of the cluster that contains it").  A full cluster is moved to the
 end of the arena with doubled capacity; the holes left behind are reclaimed
-by :meth:`ClusterStore.compact` once they outweigh the live data.  The same
+by :meth:`ClusterStore.compact` once they would outweigh the live data (a
+bulk that would leave them compacts at once, its clusters fitted to it).  The same
 store holds the counting algorithm's per-predicate subscription lists.
 
 *Runs* (ours, not in the paper; ``ClusterStore(runs=RUN_MIN)``, the default of
@@ -118,6 +119,10 @@ RUN_ROWS = 3
 PIDS_ROW, STARTS_ROW, INDEX_ROW = 1, 2, 3
 #: The unsorted tail is merged into the runs once longer than max(run_min / 4, c_sorted >> RUN_TAIL_SHIFT).
 RUN_TAIL_SHIFT = 3
+#: Room a compaction leaves a cluster is at most this many entries or an eighth of its length, whichever is
+#: more: inserts at equilibrium (tens per round) relocate a cluster of thousands rarely either way, and half the
+#: length of the long clusters of a large load is a third of the arena.
+ROOM_MAX = 1024
 #: The dynamic maintenance merges a hot list's tail at a round once it holds a 64th of its cluster
 #: (:meth:`ClusterStore.sort_tails`): at most 64 entries moved per insert, against 8 for RUN_TAIL_SHIFT.
 TAIL_MERGE_SHIFT = 6
@@ -612,12 +617,13 @@ def _payload(arena, c_base, c_cap, c_k, e_cluster, e_pos, entries):
 
 @njit(cache=True)
 def _compact_caps(arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters, slack):
-    """Capacity of each cluster after compaction: len + len/2**slack, and room for its run index."""
+    """Capacity of each cluster after compaction: len + len/2**slack (at most ``ROOM_MAX`` or an eighth of len,
+    whichever is more), and room for its run index."""
     caps = np.zeros(n_clusters, dtype=np.int64)
     for c in range(n_clusters):
         if c_k[c] >= 0:  # (free cluster ids have k = -1)
             n = c_len[c]
-            caps[c] = n + (n >> slack)
+            caps[c] = n + min(n >> slack, max(n >> 3, ROOM_MAX))
             if run_rows and c_k[c] >= 1:
                 caps[c] = max(caps[c], _index_len(arena, run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW), c_runs[c]))
     return caps
@@ -801,9 +807,17 @@ class ClusterStore:
         new_cap = np.where(old_cap == 0, need[small], np.maximum(need[small], 2 * old_cap))
         rows = self.rows(self.c_k[cl])
         total = self.used + int(np.sum(rows * new_cap))
-        if self.garbage > max(self.used - self.garbage, 1 << 20):
-            self.compact()
-            return self.reserve(clusters, extra)
+        abandoned = int(np.sum(rows * old_cap))
+        if self.garbage + abandoned > max(self.used - self.garbage - abandoned, 1 << 20):
+            # relocating would leave more behind than stays (a bulk load into clusters that hold much already):
+            # one compaction that fits the growing clusters to what they need (as a relocation would), not a
+            # relocation and a compaction later
+            caps, _ = self._compact_plan(3)
+            caps[clusters] = np.maximum(caps[clusters], need)  # (every cluster of the bulk: one with room now
+            # may be given less by the compaction than the bulk needs)
+            live = np.flatnonzero(self.c_k[: len(caps)] >= 0)
+            self.compact(plan=(caps, int(np.sum(self.rows(self.c_k[live]) * caps[live]))))
+            return
         if total > len(self.arena):
             arena = np.empty(max(total, len(self.arena) + len(self.arena) // 2), dtype=np.int32)
             arena[: self.used] = self.arena[: self.used]
@@ -812,12 +826,16 @@ class ClusterStore:
         self.used = int(_relocate(self.arena, self.used, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_runs,
                                   self.run_rows, cl.astype(np.int64), new_cap.astype(np.int64)))
 
-    def compact(self, slack: int = 3) -> None:
-        """Rewrite the arena densely (each cluster keeps len + len/2**slack room)."""
+    def _compact_plan(self, slack: int) -> tuple[np.ndarray, int]:
+        """Each cluster's capacity after a compaction with ``slack`` (see :func:`_compact_caps`), and the arena size."""
         top = self.ids.high
         caps = _compact_caps(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_runs, self.run_rows, top, slack)
         live = self.c_k[:top] >= 0
-        size = int(np.sum(self.rows(self.c_k[:top][live]) * caps[live]))
+        return caps, int(np.sum(self.rows(self.c_k[:top][live]) * caps[live]))
+
+    def compact(self, slack: int = 3, plan: tuple[np.ndarray, int] | None = None) -> None:
+        """Rewrite the arena densely (each cluster keeps len + len/2**slack room, see :func:`_compact_caps`)."""
+        caps, size = plan if plan is not None else self._compact_plan(slack)
         new = np.empty(max(size, 1 << 12), dtype=np.int32)
         self.used = int(_compact(self.arena, new, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_runs, self.run_rows,
                                  caps))
@@ -825,15 +843,20 @@ class ClusterStore:
         self.garbage = 0
 
     def trim(self) -> None:
-        """Compact once relocations have abandoned over half as much arena as the clusters hold (O(1) test).
+        """Compact when the arena holds over a quarter more than compacting would leave (O(clusters) test).
 
-        A chunked bulk load leaves about that much behind.  Clusters keep half
-        their length as room: with an eighth, the inserts that follow (W3 at
-        equilibrium, 50 per tick) relocated clusters so often that matching
-        slowed by a quarter (docs/benchmarks.md, "How much memory does it need?").
+        A bulk load leaves relocated clusters' old rows and the doubled
+        capacity of the clusters it filled behind.  Clusters keep half their
+        length as room (up to ``ROOM_MAX``): with an eighth, the inserts that
+        follow (W3 at equilibrium, 50 per tick) relocated clusters so often
+        that matching slowed by a quarter (docs/benchmarks.md, "How much
+        memory does it need?").
         """
-        if self.used > (1 << 20) and 2 * self.garbage > self.used - self.garbage:
-            self.compact(slack=1)
+        if self.used <= (1 << 20):
+            return
+        plan = self._compact_plan(1)
+        if 4 * self.used > 5 * plan[1]:
+            self.compact(plan=plan)
 
     # -- entries ---------------------------------------------------------
     def append(self, clusters: np.ndarray, entries: np.ndarray, payload: np.ndarray, payload_off: np.ndarray) -> None:

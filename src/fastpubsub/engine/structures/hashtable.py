@@ -226,13 +226,18 @@ def ht_delete(tkeys, tvals, keys):
 
 
 class HashTable:
-    """Map from int64 key rows of a fixed ``width`` to non-negative int64 values."""
+    """Map from int64 key rows of a fixed ``width`` to non-negative values.
 
-    def __init__(self, width: int, capacity: int = 1024) -> None:
+    Values are int64, or ``values=np.int32`` for a table that only inserts
+    given values below 2**31 (the matcher's ``id -> handle``: a third less
+    per slot); :meth:`get_or_insert` numbers keys past that range and needs int64.
+    """
+
+    def __init__(self, width: int, capacity: int = 1024, values: type = np.int64) -> None:
         cap = 1 << max(4, int(capacity - 1).bit_length())
         self.width = width
         self.keys = np.zeros((cap, width), dtype=np.int64)
-        self.vals = np.full(cap, EMPTY, dtype=np.int64)
+        self.vals = np.full(cap, EMPTY, dtype=values)
         self.count = 0
 
     def __len__(self) -> int:
@@ -259,7 +264,7 @@ class HashTable:
         live = self.vals != EMPTY
         old_keys, old_vals = self.keys[live], self.vals[live]
         self.keys = np.zeros((cap, self.width), dtype=np.int64)
-        self.vals = np.full(cap, EMPTY, dtype=np.int64)
+        self.vals = np.full(cap, EMPTY, dtype=self.vals.dtype)
         _, self.count = ht_insert_values(self.keys, self.vals, 0, self.limit, old_keys, old_vals, 0)
 
     def reserve(self, extra: int) -> None:
