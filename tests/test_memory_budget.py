@@ -28,7 +28,7 @@ def test_every_algorithm_has_a_measured_factor(algorithm):
 def test_a_load_beyond_the_free_memory_is_refused_before_anything_big_is_allocated(monkeypatch, batch):
     m = Matcher("dynamic")
     m.add_bulk(generate_subscriptions(PRESETS["W0"], 100, seed=2, first_id=10**9))
-    need = budget.load_estimate("dynamic", len(batch), len(batch.operators))
+    need = budget.load_estimate("dynamic", len(batch), len(batch.operators)) + m.stats()["memory_bytes"]
     monkeypatch.setattr(budget, "free_memory", free(need // 2))
     tracemalloc.start()
     try:
@@ -64,6 +64,26 @@ def test_a_load_that_fits_passes_and_matches(monkeypatch, batch):
 def test_unknown_free_memory_refuses_nothing(monkeypatch, batch):
     monkeypatch.setattr(budget, "free_memory", free(None, None))
     Matcher("propagation").add_bulk(batch)
+
+
+def test_what_the_matcher_holds_counts_again_since_a_load_may_move_it(monkeypatch, batch):
+    """A chunk that fits on its own is refused when the matcher's own structures, which the load may copy into
+    larger ones, would not fit beside it; an empty matcher counts nothing more."""
+    m = Matcher("dynamic")
+    m.add_bulk(batch)
+    held = m.stats()["memory_bytes"]
+    chunk = generate_subscriptions(PRESETS["W0"], 5_000, seed=4, first_id=10**9)
+    alone = budget.load_estimate("dynamic", len(chunk), len(chunk.operators))
+    monkeypatch.setattr(budget, "free_memory", free(alone + held - 1))
+    with pytest.raises(InsufficientMemory) as refused:
+        m.add_bulk(chunk)
+    assert refused.value.needed == alone + held and "the matcher holds" in str(refused.value)
+    assert len(m) == len(batch)
+    monkeypatch.setattr(budget, "free_memory", free(alone + held))
+    m.add_bulk(chunk)
+    assert len(m) == len(batch) + len(chunk)
+    monkeypatch.setattr(budget, "free_memory", free(alone))
+    Matcher("dynamic").add_bulk(chunk)  # (empty: the chunk alone)
 
 
 def test_subscriptions_with_more_predicates_than_w0_scale_the_estimate():

@@ -260,10 +260,13 @@ class Matcher:
         the matcher is as it was.  A batch whose estimated peak memory exceeds
         what is free is refused the same way, with
         :class:`~engine.memory_budget.InsufficientMemory`, before anything is
-        allocated (engine/memory_budget.py).
+        allocated (engine/memory_budget.py).  What the matcher already holds
+        counts once more: the load may move any of it (the arena compacted,
+        the id table grown), and the old copy is freed only after.
         """
         self.flush()
-        check_load(self.algorithm, len(batch), len(batch.operators))
+        held = self.stats()["memory_bytes"] if len(self) else 0
+        check_load(self.algorithm, len(batch), len(batch.operators), held)
         self._validate_batch(batch)
         self._file(batch)
         release_free_memory()  # the load's temporaries (engine/heap.py)

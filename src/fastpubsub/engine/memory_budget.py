@@ -15,6 +15,12 @@ already built (the caller holds it), the larger of N = 1M and 3M, rounded up
 "How much memory does it need?").  W0 subscriptions have 5 predicates on
 average: a workload with more needs proportionally more, so the estimate
 scales with predicates per subscription beyond W0's.
+
+A load into a matcher that already holds subscriptions may move what it
+holds: the cluster arena compacted into a new one, the id table grown into
+a larger one, each old copy freed only once the new one is written.  So the
+bytes it holds count once more: at 100M W0 subscriptions the matcher holds
+several GB, and a 5M chunk's own estimate (about 2 GB) says nothing of them.
 """
 
 from __future__ import annotations
@@ -129,11 +135,14 @@ def load_estimate(algorithm: str, n_subscriptions: int, n_predicates: int) -> in
     return int(per_sub * n_subscriptions * scale)
 
 
-def check_load(algorithm: str, n_subscriptions: int, n_predicates: int) -> None:
-    """Raise :class:`InsufficientMemory` if the load's estimate exceeds the free memory (when it is known)."""
-    needed = load_estimate(algorithm, n_subscriptions, n_predicates)
+def check_load(algorithm: str, n_subscriptions: int, n_predicates: int, held: int = 0) -> None:
+    """Raise :class:`InsufficientMemory` if the load's estimate, plus ``held`` (the bytes of the structures the
+    load may copy into larger ones while the old are still held), exceeds the free memory (when it is known)."""
+    needed = load_estimate(algorithm, n_subscriptions, n_predicates) + held
     avail, cgroup = free_memory()
     known = [x for x in (avail, cgroup) if x is not None]
     if known and needed > min(known):
-        raise InsufficientMemory(needed, min(known), avail, cgroup,
-                                 f"loading {n_subscriptions:,} subscriptions ({algorithm})")
+        what = f"loading {n_subscriptions:,} subscriptions ({algorithm})"
+        if held:
+            what += f" beside the {held / 1e6:,.0f} MB the matcher holds, which the load may move"
+        raise InsufficientMemory(needed, min(known), avail, cgroup, what)
