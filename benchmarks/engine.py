@@ -113,6 +113,8 @@ def load_chunks(algorithm: str, chunks, events, create_factor: float | None = No
         st = m.stats()
         row["multi_attribute_tables"] = st["hash_tables"]["multi_attribute"]
         row["subscriptions_moved"] = st["subscriptions_moved"]
+        if "level2_min" in st:  # the second level inside the runs: the length the model chose, the clusters with one
+            row["level2_min"], row["level2_clusters"] = st["level2_min"], st["level2_clusters"]
         if create_factor is not None and algorithm == "dynamic":
             row["create_factor"] = create_factor
     return m, row
