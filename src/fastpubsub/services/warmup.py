@@ -38,7 +38,7 @@ import numpy as np
 from numba.core import config as numba_config
 from numba.core.caching import UserProvidedCacheLocator
 
-from fastpubsub.engine import ALGORITHMS, ValidEventStore
+from fastpubsub.engine import ALGORITHMS, Matcher, ValidEventStore
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
@@ -148,6 +148,17 @@ def _maintenance(w: _Workload) -> None:
     store = getattr(state.matcher.index, "store", None)
     if store is not None:
         store.compact(slack=1)
+    if w.algorithm in ("static", "dynamic"):
+        # the second level inside the runs (engine/structures/cluster_store.py), which the cost model gives long
+        # runs: W0 on 3 values makes runs of a few entries, given one from two entries on
+        spec = dataclasses.replace(PRESETS["W0"], domain=(1, 3))
+        level2 = Matcher(w.algorithm, runs=2, level2=2)
+        level2.add_bulk(generate_subscriptions(spec, 3_000, seed=9))
+        level2.match_encoded(generate_events(spec, 200, seed=10))
+        level2.remove_bulk(np.arange(0, 3_000, 3, dtype=np.int64))
+        for sid in range(1, 400, 3):
+            level2.remove(sid)
+        level2.match_encoded(generate_events(spec, 200, seed=11))
 
 
 #: One pattern of each shape the pattern kernel runs (docs/patterns.md): a static one, a correlation through the
