@@ -762,7 +762,7 @@ class ClusterStore:
             nk, nkk = rows[first, 0], rows[first, 1]
             self.c_base[ids], self.c_cap[ids], self.c_len[ids] = self.used, 0, 0
             self.c_sorted[ids], self.c_runs[ids], self.c_dead[ids] = 0, 0, 0
-            self._drop_sub(ids, SUB_NONE)
+            self._drop_sub(ids)
             self.c_k[ids], self.c_key[ids] = nkk, nk
             for c, q in zip(ids.tolist(), nk.tolist()):  # one step per *new cluster*
                 self.c_next[c] = self.key_head[q]
@@ -789,7 +789,7 @@ class ClusterStore:
         self.c_len[f] = 0
         self.c_sorted[f] = 0
         self.c_runs[f] = 0
-        self._drop_sub(f, SUB_NONE)
+        self._drop_sub(f)
         self.c_dead[f] = 0
         self.c_k[f] = -1
         self.c_next[f] = -1
@@ -911,15 +911,15 @@ class ClusterStore:
         self._build_sub()
 
     # -- the second level --------------------------------------------------
-    def _drop_sub(self, clusters: np.ndarray, state: int) -> None:
-        """Set the second-level state of ``clusters``, their blocks counted as garbage."""
+    def _drop_sub(self, clusters: np.ndarray) -> None:
+        """Drop the second level of ``clusters`` (new or freed ones), their blocks counted as garbage."""
         if len(clusters) == 0:
             return
         had = self.c_sub[clusters]
         had = had[had >= 0]
         if len(had):
             self.sub_gc[0] += int(self.sub[had].sum())
-        self.c_sub[clusters] = np.where(self.c_sub[clusters] == SUB_NONE, SUB_NONE, state)
+        self.c_sub[clusters] = SUB_NONE
 
     def _build_sub(self) -> None:
         """Write the blocks of the clusters whose runs were just sorted (``SUB_BUILD``) at the end of ``sub``."""
