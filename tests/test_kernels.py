@@ -12,7 +12,7 @@ import naive
 from fastpubsub.engine.structures.cluster_store import (DEAD, DEAD_SHIFT, SUB_BUILD, ClusterStore, index_run,
                                                        sub_index, sub_index_size, sub_lookup)
 from fastpubsub.engine.frontend.encoding import StringDictionary
-from fastpubsub.engine.structures.hashtable import HashTable
+from fastpubsub.engine.structures.hashtable import HashTable, IdTable
 from fastpubsub.engine.structures.predicates import (PredicateTable, fields_in_use, fields_of, group_order,
                                                      has_duplicate_attribute, satisfied_predicates)
 from fastpubsub.engine.structures.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
@@ -70,23 +70,38 @@ def test_hash_table_against_dict():
         assert len(t) == len(ref)
 
 
-def test_int32_valued_hash_table_inserts_finds_and_deletes_like_a_dict():
-    """The id table's layout: given values below 2**31 in int32 slots, through growth and deletions."""
-    rng = np.random.default_rng(2)
-    t = HashTable(width=1, capacity=8, values=np.int32)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=st.lists(st.tuples(st.integers(0, 80), st.integers(0, 40), st.integers(-5, 5)), min_size=1, max_size=12),
+       seed=st.integers(0, 2**32 - 1))
+def test_id_table_maps_ids_to_handles_like_a_dict(steps, seed):
+    """The matcher's id -> handle table reads each id from ``hid[handle]``: through growth, deletions that shift
+    probe chains back, released handles taken again under other ids, and ids from a narrow range (long chains)
+    or the whole int64 range."""
+    rng = np.random.default_rng(seed)
+    t = IdTable(capacity=8)
+    hid = np.zeros(0, dtype=np.int64)
     ref: dict[int, int] = {}
-    for step in range(40):
-        fresh = np.setdiff1d(rng.integers(-2**62, 2**62, size=60), np.array(list(ref), dtype=np.int64))
-        vals = rng.integers(0, 2**31 - 1, size=len(fresh))
-        t.insert(fresh, vals)
-        ref.update(zip(fresh.tolist(), vals.tolist()))
-        gone = rng.choice(np.array(list(ref), dtype=np.int64), size=min(20, len(ref)), replace=False)
-        assert t.delete(gone) == len(gone)
+    free: list[int] = []
+    for n_add, n_del, span in steps:
+        lo, hi = (-2**62, 2**62) if span == 0 else (-abs(span) * 30, abs(span) * 30 + 1)
+        fresh = np.setdiff1d(rng.integers(lo, hi, size=n_add), np.array(list(ref), dtype=np.int64))
+        rng.shuffle(fresh)
+        handles = np.array([free.pop() if free else len(hid) + i for i in range(len(fresh))], dtype=np.int64)
+        if len(handles):
+            top = int(handles.max()) + 1
+            hid = np.concatenate([hid, np.zeros(max(0, top - len(hid)), dtype=np.int64)])
+            hid[handles] = fresh
+        t.insert(handles, hid)
+        ref.update(zip(fresh.tolist(), handles.tolist()))
+        gone = rng.choice(np.array(list(ref), dtype=np.int64), size=min(n_del, len(ref)), replace=False)
+        absent = np.setdiff1d(rng.integers(lo, hi, size=5), np.array(list(ref), dtype=np.int64))
+        assert t.delete(np.concatenate([gone, absent]), hid) == len(gone)
         for g in gone.tolist():
-            del ref[g]
-        probe = np.concatenate([np.array(list(ref), dtype=np.int64), gone])
-        assert t.lookup(probe).tolist() == [ref.get(k, -1) for k in probe.tolist()]
-        assert len(t) == len(ref) and t.vals.dtype == np.int32
+            free.append(ref.pop(g))
+        probe = np.concatenate([np.array(list(ref), dtype=np.int64), gone, absent])
+        assert t.lookup(probe, hid).tolist() == [ref.get(k, -1) for k in probe.tolist()]
+        assert [t.has(k, hid) for k in probe.tolist()] == [k in ref for k in probe.tolist()]
+        assert len(t) == len(ref) and sorted(t.handles().tolist()) == sorted(ref.values())
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -221,7 +221,7 @@ def test_pivot_is_the_attribute_least_frequent_in_events_and_moves_with_the_stat
     def pivots():
         ix = m.index
         names = {v: k for k, v in m.attributes.ids.items()}
-        handles = m.id_table.lookup(np.array([1, 2, 3], dtype=np.int64))  # (4 has two rows, both under brand)
+        handles = m.id_table.lookup(np.array([1, 2, 3], dtype=np.int64), m.handle_id)  # (4 has two rows, both under brand)
         return [names[int(f) // 3] for f in ix.pivot_fields(handles)]
 
     # no statistics: the paper's fallback, frequency among the subscriptions (brand 4 rows, color 2, size 2;

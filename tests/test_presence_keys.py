@@ -29,7 +29,7 @@ def statistics(presence: dict[str, float], distinct: int = 50) -> EventStatistic
 def filed_fields(m: Matcher, ids) -> list:
     """Per subscription id: ("presence", attribute) / ("eq", (attributes)) / "catch-all"."""
     m.flush()
-    h = m.id_table.lookup(np.asarray(ids, dtype=np.int64))
+    h = m.id_table.lookup(np.asarray(ids, dtype=np.int64), m.handle_id)
     names = list(m.attributes.ids)
     out = []
     for k in m.index.filed_schema(h).tolist():

@@ -26,7 +26,7 @@ from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
 from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, predicate_fields
-from .structures.hashtable import EMPTY, HashTable, ht_has1
+from .structures.hashtable import IdTable
 from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
 from .algorithms.index import REGISTRY, Clustering, Index, IndexContext
@@ -163,7 +163,7 @@ class Matcher:
         self.strings = StringDictionary()
         self.preds = PredicateTable(self.strings)
         self.handles = IdPool()
-        self.id_table = HashTable(width=1, values=np.int32)  # (handles are int32, engine/structures/cluster_store.py)
+        self.id_table = IdTable()  # id -> handle, the ids read from handle_id (handles are int32: cluster_store.py)
         self.id_filter = IdFilter()  # ids certainly not in id_table, without a kernel call (the single-add path)
         self.handle_id = np.zeros(0, dtype=np.int64)
         self.probabilities = EventProbabilities(self.attributes, self.strings, self.preds)
@@ -213,11 +213,11 @@ class Matcher:
         without a Python step per id (a rebuild asks it of a million ids)."""
         self.flush()
         ids = np.asarray(sub_ids, dtype=np.int64)
-        return self.id_table.lookup(ids) >= 0 if len(ids) else np.zeros(0, dtype=bool)
+        return self.id_table.lookup(ids, self.handle_id) >= 0 if len(ids) else np.zeros(0, dtype=bool)
 
     def _is_filed(self, sid: int) -> bool:
         """``sid`` is in the id table (one probe, a scalar argument: the single-change path)."""
-        return ht_has1(self.id_table.keys, self.id_table.vals, sid)
+        return self.id_table.has(sid, self.handle_id)
 
     def add(self, sub_id: int, predicates: Any) -> None:
         """Add one subscription; ``ValueError`` (nothing inserted) if invalid or a duplicate id.
@@ -244,7 +244,7 @@ class Matcher:
         """Apply the buffered single changes now: removals first, then additions (see :meth:`add`)."""
         if self._pending_remove:
             ids = np.fromiter(self._pending_remove, dtype=np.int64, count=len(self._pending_remove))
-            self._remove_found(ids, self.id_table.lookup(ids))
+            self._remove_found(ids, self.id_table.lookup(ids, self.handle_id))
             self._pending_remove.clear()
         if len(self._adds):
             batch = self._adds.batch()
@@ -307,6 +307,8 @@ class Matcher:
             pids = np.zeros(0, dtype=np.int64)
         ids = np.asarray(batch.ids, dtype=np.int64)
         d = batch.disjunct_flags()
+        self.handle_id = grow(self.handle_id, self.handles.high, 0)
+        self.handle_id[handles] = ids
         if d.any():  # subscriptions of several rows: the id table holds the first row's handle
             head = d == 0
             self._insert_ids(ids[head], handles[head])
@@ -317,16 +319,15 @@ class Matcher:
                 self._rows[int(ids[later[s]])] = handles[later[s:e]]
         else:
             self._insert_ids(ids, handles)
-        self.handle_id = grow(self.handle_id, self.handles.high, 0)
-        self.handle_id[handles] = ids
         if rest is None:
             self._index.add_bulk(handles, off, pids)
         elif len(rest):
             self._index.add_bulk(handles[rest], off, pids)
 
     def _insert_ids(self, ids: np.ndarray, handles: np.ndarray) -> None:
-        self.id_table.insert(ids, handles)
-        self.id_filter.insert(ids, lambda: self.id_table.keys[self.id_table.vals != EMPTY, 0])
+        """File ``handles`` under ``ids`` (``handle_id`` already holds them)."""
+        self.id_table.insert(handles, self.handle_id)
+        self.id_filter.insert(ids, lambda: self.handle_id[self.id_table.handles()])
 
     def _file_prefixes(self, batch: SubscriptionBatch) -> SubscriptionBatch:
         """File the subscriptions that are one ``prefix`` predicate in the prefix groups; the rest of ``batch``.
@@ -356,9 +357,9 @@ class Matcher:
         attributes = [parsed[a][1] for a in attrs[pairs].tolist()]  # type: ignore[index]
         ids = np.asarray(batch.ids, dtype=np.int64)[rows]
         handles = self.handles.take(len(rows))
-        self._insert_ids(ids, handles)
         self.handle_id = grow(self.handle_id, self.handles.high, 0)
         self.handle_id[handles] = ids
+        self._insert_ids(ids, handles)
         self.prefixes.add(handles, ids, attributes, prefixes)
         rest = np.ones(len(batch), dtype=bool)
         rest[rows] = False
@@ -378,7 +379,7 @@ class Matcher:
         derived = [i for i, a in enumerate(batch.attribute_names) if a[0] == RESERVED_PREFIX]
         if derived:
             _check_derived(batch, derived)
-        present = self.id_table.lookup(np.asarray(batch.ids, dtype=np.int64)) >= 0
+        present = self.id_table.lookup(np.asarray(batch.ids, dtype=np.int64), self.handle_id) >= 0
         if np.any(present):
             raise ValueError(f"duplicate subscription id {int(np.asarray(batch.ids)[present][0])}")
 
@@ -394,8 +395,8 @@ class Matcher:
         if self._pending_add and self._pending_add.pop(sid, None) is not None:
             self._cancelled = True
             return
-        table = self.id_table  # (no filter: a removed id is mostly held)
-        if sid in self._pending_remove or not ht_has1(table.keys, table.vals, sid):
+        # (no filter: a removed id is mostly held)
+        if sid in self._pending_remove or not self.id_table.has(sid, self.handle_id):
             raise KeyError(sub_id)
         self._pending_remove[sid] = None
         if len(self._pending_remove) >= PENDING_MAX:
@@ -414,7 +415,7 @@ class Matcher:
         ordered = np.sort(ids)
         if np.any(ordered[1:] == ordered[:-1]):
             raise ValueError("remove_bulk: repeated subscription id")
-        h = self.id_table.lookup(ids)
+        h = self.id_table.lookup(ids, self.handle_id)
         if np.any(h < 0):
             raise KeyError(int(ids[h < 0][0]))
         self._remove_found(ids, h)
@@ -426,7 +427,7 @@ class Matcher:
             mine = self.prefixes.owns(h)
             if mine.any():
                 self.prefixes.remove(h[mine], ids[mine])
-                self.id_table.delete(ids[mine])
+                self.id_table.delete(ids[mine], self.handle_id)
                 self.handles.release(h[mine])
                 ids, h = ids[~mine], h[~mine]
                 if not len(ids):
@@ -436,7 +437,7 @@ class Matcher:
             if later:
                 h = np.concatenate([h] + later)
         self._index.remove_bulk(h)
-        self.id_table.delete(ids)
+        self.id_table.delete(ids, self.handle_id)
         self.handles.release(h)
 
     # -- events ----------------------------------------------------------
@@ -522,7 +523,7 @@ class Matcher:
             "subscriptions": len(self),
             "attributes": len(self.attributes),
             "strings": len(self.strings),
-            "id_hash_slots": len(self.id_table.vals),
+            "id_hash_slots": len(self.id_table.slots),
         }
         p = self.preds.stats()
         ix = self._index.stats()

@@ -149,4 +149,4 @@ def holds_exactly(matcher: Matcher, ids: Any, sample: int = 10_000) -> bool:
         return False
     if len(distinct) > sample:
         distinct = distinct[np.random.default_rng(len(distinct)).choice(len(distinct), sample, replace=False)]
-    return bool(np.all(matcher.id_table.lookup(distinct) >= 0))
+    return bool(np.all(matcher.holds(distinct)))
