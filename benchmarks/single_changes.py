@@ -74,6 +74,12 @@ def filing(m: Matcher) -> dict:
             "single_field": h["single_field_subscriptions"], "catch_all": h["catch_all_subscriptions"]}
 
 
+def unsorted(m: Matcher) -> int:
+    """Entries still waiting in unsorted tails (checked one by one) when the timing ends."""
+    s = m.stats()
+    return int(s["subscriptions"] - s.get("sorted_entries", s["subscriptions"]))
+
+
 def twin(n: int, repeat: int, n_events: int = 2000, seed: int = 3) -> dict:
     subs = generate_subscriptions(PRESETS["W0"], n=n, seed=seed)
     events = generate_events(PRESETS["W0"], n_events, seed=seed + 1)
@@ -98,6 +104,7 @@ def twin(n: int, repeat: int, n_events: int = 2000, seed: int = 3) -> dict:
     return {"n": n, "load_single_s": round(single_s, 2), "load_bulk_s": round(bulk_s, 2),
             "single_events_per_s": round(n_events / best["single"]), "bulk_events_per_s": round(n_events / best["bulk"]),
             "ratio": round(best["bulk"] / best["single"], 3), "identical_matches": identical,
+            "unsorted_single": unsorted(single), "unsorted_bulk": unsorted(bulk),
             "filed_single": filing(single), "filed_bulk": filing(bulk)}
 
 

@@ -26,7 +26,10 @@ Thresholds (:class:`Thresholds`), all derived from the calibrated cost model:
   hysteresis, so a table is not created and dropped in turn.
 
 The algorithm (``Maintenance.refresh``), run after ``refresh_changes``
-subscription changes or ``refresh_events`` events, or when statistics change:
+subscription changes or ``refresh_events`` events, when ``settle_events``
+events are matched with no change after some (the tails of a spell of single
+adds would otherwise wait up to ``refresh_events`` to be merged), or when
+statistics change:
 
 1. ``cluster_distribute`` each hot cluster list (largest ``BM`` first, at most
    ``budget`` subscriptions per refresh): move every subscription to the
@@ -40,7 +43,7 @@ subscription changes or ``refresh_events`` events, or when statistics change:
 4. drop every table whose benefit fell under ``Bdelete`` and re-file its
    subscriptions;
 5. with runs (ours), when events were matched since the last round: merge
-   the unsorted tails of the hot lists into their runs, so that the
+   the unsorted tails of the lists into their runs, so that the
    subscriptions inserted since then are found through the run index
    instead of being checked one by one.
 
@@ -72,6 +75,7 @@ class Thresholds:
     delete_factor: float = 1.0  # Bdelete = delete_factor * table cost (in checks)
     refresh_changes: int = 10_000  # subscription changes between refreshes
     refresh_events: int = 200_000  # events between refreshes
+    settle_events: int = 10_000  # events matched with no change since some: a round merges their tails then
     budget: int = 200_000  # subscriptions examined per refresh
     max_new_tables: int = 64  # tables created per refresh at most
     list_sample: int = 256  # with runs: subscriptions sampled per hot list to price potential tables
@@ -127,6 +131,9 @@ def _refines(new: np.ndarray, cur: np.ndarray) -> np.ndarray:
     return out
 
 
+_NU_MIN = np.finfo(np.float32).tiny
+
+
 class Maintenance:
     """Keeps a :class:`ClusteredIndex` near the best clustering as subscriptions and statistics change."""
 
@@ -134,11 +141,15 @@ class Maintenance:
         self.index = index
         self.t = thresholds or Thresholds()
         self.potential = _Potential()
-        self.mark_nu = np.zeros(0, dtype=np.float64)  # > 0: marked, with the nu it had when marked
+        # > 0: marked, with the nu it had when marked.  float32: a nu only weighs a potential benefit, and at 100M
+        # subscriptions a float64 per handle was a tenth of the matcher's memory
+        self.mark_nu = np.zeros(0, dtype=np.float32)
         self.marked_in = np.zeros(0, dtype=np.int64)  # per access key: how many of its subscriptions are marked
         self.examined = np.zeros(0, dtype=np.int64)  # refresh in which each access key was last examined
         self.changes = 0
         self.events = 0
+        self.quiet = 0  # events matched since the last subscription change
+        self.unsettled = False  # changes since the last round that merged tails (their inserts wait in tails)
         self.refreshes = 0
         self.created = 0
         self.dropped = 0
@@ -155,12 +166,16 @@ class Maintenance:
         """Count subscription changes; True when a round is due (never while frozen)."""
         self.changes += n
         self.total_changes += n
+        self.quiet = 0
+        self.unsettled = self.unsettled or n > 0
         return not self.frozen and self.changes >= self.t.refresh_changes
 
     def note_events(self, n: int) -> bool:
         """Count matched events; True when a round is due (never while frozen)."""
         self.events += n
-        return not self.frozen and self.events >= self.t.refresh_events
+        self.quiet += n
+        settle = self.unsettled and self.quiet >= self.t.settle_events
+        return not self.frozen and (self.events >= self.t.refresh_events or settle)
 
     def statistics_changed(self) -> None:
         """New probabilities: every potential benefit and mark is stale."""
@@ -202,7 +217,7 @@ class Maintenance:
     def _set_marks(self, handles: np.ndarray, nu: np.ndarray) -> None:
         """Mark subscriptions (still filed where they were examined) with the nu they had then."""
         new = handles[self.mark_nu[handles] <= 0]
-        self.mark_nu[handles] = nu
+        self.mark_nu[handles] = np.maximum(nu, _NU_MIN)  # (a nu under float32's range still marks)
         self._count_marks(new, 1)
 
     def _count_marks(self, handles: np.ndarray, sign: int) -> None:
@@ -297,10 +312,13 @@ class Maintenance:
         # 4: drop tables that no longer pay for themselves
         dropped = self._drop_weak_tables()
 
-        # 5: with runs, the hot lists' inserts (and this round's moves) join their runs, once events have
-        # been matched since the last round (a bulk load's rounds leave the tails to the load's own merges)
-        if matched and pricing_for(ix) is not None and len(hot_keys):
-            self.tails_sorted += ix.sort_tails(hot_keys)
+        # 5: with runs, the inserts (and this round's moves) join their runs, once events have been matched since
+        # the last round (a bulk load's rounds leave the tails to the load's own merges).  Every list's, not only
+        # the hot ones': at 1M W0 no list is hot, yet their tails together cost a tenth of the matching time.
+        if matched and pricing_for(ix) is not None and len(live):
+            self.tails_sorted += ix.sort_tails(live)
+        if matched:
+            self.unsettled = False
 
         self.refreshes += 1
         dt = time.perf_counter() - t0
