@@ -16,7 +16,9 @@ from fastpubsub.engine.columnar import SubscriptionBuilder
 from fastpubsub.engine.frontend.lowering import lower
 from fastpubsub.engine.semantics import ALL_OPERATORS, KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_CODE, AnyOf, \
     validate_subscription
-from fastpubsub.engine.structures.hashtable import HashTable, ht_has1
+from fastpubsub.engine.costmodel.maintenance import Thresholds
+from fastpubsub.engine.structures.hashtable import IdTable
+from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.engine.structures.id_filter import IdFilter
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -150,8 +152,33 @@ def test_the_id_filter_sends_few_new_ids_to_the_table():
 @given(st.sets(st.integers(-(2**63), 2**63 - 1), max_size=200), st.lists(st.integers(-(2**63), 2**63 - 1),
                                                                           max_size=50))
 def test_the_scalar_probe_agrees_with_a_set(keys, probes):
-    t = HashTable(width=1, capacity=8)
-    if keys:
-        t.insert(np.array(sorted(keys), dtype=np.int64), np.arange(len(keys), dtype=np.int64))
+    t = IdTable(capacity=8)
+    hid = np.array(sorted(keys), dtype=np.int64)
+    t.insert(np.arange(len(hid)), hid)
     for k in list(keys) + probes:
-        assert ht_has1(t.keys, t.vals, k) == (k in keys)
+        assert t.has(k, hid) == (k in keys)
+
+
+def test_once_changes_stop_their_tails_join_the_runs_and_matches_stay_exact():
+    """A spell of single adds leaves entries in unsorted tails, checked one by one by every event; once
+    ``settle_events`` events pass with no change, a maintenance round merges every list's tails, hot or not, and
+    the matcher holds what a bulk load of the same subscriptions holds."""
+    subs = generate_subscriptions(PRESETS["W0"], n=60_000, seed=5)  # lists of about 50: runs from 32
+    events = generate_events(PRESETS["W0"], 300, seed=6)
+    single = Matcher("dynamic", runs=32, thresholds=Thresholds(settle_events=600))
+    for sid, preds in subs.to_lists():
+        single.add(sid, preds)
+    bulk = Matcher("dynamic", runs=32)
+    bulk.add_bulk(subs)
+    want = bulk.match_encoded(events)
+    before = single.stats()
+    assert before["sorted_entries"] < before["subscriptions"]  # the last adds wait in tails
+    for _ in range(3):  # 900 events: a round once 600 have passed
+        got = single.match_encoded(events)
+        assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.ids, want.ids)
+    after = single.stats()
+    assert after["maintenance"]["refreshes"] > before["maintenance"]["refreshes"]
+    assert after["subscriptions"] - after["sorted_entries"] < (before["subscriptions"] - before["sorted_entries"]) / 4
+    single.add(10**9, [("a0", "=", 1)])  # a change starts a new spell: the next round waits for quiet again
+    single.flush()
+    assert single._index.maintenance.unsettled

@@ -118,18 +118,6 @@ def ht_lookup(tkeys, tvals, keys, out):
 
 
 @njit(cache=True)
-def ht_has1(tkeys, tvals, key):
-    """Whether a width-1 table holds ``key``: one probe with a scalar argument (a single change's check)."""
-    mask = tvals.shape[0] - 1
-    s = np.int64(_mix(np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(key)) & np.uint64(mask))
-    while tvals[s] != -1:
-        if tkeys[s, 0] == key:
-            return True
-        s = (s + 1) & mask
-    return False
-
-
-@njit(cache=True)
 def ht_get_or_insert(tkeys, tvals, count, limit, keys, start, next_value, out):
     """Look up ``keys[start:]``; insert missing ones with values ``next_value, next_value+1, ...``.
 
