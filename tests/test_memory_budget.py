@@ -86,6 +86,17 @@ def test_what_the_matcher_holds_counts_again_since_a_load_may_move_it(monkeypatc
     Matcher("dynamic").add_bulk(chunk)  # (empty: the chunk alone)
 
 
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_the_matchers_own_memory_count_is_the_one_stats_gives(algorithm):
+    """``Matcher.memory_bytes`` (asked before every chunk of a load) says what ``stats()`` says, without its
+    per-subscription counts, for every algorithm, also after removals."""
+    m = Matcher(algorithm)
+    m.add_bulk(generate_subscriptions(PRESETS["W0"], 3_000, seed=5))
+    assert m.memory_bytes() == m.stats()["memory_bytes"] > 0
+    m.remove_bulk(list(range(0, 3_000, 3)))
+    assert m.memory_bytes() == m.stats()["memory_bytes"]
+
+
 def test_subscriptions_with_more_predicates_than_w0_scale_the_estimate():
     base = budget.load_estimate("dynamic", 1000, 5000)
     assert budget.load_estimate("dynamic", 1000, 10_000) == 2 * base

@@ -265,7 +265,7 @@ class Matcher:
         the id table grown), and the old copy is freed only after.
         """
         self.flush()
-        held = self.stats()["memory_bytes"] if len(self) else 0
+        held = self.memory_bytes() if len(self) else 0
         check_load(self.algorithm, len(batch), len(batch.operators), held)
         self._validate_batch(batch)
         self._file(batch)
@@ -531,6 +531,16 @@ class Matcher:
         out.update({k: v for k, v in p.items() if k != "memory_bytes"})
         out.update({k: v for k, v in ix.items() if k != "memory_bytes"})
         out.update({k: v for k, v in pg.items() if k != "memory_bytes"})
-        out["memory_bytes"] = int(p["memory_bytes"] + ix["memory_bytes"] + pg["memory_bytes"] + self.id_table.nbytes
-                                  + self.id_filter.nbytes + self.handle_id.nbytes)
+        out["memory_bytes"] = self._memory_bytes(p["memory_bytes"], ix["memory_bytes"], pg["memory_bytes"])
         return out
+
+    def memory_bytes(self) -> int:
+        """What the matcher's structures hold, in bytes (``stats()["memory_bytes"]``), without the counts ``stats``
+        also makes: an index that can say it alone (``memory_bytes()``) is not asked for its stats."""
+        own = getattr(self._index, "memory_bytes", None)
+        return self._memory_bytes(self.preds.stats()["memory_bytes"],
+                                  own() if own is not None else self._index.stats()["memory_bytes"],
+                                  self.prefixes.stats()["memory_bytes"])
+
+    def _memory_bytes(self, preds: int, index: int, prefixes: int) -> int:
+        return int(preds + index + prefixes + self.id_table.nbytes + self.id_filter.nbytes + self.handle_id.nbytes)

@@ -511,6 +511,10 @@ class Maintenance:
         return drop_benefits(pricing, typical_pi(ix), idx, ix.key_refs(live).astype(np.float64), ix.key_nu(live),
                              fallback, fb_n, fb_nu, len(ix.schemas))
 
+    def memory_bytes(self) -> int:
+        """The marks (one per handle) and the per-key counts."""
+        return int(self.mark_nu.nbytes + self.marked_in.nbytes + self.examined.nbytes)
+
     def stats(self) -> dict:
         return {
             "frozen": self.frozen,

@@ -20,19 +20,17 @@ defaults were chosen by measurement on W0 at 6M subscriptions
 sequential stream the hardware prefetcher follows anyway; what pays is
 prefetching the later columns, which are read only after a mispredicted
 branch and otherwise cost one unoverlapped cache miss each.  The prefetch
-is LLVM's ``llvm.prefetch`` intrinsic, emitted through
+is LLVM's ``llvm.prefetch`` intrinsic (engine/kernels/prefetch.py), emitted through
 ``numba.extending.intrinsic``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
 from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, put_live, run_row
+from .prefetch import prefetch
 from .sorting import sort_slice
 
 MAX_SPECIALISED = 10
@@ -46,30 +44,6 @@ INDEX_GAIN = 12
 UNFOLD = 8
 LOOKAHEAD = 256
 PREFETCH_COLUMNS = 3
-
-
-@intrinsic
-def prefetch(typingctx, arr, idx):
-    """Hint the CPU to fetch the cache line holding ``arr[idx]`` (read, keep in all levels).
-
-    No bounds check: a prefetch of an address past the end is a no-op for the
-    hardware, never a fault.
-    """
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        # (address, rw=0 read, locality=3 keep in all levels, cache type=1 data)
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @njit(cache=True, inline="always")

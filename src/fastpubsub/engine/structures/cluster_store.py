@@ -990,6 +990,9 @@ class ClusterStore:
             "arena_used": self.used,
             "arena_garbage": self.garbage,
             "cluster_hash_slots": len(self.index.vals),
-            "memory_bytes": int(self.arena.nbytes + self.index.nbytes + self.e_cluster.nbytes + self.e_pos.nbytes
-                                + 8 * 9 * len(self.c_base) + self.key_head.nbytes + self.sub.nbytes),
+            "memory_bytes": self.memory_bytes(),
         }
+
+    def memory_bytes(self) -> int:
+        return int(self.arena.nbytes + self.index.nbytes + self.e_cluster.nbytes + self.e_pos.nbytes
+                   + 8 * 9 * len(self.c_base) + self.key_head.nbytes + self.sub.nbytes)
