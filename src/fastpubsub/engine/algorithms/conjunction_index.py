@@ -536,7 +536,7 @@ class ClusteredIndex:
 
     def memory_bytes(self) -> int:
         """``stats()["memory_bytes"]`` without the per-subscription counts ``stats`` also makes: a load in chunks
-        asks it before every chunk (``Matcher.add_bulk``), where those counts took a third of the load at 30M."""
+        asks it before every chunk (``Matcher.add_bulk``), and those counts read every subscription."""
         return int(self.store.memory_bytes() + self.keys.stats()["memory_bytes"] + self.pred_prob.nbytes
                    + self.eq_of_field.nbytes + self.first_not_eq.nbytes + self.catch_all.memory_bytes()
                    + self.packed.memory_bytes() + self.direct.memory_bytes())

@@ -141,8 +141,8 @@ class Maintenance:
         self.index = index
         self.t = thresholds or Thresholds()
         self.potential = _Potential()
-        # > 0: marked, with the nu it had when marked.  float32: a nu only weighs a potential benefit, and at 100M
-        # subscriptions a float64 per handle was a tenth of the matcher's memory
+        # > 0: marked, with the nu it had when marked.  float32: a nu only weighs a potential benefit, and this is
+        # one entry per subscription
         self.mark_nu = np.zeros(0, dtype=np.float32)
         self.marked_in = np.zeros(0, dtype=np.int64)  # per access key: how many of its subscriptions are marked
         self.examined = np.zeros(0, dtype=np.int64)  # refresh in which each access key was last examined
@@ -314,7 +314,7 @@ class Maintenance:
 
         # 5: with runs, the inserts (and this round's moves) join their runs, once events have been matched since
         # the last round (a bulk load's rounds leave the tails to the load's own merges).  Every list's, not only
-        # the hot ones': at 1M W0 no list is hot, yet their tails together cost a tenth of the matching time.
+        # the hot ones': lists too cold to be examined add up (docs/clustering.md, "Runs").
         if matched and pricing_for(ix) is not None and len(live):
             self.tails_sorted += ix.sort_tails(live)
         if matched:
