@@ -116,6 +116,20 @@ def test_interleaved_adds_removes_and_rebuilds(algorithm, options, ops):
     _check(m, o, [{"x": 0, "y": 0.5, "z": -1, "s": "a"}, {}])
 
 
+@pytest.mark.parametrize("block_words, event_chunk", [(1, 5), (3, 7), (2, 1024)])
+def test_survivors_beyond_the_first_room_are_kept_when_it_grows_mid_chunk(block_words, event_chunk):
+    """With one cell every subscription survives every event: thousands of survivors per chunk, more than the
+    kernel's first room, found block by block; the matches are still the counting matcher's."""
+    spec = IntervalSpec(n_attributes=4, n_ranges=2, width=0.5, domain=(0, 100))
+    subs, events = interval_subscriptions(spec, 600, seed=5), interval_events(spec, 40, seed=6)
+    m, c = Matcher("bitmaps", cells=1, block_words=block_words, event_chunk=event_chunk), Matcher("counting")
+    m.add_bulk(subs)
+    c.add_bulk(subs)
+    got, want = m.match_encoded(events), c.match_encoded(events)
+    assert len(want.ids) > 0
+    assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.ids, want.ids)
+
+
 def test_bitmap_predicates_stay_out_of_phase_1_unless_a_keyed_subscription_shares_them():
     m = Matcher("dynamic", catch_all="bitmaps")
     m.add(1, [("x", ">=", 3), ("x", "<=", 9)])

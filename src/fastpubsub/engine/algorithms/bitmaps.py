@@ -313,8 +313,8 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
 
     Per chunk of events: the survivors of the bitmaps (:func:`bitmap_survivors_into`), then each survivor's
     predicates checked against its event's values (:func:`bitmap_check_into`).  Both stop when an array they
-    fill has no room: it is grown here and the step taken again (for the check, from the event that stopped).
-    Returns CSR (ids ascending).
+    fill has no room: it is grown here and the step resumed where it stopped (the survivors from the block that
+    stopped, the check from the event), so no block is ORed twice.  Returns CSR (ids ascending).
     """
     flat = bm.rows.ravel()
     n_ev = ev.offsets.shape[0] - 1
@@ -333,9 +333,16 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
     fill = np.zeros(chunk + 1, dtype=np.int64)
     for c0 in range(0, n_ev, chunk):
         c1 = min(n_ev, c0 + chunk)
-        while bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecount, pair, acc, sv_e, sv_s,
-                                    order, sv_off, fill) < 0:
-            sv_e, sv_s, order = doubled(sv_e, 0), doubled(sv_s, 0), doubled(order, 0)
+        event_rows(c0, c1, ev, bm, erow, ecount, pair)
+        w0, nsv = bitmap_survivors_into(c1 - c0, flat, bm.rows.shape[1], n_words, block_words, erow, ecount, acc,
+                                        sv_e, sv_s, 0, 0)
+        while w0 < n_words:
+            sv_e, sv_s = doubled(sv_e, nsv), doubled(sv_s, nsv)
+            w0, nsv = bitmap_survivors_into(c1 - c0, flat, bm.rows.shape[1], n_words, block_words, erow, ecount, acc,
+                                            sv_e, sv_s, w0, nsv)
+        if order.shape[0] < nsv:
+            order = np.empty(sv_e.shape[0], dtype=np.int64)
+        group_survivors(c1 - c0, nsv, sv_e, sv_s, order, sv_off, fill)
         e = c0
         while True:
             e1, nout = bitmap_check_into(e, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_off)
@@ -348,26 +355,14 @@ def bitmap_events(ev, bm, handle_id, n_words, block_words, chunk):
 
 
 @njit(cache=True, _nrt=False)
-def bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecount, pair, acc, sv_e, sv_s, order,
-                          sv_off, fill):
-    """The survivors of events ``c0:c1`` (a chunk): slots whose bits no row of the event sets.
-
-    Each event's rows (a cell row or the missing row per constrained field);
-    then block by block of ``block_words`` words, every event's rows ORed
-    into one block accumulator and its zero bits collected as (event, slot)
-    survivors; then the survivors grouped by event, ascending slots, in
-    ``order[sv_off[i]:sv_off[i + 1]]``.  Returns their number, or -1 when
-    ``sv_e``, ``sv_s``, ``order`` have no room (the caller grows them and
-    calls again).  Without numba's reference-counting runtime (docs/engine.md,
-    "Kernel contract").
-    """
-    stride = np.uint64(bm.rows.shape[1])
+def event_rows(c0, c1, ev, bm, erow, ecount, pair):
+    """Per event ``c0 + i`` of a chunk, the rows it ORs (``erow[i, :ecount[i]]``): per constrained field, the row
+    of the cell its value falls in, or the missing row when it lacks the field."""
     n_fa = bm.miss_row.shape[0]
     miss_row, field_slot, cell_base, bounds = bm.miss_row, bm.field_slot, bm.cell_base, bm.bounds
     n_bounds = bounds.shape[1]
     ev_off, ev_field, ev_code = ev.offsets, ev.field, ev.code
-    m = c1 - c0
-    for i in range(m):
+    for i in range(c1 - c0):
         e = c0 + i
         mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
         n = 0
@@ -390,8 +385,22 @@ def bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecou
                 n += 1
             pair[fa] = -1
         ecount[i] = n
-    nsv = 0
-    for w0 in range(0, n_words, block_words):
+
+
+@njit(cache=True, _nrt=False)
+def bitmap_survivors_into(m, flat, stride, n_words, block_words, erow, ecount, acc, sv_e, sv_s, w_from, nsv):
+    """The survivors of a chunk's ``m`` events (rows from :func:`event_rows`): slots whose bits no row of the
+    event sets, as (event, slot) pairs appended to ``sv_e``, ``sv_s`` after the ``nsv`` already there.
+
+    Block by block of ``block_words`` words from word ``w_from``, every event's rows ORed into one block
+    accumulator and its zero bits collected.  Returns ``(w, nsv)``: ``w >= n_words`` when every block is done,
+    else the first word of the block that found ``sv_e``, ``sv_s`` full, and ``nsv`` the survivors of the blocks
+    before it (the caller grows the arrays and resumes from ``w``).  Without numba's reference-counting runtime
+    (docs/engine.md, "Kernel contract").
+    """
+    stride = np.uint64(stride)
+    for w0 in range(w_from, n_words, block_words):
+        start = nsv
         bw = np.uint64(min(n_words, w0 + block_words) - w0)
         for i in range(m):
             # unsigned indices into the flat rows: the loops vectorise (signed ones add wrap-around code)
@@ -415,11 +424,17 @@ def bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecou
                 for b in range(64):
                     if (x >> np.uint64(b)) & np.uint64(1):
                         if nsv == sv_e.shape[0]:
-                            return -1
+                            return w0, start
                         sv_e[nsv] = i
                         sv_s[nsv] = base + b
                         nsv += 1
-    # survivors grouped by event (a counting sort keeps each event's slots ascending)
+    return n_words, nsv
+
+
+@njit(cache=True, _nrt=False)
+def group_survivors(m, nsv, sv_e, sv_s, order, sv_off, fill):
+    """The ``nsv`` survivors grouped by event, ascending slots, in ``order[sv_off[i]:sv_off[i + 1]]`` (a counting
+    sort: the survivors come in ascending slots)."""
     for i in range(m + 1):
         sv_off[i] = 0
     for h in range(nsv):
@@ -431,7 +446,6 @@ def bitmap_survivors_into(c0, c1, ev, bm, flat, n_words, block_words, erow, ecou
     for h in range(nsv):
         order[fill[sv_e[h]]] = sv_s[h]
         fill[sv_e[h]] += 1
-    return nsv
 
 
 @njit(cache=True, _nrt=False)
