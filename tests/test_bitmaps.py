@@ -64,6 +64,7 @@ def _check(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
         a = bm.arrays()
         got = np.unpackbits(a.rows[:, : (n + 63) // 64].view(np.uint8), axis=1, bitorder="little")[:, :n]
         assert np.array_equal(got.astype(bool), bitmap_rows(a, n))
+        assert a.rows.shape[1] % 16 == 8  # an odd number of 64-byte lines (no power-of-two stride)
 
 
 @pytest.mark.parametrize("algorithm, options", CONFIGS, ids=IDS)
@@ -205,25 +206,51 @@ def test_merge_matches_equals_naive(a, data):
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 89), min_size=1, max_size=4), min_size=1, max_size=30), st.integers(1, 6))
-def test_field_samples_take_every_kth_constant_in_slot_order(slots, sample):
-    """The constants cell boundaries are placed from: per field, all of them, or every k-th (k = count // sample),
-    ``!=`` constants left out."""
-    pfield, pop, pcode = np.arange(90) // 30 * 3, (np.arange(90) % 6).astype(np.int8), np.arange(90.0) * 0.5
+def _samples(slots, pfield, pop, pcode, sample):
+    """``field_samples`` of slots given as lists of predicate ids (visited last first) over 3 fields."""
     start = np.cumsum([0] + [len(s) for s in slots])[:-1]
     flat = np.array([p for s in slots for p in s], dtype=np.int32)
-    order = np.arange(len(slots))[::-1].copy()  # slots are visited in the order given
+    order = np.arange(len(slots))[::-1].copy()
     none = np.zeros(len(slots), np.int64)
     bm = BitmapArrays(np.zeros((1, 1), np.uint64), np.array([0, -1, -1, 1, -1, -1, 2]), np.zeros(3, np.int64),
                       np.zeros(3, np.int64), np.zeros((3, 1)), start, np.array([len(s) for s in slots]), none, flat,
                       pfield, pop, pcode.view(np.int64), pcode, np.zeros(0, np.int64), none, none,
                       np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
-    off, codes = field_samples(order, bm, 3, sample)
+    return order, field_samples(order, bm, 3, sample)
+
+
+def _is_subsequence(part: list, whole: list) -> bool:
+    it = iter(whole)
+    return all(any(x == y for y in it) for x in part)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 89), min_size=1, max_size=4), min_size=1, max_size=30), st.integers(1, 6))
+def test_field_samples_take_ceil_n_over_k_constants_in_slot_order(slots, sample):
+    """The constants cell boundaries are placed from: per field, all of them, or ``ceil(n / k)`` of its ``n``
+    (``k = n // sample``) in slot order, the first always, ``!=`` constants left out."""
+    pfield, pop, pcode = np.arange(90) // 30 * 3, (np.arange(90) % 6).astype(np.int8), np.arange(90.0) * 0.5
+    order, (off, codes) = _samples(slots, pfield, pop, pcode, sample)
     for fa in range(3):
         consts = [pcode[p] for s in order for p in slots[s] if pfield[p] == 3 * fa and pop[p] != 1]
+        got = codes[off[fa] : off[fa + 1]].tolist()
         k = max(len(consts) // sample, 1)
-        assert codes[off[fa] : off[fa + 1]].tolist() == consts[::k]
+        assert len(got) == -(-len(consts) // k) and _is_subsequence(got, consts)
+        assert got[:1] == consts[:1]
+
+
+@pytest.mark.parametrize("n_slots, sample", [(64, 4), (96, 6), (1000, 16), (4096, 32)])
+def test_field_samples_take_both_ends_of_intervals_in_equal_numbers(n_slots, sample):
+    """Slots of one interval ``[lo, hi]`` each: their constants alternate lower and upper ends, and the sample takes
+    as many of each (within one) whatever ``k`` is, even ones included (every ``k``-th would take only lower ends)."""
+    lows, highs = np.arange(n_slots) * 1.0, 1e6 + np.arange(n_slots)
+    pcode = np.stack([lows, highs], axis=1).ravel()
+    pfield, pop = np.zeros(2 * n_slots, np.int64), np.tile(np.array([5, 3], np.int8), n_slots)  # >=, <=
+    slots = [[2 * i, 2 * i + 1] for i in range(n_slots)]
+    _, (off, codes) = _samples(slots, pfield, pop, pcode, sample)
+    got = codes[off[0] : off[1]]
+    assert sample <= len(got) <= 2 * sample
+    assert abs(int((got < 1e6).sum()) - int((got >= 1e6).sum())) <= 1
 
 
 def test_bitmaps_option_errors():
