@@ -64,6 +64,7 @@ def _check(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
         a = bm.arrays()
         got = np.unpackbits(a.rows[:, : (n + 63) // 64].view(np.uint8), axis=1, bitorder="little")[:, :n]
         assert np.array_equal(got.astype(bool), bitmap_rows(a, n))
+        assert a.rows.shape[1] % 16 == 8  # an odd number of 64-byte lines (no power-of-two stride)
 
 
 @pytest.mark.parametrize("algorithm, options", CONFIGS, ids=IDS)
@@ -114,6 +115,20 @@ def test_interleaved_adds_removes_and_rebuilds(algorithm, options, ops):
             if bm is not None:
                 bm.rebuild()
     _check(m, o, [{"x": 0, "y": 0.5, "z": -1, "s": "a"}, {}])
+
+
+@pytest.mark.parametrize("block_words, event_chunk", [(1, 5), (3, 7), (2, 1024)])
+def test_survivors_beyond_the_first_room_are_kept_when_it_grows_mid_chunk(block_words, event_chunk):
+    """With one cell every subscription survives every event: thousands of survivors per chunk, more than the
+    kernel's first room, found block by block; the matches are still the counting matcher's."""
+    spec = IntervalSpec(n_attributes=4, n_ranges=2, width=0.5, domain=(0, 100))
+    subs, events = interval_subscriptions(spec, 600, seed=5), interval_events(spec, 40, seed=6)
+    m, c = Matcher("bitmaps", cells=1, block_words=block_words, event_chunk=event_chunk), Matcher("counting")
+    m.add_bulk(subs)
+    c.add_bulk(subs)
+    got, want = m.match_encoded(events), c.match_encoded(events)
+    assert len(want.ids) > 0
+    assert np.array_equal(got.offsets, want.offsets) and np.array_equal(got.ids, want.ids)
 
 
 def test_bitmap_predicates_stay_out_of_phase_1_unless_a_keyed_subscription_shares_them():
@@ -191,25 +206,51 @@ def test_merge_matches_equals_naive(a, data):
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 89), min_size=1, max_size=4), min_size=1, max_size=30), st.integers(1, 6))
-def test_field_samples_take_every_kth_constant_in_slot_order(slots, sample):
-    """The constants cell boundaries are placed from: per field, all of them, or every k-th (k = count // sample),
-    ``!=`` constants left out."""
-    pfield, pop, pcode = np.arange(90) // 30 * 3, (np.arange(90) % 6).astype(np.int8), np.arange(90.0) * 0.5
+def _samples(slots, pfield, pop, pcode, sample):
+    """``field_samples`` of slots given as lists of predicate ids (visited last first) over 3 fields."""
     start = np.cumsum([0] + [len(s) for s in slots])[:-1]
     flat = np.array([p for s in slots for p in s], dtype=np.int32)
-    order = np.arange(len(slots))[::-1].copy()  # slots are visited in the order given
+    order = np.arange(len(slots))[::-1].copy()
     none = np.zeros(len(slots), np.int64)
     bm = BitmapArrays(np.zeros((1, 1), np.uint64), np.array([0, -1, -1, 1, -1, -1, 2]), np.zeros(3, np.int64),
                       np.zeros(3, np.int64), np.zeros((3, 1)), start, np.array([len(s) for s in slots]), none, flat,
                       pfield, pop, pcode.view(np.int64), pcode, np.zeros(0, np.int64), none, none,
                       np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
-    off, codes = field_samples(order, bm, 3, sample)
+    return order, field_samples(order, bm, 3, sample)
+
+
+def _is_subsequence(part: list, whole: list) -> bool:
+    it = iter(whole)
+    return all(any(x == y for y in it) for x in part)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 89), min_size=1, max_size=4), min_size=1, max_size=30), st.integers(1, 6))
+def test_field_samples_take_ceil_n_over_k_constants_in_slot_order(slots, sample):
+    """The constants cell boundaries are placed from: per field, all of them, or ``ceil(n / k)`` of its ``n``
+    (``k = n // sample``) in slot order, the first always, ``!=`` constants left out."""
+    pfield, pop, pcode = np.arange(90) // 30 * 3, (np.arange(90) % 6).astype(np.int8), np.arange(90.0) * 0.5
+    order, (off, codes) = _samples(slots, pfield, pop, pcode, sample)
     for fa in range(3):
         consts = [pcode[p] for s in order for p in slots[s] if pfield[p] == 3 * fa and pop[p] != 1]
+        got = codes[off[fa] : off[fa + 1]].tolist()
         k = max(len(consts) // sample, 1)
-        assert codes[off[fa] : off[fa + 1]].tolist() == consts[::k]
+        assert len(got) == -(-len(consts) // k) and _is_subsequence(got, consts)
+        assert got[:1] == consts[:1]
+
+
+@pytest.mark.parametrize("n_slots, sample", [(64, 4), (96, 6), (1000, 16), (4096, 32)])
+def test_field_samples_take_both_ends_of_intervals_in_equal_numbers(n_slots, sample):
+    """Slots of one interval ``[lo, hi]`` each: their constants alternate lower and upper ends, and the sample takes
+    as many of each (within one) whatever ``k`` is, even ones included (every ``k``-th would take only lower ends)."""
+    lows, highs = np.arange(n_slots) * 1.0, 1e6 + np.arange(n_slots)
+    pcode = np.stack([lows, highs], axis=1).ravel()
+    pfield, pop = np.zeros(2 * n_slots, np.int64), np.tile(np.array([5, 3], np.int8), n_slots)  # >=, <=
+    slots = [[2 * i, 2 * i + 1] for i in range(n_slots)]
+    _, (off, codes) = _samples(slots, pfield, pop, pcode, sample)
+    got = codes[off[0] : off[1]]
+    assert sample <= len(got) <= 2 * sample
+    assert abs(int((got < 1e6).sum()) - int((got >= 1e6).sum())) <= 1
 
 
 def test_bitmaps_option_errors():

@@ -26,7 +26,10 @@ Workloads (``--workloads``), each on both sides with the same distribution:
 
 Ours is ``Matcher("dynamic")`` in a child process (its own peak RSS): ``add_bulk`` of the columnar batch (build
 time), 50 events matched once to compile or load its kernels, then ``match_encoded`` on the 1,000 events in one
-call (theirs match one event per call, as their matchers are built to).  Theirs run one after the other in one
+call (theirs match one event per call, as their matchers are built to).  Our time is that call's wall time:
+checking and encoding the events, matching them and the ids of each event's matches (CSR); theirs is the mean of
+their timer around each event's ``match`` call, which only counts the matches (``AvgMatchTime``; the inserts, and
+HEM5DD's ``initBits``, are their build time).  Theirs run one after the other in one
 process; their memory is their own count (``calMemory``, whole MB), and the process's resident memory is
 sampled while each algorithm runs (the phases are told apart by the lines it prints).
 
