@@ -56,9 +56,12 @@ def best_of(repeat: int, fn) -> tuple[float, object]:
 
 
 def warm_up(algorithm: str, events, spec: WorkloadSpec = W0, **scan_options) -> None:
-    """Compile (or load from numba's cache) every kernel the measured run will use."""
+    """Compile (or load from numba's cache) every kernel the measured run will use: two chunks of 100,000, so
+    that the maintenance rounds (every ``refresh_changes``), a load into a filled matcher and the arena's
+    compaction (past 2**20 ints) run too, not only during the timed load."""
     m = Matcher(algorithm, **scan_options)
-    m.add_bulk(generate_subscriptions(spec, n=2000, seed=99))
+    for k in range(2):
+        m.add_bulk(generate_subscriptions(spec, n=100_000, seed=99 + k, first_id=100_000 * k))
     m.match_encoded(events)
     m.match_batch(events.to_dicts()[:10])
 
