@@ -33,7 +33,7 @@ def test_the_kafka_streams_table_is_the_quiet_runs():
 
 
 def test_the_c_plus_plus_matchers_table_is_the_run():
-    rows = alternatives.matcher_rows(RUNS / "2026-11-28-peers-hem-ranges.json")
+    rows = alternatives.matcher_rows(RUNS / "2026-11-28-peers-hem-bitmaps.json")
     ours = {(r["workload"], r["subscriptions"]): r["ms_per_event"] for r in rows if r["system"] == "fastpubsub"}
     assert all(r["ms_per_event"] > ours[(r["workload"], r["subscriptions"])] for r in rows if r["system"] != "fastpubsub")
     assert _table_in_page(alternatives.matcher_matrix(rows))
