@@ -432,16 +432,10 @@ def kl_delete(slots, tags, k0, k1, k0_of, k0_scale, k0_add, k1_of):
     return removed
 
 
-class KeylessTable:
-    """Map from two-word int64 keys to ids >= 0 whose keys the owner keeps in arrays indexed by the id.
+class _TaggedSlots:
+    """The storage of the tables whose keys their owner keeps: a value (int32, -1 free) and a tag byte per slot."""
 
-    ``key0 = k0_of[id] * k0_scale + k0_add[id]``, ``key1 = k1_of[id]``:
-    ``owner()`` returns the arrays ``(k0_of, k0_add, k1_of)`` as they are
-    now (they grow with the owner).  Values are int32 (ids below 2**31).
-    """
-
-    def __init__(self, k0_scale: int, capacity: int = 1024) -> None:
-        self.k0_scale = int(k0_scale)
+    def __init__(self, capacity: int = 1024) -> None:
         cap = 1 << max(4, int(capacity - 1).bit_length())
         self.slots = np.full(cap, -1, dtype=np.int32)
         self.tags = np.zeros(cap, dtype=np.uint8)
@@ -453,6 +447,19 @@ class KeylessTable:
     @property
     def nbytes(self) -> int:
         return self.slots.nbytes + self.tags.nbytes
+
+
+class KeylessTable(_TaggedSlots):
+    """Map from two-word int64 keys to ids >= 0 whose keys the owner keeps in arrays indexed by the id.
+
+    ``key0 = k0_of[id] * k0_scale + k0_add[id]``, ``key1 = k1_of[id]``:
+    ``owner()`` returns the arrays ``(k0_of, k0_add, k1_of)`` as they are
+    now (they grow with the owner).  Values are int32 (ids below 2**31).
+    """
+
+    def __init__(self, k0_scale: int, capacity: int = 1024) -> None:
+        super().__init__(capacity)
+        self.k0_scale = int(k0_scale)
 
     def _resize(self, cap: int, k0, k1, owner: Callable[[], tuple], first: np.ndarray) -> None:
         old, self.slots, self.tags = self.slots, np.full(cap, -1, dtype=np.int32), np.zeros(cap, dtype=np.uint8)
@@ -594,26 +601,13 @@ def id_delete(slots, tags, hid, keys):
     return removed
 
 
-class IdTable:
+class IdTable(_TaggedSlots):
     """Map from subscription ids to handles, whose ids the owner keeps in ``hid`` (``hid[handle] = id``).
 
     Every call takes ``hid`` as it is now (it grows with the owner).  A
     handle's entry of ``hid`` must hold its id from its insertion to its
     deletion.  Handles are int32 (below 2**31).
     """
-
-    def __init__(self, capacity: int = 1024) -> None:
-        cap = 1 << max(4, int(capacity - 1).bit_length())
-        self.slots = np.full(cap, -1, dtype=np.int32)
-        self.tags = np.zeros(cap, dtype=np.uint8)
-        self.count = 0
-
-    def __len__(self) -> int:
-        return self.count
-
-    @property
-    def nbytes(self) -> int:
-        return self.slots.nbytes + self.tags.nbytes
 
     def handles(self) -> np.ndarray:
         """The handles held, in slot order."""
