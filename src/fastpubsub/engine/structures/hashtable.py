@@ -337,6 +337,21 @@ def _kl_tag(h):
     return np.uint8(h >> np.uint64(56))
 
 
+@njit(cache=True, inline="always")
+def _close_hole(slots, tags, hole, home_of, owner):
+    """Backward-shift deletion (:func:`ht_delete`) in a table of tagged slots: later members of the probe run move
+    into ``hole``; ``home_of(value, mask, owner)`` is a value's home slot, from the keys its owner keeps."""
+    mask = slots.shape[0] - 1
+    j = (hole + 1) & mask
+    while slots[j] != -1:
+        if _fills_hole(j, hole, home_of(np.int64(slots[j]), mask, owner)):
+            slots[hole] = slots[j]
+            tags[hole] = tags[j]
+            hole = j
+        j = (j + 1) & mask
+    slots[hole] = -1
+
+
 @njit(cache=True)
 def kl_get_or_insert(slots, tags, count, limit, k0, k1, start, k0_of, k0_scale, k0_add, k1_of, first, n_new, out):
     """Look up the batch keys ``(k0[i], k1[i])`` from ``start``; a missing key takes the next provisional value
@@ -418,18 +433,14 @@ def kl_delete(slots, tags, k0, k1, k0_of, k0_scale, k0_add, k1_of):
         if slots[s] == -1:
             continue
         removed += 1
-        hole = s
-        j = (s + 1) & mask
-        while slots[j] != -1:
-            v = np.int64(slots[j])
-            home = np.int64(_kl_hash(k0_of[v] * k0_scale + k0_add[v], k1_of[v]) & np.uint64(mask))
-            if _fills_hole(j, hole, home):
-                slots[hole] = slots[j]
-                tags[hole] = tags[j]
-                hole = j
-            j = (j + 1) & mask
-        slots[hole] = -1
+        _close_hole(slots, tags, s, _kl_home, (k0_of, k0_scale, k0_add, k1_of))
     return removed
+
+
+@njit(cache=True, inline="always")
+def _kl_home(v, mask, owner):
+    k0_of, k0_scale, k0_add, k1_of = owner
+    return np.int64(_kl_hash(k0_of[v] * k0_scale + k0_add[v], k1_of[v]) & np.uint64(mask))
 
 
 class _TaggedSlots:
@@ -588,17 +599,13 @@ def id_delete(slots, tags, hid, keys):
         if slots[s] == -1:
             continue
         removed += 1
-        hole = s
-        j = (s + 1) & mask
-        while slots[j] != -1:
-            home = np.int64(_id_hash(hid[slots[j]]) & np.uint64(mask))
-            if _fills_hole(j, hole, home):
-                slots[hole] = slots[j]
-                tags[hole] = tags[j]
-                hole = j
-            j = (j + 1) & mask
-        slots[hole] = -1
+        _close_hole(slots, tags, s, _id_home, hid)
     return removed
+
+
+@njit(cache=True, inline="always")
+def _id_home(v, mask, hid):
+    return np.int64(_id_hash(hid[v]) & np.uint64(mask))
 
 
 class IdTable(_TaggedSlots):
