@@ -55,7 +55,8 @@ class ShardType(click.ParamType):
 @click.option("--commit-interval-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=100, show_default=True,
               help="Longest a transaction (at-least-once: the outputs before an offset commit) stays open over "
                    "successive batches, like Kafka Streams' commit.interval.ms; it is committed sooner as soon as "
-                   "the input is drained.  0: commit after every batch.")
+                   "the input is drained, but no sooner after the last commit than that commit took.  0: commit "
+                   "after every batch.")
 @click.option("--commit-linger-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=0, show_default=True,
               help="When the input is drained, keep the transaction open until it is this old (at most "
                    "--commit-interval-ms) rather than committing at once: fewer commits under a steady load, "
