@@ -305,8 +305,10 @@ class Delivery:
                     self.producer.commit_transaction(timeout)
                     self._began = None
                 except KafkaException as exc:
-                    self._raise_failures()  # the records at fault, served while the commit flushed, if any
-                    raise self._failed("transaction commit failed", exc) from None
+                    error = self._failed("transaction commit failed", exc)
+                    if not isinstance(error, Fenced):
+                        self._raise_failures()  # the records at fault, served while the commit flushed, if any
+                    raise error from None
                 finally:
                     self._in_transaction = False
                     self._lap("transaction", t)
