@@ -49,6 +49,7 @@ from fastpubsub.wire import codecs, topics
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
+from fastpubsub.runtime.trace import KEPT
 
 from . import report
 from .cpu import CpuMeter
@@ -88,7 +89,7 @@ class Options:
     clock_fetch_wait_ms: int = FAST_FETCH_WAIT_MS  # fetch.wait.max.ms of the consumer that times the notifications
 
     def run_options(self) -> list[str]:
-        out = ["--delivery", self.delivery]
+        out = ["--delivery", self.delivery, "--latency-samples", str(KEPT)]  # where the time goes (breakdown)
         if self.batch_size is not None:
             out += ["--batch-size", str(self.batch_size)]
         if self.commit_interval_ms is not None:
@@ -110,6 +111,7 @@ class Options:
         if self.clock_fetch_wait_ms != Options.clock_fetch_wait_ms:
             rate += f" --clock-fetch-wait-ms {self.clock_fetch_wait_ms}"
         flags = "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "")
+        flags = flags.replace(f" --latency-samples {KEPT}", "")
         return flags.replace(" -X ", " --processor-x ") + rate
 
 
@@ -262,6 +264,38 @@ def _produce_at(producer: Producer, key: bytes, value: bytes) -> int:
             producer.poll(0.01)
 
 
+#: The parts of a sampled event's latency (``runtime.trace``): before the processor's consumer handed it over
+#: (the load producer's linger, the broker, the fetch, the batch before it), decoding and matching its batch,
+#: producing the batch's outputs, waiting for the transaction's commit, and from that commit to the arrival of the
+#: event's first notification at a read_committed reader.
+PARTS = ("consumer_ms", "decode_ms", "match_ms", "produce_ms", "commit_ms", "visible_ms")
+
+
+def breakdown(samples: list[dict], first: dict[str, tuple[float, int]], key: str = "L") -> dict:
+    """Where the time of the sampled events offered with keys ``key``0, ``key``1, ... goes: p50 / p99 / max of each
+    part (:data:`PARTS`), and the mean of each part over the slowest tenth of the notified ones (the tail), whose
+    largest part is what bounds it."""
+    rows = []
+    for s in samples:
+        if not (s["key"].startswith(key) and s["key"][len(key):].isdigit()):
+            continue
+        row = dict(s)
+        seen = first.get(s["key"])
+        if seen is not None:
+            row["visible_ms"] = round(seen[0] * 1e3 - s["committed"] * 1e3, 2)
+            row["total_ms"] = round(seen[0] * 1e3 - s["stamp"] * 1e3, 2)
+        rows.append(row)
+    out: dict = {"samples": len(rows), "notified": sum(1 for r in rows if "total_ms" in r)}
+    for part in (*PARTS, "total_ms"):
+        out[part] = {k: round(v, 2) for k, v in percentiles(np.array([r[part] for r in rows if part in r])).items()}
+    notified = sorted((r for r in rows if "total_ms" in r), key=lambda r: r["total_ms"])
+    tail = notified[int(len(notified) * 0.9):]
+    if tail:
+        out["tail"] = {part: round(float(np.mean([r[part] for r in tail])), 2) for part in (*PARTS, "total_ms")}
+        out["tail_bound"] = max(PARTS, key=lambda part: out["tail"][part])
+    return out
+
+
 def percentiles(ms: np.ndarray) -> dict[str, float]:
     if len(ms) == 0:
         return {"p50": float("nan"), "p99": float("nan"), "max": float("nan")}
@@ -341,8 +375,9 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         producer = None  # closed before the broker goes, or librdkafka logs the disconnection
         broker.stop()
 
-    for phase in phases:  # percentiles of each phase: at a consumer, and processor side
+    for phase in phases:  # percentiles of each phase: at a consumer, and processor side; where the time goes
         phase["latency"], phase["processor_side"] = latencies(clock.first, phase["stamps"], phase["key"])
+        phase["breakdown"] = breakdown(phase["stats"].get("latency_samples", []), clock.first, phase["key"])
     latency, processor_side = phases[0]["latency"], phases[0]["processor_side"]
     lat, proc = percentiles(np.array(latency)), percentiles(np.array(processor_side))
     slow = percentiles(np.array([slow_clock.first[f"L{i}"][0] * 1000 - ms for i, ms in enumerate(stamps)
@@ -391,6 +426,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         # batch sizes the loop took, at half the maximum
         **{f"latency_phase_commit_{k}_s": v for k, v in latency_stats.get("commit_seconds", {}).items()},
         "latency_phase_batch_sizes": _sizes(latency_stats.get("batch_sizes", {})),
+        # each sampled event's latency by part (PARTS), and what bounds the slowest tenth
+        "latency_breakdown": json.dumps(phases[0]["breakdown"]),
         "delivery": stats.get("delivery"),
         "matcher": stats.get("matcher"),
         "processor_events": stats.get("events"),
@@ -442,10 +479,18 @@ def _phase_summary(phase: dict, max_rate: float) -> dict:
             "p50_ms": round(at["p50"], 1), "p99_ms": round(at["p99"], 1),
             "processor_p50_ms": round(side["p50"], 1), "processor_p99_ms": round(side["p99"], 1),
             "busy_s": stats.get("busy_seconds"), "commits": stats.get("commits"), "batches": stats.get("batches"),
-            "stage_seconds": stats.get("stage_seconds"), "cpu": phase["cpu"]}
+            "stage_seconds": stats.get("stage_seconds"), "cpu": phase["cpu"], "breakdown": phase["breakdown"]}
 
 
 STAGES = ("consume", "decode", "match", "produce", "commit")
+
+
+def _breakdown_cell(text: str) -> str:
+    b = json.loads(text or "{}")
+    if not b.get("samples"):
+        return "no samples"
+    parts = ", ".join(f"{p.removesuffix('_ms')} {b[p]['p99']:,.1f}" for p in PARTS)
+    return f"{parts} ms ({b['samples']:,} samples); tail bound: {b.get('tail_bound', 'n/a')}"
 
 
 def _sizes(by_bucket: dict[str, int]) -> str:
@@ -518,6 +563,9 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
              "value": ", ".join(f"{part} {row.get(f'latency_phase_commit_{part}_s') or 0:,.1f} s"
                                 for part in ("flush", "offsets", "transaction"))},
             {"what": "at half the maximum: batches by number of events", "value": row["latency_phase_batch_sizes"]},
+            {"what": "at half the maximum: sampled events' latency by part, p99 (consumer, decode, match, produce, "
+                     "commit, visible to a read_committed reader), and the part that bounds the slowest tenth",
+             "value": _breakdown_cell(row["latency_breakdown"])},
             {"what": "at half the maximum: batches taken while the previous commit was in flight",
              "value": f"{row['latency_phase_overlapped_batches'] or 0:,}"},
             {"what": "at half the maximum: garbage collections by generation (0, 1, 2), their seconds, the longest",

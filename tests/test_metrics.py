@@ -27,7 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fastpubsub.cli import main
 from fastpubsub.kafka.broker import child_preexec, free_port
-from fastpubsub.runtime.metrics import BUCKETS, Histogram, Metrics, MetricsServer
+from fastpubsub.kafka import ClientFactory
+from fastpubsub.runtime.metrics import BUCKETS, Histogram, Metrics, MetricsServer, consumer_lag
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 
@@ -71,6 +72,10 @@ def published() -> Metrics:
     for seconds in (0.0004, 0.003, 0.003, 12.0):
         m.batch_seconds.observe(seconds)
     m.commit_seconds.observe(0.02)
+    for seconds in (0.004, 0.03):
+        m.event_commit_seconds.observe(seconds)
+    for records in (1, 3, 1000):
+        m.batch_records.observe(records)
     m.engine = {"clusters": 5, "algorithm": "dynamic", "hash_tables": {"multi_attribute": 2},
                 "cluster_size_histogram": {"1": 4, "2-3": 1}}
     m.ready.set()
@@ -118,6 +123,19 @@ def test_the_text_format_carries_the_published_numbers_with_their_types(publishe
     assert m["pubsub_batch_seconds_bucket", frozenset({("le", "+Inf")})] == 4
     assert m["pubsub_batch_seconds_count", frozenset()] == 4
     assert m["pubsub_batch_seconds_sum", frozenset()] == pytest.approx(12.0064)
+
+
+def test_the_wait_for_the_commit_and_the_batch_sizes_are_histograms_to_attribute_a_tail_to(published, serve):
+    text = request(f"{serve(published)}/metrics")[2]
+    f = families(text)
+    assert f["pubsub_event_commit_seconds"].type == f["pubsub_batch_records"].type == "histogram"
+    m = parse(text)
+    assert m["pubsub_event_commit_seconds_bucket", frozenset({("le", "0.005")})] == 1
+    assert m["pubsub_event_commit_seconds_bucket", frozenset({("le", "0.05")})] == 2
+    assert m["pubsub_batch_records_bucket", frozenset({("le", "2.0")})] == 1
+    assert m["pubsub_batch_records_bucket", frozenset({("le", "5.0")})] == 2
+    assert m["pubsub_batch_records_bucket", frozenset({("le", "1000.0")})] == 3
+    assert m["pubsub_batch_records_sum", frozenset()] == 1004
 
 
 def test_openmetrics_when_the_scraper_asks_for_it(published, serve):
@@ -278,6 +296,9 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
         inf = after["pubsub_batch_seconds_bucket", frozenset({("le", "+Inf")})]
         assert inf == after["pubsub_batch_seconds_count", frozenset()] >= 1
         assert after["pubsub_consumer_lag", frozenset()] >= 0 and after["pubsub_producer_queue_bound", frozenset()] > 0
+        assert after["pubsub_batch_records_sum", frozenset()] == 21  # every record taken, the bad one too
+        assert after["pubsub_event_commit_seconds_count", frozenset()] >= 1  # each batch's wait for its commit
+        assert after["pubsub_commit_seconds_count", frozenset()] >= 1
         assert after["pubsub_info", frozenset({("algorithm", "dynamic"), ("delivery", "transactional"),
                                                 ("group_id", group_id), ("shard", "0/1")})] == 1
         assert after["pubsub_engine_clusters", frozenset()] >= 1  # the matcher's configuration
@@ -294,6 +315,31 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
     finally:
         server.stop()
     assert stats["events"] == 20
+
+
+@pytest.mark.broker
+def test_lag_is_read_from_the_positions_and_the_offsets_committed_without_asking_the_broker(bootstrap, group_id):
+    """The records past what was committed (or, for a partition not committed since its assignment, past the
+    position), against the high watermark the fetches brought back."""
+    send(bootstrap, topics.EVENTS, [(f"e{i}", codecs.encode_event({"price": i})) for i in range(12)])
+    consumer = ClientFactory(bootstrap).consumer(group_id, **{"auto.offset.reset": "earliest",
+                                                              "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topics.EVENTS])
+        taken: list = []
+        deadline = time.monotonic() + 30
+        while len(taken) < 12 and time.monotonic() < deadline:
+            taken += [m for m in consumer.consume(100, 0.5) if not m.error()]
+        assert len(taken) == 12
+        assert consumer_lag(consumer) == 0  # nothing committed: counted from the positions, all fetched
+        last = {}
+        for m in taken:
+            last[m.topic(), m.partition()] = m.offset() + 1
+        busiest = max(last, key=last.get)
+        known = {**last, busiest: last[busiest] - 2}  # two records of one partition not committed yet
+        assert consumer_lag(consumer, known) == 2
+    finally:
+        consumer.close()
 
 
 class ServiceProcess:

@@ -212,7 +212,8 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
             "achieved_events_per_s": round(len(stamps) / settings.latency_seconds, 1), "events_notified": len(at),
             **{f"latency_{k}_ms": round(v, 1) for k, v in lat.items()},
             **{f"common_rate_{k}_ms": round(v, 1) for k, v in at_common.items()}, **memory, "exactness": check,
-            "latency_phase_cpu_s": cpu["cpu"], "latency_phase_machine_cpu_s": cpu["machine"], "final_stats": stats}
+            "latency_phase_cpu_s": cpu["cpu"], "latency_phase_machine_cpu_s": cpu["machine"],
+            "final_stats": {k: v for k, v in (stats or {}).items() if k != "latency_samples"}}
 
 
 def backlog_size(rate: float | None, settings: Settings) -> int:

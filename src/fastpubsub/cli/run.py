@@ -55,7 +55,8 @@ class ShardType(click.ParamType):
 @click.option("--commit-interval-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=100, show_default=True,
               help="Longest a transaction (at-least-once: the outputs before an offset commit) stays open over "
                    "successive batches, like Kafka Streams' commit.interval.ms; it is committed sooner as soon as "
-                   "the input is drained.  0: commit after every batch.")
+                   "the input is drained, but no sooner after the last commit than that commit took.  0: commit "
+                   "after every batch.")
 @click.option("--commit-linger-ms", type=click.IntRange(0, MAX_COMMIT_INTERVAL_MS), default=0, show_default=True,
               help="When the input is drained, keep the transaction open until it is this old (at most "
                    "--commit-interval-ms) rather than committing at once: fewer commits under a steady load, "
@@ -65,6 +66,10 @@ class ShardType(click.ParamType):
                    "encoded (its notifications go into the next transaction once the commit has ended); "
                    "--no-overlap-commits (the default) waits for each commit: on a quiet machine it drained a "
                    "backlog about 2.8 times as fast (docs/benchmarks.md, \"End to end through the broker\").")
+@click.option("--latency-samples", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Follow a batch every 50 ms from its first event's timestamp to its commit and print the last "
+                   "this many with the final statistics, their latency split into parts (waiting before the "
+                   "consumer, decode, match, produce, waiting for the commit; docs/guide/operations.md).")
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default="dynamic", show_default=True,
               help="Matching algorithm (docs/engine.md): dynamic adapts its hash tables to the subscriptions and "
                    "the event statistics; the others are for comparison.")
@@ -110,7 +115,7 @@ class ShardType(click.ParamType):
                    "which bounds the memory one record can take.  Default: the input topics' max.message.bytes, "
                    "1,048,588 (Kafka's default) where the broker does not report it.")
 def run(clients, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size,
-        commit_interval_ms, commit_linger_ms, overlap_commits, algorithm, runs,
+        commit_interval_ms, commit_linger_ms, overlap_commits, latency_samples, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         log_level, monitoring,
@@ -133,7 +138,7 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
             progress_interval, algorithm=algorithm, runs=runs, client_config=dict(clients.settings),
             transactional_id=transactional_id, stall_seconds=monitoring.stall_seconds,
             commit_interval_ms=commit_interval_ms, commit_linger_ms=commit_linger_ms, overlap_commits=overlap_commits,
-            snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
+            latency_samples=latency_samples, snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
             notification_event=notification_event, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,

@@ -164,7 +164,8 @@ class Delivery:
         self._refused: dict[Source, str] = {}
         self.bound = bounds.producer_messages
         self.queue_full_waits = 0  # produce() found the queue full and waited: back-pressure at work
-        #: where commits spend their time, waiting on the broker mostly: ``flush`` (outputs acknowledged),
+        #: where commits spend their time, waiting on the broker mostly: ``flush`` (outputs acknowledged; for a
+        #: transaction only the reports already in are served, commit_transaction waits for the rest),
         #: ``offsets`` (send_offsets_to_transaction, or at-least-once the offset commit), ``transaction``
         #: (commit_transaction)
         self.commit_seconds = {"flush": 0.0, "offsets": 0.0, "transaction": 0.0}
@@ -278,11 +279,14 @@ class Delivery:
                 self._lap("offsets", t)
                 return
             if offsets:
-                # Outputs first: after a broker restart the transaction failed and send_offsets_to_transaction
-                # then hung, whatever its timeout; failed records show the failure before that call.
+                # No flush before the offsets: commit_transaction flushes the outputs itself, and waiting for their
+                # acknowledgements first added a round trip to every commit (benchmarks.commit_path).  The
+                # failures reported so far are served and raised first (a record refused, a producer fenced);
+                # a send_offsets_to_transaction that hangs on a coordinator gone with a restarted broker is cut
+                # by its watchdog (_watched).
                 t = time.perf_counter()
-                if self._in_transaction and self._flush(timeout):
-                    raise DeliveryError(f"records not acknowledged within {timeout:.0f}s")
+                if self._in_transaction:
+                    self._poll()
                 t = self._lap("flush", t)
                 self._raise_failures()
                 try:
@@ -301,7 +305,10 @@ class Delivery:
                     self.producer.commit_transaction(timeout)
                     self._began = None
                 except KafkaException as exc:
-                    raise self._failed("transaction commit failed", exc) from None
+                    error = self._failed("transaction commit failed", exc)
+                    if not isinstance(error, Fenced):
+                        self._raise_failures()  # the records at fault, served while the commit flushed, if any
+                    raise error from None
                 finally:
                     self._in_transaction = False
                     self._lap("transaction", t)
@@ -453,6 +460,14 @@ class Delivery:
             return self.producer.flush(timeout)
         except (KafkaException, SystemError) as exc:
             raise self._failed("flush failed", exc) from None
+
+    def _poll(self) -> None:
+        """Serve the delivery reports already in (no wait); a producer that turned fatal is a :class:`DeliveryError`
+        (see :meth:`_flush`)."""
+        try:
+            self.producer.poll(0)
+        except (KafkaException, SystemError) as exc:
+            raise self._failed("poll failed", exc) from None
 
     def _raise_failures(self) -> None:
         reported, self._fenced = self._fenced, None

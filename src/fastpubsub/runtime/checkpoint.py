@@ -1,8 +1,8 @@
 """The checkpoint: what the host has processed but not yet committed, the commit under way, and when to commit.
 
 Kafka Streams commits a task's offsets with its outputs every ``commit.interval.ms``; here a transaction holds
-as many batches as arrive within ``--commit-interval-ms`` and is committed as soon as the input is drained
-(:class:`Uncommitted`), with an optional linger.  A commit may run on a thread of its own while the next batches
+as many batches as arrive within ``--commit-interval-ms`` and is committed as soon as the input is drained, but no
+sooner after the last commit than that commit took (:class:`Uncommitted`), with an optional linger.  A commit may run on a thread of its own while the next batches
 are prepared (:class:`InFlight`, ``--overlap-commits``).  The checkpoint also keeps the records a failed delivery
 named: refused ones (dead-lettered when they come again) and suspects (a refusal shared by a whole produce batch:
 replayed one record per batch until the one at fault shows), so that one record never holds a pipeline.
@@ -20,10 +20,16 @@ from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.kafka.record_limits import input_size
 
 from .deliver import Output, Reject, Rejected
+from .trace import BatchSample
 
 #: Longest --commit-interval-ms: half the producer's transaction.timeout.ms (kafka.delivery), so that a
 #: transaction held open that long, plus its commit, is not aborted by the broker.
 MAX_COMMIT_INTERVAL_MS = 30_000
+
+#: After a commit that took d seconds, a drained input's next commit waits until PACE x d have passed (at most
+#: the interval): commits back to back on every short batch cost the processor and the broker more than the
+#: events they carry, while a commit that waits about as long as one takes adds as much to each event's wait.
+PACE = 1.0
 
 
 class Uncommitted:
@@ -37,23 +43,36 @@ class Uncommitted:
     committed only once the transaction is that old: under a steady moderate
     load every batch comes back short, and a commit per batch costs the
     processor and the broker more per event than the matching
-    (``--commit-linger-ms``, docs/processor.md).
+    (``--commit-linger-ms``, docs/processor.md).  Drained commits are also
+    paced: one is not due before ``paced`` (``time.monotonic()``), which the
+    checkpoint sets to the end of the last commit plus that commit's own
+    duration (:data:`PACE` times it), so that under a steady load commits
+    take at most about half the loop's time and the rest goes to the
+    batches, while the first event after a quiet spell is committed at once.
     """
 
-    def __init__(self, interval: float, linger: float = 0.0) -> None:
+    def __init__(self, interval: float, linger: float = 0.0, paced: float = 0.0) -> None:
         self.interval = interval
         self.linger = min(linger, interval)  # drained, it still stays open this long after its first batch
+        self.paced = paced  # drained, it is not due before this time.monotonic() (the last commit's pace)
         self.offsets: dict[tuple[str, int], int] = {}  # (topic, partition) -> next offset to commit
         self.since: float | None = None  # time.monotonic() of its first batch
         self.events = self.notifications = self.batches = 0
+        #: each batch's first record's timestamp (ms since the epoch; 0 if it has none): event-to-commit latency
+        self.stamps: list[int] = []
+        self.samples: list[BatchSample] = []  # the batches the latency trace follows to their commit
 
-    def add(self, offsets: dict[tuple[str, int], int], events: int, notifications: int) -> None:
+    def add(self, offsets: dict[tuple[str, int], int], events: int, notifications: int, stamp: int = 0,
+            sample: BatchSample | None = None) -> None:
         if self.since is None:
             self.since = time.monotonic()
         self.offsets.update(offsets)  # a partition's records come in order: the later batch's offset wins
         self.events += events
         self.notifications += notifications
         self.batches += 1
+        self.stamps.append(stamp)
+        if sample is not None:
+            self.samples.append(sample)
 
     def __bool__(self) -> bool:
         return self.since is not None
@@ -63,14 +82,18 @@ class Uncommitted:
             return False
         if self.interval <= 0:
             return True
-        age = (time.monotonic() if now is None else now) - self.since
-        return age >= (self.linger if drained else self.interval)
+        now = time.monotonic() if now is None else now
+        age = now - self.since
+        if age >= self.interval:
+            return True
+        return drained and age >= self.linger and now >= self.paced
 
     def lingering(self, now: float | None = None) -> float:
-        """Seconds the loop may wait for more input before this is due when drained (0 without a linger)."""
-        if self.since is None or self.linger <= 0:
+        """Seconds the loop may wait for more input before this is due when drained (0 without a linger or pace)."""
+        if self.since is None:
             return 0.0
-        return max(0.0, self.since + self.linger - (time.monotonic() if now is None else now))
+        due = min(max(self.since + self.linger, self.paced), self.since + self.interval)
+        return max(0.0, due - (time.monotonic() if now is None else now))
 
     def topic_partitions(self) -> list[TopicPartition]:
         return [TopicPartition(topic, p, o) for (topic, p), o in self.offsets.items()]
@@ -79,6 +102,7 @@ class Uncommitted:
         self.offsets = {}
         self.since = None
         self.events = self.notifications = self.batches = 0
+        self.stamps, self.samples = [], []
 
 
 class InFlight:
@@ -99,11 +123,17 @@ class InFlight:
         self.future: Future | None = None
         self.batches: Uncommitted | None = None  # what the commit holds: counted once it has succeeded
         self.began = 0.0
+        self.ended = 0.0  # time.time() when the last commit returned (its batches' wait ends there, not at settling)
+        self.took = 0.0  # seconds the last commit took
 
     def start(self, commit: Callable[[], None], batches: Uncommitted) -> None:
         assert self.future is None, "one commit in flight at a time"
         self.began, self.batches = time.perf_counter(), batches
-        self.future = self._pool.submit(commit)
+        self.future = self._pool.submit(self._timed, commit)
+
+    def _timed(self, commit: Callable[[], None]) -> None:
+        commit()
+        self.ended, self.took = time.time(), time.perf_counter() - self.began
 
     def __bool__(self) -> bool:
         return self.future is not None
@@ -129,6 +159,8 @@ class Prepared(NamedTuple):
     offsets: dict[tuple[str, int], int]
     events: int  # input records the task counted as processed (events, rows)
     records: int  # records taken from the consumer
+    stamp: int = 0  # the first record's timestamp, ms (0: none)
+    sample: BatchSample | None = None  # followed by the latency trace (runtime.trace)
 
 
 def next_offsets(msgs: list[Message]) -> dict[tuple[str, int], int]:
@@ -157,6 +189,7 @@ class Checkpoint:
 
     def __init__(self, interval_ms: int, linger_ms: int = 0) -> None:
         self.interval, self.linger = interval_ms / 1000, linger_ms / 1000
+        self.paced = 0.0  # drained, the next commit waits until this time.monotonic() (:meth:`pace`)
         self.uncommitted = self.new_uncommitted()
         self.in_flight = InFlight()
         self.prepared: list[Prepared] = []
@@ -166,9 +199,18 @@ class Checkpoint:
         self.suspects: dict[tuple[str, int], int] = {}
         #: (topic, partition, offset) -> reason: records whose outputs the broker refused (``kafka.delivery``)
         self.refused: dict[tuple[str, int, int], str] = {}
+        #: (topic, partition) -> next offset this instance committed there since the partition was assigned:
+        #: the lag is read from it without asking the broker (``metrics.consumer_lag``)
+        self.known: dict[tuple[str, int], int] = {}
 
     def new_uncommitted(self) -> Uncommitted:
-        return Uncommitted(self.interval, self.linger)
+        return Uncommitted(self.interval, self.linger, self.paced)
+
+    def pace(self, seconds: float, ended: float | None = None) -> None:
+        """A commit took ``seconds`` and ended at ``ended`` (``time.monotonic()``, default now): the next drained
+        commit waits as long again (:data:`PACE`)."""
+        self.paced = (time.monotonic() if ended is None else ended) + PACE * seconds
+        self.uncommitted.paced = self.paced
 
     def prepare(self, batch: Prepared) -> None:
         self.prepared.append(batch)
@@ -191,6 +233,7 @@ class Checkpoint:
 
     def committed(self, offsets: dict[tuple[str, int], int]) -> None:
         """Records the committed offsets have passed are no longer suspects, nor known to be refused."""
+        self.known.update(offsets)
         for tp, next_offset in offsets.items():
             if self.suspects.get(tp, next_offset) < next_offset:
                 del self.suspects[tp]

@@ -53,6 +53,7 @@ from .instance import InstanceSlot
 from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
 from .progress import RateMeter, human
 from .task import Outputs, Task
+from .trace import LatencyTrace
 
 T = TypeVar("T")
 
@@ -81,6 +82,7 @@ class HostConfig:
     commit_interval_ms: int = 100  # a transaction is open this long at most
     commit_linger_ms: int = 0  # ... and, when the input is drained, at least this long
     overlap_commits: bool = False  # commit on a thread while the next batch is processed
+    latency_samples: int = 0  # the last this many sampled batches, their latency by part, in the statistics
     max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes
     start_from_groups: tuple[str, ...] = ()  # where a partition the group never committed starts (runtime.inputs)
@@ -93,6 +95,8 @@ class HostConfig:
             raise ValueError(f"commit_interval_ms must be a whole number of milliseconds from 0 (commit every batch) "
                              f"to {MAX_COMMIT_INTERVAL_MS} (half the producer's transaction timeout), "
                              f"got {self.commit_interval_ms!r}")
+        if not isinstance(self.latency_samples, int) or self.latency_samples < 0:
+            raise ValueError(f"latency_samples must be a whole number, at least 0, got {self.latency_samples!r}")
         if not isinstance(self.commit_linger_ms, int) or not 0 <= self.commit_linger_ms <= self.commit_interval_ms:
             raise ValueError(f"commit_linger_ms must be a whole number of milliseconds from 0 to the commit interval "
                              f"({self.commit_interval_ms}), got {self.commit_linger_ms!r}")
@@ -123,6 +127,7 @@ class Host:
         self._late_compiles = CompileWatch(self._compiled_late)
         self._compile_logged = 0.0  # when the warm-up's last "compiling numba kernels" line was logged
         self.gc = GcWatch()  # the collector's pauses while the loop runs (runtime.gcwatch)
+        self.trace = LatencyTrace(kept=config.latency_samples)  # batches followed to their commit (runtime.trace)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
 
@@ -344,7 +349,7 @@ class Host:
             if progressed:
                 self.metrics.beat()
             self._publish()
-            self.metrics.after_iteration(consumer, task.gauges().get("engine"))
+            self.metrics.after_iteration(consumer, task.gauges().get("engine"), cp.known)
             if meter.due():
                 self._log_progress(meter)
             if task.snapshot_due():
@@ -369,10 +374,18 @@ class Host:
         if any([m.error() is not None for m in msgs]):
             msgs = [m for m in msgs if has_data(m)]  # end-of-partition events; fatal errors raise
         offsets = next_offsets(msgs)
+        self.metrics.batch_records.observe(len(msgs))
+        kind, stamp = msgs[0].timestamp() if msgs else (0, 0)
+        stamp = stamp if kind else 0
+        sample = self.trace.start(msgs[0].key(), stamp, time.time()) if msgs else None
+        stages = self.counters.stage_seconds
+        decode, match = stages.get("decode", 0.0), stages.get("match", 0.0)
         kept, rejects = cp.screen(msgs, self.limits.max_record_bytes, self.task.reports_bad_input)
         out = Outputs()
         processed = self._process(kept, out, rejects) if kept else 0
-        cp.prepare(Prepared(out, rejects, offsets, processed, len(msgs)))
+        if sample is not None:
+            sample.decode, sample.match = stages.get("decode", 0.0) - decode, stages.get("match", 0.0) - match
+        cp.prepare(Prepared(out, rejects, offsets, processed, len(msgs), stamp, sample))
         if not cp.in_flight or cp.in_flight.done() or cp.prepared_records >= self.config.batch_size:
             self._deliver_prepared()
 
@@ -399,7 +412,9 @@ class Host:
             t = time.perf_counter()
             produced = self.deliver.send(p.outputs, p.rejects)
             self.counters.lap("produce", t)
-            self.checkpoint.uncommitted.add(p.offsets, p.events, produced)
+            if p.sample is not None:
+                p.sample.produced = time.time()
+            self.checkpoint.uncommitted.add(p.offsets, p.events, produced, p.stamp, p.sample)
             self.counters.sized(p.records)
 
     def _commit(self, consumer: Consumer | None) -> None:
@@ -410,9 +425,11 @@ class Host:
         done = self.checkpoint.uncommitted
         self.deliver.commit(consumer, done.topic_partitions() if consumer is not None else None)
         self.counters.lap("commit", t)
-        self.metrics.commit_seconds.observe(time.perf_counter() - t)
-        self._count_committed(done)
+        took = time.perf_counter() - t
+        self.metrics.commit_seconds.observe(took)
+        self._count_committed(done, time.time())
         done.clear()
+        self.checkpoint.pace(took)
 
     def _start_commit(self, consumer: Consumer) -> None:
         """:meth:`_commit` on the commit thread (``checkpoint.InFlight``): the loop goes on with the next batch.
@@ -438,16 +455,25 @@ class Host:
         in_flight = self.checkpoint.in_flight
         if not in_flight:
             return
-        t, began = time.perf_counter(), in_flight.began
+        t = time.perf_counter()
         try:
             done = in_flight.result()
         finally:
             self.counters.lap("commit", t)
-        self.metrics.commit_seconds.observe(time.perf_counter() - began)
-        self._count_committed(done)
+        took = in_flight.took
+        self.metrics.commit_seconds.observe(took)
+        self._count_committed(done, in_flight.ended)
+        self.checkpoint.pace(took, time.monotonic() - (time.time() - in_flight.ended))
 
-    def _count_committed(self, done: Uncommitted) -> None:
+    def _count_committed(self, done: Uncommitted, at: float) -> None:
+        """A commit succeeded at ``at`` (``time.time()``): its batches counted, their wait for it observed."""
         self.checkpoint.committed(done.offsets)
+        observe = self.metrics.event_commit_seconds.observe
+        for stamp in done.stamps:
+            if stamp > 0:
+                observe(max(at - stamp / 1000, 0.0))
+        if done.samples:
+            self.trace.committed(done.samples, at)
         self.counters.events += done.events
         self.counters.notifications += done.notifications
         self.counters.batches += done.batches
@@ -472,6 +498,7 @@ class Host:
         """
         if self._open() and self.deliver.delivery.fenced is None:
             self._guarded(None, self._commit, consumer)
+        self.checkpoint.known.clear()  # another instance may commit them next: the lag counts from the positions
         self.task.revoked()
 
     def _abandon_in_flight(self, close: bool = True) -> None:
@@ -561,7 +588,7 @@ class Host:
     def _log_progress(self, meter: RateMeter) -> None:
         rates = meter.tick({"events": self.counters.events, "notifications": self.counters.notifications})
         consumer = self._consumer
-        lag, assignment = consumer_lag(consumer), consumer.assignment()
+        lag, assignment = consumer_lag(consumer, self.checkpoint.known), consumer.assignment()
         self.log.info("%s records/s, %s notifications/s, lag %s, %d partitions, %s, %d dead letters",
                       human(rates["events"]), human(rates["notifications"]), human(lag), len(assignment),
                       self.task.progress(), self.deliver.dead_letters.total)
@@ -585,5 +612,6 @@ class Host:
             "gc": self.gc.stats(),  # collections by generation while the loop ran, their seconds, the longest
             "limits": {"output": self.limits.output, "max_record_bytes": self.limits.max_record_bytes},
             "kernels_compiled": self.kernels_compiled,
+            **({"latency_samples": self.trace.stats()} if self.trace.kept else {}),  # by part (runtime.trace)
             **self.task.stats(),
         }

@@ -14,7 +14,7 @@ The exposition is ``prometheus_client``'s: each :class:`Metrics` has a
 registry of its own (several hosts share a process in tests) holding one
 collector, :class:`PublishedCollector`, which builds the metric families from
 what was published when a scraper asks, so the loop pays nothing per event
-for them.  The two latency histograms are bucket counts the loop keeps
+for them.  The histograms are bucket counts the loop keeps
 (:class:`Histogram`) and the collector exposes as ``HistogramMetricFamily``,
 rather than ``prometheus_client.Histogram``: the loop's ``observe`` takes no
 lock the HTTP thread also takes, is a fraction of the cost of the client's
@@ -57,8 +57,10 @@ from .counters import PipelineCounters
 
 log = logging.getLogger(__name__)
 
-#: Histogram buckets (seconds) of a batch (decode + match + produce) and of a commit.
+#: Histogram buckets (seconds) of a batch (decode + match + produce), of a commit and of an event's wait for it.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: Histogram buckets (records) of a batch's size.
+SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 LAG_EVERY = 1.0
 ENGINE_EVERY = 10.0
 DEFAULT_STALL_SECONDS = 90.0  # above the 60 s a transaction commit may take before it fails
@@ -85,27 +87,41 @@ class Histogram:
         return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=total)
 
 
-def consumer_lag(consumer: Consumer, timeout: float = 2.0) -> int:
-    """Records between the group's committed offsets and the high watermarks of the assigned partitions.
+def consumer_lag(consumer: Consumer, committed: Mapping[tuple[str, int], int] | None = None) -> int:
+    """Records between the committed offsets and the high watermarks of the assigned partitions, from local state.
 
-    Committed, not fetched: a batch that is consumed but not delivered (and
-    replayed) is still lag.  A partition with nothing committed counts from
-    the log start.  Uses the watermarks cached from fetch responses: no
-    request of its own on the loop's thread.
+    Committed, not fetched: a batch that is consumed but not yet committed
+    (and replayed if its commit fails) is still lag.  ``committed`` is what
+    this instance committed of each partition (``Checkpoint.known``); a
+    partition it has not committed since it was assigned counts from the
+    consumer's position (where it started: the group's committed offset), or
+    is left out until the consumer has one.  The high watermarks are those
+    cached from fetch responses.  No request to the broker: asking the group
+    coordinator (``consumer.committed()``) is a round trip, and just after a
+    transaction a read_committed consumer is told the offsets are not yet
+    stable and librdkafka asks again later, which held the loop for about
+    100 ms (``python -m benchmarks.commit_path``).
     """
     lag = 0
     assignment = consumer.assignment()
-    if assignment:
+    if not assignment:
+        return 0
+    known = committed or {}
+    try:
+        positions = consumer.position(assignment)
+    except KafkaException as exc:  # a consumer closed meanwhile: the next sample tries again
+        log.debug("lag: positions unavailable (%s)", exc)
+        return -1
+    for tp in positions:
+        start = known.get((tp.topic, tp.partition), tp.offset)
+        if start < 0:
+            continue  # no position yet: nothing fetched from it
         try:
-            committed = consumer.committed(assignment, timeout=timeout)
-        except KafkaException as exc:  # no answer now: the next sample tries again
-            log.debug("lag: committed offsets unavailable (%s)", exc)
-            return -1
-        for tp in committed:
-            low, high = consumer.get_watermark_offsets(tp, cached=True)
-            start = tp.offset if tp.offset >= 0 else max(low, 0)
-            if start >= 0 and high >= 0:
-                lag += max(high - start, 0)
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+        except KafkaException:
+            continue
+        if high >= 0:
+            lag += max(high - start, 0)
     return lag
 
 
@@ -130,6 +146,8 @@ class Metrics:
         self.info: dict[str, str] = {"algorithm": "", "delivery": "", "group_id": "", "shard": "0/1"}
         self.batch_seconds = Histogram()
         self.commit_seconds = Histogram()
+        self.event_commit_seconds = Histogram()  # each batch's first record: its timestamp to its commit
+        self.batch_records = Histogram(SIZE_BUCKETS)
         self.lag = 0
         self.partitions = 0
         self.engine: dict[str, Any] = {}
@@ -149,12 +167,14 @@ class Metrics:
         self.subscriptions, self.changes, self.producer_queue = subscriptions, changes, producer_queue
         self.info.update(info)
 
-    def after_iteration(self, events: Consumer, matcher: Any) -> None:
-        """Called by the loop after each iteration: sample lag and ``matcher.stats()`` when due (it beats on progress)."""
+    def after_iteration(self, events: Consumer, matcher: Any,
+                        committed: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Called by the loop after each iteration: sample lag (``committed``: what the loop committed of each
+        partition) and ``matcher.stats()`` when due (it beats on progress)."""
         now = time.monotonic()
         if now - self._lag_at >= LAG_EVERY:
             self._lag_at = now
-            lag = consumer_lag(events)
+            lag = consumer_lag(events, committed)
             if lag >= 0:
                 self.lag = lag
             self.partitions = len(events.assignment())
@@ -218,6 +238,9 @@ class PublishedCollector(Collector):
         yield m.batch_seconds.family("pubsub_batch_seconds", "Time to decode, match and produce one event batch.")
         yield m.commit_seconds.family("pubsub_commit_seconds", "Time of one commit: outputs acknowledged, offsets "
                                       "committed with them.")
+        yield m.event_commit_seconds.family("pubsub_event_commit_seconds", "From the timestamp of each batch's first "
+                                            "record to the commit of the transaction holding its outputs.")
+        yield m.batch_records.family("pubsub_batch_records", "Records in one batch taken from the consumer.")
         yield _counter("pubsub_busy_seconds_total", "Time spent on event batches.", c.busy_seconds)
         yield _gauge("pubsub_subscriptions", "Subscriptions in the matcher.", m.subscriptions)
         changes = CounterMetricFamily("pubsub_subscription_changes_total", "Subscription changes applied, by kind.",

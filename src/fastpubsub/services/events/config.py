@@ -42,6 +42,7 @@ class ProcessorConfig:
     commit_linger_ms: int = 0  # ... and, when the input is drained, at least this long (0: committed at once)
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (runtime.inputs)
     overlap_commits: bool = False  # commit on a thread while the next batch is consumed, decoded, matched, encoded
+    latency_samples: int = 0  # sampled batches' latency by part kept for the final statistics (runtime.trace)
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets

@@ -1,0 +1,114 @@
+"""What the processor's commit path costs on the embedded broker, part by part, and what reading lag costs after it.
+
+    python -m benchmarks.commit_path                       # 100 records per transaction, 50 transactions
+    python -m benchmarks.commit_path --records 1000 --transactions 20
+
+A read_committed consumer in a group takes its records from pubsub.events
+and a transactional producer (the processor's settings: ``acks=all``,
+``linger.ms`` 5) writes ``--records`` notification-sized records per
+transaction with the consumer's offsets, in two orders:
+
+* ``flush first``: ``flush()`` (every output acknowledged), then
+  ``send_offsets_to_transaction``, then ``commit_transaction``;
+* ``no flush``: ``send_offsets_to_transaction`` at once, then
+  ``commit_transaction`` (which flushes what is still queued itself).
+
+After each commit it times what reading the group's lag costs:
+``consumer.committed()`` (a request to the group coordinator; a
+read_committed consumer is told the offsets are not yet stable just after a
+transaction, and librdkafka asks again later) against the local state
+(``position()`` and the watermarks cached from fetch responses).  Medians,
+99th percentiles and maxima in milliseconds, as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from confluent_kafka import TopicPartition
+
+from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.kafka.broker import EmbeddedBroker
+from fastpubsub.wire.topics import EVENTS, NOTIFICATIONS
+
+from . import report
+
+WARM_UP = 5
+
+
+def _summary(ms: list[float]) -> dict[str, float]:
+    a = np.array(ms)
+    return {"p50": round(float(np.percentile(a, 50)), 2), "p99": round(float(np.percentile(a, 99)), 2),
+            "max": round(float(a.max()), 2)}
+
+
+def measure(bootstrap: str, records: int, transactions: int, flush_first: bool) -> dict:
+    clients = ClientFactory(bootstrap)
+    name = "flush" if flush_first else "noflush"
+    feeder = clients.producer(**{"linger.ms": 0})
+    for i in range(WARM_UP + transactions):
+        feeder.produce(EVENTS, b"e" * 100, f"k{i}".encode(), partition=0)
+    feeder.flush(10)
+    consumer = clients.consumer(f"bench-commit-path-{name}", **{"isolation.level": "read_committed",
+                                                               "enable.auto.commit": False,
+                                                               "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(EVENTS, 0)])
+    producer = clients.producer(**{"linger.ms": 5, "acks": "all", "delivery.report.only.error": True,
+                                   "transactional.id": f"bench-commit-path-{name}"})
+    producer.init_transactions(10)
+    parts: dict[str, list[float]] = {"produce": [], "flush": [], "offsets": [], "commit": [], "transaction": [],
+                                     "committed()": [], "local lag": []}
+    done = 0
+    while done < WARM_UP + transactions:
+        msgs = consumer.consume(1, 1.0)
+        if not msgs or msgs[0].error():
+            continue
+        msg = msgs[0]
+        t0 = time.perf_counter()
+        producer.begin_transaction()
+        for j in range(records):
+            producer.produce(NOTIFICATIONS, b"x" * 200, f"user{j % 13}".encode())
+        t1 = time.perf_counter()
+        if flush_first:
+            producer.flush(10)
+        t2 = time.perf_counter()
+        producer.send_offsets_to_transaction([TopicPartition(EVENTS, 0, msg.offset() + 1)],
+                                             consumer.consumer_group_metadata(), 10)
+        t3 = time.perf_counter()
+        producer.commit_transaction(10)
+        t4 = time.perf_counter()
+        consumer.committed([TopicPartition(EVENTS, 0)], timeout=10)
+        t5 = time.perf_counter()
+        for tp in consumer.position([TopicPartition(EVENTS, 0)]):
+            consumer.get_watermark_offsets(tp, cached=True)
+        t6 = time.perf_counter()
+        if done >= WARM_UP:
+            for part, seconds in (("produce", t1 - t0), ("flush", t2 - t1), ("offsets", t3 - t2), ("commit", t4 - t3),
+                                  ("transaction", t4 - t0), ("committed()", t5 - t4), ("local lag", t6 - t5)):
+                parts[part].append(seconds * 1e3)
+        done += 1
+    consumer.close()
+    return {part: _summary(ms) for part, ms in parts.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=100, help="records per transaction")
+    ap.add_argument("--transactions", type=int, default=50, help="transactions timed per order")
+    args = ap.parse_args()
+    if args.records <= 0 or args.transactions <= 0:
+        ap.error("--records and --transactions must be positive")
+    results: dict = {"records": args.records, "transactions": args.transactions, "load": report.load_average()}
+    with EmbeddedBroker() as broker:
+        admin.create_topics(broker.bootstrap_servers)
+        for flush_first in (True, False):
+            key = "flush first" if flush_first else "no flush"
+            results[key] = measure(broker.bootstrap_servers, args.records, args.transactions, flush_first)
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
