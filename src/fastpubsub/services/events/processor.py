@@ -30,6 +30,7 @@ from fastpubsub.runtime.inputs import StaleSnapshot, has_data
 from fastpubsub.runtime.progress import RateMeter, human
 from fastpubsub.runtime.task import Outputs, TaskBase, Topics
 from fastpubsub.wire.codecs import DecodeError
+from fastpubsub.wire.metadata import referenced
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions, parse_subscription_id
 
 from ..warmup import PROCESSOR_STEPS, warm_up
@@ -77,6 +78,7 @@ class EventsTask(TaskBase):
         self.statistics_feed: StatisticsFeed | None = None
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
         self._partitions = 0
+        self._names_seen, self._wanted = (0, -1), ()  # the matcher's attribute names last looked at (metadata)
 
     @property
     def state(self):
@@ -85,6 +87,14 @@ class EventsTask(TaskBase):
     @property
     def store(self):
         return self.held.events
+
+    def _metadata(self) -> tuple[str, ...]:
+        """The record metadata attributes the subscriptions name (``$topic``...), looked for again only when the
+        matcher has learned attribute names since (they only grow)."""
+        ids = self.state.matcher.attributes.ids
+        if (id(ids), len(ids)) != self._names_seen:
+            self._names_seen, self._wanted = (id(ids), len(ids)), referenced(ids)
+        return self._wanted
 
     def topics(self) -> Topics:
         names = self.config.topics
@@ -95,7 +105,7 @@ class EventsTask(TaskBase):
 
     def prepare(self, host: Host) -> None:
         self.host, counters = host, host.counters
-        self.decode = Decode(counters, self.reports_bad_input)
+        self.decode = Decode(counters, self.reports_bad_input, self._metadata)
         self.match = Match(self.held, counters, self.config.topics.notifications)
         self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
                              self.config.topics.notifications)
