@@ -101,3 +101,46 @@ def test_the_json_subscription_format_takes_metadata_names():
     value = json.dumps({"subscriber": "a", "predicates": [["$topic", "=", "orders"], ["$header.x", "exists", None]]})
     sub = codecs.decode_subscription(value.encode())
     assert [p[0] for p in sub.predicates] == ["$topic", "$header.x"]
+
+
+# --- where a notification's event came from, and the event as it was ---------------------------------------
+
+
+@pytest.mark.parametrize("fmt", codecs.FORMATS)
+def test_a_notification_names_its_source_and_reads_back(fmt):
+    attributes = codecs.encode_attributes({"price": 5}, fmt)
+    value = codecs.encode_notification(42, "alice", "e1", attributes, fmt, source=("orders", 3, 17))
+    assert codecs.decode_notification(value) == {
+        "notification_id": "e1/42", "subscription_id": 42, "subscriber": "alice", "event_id": "e1",
+        "source": {"topic": "orders", "partition": 3, "offset": 17}, "original": None, "event": {"price": 5}}
+    # without a source (a stored valid event), the notification is what it always was
+    assert "source" not in codecs.decode_notification(codecs.encode_notification(42, "alice", "e1", attributes, fmt))
+
+
+@pytest.mark.parametrize("fmt", codecs.FORMATS)
+@pytest.mark.parametrize("value", [codecs.encode_event({"price": 5}, "avro"), b'{"price": 5}',
+                                   b"\x00\x00\x00\x01\x07" + bytes(range(200))])
+def test_the_original_event_is_carried_as_it_was_with_its_schema_id(fmt, value):
+    out = codecs.encode_notification(1, "bob", "e2", codecs.encode_attributes({}, fmt), fmt, ("t", 0, 5), value)
+    n = codecs.decode_notification(out)
+    assert n["original"] == {"schema_id": int.from_bytes(value[1:5], "big") if value[0] == 0 else None,
+                             "value": value}
+    assert n["event"] == {} and n["source"] == {"topic": "t", "partition": 0, "offset": 5}
+
+
+@pytest.mark.parametrize("event_format", ["decoded", "original"])
+def test_the_processor_encodes_each_notification_with_its_record(event_format):
+    from fastpubsub.services.events.encode import Encode
+    from fastpubsub.services.events.match import Matched
+
+    value = codecs.encode_event({"price": 5}, "avro")
+    msg = Message(topic="orders", partition=2, offset=9, key=b"e1", value=value)
+    encode = Encode("avro", "full", topic="alerts", event_format=event_format)
+    out = list(encode(Matched([("e1", value, [(7, "alice"), (8, "bob")], msg)])))
+    assert [o.topic for o in out] == ["alerts", "alerts"]
+    notes = [codecs.decode_notification(o.value) for o in out]
+    assert [n["source"] for n in notes] == [{"topic": "orders", "partition": 2, "offset": 9}] * 2
+    if event_format == "original":
+        assert all(n["original"] == {"schema_id": 2, "value": value} and n["event"] == {} for n in notes)
+    else:
+        assert all(n["original"] is None and n["event"] == {"price": 5} for n in notes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import sys
@@ -252,6 +253,11 @@ def tail(clients, topics, dead_letters, from_beginning, max_records, timeout, de
                            "value": dl.value.decode("utf-8", "replace") if dl.value else None}
                 else:
                     out = codecs.decode_notification(msg.value())
+                    if out.get("original"):  # bytes, printed as base64 as the JSON notification carries them
+                        out["original"] = {**out["original"],
+                                           "value": base64.b64encode(out["original"]["value"]).decode("ascii")}
+                    elif "original" in out:  # the decoded event only: printed as the JSON notification shows it
+                        del out["original"]
             except codecs.DecodeError as exc:
                 out = {"undecodable": str(exc), "partition": msg.partition(), "offset": msg.offset()}
             if dedup is not None and "notification_id" in out and dedup.seen(str(out["notification_id"])):

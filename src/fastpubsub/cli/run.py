@@ -8,7 +8,7 @@ from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
 from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
-from fastpubsub.services.events.encode import NOTIFICATION_EVENT_MODES
+from fastpubsub.services.events.encode import NOTIFICATION_EVENT_FORMATS, NOTIFICATION_EVENT_MODES
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
 
@@ -103,6 +103,12 @@ class ShardType(click.ParamType):
               help="How a notification carries its event: full embeds it (an event whose notification would exceed "
                    "pubsub.notifications' record limit is dead-lettered), reference gives the event's topic, "
                    "partition and offset instead, auto embeds it when it fits and refers to it otherwise.")
+@click.option("--notification-event-format", type=click.Choice(NOTIFICATION_EVENT_FORMATS), default="decoded",
+              show_default=True,
+              help="What an embedded event is: decoded, its attributes in --output-format; original, the record's "
+                   "value as it was, with its schema id when it is in the Confluent wire format, for consumers that "
+                   "read the producers' own format.  Either way the notification names the event's topic, "
+                   "partition and offset (source).")
 @click.option("--max-output-bytes", type=click.IntRange(min=MIN_RECORD_LIMIT), default=None,
               help="Largest record written to pubsub.notifications and pubsub.dead-letter.  Default: each topic's "
                    "max.message.bytes as the broker reports it, capped by the producer's message.max.bytes "
@@ -117,7 +123,7 @@ def run(clients, topics, group_id, shard, start_from_groups, output_format, deli
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         log_level, monitoring,
         producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes,
-        notification_event, max_output_bytes, max_record_bytes) -> None:
+        notification_event, notification_event_format, max_output_bytes, max_record_bytes) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
@@ -140,6 +146,7 @@ def run(clients, topics, group_id, shard, start_from_groups, output_format, deli
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
             notification_event=notification_event, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,
             shard=shard, start_from_groups=start_from_groups, topics=topics,
+            notification_event_format=notification_event_format,
         ))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None

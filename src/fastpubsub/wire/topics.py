@@ -247,6 +247,8 @@ class TopicNames:
                    **{e: EVENTS for e in self.events}}
         if name in by_role:
             return CONFIGS[by_role[name]]
+        if self.is_event_topic(name):  # one the pattern matches
+            return CONFIGS[EVENTS]
         if name.startswith(self.prefix + CHANGELOG_PREFIX):
             return {"cleanup.policy": "compact"}
         return config_of(name)

@@ -108,7 +108,7 @@ class EventsTask(TaskBase):
         self.decode = Decode(counters, self.reports_bad_input, self._metadata)
         self.match = Match(self.held, counters, self.config.topics.notifications)
         self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
-                             self.config.topics.notifications)
+                             self.config.topics.notifications, self.config.notification_event_format)
         self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
         names = self.config.topics  # the topics it cannot run without, or a clear error
         self._partitions = require(host.clients, names.required)[names.subscriptions]
