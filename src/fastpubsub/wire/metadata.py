@@ -15,13 +15,16 @@ subscription uses it; the engine sees ordinary attributes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
 from fastpubsub.engine import KIND_NUMBER, KIND_STRING
 
+#: A record's timestamp type when it has none (librdkafka's ``TIMESTAMP_NOT_AVAILABLE``): the records here are
+#: anything with a Kafka message's accessors, and the wire formats know nothing of the Kafka client.
+NO_TIMESTAMP = 0
 SIGIL = "$"
 HEADER = "$header."
 #: The metadata attributes besides headers, each with how it is read from a record (None: absent).
@@ -30,7 +33,7 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "$partition": lambda m: m.partition(),
     "$offset": lambda m: m.offset(),
     "$key": lambda m: _text(m.key()),
-    "$timestamp": lambda m: None if m.timestamp()[0] == TIMESTAMP_NOT_AVAILABLE else m.timestamp()[1],
+    "$timestamp": lambda m: None if m.timestamp()[0] == NO_TIMESTAMP else m.timestamp()[1],
 }
 
 
@@ -85,8 +88,6 @@ def attach(decoded, records: Sequence[Any], wanted: Sequence[str]):
     One pass per wanted attribute over the batch's records (a C call each), then one stable sort that puts each
     event's new pairs after its own: nothing per subscription.
     """
-    from .event_decoder import DecodedEvents
-
     if not wanted or not len(decoded):
         return decoded
     rows = decoded.rows.tolist()
@@ -128,10 +129,10 @@ def attach(decoded, records: Sequence[Any], wanted: Sequence[str]):
     order = np.argsort(all_ev, kind="stable")
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(all_ev, minlength=n), out=offsets[1:])
-    return DecodedEvents(decoded.rows, decoded.errors, tuple(names), offsets,
-                         np.concatenate([decoded.attributes.astype(np.int32), *attr])[order],
-                         np.concatenate([decoded.kinds, *kind])[order],
-                         np.concatenate([decoded.numbers, *number])[order],
-                         np.concatenate([decoded.string_start.astype(np.int64), *start])[order],
-                         np.concatenate([decoded.string_length.astype(np.int32), *length])[order],
-                         np.frombuffer(b"".join(chunks), np.uint8))
+    return replace(decoded, attribute_names=tuple(names), offsets=offsets,
+                   attributes=np.concatenate([decoded.attributes.astype(np.int32), *attr])[order],
+                   kinds=np.concatenate([decoded.kinds, *kind])[order],
+                   numbers=np.concatenate([decoded.numbers, *number])[order],
+                   string_start=np.concatenate([decoded.string_start.astype(np.int64), *start])[order],
+                   string_length=np.concatenate([decoded.string_length.astype(np.int32), *length])[order],
+                   buffer=np.frombuffer(b"".join(chunks), np.uint8))
