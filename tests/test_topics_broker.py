@@ -59,7 +59,8 @@ def test_events_from_topics_and_a_pattern_with_a_topic_created_later(bootstrap):
         ("4", codecs.encode_subscription(Subscription("traced", [("$header.source", "=", "mobile"),
                                                                  ("$$n", "exists", None)]))),
     ])
-    p = processor(bootstrap, names, client_config={"topic.metadata.refresh.interval.ms": 500})
+    p = processor(bootstrap, names, client_config={"topic.metadata.refresh.interval.ms": 500},
+                  notification_event_format="original")
     try:
         out = producer(bootstrap)
         out.produce("orders", codecs.encode_event({"n": 1}), "vip")
@@ -72,6 +73,16 @@ def test_events_from_topics_and_a_pattern_with_a_topic_created_later(bootstrap):
         p.wait_for(lambda: p.processor.events >= 4, timeout=30, what="the event of the topic created later")
     finally:
         p.stop()
-    got = sorted((n["event_id"], n["subscriber"]) for n in notes_of(bootstrap, names.notifications))
+    notes = notes_of(bootstrap, names.notifications)
+    got = sorted((n["event_id"], n["subscriber"]) for n in notes)
     assert got == [("c2", "all"), ("c2", "traced"), ("t3", "all"), ("t3", "tele"), ("t4", "all"), ("t4", "tele"),
                    ("vip", "all"), ("vip", "keyed")]
+    # each notification names its record and carries the value as the producer wrote it
+    sent = {(m.topic(), m.partition(), m.offset()): m.value()
+            for t in ("orders", "clicks", "tele-1", "tele-2") for m in read_all(bootstrap, t, quiet=0.1)}
+    topic_of = {"vip": "orders", "c2": "clicks", "t3": "tele-1", "t4": "tele-2"}
+    for n in notes:
+        where = n["source"]
+        assert where["topic"] == topic_of[n["event_id"]] and n["event"] == {}
+        value = sent[where["topic"], where["partition"], where["offset"]]
+        assert n["original"] == {"schema_id": 2 if value[0] == 0 else None, "value": value}
