@@ -50,6 +50,17 @@ def test_which_names_are_metadata():
     assert is_metadata("$key") and not is_metadata("$$key") and not is_metadata("$unknown")
 
 
+def test_metadata_named_only_through_a_string_operator_is_attached():
+    matcher = Matcher()
+    matcher.add(1, [("$topic", "prefix", "tele-")])
+    matcher.add(2, [("$header.x", "contains", "b"), ("$key", "suffix", "9")])
+    matcher.flush()
+    assert referenced(matcher.attributes.ids) == ("$header.x", "$key", "$topic")
+    msgs = [record({}, topic="tele-1", key=b"k9", headers=[("x", b"abc")]), record({}, topic="orders")]
+    decoded = attach(decode_events([m.value() for m in msgs]), msgs, referenced(matcher.attributes.ids))
+    assert [sorted(g.tolist()) for g in matcher.match_encoded(decoded.event_batch()).split()] == [[1, 2], []]
+
+
 def test_a_payload_field_named_with_the_sigil_gets_one_more():
     decoded = decode_events([json.dumps({"$topic": "mine", "$$x": 1, "plain": 2}).encode()])
     assert set(decoded.attribute_names) == {"$$topic", "$$$x", "plain"}
@@ -78,7 +89,8 @@ records = st.builds(
     headers=st.one_of(st.none(), st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from([b"x", b"y"])),
                                           max_size=3)),
     timestamp=st.one_of(st.just((0, -1)), st.tuples(st.just(1), st.integers(0, 10))))
-subscriptions = st.lists(st.tuples(st.sampled_from(METADATA + ("price", "$$topic")), st.sampled_from(["=", "exists"]),
+subscriptions = st.lists(st.tuples(st.sampled_from(METADATA + ("price", "$$topic")),
+                                   st.sampled_from(["=", "exists", "prefix", "<"]),
                                    st.sampled_from(["orders", "k1", "x", 1, 3])), min_size=1, max_size=3)
 
 
@@ -87,7 +99,10 @@ subscriptions = st.lists(st.tuples(st.sampled_from(METADATA + ("price", "$$topic
 def test_matching_with_metadata_is_matching_the_records_as_dicts(msgs, subs):
     matcher, by_dicts = Matcher(), Matcher()
     for sid, preds in enumerate(subs):
-        preds = [(a, op, None if op == "exists" else v) for a, op, v in preds]
+        preds = [(a, op, None if op == "exists" else v) for a, op, v in preds
+                 if op != "prefix" or isinstance(v, str)]
+        if not preds:
+            continue
         matcher.add(sid, preds)
         by_dicts.add(sid, preds)
     matcher.flush()  # single adds are filed, and their attribute names learned, on the next match or flush

@@ -21,6 +21,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from fastpubsub.engine import KIND_NUMBER, KIND_STRING
+from fastpubsub.engine.frontend.lowering import parse_derived
+from fastpubsub.engine.semantics import RESERVED_PREFIX
 
 #: A record's timestamp type when it has none (librdkafka's ``TIMESTAMP_NOT_AVAILABLE``): the records here are
 #: anything with a Kafka message's accessors, and the wire formats know nothing of the Kafka client.
@@ -62,8 +64,17 @@ def is_metadata(name: str) -> bool:
 
 
 def referenced(names: Iterable[str]) -> tuple[str, ...]:
-    """The metadata attributes among ``names`` (the attributes subscriptions test), in a stable order."""
-    return tuple(sorted(n for n in names if n.startswith(SIGIL) and is_metadata(n)))
+    """The metadata attributes among ``names`` (the attributes subscriptions test, with the attribute a derived one
+    stands for: ``$topic prefix "a"`` is known to the engine as the first character of ``$topic``), in a stable
+    order."""
+    out = set()
+    for name in names:
+        derived = parse_derived(name) if name.startswith(RESERVED_PREFIX) else None
+        if derived is not None:
+            name = derived[1]
+        if name.startswith(SIGIL) and is_metadata(name):
+            out.add(name)
+    return tuple(sorted(out))
 
 
 def _header(msg: Any, name: str) -> str | None:
