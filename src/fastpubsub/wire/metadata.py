@@ -20,9 +20,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from fastpubsub.engine import KIND_NUMBER, KIND_STRING
-from fastpubsub.engine.frontend.lowering import parse_derived
-from fastpubsub.engine.semantics import RESERVED_PREFIX
+from fastpubsub.engine import KIND_NUMBER, KIND_STRING, parse_derived
 
 #: A record's timestamp type when it has none (librdkafka's ``TIMESTAMP_NOT_AVAILABLE``): the records here are
 #: anything with a Kafka message's accessors, and the wire formats know nothing of the Kafka client.
@@ -69,7 +67,7 @@ def referenced(names: Iterable[str]) -> tuple[str, ...]:
     order."""
     out = set()
     for name in names:
-        derived = parse_derived(name) if name.startswith(RESERVED_PREFIX) else None
+        derived = parse_derived(name)  # None for an ordinary name
         if derived is not None:
             name = derived[1]
         if name.startswith(SIGIL) and is_metadata(name):
