@@ -53,6 +53,8 @@ def test_subscribe_publish_tail(bootstrap, group_id, start_processor):
     notes = sorted((json.loads(line) for line in lines), key=lambda n: n["subscriber"])
     assert [(n["subscriber"], n["subscription_id"]) for n in notes] == [("alice", 42), ("bob", 43), ("dave", 45)]
     assert notes[2]["event_id"] == "e17"  # through its second disjunct (theater prefix "od")
+    source = notes[0].pop("source")  # the record's partition is the producer's choice
+    assert source["topic"] == topics.EVENTS and "original" not in notes[0]
     assert notes[0] == {"notification_id": "e17/42", "subscription_id": 42, "subscriber": "alice", "event_id": "e17",
                         "event": {"movie": "groundhog day", "price": 8, "theater": "odeon"}}
     assert notes[1]["event"] == {"price": 200} and notes[1]["event_id"].startswith("pubsub.events:")

@@ -12,7 +12,7 @@ from fastpubsub.kafka.broker import DEFAULT_HEAP, EmbeddedBroker, valid_node_cou
 from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 from fastpubsub.kafka.security import BrokerSecurity
 
-from .common import connection_options, on_signals
+from .common import connection_options, on_signals, topic_options
 
 
 @click.command()
@@ -85,20 +85,23 @@ def broker(port: int, nodes: int, data_dir: str | None, heap: str, kafka_home: s
 
 @click.command("topics")
 @connection_options
+@topic_options
 @click.option("--partitions", type=int, default=4, show_default=True, help="Partitions of each new topic.")
 @click.option("--replication-factor", type=int, default=-1, show_default=True,
               help="Replicas of each new topic; -1: the cluster's default.replication.factor (3 on `pubsub broker "
                    "--nodes 3`).")
-def topics_cmd(clients, partitions: int, replication_factor: int) -> None:
+def topics_cmd(clients, topics, partitions: int, replication_factor: int) -> None:
     """Create the five topics (existing ones are left as they are).
 
     pubsub.subscriptions, pubsub.dead-letter and pubsub.statistics are
     compacted (the statistics topic always has one partition); pubsub.events
-    and pubsub.notifications are deleted by retention.  Prints each topic with
-    its partitions and the cleanup.policy the broker reports.
+    and pubsub.notifications are deleted by retention.  The topic options
+    rename them (every --events-topic is created if missing; topics matching
+    --events-pattern are the publishers').  Prints each topic with its
+    partitions and the cleanup.policy the broker reports.
     """
     try:
-        statuses = admin.create_topics(clients, partitions, replication_factor)
+        statuses = admin.create_topics(clients, partitions, replication_factor, topics=topics)
     except Exception as exc:  # noqa: BLE001 - shown to the user as is
         raise click.ClickException(f"creating topics on {clients.bootstrap_servers}: {exc}") from None
     for s in statuses:

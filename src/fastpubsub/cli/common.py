@@ -17,6 +17,7 @@ from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.admin import require
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS, MetricsServer
 from fastpubsub.wire.printable import log_to_stderr
+from fastpubsub.wire.topics import TopicNames
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -43,6 +44,47 @@ def connection_options(command: Callable) -> Callable:
         except (OSError, ValueError) as exc:
             raise click.BadParameter(str(exc), param_hint="-X or --client-config") from None
         return command(*args, clients=clients, **kwargs)
+
+    return wrapper
+
+
+def topic_options(command: Callable) -> Callable:
+    """The topic names of the deployment (``wire.topics.TopicNames``), given to the command as one ``topics``:
+    ``--topic-prefix``, ``--events-topic`` (repeatable), ``--events-pattern`` and a ``--X-topic`` per output, each
+    also an environment variable ``PUBSUB_...``."""
+
+    @click.option("--topic-prefix", envvar="PUBSUB_TOPIC_PREFIX", default="", metavar="PREFIX",
+                  help="Put PREFIX in front of every topic and consumer group name fastpubsub chooses (not of names "
+                       "given below), so that deployments with different prefixes share a cluster (env "
+                       "PUBSUB_TOPIC_PREFIX).")
+    @click.option("--events-topic", "events_topics", envvar="PUBSUB_EVENTS_TOPIC", multiple=True, metavar="TOPIC",
+                  help="Read events from TOPIC; repeatable (env PUBSUB_EVENTS_TOPIC, names separated by spaces).  "
+                       "Default: <prefix>pubsub.events, unless --events-pattern is given.")
+    @click.option("--events-pattern", envvar="PUBSUB_EVENTS_PATTERN", default=None, metavar="REGEX",
+                  help="Read events from every topic whose whole name matches REGEX, also those created while "
+                       "running (picked up within topic.metadata.refresh.interval.ms, 5 minutes unless set with "
+                       "-X); with --events-topic, from both (env PUBSUB_EVENTS_PATTERN).")
+    @click.option("--subscriptions-topic", envvar="PUBSUB_SUBSCRIPTIONS_TOPIC", default=None, metavar="TOPIC",
+                  help="Topic of the subscriptions (env PUBSUB_SUBSCRIPTIONS_TOPIC).  Default: "
+                       "<prefix>pubsub.subscriptions.")
+    @click.option("--notifications-topic", envvar="PUBSUB_NOTIFICATIONS_TOPIC", default=None, metavar="TOPIC",
+                  help="Topic of the notifications (env PUBSUB_NOTIFICATIONS_TOPIC).  Default: "
+                       "<prefix>pubsub.notifications.")
+    @click.option("--dead-letter-topic", envvar="PUBSUB_DEAD_LETTER_TOPIC", default=None, metavar="TOPIC",
+                  help="Topic of the dead letters (env PUBSUB_DEAD_LETTER_TOPIC).  Default: <prefix>pubsub.dead-letter.")
+    @click.option("--statistics-topic", envvar="PUBSUB_STATISTICS_TOPIC", default=None, metavar="TOPIC",
+                  help="Topic of the event statistics snapshots (env PUBSUB_STATISTICS_TOPIC).  Default: "
+                       "<prefix>pubsub.statistics.")
+    @functools.wraps(command)
+    def wrapper(*args, topic_prefix: str, events_topics: tuple[str, ...], events_pattern: str | None,
+                subscriptions_topic: str | None, notifications_topic: str | None, dead_letter_topic: str | None,
+                statistics_topic: str | None, **kwargs):
+        try:
+            topics = TopicNames.build(topic_prefix, events_topics, events_pattern, subscriptions_topic,
+                                      notifications_topic, dead_letter_topic, statistics_topic)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="topic options") from None
+        return command(*args, topics=topics, **kwargs)
 
     return wrapper
 

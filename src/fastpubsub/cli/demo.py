@@ -33,7 +33,10 @@ from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 from fastpubsub.language import format_predicates, parse
 from fastpubsub.runtime.progress import RateMeter, human
 from fastpubsub.services.events.statistics_feed import ADOPTED, describe_change
-from fastpubsub.wire import codecs, topics
+from fastpubsub.wire import codecs
+from fastpubsub.wire.topics import DEFAULT, TopicNames
+
+from .common import topic_options
 
 GROUP = "pubsub-processor"
 SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 3%, 1.5% and 11% of events
@@ -46,7 +49,7 @@ SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 
 class Demo:
     def __init__(self, n_subscriptions: int, n_events: int, workload: str = "W0", seed: int = 1, port: int = 0,
                  output_format: str = "avro", batch_size: int = 1000, statistics: bool = True,
-                 kafka_home: str | None = None) -> None:
+                 kafka_home: str | None = None, topics: TopicNames = DEFAULT) -> None:
         if workload not in PRESETS:
             raise click.BadParameter(f"unknown workload {workload!r}; one of {', '.join(PRESETS)}", param_hint="--workload")
         self.n_subscriptions, self.n_events = n_subscriptions, n_events
@@ -54,6 +57,10 @@ class Demo:
         self.output_format, self.batch_size = output_format, batch_size
         self.statistics = statistics
         self.kafka_home = kafka_home
+        if len(topics.events) != 1 or topics.events_pattern is not None:
+            raise click.BadParameter("the demo writes its events to one topic: give one --events-topic and no "
+                                     "--events-pattern", param_hint="--events-topic")
+        self.topics = topics
         self.broker: EmbeddedBroker | None = None
         self.run_options: list[str] = []  # more `pubsub run` options (benchmarks.e2e)
         self.showcase_format = "json"  # of the hand-written subscriptions: both formats flow (benchmarks.peers: Avro)
@@ -72,24 +79,25 @@ class Demo:
         subs = batch.to_lists()
         for i, (sid, predicates) in enumerate(subs):
             value = codecs.encode_subscription(codecs.Subscription(f"user{sid % 1000}", predicates), "avro")
-            _produce(producer, topics.SUBSCRIPTIONS, str(sid).encode(), value)
+            _produce(producer, self.topics.subscriptions, str(sid).encode(), value)
             if (i + 1) % 20_000 == 0:
                 self._say(f"  loaded {human(i + 1)} / {human(len(subs))} subscriptions")
         first_free = (int(batch.ids.max()) + 1) if len(batch) else 0
         for offset, (subscriber, text) in enumerate(SHOWCASE):
             sid = first_free + offset
             value = codecs.encode_subscription(codecs.Subscription(subscriber, parse(text)), self.showcase_format)
-            _produce(producer, topics.SUBSCRIPTIONS, str(sid).encode(), value)
+            _produce(producer, self.topics.subscriptions, str(sid).encode(), value)
             self._say(f"  subscription {sid} ({subscriber}, {self.showcase_format.upper()}): "
                       f"{format_predicates(parse(text))}")
         if producer.flush(60):
             raise click.ClickException("the broker did not acknowledge all subscriptions")
         total = len(subs) + len(SHOWCASE)
-        self._say(f"  {human(total)} subscriptions written to {topics.SUBSCRIPTIONS} in {time.monotonic() - started:.1f}s")
+        self._say(f"  {human(total)} subscriptions written to {self.topics.subscriptions} in {time.monotonic() - started:.1f}s")
         return total
 
     def _start_processor(self, bootstrap: str, log_path: Path, group_id: str = GROUP) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "fastpubsub", "run", "--bootstrap-servers", bootstrap, "--group-id", group_id,
+               *self.topics.options(),
                "--output-format", self.output_format, "--batch-size", str(self.batch_size), "--progress-interval", "2",
                *self.run_options]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "wb"), stdin=subprocess.DEVNULL,
@@ -112,7 +120,7 @@ class Demo:
             self._say(f"  Apache Kafka {broker.dist.version} ready on {bootstrap} in {time.monotonic() - started:.1f}s "
                       f"(data in {broker.root}; the demo's logs in {workdir})")
             self._say("2. topics")
-            for s in admin.create_topics(bootstrap):
+            for s in admin.create_topics(bootstrap, topics=self.topics):
                 self._say(f"  {s.name:24} partitions={s.partitions} cleanup.policy={s.cleanup_policy or '?'}")
             self._say(f"3. subscriptions: {human(self.n_subscriptions)} generated like Fabret's {self.spec.name} (Avro)")
             n_subs = self._load_subscriptions(bootstrap)
@@ -149,7 +157,8 @@ class Demo:
         started = time.monotonic()
         log_path, out = workdir / "spark.log", workdir / "statistics.json"
         cmd = [sys.executable, "-m", "fastpubsub.stats_job", "--bootstrap-servers", bootstrap, "--master", "local[2]",
-               "--output", str(out)]
+               "--output", str(out), "--events-topic", self.topics.events[0],
+               "--statistics-topic", self.topics.statistics]
         with open(log_path, "wb") as log:
             job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    preexec_fn=child_preexec)
@@ -203,7 +212,7 @@ class Demo:
     def _stream_and_watch(self, bootstrap: str, processor: subprocess.Popen, log_path: Path) -> dict | None:
         events = generate_events(self.spec, self.n_events, self.seed + 1).to_dicts()
         producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})
-        watcher = _Watcher(bootstrap)
+        watcher = _Watcher(bootstrap, topics=self.topics)
         meter = RateMeter(1.0)
         sent = 0
         first_processed_at = None
@@ -214,7 +223,7 @@ class Demo:
                     return None
                 if sent < len(events):
                     for i in range(sent, min(sent + chunk, len(events))):
-                        _produce(producer, topics.EVENTS, f"e{i}".encode(), codecs.encode_event(events[i], "avro"))
+                        _produce(producer, self.topics.events[0], f"e{i}".encode(), codecs.encode_event(events[i], "avro"))
                     sent = min(sent + chunk, len(events))
                     producer.poll(0)
                 else:
@@ -356,14 +365,15 @@ _COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_I
 class _Watcher:
     """Progress as Kafka sees it: the group's committed offsets and the notifications written."""
 
-    def __init__(self, bootstrap: str, group_id: str = GROUP) -> None:
+    def __init__(self, bootstrap: str, group_id: str = GROUP, topics: TopicNames = DEFAULT) -> None:
         clients = ClientFactory(bootstrap)
-        self._consumer = clients.consumer("pubsub-demo-watcher",
+        self._consumer = clients.consumer(topics.group("pubsub-demo-watcher"),
                                           **{"enable.auto.commit": False, "isolation.level": "read_committed"})
-        self._group = clients.consumer(group_id, **{"enable.auto.commit": False})
-        n_notif = admin.partitions_of(bootstrap, topics.NOTIFICATIONS)
-        self._notif = [TopicPartition(topics.NOTIFICATIONS, p, OFFSET_BEGINNING) for p in range(n_notif)]
-        self._events = [TopicPartition(topics.EVENTS, p) for p in range(admin.partitions_of(bootstrap, topics.EVENTS))]
+        self._group = clients.consumer(topics.group(group_id), **{"enable.auto.commit": False})
+        n_notif = admin.partitions_of(bootstrap, topics.notifications)
+        self._notif = [TopicPartition(topics.notifications, p, OFFSET_BEGINNING) for p in range(n_notif)]
+        events = topics.events[0]
+        self._events = [TopicPartition(events, p) for p in range(admin.partitions_of(bootstrap, events))]
         self._consumer.assign(self._notif)
         self.notifications = 0
         self.samples: list[dict] = []
@@ -404,6 +414,7 @@ class _Watcher:
 
 
 @click.command()
+@topic_options
 @click.option("--subscriptions", "n_subscriptions", type=int, default=100_000, show_default=True,
               help="Number of generated subscriptions.")
 @click.option("--events", "n_events", type=int, default=10_000, show_default=True, help="Number of generated events.")
@@ -417,7 +428,7 @@ class _Watcher:
               help="The processor's encoding of notifications.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Processor events per batch.")
 @click.option("--no-stats", is_flag=True, help="Skip the Spark statistics job (a JVM start and a dozen Spark jobs: about a minute on a loaded 2-core machine).")
-def demo(n_subscriptions, n_events, workload, seed, port, kafka_home, output_format, batch_size, no_stats) -> None:
+def demo(topics, n_subscriptions, n_events, workload, seed, port, kafka_home, output_format, batch_size, no_stats) -> None:
     """Everything end to end on Apache Kafka, then shut it all down.
 
     Starts Apache Kafka (one KRaft node on 127.0.0.1, Java 17+), creates the topics, loads the generated subscriptions
@@ -431,4 +442,4 @@ def demo(n_subscriptions, n_events, workload, seed, port, kafka_home, output_for
     behind, so it can be run again and again.
     """
     sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, not no_stats,
-                  kafka_home).run())
+                  kafka_home, topics).run())

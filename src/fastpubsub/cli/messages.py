@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import sys
@@ -15,11 +16,12 @@ from confluent_kafka import Producer
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.language import ExpressionError, format_predicates, parse
 from fastpubsub.language.lexer import NAME
-from fastpubsub.wire import codecs, topics
+from fastpubsub.wire import codecs
+from fastpubsub.wire.topics import TopicNames
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from fastpubsub.wire.placement import partition_for
 
-from .common import connection_options, on_signals, require_topic
+from .common import connection_options, on_signals, require_topic, topic_options
 
 
 def _producer(clients: ClientFactory, topic: str) -> Producer:
@@ -40,7 +42,8 @@ def _send(clients: ClientFactory, topic: str, key: bytes | None, value: bytes | 
 AGGREGATE_TEXT = re.compile(r"^\s*((min|max|count|sum|avg|distinct)\s*\(|join\s)", re.IGNORECASE)
 
 
-def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:
+def _aggregate_value(clients: ClientFactory, topics: TopicNames, expression: str, subscriber: str,
+                     fmt: str) -> tuple[bytes, str]:
     """The value of an aggregate subscription, checked against the tables the table service declared."""
     from fastpubsub.aggregates import AggregateService, parse_subscription
     from fastpubsub.services.tables.service import declared_tables
@@ -49,9 +52,9 @@ def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, f
         spec = parse_subscription(expression)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
-    declared = declared_tables(clients)
+    declared = declared_tables(clients, topic=topics.table_schemas)
     if declared is None:
-        raise click.ClickException(f"no tables are declared ({topics.TABLE_SCHEMAS} does not exist): start "
+        raise click.ClickException(f"no tables are declared ({topics.table_schemas} does not exist): start "
                                    f"`pubsub tables --table NAME:TOPIC:KEY` first")
     try:
         AggregateService([t.schema() for t in declared.values()]).check(spec)
@@ -64,7 +67,7 @@ def _aggregate_value(clients: ClientFactory, expression: str, subscriber: str, f
 PATTERN_TEXT = re.compile(rf"^\s*seq\s+{NAME}\s*:")
 
 
-def _pattern_value(_clients: ClientFactory, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:
+def _pattern_value(_clients: ClientFactory, _topics: TopicNames, expression: str, subscriber: str, fmt: str) -> tuple[bytes, str]:
     """The value of a pattern subscription, compiled here so that a bad one is refused with its column."""
     from fastpubsub.patterns import PatternError, parse as parse_pattern, to_json
 
@@ -90,6 +93,7 @@ def _epoch_ms(text: str | None, option: str = "--valid-until") -> int | None:
 
 @click.command()
 @connection_options
+@topic_options
 @click.argument("expression")
 @click.option("--id", "sub_id", type=int, default=None,
               help="Subscription id; an existing id is replaced.  Default: a new random id (printed).")
@@ -102,7 +106,7 @@ def _epoch_ms(text: str | None, option: str = "--valid-until") -> int | None:
                    "not match.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="avro", show_default=True,
               help="Encoding of the subscription value.")
-def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, fmt) -> None:
+def subscribe(clients, topics, expression, sub_id, subscriber, valid_until, valid_from, fmt) -> None:
     """Add or replace a subscription given as text, e.g.
 
     \b
@@ -126,11 +130,11 @@ def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, 
             raise click.BadParameter(f"{special} subscriptions have no validity interval"
                                      + (" (a pattern starts at its record's time and ends at its `within`)"
                                         if special == "pattern" else ""), param_hint="--valid-until")
-        value, shown = (_aggregate_value if special == "aggregate" else _pattern_value)(clients, expression,
+        value, shown = (_aggregate_value if special == "aggregate" else _pattern_value)(clients, topics, expression,
                                                                                         subscriber, fmt)
         if sub_id is None:
             sub_id = uuid.uuid4().int >> 65
-        _send(clients, topics.SUBSCRIPTIONS, str(sub_id).encode(), value)
+        _send(clients, topics.subscriptions, str(sub_id).encode(), value)
         click.echo(f"subscription {sub_id} ({subscriber}): {shown}")
         return
     try:
@@ -143,21 +147,23 @@ def subscribe(clients, expression, sub_id, subscriber, valid_until, valid_from, 
     if start is not None and end is not None and start >= end:
         raise click.BadParameter("must be before --valid-until", param_hint="--valid-from")
     value = codecs.encode_subscription(codecs.Subscription(subscriber, predicates, end, start), fmt)
-    _send(clients, topics.SUBSCRIPTIONS, str(sub_id).encode(), value)
+    _send(clients, topics.subscriptions, str(sub_id).encode(), value)
     click.echo(f"subscription {sub_id} ({subscriber}): {format_predicates(predicates)}")
 
 
 @click.command()
 @connection_options
+@topic_options
 @click.option("--id", "sub_id", type=int, required=True, help="Subscription id to remove.")
-def unsubscribe(clients, sub_id) -> None:
+def unsubscribe(clients, topics, sub_id) -> None:
     """Remove a subscription (writes a tombstone for its id)."""
-    _send(clients, topics.SUBSCRIPTIONS, str(sub_id).encode(), None)
+    _send(clients, topics.subscriptions, str(sub_id).encode(), None)
     click.echo(f"subscription {sub_id} removed")
 
 
 @click.command()
 @connection_options
+@topic_options
 @click.argument("event")
 @click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
@@ -167,34 +173,40 @@ def unsubscribe(clients, sub_id) -> None:
                    "text modulo the partition count), so that the events of one value share a partition: a pattern "
                    "correlated on ATTR (name = a.name) is then exact.  Events without ATTR go where the producer "
                    "puts them.")
-def publish(clients, event, key, fmt, partition_by) -> None:
+def publish(clients, topics, event, key, fmt, partition_by) -> None:
     """Publish an event given as a JSON object, e.g.
 
     \b
       pubsub publish --key e17 '{"movie": "groundhog day", "price": 8, "theater": "odeon"}'
 
     With EVENT `-`, publishes one JSON object per line of standard input
-    (without keys).
+    (without keys).  The event goes to the events topic: pubsub.events, or
+    the one --events-topic given.
     """
+    if len(topics.events) != 1 or topics.events_pattern is not None:
+        raise click.BadParameter("publish writes to one topic: give one --events-topic and no --events-pattern",
+                                 param_hint="--events-topic")
+    target = topics.events[0]
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
-    producer = _producer(clients, topics.EVENTS)
-    partitions = admin.partitions_of(clients, topics.EVENTS) if partition_by else 0
+    producer = _producer(clients, target)
+    partitions = admin.partitions_of(clients, target) if partition_by else 0
     for n, line in enumerate(lines, 1):
         try:
             parsed = codecs.decode_event(line.strip().encode())
         except codecs.DecodeError as exc:
             raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
         placed = {"partition": partition_for(parsed[partition_by], partitions)} if partition_by in parsed else {}
-        producer.produce(topics.EVENTS, codecs.encode_event(parsed, fmt), key.encode() if key and event != "-" else None,
+        producer.produce(target, codecs.encode_event(parsed, fmt), key.encode() if key and event != "-" else None,
                          **placed)
     if producer.flush(30):
-        raise click.ClickException(f"could not write to {topics.EVENTS} on {clients.bootstrap_servers}")
+        raise click.ClickException(f"could not write to {target} on {clients.bootstrap_servers}")
     click.echo(f"published {len(lines)} event(s)")
 
 
 @click.command()
 @connection_options
-@click.option("--dead-letters", is_flag=True, help="Tail pubsub.dead-letter instead of pubsub.notifications.")
+@topic_options
+@click.option("--dead-letters", is_flag=True, help="Tail the dead-letter topic instead of the notifications topic.")
 @click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of the end.")
 @click.option("--max", "max_records", type=int, default=None, help="Stop after this many records.")
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds without a record.")
@@ -203,7 +215,7 @@ def publish(clients, event, key, fmt, partition_by) -> None:
                    "Dead letters are never de-duplicated.")
 @click.option("--dedup-capacity", type=click.IntRange(min=1), default=DEFAULT_CAPACITY, show_default=True,
               help="How many recent notification ids --dedup remembers (bounded memory, ~170 bytes per id).")
-def tail(clients, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
+def tail(clients, topics, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
     """Print notifications (or dead letters) as JSON lines, Avro or JSON alike.
 
     Notifications are de-duplicated by notification_id by default (see
@@ -213,9 +225,9 @@ def tail(clients, dead_letters, from_beginning, max_records, timeout, dedup, ded
 
     dedup = Deduplicator(dedup_capacity) if dedup and not dead_letters else None
 
-    topic = topics.DEAD_LETTER if dead_letters else topics.NOTIFICATIONS
+    topic = topics.dead_letter if dead_letters else topics.notifications
     consumer = clients.consumer(
-        "pubsub-tail", **{"enable.auto.commit": False, "isolation.level": "read_committed"})
+        topics.group("pubsub-tail"), **{"enable.auto.commit": False, "isolation.level": "read_committed"})
     start = OFFSET_BEGINNING if from_beginning else OFFSET_END
     try:
         n_partitions = admin.partitions_of(clients, topic)
@@ -241,6 +253,11 @@ def tail(clients, dead_letters, from_beginning, max_records, timeout, dedup, ded
                            "value": dl.value.decode("utf-8", "replace") if dl.value else None}
                 else:
                     out = codecs.decode_notification(msg.value())
+                    if out.get("original"):  # bytes, printed as base64 as the JSON notification carries them
+                        out["original"] = {**out["original"],
+                                           "value": base64.b64encode(out["original"]["value"]).decode("ascii")}
+                    elif "original" in out:  # the decoded event only: printed as the JSON notification shows it
+                        del out["original"]
             except codecs.DecodeError as exc:
                 out = {"undecodable": str(exc), "partition": msg.partition(), "offset": msg.offset()}
             if dedup is not None and "notification_id" in out and dedup.seen(str(out["notification_id"])):

@@ -6,13 +6,14 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
+from .common import connection_options, topic_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
 
 
 @click.command("patterns")
 @connection_options
+@topic_options
 @click.option("--group-id", default="pubsub-patterns", show_default=True,
-              help="Consumer group of the events: instances with the same group share the events partitions, and "
+              help="Consumer group of the events (after --topic-prefix): instances with the same group share the events partitions, and "
                    "its committed offsets say where each partition is.  Also names the transactional.id.")
 @delivery_option
 @click.option("--transactional-id", default=None,
@@ -39,12 +40,13 @@ from .common import connection_options, delivery_option, log_level_option, metri
 @progress_option
 @log_level_option
 @metrics_options
-def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
+def patterns_cmd(clients, topics, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
                  output_format, session_timeout_ms, repartition_by, grace_ms, progress_interval, log_level,
                  monitoring) -> None:
     """Serve pattern subscriptions over the events (docs/patterns.md).
 
-    Reads pubsub.events (partitions shared by the instances of a group) and
+    Reads pubsub.events, or the one --events-topic (partitions shared by
+    the instances of a group), and
     the pattern subscriptions of pubsub.subscriptions (plain ones are
     `pubsub run`'s, aggregate ones `pubsub tables`'s); writes a notification
     per completed pattern, dead letters and each events partition's state to
@@ -58,9 +60,10 @@ def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_
         raise click.UsageError("--grace-ms applies to the repartition topic: give --repartition-by ATTR as well")
     try:
         service = PatternService(PatternServiceConfig(
-            clients.bootstrap_servers, group_id, delivery, transactional_id, batch_size, max_per_subscription,
+            clients.bootstrap_servers, topics.group(group_id), delivery, transactional_id, batch_size, max_per_subscription,
             max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings),
-            repartition_by, 1000 if grace_ms is None else grace_ms, stall_seconds=monitoring.stall_seconds))
+            repartition_by, 1000 if grace_ms is None else grace_ms, stall_seconds=monitoring.stall_seconds,
+            topics=topics))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service, monitoring)

@@ -8,11 +8,11 @@ from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
 from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
-from fastpubsub.services.events.encode import NOTIFICATION_EVENT_MODES
+from fastpubsub.services.events.encode import NOTIFICATION_EVENT_FORMATS, NOTIFICATION_EVENT_MODES
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
 
-from .common import connection_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
+from .common import connection_options, topic_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
 
 
 class ShardType(click.ParamType):
@@ -31,8 +31,10 @@ class ShardType(click.ParamType):
 
 @click.command()
 @connection_options
+@topic_options
 @click.option("--group-id", default="pubsub-processor", show_default=True,
-              help="Consumer group; instances with the same group share the event partitions.")
+              help="Consumer group (after --topic-prefix); instances with the same group share the event "
+                   "partitions.")
 @click.option("--shard", type=ShardType(), default="0/1", show_default=True,
               help="Hold only the subscriptions of shard I of K (crc32 of the decimal id, modulo K), for more "
                    "subscriptions than one machine holds.  Each shard is its own consumer group, "
@@ -106,6 +108,12 @@ class ShardType(click.ParamType):
               help="How a notification carries its event: full embeds it (an event whose notification would exceed "
                    "pubsub.notifications' record limit is dead-lettered), reference gives the event's topic, "
                    "partition and offset instead, auto embeds it when it fits and refers to it otherwise.")
+@click.option("--notification-event-format", type=click.Choice(NOTIFICATION_EVENT_FORMATS), default="decoded",
+              show_default=True,
+              help="What an embedded event is: decoded, its attributes in --output-format; original, the record's "
+                   "value as it was, with its schema id when it is in the Confluent wire format, for consumers that "
+                   "read the producers' own format.  Either way the notification names the event's topic, "
+                   "partition and offset (source).")
 @click.option("--max-output-bytes", type=click.IntRange(min=MIN_RECORD_LIMIT), default=None,
               help="Largest record written to pubsub.notifications and pubsub.dead-letter.  Default: each topic's "
                    "max.message.bytes as the broker reports it, capped by the producer's message.max.bytes "
@@ -114,13 +122,13 @@ class ShardType(click.ParamType):
               help="Input records (key plus value) larger than this are dead-lettered before they are decoded, "
                    "which bounds the memory one record can take.  Default: the input topics' max.message.bytes, "
                    "1,048,588 (Kafka's default) where the broker does not report it.")
-def run(clients, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size,
+def run(clients, topics, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size,
         commit_interval_ms, commit_linger_ms, overlap_commits, latency_samples, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
         log_level, monitoring,
         producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes,
-        notification_event, max_output_bytes, max_record_bytes) -> None:
+        notification_event, notification_event_format, max_output_bytes, max_record_bytes) -> None:
     """Run the processor until Ctrl-C or SIGTERM.
 
     Rebuilds the subscriptions from pubsub.subscriptions, then matches events
@@ -134,7 +142,7 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
     setup_logging(log_level)
     try:
         processor = Processor(ProcessorConfig(
-            clients.bootstrap_servers, group_id, output_format, delivery, batch_size, session_timeout_ms,
+            clients.bootstrap_servers, topics.group(group_id), output_format, delivery, batch_size, session_timeout_ms,
             progress_interval, algorithm=algorithm, runs=runs, client_config=dict(clients.settings),
             transactional_id=transactional_id, stall_seconds=monitoring.stall_seconds,
             commit_interval_ms=commit_interval_ms, commit_linger_ms=commit_linger_ms, overlap_commits=overlap_commits,
@@ -142,7 +150,8 @@ def run(clients, group_id, shard, start_from_groups, output_format, delivery, tr
             max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
             notification_event=notification_event, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,
-            shard=shard, start_from_groups=start_from_groups,
+            shard=shard, start_from_groups=start_from_groups, topics=topics,
+            notification_event_format=notification_event_format,
         ))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None

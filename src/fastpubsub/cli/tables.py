@@ -6,11 +6,12 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
+from .common import connection_options, topic_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
 
 
 @click.command("tables")
 @connection_options
+@topic_options
 @click.option("--table", "tables", multiple=True, required=True, metavar="NAME:TOPIC:KEY[:ATTR=KIND,...]",
               help="A table: its name, the topic of its rows (keyed by the row key), the key attribute and, "
                    "optionally, the kind (number, string, bool) of each attribute, which lets subscriptions over "
@@ -21,7 +22,7 @@ from .common import connection_options, delivery_option, log_level_option, metri
                    "messages on pubsub.reformulated, from which subscribers keep their own answers "
                    "(fastpubsub.aggregates.client).  Initial answers go to pubsub.notifications either way.")
 @click.option("--group-id", default="pubsub-tables", show_default=True,
-              help="Consumer group whose committed offsets say where the service is; also names its "
+              help="Consumer group (after --topic-prefix) whose committed offsets say where the service is; also names its "
                    "transactional.id, so a second instance with the same group fences the first.")
 @delivery_option
 @click.option("--transactional-id", default=None, help="Default: <group-id>-tables.")
@@ -32,7 +33,7 @@ from .common import connection_options, delivery_option, log_level_option, metri
 @progress_option
 @log_level_option
 @metrics_options
-def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batch_size, output_format,
+def tables_cmd(clients, topics, tables, mode, group_id, delivery, transactional_id, batch_size, output_format,
                progress_interval, log_level, monitoring) -> None:
     """Serve aggregate subscriptions over tables (docs/aggregates.md).
 
@@ -48,9 +49,9 @@ def tables_cmd(clients, tables, mode, group_id, delivery, transactional_id, batc
     setup_logging(log_level)
     try:
         service = TableService(TableServiceConfig(
-            clients.bootstrap_servers, [TableDeclaration.parse(t) for t in tables], mode, group_id, delivery,
+            clients.bootstrap_servers, [TableDeclaration.parse(t) for t in tables], mode, topics.group(group_id), delivery,
             transactional_id, batch_size, output_format, progress_interval, dict(clients.settings),
-            stall_seconds=monitoring.stall_seconds))
+            stall_seconds=monitoring.stall_seconds, topics=topics))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service, monitoring)

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
                                    ResourceType)
 
-from fastpubsub.wire.topics import (DEAD_LETTER, EVENTS, NOTIFICATIONS, PATTERN_CHANGELOG, REFORMULATED, STATISTICS,
-                                    SUBSCRIPTIONS, TABLE_SCHEMAS, changelog_topic)
+from fastpubsub.wire.topics import DEFAULT, TopicNames
 
 from .clients import ClientFactory
 
@@ -57,39 +56,44 @@ def grant(clients: ClientFactory, principal: str, access: Access, timeout: float
         future.result(timeout)
 
 
-def processor(group: str = "pubsub-processor") -> Access:
+def processor(group: str = "pubsub-processor", topics: TopicNames = DEFAULT) -> Access:
     """``pubsub run``: the subscriptions and events in, the statistics snapshots; notifications and dead letters
-    out, in transactions."""
-    return Access(reads=(SUBSCRIPTIONS, EVENTS, STATISTICS), writes=(NOTIFICATIONS, DEAD_LETTER),
-                  groups=(group, "pubsub-statistics-feed"), transactional_ids=(f"{group}-",))
+    out, in transactions.  ``group`` as the service joins it (after the prefix); topics matched by an events
+    pattern need ACLs of their own (a PREFIXED binding, typically)."""
+    return Access(reads=(topics.subscriptions, *topics.events, topics.statistics),
+                  writes=(topics.notifications, topics.dead_letter),
+                  groups=(group, topics.group("pubsub-statistics-feed")), transactional_ids=(f"{group}-",))
 
 
-def patterns(group: str = "pubsub-patterns", changelog: str = PATTERN_CHANGELOG) -> Access:
+def patterns(group: str = "pubsub-patterns", changelog: str | None = None, topics: TopicNames = DEFAULT) -> Access:
     """``pubsub patterns`` (without ``--repartition-by``): its changelog is read back on restore."""
-    return Access(reads=(SUBSCRIPTIONS, EVENTS, changelog), writes=(NOTIFICATIONS, DEAD_LETTER, changelog),
+    changelog = changelog or topics.pattern_changelog
+    return Access(reads=(topics.subscriptions, *topics.events, changelog),
+                  writes=(topics.notifications, topics.dead_letter, changelog),
                   groups=(group,), transactional_ids=(f"{group}-",), creates=(changelog,))
 
 
-def tables(tables: dict[str, str], group: str = "pubsub-tables") -> Access:
+def tables(tables: dict[str, str], group: str = "pubsub-tables", topics: TopicNames = DEFAULT) -> Access:
     """``pubsub tables`` over ``tables`` (name -> topic): the table topics and their changelogs, the schemas it
     announces, the reformulated subscriptions it writes."""
-    logs = tuple(changelog_topic(name) for name in tables)
-    own = (REFORMULATED, TABLE_SCHEMAS, *logs)
-    return Access(reads=(SUBSCRIPTIONS, *tables.values(), *logs),
-                  writes=(NOTIFICATIONS, DEAD_LETTER, *own), groups=(group,), transactional_ids=(f"{group}-",),
-                  creates=own)
+    logs = tuple(topics.changelog_topic(name) for name in tables)
+    own = (topics.reformulated, topics.table_schemas, *logs)
+    return Access(reads=(topics.subscriptions, *tables.values(), *logs),
+                  writes=(topics.notifications, topics.dead_letter, *own), groups=(group,),
+                  transactional_ids=(f"{group}-",), creates=own)
 
 
-def client() -> Access:
+def client(topics: TopicNames = DEFAULT) -> Access:
     """``pubsub subscribe``/``unsubscribe``/``publish``/``tail``: subscriptions and events in, notifications and dead
-    letters read (``tail``'s group is ``pubsub-tail``, never committed), the declared tables checked."""
-    return Access(reads=(NOTIFICATIONS, DEAD_LETTER, TABLE_SCHEMAS), writes=(SUBSCRIPTIONS, EVENTS),
-                  groups=("pubsub-tail",), describe_configs=False)
+    letters read (``tail``'s group is ``<prefix>pubsub-tail``, never committed), the declared tables checked."""
+    return Access(reads=(topics.notifications, topics.dead_letter, topics.table_schemas),
+                  writes=(topics.subscriptions, *topics.events), groups=(topics.group("pubsub-tail"),),
+                  describe_configs=False)
 
 
-def statistics() -> Access:
+def statistics(topics: TopicNames = DEFAULT) -> Access:
     """``pubsub stats``: the events read (by the driver and the Spark workers), the snapshots read and written
     (their topic created beforehand); its consumers are assigned, never committed, but librdkafka still looks up
     their groups' coordinator."""
-    return Access(reads=(EVENTS, STATISTICS), writes=(STATISTICS,),
+    return Access(reads=(*topics.events, topics.statistics), writes=(topics.statistics,),
                   groups=("fastpubsub-spark-statistics", "fastpubsub-statistics-reader"), describe_configs=False)

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from fastpubsub.wire.topics import ALL, FIXED_PARTITIONS, REQUIRED, config_of
+from fastpubsub.wire.topics import ALL, DEFAULT, REQUIRED, TopicNames
 
 from .clients import ClientFactory
 
@@ -26,14 +26,18 @@ class TopicStatus:
 
 
 def create_topics(clients: ClientFactory | str, partitions: int = 4, replication_factor: int = -1, timeout: float = 30.0,
-                  names: tuple[str, ...] = ALL) -> list[TopicStatus]:
+                  names: tuple[str, ...] | None = None, topics: TopicNames = DEFAULT) -> list[TopicStatus]:
     """Create the topics that do not exist yet; report every topic as the broker sees it.
+
+    ``names`` default to ``topics.all``; each is configured by its role in ``topics`` (``TopicNames.config_of``).
 
     ``replication_factor`` -1 leaves it to the cluster's ``default.replication.factor`` (and ``min.insync.replicas``),
     which is what an operator sets once for the whole cluster.
     """
+    names = topics.all if names is None else names
     client = ClientFactory.of(clients).admin()
-    new = [NewTopic(name, FIXED_PARTITIONS.get(name, partitions), replication_factor, config=config_of(name)) for name in names]
+    new = [NewTopic(name, topics.fixed_partitions(name, partitions), replication_factor, config=topics.config_of(name))
+           for name in names]
     created = {}
     for name, future in client.create_topics(new, operation_timeout=timeout, request_timeout=timeout).items():
         try:
@@ -66,7 +70,7 @@ def delete_topics(clients: ClientFactory | str, names: list[str] | tuple[str, ..
 
 
 def create_afresh(clients: ClientFactory | str, partitions: int = 4, names: tuple[str, ...] = ALL,
-                  timeout: float = 30.0) -> list[TopicStatus]:
+                  timeout: float = 30.0, topics: TopicNames = DEFAULT) -> list[TopicStatus]:
     """Create the topics of ``names``, new and empty, after :func:`delete_topics`.
 
     Deleting is asynchronous in Kafka: a topic is gone from the metadata before its logs are, and creating it again
@@ -75,7 +79,7 @@ def create_afresh(clients: ClientFactory | str, partitions: int = 4, names: tupl
     deadline = time.monotonic() + timeout
     while True:
         try:
-            statuses = create_topics(clients, partitions=partitions, names=names)
+            statuses = create_topics(clients, partitions=partitions, names=names, topics=topics)
         except KafkaException:
             if time.monotonic() > deadline:
                 raise

@@ -52,8 +52,10 @@ def reason_class(reason: str) -> str:
 class DeadLetters:
     """Writes dead letters that always fit the dead-letter topic (cut to a prefix of the record when needed)."""
 
-    def __init__(self, delivery: Delivery, fmt: str = "avro", limits: RecordLimits = RecordLimits()) -> None:
+    def __init__(self, delivery: Delivery, fmt: str = "avro", limits: RecordLimits = RecordLimits(),
+                 topic: str = DEAD_LETTER) -> None:
         self._delivery = delivery
+        self.topic = topic
         self._fmt = fmt
         self._limits = limits
         self.counts: Counter[str] = Counter()  # per source topic
@@ -68,13 +70,13 @@ class DeadLetters:
         reason = printable(reason)  # it quotes the record's field names and values
         dl = dead_letter(reason, topic, partition, offset, key, value)
         record_key = dl.record_key.encode()
-        budget = self._limits.value_budget(DEAD_LETTER, record_key)
+        budget = self._limits.value_budget(self.topic, record_key)
         out, cut = fit_dead_letter(dl, self._fmt, budget)
         try:
-            self._delivery.produce(DEAD_LETTER, record_key, out)
+            self._delivery.produce(self.topic, record_key, out)
         except RecordRefused:  # the topic takes less than it said: a quarter of the room still tells the story
             out, cut = fit_dead_letter(dl, self._fmt, budget // 4)
-            self._delivery.produce(DEAD_LETTER, record_key, out)
+            self._delivery.produce(self.topic, record_key, out)
         self.counts[dl.source_topic] += 1
         self.by_reason[dl.source_topic, reason_class(reason)] += 1
         self.truncated += cut

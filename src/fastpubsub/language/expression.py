@@ -36,9 +36,10 @@ from .lexer import END_KIND, NAME_KIND, NUMBER_KIND, OP_KIND, PUNCT_KIND, STRING
 
 #: Words with a meaning in the language; an attribute spelled like one is written quoted.
 KEYWORDS = frozenset(("and", "or", "not", "in", "between", "prefix", "suffix", "contains", "exists", "true", "false"))
-#: The language's tokens (language.lexer): names may hold ``.`` and ``-``, numbers may be signed.
+#: The language's tokens (language.lexer): names may hold ``.`` and ``-`` and open with ``$`` (a record's metadata,
+#: ``wire.metadata``), numbers may be signed.
 DIALECT = Dialect(operators=("!=", "<=", ">=", "==", "=", "<", ">"), punctuation="(),", name_chars=".-", signs="+-",
-                  keywords=KEYWORDS)
+                  keywords=KEYWORDS, sigil="$")
 _STRING_OPS = ("prefix", "suffix", "contains")
 
 

@@ -74,10 +74,14 @@ class Dialect:
     glued_numbers: bool = False
     #: Words with a meaning in the grammar: a name spelled like one is quoted when the text is written out.
     keywords: frozenset[str] = frozenset()
+    #: A character that may open a name, any number of times (``$topic``, ``$$price``: plain subscriptions'
+    #: record metadata, ``wire.metadata``).
+    sigil: str = ""
 
     @cached_property
     def name_pattern(self) -> re.Pattern[str]:
-        return re.compile(f"{NAME_START}[\\w{re.escape(self.name_chars)}]*" if self.name_chars else NAME)
+        base = f"{NAME_START}[\\w{re.escape(self.name_chars)}]*" if self.name_chars else NAME
+        return re.compile(f"{re.escape(self.sigil)}*{base}" if self.sigil else base)
 
     @cached_property
     def _scanner(self) -> re.Pattern[str]:

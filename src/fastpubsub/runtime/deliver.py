@@ -19,7 +19,7 @@ from fastpubsub.kafka.deadletter import DeadLetters
 from fastpubsub.kafka.delivery import Delivery, RecordRefused
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import RecordLimits
-from fastpubsub.wire.topics import NOTIFICATIONS
+from fastpubsub.wire.topics import DEFAULT, TopicNames
 
 
 
@@ -74,10 +74,11 @@ Reject = tuple[Message, str]
 
 class Deliver:
     def __init__(self, clients: ClientFactory, mode: str, transactional_id: str, bounds: QueueBounds, fmt: str,
-                 limits: RecordLimits = RecordLimits()) -> None:
+                 limits: RecordLimits = RecordLimits(), topics: TopicNames = DEFAULT) -> None:
         self.delivery = Delivery(clients, mode, transactional_id=transactional_id, bounds=bounds,
                                  record_config=limits.producer_config())
-        self.dead_letters = DeadLetters(self.delivery, fmt, limits)
+        self.dead_letters = DeadLetters(self.delivery, fmt, limits, topics.dead_letter)
+        self._notifications = topics.notifications
 
     @property
     def mode(self) -> str:
@@ -101,7 +102,7 @@ class Deliver:
             try:
                 self.delivery.produce(out.topic, out.key, out.value, source, out.headers, out.partition,
                                       out.timestamp)
-                n += out.topic == NOTIFICATIONS
+                n += out.topic == self._notifications
             except RecordRefused as exc:
                 if out.record is None:
                     raise

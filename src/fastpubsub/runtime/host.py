@@ -41,7 +41,7 @@ from fastpubsub.kafka.admin import check_access, transient
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT, RecordLimits, discover
-from fastpubsub.wire.topics import DEAD_LETTER
+from fastpubsub.wire.topics import DEFAULT, TopicNames
 
 from .checkpoint import MAX_COMMIT_INTERVAL_MS, Checkpoint, Prepared, Uncommitted, next_offsets
 from .compiles import CompileWatch, WarmUp
@@ -86,6 +86,7 @@ class HostConfig:
     max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes
     start_from_groups: tuple[str, ...] = ()  # where a partition the group never committed starts (runtime.inputs)
+    topics: TopicNames = DEFAULT  # the deployment's topic names (wire.topics)
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets
@@ -177,7 +178,7 @@ class Host:
                                        START_PATIENCE, "the record limits")
         try:
             self.deliver = Deliver(self.clients, cfg.delivery, transactional_id, cfg.queue_bounds, cfg.output_format,
-                                   self.limits)
+                                   self.limits, cfg.topics)
             self.metrics.dead_letters = self.deliver.dead_letters.by_reason
             self.log.info("delivery: %s%s", self.deliver.mode, f" (transactional.id {transactional_id})"
                           if self.deliver.mode == "transactional" else "")
@@ -536,7 +537,7 @@ class Host:
         self.checkpoint.failed(exc)
         self.counters.replays += 1
         self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
-                       f"; {len(exc.refused)} refused records go to {DEAD_LETTER}" if exc.refused else "")
+                       f"; {len(exc.refused)} refused records go to {self.config.topics.dead_letter}" if exc.refused else "")
         self._recover(consumer)
         return False
 

@@ -75,17 +75,22 @@ def has_data(msg: Message) -> bool:
 
 def _log_assignment(what: str):
     def callback(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("%s %d partitions of %s: %s", what, len(partitions), EVENTS, sorted(tp.partition for tp in partitions))
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        log.info("%s %d partitions: %s", what, len(partitions),
+                 "; ".join(f"{t} {sorted(ps)}" for t, ps in sorted(by_topic.items())) or "none")
 
     return callback
 
 
-def committed_offsets(clients: ClientFactory, group_id: str, partitions: Sequence[int]) -> dict[int, int]:
-    """Partition of the events topic -> the offset ``group_id`` committed there (negative: none)."""
+def committed_offsets(clients: ClientFactory, group_id: str,
+                      partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """(events topic, partition) -> the offset ``group_id`` committed there (negative: none)."""
     reader = clients.consumer(group_id, None, **{"enable.auto.commit": False})  # never joins: an offset fetch only
     try:
-        found = reader.committed([TopicPartition(EVENTS, p) for p in partitions], timeout=10)
-        return {tp.partition: tp.offset for tp in found}
+        found = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
     finally:
         reader.close()
 
@@ -101,6 +106,7 @@ class Inputs:
     def __init__(self, clients: ClientFactory, group_id: str, bounds: QueueBounds, session_timeout_ms: int,
                  start_from: Sequence[str] = (), state_topic: str | None = SUBSCRIPTIONS) -> None:
         self._clients, self._group, self._start_from = clients, group_id, tuple(start_from)
+        self._state_topic = state_topic
         defaults = {"auto.offset.reset": "earliest", **bounds.consumer()}
         required = {"enable.auto.commit": False, "isolation.level": "read_committed"}
         # end-of-partition events mark the end of the rebuild
@@ -138,7 +144,9 @@ class Inputs:
         ``before_revoke`` runs (on the loop's thread, inside a consume) before
         partitions are taken away, so that what was processed of them is
         committed while this instance still owns them.  ``topics``: the group's input topics (the pattern
-        service adds its repartition topic, as a Kafka Streams application subscribes to its own).
+        service adds its repartition topic, as a Kafka Streams application subscribes to its own); a name that
+        starts with ``^`` is a regular expression, and topics created later that match it join the subscription
+        at the consumer's next metadata refresh.
         """
         revoked = _log_assignment("revoked")
 
@@ -150,14 +158,15 @@ class Inputs:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log_assignment("assigned")(consumer, partitions)
-        starts = self.start_offsets([tp.partition for tp in partitions]) if self._start_from else {}
+        starts = self.start_offsets([(tp.topic, tp.partition) for tp in partitions]) if self._start_from else {}
         if starts:
             for tp in partitions:
-                tp.offset = starts.get(tp.partition, tp.offset)
+                tp.offset = starts.get((tp.topic, tp.partition), tp.offset)
             consumer.assign(partitions)
 
-    def start_offsets(self, partitions: Sequence[int]) -> dict[int, int]:
-        """Partitions this group never committed -> the smallest offset the ``start_from`` groups committed there.
+    def start_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """(topic, partition)s this group never committed -> the smallest offset the ``start_from`` groups committed
+        there.
 
         The smallest, so that no event is skipped that one of those groups
         had not yet processed (some may be notified again, with the same
@@ -171,11 +180,11 @@ class Inputs:
         theirs = [committed_offsets(self._clients, g, missing) for g in self._start_from]
         starts = {p: min(t[p] for t in theirs) for p in missing if all(t.get(p, -1) >= 0 for t in theirs)}
         if starts:
-            log.info("%s: partitions %s of %s start at the offsets of %s: %s", self._group, sorted(starts), EVENTS,
+            log.info("%s: partitions %s start at the offsets of %s: %s", self._group, sorted(starts),
                      ", ".join(self._start_from), dict(sorted(starts.items())))
         if len(starts) < len(missing):
-            log.warning("%s: partitions %s of %s start at the earliest event: not committed by every one of %s",
-                        self._group, sorted(set(missing) - set(starts)), EVENTS, ", ".join(self._start_from))
+            log.warning("%s: partitions %s start at the earliest event: not committed by every one of %s",
+                        self._group, sorted(set(missing) - set(starts)), ", ".join(self._start_from))
         return starts
 
     def replay(self, partitions: int, offsets: dict[int, int], stopped) -> Iterator[list[Message]]:
@@ -201,7 +210,7 @@ class Inputs:
         readers = early[1] if early else self._readers(start) if partitions > 1 else {p: self.subscriptions
                                                                                       for p in start}
         if partitions <= 1:
-            self.subscriptions.assign([TopicPartition(SUBSCRIPTIONS, p, o) for p, o in start.items()])
+            self.subscriptions.assign([TopicPartition(self._state_topic, p, o) for p, o in start.items()])
         todo = set(start)
         unchecked = {p for p, o in start.items() if o >= 0}  # from a snapshot: first record still to compare
         try:
@@ -226,7 +235,7 @@ class Inputs:
             if partitions > 1:
                 for reader in readers.values():
                     reader.close()
-                self.subscriptions.assign([TopicPartition(SUBSCRIPTIONS, p, o) for p, o in after.items()])
+                self.subscriptions.assign([TopicPartition(self._state_topic, p, o) for p, o in after.items()])
 
     def _readers(self, start: dict[int, int]) -> dict[int, Consumer]:
         """A consumer per partition, assigned at its start (the read-ahead shared out between them)."""
@@ -234,7 +243,7 @@ class Inputs:
         for p, offset in start.items():
             reader = self._clients.consumer(f"{self._group}.subscriptions-reader", self._reader_settings(len(start)),
                                             **self._reader_required)
-            reader.assign([TopicPartition(SUBSCRIPTIONS, p, offset)])
+            reader.assign([TopicPartition(self._state_topic, p, offset)])
             readers[p] = reader
         return readers
 

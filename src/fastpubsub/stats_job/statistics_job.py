@@ -28,7 +28,7 @@ from typing import Callable, Mapping
 from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
-from fastpubsub.wire.topics import EVENTS, STATISTICS
+from fastpubsub.wire.topics import EVENTS, STATISTICS, TopicNames
 from fastpubsub.runtime.atomic_file import write_atomically
 from fastpubsub.wire.printable import log_to_stderr
 
@@ -193,8 +193,13 @@ def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap
     p.add_argument("--bootstrap-servers", "-b", default=os.environ.get("PUBSUB_BOOTSTRAP_SERVERS"),
                    help="Kafka bootstrap servers (%senv PUBSUB_BOOTSTRAP_SERVERS, else bootstrap.servers of "
                         "--client-config)" % (f"default {default_bootstrap} unless given by " if default_bootstrap else ""))
-    p.add_argument("--topic", default=EVENTS, help="events topic (default %(default)s)")
-    p.add_argument("--statistics-topic", default=STATISTICS, help="snapshot topic (default %(default)s)")
+    p.add_argument("--topic-prefix", default=os.environ.get("PUBSUB_TOPIC_PREFIX", ""), metavar="PREFIX",
+                   help="the deployment's prefix (env PUBSUB_TOPIC_PREFIX): the default topics are PREFIX%s and "
+                        "PREFIX%s" % (EVENTS, STATISTICS))
+    p.add_argument("--events-topic", "--topic", dest="topic", default=os.environ.get("PUBSUB_EVENTS_TOPIC"),
+                   metavar="TOPIC", help="the events topic, one (env PUBSUB_EVENTS_TOPIC; default <prefix>%s)" % EVENTS)
+    p.add_argument("--statistics-topic", default=os.environ.get("PUBSUB_STATISTICS_TOPIC"),
+                   help="snapshot topic (env PUBSUB_STATISTICS_TOPIC; default <prefix>%s)" % STATISTICS)
     w = p.add_argument_group("window (default: everything since the last run)")
     w.add_argument("--from", dest="start_from", choices=FROM_CHOICES, default="last-run",
                    help="where partitions without an explicit start begin (default %(default)s)")
@@ -242,6 +247,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
     except ValueError as exc:
         parser.error(str(exc))
     try:
+        topics = TopicNames.build(args.topic_prefix, [args.topic] if args.topic else [],
+                                  statistics=args.statistics_topic)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
         clients = ClientFactory.configure(args.bootstrap_servers, args.kafka_config, args.client_config,
                                           default_bootstrap)
     except (OSError, ValueError) as exc:
@@ -254,8 +264,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
     while True:
         started = time.monotonic()
         try:
-            run_statistics_job(clients.bootstrap_servers, args.topic, window, options, args.output or None,
-                               not args.no_publish, args.statistics_topic, spark, split_size=args.split_size,
+            run_statistics_job(clients.bootstrap_servers, topics.events[0], window, options, args.output or None,
+                               not args.no_publish, topics.statistics, spark, split_size=args.split_size,
                                kafka_config=clients.settings)
         except Exception:
             if args.every is None:

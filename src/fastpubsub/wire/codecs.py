@@ -40,6 +40,7 @@ SCHEMA_IDS: dict[str, int] = {
     "subscription_v2": 7,
     "aggregate_subscription": 8,
     "pattern_subscription": 9,
+    "notification_v2": 10,
 }
 
 FORMATS = ("avro", "json")
@@ -77,6 +78,14 @@ _NOTIFICATION_HEAD = fastavro.parse_schema(
         "name": "NotificationHead",
         "namespace": "fastpubsub.internal",
         "fields": [f for f in _schema_json("notification")["fields"] if f["name"] != "event"],
+    }
+)
+_NOTIFICATION_V2_HEAD = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "NotificationV2Head",
+        "namespace": "fastpubsub.internal",
+        "fields": [f for f in _schema_json("notification_v2")["fields"] if f["name"] != "event"],
     }
 )
 # Earlier versions of a schema, still accepted under the same schema id: a value
@@ -549,9 +558,33 @@ def notification_id(event_id: str, subscription_id: int) -> str:
     return f"{event_id}/{subscription_id}"
 
 
-def encode_notification(subscription_id: int, subscriber: str, event_id: str, attributes: bytes, fmt: str) -> bytes:
-    """One notification; ``attributes`` is ``encode_attributes(event, fmt)`` (shared by all of an event's notifications)."""
+def original_event(value: bytes) -> dict[str, Any]:
+    """A record's value as a notification carries it as it was: the bytes, and their schema id when framed."""
+    framed = len(value) >= 5 and value[0] == MAGIC
+    return {"schema_id": _HEADER.unpack_from(value)[1] if framed else None, "value": value}
+
+
+def encode_notification(subscription_id: int, subscriber: str, event_id: str, attributes: bytes, fmt: str,
+                        source: tuple[str, int, int] | None = None, original: bytes | None = None) -> bytes:
+    """One notification; ``attributes`` is ``encode_attributes(event, fmt)`` (shared by all of an event's notifications).
+
+    ``source``: the event's record (topic, partition, offset); ``original``: the record's value, carried as it was
+    (``attributes`` is then the empty map).  With either, the notification is written with the schema that has them
+    (``notification_v2``; JSON: the keys ``source`` and ``original``, the value in base64).
+    """
     nid = notification_id(event_id, subscription_id)
+    if source is not None or original is not None:
+        head = {"notification_id": nid, "subscription_id": subscription_id, "subscriber": subscriber,
+                "event_id": event_id,
+                "source": None if source is None else dict(zip(("topic", "partition", "offset"), source)),
+                "original": None if original is None else original_event(original)}
+        if fmt == "json":  # without "original": null, which would only lengthen every line
+            if original is None:
+                del head["original"]
+            else:
+                head["original"] = {**head["original"], "value": base64.b64encode(original).decode("ascii")}
+            return json.dumps(head)[:-1].encode() + b', "event": ' + attributes + b"}"
+        return _wire("notification_v2", _avro_write(_NOTIFICATION_V2_HEAD, head) + attributes)
     if fmt == "json":
         head = json.dumps(
             {"notification_id": nid, "subscription_id": subscription_id, "subscriber": subscriber, "event_id": event_id}
@@ -578,11 +611,23 @@ def encode_notification_reference(subscription_id: int, subscriber: str, event_i
 
 
 def decode_notification(value: bytes) -> dict[str, Any]:
-    """A notification, full (with ``event``) or by reference (with ``event_ref``)."""
+    """A notification, full (with ``event``, and ``source`` and ``original`` when written with them) or by reference
+    (with ``event_ref``); an ``original`` value is bytes whichever the format."""
     if _sniff(value, "notification") == "json":
-        return _json_read(value)
-    if len(value) >= 5 and _HEADER.unpack_from(value)[1] == SCHEMA_IDS["notification_reference"]:
+        out = _json_read(value)
+        if isinstance(out, dict) and "source" in out:
+            out.setdefault("original", None)
+        if isinstance(out.get("original"), dict) and isinstance(out["original"].get("value"), str):
+            try:
+                out["original"]["value"] = base64.b64decode(out["original"]["value"], validate=True)
+            except ValueError as exc:
+                raise DecodeError(f"notification original value is not base64: {exc}") from None
+        return out
+    schema_id = _HEADER.unpack_from(value)[1] if len(value) >= 5 else None
+    if schema_id == SCHEMA_IDS["notification_reference"]:
         return _avro_read("notification_reference", value)
+    if schema_id == SCHEMA_IDS["notification_v2"]:
+        return _avro_read("notification_v2", value)
     return _avro_read("notification", value)
 
 

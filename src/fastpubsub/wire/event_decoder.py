@@ -32,6 +32,7 @@ from .avro_binary import attribute_name, block_count, empty_pairs, first_pairs, 
 from .avro_binary import schema_id as framed_schema_id
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event
 from .fallback import FallbackPairs
+from .metadata import escape_names
 
 _EVENT_SCHEMA_ID = SCHEMA_IDS["event"]
 _FAST, _SLOW = 0, 1
@@ -144,7 +145,8 @@ class DecodedEvents:
 
 
 def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
-    """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``."""
+    """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``.  A field whose name starts
+    with ``$`` is the attribute ``$`` + its name (``wire.metadata``: ``$`` names a record's metadata)."""
     lengths = np.fromiter((len(v) if v else 0 for v in values), np.int64, len(values))
     buf = np.frombuffer(b"".join(v for v in values if v), np.uint8)
     ends = np.cumsum(lengths)
@@ -179,5 +181,6 @@ def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
     per_record = np.bincount(pairs.rec, minlength=len(values)) if len(values) else np.zeros(0, np.int64)
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(per_record[rows], out=offsets[1:])
-    return DecodedEvents(rows, errors, tuple(names), offsets, pairs.attr, pairs.kind, pairs.number, pairs.start,
+    # a payload field named like record metadata ($topic) is named with one more $ (wire.metadata)
+    return DecodedEvents(rows, errors, tuple(escape_names(names)), offsets, pairs.attr, pairs.kind, pairs.number, pairs.start,
                          pairs.length, buf)

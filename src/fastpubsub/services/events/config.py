@@ -9,8 +9,9 @@ from fastpubsub.kafka import Settings
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.wire.topics import DEFAULT, TopicNames
 
-from .encode import NOTIFICATION_EVENT_MODES
+from .encode import NOTIFICATION_EVENT_FORMATS, NOTIFICATION_EVENT_MODES
 from .shard import UNSHARDED, Shard
 
 
@@ -43,6 +44,8 @@ class ProcessorConfig:
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (runtime.inputs)
     overlap_commits: bool = False  # commit on a thread while the next batch is consumed, decoded, matched, encoded
     latency_samples: int = 0  # sampled batches' latency by part kept for the final statistics (runtime.trace)
+    topics: TopicNames = DEFAULT  # the deployment's topic names (wire.topics)
+    notification_event_format: str = "decoded"  # or "original": the record's value as it was (encode.NOTIFICATION_EVENT_FORMATS)
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets
@@ -57,6 +60,9 @@ class ProcessorConfig:
         if self.notification_event not in NOTIFICATION_EVENT_MODES:
             raise ValueError(f"notification_event must be one of {', '.join(NOTIFICATION_EVENT_MODES)}, "
                              f"got {self.notification_event!r}")
+        if self.notification_event_format not in NOTIFICATION_EVENT_FORMATS:
+            raise ValueError(f"notification_event_format must be one of {', '.join(NOTIFICATION_EVENT_FORMATS)}, "
+                             f"got {self.notification_event_format!r}")
         self.host()  # the host's own checks (batch size, commit interval, record limits)
 
     @property

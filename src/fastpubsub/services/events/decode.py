@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from fastpubsub.runtime.deliver import Reject
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
+from fastpubsub.wire.metadata import attach
 
 from fastpubsub.runtime.counters import PipelineCounters
 from fastpubsub.runtime.inputs import event_id, event_time, has_data
@@ -42,15 +44,22 @@ class Decode:
     rejected, since shard 0 dead-letters them.
     """
 
-    def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True) -> None:
+    def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True,
+                 metadata: Callable[[], Sequence[str]] = tuple) -> None:
+        """``metadata()``: the record metadata attributes the subscriptions name (``wire.metadata``), attached to
+        every decoded event."""
         self._counters = counters
         self.reports_bad_input = reports_bad_input
+        self._metadata = metadata
 
     def __call__(self, msgs: list[Message]) -> EventBatch:
         t = time.perf_counter()
         batch = self._plain(msgs)
         if batch is None:
             batch = self._each(msgs)
+        wanted = self._metadata()
+        if wanted:
+            batch.decoded = attach(batch.decoded, batch.records, wanted)
         self._counters.lap("decode", t)
         return batch
 

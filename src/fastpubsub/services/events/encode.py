@@ -27,6 +27,9 @@ log = logging.getLogger("pubsub")
 #: notifications topic is dead-lettered instead), ``reference`` never embeds it (topic, partition, offset),
 #: ``auto`` embeds it when it fits and refers to it otherwise.
 NOTIFICATION_EVENT_MODES = ("auto", "full", "reference")
+#: What an embedded event is: ``decoded``, its attribute/value pairs in the output format; ``original``, the record's
+#: value as it was (bytes, with its schema id when framed), for consumers that read the producer's own format.
+NOTIFICATION_EVENT_FORMATS = ("decoded", "original")
 
 
 def notification_attributes(value: bytes, fmt: str) -> bytes:
@@ -46,7 +49,14 @@ def notification_attributes(value: bytes, fmt: str) -> bytes:
 class Encode:
     """Notifications within the notifications topic's record limit (docs/reliability.md, "Oversized records")."""
 
-    def __init__(self, fmt: str, mode: str = "auto", counters: PipelineCounters | None = None) -> None:
+    def __init__(self, fmt: str, mode: str = "auto", counters: PipelineCounters | None = None,
+                 topic: str = NOTIFICATIONS, event_format: str = "decoded") -> None:
+        if event_format not in NOTIFICATION_EVENT_FORMATS:
+            raise ValueError(f"notification_event_format must be one of {', '.join(NOTIFICATION_EVENT_FORMATS)}, "
+                             f"got {event_format!r}")
+        self.topic = topic  # the notifications topic
+        self.original = event_format == "original"
+        self._empty = encode_attributes({}, fmt)
         if mode not in NOTIFICATION_EVENT_MODES:
             raise ValueError(f"notification_event must be one of {', '.join(NOTIFICATION_EVENT_MODES)}, got {mode!r}")
         self.fmt, self.mode = fmt, mode
@@ -54,29 +64,34 @@ class Encode:
         self._counters = counters or PipelineCounters()
 
     def __call__(self, matched: Matched) -> Iterator[Output | Rejected]:
-        fmt, mode, budget = self.fmt, self.mode, self.limits.value_budget
+        fmt, mode, budget, topic = self.fmt, self.mode, self.limits.value_budget, self.topic
+        original = self.original
         for event_id, value, pairs, record in matched.groups:
             embed = mode != "reference" or record is None
-            attributes = notification_attributes(value, fmt) if embed else b""
+            # an event read from a record says which (a stored valid event is notified without it)
+            source = None if record is None else (record.topic(), record.partition(), record.offset())
+            carried = value if original and source is not None else None
+            attributes = (self._empty if carried is not None else notification_attributes(value, fmt)) if embed else b""
             if mode == "full" and record is not None:
                 longest = max((owner for _, owner in pairs), key=lambda o: len(o.encode()))
-                worst = len(encode_notification(max(sid for sid, _ in pairs), longest, event_id, attributes, fmt))
-                if worst > budget(NOTIFICATIONS, longest.encode()):
+                worst = len(encode_notification(max(sid for sid, _ in pairs), longest, event_id, attributes, fmt,
+                                                source, carried))
+                if worst > budget(topic, longest.encode()):
                     yield Rejected(record, f"notification too large: {worst} bytes with the event embedded, more than "
-                                           f"{NOTIFICATIONS} takes (--notification-event full)")
+                                           f"{topic} takes (--notification-event full)")
                     continue
             for sid, owner in pairs:
                 key = owner.encode()
                 if embed:
-                    out = encode_notification(sid, owner, event_id, attributes, fmt)
-                    if len(out) <= budget(NOTIFICATIONS, key):
-                        yield Output(NOTIFICATIONS, key, out, record)
+                    out = encode_notification(sid, owner, event_id, attributes, fmt, source, carried)
+                    if len(out) <= budget(topic, key):
+                        yield Output(topic, key, out, record)
                         continue
                 if record is None:  # a stored valid event: nothing to refer to (kept events fit, but for long names)
                     self._counters.not_kept += 1
                     log.warning("not notified: stored event %s for subscription %d: %d bytes exceed %s's limit",
-                                event_id, sid, len(out), NOTIFICATIONS)
+                                event_id, sid, len(out), topic)
                     continue
                 self._counters.by_reference += 1
-                yield Output(NOTIFICATIONS, key, encode_notification_reference(
+                yield Output(topic, key, encode_notification_reference(
                     sid, owner, event_id, record.topic(), record.partition(), record.offset(), len(value), fmt), record)

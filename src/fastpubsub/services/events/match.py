@@ -46,7 +46,8 @@ class Matched:
 
 
 class Match:
-    def __init__(self, state: ProcessorState, counters: PipelineCounters) -> None:
+    def __init__(self, state: ProcessorState, counters: PipelineCounters, notifications: str = NOTIFICATIONS) -> None:
+        self._notifications = notifications
         self._state = state
         self._counters = counters
         self.limits = RecordLimits()  # set when the processor has learned them
@@ -92,7 +93,7 @@ class Match:
         """Store the batch's events that carry a ``valid_until`` after their own time (for new subscriptions)."""
         rows, times, until = batch.decoded.rows.tolist(), batch.times, batch.valid_until
         # a kept event is notified later with no record to refer to: only events whose notification will fit
-        room = self.limits.value_budget(NOTIFICATIONS, None) - STORED_HEADROOM
+        room = self.limits.value_budget(self._notifications, None) - STORED_HEADROOM
         keep = [e for e, r in enumerate(rows) if until[r] is not None and until[r] > times[e]
                 and len(batch.records[r].value()) <= room]
         if not keep:

@@ -30,8 +30,8 @@ from fastpubsub.runtime.inputs import StaleSnapshot, has_data
 from fastpubsub.runtime.progress import RateMeter, human
 from fastpubsub.runtime.task import Outputs, TaskBase, Topics
 from fastpubsub.wire.codecs import DecodeError
+from fastpubsub.wire.metadata import referenced
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions, parse_subscription_id
-from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
 from ..warmup import PROCESSOR_STEPS, warm_up
 from .config import ProcessorConfig
@@ -78,6 +78,7 @@ class EventsTask(TaskBase):
         self.statistics_feed: StatisticsFeed | None = None
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
         self._partitions = 0
+        self._names_seen, self._wanted = (0, -1), ()  # the matcher's attribute names last looked at (metadata)
 
     @property
     def state(self):
@@ -87,19 +88,30 @@ class EventsTask(TaskBase):
     def store(self):
         return self.held.events
 
+    def _metadata(self) -> tuple[str, ...]:
+        """The record metadata attributes the subscriptions name (``$topic``...), looked for again only when the
+        matcher has learned attribute names since (they only grow)."""
+        ids = self.state.matcher.attributes.ids
+        if (id(ids), len(ids)) != self._names_seen:
+            self._names_seen, self._wanted = (id(ids), len(ids)), referenced(ids)
+        return self._wanted
+
     def topics(self) -> Topics:
-        return Topics(group=(EVENTS,), state=SUBSCRIPTIONS, inputs=(EVENTS, SUBSCRIPTIONS),
-                      outputs=(NOTIFICATIONS, DEAD_LETTER))
+        names = self.config.topics
+        return Topics(group=tuple(names.event_subscription), state=names.subscriptions,
+                      inputs=(*names.events, names.subscriptions), outputs=(names.notifications, names.dead_letter))
 
     # --- start: snapshot, rebuild ------------------------------------------------------
 
     def prepare(self, host: Host) -> None:
         self.host, counters = host, host.counters
-        self.decode = Decode(counters, self.reports_bad_input)
-        self.match = Match(self.held, counters)
-        self.encode = Encode(self.config.output_format, self.config.notification_event, counters)
+        self.decode = Decode(counters, self.reports_bad_input, self._metadata)
+        self.match = Match(self.held, counters, self.config.topics.notifications)
+        self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
+                             self.config.topics.notifications, self.config.notification_event_format)
         self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
-        self._partitions = require(host.clients)[SUBSCRIPTIONS]  # the topics it cannot run without, or a clear error
+        names = self.config.topics  # the topics it cannot run without, or a clear error
+        self._partitions = require(host.clients, names.required)[names.subscriptions]
         if self.config.shard.sharded:
             log.info("shard %s: holding the subscriptions whose id hashes to %d of %d; consumer group %s",
                      self.config.shard, self.config.shard.index, self.config.shard.count, self.config.group)
@@ -110,7 +122,9 @@ class EventsTask(TaskBase):
         host.inputs.prefetch(self._partitions, self.held.start_offsets())
         # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it; bad
         # statistics records are dead-lettered once, by shard 0
-        self.statistics_feed = StatisticsFeed(host.clients, lambda: self.state.matcher,
+        names = self.config.topics
+        self.statistics_feed = StatisticsFeed(host.clients, lambda: self.state.matcher, names.events_label,
+                                              names.statistics, group=names.group("pubsub-statistics-feed"),
                                               dead_letter=self._reject_statistics if self.reports_bad_input else None)
 
     def warm_up(self, on_compile: Callable[..., None]) -> int:
@@ -127,7 +141,7 @@ class EventsTask(TaskBase):
         try:
             self._rebuild(host)
         except StaleSnapshot as exc:
-            log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
+            log.warning("ignoring the snapshot, rebuilding from %s: %s", self.config.topics.subscriptions, exc)
             self.held.reset()
             self._rebuild(host)
         if self.config.snapshot_dir and self.held.unsnapshotted and not host.stopping:
@@ -168,7 +182,7 @@ class EventsTask(TaskBase):
         host.commit_outputs()  # dead letters of invalid subscriptions
         self.rebuild_records = self.held.unsnapshotted - before
         log.info("ready: %d subscriptions, %d records of %s read in %.1fs",
-                 len(self.state), self.rebuild_records, SUBSCRIPTIONS, time.monotonic() - started)
+                 len(self.state), self.rebuild_records, self.config.topics.subscriptions, time.monotonic() - started)
 
     # --- the flows --------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from confluent_kafka import Message
 
 from fastpubsub.engine import ValidEventStore
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions
-from fastpubsub.wire.topics import SUBSCRIPTIONS
 
 from . import snapshot
 from fastpubsub.runtime.inputs import event_time
@@ -106,14 +105,14 @@ class ProcessorState:
             return
         started = time.monotonic()
         if not snapshot.path_of(self.snapshot_dir, self.shard).exists():
-            log.info("no snapshot in %s yet: rebuilding from %s", self.snapshot_dir, SUBSCRIPTIONS)
+            log.info("no snapshot in %s yet: rebuilding from the subscriptions topic", self.snapshot_dir)
             return
         try:
             prefetched, self._prefetch = self._prefetch, None
             snap = snapshot.read(self.snapshot_dir, partitions, self.algorithm, self._new_store(), self.runs,
                                  self.shard, prefetched)
         except snapshot.SnapshotError as exc:
-            log.warning("ignoring the snapshot, rebuilding from %s: %s", SUBSCRIPTIONS, exc)
+            log.warning("ignoring the snapshot, rebuilding from the subscriptions topic: %s", exc)
             return
         self.subscriptions, self.events, self.offsets = snap.state, snap.store, snap.offsets
         self._store_mark = self._store_state()

@@ -72,15 +72,17 @@ def describe_change(before: dict[str, int], after: dict[str, int]) -> str:
 class StatisticsFeed:
     def __init__(self, clients: ClientFactory, matcher: Callable[[], Matcher], source_topic: str = EVENTS, topic: str = STATISTICS,
                  dead_letter: Callable[[Message, str], None] | None = None,
-                 startup_timeout: float = 10.0, recheck_seconds: float = 30.0) -> None:
-        """``matcher()``: the matcher to hand snapshots to (a callable, since the processor may replace it)."""
+                 startup_timeout: float = 10.0, recheck_seconds: float = 30.0,
+                 group: str = "pubsub-statistics-feed") -> None:
+        """``matcher()``: the matcher to hand snapshots to (a callable, since the processor may replace it);
+        ``source_topic``: the key of the snapshots to adopt (``TopicNames.events_label``: the events input)."""
         self._matcher = matcher
         self._source = source_topic.encode()
         self._topic = topic
         self._dead_letter = dead_letter
         self._recheck = recheck_seconds
         self._consumer = clients.consumer(
-            "pubsub-statistics-feed",  # required by librdkafka; never joined (assign only), never committed
+            group,  # required by librdkafka; never joined (assign only), never committed
             {"auto.offset.reset": "earliest", "fetch.wait.max.ms": 100},
             **{"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True},
         )

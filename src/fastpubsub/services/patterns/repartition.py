@@ -21,7 +21,6 @@ from fastpubsub.runtime.task import Outputs
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.wire.placement import partition_for, placement_text
-from fastpubsub.wire.topics import EVENTS
 
 from .config import PatternServiceConfig
 from .partitions import Partition
@@ -43,7 +42,7 @@ class Repartition:
     def check(self, clients: ClientFactory, events_partitions: int) -> None:
         self._partitions = admin.partitions_of(clients, self.topic)
         if self._partitions != events_partitions:
-            raise RuntimeError(f"{self.topic} has {self._partitions} partitions and {EVENTS} {events_partitions}: "
+            raise RuntimeError(f"{self.topic} has {self._partitions} partitions and {self.config.events_topic} {events_partitions}: "
                                f"delete both {self.topic} and {self.config.changelog_topic} (and the group's "
                                f"offsets) to start over with the events topic's count")
 
@@ -96,7 +95,7 @@ class Repartition:
             verdict = buf.offer(ms, src_p, src_off, m.value())
             if verdict == "late":
                 self.late_events += 1
-                out.reject(SourceRecord(EVENTS, src_p, src_off, None, m.value()),
+                out.reject(SourceRecord(self.config.events_topic, src_p, src_off, None, m.value()),
                            f"late event: timestamp {ms} is behind the watermark {buf.frontier} of {self.topic} "
                            f"partition {p} (grace {self.config.grace_ms} ms)")
             elif verdict == "repeat":

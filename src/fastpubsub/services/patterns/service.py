@@ -36,7 +36,6 @@ from fastpubsub.state import StateChanges, to_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
-from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPTIONS
 
 from .config import PatternServiceConfig
 from .notifications import notification, pattern_notification_id, repartitioned_notification_id  # noqa: F401
@@ -63,24 +62,26 @@ class PatternsTask(TaskBase):
 
     def topics(self) -> Topics:
         own = () if self.repartition is None else (self.input_topic,)
-        return Topics(group=(EVENTS, *own), state=SUBSCRIPTIONS, inputs=(EVENTS, SUBSCRIPTIONS, *own),
-                      outputs=(NOTIFICATIONS, DEAD_LETTER, self.changelog, *own))
+        names, events = self.config.topics, self.config.events_topic
+        return Topics(group=(events, *own), state=names.subscriptions, inputs=(events, names.subscriptions, *own),
+                      outputs=(names.notifications, names.dead_letter, self.changelog, *own))
 
     # --- start -------------------------------------------------------------------------
 
     def prepare(self, host: Host) -> None:
         self.host = host
-        parts = admin.require(host.clients, (SUBSCRIPTIONS, EVENTS, NOTIFICATIONS, DEAD_LETTER))
+        names, events = self.config.topics, self.config.events_topic
+        parts = admin.require(host.clients, (names.subscriptions, events, names.notifications, names.dead_letter))
         own = (self.changelog,) if self.repartition is None else (self.input_topic, self.changelog)
-        admin.create_topics(host.clients, partitions=parts[EVENTS], names=own)
+        admin.create_topics(host.clients, partitions=parts[events], names=own, topics=names)
         n = admin.partitions_of(host.clients, self.changelog)
-        if n != parts[EVENTS]:
-            raise RuntimeError(f"{self.changelog} has {n} partitions and {EVENTS} {parts[EVENTS]}: a partition's "
+        if n != parts[events]:
+            raise RuntimeError(f"{self.changelog} has {n} partitions and {events} {parts[events]}: a partition's "
                                f"state lives in the changelog partition of the same number; recreate the changelog "
                                f"(the state is rebuilt from the committed offsets only if nothing was committed)")
         if self.repartition is not None:
-            self.repartition.check(host.clients, parts[EVENTS])
-        self._sub_partitions = parts[SUBSCRIPTIONS]
+            self.repartition.check(host.clients, parts[events])
+        self._sub_partitions = parts[names.subscriptions]
 
     def restore(self, host: Host) -> None:
         """Every pattern subscription, before the group's partitions are restored on assignment."""
@@ -166,7 +167,7 @@ class PatternsTask(TaskBase):
         assigned = consumer.assignment()
         owned = {tp.partition for tp in assigned if tp.topic == self.input_topic}
         if self.repartition is not None:
-            self.repartition.assigned({tp.partition for tp in assigned if tp.topic == EVENTS})
+            self.repartition.assigned({tp.partition for tp in assigned if tp.topic == self.config.events_topic})
         self._release([p for p in self.parts if p not in owned])
         new = sorted(owned - set(self.parts))
         if new:
@@ -187,7 +188,7 @@ class PatternsTask(TaskBase):
         for m in msgs:
             if m.topic() == self.input_topic:
                 by_partition.setdefault(m.partition(), []).append(m)
-            elif self.repartition is not None and m.topic() == EVENTS:
+            elif self.repartition is not None and m.topic() == self.config.events_topic:
                 rekey.append(m)
         if rekey:
             self.repartition.rekey(rekey, out)
@@ -225,7 +226,7 @@ class PatternsTask(TaskBase):
         part.contents.offer(ids, ts, values)
         for w in part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64)):
             subscriber, pattern, _ = self.subs[w.sid]
-            out.produce(NOTIFICATIONS, subscriber,
+            out.produce(self.config.topics.notifications, subscriber,
                         notification(w, subscriber, pattern, p, part.contents, part.reorder is not None),
                         self._completing(p, part, w.bound[-1][0]))
             self.notifications += 1
@@ -235,7 +236,7 @@ class PatternsTask(TaskBase):
     def _completing(self, p: int, part: Partition, eid: int) -> SourceRecord:
         """The event that completed a pattern: dead-lettered if the broker refuses its notification."""
         item = part.contents.get(eid)
-        where = (EVENTS, *event_name(eid)) if part.reorder is not None else (self.input_topic, p, eid)
+        where = (self.config.events_topic, *event_name(eid)) if part.reorder is not None else (self.input_topic, p, eid)
         return SourceRecord(*where, None, None if item is None else item[1])
 
     def _write_changes(self, out: Outputs, partitions: list[int] | None = None, tag: int | None = None) -> None:

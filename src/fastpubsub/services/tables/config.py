@@ -8,6 +8,7 @@ from typing import Any
 from fastpubsub.kafka import Settings
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.wire.topics import DEFAULT, TopicNames
 
 from .declarations import TableDeclaration
 
@@ -28,6 +29,7 @@ class TableServiceConfig:
     client_config: dict[str, Any] = field(default_factory=dict)
     max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
+    topics: TopicNames = DEFAULT  # the deployment's topic names (wire.topics)
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets
@@ -48,4 +50,4 @@ class TableServiceConfig:
                           self.transactional_id or f"{self.group_id}-tables", self.batch_size,
                           progress_interval=self.progress_interval, output_format=self.output_format,
                           stall_seconds=self.stall_seconds, commit_interval_ms=0,  # a transaction per batch:
-                          max_record_bytes=self.max_record_bytes)  # --batch-size bounds it
+                          max_record_bytes=self.max_record_bytes, topics=self.topics)  # --batch-size bounds it

@@ -68,15 +68,17 @@ class TableDeclaration:
         return TableDeclaration(d["name"], d["topic"], d["key"], d.get("kinds"))
 
 
-def declared_tables(clients: ClientFactory | str, timeout: float = 10.0) -> dict[str, TableDeclaration] | None:
-    """The tables the table service declared on ``pubsub.table-schemas`` (None if the topic does not exist)."""
+def declared_tables(clients: ClientFactory | str, timeout: float = 10.0,
+                    topic: str = TABLE_SCHEMAS) -> dict[str, TableDeclaration] | None:
+    """The tables the table service declared on ``topic`` (``pubsub.table-schemas`` under the deployment's prefix;
+    None if the topic does not exist)."""
     clients = ClientFactory.of(clients)
     try:
-        n = admin.partitions_of(clients, TABLE_SCHEMAS)
+        n = admin.partitions_of(clients, topic)
     except RuntimeError:
         return None
     out: dict[str, TableDeclaration] = {}
-    for msg in read_to_end(clients, [TopicPartition(TABLE_SCHEMAS, p, OFFSET_BEGINNING) for p in range(n)], timeout):
+    for msg in read_to_end(clients, [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(n)], timeout):
         name = msg.key().decode()
         if msg.value():
             out[name] = TableDeclaration.from_json(msg.value())
@@ -104,10 +106,10 @@ def create_table_topics(clients: ClientFactory, tables: list[TableDeclaration]) 
                 raise
 
 
-def announce(clients: ClientFactory, tables: list[TableDeclaration]) -> None:
-    """The tables on ``pubsub.table-schemas``, for clients that check subscriptions against them."""
+def announce(clients: ClientFactory, tables: list[TableDeclaration], topic: str = TABLE_SCHEMAS) -> None:
+    """The tables on ``topic`` (the table schemas), for clients that check subscriptions against them."""
     producer = clients.producer(**{"enable.idempotence": True})
     for t in tables:
-        producer.produce(TABLE_SCHEMAS, t.to_json(), t.name)
+        producer.produce(topic, t.to_json(), t.name)
     if producer.flush(30):
-        raise RuntimeError(f"could not declare the tables on {TABLE_SCHEMAS}")
+        raise RuntimeError(f"could not declare the tables on {topic}")

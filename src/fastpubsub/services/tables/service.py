@@ -38,9 +38,6 @@ from fastpubsub.runtime.task import Outputs, TaskBase, Topics
 from fastpubsub.state import from_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
-from fastpubsub.wire.topics import (
-    DEAD_LETTER, NOTIFICATIONS, REFORMULATED, SUBSCRIPTIONS, TABLE_SERVICE, changelog_topic,
-)
 
 from .config import TableServiceConfig
 from .declarations import TableDeclaration, announce, create_table_topics, declared_tables  # noqa: F401
@@ -62,7 +59,7 @@ class TablesTask(TaskBase):
     def __init__(self, config: TableServiceConfig) -> None:
         self.config = config
         self.by_topic = {t.topic: t for t in config.tables}
-        self.changelogs = {t.name: changelog_topic(t.name) for t in config.tables}
+        self.changelogs = {t.name: config.topics.changelog_topic(t.name) for t in config.tables}
         self.svc = AggregateService([t.schema() for t in config.tables], notify=config.mode == "s-un")
         self.subscribers: dict[int, str] = {}
         self.positions: dict[tuple[str, int], int] = {}  # next offset to process, per input partition
@@ -72,23 +69,27 @@ class TablesTask(TaskBase):
 
     def topics(self) -> Topics:
         logs = tuple(self.changelogs.values())
-        return Topics(group=(), state=None, inputs=(*self.by_topic, SUBSCRIPTIONS),
-                      outputs=(NOTIFICATIONS, DEAD_LETTER, REFORMULATED, *logs))
+        names = self.config.topics
+        return Topics(group=(), state=None, inputs=(*self.by_topic, names.subscriptions),
+                      outputs=(names.notifications, names.dead_letter, names.reformulated, *logs))
 
     # --- start ----------------------------------------------------------------------
 
     def prepare(self, host: Host) -> None:
         """The service's topics and the table topics, then the tables announced on ``pubsub.table-schemas``."""
         self.host, clients = host, host.clients
-        admin.create_topics(clients, names=TABLE_SERVICE)
-        admin.create_topics(clients, partitions=1, names=tuple(self.changelogs.values()))
+        names = self.config.topics
+        admin.create_topics(clients, names=(names.reformulated, names.table_schemas), topics=names)
+        admin.create_topics(clients, partitions=1, names=tuple(self.changelogs.values()), topics=names)
         create_table_topics(clients, self.config.tables)
         self._partitions()  # every topic it needs, or a clear error
-        announce(clients, self.config.tables)
+        announce(clients, self.config.tables, names.table_schemas)
         log.info("mode %s, tables %s", self.config.mode, ", ".join(f"{t.name} ({t.topic})" for t in self.config.tables))
 
     def _partitions(self) -> dict[str, int]:
-        return admin.require(self.host.clients, (SUBSCRIPTIONS, NOTIFICATIONS, DEAD_LETTER, REFORMULATED,
+        names = self.config.topics
+        return admin.require(self.host.clients, (names.subscriptions, names.notifications, names.dead_letter,
+                                                 names.reformulated,
                                                  *self.by_topic, *self.changelogs.values()))
 
     def restore(self, host: Host) -> None:
@@ -102,8 +103,8 @@ class TablesTask(TaskBase):
                  len(self.subscribers))
 
     def _load(self, consumer: Consumer) -> None:
-        parts, clients = self._partitions(), self.host.clients
-        inputs = [TopicPartition(t, p) for t in (*self.by_topic, SUBSCRIPTIONS) for p in range(parts[t])]
+        parts, clients, subscriptions = self._partitions(), self.host.clients, self.config.topics.subscriptions
+        inputs = [TopicPartition(t, p) for t in (*self.by_topic, subscriptions) for p in range(parts[t])]
         committed = {(tp.topic, tp.partition): tp.offset for tp in committed_offsets(consumer, inputs)}
         self.svc = AggregateService([t.schema() for t in self.config.tables], notify=self.config.mode == "s-un")
         self.subscribers.clear()
@@ -115,9 +116,9 @@ class TablesTask(TaskBase):
             done = {p: max(committed[table.topic, p], 0) for p in range(parts[table.topic])}
             self.discarded_changes += sum(1 for _, _, p, o in changes.sources() if o >= done.get(p, 0))
             self.restored_rows += self.svc.restore(changes, done)
-        upto = {(SUBSCRIPTIONS, p): max(committed[SUBSCRIPTIONS, p], 0) for p in range(parts[SUBSCRIPTIONS])}
-        subs = read_to_end(clients, [TopicPartition(SUBSCRIPTIONS, p, OFFSET_BEGINNING)
-                                     for p in range(parts[SUBSCRIPTIONS])], stop_at=upto)
+        upto = {(subscriptions, p): max(committed[subscriptions, p], 0) for p in range(parts[subscriptions])}
+        subs = read_to_end(clients, [TopicPartition(subscriptions, p, OFFSET_BEGINNING)
+                                     for p in range(parts[subscriptions])], stop_at=upto)
         self._on_subscriptions(subs, Outputs(), replay=True)
         self.positions = {k: (v if v >= 0 else 0) for k, v in committed.items()}
         consumer.assign([TopicPartition(t, p, o if o >= 0 else OFFSET_BEGINNING) for (t, p), o in committed.items()])
@@ -200,7 +201,7 @@ class TablesTask(TaskBase):
         else:
             head = ('{"subscriber":' + (f'"{subscriber}"' if _PLAIN.fullmatch(subscriber) else json.dumps(subscriber))
                     + ',"row":').encode() + (b"null" if row is None else row)
-        out.produce(NOTIFICATIONS, subscriber, head + b"," + body[1:], source)
+        out.produce(self.config.topics.notifications, subscriber, head + b"," + body[1:], source)
         self.notifications += 1
 
     def _on_row(self, msg: Message, out: Outputs) -> None:
@@ -234,7 +235,7 @@ class TablesTask(TaskBase):
         out.produce(self.changelogs[table.name], k, v, headers=headers)
         if self.config.mode == "s-cn":
             for r in result.records:
-                out.produce(REFORMULATED, r.group, r.to_bytes(), msg)
+                out.produce(self.config.topics.reformulated, r.group, r.to_bytes(), msg)
             self.records += len(result.records)
         for n in result.notifications:
             self._notify(n, self.subscribers[n.subscription], out, msg, row=v)
@@ -244,7 +245,7 @@ class TablesTask(TaskBase):
     def process(self, msgs: list[Message], out: Outputs) -> int:
         run: list[Message] = []
         for msg in msgs:
-            if msg.topic() == SUBSCRIPTIONS:
+            if msg.topic() == self.config.topics.subscriptions:
                 run.append(msg)
                 continue
             if run:
