@@ -528,6 +528,24 @@ def decode_event(value: bytes) -> dict[str, Any]:
     return event
 
 
+def decode_event_pairs(value: bytes, registered: Any = None) -> list[tuple[str, Any]]:
+    """An event value's validated (attribute, value) pairs: :func:`decode_event`'s, or, for a record framed with a
+    registered schema id (``registered``: a ``wire.registered.RegisteredDecoders``), its leaves by path, arrays as
+    repeated pairs."""
+    if registered is None or not registered.handles(value):
+        return list(decode_event(value).items())
+    pairs = registered.pairs(value)
+    for name, v in pairs:
+        if not name or name[0] == "\0":
+            raise DecodeError(f"invalid event: attribute names must be non-empty and not start with NUL, got {name!r}")
+        try:
+            validate_event({name: v})
+        except ValueError as exc:
+            raise DecodeError(f"invalid event: {str(exc)[:500]}") from None
+    _check_pairs(pairs, "invalid event")
+    return pairs
+
+
 def encode_attributes(event: dict[str, Any], fmt: str) -> bytes:
     """The attribute/value pairs alone: the ``event`` part of notifications."""
     if fmt == "json":

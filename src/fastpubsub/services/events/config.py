@@ -7,6 +7,7 @@ from typing import Any
 
 from fastpubsub.kafka import Settings
 from fastpubsub.kafka.queues import QueueBounds
+from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 
@@ -42,6 +43,7 @@ class ProcessorConfig:
     commit_linger_ms: int = 0  # ... and, when the input is drained, at least this long (0: committed at once)
     start_from_groups: tuple[str, ...] = ()  # where a partition this group never committed starts (runtime.inputs)
     overlap_commits: bool = False  # commit on a thread while the next batch is consumed, decoded, matched, encoded
+    schema_registry: RegistryConfig | None = None  # --schema-registry: events in producers' registered schemas
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets

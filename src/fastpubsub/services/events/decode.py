@@ -16,6 +16,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 from fastpubsub.runtime.deliver import Reject
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
+from fastpubsub.wire.registered import RegisteredDecoders
 
 from fastpubsub.runtime.counters import PipelineCounters
 from fastpubsub.runtime.inputs import event_id, event_time, has_data
@@ -42,9 +43,11 @@ class Decode:
     rejected, since shard 0 dead-letters them.
     """
 
-    def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True) -> None:
+    def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True,
+                 registered: RegisteredDecoders | None = None) -> None:
         self._counters = counters
         self.reports_bad_input = reports_bad_input
+        self.registered = registered  # records in producers' registered schemas (--schema-registry)
 
     def __call__(self, msgs: list[Message]) -> EventBatch:
         t = time.perf_counter()
@@ -66,7 +69,7 @@ class Decode:
             ids = [k.decode("utf-8") for k in keys]
         except UnicodeDecodeError:
             return None
-        decoded = decode_events(values)
+        decoded = decode_events(values, self.registered)
         rejects = [(msgs[i], reason) for i, reason in sorted(decoded.errors.items())] if self.reports_bad_input else []
         stamps = [msgs[r].timestamp() for r in decoded.rows.tolist()]
         now = int(time.time() * 1000)
@@ -88,7 +91,7 @@ class Decode:
             ids.append(eid)
             until.append(valid_until)
             records.append(msg)
-        decoded = decode_events([msg.value() for msg in records])
+        decoded = decode_events([msg.value() for msg in records], self.registered)
         if self.reports_bad_input:
             rejects += [(records[i], reason) for i, reason in sorted(decoded.errors.items())]
         times = [event_time(records[r]) for r in decoded.rows.tolist()]

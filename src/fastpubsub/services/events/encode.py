@@ -16,6 +16,7 @@ from confluent_kafka import Message
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.runtime.deliver import Output, Rejected
 from fastpubsub.wire.codecs import decode_event, encode_attributes, encode_notification, encode_notification_reference
+from fastpubsub.wire.registered import RegisteredDecoders, indexed_attributes
 from fastpubsub.wire.topics import NOTIFICATIONS
 
 from fastpubsub.runtime.counters import PipelineCounters
@@ -29,13 +30,17 @@ log = logging.getLogger("pubsub")
 NOTIFICATION_EVENT_MODES = ("auto", "full", "reference")
 
 
-def notification_attributes(value: bytes, fmt: str) -> bytes:
+def notification_attributes(value: bytes, fmt: str, registered: RegisteredDecoders | None = None) -> bytes:
     """The ``event`` part of a notification, re-using the input bytes when the formats agree.
 
     An Avro event record's encoding is its one field's, the attribute map the
     notification ends with; a JSON event is the object the JSON notification
     embeds.  Otherwise the event is decoded and encoded in the output format.
+    A record in a registered schema (``registered``) is carried as its attributes by path, an array's elements
+    under ``path[0]``, ``path[1]``... so that the flat map loses none of them.
     """
+    if registered is not None and registered.handles(value):
+        return encode_attributes(indexed_attributes(registered.pairs(value)), fmt)
     if fmt == "avro" and value[:1] == b"\x00":
         return value[5:]
     if fmt == "json" and value[:1] == b"{":
@@ -46,18 +51,20 @@ def notification_attributes(value: bytes, fmt: str) -> bytes:
 class Encode:
     """Notifications within the notifications topic's record limit (docs/reliability.md, "Oversized records")."""
 
-    def __init__(self, fmt: str, mode: str = "auto", counters: PipelineCounters | None = None) -> None:
+    def __init__(self, fmt: str, mode: str = "auto", counters: PipelineCounters | None = None,
+                 registered: RegisteredDecoders | None = None) -> None:
         if mode not in NOTIFICATION_EVENT_MODES:
             raise ValueError(f"notification_event must be one of {', '.join(NOTIFICATION_EVENT_MODES)}, got {mode!r}")
         self.fmt, self.mode = fmt, mode
         self.limits = RecordLimits()  # set when the processor has learned them
         self._counters = counters or PipelineCounters()
+        self.registered = registered
 
     def __call__(self, matched: Matched) -> Iterator[Output | Rejected]:
         fmt, mode, budget = self.fmt, self.mode, self.limits.value_budget
         for event_id, value, pairs, record in matched.groups:
             embed = mode != "reference" or record is None
-            attributes = notification_attributes(value, fmt) if embed else b""
+            attributes = notification_attributes(value, fmt, self.registered) if embed else b""
             if mode == "full" and record is not None:
                 longest = max((owner for _, owner in pairs), key=lambda o: len(o.encode()))
                 worst = len(encode_notification(max(sid for sid, _ in pairs), longest, event_id, attributes, fmt))

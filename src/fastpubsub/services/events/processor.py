@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 from confluent_kafka import Message
 
 from fastpubsub.kafka.admin import require
+from fastpubsub.kafka.schema_registry import event_decoders
 from fastpubsub.runtime.checkpoint import too_large
 from fastpubsub.runtime.handoff import Handoff
 from fastpubsub.runtime.host import Host
@@ -95,9 +96,11 @@ class EventsTask(TaskBase):
 
     def prepare(self, host: Host) -> None:
         self.host, counters = host, host.counters
-        self.decode = Decode(counters, self.reports_bad_input)
+        registered = None if self.config.schema_registry is None else event_decoders(
+            self.config.schema_registry, waiting=host.metrics.registry_waiting, stopped=lambda: host.stopping)
+        self.decode = Decode(counters, self.reports_bad_input, registered)
         self.match = Match(self.held, counters)
-        self.encode = Encode(self.config.output_format, self.config.notification_event, counters)
+        self.encode = Encode(self.config.output_format, self.config.notification_event, counters, registered)
         self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
         self._partitions = require(host.clients)[SUBSCRIPTIONS]  # the topics it cannot run without, or a clear error
         if self.config.shard.sharded:
