@@ -159,11 +159,11 @@ EVENT_SUBJECT = "fastpubsub.Event"
 
 
 def event_decoders(config: RegistryConfig, *, waiting: Callable[[bool], None] | None = None,
-                   stopped: Callable[[], bool] | None = None) -> RegisteredDecoders:
+                   stopped: Callable[[], bool] | None = None, client: Any = None) -> RegisteredDecoders:
     """The decoders of a service that reads events with ``--schema-registry``: fastpubsub's own event schema is
     registered (or found) first, and its id, not the fixed one, is what the batch decoder's kernel reads; every
-    other id is a producer's schema, looked up in the registry."""
-    client = config.client()
+    other id is a producer's schema, looked up in the registry.  ``client``: one already made for ``config``."""
+    client = client if client is not None else config.client()
     source = SchemaSource(client, config.url, waiting=waiting, stopped=stopped)
     text = (SCHEMA_DIR / "event.avsc").read_text(encoding="utf-8")
     native = source.patiently(lambda: register(client, EVENT_SUBJECT, text), f"registering {EVENT_SUBJECT}")
