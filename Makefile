@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	@command -v mvn >/dev/null || { echo "Maven is needed to fetch Apache Kafka: apt-get install maven" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,docs,registry]'
 	$(BIN)/pubsub broker --fetch-only
 	$(BIN)/pubsub registry --fetch-only
 	$(BIN)/pubsub warmup

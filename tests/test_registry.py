@@ -1,0 +1,119 @@
+"""Producers' registered topics through the real Schema Registry (Apicurio, ``pubsub registry``) on Apache Kafka.
+
+confluent-kafka's own Avro, JSON Schema and Protobuf serializers write nested records, registering their schemas
+as they do against any registry; the processor, given ``--schema-registry``, decodes them with the schema under
+their id and matches subscriptions on nested fields.  Records it cannot read are dead-lettered with their reason
+and the rest flows.  The registry's own start, storage and command line are tested here too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+from kafka_helpers import dead_letters, notifications, send, wait_processed
+from test_registered import AN_ORDER, PROTO_PAIRS, an_order, proto_classes, with_references
+
+from fastpubsub.kafka.registry_server import CCOMPAT, EmbeddedRegistry
+from fastpubsub.kafka.schema_registry import RegistryConfig
+from fastpubsub.wire import codecs, topics
+
+pytestmark = pytest.mark.broker
+CONTEXT = SerializationContext(topics.EVENTS, MessageField.VALUE)
+
+
+def subscribe(bootstrap: str, subs: dict[int, list]) -> None:
+    send(bootstrap, topics.SUBSCRIPTIONS, [(str(sid), json.dumps({"subscriber": f"s{sid}", "predicates": preds}).encode())
+                                          for sid, preds in subs.items()])
+
+
+def test_the_embedded_registry_serves_the_confluent_api_on_loopback(schema_registry):
+    assert schema_registry.url.startswith("http://127.0.0.1:") and schema_registry.url.endswith(CCOMPAT)
+    assert schema_registry.request("GET", "/config") == {"compatibilityLevel": "BACKWARD"}  # Confluent's default
+    client = RegistryConfig(schema_registry.url).client()
+    v1 = {"type": "record", "name": "C", "fields": [{"name": "a", "type": "long"}]}
+    sid = client.register_schema("compat-value", Schema(json.dumps(v1), "AVRO"))
+    assert json.loads(client.get_schema(sid).schema_str) == v1
+    breaking = {"type": "record", "name": "C", "fields": [{"name": "b", "type": "long"}]}  # no default: not BACKWARD
+    with pytest.raises(SchemaRegistryError):
+        client.register_schema("compat-value", Schema(json.dumps(breaking), "AVRO"))
+
+
+def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstrap, group_id, start_processor,
+                                                                         schema_registry):
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+
+    client = RegistryConfig(schema_registry.url).client()
+    avro = AvroSerializer(client, with_references(client), conf={"auto.register.schemas": True})
+    json_schema = {"type": "object", "properties": {"customer": {"type": "object", "properties": {
+        "address": {"type": "object", "properties": {"country": {"type": "string"}}}}},
+        "tags": {"type": "array", "items": {"type": "string"}}}}
+    jsons = JSONSerializer(json.dumps(json_schema), client)
+    classes = proto_classes()
+    proto = ProtobufSerializer(classes["Order"], client, {"use.deprecated.format": False})
+    subscribe(bootstrap, {
+        1: [["customer.address.country", "=", "FR"]],
+        2: [["tags", "=", "rush"], ["status", "=", "PAID"]],
+        3: [["customer.address.country", "=", "DE"]],
+        4: [["at", ">=", 1700000000000], ["customer.tags", "=", "b"]],
+    })
+    p = start_processor(schema_registry=RegistryConfig(schema_registry.url))
+    frame_of_unknown = struct.pack(">bI", 0, 987654321) + b"\x02"
+    send(bootstrap, topics.EVENTS, [
+        ("avro", avro(AN_ORDER, CONTEXT)),
+        ("json", jsons({"customer": {"address": {"country": "DE"}}, "tags": ["x"]}, CONTEXT)),
+        ("proto", proto(an_order(classes["Order"]), CONTEXT)),
+        ("unknown", frame_of_unknown),
+        ("native", codecs.encode_event({"tags": "rush", "status": "PAID"}, "avro")),
+    ])
+    wait_processed(bootstrap, group_id)
+    got = {(n["event_id"], n["subscription_id"]) for n in notifications(bootstrap)}
+    p.stop()
+    assert got == {("avro", 1), ("avro", 2), ("json", 3), ("proto", 1), ("proto", 4), ("native", 2)}
+    (dl,) = dead_letters(bootstrap)
+    assert dl.key == b"unknown" and "schema id 987654321 is not in the Schema Registry" in dl.reason
+    assert dict(PROTO_PAIRS)["at"] == 1700000000250
+
+
+def test_pubsub_registry_on_kafka_keeps_its_ids_across_a_restart(broker):
+    """``--storage kafkasql``: the journal is on the project's Kafka, so an id read before a restart still names
+    the same schema after it (a record written before must stay readable)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    schema = json.dumps({"type": "record", "name": "K", "fields": [{"name": "k", "type": "string"}]})
+
+    def start() -> tuple[subprocess.Popen, str]:
+        proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "registry", "--port", "0", "--storage", "kafkasql",
+                                 "-b", broker.bootstrap_servers], stdout=subprocess.PIPE, text=True, env=env)
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        return proc, url
+
+    def call(url: str, method: str, path: str, body: object | None = None) -> object:
+        req = urllib.request.Request(url + path, None if body is None else json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    proc, url = start()
+    try:
+        sid = call(url, "POST", "/subjects/keep-value/versions", {"schema": schema})["id"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    proc, url = start()
+    try:
+        assert json.loads(call(url, "GET", f"/schemas/ids/{sid}")["schema"]) == json.loads(schema)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
