@@ -25,7 +25,8 @@ from fastpubsub.services.events.encode import notification_attributes
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.wire.paths import flatten
-from fastpubsub.wire.registered import RegisteredDecoders, RegistryUnavailable, comparable, indexed_attributes
+from fastpubsub.wire.registered import (RegisteredDecoders, RegisteredSchema, RegistryUnavailable, comparable,
+                                       indexed_attributes)
 
 TOPIC = "orders"
 CONTEXT = SerializationContext(TOPIC, MessageField.VALUE)
@@ -183,7 +184,6 @@ def proto_classes():
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
     from fastpubsub.wire import protobuf
-    from fastpubsub.wire.registered import RegisteredSchema
 
     files: dict = {}
     protobuf._file_protos(RegisteredSchema("PROTOBUF", PROTO), "shop/order.proto", files)

@@ -6,11 +6,13 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
+from .common import (connection_options, delivery_option, log_level_option, metrics_options, progress_option,
+                     registry_options, run_service, setup_logging)
 
 
 @click.command("patterns")
 @connection_options
+@registry_options
 @click.option("--group-id", default="pubsub-patterns", show_default=True,
               help="Consumer group of the events: instances with the same group share the events partitions, and "
                    "its committed offsets say where each partition is.  Also names the transactional.id.")
@@ -39,7 +41,7 @@ from .common import connection_options, delivery_option, log_level_option, metri
 @progress_option
 @log_level_option
 @metrics_options
-def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
+def patterns_cmd(clients, schema_registry, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
                  output_format, session_timeout_ms, repartition_by, grace_ms, progress_interval, log_level,
                  monitoring) -> None:
     """Serve pattern subscriptions over the events (docs/patterns.md).
@@ -60,7 +62,8 @@ def patterns_cmd(clients, group_id, delivery, transactional_id, batch_size, max_
         service = PatternService(PatternServiceConfig(
             clients.bootstrap_servers, group_id, delivery, transactional_id, batch_size, max_per_subscription,
             max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings),
-            repartition_by, 1000 if grace_ms is None else grace_ms, stall_seconds=monitoring.stall_seconds))
+            repartition_by, 1000 if grace_ms is None else grace_ms, stall_seconds=monitoring.stall_seconds,
+            schema_registry=schema_registry))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service, monitoring)

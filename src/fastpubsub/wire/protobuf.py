@@ -24,7 +24,9 @@ import tempfile
 from typing import Any, Callable
 
 from .codecs import DecodeError
-from .registered import RegisteredSchema
+
+#: A ``wire.registered.RegisteredSchema`` (its ``text`` and ``references``); that module calls this one.
+RegisteredSchema = Any
 
 _WELL_KNOWN = ("google/protobuf/", "google/type/", "confluent/")
 

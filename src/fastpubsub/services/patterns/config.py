@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastpubsub.kafka import Settings
+from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.wire.topics import EVENTS, PATTERN_CHANGELOG, pattern_repartition_changelog, pattern_repartition_topic
@@ -31,6 +32,7 @@ class PatternServiceConfig:
     grace_ms: int = 1000  # how far behind the repartition partition's largest timestamp an event may still arrive
     max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
+    schema_registry: RegistryConfig | None = None  # --schema-registry: events in producers' registered schemas
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets
