@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_helpers import dead_letters, notifications, send, wait_processed
+from kafka_helpers import read_all, send, wait_processed
 from test_registered import AN_ORDER, PROTO_PAIRS, an_order, proto_classes, with_references
 
 from fastpubsub.kafka.registry_server import CCOMPAT, EmbeddedRegistry
@@ -50,7 +50,7 @@ def test_the_embedded_registry_serves_the_confluent_api_on_loopback(schema_regis
 
 def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstrap, group_id, start_processor,
                                                                          schema_registry):
-    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
@@ -78,12 +78,21 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
         ("native", codecs.encode_event({"tags": "rush", "status": "PAID"}, "avro")),
     ])
     wait_processed(bootstrap, group_id)
-    got = {(n["event_id"], n["subscription_id"]) for n in notifications(bootstrap)}
     p.stop()
-    assert got == {("avro", 1), ("avro", 2), ("json", 3), ("proto", 1), ("proto", 4), ("native", 2)}
-    (dl,) = dead_letters(bootstrap)
-    assert dl.key == b"unknown" and "schema id 987654321 is not in the Schema Registry" in dl.reason
-    assert dict(PROTO_PAIRS)["at"] == 1700000000250
+    # read back as any registry client reads them: fastpubsub registered its output schemas, no fixed ids
+    read = AvroDeserializer(client)
+    notes = [read(m.value(), SerializationContext(topics.NOTIFICATIONS, MessageField.VALUE))
+             for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    assert {(n["event_id"], n["subscription_id"]) for n in notes} == \
+        {("avro", 1), ("avro", 2), ("json", 3), ("proto", 1), ("proto", 4), ("native", 2)}
+    by = {(n["event_id"], n["subscription_id"]): n["event"] for n in notes}
+    assert by["avro", 1]["customer.address.country"] == "FR" and by["avro", 1]["items.sku[1]"] == "b2"
+    assert by["proto", 4]["at"] == dict(PROTO_PAIRS)["at"]
+    (dl,) = [read(m.value(), SerializationContext(topics.DEAD_LETTER, MessageField.VALUE))
+             for m in read_all(bootstrap, topics.DEAD_LETTER)]
+    assert dl["key"] == b"unknown" and "schema id 987654321 is not in the Schema Registry" in dl["reason"]
+    assert client.get_latest_version(f"{topics.NOTIFICATIONS}-value").schema_id == \
+        struct.unpack(">I", read_all(bootstrap, topics.NOTIFICATIONS)[0].value()[1:5])[0]
 
 
 def test_pubsub_registry_on_kafka_keeps_its_ids_across_a_restart(broker):

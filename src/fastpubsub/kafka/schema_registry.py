@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fastpubsub.wire.codecs import SCHEMA_DIR
+from fastpubsub.wire.codecs import SCHEMA_DIR, SCHEMA_IDS
 from fastpubsub.wire.registered import (Reference, RegisteredDecoders, RegisteredSchema, RegistryUnavailable,
                                        UnknownSchema)
 
@@ -168,3 +168,27 @@ def event_decoders(config: RegistryConfig, *, waiting: Callable[[bool], None] | 
     text = (SCHEMA_DIR / "event.avsc").read_text(encoding="utf-8")
     native = source.patiently(lambda: register(client, EVENT_SUBJECT, text), f"registering {EVENT_SUBJECT}")
     return RegisteredDecoders(source, native)
+
+
+def output_subjects(notifications: str, dead_letter: str) -> dict[str, str]:
+    """The subject each of fastpubsub's output schemas is registered under: the topic's value subject
+    (TopicNameStrategy), and for the notification by reference, which shares the notifications topic with the full
+    one, the topic and its record name (TopicRecordNameStrategy), since no schema is a compatible version of the
+    other."""
+    return {"notification": f"{notifications}-value",
+            "notification_reference": f"{notifications}-fastpubsub.NotificationReference",
+            "dead_letter": f"{dead_letter}-value"}
+
+
+def register_outputs(config: RegistryConfig, subjects: dict[str, str], *, client: Any = None,
+                     waiting: Callable[[bool], None] | None = None,
+                     stopped: Callable[[], bool] | None = None) -> dict[int, int]:
+    """Register fastpubsub's output schemas under ``subjects`` (schema name -> subject); fixed id -> registry id,
+    what ``wire.codecs.reframed`` takes."""
+    client = client if client is not None else config.client()
+    source = SchemaSource(client, config.url, waiting=waiting, stopped=stopped)
+    out = {}
+    for name, subject in subjects.items():
+        text = (SCHEMA_DIR / f"{name}.avsc").read_text(encoding="utf-8")
+        out[SCHEMA_IDS[name]] = source.patiently(lambda: register(client, subject, text), f"registering {subject}")
+    return out

@@ -130,6 +130,15 @@ def _wire(name: str, body: bytes) -> bytes:
     return _HEADER.pack(MAGIC, SCHEMA_IDS[name]) + body
 
 
+def reframed(value: bytes, registry_ids: dict[int, int] | None) -> bytes:
+    """An Avro value of fastpubsub's with its fixed schema id replaced by the id a Schema Registry gave the same
+    schema (``registry_ids``: fixed id -> registry id), so that registry clients read it; others as they are."""
+    if not registry_ids or value[:1] != b"\x00" or len(value) < 5:
+        return value
+    found = registry_ids.get(_HEADER.unpack_from(value)[1])
+    return value if found is None else _HEADER.pack(MAGIC, found) + value[5:]
+
+
 def _avro_read(name: str, value: bytes) -> Any:
     if len(value) < 5:
         raise DecodeError(f"Avro value too short: {len(value)} bytes, the wire format header alone is 5")

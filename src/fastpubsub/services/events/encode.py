@@ -15,7 +15,8 @@ from confluent_kafka import Message
 
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.runtime.deliver import Output, Rejected
-from fastpubsub.wire.codecs import decode_event, encode_attributes, encode_notification, encode_notification_reference
+from fastpubsub.wire.codecs import (decode_event, encode_attributes, encode_notification, encode_notification_reference,
+                                   reframed)
 from fastpubsub.wire.registered import RegisteredDecoders, indexed_attributes
 from fastpubsub.wire.topics import NOTIFICATIONS
 
@@ -59,6 +60,7 @@ class Encode:
         self.limits = RecordLimits()  # set when the processor has learned them
         self._counters = counters or PipelineCounters()
         self.registered = registered
+        self.registry_ids: dict[int, int] | None = None  # with a Schema Registry: its ids of the notification schemas
 
     def __call__(self, matched: Matched) -> Iterator[Output | Rejected]:
         fmt, mode, budget = self.fmt, self.mode, self.limits.value_budget
@@ -75,7 +77,7 @@ class Encode:
             for sid, owner in pairs:
                 key = owner.encode()
                 if embed:
-                    out = encode_notification(sid, owner, event_id, attributes, fmt)
+                    out = reframed(encode_notification(sid, owner, event_id, attributes, fmt), self.registry_ids)
                     if len(out) <= budget(NOTIFICATIONS, key):
                         yield Output(NOTIFICATIONS, key, out, record)
                         continue
@@ -85,5 +87,6 @@ class Encode:
                                 event_id, sid, len(out), NOTIFICATIONS)
                     continue
                 self._counters.by_reference += 1
-                yield Output(NOTIFICATIONS, key, encode_notification_reference(
-                    sid, owner, event_id, record.topic(), record.partition(), record.offset(), len(value), fmt), record)
+                yield Output(NOTIFICATIONS, key, reframed(encode_notification_reference(
+                    sid, owner, event_id, record.topic(), record.partition(), record.offset(), len(value), fmt),
+                    self.registry_ids), record)
