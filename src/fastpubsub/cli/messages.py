@@ -19,7 +19,7 @@ from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from fastpubsub.wire.placement import partition_for
 
-from .common import connection_options, on_signals, require_topic
+from .common import connection_options, on_signals, registry_options, require_topic
 
 
 def _producer(clients: ClientFactory, topic: str) -> Producer:
@@ -158,6 +158,7 @@ def unsubscribe(clients, sub_id) -> None:
 
 @click.command()
 @connection_options
+@registry_options
 @click.argument("event")
 @click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
@@ -167,15 +168,25 @@ def unsubscribe(clients, sub_id) -> None:
                    "text modulo the partition count), so that the events of one value share a partition: a pattern "
                    "correlated on ATTR (name = a.name) is then exact.  Events without ATTR go where the producer "
                    "puts them.")
-def publish(clients, event, key, fmt, partition_by) -> None:
+def publish(clients, schema_registry, event, key, fmt, partition_by) -> None:
     """Publish an event given as a JSON object, e.g.
 
     \b
       pubsub publish --key e17 '{"movie": "groundhog day", "price": 8, "theater": "odeon"}'
 
     With EVENT `-`, publishes one JSON object per line of standard input
-    (without keys).
+    (without keys).  With --schema-registry, an Avro event carries the id the
+    registry gave fastpubsub's event schema (as `pubsub run --schema-registry`
+    reads it), not the fixed one.
     """
+    ids = None
+    if schema_registry is not None and fmt == "avro":
+        from fastpubsub.kafka.schema_registry import event_decoders
+
+        try:  # a command does not wait for an absent registry: it says so
+            ids = {codecs.SCHEMA_IDS["event"]: event_decoders(schema_registry, stopped=lambda: True).native_event_id}
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from None
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
     producer = _producer(clients, topics.EVENTS)
     partitions = admin.partitions_of(clients, topics.EVENTS) if partition_by else 0
@@ -185,8 +196,8 @@ def publish(clients, event, key, fmt, partition_by) -> None:
         except codecs.DecodeError as exc:
             raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
         placed = {"partition": partition_for(parsed[partition_by], partitions)} if partition_by in parsed else {}
-        producer.produce(topics.EVENTS, codecs.encode_event(parsed, fmt), key.encode() if key and event != "-" else None,
-                         **placed)
+        producer.produce(topics.EVENTS, codecs.reframed(codecs.encode_event(parsed, fmt), ids),
+                         key.encode() if key and event != "-" else None, **placed)
     if producer.flush(30):
         raise click.ClickException(f"could not write to {topics.EVENTS} on {clients.bootstrap_servers}")
     click.echo(f"published {len(lines)} event(s)")
