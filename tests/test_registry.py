@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -23,12 +25,36 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_helpers import read_all, send, wait_processed
 from test_registered import AN_ORDER, PROTO_PAIRS, an_order, proto_classes, with_references
 
-from fastpubsub.kafka.registry_server import CCOMPAT, EmbeddedRegistry
+from fastpubsub.kafka.distribution import cache_root
+from fastpubsub.kafka.registry_server import CCOMPAT
 from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.wire import codecs, topics
 
 pytestmark = pytest.mark.broker
 CONTEXT = SerializationContext(topics.EVENTS, MessageField.VALUE)
+JAVA_PRODUCER = Path(__file__).resolve().parent / "java" / "apicurio-producer"
+
+
+@pytest.fixture(scope="session")
+def java_producer_libs() -> Path:
+    """The Java producer's runtime jars (Apicurio's Avro serde, kafka-clients), copied by Maven once into the cache."""
+    if shutil.which("mvn") is None or shutil.which("java") is None:
+        pytest.skip("Maven and Java 17 are needed for the Java producer")
+    libs = cache_root() / "apicurio-producer-libs"
+    if not (libs / "complete").is_file():
+        done = subprocess.run(["mvn", "-B", "-q", "-f", str(JAVA_PRODUCER / "pom.xml"), "dependency:copy-dependencies",
+                               "-DincludeScope=runtime", f"-DoutputDirectory={libs}"], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        (libs / "complete").write_text("")
+    return libs
+
+
+def java_produce(libs: Path, bootstrap: str, registry_url: str, topic: str, n: int) -> None:
+    """Java 17 runs the producer's one source file as it is: no build."""
+    base = registry_url.removesuffix(CCOMPAT)
+    done = subprocess.run(["java", "-cp", f"{libs}/*", str(JAVA_PRODUCER / "NestedAvroProducer.java"), bootstrap, base,
+                           topic, str(n)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and f"sent {n}" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
 
 
 def subscribe(bootstrap: str, subs: dict[int, list]) -> None:
@@ -49,7 +75,9 @@ def test_the_embedded_registry_serves_the_confluent_api_on_loopback(schema_regis
 
 
 def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstrap, group_id, start_processor,
-                                                                         schema_registry):
+                                                                         schema_registry, java_producer_libs):
+    """Python's serializers (Avro with a reference, JSON Schema, Protobuf) and a Java producer with Apicurio's serde
+    (every nested record a schema of its own, referred to by name) write to the events topic."""
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
@@ -67,7 +95,9 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
         2: [["tags", "=", "rush"], ["status", "=", "PAID"]],
         3: [["customer.address.country", "=", "DE"]],
         4: [["at", ">=", 1700000000000], ["customer.tags", "=", "b"]],
+        5: [["items.sku", "=", "s2"], ["labels.channel", "=", "java"]],
     })
+    java_produce(java_producer_libs, bootstrap, schema_registry.url, topics.EVENTS, 4)
     p = start_processor(schema_registry=RegistryConfig(schema_registry.url))
     frame_of_unknown = struct.pack(">bI", 0, 987654321) + b"\x02"
     send(bootstrap, topics.EVENTS, [
@@ -84,7 +114,8 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
     notes = [read(m.value(), SerializationContext(topics.NOTIFICATIONS, MessageField.VALUE))
              for m in read_all(bootstrap, topics.NOTIFICATIONS)]
     assert {(n["event_id"], n["subscription_id"]) for n in notes} == \
-        {("avro", 1), ("avro", 2), ("json", 3), ("proto", 1), ("proto", 4), ("native", 2)}
+        {("avro", 1), ("avro", 2), ("json", 3), ("proto", 1), ("proto", 4), ("native", 2),
+         ("java-0", 1), ("java-1", 3), ("java-2", 1), ("java-2", 5), ("java-3", 3), ("java-3", 5)}
     by = {(n["event_id"], n["subscription_id"]): n["event"] for n in notes}
     assert by["avro", 1]["customer.address.country"] == "FR" and by["avro", 1]["items.sku[1]"] == "b2"
     assert by["proto", 4]["at"] == dict(PROTO_PAIRS)["at"]
