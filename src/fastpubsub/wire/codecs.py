@@ -542,6 +542,9 @@ def decode_event_pairs(value: bytes, registered: Any = None) -> list[tuple[str, 
     registered schema id (``registered``: a ``wire.registered.RegisteredDecoders``), its leaves by path, arrays as
     repeated pairs."""
     if registered is None or not registered.handles(value):
+        if registered is not None and value[:1] == b"\x00" and len(value) >= 5 \
+                and _HEADER.unpack_from(value)[1] == registered.native_event_id:
+            value = _wire("event", value[5:])  # fastpubsub's own event under the registry's id
         return list(decode_event(value).items())
     pairs = registered.pairs(value)
     for name, v in pairs:
