@@ -1,4 +1,3 @@
-import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 
@@ -12,7 +11,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * Writes nested Avro orders to a topic with Apicurio's serializer, as a Java user's producer would.
  * Arguments: bootstrap servers, the registry's base URL (http://host:port), the topic, the number of orders.
- * Order i ships to "FR" when i is even, else "DE", and has i + 1 items; its key is "java-i".
+ * Order i ships to "FR" when i is even, else "DE", and has one item, "s" + i; its key is "java-i".
  */
 public class NestedAvroProducer {
     static final String ORDER = """
@@ -46,12 +45,10 @@ public class NestedAvroProducer {
                 GenericRecord c = new GenericData.Record(customer);
                 c.put("name", "java" + i);
                 c.put("address", a);
-                GenericData.Array<GenericRecord> items = new GenericData.Array<>(i + 1, order.getField("items").schema());
-                for (int j = 0; j <= i; j++) {
-                    GenericRecord it = new GenericData.Record(item);
-                    it.put("sku", "s" + j);
-                    items.add(it);
-                }
+                GenericData.Array<GenericRecord> items = new GenericData.Array<>(1, order.getField("items").schema());
+                GenericRecord it = new GenericData.Record(item);
+                it.put("sku", "s" + i);
+                items.add(it);
                 GenericRecord o = new GenericData.Record(order);
                 o.put("id", (long) i);
                 o.put("customer", c);
