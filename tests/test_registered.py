@@ -258,6 +258,20 @@ def test_an_unknown_id_and_an_undecodable_record_are_bad_records_with_their_reas
     assert decoded.rows.tolist() == [2, 3]  # the pipeline moves on
 
 
+def test_an_unknown_id_is_asked_about_once_per_interval_and_read_once_registered(registry):
+    asked: list[int] = []
+    source = SchemaSource(registry, "mock")
+    dec = RegisteredDecoders(lambda sid: asked.append(sid) or source(sid), native_event_id=-1, unknown_seconds=3600)
+    value = avro_serializer(registry, json.dumps({"type": "record", "name": "L", "fields": [
+        {"name": "a", "type": "long"}]}))({"a": 3}, CONTEXT)
+    late = struct.pack(">bI", 0, struct.unpack(">I", value[1:5])[0] + 1) + value[5:]  # the next id: not yet there
+    assert len(decode_events([late] * 3, dec).errors) == 3 and len(asked) == 1
+    avro_serializer(registry, json.dumps({"type": "record", "name": "L2", "fields": [
+        {"name": "b", "type": "long"}]}))({"b": 3}, SerializationContext("other", MessageField.VALUE))
+    dec.unknown_seconds = 0
+    assert dec.pairs(late) == [("b", 3)]
+
+
 def test_fastpubsubs_own_event_schema_is_read_under_the_id_the_registry_gave_it(registry):
     """With a registry, ids are the registry's: a producer's schema may hold id 2, fastpubsub's event another."""
     user = avro_serializer(registry, json.dumps({"type": "record", "name": "U", "fields": [

@@ -137,7 +137,7 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
         struct.unpack(">I", read_all(bootstrap, topics.NOTIFICATIONS)[0].value()[1:5])[0]
 
 
-@pytest.mark.slow  # two starts of the registry on Kafka: half a minute
+@pytest.mark.slow  # two starts of the registry on Kafka
 def test_pubsub_registry_on_kafka_keeps_its_ids_across_a_restart(broker):
     """``--storage kafkasql``: the journal is on the project's Kafka, so an id read before a restart still names
     the same schema after it (a record written before must stay readable)."""

@@ -22,6 +22,7 @@ import datetime
 import decimal
 import json
 import struct
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -145,8 +146,12 @@ class RegisteredDecoders:
 
     lookup: Callable[[int], RegisteredSchema]
     native_event_id: int
+    #: How long an id the registry said it does not hold is taken as unknown without asking again: a stream of
+    #: such records costs one request per interval, and an id registered meanwhile is read soon after.
+    unknown_seconds: float = 10.0
     _readers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
     _broken: dict[int, str] = field(default_factory=dict)
+    _unknown: dict[int, tuple[float, str]] = field(default_factory=dict)
 
     def reader(self, sid: int) -> Callable[[bytes], Any]:
         found = self._readers.get(sid)
@@ -154,7 +159,14 @@ class RegisteredDecoders:
             return found
         if sid in self._broken:
             raise DecodeError(self._broken[sid])
-        schema = self.lookup(sid)  # UnknownSchema, RegistryUnavailable: not cached
+        known = self._unknown.get(sid)
+        if known is not None and time.monotonic() - known[0] < self.unknown_seconds:
+            raise UnknownSchema(known[1])
+        try:
+            schema = self.lookup(sid)  # RegistryUnavailable: nothing cached, the caller waits
+        except UnknownSchema as exc:
+            self._unknown[sid] = (time.monotonic(), str(exc))
+            raise
         kind = schema.schema_type or "AVRO"
         try:
             if kind not in _READERS:
