@@ -25,6 +25,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from kafka_helpers import read_all, send, wait_processed
 from test_registered import AN_ORDER, PROTO, PROTO_PAIRS, an_order, proto_classes, with_references
 
+from click.testing import CliRunner
+
+from fastpubsub.cli import main
 from fastpubsub.kafka.distribution import cache_root
 from fastpubsub.kafka.registry_server import CCOMPAT
 from fastpubsub.kafka.schema_registry import EVENT_SUBJECT, RegistryConfig
@@ -135,6 +138,13 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
     assert dl["key"] == b"unknown" and "schema id 987654321 is not in the Schema Registry" in dl["reason"]
     assert client.get_latest_version(f"{topics.NOTIFICATIONS}-value").schema_id == \
         struct.unpack(">I", read_all(bootstrap, topics.NOTIFICATIONS)[0].value()[1:5])[0]
+    # and as fastpubsub's own reader reads them, given the registry
+    tailed = CliRunner().invoke(main, ["tail", "-b", bootstrap, "--schema-registry", schema_registry.url,
+                                       "--from-beginning", "--max", str(len(notes)), "--timeout", "20"],
+                                catch_exceptions=False)
+    assert tailed.exit_code == 0, tailed.output
+    assert {(n["event_id"], n["subscription_id"]) for n in map(json.loads, tailed.stdout.splitlines())} == \
+        {(n["event_id"], n["subscription_id"]) for n in notes}
 
 
 @pytest.mark.slow  # two starts of the registry on Kafka

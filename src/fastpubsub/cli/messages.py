@@ -205,6 +205,7 @@ def publish(clients, schema_registry, event, key, fmt, partition_by) -> None:
 
 @click.command()
 @connection_options
+@registry_options
 @click.option("--dead-letters", is_flag=True, help="Tail pubsub.dead-letter instead of pubsub.notifications.")
 @click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of the end.")
 @click.option("--max", "max_records", type=int, default=None, help="Stop after this many records.")
@@ -214,13 +215,26 @@ def publish(clients, schema_registry, event, key, fmt, partition_by) -> None:
                    "Dead letters are never de-duplicated.")
 @click.option("--dedup-capacity", type=click.IntRange(min=1), default=DEFAULT_CAPACITY, show_default=True,
               help="How many recent notification ids --dedup remembers (bounded memory, ~170 bytes per id).")
-def tail(clients, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
+def tail(clients, schema_registry, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
     """Print notifications (or dead letters) as JSON lines, Avro or JSON alike.
 
     Notifications are de-duplicated by notification_id by default (see
-    --dedup); on exit the number of duplicates dropped goes to stderr.
+    --dedup); on exit the number of duplicates dropped goes to stderr.  With
+    --schema-registry, Avro records framed with the ids the processor
+    registered (`pubsub run --schema-registry`) are read too.
     """
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
+    fixed_ids = None  # registry id -> fastpubsub's fixed id of the same schema
+    if schema_registry is not None:
+        from fastpubsub.kafka.schema_registry import output_subjects, register_outputs
+
+        try:  # a command does not wait for an absent registry: it says so
+            ids = register_outputs(schema_registry, output_subjects(topics.NOTIFICATIONS, topics.DEAD_LETTER),
+                                   stopped=lambda: True)
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from None
+        fixed_ids = {registry_id: fixed for fixed, registry_id in ids.items()}
 
     dedup = Deduplicator(dedup_capacity) if dedup and not dead_letters else None
 
@@ -247,11 +261,11 @@ def tail(clients, dead_letters, from_beginning, max_records, timeout, dedup, ded
             last = time.monotonic()
             try:
                 if dead_letters:
-                    dl = codecs.decode_dead_letter(msg.value())
+                    dl = codecs.decode_dead_letter(codecs.reframed(msg.value(), fixed_ids))
                     out = {**dl.__dict__, "key": dl.key.decode("utf-8", "replace") if dl.key else None,
                            "value": dl.value.decode("utf-8", "replace") if dl.value else None}
                 else:
-                    out = codecs.decode_notification(msg.value())
+                    out = codecs.decode_notification(codecs.reframed(msg.value(), fixed_ids))
             except codecs.DecodeError as exc:
                 out = {"undecodable": str(exc), "partition": msg.partition(), "offset": msg.offset()}
             if dedup is not None and "notification_id" in out and dedup.seen(str(out["notification_id"])):
