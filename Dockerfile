@@ -10,7 +10,7 @@ RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim
 COPY --from=wheel /wheels /wheels
-RUN pip install --no-cache-dir /wheels/fastpubsub-*.whl && rm -rf /wheels
+RUN wheel=$(ls /wheels/fastpubsub-*.whl) && pip install --no-cache-dir "${wheel}[registry]" && rm -rf /wheels
 # the numba kernels compiled into the image (~/.cache/fastpubsub/<version>/numba), not at every container start
 RUN pubsub warmup --algorithm all
 ENTRYPOINT []

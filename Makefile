@@ -2,7 +2,8 @@
 #   make demo   the whole pipeline end to end on Apache Kafka (started here, on loopback)
 #   make test   the full test suite, every lane (.ci/run calls exactly this)
 # and around them:
-#   make install    .venv, the package with its extras, Apache Kafka's jars (Maven, once per version), the numba kernels
+#   make install    .venv, the package with its extras, Apache Kafka's jars and Apicurio Registry (Maven, once per
+#                   version), the numba kernels
 #   make test-fast  the unit lane alone: no broker, no Spark
 #   make test-faults  the long version of the three-node cluster fault tests (tests/test_cluster_faults.py)
 #   make wheel      dist/fastpubsub-*.whl, what Dockerfile and users install
@@ -21,8 +22,9 @@ $(VENV)/.installed: pyproject.toml
 	@command -v mvn >/dev/null || { echo "Maven is needed to fetch Apache Kafka: apt-get install maven" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,docs,registry]'
 	$(BIN)/pubsub broker --fetch-only
+	$(BIN)/pubsub registry --fetch-only
 	$(BIN)/pubsub warmup
 	touch $@
 

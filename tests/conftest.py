@@ -23,6 +23,7 @@ from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import topics
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
+from fastpubsub.kafka.registry_server import EmbeddedRegistry
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,6 +53,13 @@ def long_faults(request: pytest.FixtureRequest) -> bool:
 def broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker() as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[EmbeddedRegistry]:
+    """One real Schema Registry (Apicurio, in memory) for every registry test of the session."""
+    with EmbeddedRegistry() as r:
+        yield r
 
 
 @pytest.fixture(scope="session")

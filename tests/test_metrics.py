@@ -160,6 +160,12 @@ def test_health_and_readiness_follow_the_loop(serve):
     assert get(f"{base}/healthz")[0] == 200 and parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
     m.unreachable = False
     assert get(f"{base}/readyz") == (200, "ready\n")
+    m.last_beat -= 5
+    m.registry_waiting(True)  # the Schema Registry does not answer: waiting on purpose, alive, not ready
+    assert get(f"{base}/readyz") == (503, "the Schema Registry is unreachable: waiting for it\n")
+    assert get(f"{base}/healthz")[0] == 200 and parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
+    m.registry_waiting(False)
+    assert get(f"{base}/readyz") == (200, "ready\n")
     m.recovering = True  # a failed step replayed: a new producer (which may wait for its coordinator), the inputs
     assert get(f"{base}/readyz")[0] == 503
     assert parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0

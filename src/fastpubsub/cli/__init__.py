@@ -5,6 +5,7 @@
 * ``patterns``: the pattern service (pattern subscriptions over the events);
 * ``messages``: ``subscribe``, ``unsubscribe``, ``publish``, ``tail``;
 * ``broker``: ``broker`` (the embedded one) and ``topics``;
+* ``registry``: the embedded Schema Registry;
 * ``demo``: everything end to end on the embedded broker;
 * ``stats``: the Spark statistics job;
 * ``warmup``: compile the numba kernels into the on-disk cache (once per installation).
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import click
 
-from . import broker, demo, messages, patterns, run, stats, tables, warmup
+from . import broker, demo, messages, patterns, registry, run, stats, tables, warmup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,7 +36,7 @@ def main() -> None:
 
 
 for command in (broker.broker, broker.topics_cmd, run.run, tables.tables_cmd, patterns.patterns_cmd, messages.subscribe, messages.unsubscribe,
-                messages.publish, messages.tail, stats.stats, demo.demo, warmup.warmup):
+                messages.publish, messages.tail, stats.stats, demo.demo, warmup.warmup, registry.registry):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -15,6 +15,7 @@ import click
 
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.admin import require
+from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS, MetricsServer
 from fastpubsub.wire.printable import log_to_stderr
 from fastpubsub.wire.topics import TopicNames
@@ -85,6 +86,34 @@ def topic_options(command: Callable) -> Callable:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="topic options") from None
         return command(*args, topics=topics, **kwargs)
+
+
+def registry_options(command: Callable) -> Callable:
+    """``--schema-registry URL``, ``--schema-registry-config FILE`` and repeatable ``-R KEY=VALUE``, given to the
+    command as one ``schema_registry`` (a ``kafka.schema_registry.RegistryConfig``, or None without a URL): the
+    registry's settings the way ``--client-config`` and ``-X`` give Kafka's."""
+
+    @click.option("--schema-registry", "schema_registry_url", envvar="PUBSUB_SCHEMA_REGISTRY", default=None,
+                  metavar="URL",
+                  help="A Confluent-compatible Schema Registry (env PUBSUB_SCHEMA_REGISTRY; `pubsub registry` "
+                       "runs one): events framed with its schema ids (Avro, JSON Schema, Protobuf) are decoded "
+                       "with the schema registered under the id, their nested fields named by path.")
+    @click.option("--schema-registry-config", "registry_config_file", type=click.Path(exists=True, dir_okay=False),
+                  default=None, metavar="FILE",
+                  help="Settings of the Schema Registry client, one key=value a line (confluent-kafka's keys: "
+                       "basic.auth.user.info, ssl.ca.location, ssl.certificate.location, ssl.key.location, "
+                       "timeout...); -R wins over it.")
+    @click.option("-R", "registry_config", multiple=True, metavar="KEY=VALUE",
+                  help="Extra Schema Registry client setting (e.g. -R basic.auth.user.info=USER:PASSWORD); "
+                       "repeatable.")
+    @functools.wraps(command)
+    def wrapper(*args, schema_registry_url: str | None, registry_config: tuple[str, ...],
+                registry_config_file: str | None, **kwargs):
+        try:
+            config = RegistryConfig.configure(schema_registry_url, registry_config, registry_config_file)
+        except (OSError, ValueError) as exc:
+            raise click.BadParameter(str(exc), param_hint="--schema-registry, -R or --schema-registry-config") from None
+        return command(*args, schema_registry=config, **kwargs)
 
     return wrapper
 

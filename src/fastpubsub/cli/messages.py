@@ -21,7 +21,7 @@ from fastpubsub.wire.topics import TopicNames
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from fastpubsub.wire.placement import partition_for
 
-from .common import connection_options, on_signals, require_topic, topic_options
+from .common import connection_options, on_signals, registry_options, require_topic, topic_options
 
 
 def _producer(clients: ClientFactory, topic: str) -> Producer:
@@ -164,6 +164,7 @@ def unsubscribe(clients, topics, sub_id) -> None:
 @click.command()
 @connection_options
 @topic_options
+@registry_options
 @click.argument("event")
 @click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
@@ -173,7 +174,7 @@ def unsubscribe(clients, topics, sub_id) -> None:
                    "text modulo the partition count), so that the events of one value share a partition: a pattern "
                    "correlated on ATTR (name = a.name) is then exact.  Events without ATTR go where the producer "
                    "puts them.")
-def publish(clients, topics, event, key, fmt, partition_by) -> None:
+def publish(clients, topics, schema_registry, event, key, fmt, partition_by) -> None:
     """Publish an event given as a JSON object, e.g.
 
     \b
@@ -182,11 +183,22 @@ def publish(clients, topics, event, key, fmt, partition_by) -> None:
     With EVENT `-`, publishes one JSON object per line of standard input
     (without keys).  The event goes to the events topic: pubsub.events, or
     the one --events-topic given.
+    With --schema-registry, an Avro event carries the id the
+    registry gave fastpubsub's event schema (as `pubsub run --schema-registry`
+    reads it), not the fixed one.
     """
     if len(topics.events) != 1 or topics.events_pattern is not None:
         raise click.BadParameter("publish writes to one topic: give one --events-topic and no --events-pattern",
                                  param_hint="--events-topic")
     target = topics.events[0]
+    ids = None
+    if schema_registry is not None and fmt == "avro":
+        from fastpubsub.kafka.schema_registry import event_decoders
+
+        try:  # a command does not wait for an absent registry: it says so
+            ids = {codecs.SCHEMA_IDS["event"]: event_decoders(schema_registry, stopped=lambda: True).native_event_id}
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from None
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
     producer = _producer(clients, target)
     partitions = admin.partitions_of(clients, target) if partition_by else 0
@@ -196,8 +208,8 @@ def publish(clients, topics, event, key, fmt, partition_by) -> None:
         except codecs.DecodeError as exc:
             raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
         placed = {"partition": partition_for(parsed[partition_by], partitions)} if partition_by in parsed else {}
-        producer.produce(target, codecs.encode_event(parsed, fmt), key.encode() if key and event != "-" else None,
-                         **placed)
+        producer.produce(target, codecs.reframed(codecs.encode_event(parsed, fmt), ids),
+                         key.encode() if key and event != "-" else None, **placed)
     if producer.flush(30):
         raise click.ClickException(f"could not write to {target} on {clients.bootstrap_servers}")
     click.echo(f"published {len(lines)} event(s)")
@@ -206,6 +218,7 @@ def publish(clients, topics, event, key, fmt, partition_by) -> None:
 @click.command()
 @connection_options
 @topic_options
+@registry_options
 @click.option("--dead-letters", is_flag=True, help="Tail the dead-letter topic instead of the notifications topic.")
 @click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of the end.")
 @click.option("--max", "max_records", type=int, default=None, help="Stop after this many records.")
@@ -215,13 +228,26 @@ def publish(clients, topics, event, key, fmt, partition_by) -> None:
                    "Dead letters are never de-duplicated.")
 @click.option("--dedup-capacity", type=click.IntRange(min=1), default=DEFAULT_CAPACITY, show_default=True,
               help="How many recent notification ids --dedup remembers (bounded memory, ~170 bytes per id).")
-def tail(clients, topics, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
+def tail(clients, topics, schema_registry, dead_letters, from_beginning, max_records, timeout, dedup, dedup_capacity) -> None:
     """Print notifications (or dead letters) as JSON lines, Avro or JSON alike.
 
     Notifications are de-duplicated by notification_id by default (see
-    --dedup); on exit the number of duplicates dropped goes to stderr.
+    --dedup); on exit the number of duplicates dropped goes to stderr.  With
+    --schema-registry, Avro records framed with the ids the processor
+    registered (`pubsub run --schema-registry`) are read too.
     """
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
+    fixed_ids = None  # registry id -> fastpubsub's fixed id of the same schema
+    if schema_registry is not None:
+        from fastpubsub.kafka.schema_registry import output_subjects, register_outputs
+
+        try:  # a command does not wait for an absent registry: it says so
+            ids = register_outputs(schema_registry, output_subjects(topics.notifications, topics.dead_letter),
+                                   stopped=lambda: True)
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from None
+        fixed_ids = {registry_id: fixed for fixed, registry_id in ids.items()}
 
     dedup = Deduplicator(dedup_capacity) if dedup and not dead_letters else None
 
@@ -248,11 +274,11 @@ def tail(clients, topics, dead_letters, from_beginning, max_records, timeout, de
             last = time.monotonic()
             try:
                 if dead_letters:
-                    dl = codecs.decode_dead_letter(msg.value())
+                    dl = codecs.decode_dead_letter(codecs.reframed(msg.value(), fixed_ids))
                     out = {**dl.__dict__, "key": dl.key.decode("utf-8", "replace") if dl.key else None,
                            "value": dl.value.decode("utf-8", "replace") if dl.value else None}
                 else:
-                    out = codecs.decode_notification(msg.value())
+                    out = codecs.decode_notification(codecs.reframed(msg.value(), fixed_ids))
                     if out.get("original"):  # bytes, printed as base64 as the JSON notification carries them
                         out["original"] = {**out["original"],
                                            "value": base64.b64encode(out["original"]["value"]).decode("ascii")}

@@ -6,12 +6,14 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, topic_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
+from .common import (connection_options, delivery_option, log_level_option, metrics_options, progress_option,
+                     registry_options, run_service, setup_logging, topic_options)
 
 
 @click.command("patterns")
 @connection_options
 @topic_options
+@registry_options
 @click.option("--group-id", default="pubsub-patterns", show_default=True,
               help="Consumer group of the events (after --topic-prefix): instances with the same group share the events partitions, and "
                    "its committed offsets say where each partition is.  Also names the transactional.id.")
@@ -40,7 +42,7 @@ from .common import connection_options, topic_options, delivery_option, log_leve
 @progress_option
 @log_level_option
 @metrics_options
-def patterns_cmd(clients, topics, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
+def patterns_cmd(clients, topics, schema_registry, group_id, delivery, transactional_id, batch_size, max_per_subscription, max_state_mb,
                  output_format, session_timeout_ms, repartition_by, grace_ms, progress_interval, log_level,
                  monitoring) -> None:
     """Serve pattern subscriptions over the events (docs/patterns.md).
@@ -63,7 +65,7 @@ def patterns_cmd(clients, topics, group_id, delivery, transactional_id, batch_si
             clients.bootstrap_servers, topics.group(group_id), delivery, transactional_id, batch_size, max_per_subscription,
             max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings),
             repartition_by, 1000 if grace_ms is None else grace_ms, stall_seconds=monitoring.stall_seconds,
-            topics=topics))
+            topics=topics, schema_registry=schema_registry))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service, monitoring)

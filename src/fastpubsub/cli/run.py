@@ -12,7 +12,8 @@ from fastpubsub.services.events.encode import NOTIFICATION_EVENT_FORMATS, NOTIFI
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
 
-from .common import connection_options, topic_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
+from .common import (connection_options, delivery_option, log_level_option, metrics_options, progress_option,
+                     registry_options, run_service, setup_logging, topic_options)
 
 
 class ShardType(click.ParamType):
@@ -32,6 +33,7 @@ class ShardType(click.ParamType):
 @click.command()
 @connection_options
 @topic_options
+@registry_options
 @click.option("--group-id", default="pubsub-processor", show_default=True,
               help="Consumer group (after --topic-prefix); instances with the same group share the event "
                    "partitions.")
@@ -122,7 +124,7 @@ class ShardType(click.ParamType):
               help="Input records (key plus value) larger than this are dead-lettered before they are decoded, "
                    "which bounds the memory one record can take.  Default: the input topics' max.message.bytes, "
                    "1,048,588 (Kafka's default) where the broker does not report it.")
-def run(clients, topics, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size,
+def run(clients, topics, schema_registry, group_id, shard, start_from_groups, output_format, delivery, transactional_id, batch_size,
         commit_interval_ms, commit_linger_ms, overlap_commits, latency_samples, algorithm, runs,
         session_timeout_ms,
         progress_interval, snapshot_dir, snapshot_every, snapshot_changes, max_valid_events, max_valid_event_bytes,
@@ -152,6 +154,7 @@ def run(clients, topics, group_id, shard, start_from_groups, output_format, deli
             notification_event=notification_event, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,
             shard=shard, start_from_groups=start_from_groups, topics=topics,
             notification_event_format=notification_event_format,
+            schema_registry=schema_registry,
         ))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None

@@ -44,7 +44,8 @@ OPTION_PREFIX = "kafka."
 
 
 #: Keys whose values are secrets: shown as ``***`` wherever settings are shown.
-SECRET_KEY = re.compile(r"password|secret|token|jaas|ssl\.key\.pem|oauthbearer\.config|credential", re.IGNORECASE)
+SECRET_KEY = re.compile(r"password|secret|token|jaas|ssl\.key\.pem|oauthbearer\.config|credential|user\.info",
+                        re.IGNORECASE)  # user.info: a Schema Registry's basic.auth.user.info (USER:PASSWORD)
 HIDDEN = "***"
 
 

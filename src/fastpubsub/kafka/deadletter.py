@@ -16,7 +16,7 @@ from collections import Counter
 
 from confluent_kafka import Message
 
-from fastpubsub.wire.codecs import dead_letter, fit_dead_letter
+from fastpubsub.wire.codecs import dead_letter, fit_dead_letter, reframed
 from fastpubsub.wire.printable import printable
 from fastpubsub.wire.topics import DEAD_LETTER
 
@@ -32,6 +32,7 @@ REASON_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compil
     ("not_json_or_avro", r"^(empty \w+ value|\w+ value is neither JSON)"),
     ("json", r"^(JSON value|invalid JSON|duplicate JSON key)"),
     ("avro", r"^(Avro value too short|unexpected Avro schema id|invalid Avro)"),
+    ("schema", r"^(schema id|record of schema id|the references of subject)"),  # registered schemas (--schema-registry)
     ("event", r"^invalid event"),
     ("predicates", r"^invalid predicates"),
     ("subscription", r"subscription|subscriber|valid_until"),
@@ -61,6 +62,7 @@ class DeadLetters:
         self.counts: Counter[str] = Counter()  # per source topic
         self.by_reason: Counter[tuple[str, str]] = Counter()  # (source topic, reason_class)
         self.truncated = 0  # dead letters that carry only a prefix of their record
+        self.registry_ids: dict[int, int] | None = None  # with a Schema Registry: its id of the dead-letter schema
 
     def send(self, msg: Message, reason: str) -> None:
         self.send_record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), reason)
@@ -72,10 +74,12 @@ class DeadLetters:
         record_key = dl.record_key.encode()
         budget = self._limits.value_budget(self.topic, record_key)
         out, cut = fit_dead_letter(dl, self._fmt, budget)
+        out = reframed(out, self.registry_ids)
         try:
             self._delivery.produce(self.topic, record_key, out)
         except RecordRefused:  # the topic takes less than it said: a quarter of the room still tells the story
             out, cut = fit_dead_letter(dl, self._fmt, budget // 4)
+            out = reframed(out, self.registry_ids)
             self._delivery.produce(self.topic, record_key, out)
         self.counts[dl.source_topic] += 1
         self.by_reason[dl.source_topic, reason_class(reason)] += 1

@@ -137,6 +137,7 @@ class Metrics:
         self.counters = counters or PipelineCounters()  # incremented by the stages
         self.ready = threading.Event()  # set once the subscriptions are rebuilt
         self.unreachable = False  # no broker answers (runtime.host): not ready until one does
+        self.registry_unreachable = False  # the Schema Registry does not answer (kafka.schema_registry): not ready
         self.recovering = False  # a failed step is being replayed: a new producer, the inputs at their offsets
         self.dead_letters: Mapping[tuple[str, str], int] = {}  # (source topic, reason class) -> count, kept by the dead-letter path
         # gauges the loop sets (Metrics.publish)
@@ -156,6 +157,12 @@ class Metrics:
         self._lag_at = self._engine_at = float("-inf")
         self.registry = CollectorRegistry()  # this instance's own: what /metrics exposes
         self.registry.register(PublishedCollector(self))
+
+    def registry_waiting(self, waiting: bool) -> None:
+        """The Schema Registry does not answer (True, said at every attempt) or answers again (False): not ready
+        meanwhile, but alive: the loop waits on purpose, it is not stalled."""
+        self.registry_unreachable = waiting
+        self.beat()
 
     def beat(self) -> None:
         """The loop made progress: a batch delivered, a rebuild step, or a turn with nothing to do."""
@@ -256,8 +263,8 @@ class PublishedCollector(Collector):
             yield _counter("pubsub_producer_queue_full_total", "Times a produce found the queue full and waited.",
                            full_waits)
         yield InfoMetricFamily("pubsub", "Configuration of this instance.", value=dict(m.info))
-        yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched, 0 while no broker answers.",
-                     int(m.ready.is_set() and not m.unreachable and not m.recovering))
+        yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched, 0 while no broker or no Schema Registry answers.",
+                     int(m.ready.is_set() and not m.unreachable and not m.registry_unreachable and not m.recovering))
         yield _gauge("pubsub_seconds_since_progress", "Seconds since the loop last made progress.",
                      round(time.monotonic() - m.last_beat, 3))
         engine = m.engine
@@ -362,6 +369,8 @@ class MetricsServer:
                         self._answer(503, "rebuilding subscriptions\n")
                     elif target.unreachable:
                         self._answer(503, "the Kafka cluster is unreachable: waiting for it\n")
+                    elif target.registry_unreachable:
+                        self._answer(503, "the Schema Registry is unreachable: waiting for it\n")
                     elif target.recovering:
                         self._answer(503, "recovering: a new producer and the inputs at their committed offsets\n")
                     else:

@@ -139,6 +139,15 @@ def _wire(name: str, body: bytes) -> bytes:
     return _HEADER.pack(MAGIC, SCHEMA_IDS[name]) + body
 
 
+def reframed(value: bytes, registry_ids: dict[int, int] | None) -> bytes:
+    """An Avro value of fastpubsub's with its fixed schema id replaced by the id a Schema Registry gave the same
+    schema (``registry_ids``: fixed id -> registry id), so that registry clients read it; others as they are."""
+    if not registry_ids or value[:1] != b"\x00" or len(value) < 5:
+        return value
+    found = registry_ids.get(_HEADER.unpack_from(value)[1])
+    return value if found is None else _HEADER.pack(MAGIC, found) + value[5:]
+
+
 def _avro_read(name: str, value: bytes) -> Any:
     if len(value) < 5:
         raise DecodeError(f"Avro value too short: {len(value)} bytes, the wire format header alone is 5")
@@ -535,6 +544,27 @@ def decode_event(value: bytes) -> dict[str, Any]:
         raise DecodeError(f"invalid event: {str(exc)[:500]}") from None
     _check_pairs(event.items(), "invalid event")
     return event
+
+
+def decode_event_pairs(value: bytes, registered: Any = None) -> list[tuple[str, Any]]:
+    """An event value's validated (attribute, value) pairs: :func:`decode_event`'s, or, for a record framed with a
+    registered schema id (``registered``: a ``wire.registered.RegisteredDecoders``), its leaves by path, arrays as
+    repeated pairs."""
+    if registered is None or not registered.handles(value):
+        if registered is not None and value[:1] == b"\x00" and len(value) >= 5 \
+                and _HEADER.unpack_from(value)[1] == registered.native_event_id:
+            value = _wire("event", value[5:])  # fastpubsub's own event under the registry's id
+        return list(decode_event(value).items())
+    pairs = registered.pairs(value)
+    for name, v in pairs:
+        if not name or name[0] == "\0":
+            raise DecodeError(f"invalid event: attribute names must be non-empty and not start with NUL, got {name!r}")
+        try:
+            validate_event({name: v})
+        except ValueError as exc:
+            raise DecodeError(f"invalid event: {str(exc)[:500]}") from None
+    _check_pairs(pairs, "invalid event")
+    return pairs
 
 
 def encode_attributes(event: dict[str, Any], fmt: str) -> bytes:

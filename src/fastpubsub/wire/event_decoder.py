@@ -30,9 +30,10 @@ from fastpubsub.engine import KIND_STRING
 
 from .avro_binary import attribute_name, block_count, empty_pairs, first_pairs, gather_bytes, intern_name, name_table, scalar
 from .avro_binary import schema_id as framed_schema_id
-from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event
+from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event_pairs
 from .fallback import FallbackPairs
 from .metadata import escape_names
+from .registered import RegisteredDecoders
 
 _EVENT_SCHEMA_ID = SCHEMA_IDS["event"]
 _FAST, _SLOW = 0, 1
@@ -144,9 +145,15 @@ class DecodedEvents:
 # --- entry point -------------------------------------------------------------------
 
 
-def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
+def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders | None = None) -> DecodedEvents:
     """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``.  A field whose name starts
-    with ``$`` is the attribute ``$`` + its name (``wire.metadata``: ``$`` names a record's metadata)."""
+    with ``$`` is the attribute ``$`` + its name (``wire.metadata``: ``$`` names a record's metadata).
+
+    ``registered``: records framed with another schema id than fastpubsub's event schema are read with the schema
+    registered under it (``wire.registered``); it raises ``RegistryUnavailable`` out of here when the registry does
+    not answer, since such a record is neither good nor bad yet.
+    """
+    event_schema_id = _EVENT_SCHEMA_ID if registered is None else registered.native_event_id
     lengths = np.fromiter((len(v) if v else 0 for v in values), np.int64, len(values))
     buf = np.frombuffer(b"".join(v for v in values if v), np.uint8)
     ends = np.cumsum(lengths)
@@ -154,7 +161,7 @@ def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
     max_names = 1024
     while True:
         status, pairs, nstart, nlen, overflow = _decode_avro(
-            buf, starts, ends, _EVENT_SCHEMA_ID, max_names, MAX_ATTRIBUTE_BYTES)
+            buf, starts, ends, event_schema_id, max_names, MAX_ATTRIBUTE_BYTES)
         if not overflow:
             break
         max_names *= 4
@@ -166,11 +173,11 @@ def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
         fallback = FallbackPairs(names, len(buf))
         for r in slow.tolist():
             try:
-                event = decode_event(values[r])
+                pairs_of = decode_event_pairs(values[r], registered)
             except DecodeError as exc:
                 errors[r] = str(exc)
                 continue
-            for a, v in event.items():
+            for a, v in pairs_of:
                 fallback.add(r, a, v)
         names = fallback.names
         buf, pairs = fallback.merged(buf, pairs)

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastpubsub.kafka import Settings
 from fastpubsub.kafka.queues import QueueBounds
+from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.wire.topics import DEFAULT, TopicNames
@@ -46,6 +47,7 @@ class ProcessorConfig:
     latency_samples: int = 0  # sampled batches' latency by part kept for the final statistics (runtime.trace)
     topics: TopicNames = DEFAULT  # the deployment's topic names (wire.topics)
     notification_event_format: str = "decoded"  # or "original": the record's value as it was (encode.NOTIFICATION_EVENT_FORMATS)
+    schema_registry: RegistryConfig | None = None  # --schema-registry: events in producers' registered schemas
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets

@@ -18,6 +18,7 @@ from fastpubsub.runtime.deliver import Reject
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
 from fastpubsub.wire.metadata import attach
+from fastpubsub.wire.registered import RegisteredDecoders
 
 from fastpubsub.runtime.counters import PipelineCounters
 from fastpubsub.runtime.inputs import event_id, event_time, has_data
@@ -45,12 +46,13 @@ class Decode:
     """
 
     def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True,
-                 metadata: Callable[[], Sequence[str]] = tuple) -> None:
+                 metadata: Callable[[], Sequence[str]] = tuple, registered: RegisteredDecoders | None = None) -> None:
         """``metadata()``: the record metadata attributes the subscriptions name (``wire.metadata``), attached to
         every decoded event."""
         self._counters = counters
         self.reports_bad_input = reports_bad_input
         self._metadata = metadata
+        self.registered = registered  # records in producers' registered schemas (--schema-registry)
 
     def __call__(self, msgs: list[Message]) -> EventBatch:
         t = time.perf_counter()
@@ -75,7 +77,7 @@ class Decode:
             ids = [k.decode("utf-8") for k in keys]
         except UnicodeDecodeError:
             return None
-        decoded = decode_events(values)
+        decoded = decode_events(values, self.registered)
         rejects = [(msgs[i], reason) for i, reason in sorted(decoded.errors.items())] if self.reports_bad_input else []
         stamps = [msgs[r].timestamp() for r in decoded.rows.tolist()]
         now = int(time.time() * 1000)
@@ -97,7 +99,7 @@ class Decode:
             ids.append(eid)
             until.append(valid_until)
             records.append(msg)
-        decoded = decode_events([msg.value() for msg in records])
+        decoded = decode_events([msg.value() for msg in records], self.registered)
         if self.reports_bad_input:
             rejects += [(records[i], reason) for i, reason in sorted(decoded.errors.items())]
         times = [event_time(records[r]) for r in decoded.rows.tolist()]

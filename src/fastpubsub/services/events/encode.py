@@ -15,7 +15,9 @@ from confluent_kafka import Message
 
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.runtime.deliver import Output, Rejected
-from fastpubsub.wire.codecs import decode_event, encode_attributes, encode_notification, encode_notification_reference
+from fastpubsub.wire.codecs import (decode_event, encode_attributes, encode_notification, encode_notification_reference,
+                                   reframed)
+from fastpubsub.wire.registered import RegisteredDecoders, indexed_attributes
 from fastpubsub.wire.topics import NOTIFICATIONS
 
 from fastpubsub.runtime.counters import PipelineCounters
@@ -32,13 +34,17 @@ NOTIFICATION_EVENT_MODES = ("auto", "full", "reference")
 NOTIFICATION_EVENT_FORMATS = ("decoded", "original")
 
 
-def notification_attributes(value: bytes, fmt: str) -> bytes:
+def notification_attributes(value: bytes, fmt: str, registered: RegisteredDecoders | None = None) -> bytes:
     """The ``event`` part of a notification, re-using the input bytes when the formats agree.
 
     An Avro event record's encoding is its one field's, the attribute map the
     notification ends with; a JSON event is the object the JSON notification
     embeds.  Otherwise the event is decoded and encoded in the output format.
+    A record in a registered schema (``registered``) is carried as its attributes by path, an array's elements
+    under ``path[0]``, ``path[1]``... so that the flat map loses none of them.
     """
+    if registered is not None and registered.handles(value):
+        return encode_attributes(indexed_attributes(registered.pairs(value)), fmt)
     if fmt == "avro" and value[:1] == b"\x00":
         return value[5:]
     if fmt == "json" and value[:1] == b"{":
@@ -50,7 +56,8 @@ class Encode:
     """Notifications within the notifications topic's record limit (docs/reliability.md, "Oversized records")."""
 
     def __init__(self, fmt: str, mode: str = "auto", counters: PipelineCounters | None = None,
-                 topic: str = NOTIFICATIONS, event_format: str = "decoded") -> None:
+                 topic: str = NOTIFICATIONS, event_format: str = "decoded",
+                 registered: RegisteredDecoders | None = None) -> None:
         if event_format not in NOTIFICATION_EVENT_FORMATS:
             raise ValueError(f"notification_event_format must be one of {', '.join(NOTIFICATION_EVENT_FORMATS)}, "
                              f"got {event_format!r}")
@@ -62,6 +69,8 @@ class Encode:
         self.fmt, self.mode = fmt, mode
         self.limits = RecordLimits()  # set when the processor has learned them
         self._counters = counters or PipelineCounters()
+        self.registered = registered
+        self.registry_ids: dict[int, int] | None = None  # with a Schema Registry: its ids of the notification schemas
 
     def __call__(self, matched: Matched) -> Iterator[Output | Rejected]:
         fmt, mode, budget, topic = self.fmt, self.mode, self.limits.value_budget, self.topic
@@ -71,7 +80,7 @@ class Encode:
             # an event read from a record says which (a stored valid event is notified without it)
             source = None if record is None else (record.topic(), record.partition(), record.offset())
             carried = value if original and source is not None else None
-            attributes = (self._empty if carried is not None else notification_attributes(value, fmt)) if embed else b""
+            attributes = (self._empty if carried is not None else notification_attributes(value, fmt, self.registered)) if embed else b""
             if mode == "full" and record is not None:
                 longest = max((owner for _, owner in pairs), key=lambda o: len(o.encode()))
                 worst = len(encode_notification(max(sid for sid, _ in pairs), longest, event_id, attributes, fmt,
@@ -83,7 +92,8 @@ class Encode:
             for sid, owner in pairs:
                 key = owner.encode()
                 if embed:
-                    out = encode_notification(sid, owner, event_id, attributes, fmt, source, carried)
+                    out = reframed(encode_notification(sid, owner, event_id, attributes, fmt, source, carried),
+                                   self.registry_ids)
                     if len(out) <= budget(topic, key):
                         yield Output(topic, key, out, record)
                         continue
@@ -93,5 +103,6 @@ class Encode:
                                 event_id, sid, len(out), topic)
                     continue
                 self._counters.by_reference += 1
-                yield Output(topic, key, encode_notification_reference(
-                    sid, owner, event_id, record.topic(), record.partition(), record.offset(), len(value), fmt), record)
+                yield Output(topic, key, reframed(encode_notification_reference(
+                    sid, owner, event_id, record.topic(), record.partition(), record.offset(), len(value), fmt),
+                    self.registry_ids), record)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 from confluent_kafka import Message
 
 from fastpubsub.kafka.admin import require
+from fastpubsub.kafka.schema_registry import event_decoders, output_subjects, register_outputs
 from fastpubsub.runtime.checkpoint import too_large
 from fastpubsub.runtime.handoff import Handoff
 from fastpubsub.runtime.host import Host
@@ -77,6 +78,7 @@ class EventsTask(TaskBase):
         self.host: Host | None = None
         self.statistics_feed: StatisticsFeed | None = None
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
+        self.registry_ids: dict[int, int] | None = None  # with --schema-registry: its ids of the output schemas
         self._partitions = 0
         self._names_seen, self._wanted = (0, -1), ()  # the matcher's attribute names last looked at (metadata)
 
@@ -105,10 +107,17 @@ class EventsTask(TaskBase):
 
     def prepare(self, host: Host) -> None:
         self.host, counters = host, host.counters
-        self.decode = Decode(counters, self.reports_bad_input, self._metadata)
+        registered = self.registry_ids = None
+        if self.config.schema_registry is not None:
+            patience = {"waiting": host.metrics.registry_waiting, "stopped": lambda: host.stopping}
+            registered = event_decoders(self.config.schema_registry, **patience)
+            self.registry_ids = register_outputs(self.config.schema_registry,
+                                                 output_subjects(self.config.topics.notifications, self.config.topics.dead_letter), **patience)
+        self.decode = Decode(counters, self.reports_bad_input, self._metadata, registered)
         self.match = Match(self.held, counters, self.config.topics.notifications)
         self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
-                             self.config.topics.notifications, self.config.notification_event_format)
+                             self.config.topics.notifications, self.config.notification_event_format, registered)
+        self.encode.registry_ids = self.registry_ids
         self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
         names = self.config.topics  # the topics it cannot run without, or a clear error
         self._partitions = require(host.clients, names.required)[names.subscriptions]
@@ -118,6 +127,7 @@ class EventsTask(TaskBase):
 
     def start(self, host: Host) -> None:
         self.match.limits = self.encode.limits = host.limits
+        host.deliver.dead_letters.registry_ids = self.registry_ids
         # the rebuild's readers fetch while the statistics, the kernels and the snapshot load
         host.inputs.prefetch(self._partitions, self.held.start_offsets())
         # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it; bad

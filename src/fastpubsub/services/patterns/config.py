@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastpubsub.kafka import Settings
+from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.wire.topics import DEFAULT, TopicNames, pattern_repartition_changelog, pattern_repartition_topic
@@ -32,6 +33,7 @@ class PatternServiceConfig:
     max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
     topics: TopicNames = DEFAULT  # the deployment's topic names (wire.topics)
+    schema_registry: RegistryConfig | None = None  # --schema-registry: events in producers' registered schemas
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets

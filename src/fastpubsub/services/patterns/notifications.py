@@ -15,6 +15,13 @@ from fastpubsub.patterns.contents import BoundContents
 from fastpubsub.patterns.witnesses import Witness, notification_id
 from fastpubsub.patterns.reorder import event_name
 from fastpubsub.wire import codecs
+from fastpubsub.wire.registered import RegisteredDecoders
+
+
+def _event(value: bytes, registered: RegisteredDecoders | None) -> Any:
+    if registered is not None and registered.handles(value):
+        return registered.decode(value)
+    return codecs.decode_event(value)
 
 
 def pattern_notification_id(sid: int, partition: int, bound: tuple[tuple[int, int], ...]) -> str:
@@ -30,8 +37,9 @@ def repartitioned_notification_id(sid: int, bound: tuple[tuple[int, int], ...]) 
 
 
 def notification(w: Witness, subscriber: str, pattern: Pattern, p: int, contents: BoundContents,
-                 repartitioned: bool) -> bytes:
-    """The JSON notification of witness ``w`` completed in events (or repartition) partition ``p``."""
+                 repartitioned: bool, registered: RegisteredDecoders | None = None) -> bytes:
+    """The JSON notification of witness ``w`` completed in events (or repartition) partition ``p``; an event in a
+    producer's registered schema (``registered``) is carried as decoded, with its nesting."""
     names = [pattern.bind] + [s.bind for s in pattern.steps]
     bound: list[dict[str, Any]] = []
     for name, (eid, iterations) in zip(names, w.bound):
@@ -39,7 +47,7 @@ def notification(w: Witness, subscriber: str, pattern: Pattern, p: int, contents
         src_p, offset = event_name(eid) if repartitioned else (p, eid)  # the events partition and offset
         bound.append({"bind": name, "event_id": f"{src_p}:{offset}", "offset": offset, "iterations": iterations,
                       "ts": None if item is None else item[0],
-                      "event": None if item is None else codecs.decode_event(item[1])})
+                      "event": None if item is None else _event(item[1], registered)})
         if repartitioned:
             bound[-1]["partition"] = src_p
     nid = repartitioned_notification_id(w.sid, w.bound) if repartitioned else pattern_notification_id(w.sid, p, w.bound)

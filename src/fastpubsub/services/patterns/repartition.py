@@ -70,7 +70,7 @@ class Repartition:
             else:
                 ms = self._source_time.get(p, 0)  # event time so far, never the clock
             try:
-                value = codecs.decode_event(m.value()).get(attr)
+                value = dict(codecs.decode_event_pairs(m.value(), self.task.registered)).get(attr)
             except codecs.DecodeError:
                 self.task.invalid_events += 1  # as for placed events: skipped and counted
                 continue
@@ -103,7 +103,7 @@ class Repartition:
         released = buf.release()
         tag = msgs[0].offset()  # the first input offset of this transaction: its changes are discarded if it aborts
         if released:
-            decoded = decode_events([v for _, _, _, v in released])
+            decoded = decode_events([v for _, _, _, v in released], self.task.registered)
             self.task.invalid_events += len(decoded.errors)
             rows = decoded.rows.tolist()
             self.task.match(p, part, decoded, [event_id(released[r][1], released[r][2]) for r in rows],

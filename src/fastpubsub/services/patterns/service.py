@@ -34,7 +34,9 @@ from fastpubsub.runtime.progress import human
 from fastpubsub.runtime.task import Outputs, TaskBase, Topics
 from fastpubsub.state import StateChanges, to_records
 from fastpubsub.wire import codecs
+from fastpubsub.kafka.schema_registry import event_decoders
 from fastpubsub.wire.event_decoder import decode_events
+from fastpubsub.wire.registered import RegisteredDecoders
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
 
 from .config import PatternServiceConfig
@@ -50,6 +52,7 @@ class PatternsTask(TaskBase):
 
     def __init__(self, config: PatternServiceConfig) -> None:
         self.config = config
+        self.registered: RegisteredDecoders | None = None  # with --schema-registry (set in prepare)
         self.subs: dict[int, tuple[str, Pattern, int]] = {}  # sid -> (subscriber, pattern, since ms)
         self.parts: dict[int, Partition] = {}
         self.events = self.invalid_events = self.notifications = self.changes_written = 0
@@ -70,6 +73,9 @@ class PatternsTask(TaskBase):
 
     def prepare(self, host: Host) -> None:
         self.host = host
+        if self.config.schema_registry is not None:
+            self.registered = event_decoders(self.config.schema_registry, waiting=host.metrics.registry_waiting,
+                                             stopped=lambda: host.stopping)
         names, events = self.config.topics, self.config.events_topic
         parts = admin.require(host.clients, (names.subscriptions, events, names.notifications, names.dead_letter))
         own = (self.changelog,) if self.repartition is None else (self.input_topic, self.changelog)
@@ -206,7 +212,7 @@ class PatternsTask(TaskBase):
         if not msgs:
             return
         ids, ts = [], []
-        decoded = decode_events([m.value() for m in msgs])  # the batch decoder: values straight into columns
+        decoded = decode_events([m.value() for m in msgs], self.registered)  # values straight into columns
         self.invalid_events += len(decoded.errors)  # the event processor (pubsub run) dead-letters invalid events
         for r in decoded.rows.tolist():
             kind, ms = msgs[r].timestamp()
@@ -227,7 +233,8 @@ class PatternsTask(TaskBase):
         for w in part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64)):
             subscriber, pattern, _ = self.subs[w.sid]
             out.produce(self.config.topics.notifications, subscriber,
-                        notification(w, subscriber, pattern, p, part.contents, part.reorder is not None),
+                        notification(w, subscriber, pattern, p, part.contents, part.reorder is not None,
+                                     self.registered),
                         self._completing(p, part, w.bound[-1][0]))
             self.notifications += 1
         part.contents.settle(part.engine.bound_event_ids(), settled)

@@ -1,0 +1,223 @@
+"""Events in a producer's own registered schema: Confluent-framed records decoded with the schema their id names.
+
+A value in the Confluent wire format (a zero byte, a 4-byte schema id, the body) whose id is not fastpubsub's own
+event schema is read with the schema a Schema Registry holds under that id: Avro, JSON Schema or Protobuf.  The
+schema is looked up once per id (the lookup is the caller's: ``kafka.schema_registry`` asks the registry, a test a
+dict) and compiled into a reader kept for the life of the process, so a producer moving to a new version mid-stream
+only adds an id: nothing restarts.  The body is decoded with fastavro and the standard JSON and Protobuf runtimes,
+not with confluent-kafka's deserializers, which cost several times a header parse plus a cached reader.
+
+The decoded value is nested; its leaves become attributes named by their path (``wire.paths``).  Values the
+matcher cannot compare become comparable scalars, the same for every format:
+
+* timestamps (Avro ``timestamp-millis``/``-micros``, Protobuf ``Timestamp``): milliseconds since the epoch, UTC;
+* dates: the ISO text ``YYYY-MM-DD`` (its order is the dates' order); times of day: milliseconds since midnight;
+* decimals: doubles; UUIDs and enums: their text;
+* bytes and fixed: not comparable, left out of the event.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import struct
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import fastavro
+
+from .codecs import DecodeError, _avro_body, _json_read
+from .paths import flatten
+
+_HEADER = struct.Struct(">bI")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+TYPES = ("AVRO", "JSON", "PROTOBUF")
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema as the registry holds it: its type, its text, and the schemas it references (resolved)."""
+
+    schema_type: str  # AVRO, JSON or PROTOBUF (the registry's names; AVRO when it gives none)
+    text: str
+    references: tuple["Reference", ...] = ()
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A referenced schema under the name the referring one uses (Avro: a full record name; Protobuf: an import)."""
+
+    name: str
+    schema: RegisteredSchema
+
+
+class UnknownSchema(DecodeError):
+    """The registry holds no schema under the record's id: the record is dead-lettered with this reason."""
+
+
+class RegistryUnavailable(RuntimeError):
+    """The registry did not answer: nothing about the record is known yet, so it must be neither matched nor
+    dead-lettered; the caller waits."""
+
+
+def schema_id(value: bytes) -> int | None:
+    """The schema id of a Confluent-framed value, None for anything else."""
+    if len(value) >= 5 and value[0] == 0:
+        return _HEADER.unpack_from(value)[1]
+    return None
+
+
+def comparable(value: Any) -> Any:
+    """A decoded value with every leaf the matcher cannot compare turned into one it can (module docstring)."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): comparable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [comparable(v) for v in value]
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        delta = value - _EPOCH
+        ms = (delta.days * 86_400_000_000 + delta.seconds * 1_000_000 + delta.microseconds) / 1000
+        return int(ms) if ms == int(ms) else ms
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, datetime.time):
+        ms = ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond / 1000
+        return int(ms) if ms == int(ms) else ms
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return None  # bytes, fixed: no order a predicate could use
+
+
+# --- one reader per schema ----------------------------------------------------------------------------------------
+
+
+def _avro_reader(schema: RegisteredSchema) -> Callable[[bytes], Any]:
+    named: dict[str, Any] = {}
+
+    def parse(s: RegisteredSchema) -> Any:
+        for ref in s.references:
+            parse(ref.schema)
+        return fastavro.parse_schema(json.loads(s.text), named_schemas=named)
+
+    try:
+        parsed = parse(schema)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the schema's, said once per record
+        raise DecodeError(f"its Avro schema does not parse: {exc}") from None
+
+    def read(value: bytes) -> Any:
+        return _avro_body(parsed, None, value)
+
+    return read
+
+
+def _json_reader(schema: RegisteredSchema) -> Callable[[bytes], Any]:
+    def read(value: bytes) -> Any:
+        return _json_read(value[5:])
+
+    return read
+
+
+def _protobuf_reader(schema: RegisteredSchema) -> Callable[[bytes], Any]:
+    from . import protobuf
+
+    return protobuf.reader(schema)
+
+
+_READERS = {"AVRO": _avro_reader, "JSON": _json_reader, "PROTOBUF": _protobuf_reader}
+
+
+@dataclass
+class RegisteredDecoders:
+    """Records framed with registered schema ids -> attribute pairs, one compiled reader per id.
+
+    ``lookup(id)`` gives the schema registered under ``id``; it raises :class:`UnknownSchema` for an id the registry
+    does not hold and :class:`RegistryUnavailable` when the registry does not answer (then nothing is cached and
+    the record is asked about again).  ``native_event_id``: the id of fastpubsub's own event schema, read by the
+    batch decoder's kernel, never by this.
+    """
+
+    lookup: Callable[[int], RegisteredSchema]
+    native_event_id: int
+    #: How long an id the registry said it does not hold is taken as unknown without asking again: a stream of
+    #: such records costs one request per interval, and an id registered meanwhile is read soon after.
+    unknown_seconds: float = 10.0
+    _readers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
+    _broken: dict[int, str] = field(default_factory=dict)
+    _unknown: dict[int, tuple[float, str]] = field(default_factory=dict)
+
+    def reader(self, sid: int) -> Callable[[bytes], Any]:
+        found = self._readers.get(sid)
+        if found is not None:
+            return found
+        if sid in self._broken:
+            raise DecodeError(self._broken[sid])
+        known = self._unknown.get(sid)
+        if known is not None and time.monotonic() - known[0] < self.unknown_seconds:
+            raise UnknownSchema(known[1])
+        try:
+            schema = self.lookup(sid)  # RegistryUnavailable: nothing cached, the caller waits
+        except UnknownSchema as exc:
+            self._unknown[sid] = (time.monotonic(), str(exc))
+            raise
+        kind = schema.schema_type or "AVRO"
+        try:
+            if kind not in _READERS:
+                raise DecodeError(f"its type {kind!r} is none of {', '.join(TYPES)}")
+            found = _READERS[kind](schema)
+        except DecodeError as exc:
+            self._broken[sid] = f"schema id {sid}: {exc}"
+            raise DecodeError(self._broken[sid]) from None
+        self._readers[sid] = found
+        return found
+
+    def decode(self, value: bytes) -> Any:
+        """The nested value of one framed record (its scalars made comparable)."""
+        sid = schema_id(value)
+        if sid is None:
+            raise DecodeError("not in the Confluent wire format (a zero byte, then a 4-byte schema id)")
+        reader = self.reader(sid)
+        try:
+            return comparable(reader(value))
+        except DecodeError as exc:
+            raise DecodeError(f"record of schema id {sid} does not decode: {exc}") from None
+
+    def pairs(self, value: bytes) -> list[tuple[str, Any]]:
+        """The record's attributes: (dotted path, scalar) per leaf, arrays as repeated pairs."""
+        decoded = self.decode(value)
+        if not isinstance(decoded, Mapping):
+            raise DecodeError(f"record of schema id {schema_id(value)} is a {type(decoded).__name__}, not a "
+                              f"record or object: an event needs named fields")
+        return flatten(decoded)
+
+    def handles(self, value: bytes | None) -> bool:
+        """Whether ``value`` is framed with an id other than fastpubsub's own event schema."""
+        if not value:
+            return False
+        sid = schema_id(value)
+        return sid is not None and sid != self.native_event_id
+
+
+def indexed_attributes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Pairs as one flat map: a path met once keeps its name, the elements of a repeated one (an array's) are
+    ``path[0]``, ``path[1]``, ... in order."""
+    counts: dict[str, int] = {}
+    for name, _ in pairs:
+        counts[name] = counts.get(name, 0) + 1
+    out: dict[str, Any] = {}
+    seen: dict[str, int] = {}
+    for name, value in pairs:
+        if counts[name] == 1:
+            out[name] = value
+        else:
+            i = seen.get(name, 0)
+            seen[name] = i + 1
+            out[f"{name}[{i}]"] = value
+    return out
