@@ -330,17 +330,22 @@ def test_registry_settings_are_given_the_way_kafkas_are(tmp_path):
 
 
 def test_with_a_registry_fastpubsubs_outputs_carry_the_ids_it_registered(registry):
-    """Notifications (full and by reference) and dead letters are framed with the registry's ids, under the
-    notifications and dead-letter topics' subjects, so that any registry client reads them."""
+    """Notifications (full, naming their source, and by reference) and dead letters are framed with the registry's
+    ids, under the notifications and dead-letter topics' subjects, so that any registry client reads them."""
     from confluent_kafka.schema_registry.avro import AvroDeserializer
 
     ids = register_outputs(RegistryConfig("mock://"), output_subjects("n", "d"), client=registry)
-    assert set(ids) == {codecs.SCHEMA_IDS[k] for k in ("notification", "notification_reference", "dead_letter")}
+    assert set(ids) == {codecs.SCHEMA_IDS[k] for k in ("notification", "notification_v2", "notification_reference",
+                                                           "dead_letter")}
     assert ids[codecs.SCHEMA_IDS["notification"]] == registry.get_latest_version("n-value").schema_id
     read = AvroDeserializer(registry)
     note = codecs.reframed(codecs.encode_notification(5, "ann", "e1", codecs.encode_attributes({"a": 1}, "avro"),
                                                       "avro"), ids)
     assert read(note, SerializationContext("n", MessageField.VALUE))["event"] == {"a": 1}
+    sourced = codecs.reframed(codecs.encode_notification(5, "ann", "e1", codecs.encode_attributes({"a": 1}, "avro"),
+                                                         "avro", ("t", 0, 9)), ids)
+    assert read(sourced, SerializationContext("n", MessageField.VALUE))["source"] == {"topic": "t", "partition": 0,
+                                                                                      "offset": 9}
     ref = codecs.reframed(codecs.encode_notification_reference(5, "ann", "e1", "t", 0, 9, 100, "avro"), ids)
     assert read(ref, SerializationContext("n", MessageField.VALUE))["subscription_id"] == 5
     dl = codecs.reframed(codecs.encode_dead_letter(codecs.dead_letter("bad", "t", 0, 1, b"k", b"v")), ids)

@@ -87,6 +87,8 @@ def topic_options(command: Callable) -> Callable:
             raise click.BadParameter(str(exc), param_hint="topic options") from None
         return command(*args, topics=topics, **kwargs)
 
+    return wrapper
+
 
 def registry_options(command: Callable) -> Callable:
     """``--schema-registry URL``, ``--schema-registry-config FILE`` and repeatable ``-R KEY=VALUE``, given to the
