@@ -98,7 +98,7 @@ def summarise(samples: list[dict[str, Any]], warm_up: float = 0.1) -> dict[str, 
     """RSS growth after the first ``warm_up`` of the run, and the engine's bytes per live subscription.
 
     ``rss_growth``: the rise of a least-squares line through the RSS samples after the warm-up, over their span,
-    relative to the line's value at its start.  ``bytes_per_live``: engine bytes / live subscriptions of each
+    relative to the line's value at its start, and that rise per subscription change produced.  ``bytes_per_live``: engine bytes / live subscriptions of each
     sample after the warm-up (min, max, first, last).
     """
     t_end = samples[-1]["t"]
@@ -111,8 +111,8 @@ def summarise(samples: list[dict[str, Any]], warm_up: float = 0.1) -> dict[str, 
         "seconds": round(t_end, 1), "samples": len(samples),
         "rss_start_mib": round(samples[0]["rss"] / 2**20, 1), "rss_end_mib": round(samples[-1]["rss"] / 2**20, 1),
         "rss_growth": round(float(slope * (t[-1] - t[0]) / start), 4) if len(later) >= 2 else 0.0,
-        "rss_bytes_per_change": (round(float(slope * (t[-1] - t[0])) / max(later[-1].get("changes", 0)
-                                                                                - later[0].get("changes", 0), 1), 1)),
+        "rss_bytes_per_change": round(float(slope * (t[-1] - t[0])) / max(later[-1]["changes_sent"]
+                                                                           - later[0]["changes_sent"], 1), 1),
         "threads_max": max(s["threads"] for s in samples),
         "subscriptions_start": later[0].get("subscriptions"), "subscriptions_end": later[-1].get("subscriptions"),
         "bytes_per_live": {"first": round(per_live[0], 1), "last": round(per_live[-1], 1),

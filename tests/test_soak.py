@@ -18,7 +18,8 @@ MINUTES = float(os.environ.get("PUBSUB_SOAK_MINUTES", "10"))
 
 
 def test_summary_fits_a_line_through_rss_after_the_warm_up():
-    flat = [{"t": t, "rss": 100 << 20, "threads": 18, "subscriptions": 1000, "engine_bytes": 800_000, "changes": 5 * t}
+    flat = [{"t": t, "rss": 100 << 20, "threads": 18, "subscriptions": 1000, "engine_bytes": 800_000,
+             "changes_sent": 5 * t}
             for t in range(0, 600, 10)]
     assert soak.summarise(flat)["rss_growth"] == 0.0
     rising = [dict(s, rss=(100 << 20) + 1000 * s["t"] + (1 << 20) * (s["t"] % 20 == 0)) for s in flat]
