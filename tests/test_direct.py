@@ -236,3 +236,29 @@ def test_a_saved_matcher_packs_again_after_loading():
     assert loaded.index.packed.used == 0
     assert [r.tolist() for r in loaded.match_encoded(events).split()] == want
     assert loaded.stats()["packed_keys"] == m.stats()["packed_keys"]
+
+
+def test_blocks_of_removed_subscriptions_give_their_room_back():
+    """A rebuild of the blocks sizes ``data`` to the live ones: after most subscriptions leave, the packed lists
+    shrink with them instead of keeping the room they once needed (memory under churn)."""
+    spec = replace(OPERATORS_SPEC, n_attributes=300, event_size=(10, 40))
+    m = Matcher("dynamic", lists="packed")
+    m.set_statistics(sparse_statistics(300))
+    m.add_bulk(generate_sparse_subscriptions(spec, 20_000, seed=21))
+    events = generate_sparse_events(spec, 10, seed=22)
+    m.match_encoded(events)
+    full = m.index.packed.data.nbytes
+    slack, packed.REPACK_SLACK = packed.REPACK_SLACK, 0
+    try:
+        for start in range(0, 18_000, 2000):  # nine tenths leave, a batch at a time, matched between
+            m.remove_bulk(np.arange(start, start + 2000))
+            m.match_encoded(events)
+    finally:
+        packed.REPACK_SLACK = slack
+    p = m.index.packed
+    assert p.rebuilds >= 2 and p.live > 0
+    assert p.data.nbytes <= 8 * (2.5 * p.live + 64) < full / 2
+    o = OracleMatcher()
+    for sid, sub in generate_sparse_subscriptions(spec, 20_000, seed=21).to_lists()[18_000:]:
+        o.add(sid, sub)
+    assert [r.tolist() for r in m.match_encoded(events).split()] == [r.tolist() for r in o.match_batch(events.to_dicts())]

@@ -415,3 +415,17 @@ def test_matches_beyond_the_first_output_buffer_agree_with_oracle(algorithm, opt
         o.add(sid, preds)
     assert sum(len(o.match(e)) for e in events) > 1024
     _check(m, o, events)
+
+
+@pytest.mark.parametrize("algorithm", ["dynamic", "static", "counting", "opindex"])
+def test_memory_by_structure_adds_up_to_memory_bytes(algorithm):
+    """``/metrics`` shows the engine's bytes by structure: the parts sum to ``memory_bytes`` and name the shared ones."""
+    from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_subscriptions
+    m = Matcher(algorithm)
+    m.add_bulk(generate_sparse_subscriptions(SPARSE_PRESETS["opindex"], 3000, seed=5))
+    by = m.memory_by_structure()
+    assert {"predicates", "ids", "prefix_groups"} <= set(by) and all(v >= 0 for v in by.values())
+    assert sum(by.values()) == m.memory_bytes() == m.stats()["memory_bytes"]
+    assert m.stats()["memory"] == by
+    if algorithm == "dynamic":
+        assert {"clusters", "access_keys", "maintenance"} <= set(by)

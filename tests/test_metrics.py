@@ -77,7 +77,8 @@ def published() -> Metrics:
     for records in (1, 3, 1000):
         m.batch_records.observe(records)
     m.engine = {"clusters": 5, "algorithm": "dynamic", "hash_tables": {"multi_attribute": 2},
-                "cluster_size_histogram": {"1": 4, "2-3": 1}}
+                "cluster_size_histogram": {"1": 4, "2-3": 1}, "memory_bytes": 300,
+                "memory": {"clusters": 200, "predicates": 100}}
     m.ready.set()
     return m
 
@@ -119,6 +120,10 @@ def test_the_text_format_carries_the_published_numbers_with_their_types(publishe
     assert m["pubsub_engine_hash_tables_multi_attribute", frozenset()] == 2
     assert m["pubsub_engine_clusters_by_size", frozenset({("size", "2-3")})] == 1
     assert m["pubsub_batch_seconds_bucket", frozenset({("le", "0.001")})] == 1
+    assert f["pubsub_engine_structure_bytes"].type == "gauge"
+    assert m["pubsub_engine_structure_bytes", frozenset({("structure", "clusters")})] == 200
+    assert m["pubsub_engine_memory_bytes", frozenset()] == 300
+    assert not [name for name, _ in m if name.startswith("pubsub_engine_memory_") and name != "pubsub_engine_memory_bytes"]
     assert m["pubsub_batch_seconds_bucket", frozenset({("le", "0.005")})] == 3
     assert m["pubsub_batch_seconds_bucket", frozenset({("le", "+Inf")})] == 4
     assert m["pubsub_batch_seconds_count", frozenset()] == 4
@@ -309,6 +314,10 @@ def test_counters_move_and_liveness_follows_the_loop(bootstrap, group_id, start_
                                                 ("group_id", group_id), ("shard", "0/1")})] == 1
         assert after["pubsub_engine_clusters", frozenset()] >= 1  # the matcher's configuration
         assert "pubsub_engine_hash_tables_multi_attribute" in {name for name, _ in after}
+        by_structure = {dict(labels)["structure"]: v for (name, labels), v in after.items()
+                        if name == "pubsub_engine_structure_bytes"}
+        assert {"predicates", "ids", "clusters", "access_keys"} <= set(by_structure)  # the engine's memory, by part
+        assert sum(by_structure.values()) == after["pubsub_engine_memory_bytes", frozenset()] > 0
 
         p.processor.metrics.stall_seconds = 1.0  # liveness: a loop that stops turning is reported dead
         time.sleep(1.2)

@@ -51,3 +51,34 @@ def test_keys_are_decimal_ids(key, ok):
 def test_bad_keys_are_rejected(key):
     with pytest.raises(DecodeError, match="key"):
         parse_subscription_id(key)
+
+
+def test_changes_applied_a_few_at_a_time_keep_little_beside_the_live_subscriptions():
+    """A live processor applies a few records per poll: the columnar log of what was added holds O(log n) chunks,
+    not one batch object per apply (each kilobytes beside its rows), so memory follows the subscriptions."""
+    import random
+    import tracemalloc
+
+    rng = random.Random(3)
+    s = SubscriptionState()
+    s.apply_many([(str(i).encode(), value(f"u{i % 5}", [("a", "=", i % 50), ("b", "<=", i % 7)], fmt="json"))
+                  for i in range(2000)])
+
+    def churn(n):
+        for _ in range(n):  # an apply of one or two records: tombstones, re-adds and replacements of existing ids
+            s.apply_many([(str(rng.randrange(2000)).encode(),
+                           None if rng.random() < 0.5 else value("v", [("a", "=", rng.randrange(50))], fmt="json"))
+                          for _ in range(rng.randint(1, 2))])
+
+    churn(200)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        churn(1500)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(s._log) <= 2 * 12 + 1  # log2 of the rows logged, twice, and the base
+    assert grown < 1500 * 1000, f"{grown / 1500:.0f} bytes per apply"
+    live = s.live_batch()  # the log still gives the latest value of every live subscription, nothing else
+    assert sorted(live.ids.tolist()) == sorted(s.subscribers)

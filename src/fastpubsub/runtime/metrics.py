@@ -268,9 +268,18 @@ class PublishedCollector(Collector):
         yield _gauge("pubsub_seconds_since_progress", "Seconds since the loop last made progress.",
                      round(time.monotonic() - m.last_beat, 3))
         engine = m.engine
-        for name, value in _engine_numbers({k: v for k, v in engine.items() if k not in ("subscriptions", "algorithm")}):
+        for name, value in _engine_numbers({k: v for k, v in engine.items()
+                                            if k not in ("subscriptions", "algorithm", "memory")}):
             yield _gauge(f"pubsub_engine_{name}", f"matcher.stats()['{name}'] (sampled every {ENGINE_EVERY:.0f}s).",
                          value)
+        memory = engine.get("memory")
+        if memory:
+            by = GaugeMetricFamily("pubsub_engine_structure_bytes", "Bytes the matcher's structures hold, by structure "
+                                   f"(matcher.stats()['memory'], sampled every {ENGINE_EVERY:.0f}s); they sum to "
+                                   "pubsub_engine_memory_bytes.", labels=("structure",))
+            for structure, n in memory.items():
+                by.add_metric((structure,), n)
+            yield by
         histogram = engine.get("cluster_size_histogram")
         if histogram:
             sizes = GaugeMetricFamily("pubsub_engine_clusters_by_size", "Clusters per size class (matcher.stats()).",

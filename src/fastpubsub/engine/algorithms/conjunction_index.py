@@ -537,9 +537,14 @@ class ClusteredIndex:
     def memory_bytes(self) -> int:
         """``stats()["memory_bytes"]`` without the per-subscription counts ``stats`` also makes: a load in chunks
         asks it before every chunk (``Matcher.add_bulk``), and those counts read every subscription."""
-        return int(self.store.memory_bytes() + self.keys.stats()["memory_bytes"] + self.pred_prob.nbytes
-                   + self.eq_of_field.nbytes + self.first_not_eq.nbytes + self.catch_all.memory_bytes()
-                   + self.packed.memory_bytes() + self.direct.memory_bytes())
+        return sum(self.memory_by_structure().values())
+
+    def memory_by_structure(self) -> dict[str, int]:
+        """:meth:`memory_bytes` by structure, so that growth under churn shows where it is (``/metrics``)."""
+        return {"clusters": int(self.store.memory_bytes()), "access_keys": int(self.keys.stats()["memory_bytes"]),
+                "probabilities": int(self.pred_prob.nbytes + self.eq_of_field.nbytes + self.first_not_eq.nbytes),
+                "catch_all": int(self.catch_all.memory_bytes()), "packed_lists": int(self.packed.memory_bytes()),
+                "direct": int(self.direct.memory_bytes())}
 
     def stats(self) -> dict:
         s = self.store.stats()
@@ -665,8 +670,8 @@ class DynamicIndex(ClusteredIndex):
             if not (report["moved"] or report["created"] or report["dropped"]):
                 break
 
-    def memory_bytes(self) -> int:
-        return super().memory_bytes() + self.maintenance.memory_bytes()
+    def memory_by_structure(self) -> dict[str, int]:
+        return {**super().memory_by_structure(), "maintenance": int(self.maintenance.memory_bytes())}
 
     def stats(self) -> dict:
         s = super().stats()

@@ -22,7 +22,7 @@ is the batch loop; ``lists="auto"`` takes it where :func:`use_packed` says.
 
 The clusters stay the source of truth: every append and removal logs its
 keys (``ClusterStore.changed_keys``), and before a batch the changed keys
-are packed again at the end of ``data``; the whole of ``data`` is rebuilt
+are packed again at the end of ``data``; the whole of ``data`` is rebuilt, in an array sized to it,
 when the blocks left behind outweigh the live ones, and when string order
 codes change (the blocks hold the constants).  Reordering within a cluster
 (sorted runs, compaction, relocation) changes no block, since an event's
@@ -327,6 +327,7 @@ class PackedLists:
                 or sum(len(c) for c in changed) > n_keys):
             self.start = np.full(n_keys, -1, dtype=np.int64)
             self.used = self.live = 0
+            self.data = np.zeros(1, dtype=np.int64)  # sized afresh: blocks of removed subscriptions give back their room
             self._pack(np.arange(n_keys, dtype=np.int64), row)
             self.built = True
             self.rebuilds += 1

@@ -12,7 +12,7 @@ bound may be missing), and it leaves the matcher in bulk once events at or past
 ``valid_until`` arrive (``engine.validity.deadlines.DeadlineQueue`` + ``Matcher.remove_bulk``).
 
 Beside the matcher the state keeps a columnar copy of what it added
-(``SubscriptionBatch`` chunks, compacted when stale rows outnumber live ones),
+(``SubscriptionBatch`` chunks, small ones merged as they come, compacted when stale rows outnumber live ones),
 so that a snapshot (``processor.snapshot``) is a few array copies, not a walk
 over the engine's internal structures.
 """
@@ -158,8 +158,7 @@ class SubscriptionState:
         batch = decoded.batch(new)
         if len(new):
             self.matcher.add_bulk(batch)
-            self._log.append(batch)
-            self._logged += len(batch)
+            self._append_log(batch)
             new_ids = decoded.ids[new].tolist()  # (the batch has a row per disjunct: OR, in, ...)
             owners = np.empty(len(decoded.subscribers), object)  # one string per subscriber, picked in one take
             owners[:] = [sys.intern(name) for name in decoded.subscribers]
@@ -178,6 +177,17 @@ class SubscriptionState:
         heads = np.flatnonzero(batch.disjunct_flags() == 0)  # a subscription may have several rows (OR, in, ...)
         rows = new if len(heads) == len(batch) else np.repeat(new, np.diff(np.r_[heads, len(batch)]))
         return Applied(errors, batch, rows, times)
+
+    def _append_log(self, batch: SubscriptionBatch) -> None:
+        """Log ``batch``, merging the log's last chunks while the one before is at most twice the last (a binary
+        counter: O(log n) chunks, each row copied O(log n) times).  A live processor applies a few records at a
+        time, and a batch of them costs kilobytes beside its rows (its arrays' headers, views of the decoder's
+        buffers): kept one by one until the next compaction they grew the process by about 14 KB per apply."""
+        log = self._log
+        log.append(batch)
+        self._logged += len(batch)
+        while len(log) >= 2 and len(log[-2]) <= 2 * len(log[-1]):
+            log[-2:] = [concat_subscriptions(log[-2:])]
 
     def expire(self, event_time_ms: int) -> int:
         """Remove, in bulk, the subscriptions whose ``valid_until`` is at or before ``event_time_ms``."""

@@ -1,0 +1,262 @@
+"""Memory under subscription churn: one `pubsub run` on Apache Kafka, events and subscription changes at fixed rates.
+
+    python -m benchmarks.soak --minutes 60                      # 2,000 events/s, 50 changes/s, 50,000 subscriptions
+    python -m benchmarks.soak --minutes 60 --changes-per-second 0   # the same without churn
+    python -m benchmarks.soak --minutes 2 --subscriptions 20000     # a quick look
+
+Starts the embedded broker (or uses ``--bootstrap``), writes the subscriptions
+(workloads.sparse, preset ``opindex``, JSON), starts the processor with its
+``/metrics`` server and, once it is ready, produces events at
+``--events-per-second`` and subscription changes at ``--changes-per-second``:
+half tombstones, half replacements or re-adds of a random id of the first load
+(with the predicates of a random subscription of it), so the live population
+shrinks toward half and then holds.  Every ``--sample-seconds`` it records the
+processor's RSS and threads (``/proc``) and, from ``/metrics``, the live
+subscriptions and the engine's memory (``pubsub_engine_memory_bytes`` and by
+structure).  Writes the samples and a summary as JSON (``--out``) and a plot
+(``--plot``).
+
+Summary (:func:`summarise`): RSS growth after the first tenth (a least-squares
+line through the later samples, its rise over that span relative to its start,
+so one noisy sample neither hides nor fakes growth), and the engine's bytes
+per live subscription over time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from confluent_kafka import Producer
+from prometheus_client.parser import text_string_to_metric_families
+
+from fastpubsub.kafka import admin
+from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec, free_port
+from fastpubsub.wire import topics
+from fastpubsub.wire.codecs import Subscription, encode_event, encode_subscription
+from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
+
+RESULTS = Path(__file__).parent / "results"
+#: Distinct encoded events cycled through (the stream repeats after this many).
+EVENT_POOL = 20_000
+#: Rates are kept in slices of this many seconds (the producer is handed a slice's records at once).
+SLICE = 0.1
+
+
+def process_memory(pid: int) -> tuple[int, int]:
+    """(RSS in bytes, threads) of a process, from ``/proc/<pid>/status``."""
+    rss = threads = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("Threads:"):
+                threads = int(line.split()[1])
+    return rss, threads
+
+
+def scrape(port: int) -> dict[str, Any]:
+    """What the soak reads of ``/metrics``: subscriptions, the engine's bytes (all, by structure), events, changes."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, Any] = {"structures": {}}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "pubsub_subscriptions":
+                out["subscriptions"] = int(s.value)
+            elif s.name == "pubsub_engine_memory_bytes":
+                out["engine_bytes"] = int(s.value)
+            elif s.name == "pubsub_engine_structure_bytes":
+                out["structures"][s.labels["structure"]] = int(s.value)
+            elif s.name == "pubsub_events_total":
+                out["events"] = int(s.value)
+            elif s.name == "pubsub_subscription_changes_total":
+                out["changes"] = out.get("changes", 0) + int(s.value)
+    return out
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def summarise(samples: list[dict[str, Any]], warm_up: float = 0.1) -> dict[str, Any]:
+    """RSS growth after the first ``warm_up`` of the run, and the engine's bytes per live subscription.
+
+    ``rss_growth``: the rise of a least-squares line through the RSS samples after the warm-up, over their span,
+    relative to the line's value at its start, and that rise per subscription change produced.  ``bytes_per_live``: engine bytes / live subscriptions of each
+    sample after the warm-up (min, max, first, last).
+    """
+    t_end = samples[-1]["t"]
+    later = [s for s in samples if s["t"] >= warm_up * t_end]
+    t = np.array([s["t"] for s in later], dtype=np.float64)
+    rss = np.array([s["rss"] for s in later], dtype=np.float64)
+    slope, start = np.polyfit(t - t[0], rss, 1) if len(later) >= 2 else (0.0, rss[0])
+    per_live = [s["engine_bytes"] / s["subscriptions"] for s in later if s.get("subscriptions") and s.get("engine_bytes")]
+    return {
+        "seconds": round(t_end, 1), "samples": len(samples),
+        "rss_start_mib": round(samples[0]["rss"] / 2**20, 1), "rss_end_mib": round(samples[-1]["rss"] / 2**20, 1),
+        "rss_growth": round(float(slope * (t[-1] - t[0]) / start), 4) if len(later) >= 2 else 0.0,
+        "rss_bytes_per_change": round(float(slope * (t[-1] - t[0])) / max(later[-1]["changes_sent"]
+                                                                           - later[0]["changes_sent"], 1), 1),
+        "threads_max": max(s["threads"] for s in samples),
+        "subscriptions_start": later[0].get("subscriptions"), "subscriptions_end": later[-1].get("subscriptions"),
+        "bytes_per_live": {"first": round(per_live[0], 1), "last": round(per_live[-1], 1),
+                           "min": round(min(per_live), 1), "max": round(max(per_live), 1)} if per_live else None,
+    }
+
+
+def load_subscriptions(bootstrap: str, n: int, preset: str, seed: int = 1) -> list[bytes]:
+    """Write ``n`` sparse subscriptions (ids 0..n-1, JSON); returns their values (the churn re-uses them)."""
+    spec = SPARSE_PRESETS[preset]
+    values = [encode_subscription(Subscription(f"user{sid % 97}", preds), "json")
+              for sid, preds in generate_sparse_subscriptions(spec, n, seed=seed).to_lists()]
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for sid, value in enumerate(values):
+        p.produce(topics.SUBSCRIPTIONS, value, str(sid).encode())
+        if sid % 10_000 == 9_999:
+            p.poll(0)
+    if p.flush(120):
+        raise RuntimeError("the subscriptions were not all written")
+    return values
+
+
+def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, changes_per_second: float = 50,
+         subscriptions: int = 50_000, sample_seconds: float = 10.0, preset: str = "opindex", seed: int = 7,
+         log_path: str | None = None, echo: bool = True) -> dict[str, Any]:
+    """Run one processor for ``minutes`` under the load; the samples and their summary."""
+    values = load_subscriptions(bootstrap, subscriptions, preset)
+    spec = SPARSE_PRESETS[preset]
+    events = [encode_event(e, "json") for e in generate_sparse_events(spec, EVENT_POOL, seed=seed).to_dicts()]
+    port = free_port()
+    log = open(log_path or os.devnull, "w")
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", "soak",
+                             "--metrics-port", str(port), "--progress-interval", "60"],
+                            stdout=log, stderr=subprocess.STDOUT, preexec_fn=child_preexec)
+    samples: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 600
+        while not ready(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the processor did not become ready (exit code {proc.poll()})")
+            time.sleep(0.5)
+        rng = random.Random(seed)
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+        began = time.monotonic()
+        end = began + 60 * minutes
+        next_sample, n_events, n_changes, k = began, 0, 0, 0
+        while True:
+            now = time.monotonic()
+            if now >= next_sample:
+                rss, threads = process_memory(proc.pid)
+                sample = {"t": round(now - began, 1), "rss": rss, "threads": threads, "events_sent": n_events,
+                          "changes_sent": n_changes, **scrape(port)}
+                samples.append(sample)
+                if echo:
+                    per = sample.get("engine_bytes", 0) / max(sample.get("subscriptions", 0), 1)
+                    print(f"t={sample['t']:7.1f}s rss={rss / 2**20:7.1f} MiB threads={threads} "
+                          f"live={sample.get('subscriptions')} engine={sample.get('engine_bytes', 0) / 2**20:.1f} MiB "
+                          f"({per:.0f} B/live) load={os.getloadavg()[0]:.1f}", flush=True)
+                next_sample += sample_seconds
+                if now >= end:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(f"the processor exited with {proc.returncode}")
+            elapsed = now - began
+            for _ in range(int(elapsed * events_per_second) - n_events):
+                p.produce(topics.EVENTS, events[k % len(events)], str(k).encode())
+                k += 1
+                n_events += 1
+            for _ in range(int(elapsed * changes_per_second) - n_changes):
+                sid = rng.randrange(subscriptions)
+                value = None if rng.random() < 0.5 else values[rng.randrange(subscriptions)]
+                p.produce(topics.SUBSCRIPTIONS, value, str(sid).encode())
+                n_changes += 1
+            p.poll(0)
+            time.sleep(max(0.0, min(SLICE, next_sample - time.monotonic())))
+        p.flush(30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    config = {"minutes": minutes, "events_per_second": events_per_second, "changes_per_second": changes_per_second,
+              "subscriptions": subscriptions, "preset": preset, "sample_seconds": sample_seconds}
+    return {"config": config, "summary": summarise(samples), "samples": samples}
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> None:
+    """RSS and engine bytes per live subscription over time, one line per run."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    for run in runs:
+        c = run["config"]
+        label = f"{c['changes_per_second']:g} changes/s, {c['events_per_second']:g} events/s"
+        t = [s["t"] / 60 for s in run["samples"]]
+        a.plot(t, [s["rss"] / 2**20 for s in run["samples"]], label=label)
+        b.plot(t, [s.get("engine_bytes", 0) / max(s.get("subscriptions", 0), 1) for s in run["samples"]], label=label)
+    a.set_ylabel("processor RSS (MiB)")
+    b.set_ylabel("engine bytes per live subscription")
+    b.set_xlabel("minutes")
+    a.legend()
+    a.set_title(f"pubsub run under subscription churn ({runs[0]['config']['subscriptions']:,} sparse subscriptions)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--events-per-second", type=float, default=2000.0)
+    ap.add_argument("--changes-per-second", type=float, default=50.0, help="0: no churn")
+    ap.add_argument("--subscriptions", type=int, default=50_000)
+    ap.add_argument("--sample-seconds", type=float, default=10.0)
+    ap.add_argument("--preset", default="opindex", choices=sorted(SPARSE_PRESETS))
+    ap.add_argument("--both", action="store_true", help="run without churn first, then with it (one plot)")
+    ap.add_argument("--bootstrap", help="an existing broker (default: start the embedded one)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "soak.json")
+    ap.add_argument("--plot", type=Path, default=RESULTS / "soak.png")
+    ap.add_argument("--log", help="the processor's log file")
+    args = ap.parse_args(argv)
+    if args.minutes <= 0 or args.subscriptions <= 0 or args.events_per_second < 0 or args.changes_per_second < 0:
+        ap.error("minutes and subscriptions must be positive, rates non-negative")
+    rates = [0.0, args.changes_per_second] if args.both else [args.changes_per_second]
+    runs = []
+    for changes in rates:
+        def one(bootstrap: str) -> dict[str, Any]:
+            admin.create_afresh(bootstrap, partitions=4)  # (deletes them first: each run starts empty)
+            return soak(bootstrap, args.minutes, args.events_per_second, changes, args.subscriptions,
+                        args.sample_seconds, args.preset, log_path=args.log)
+        if args.bootstrap:
+            runs.append(one(args.bootstrap))
+        else:
+            with EmbeddedBroker() as broker:
+                runs.append(one(broker.bootstrap_servers))
+        print(json.dumps(runs[-1]["summary"]), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"load_average": os.getloadavg(), "runs": runs}, indent=1))
+    plot(runs, args.plot)
+    print(f"wrote {args.out} and {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

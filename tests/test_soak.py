@@ -1,0 +1,41 @@
+"""Memory under subscription churn: a running processor's RSS holds still and its engine's memory follows the live
+subscriptions (benchmarks/soak.py, through Apache Kafka with `pubsub run`).
+
+The run lasts ``PUBSUB_SOAK_MINUTES`` (default 10): 2,000 events/s and 50 subscription changes/s (half tombstones,
+half replacements or re-adds) over 50,000 sparse subscriptions.  After the first tenth, RSS grows by less than 2%
+(a least-squares line through the samples) and the engine's bytes per live subscription stay within a band.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from benchmarks import soak
+
+MINUTES = float(os.environ.get("PUBSUB_SOAK_MINUTES", "10"))
+
+
+def test_summary_fits_a_line_through_rss_after_the_warm_up():
+    flat = [{"t": t, "rss": 100 << 20, "threads": 18, "subscriptions": 1000, "engine_bytes": 800_000,
+             "changes_sent": 5 * t}
+            for t in range(0, 600, 10)]
+    assert soak.summarise(flat)["rss_growth"] == 0.0
+    rising = [dict(s, rss=(100 << 20) + 1000 * s["t"] + (1 << 20) * (s["t"] % 20 == 0)) for s in flat]
+    s = soak.summarise(rising)
+    assert 0.004 < s["rss_growth"] < 0.006  # 540 s x 1,000 B/s over ~100 MiB, whatever the noise of the samples
+    assert s["rss_bytes_per_change"] == pytest.approx(200, rel=0.2)
+    assert s["bytes_per_live"]["max"] == s["bytes_per_live"]["min"] == 800
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(MINUTES <= 0, reason="PUBSUB_SOAK_MINUTES=0")
+def test_memory_stays_flat_under_subscription_churn(bootstrap):
+    run = soak.soak(bootstrap, MINUTES, events_per_second=2000, changes_per_second=50, subscriptions=50_000,
+                    sample_seconds=10, echo=False)
+    s = run["summary"]
+    assert s["subscriptions_end"] < s["subscriptions_start"]  # the churn did shrink the population
+    assert s["rss_growth"] < 0.02, s
+    per_live = s["bytes_per_live"]
+    assert per_live["max"] <= 1.5 * per_live["min"], s  # the engine's memory follows the live subscriptions
