@@ -36,7 +36,7 @@ from .memory_budget import check_load
 from .columnar import take_subscriptions
 from .frontend.lowering import DerivedAttributes, parse_derived
 from .structures.prefix_groups import PrefixGroups
-from .structures.predicates import PredicateTable, has_duplicate_attribute
+from .structures.predicates import PredicateTable
 from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription_id
 from .costmodel.statistics import EventStatistics
 
@@ -446,20 +446,14 @@ class Matcher:
         self.flush()
         batch.validate()
         _check_values("EventBatch", batch)
-        attrs = np.asarray(batch.attributes, dtype=np.int64)
         names = batch.attribute_names
         if not (type(names) is tuple and names is self._checked_names):  # (batches of one source share their names)
-            names = list(names)
             for a in names:
                 if not a or a[0] == RESERVED_PREFIX:
                     raise ValueError(f"EventBatch: attribute names must be non-empty strings not starting with NUL, got {a!r}")
-            first = {a: i for i, a in reversed(list(enumerate(names)))}
-            if len(first) < len(names):  # a name listed twice: compare events by name, not by index
-                attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
-            elif type(batch.attribute_names) is tuple:
-                self._checked_names = batch.attribute_names
-        if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
-            raise ValueError("EventBatch: an event carries the same attribute twice")
+            if type(names) is tuple:
+                self._checked_names = names
+        # an event may carry an attribute several times (engine/semantics.py): every kernel reads any of its values
         n_prefix = len(self.prefixes)
         if n_prefix:
             p_off, p_ids = self.prefixes.match(batch)

@@ -195,6 +195,7 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     needed.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_rep, p_bits = ev.repeats, preds.bits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     sch_fields = access.schema_fields
@@ -206,7 +207,7 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     n_probe = 0
     for e in range(g0, g1):
         ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
+                                  g_start, g_end, g_vals, g_pids, sat, ev_rep[e], p_bits)
         gsat = ensure_room(gsat, n_sat, ns)
         probe = grow_rows(probe, n_probe, n_sch + ns + 1)
         front, n_probe = split_satisfied(sat, ns, gsat, n_sat, pred_op, pred_field, pred_key, eq_of_field, key_head,
@@ -232,6 +233,7 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
     writes and what it returns are :func:`stage_keys`'.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_rep, p_bits = ev.repeats, preds.bits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     sch_fields = access.schema_fields
@@ -261,7 +263,7 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
             if e + 1 < n_ev:
                 phase1_prefetch_groups(ev_off, ev_field, e + 1, group_of, n_gf, g_start, g_end)
         ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
+                                  g_start, g_end, g_vals, g_pids, sat, ev_rep[e], p_bits)
         gsat = ensure_room(gsat, n_sat, ns)
         probe = grow_rows(probe, n_probe, n_sch + ns + 1 + (ev_off[e + 1] - ev_off[e] if n_fk else 0))
         if n_fk:
