@@ -59,7 +59,10 @@ ODD_VALUES = [
     encode_event({}),
     b'{"movie": "heat", "price": 7.5, "vip": true}',
     b'{"a": 1, "a": 2}',  # duplicate JSON key: bad
-    b'{"a": [1]}',  # unsupported value: bad
+    b'{"a": [1]}',  # an array: one pair per element
+    b'{"c": {"a": {"b": 1}, "t": ["x", "y", {"u": true}]}, "n": null, "e": []}',  # nested: paths, null absent
+    b'{"k": "10:30", "a": 1}',  # a colon in a string (the duplicate-key check parses it again)
+    b'{"c": {"a": 1, "a": 2}}',  # duplicate JSON key, nested: bad
     b"{not json",
     b"",
     None,

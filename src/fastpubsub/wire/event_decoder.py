@@ -7,7 +7,8 @@ format + Avro map encoding of ``wire/schemas/event.avsc`` for every record it ca
 prove well-formed, and hands every other record (JSON, other schema ids,
 malformed Avro, duplicate map keys, non-canonical booleans, attribute names
 longer than ``codecs.MAX_ATTRIBUTE_BYTES``, ...) to
-``wire.codecs.decode_event``.  So for every record the result is, by
+``wire.codecs.decode_event`` (JSON, nested or flat, to ``decode_json_event``:
+its pairs by the path rule of wire/paths.py, an array's values each a pair).  So for every record the result is, by
 construction, what ``codecs.decode_event`` says: the same event, or a
 :class:`~wire.codecs.DecodeError` with the same reason.
 
@@ -30,7 +31,7 @@ from fastpubsub.engine import KIND_STRING
 
 from .avro_binary import attribute_name, block_count, empty_pairs, first_pairs, gather_bytes, intern_name, name_table, scalar
 from .avro_binary import schema_id as framed_schema_id
-from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event
+from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event, decode_json_event
 from .fallback import FallbackPairs
 
 _EVENT_SCHEMA_ID = SCHEMA_IDS["event"]
@@ -163,12 +164,13 @@ def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
     if len(slow):
         fallback = FallbackPairs(names, len(buf))
         for r in slow.tolist():
-            try:
-                event = decode_event(values[r])
+            value = values[r]
+            try:  # JSON straight to its pairs by the path rule; Avro through the reference decoder
+                pairs = decode_json_event(value) if value and value[:1] == b"{" else decode_event(value).items()
             except DecodeError as exc:
                 errors[r] = str(exc)
                 continue
-            for a, v in event.items():
+            for a, v in pairs:
                 fallback.add(r, a, v)
         names = fallback.names
         buf, pairs = fallback.merged(buf, pairs)

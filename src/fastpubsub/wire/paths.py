@@ -83,41 +83,59 @@ def flatten(value: Mapping[str, Any]) -> list[tuple[str, Scalar]]:
     a non-string map key, ...) is a ``ValueError`` naming its path, as is
     nesting deeper than :data:`MAX_DEPTH`.
     """
+    return flatten_counting(value)[0]
+
+
+def flatten_counting(value: Mapping[str, Any]) -> tuple[list[tuple[str, Scalar]], int]:
+    """:func:`flatten`, and how many fields (keys) the records and maps held: the JSON decoder compares it with the
+    text's (``wire/codecs.py``, duplicate keys)."""
     if not isinstance(value, Mapping):
         raise ValueError(f"an event must be a record or map of fields, got {type(value).__name__}")
     out: list[tuple[str, Scalar]] = []
-    _record(value, "", out, 0)
-    return out
+    return out, _record(value, "", out, 0)
 
 
-def _record(value: Mapping[str, Any], prefix: str, out: list, depth: int) -> None:
+def _record(value: Mapping[str, Any], prefix: str, out: list, depth: int) -> int:
     if depth >= MAX_DEPTH:
         raise ValueError(f"{prefix or 'the event'}: nested more than {MAX_DEPTH} levels deep")
+    keys = len(value)
     for key, v in value.items():
-        if type(key) is not str:
-            if not isinstance(key, str):
-                raise ValueError(f"{prefix or 'the event'}: a field name must be a string, got {key!r}"[:300])
+        if type(key) is not str and not isinstance(key, str):
+            raise ValueError(f"{prefix or 'the event'}: a field name must be a string, got {key!r}"[:300])
         if not key:
-            raise ValueError(f"{prefix or 'the event'}: a field name may not be empty")
-        path = prefix + escape(key) if not prefix else prefix + "." + escape(key)
-        _value(v, path, out, depth + 1)
+            raise ValueError(f"{prefix or 'the event'}: field names must be non-empty strings")
+        path = prefix + "." + escape(key) if prefix else escape(key)
+        t = type(v)
+        if t is str or t is int or t is float or t is bool:  # (the common case, inline)
+            out.append((path, v))
+        else:
+            keys += _value(v, path, out, depth + 1)
+    return keys
 
 
-def _value(v: Any, path: str, out: list, depth: int) -> None:
+def _value(v: Any, path: str, out: list, depth: int) -> int:
     t = type(v)
     if t is str or t is int or t is float or t is bool:
         out.append((path, v))
     elif v is None:
         pass
     elif isinstance(v, Mapping):
-        _record(v, path, out, depth)
+        return _record(v, path, out, depth)
     elif isinstance(v, (list, tuple)):
         if depth >= MAX_DEPTH:
             raise ValueError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+        keys = 0
         for x in v:
-            _value(x, path, out, depth + 1)
-    elif isinstance(v, (bool, int, float, str)):  # subclasses (an IntEnum, a numpy scalar's Python twin)
-        out.append((path, bool(v) if isinstance(v, bool) else str(v) if isinstance(v, str)
-                    else int(v) if isinstance(v, int) else float(v)))
+            keys += _value(x, path, out, depth + 1)
+        return keys
+    elif isinstance(v, bool):  # subclasses of the scalar types (an IntEnum, a str subclass), as their base type
+        out.append((path, bool(v)))
+    elif isinstance(v, int):
+        out.append((path, int(v)))
+    elif isinstance(v, float):
+        out.append((path, float(v)))
+    elif isinstance(v, str):
+        out.append((path, str(v)))
     else:
         raise ValueError(f"{path}: a {type(v).__name__} value cannot be compared (use a number, string or boolean)")
+    return 0
