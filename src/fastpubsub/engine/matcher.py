@@ -464,7 +464,7 @@ class Matcher:
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
         off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)
-        if self._rows:
+        if self._rows or ev.repeats.any():  # (a field carried several times may reach a list twice)
             off, ids = distinct_per_event(off, ids)
         if n_prefix:
             off, ids = merge_matches(off, ids, p_off, p_ids)

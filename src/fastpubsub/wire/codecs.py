@@ -579,10 +579,16 @@ def _as_dict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def encode_attributes(event: dict[str, Any], fmt: str) -> bytes:
-    """The attribute/value pairs alone: the ``event`` part of notifications."""
+    """The attribute/value pairs alone: the ``event`` part of notifications.
+
+    In Avro, whose attribute map holds one scalar per name, an attribute with
+    several values (a list: an array of a nested event) is the JSON text of
+    the list.
+    """
     if fmt == "json":
         return json.dumps(event).encode()
-    return _avro_write(_ATTRIBUTE_MAP, {k: _avro_number(v) for k, v in event.items()})
+    return _avro_write(_ATTRIBUTE_MAP, {k: json.dumps(v) if type(v) is list else _avro_number(v)
+                                        for k, v in event.items()})
 
 
 def encode_event(event: dict[str, Any], fmt: str = "avro") -> bytes:
