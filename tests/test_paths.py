@@ -97,8 +97,10 @@ def test_a_pattern_names_a_path_after_its_binding():
 def test_an_aggregate_and_a_join_take_paths():
     from fastpubsub.aggregates import parse_subscription
 
-    spec = parse_subscription('sum(order.total) over orders where customer.country = "FR"')
-    assert "order.total" in json.dumps(spec.to_json()) and "customer.country" in json.dumps(spec.to_json())
+    spec = parse_subscription("sum(order.total) over orders where customer.score between 1 and 5")
+    assert "order.total" in json.dumps(spec.to_json()) and "customer.score" in json.dumps(spec.to_json())
+    join = parse_subscription("join orders o, shipments s on o.customer.id = s.customer.id where o.order.total > 100")
+    assert "customer.id" in json.dumps(join.to_json()) and "order.total" in json.dumps(join.to_json())
 
 
 def test_nested_json_events_match_on_paths_and_array_elements():

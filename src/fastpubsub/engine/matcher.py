@@ -25,7 +25,8 @@ from .columnar import EventBatch, SubscriptionBatch, SubscriptionBuilder, csr_po
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
-from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, predicate_fields
+from .frontend.encoding import (AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, predicate_fields,
+                                repeated_fields)
 from .structures.hashtable import IdTable
 from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
@@ -457,6 +458,9 @@ class Matcher:
         n_prefix = len(self.prefixes)
         if n_prefix:
             p_off, p_ids = self.prefixes.match(batch)
+            if repeated_fields(np.asarray(batch.offsets, dtype=np.int64), np.asarray(batch.attributes, dtype=np.int64),
+                               len(names)).any():  # a prefix met by several values of one attribute: once
+                p_off, p_ids = distinct_per_event(p_off, p_ids)
             if n_prefix == len(self.id_table):  # nothing else is filed: the index would find nothing
                 return Matches(p_off, p_ids)
         if len(self.derived):

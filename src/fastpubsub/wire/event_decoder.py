@@ -166,11 +166,11 @@ def decode_events(values: Sequence[bytes | None]) -> DecodedEvents:
         for r in slow.tolist():
             value = values[r]
             try:  # JSON straight to its pairs by the path rule; Avro through the reference decoder
-                pairs = decode_json_event(value) if value and value[:1] == b"{" else decode_event(value).items()
+                found = decode_json_event(value) if value and value[:1] == b"{" else decode_event(value).items()
             except DecodeError as exc:
                 errors[r] = str(exc)
                 continue
-            for a, v in pairs:
+            for a, v in found:
                 fallback.add(r, a, v)
         names = fallback.names
         buf, pairs = fallback.merged(buf, pairs)
