@@ -32,8 +32,6 @@ from typing import Any, Mapping
 
 #: Names starting with this character are metadata, not payload fields: a payload key starting with it is escaped.
 SIGIL = "$"
-#: Characters that always take a backslash in a path segment.
-_ESCAPED = ("\\", ".")
 #: Most nesting levels a value may have (deeper ones are refused: bad input, not a reason to overflow the stack).
 MAX_DEPTH = 64
 
