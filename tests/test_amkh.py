@@ -139,7 +139,8 @@ def test_kernels_agree_with_the_naive_references(subs, events, name):
     nh = len(ix.weights)
     for i in range(len(ev.offsets) - 1):
         ns = satisfied_predicates(ev.offsets[i], ev.offsets[i + 1], ev.field, ev.code, ev.eqbits, pa.table_keys,
-                                  pa.table_vals, pa.group_of, pa.g_start, pa.g_end, pa.g_vals, pa.g_pids, sat)
+                                  pa.table_vals, pa.group_of, pa.g_start, pa.g_end, pa.g_vals, pa.g_pids, sat,
+                                  ev.repeats[i], pa.bits)
         s = sat[:ns].tolist()
         cnt, mem_off, mem = (np.zeros(nh + 1, dtype=np.int64), np.zeros(nh + 1, dtype=np.int64),
                              np.empty(max(ns, 1), dtype=np.int64))

@@ -87,8 +87,8 @@ BAD_OPERATOR_AVRO = _avro("subscription", {"subscriber": "a", "predicates": [{"a
         (codecs.decode_event, codecs.encode_subscription(SUB, "avro"), "unexpected Avro schema id 1 for a event"),
         (codecs.decode_event, b"{not json", "invalid JSON"),
         (codecs.decode_event, b'{"a": 1, "a": 2}', "duplicate JSON key 'a'"),
-        (codecs.decode_event, b'{"a": null}', "invalid event: unsupported value type NoneType"),
-        (codecs.decode_event, b'{"a": [1, 2]}', "unsupported value type list"),
+        (codecs.decode_event, b'{"a": {"b": 1, "b": 2}}', "duplicate JSON key 'b'"),
+        (codecs.decode_event, b'{"a": {"": 1}}', "non-empty strings"),
         (codecs.decode_event, b"{\"\": 1}", "non-empty strings"),
         (codecs.decode_event, b'{"a": "\xff"}', "not UTF-8"),
         (codecs.decode_subscription, b'{"predicates": [["a", "=", 1]]}', "missing the field 'subscriber'"),
@@ -226,3 +226,13 @@ V2_BAD = _avro("subscription_v2", {"subscriber": "a", "predicates": [{"attribute
 def test_bad_operator_values_have_reasons(value, reason):
     with pytest.raises(DecodeError, match=re.escape(reason)):
         codecs.decode_subscription(value)
+
+
+def test_nested_json_events_are_flattened_by_the_path_rule():
+    value = (b'{"customer": {"address": {"country": "FR"}, "tags": ["vip", "new"]}, "items": [{"sku": "A", "qty": 2},'
+             b' {"sku": "B"}], "note": null, "empty": [], "at": "10:30", "a.b": {"$c": 1}}')
+    assert codecs.decode_event(value) == {
+        "customer.address.country": "FR", "customer.tags": ["vip", "new"], "items.sku": ["A", "B"], "items.qty": 2,
+        "at": "10:30", "a\\.b.\\$c": 1}
+    assert codecs.decode_event(b'{"a": null, "b": []}') == {}
+

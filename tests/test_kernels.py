@@ -11,10 +11,10 @@ import naive
 
 from fastpubsub.engine.structures.cluster_store import (DEAD, DEAD_SHIFT, SUB_BUILD, ClusterStore, index_run,
                                                        sub_index, sub_index_size, sub_lookup)
-from fastpubsub.engine.frontend.encoding import StringDictionary
+from fastpubsub.engine.frontend.encoding import StringDictionary, repeated_fields
 from fastpubsub.engine.structures.hashtable import HashTable, IdTable
 from fastpubsub.engine.structures.predicates import (PredicateTable, fields_in_use, fields_of, group_order,
-                                                     has_duplicate_attribute, satisfied_predicates)
+                                                     satisfied_predicates)
 from fastpubsub.engine.structures.cluster_store import NO_PROBABILITIES, OP_RANK, order_columns
 from fastpubsub.engine.algorithms.propagation import choose_access
 from fastpubsub.engine.kernels.scan import MAX_SPECIALISED, scan_cluster, scan_clusters_into, scan_dispatch, scan_runs_into
@@ -181,15 +181,29 @@ def test_satisfied_predicates_against_compare():
     for x in [-5.0, -1.0, 0.0, 1.0, 2.0, 2.25, 2.5, 7.0, 9.0, np.nan]:
         p = preds.arrays()
         n = satisfied_predicates(0, 1, np.array([0 if x == x else -1]), np.array([x]), np.array([x + 0.0]).view(np.int64),
-                                 p.table_keys, p.table_vals, p.group_of, p.g_start, p.g_end, p.g_vals, p.g_pids, sat)
+                                 p.table_keys, p.table_vals, p.group_of, p.g_start, p.g_end, p.g_vals, p.g_pids, sat,
+                                 0, p.bits)
         got = sorted(sat[:n].tolist())
         want = sorted(int(p) for p, (op, c) in zip(pids, table) if compare(op, x, c))
         assert got == want, x
 
 
-def test_duplicate_attribute_check():
-    assert has_duplicate_attribute(np.array([0, 2, 4]), np.array([0, 1, 1, 1]), 2)
-    assert not has_duplicate_attribute(np.array([0, 2, 4]), np.array([0, 1, 1, 0]), 2)
+def test_repeated_fields_are_flagged_per_event():
+    assert repeated_fields(np.array([0, 2, 4, 6]), np.array([0, 1, 1, 1, -1, -1]), 2).tolist() == [0, 1, 0]
+
+
+def test_satisfied_predicates_writes_each_predicate_once_for_repeated_fields():
+    preds = PredicateTable(StringDictionary())
+    pids = preds.intern(np.array([0, 0, 0]), np.array([0, 2, 1], np.int8), np.array([1.0, 5.0, 9.0]).view(np.int64))
+    preds.incref(pids)
+    preds.prepare()
+    p = preds.arrays()
+    sat = np.empty(preds.n_ids, dtype=np.int64)  # room for each predicate once: a second write would overflow
+    values = np.array([1.0, 1.0, 2.0, 3.0])
+    n = satisfied_predicates(0, 4, np.zeros(4, np.int64), values, values.view(np.int64), p.table_keys, p.table_vals,
+                             p.group_of, p.g_start, p.g_end, p.g_vals, p.g_pids, sat, 1, p.bits)
+    assert sorted(sat[:n].tolist()) == sorted(pids.tolist())  # = 1, < 5, != 9: each satisfied, each once
+    assert not p.bits.any()  # left at rest
 
 
 def test_access_choice_and_column_order():
@@ -617,7 +631,7 @@ def test_flatness_counters_agree_with_the_naive_stages():
         for e in range(n_ev):
             ns = satisfied_predicates(ev.offsets[e], ev.offsets[e + 1], ev.field, ev.code, ev.eqbits, preds.table_keys,
                                       preds.table_vals, preds.group_of, preds.g_start, preds.g_end, preds.g_vals,
-                                      preds.g_pids, sat)
+                                      preds.g_pids, sat, ev.repeats[e], preds.bits)
             esat = sat[:ns].tolist()
             heads = naive.heads_reached(esat, preds, access, store)
             staged = [c for c in heads if run_path(runs, c, ns) == BY_INDEX

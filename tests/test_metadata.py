@@ -13,7 +13,8 @@ from fastpubsub.engine import Matcher
 from fastpubsub.language import ExpressionError, format_predicates, parse
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
-from fastpubsub.wire.metadata import attach, escape, is_metadata, referenced
+from fastpubsub.wire.metadata import attach, is_metadata, referenced
+from fastpubsub.wire.paths import escape
 
 import pytest
 
@@ -37,17 +38,17 @@ def naive(msg: Message) -> dict:
 
 
 def test_the_language_reads_metadata_names_bare_and_writes_them_back():
-    text = '$topic = "orders" and $header.content-type prefix "app" and $$price < 3 and $timestamp >= 5'
+    text = r'$topic = "orders" and $header.content-type prefix "app" and \$price < 3 and $timestamp >= 5'
     predicates = parse(text)
-    assert [p[0] for p in predicates] == ["$topic", "$header.content-type", "$$price", "$timestamp"]
+    assert [p[0] for p in predicates] == ["$topic", "$header.content-type", r"\$price", "$timestamp"]
     assert parse(format_predicates(predicates)) == predicates
     with pytest.raises(ExpressionError):
         parse("$ = 1")  # a sigil alone names nothing
 
 
 def test_which_names_are_metadata():
-    assert referenced(["price", "$topic", "$$topic", "$header.x", "$header.", "$other"]) == ("$header.x", "$topic")
-    assert is_metadata("$key") and not is_metadata("$$key") and not is_metadata("$unknown")
+    assert referenced(["price", "$topic", r"\$topic", "$header.x", "$header.", "$other"]) == ("$header.x", "$topic")
+    assert is_metadata("$key") and not is_metadata(r"\$key") and not is_metadata("$unknown")
 
 
 def test_metadata_named_only_through_a_string_operator_is_attached():
@@ -61,11 +62,13 @@ def test_metadata_named_only_through_a_string_operator_is_attached():
     assert [sorted(g.tolist()) for g in matcher.match_encoded(decoded.event_batch()).split()] == [[1, 2], []]
 
 
-def test_a_payload_field_named_with_the_sigil_gets_one_more():
-    decoded = decode_events([json.dumps({"$topic": "mine", "$$x": 1, "plain": 2}).encode()])
-    assert set(decoded.attribute_names) == {"$$topic", "$$$x", "plain"}
-    (event,) = decoded.event_batch().to_dicts()
-    assert event == {"$$topic": "mine", "$$$x": 1, "plain": 2}
+def test_a_payload_field_named_with_the_sigil_is_escaped_by_the_path_rule():
+    for value in (json.dumps({"$topic": "mine", "$$x": 1, "plain": 2}).encode(),
+                  codecs.encode_event({"$topic": "mine", "$$x": 1, "plain": 2}, "avro")):
+        decoded = decode_events([value])
+        assert set(decoded.attribute_names) == {r"\$topic", r"\$$x", "plain"}
+        (event,) = decoded.event_batch().to_dicts()
+        assert event == {r"\$topic": "mine", r"\$$x": 1, "plain": 2}
 
 
 def test_metadata_is_attached_only_as_asked():
@@ -89,7 +92,7 @@ records = st.builds(
     headers=st.one_of(st.none(), st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from([b"x", b"y"])),
                                           max_size=3)),
     timestamp=st.one_of(st.just((0, -1)), st.tuples(st.just(1), st.integers(0, 10))))
-subscriptions = st.lists(st.tuples(st.sampled_from(METADATA + ("price", "$$topic")),
+subscriptions = st.lists(st.tuples(st.sampled_from(METADATA + ("price", r"\$topic")),
                                    st.sampled_from(["=", "exists", "prefix", "<"]),
                                    st.sampled_from(["orders", "k1", "x", 1, 3])), min_size=1, max_size=3)
 

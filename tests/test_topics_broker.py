@@ -57,7 +57,7 @@ def test_events_from_topics_and_a_pattern_with_a_topic_created_later(bootstrap):
         ("2", codecs.encode_subscription(Subscription("tele", [("$topic", "prefix", "tele-"), ("n", ">=", 0)]))),
         ("3", codecs.encode_subscription(Subscription("keyed", [("$key", "=", "vip")]))),
         ("4", codecs.encode_subscription(Subscription("traced", [("$header.source", "=", "mobile"),
-                                                                 ("$$n", "exists", None)]))),
+                                                                 (r"\$n", "exists", None)]))),
     ])
     p = processor(bootstrap, names, client_config={"topic.metadata.refresh.interval.ms": 500},
                   notification_event_format="original")

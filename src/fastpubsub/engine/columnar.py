@@ -80,7 +80,7 @@ def _check_csr(name: str, offsets: np.ndarray, n_pairs: int) -> None:
 
 @dataclass
 class EventBatch:
-    """``n`` events as CSR arrays (see module docstring)."""
+    """``n`` events as CSR arrays (see module docstring); an event may carry an attribute several times."""
 
     attribute_names: Sequence[str]
     offsets: np.ndarray  # int64 [n + 1]
@@ -101,6 +101,10 @@ class EventBatch:
         for e in events:
             validate_event(e)
             for a, v in e.items():
+                if type(v) is list:  # one pair per value (an empty list: no pair, the attribute is absent)
+                    attrs.extend([names.setdefault(a, len(names))] * len(v))
+                    values.extend(v)
+                    continue
                 attrs.append(names.setdefault(a, len(names)))
                 values.append(v)
             offsets.append(len(attrs))
@@ -112,7 +116,18 @@ class EventBatch:
         names = list(self.attribute_names)
         attrs = self.attributes.tolist()
         off = self.offsets.tolist()
-        return [{names[attrs[j]]: values[j] for j in range(off[i], off[i + 1])} for i in range(len(self))]
+        out: list[dict[str, Any]] = []
+        for i in range(len(self)):
+            event: dict[str, Any] = {}
+            for j in range(off[i], off[i + 1]):
+                a = names[attrs[j]]
+                if a in event:  # an attribute carried several times: its values as a list
+                    old = event[a]
+                    event[a] = old + [values[j]] if type(old) is list else [old, values[j]]
+                else:
+                    event[a] = values[j]
+            out.append(event)
+        return out
 
     def validate(self) -> None:
         m = len(self.attributes)

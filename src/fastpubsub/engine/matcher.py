@@ -25,7 +25,8 @@ from .columnar import EventBatch, SubscriptionBatch, SubscriptionBuilder, csr_po
 from .costmodel.maintenance import Maintenance, Thresholds
 from .costmodel.model import CostModel
 from .costmodel.probabilities import EventProbabilities
-from .frontend.encoding import AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, predicate_fields
+from .frontend.encoding import (AttributeDictionary, StringDictionary, batch_from_dicts, encode_batch, predicate_fields,
+                                repeated_fields)
 from .structures.hashtable import IdTable
 from .structures.id_filter import IdFilter
 from .structures.idpool import IdPool, grow
@@ -36,7 +37,7 @@ from .memory_budget import check_load
 from .columnar import take_subscriptions
 from .frontend.lowering import DerivedAttributes, parse_derived
 from .structures.prefix_groups import PrefixGroups
-from .structures.predicates import PredicateTable, has_duplicate_attribute
+from .structures.predicates import PredicateTable
 from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription_id
 from .costmodel.statistics import EventStatistics
 
@@ -446,23 +447,20 @@ class Matcher:
         self.flush()
         batch.validate()
         _check_values("EventBatch", batch)
-        attrs = np.asarray(batch.attributes, dtype=np.int64)
         names = batch.attribute_names
         if not (type(names) is tuple and names is self._checked_names):  # (batches of one source share their names)
-            names = list(names)
             for a in names:
                 if not a or a[0] == RESERVED_PREFIX:
                     raise ValueError(f"EventBatch: attribute names must be non-empty strings not starting with NUL, got {a!r}")
-            first = {a: i for i, a in reversed(list(enumerate(names)))}
-            if len(first) < len(names):  # a name listed twice: compare events by name, not by index
-                attrs = np.array([first[a] for a in names], dtype=np.int64)[attrs]
-            elif type(batch.attribute_names) is tuple:
-                self._checked_names = batch.attribute_names
-        if len(attrs) and has_duplicate_attribute(np.asarray(batch.offsets, dtype=np.int64), attrs, len(names)):
-            raise ValueError("EventBatch: an event carries the same attribute twice")
+            if type(names) is tuple:
+                self._checked_names = names
+        # an event may carry an attribute several times (engine/semantics.py): every kernel reads any of its values
         n_prefix = len(self.prefixes)
         if n_prefix:
             p_off, p_ids = self.prefixes.match(batch)
+            if repeated_fields(np.asarray(batch.offsets, dtype=np.int64), np.asarray(batch.attributes, dtype=np.int64),
+                               len(names)).any():  # a prefix met by several values of one attribute: once
+                p_off, p_ids = distinct_per_event(p_off, p_ids)
             if n_prefix == len(self.id_table):  # nothing else is filed: the index would find nothing
                 return Matches(p_off, p_ids)
         if len(self.derived):
@@ -470,7 +468,7 @@ class Matcher:
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
         off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)
-        if self._rows:
+        if self._rows or ev.repeats.any():  # (a field carried several times may reach a list twice)
             off, ids = distinct_per_event(off, ids)
         if n_prefix:
             off, ids = merge_matches(off, ids, p_off, p_ids)

@@ -14,6 +14,11 @@ Semantics (Fabret et al., section 1.1, made precise for mixed types):
   both booleans.  Numbers compare as IEEE-754 doubles: integers beyond 2**53
   are rounded to the nearest double first.  Strings compare by code point
   (Python's ``str`` order).  Booleans order ``False < True``.
+* An event may carry an attribute several times (an array of a nested event,
+  wire/paths.py; a list of values in a dict event): a predicate on it holds
+  when any of its values satisfies it (AWS Event Ruler's rule), ``!=`` and
+  ``exists`` included.  ``between`` and a ``not in`` of several values are
+  conjunctions of comparisons, each satisfied by any value (:func:`holds`).
 * NaN is not a valid predicate value (``ValueError``).  An event value that is
   NaN is comparable with nothing: every predicate on that attribute fails.
 
@@ -335,11 +340,24 @@ def validate_subscription(subscription: Any, *, operators: Sequence[str] = ALL_O
 
 
 def holds(predicate: Predicate, event: dict[str, Any]) -> bool:
-    """Whether ``predicate`` holds for ``event`` (the reference, for every operator)."""
+    """Whether ``predicate`` holds for ``event`` (the reference, for every operator).
+
+    An attribute with several values (a list: an array of a nested event)
+    satisfies a predicate when any of its values does; ``between`` and a
+    ``not in`` of several values are conjunctions of comparisons
+    (engine/frontend/lowering.py), each of which any value may satisfy.
+    """
     attribute, op, constant = predicate
     if attribute not in event:
         return False
     v = event[attribute]
+    if type(v) is list:
+        if op == "between":
+            return (any(holds((attribute, ">=", constant[0]), {attribute: x}) for x in v)
+                    and any(holds((attribute, "<=", constant[1]), {attribute: x}) for x in v))
+        if op == "not in":
+            return all(any(holds((attribute, "!=", c), {attribute: x}) for x in v) for c in constant)
+        return any(holds(predicate, {attribute: x}) for x in v)
     if isinstance(v, float) and math.isnan(v):
         return False
     if op in OP_CODE:
@@ -374,11 +392,15 @@ def subscription_holds(subscription: "list[Predicate] | AnyOf", event: dict[str,
 
 
 def validate_event(event: Any) -> dict[str, Any]:
-    """Check an event (a mapping attribute -> value) and return it as a dict."""
+    """Check an event (a mapping attribute -> value, or -> list of values) and return it as a dict."""
     if not isinstance(event, dict):
         raise ValueError(f"an event must be a mapping of attribute to value, got {type(event).__name__}")
     for attribute, value in event.items():
         if not isinstance(attribute, str) or not attribute or attribute[0] == RESERVED_PREFIX:
             raise ValueError(f"event attribute names must be non-empty strings not starting with NUL, got {attribute!r}")
-        value_kind(value)
+        if type(value) is list:  # an attribute with several values (wire/paths.py); an empty list: absent
+            for x in value:
+                value_kind(x)
+        else:
+            value_kind(value)
     return event

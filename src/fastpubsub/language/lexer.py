@@ -9,7 +9,9 @@ strings and numbers").
 * a **name** starts with a letter or ``_`` and goes on with letters, digits
   and ``_`` (Unicode letters and digits count), plus the dialect's extra
   characters (``.`` and ``-`` in plain subscriptions, ``.`` in aggregate
-  ones);
+  ones); a backslash takes the character after it into the name, escape
+  included (``tags.app\\.kubernetes\\.io``: the attribute path escape of
+  wire/paths.py);
 * a **string** is double- or single-quoted, with JSON's backslash escapes;
   ``\\'`` is a quote inside a single-quoted string;
 * a **number** is an integer or a decimal with an optional exponent, signed
@@ -32,6 +34,8 @@ from typing import Any, NamedTuple
 #: The one rule for names: a letter or ``_``, then letters, digits and ``_``; a dialect may allow more after the first.
 NAME_START = r"[^\W\d]"
 NAME = NAME_START + r"\w*"
+#: A backslash and the character after it, inside a name: the escape of attribute paths (wire/paths.py).
+ESCAPE = r"\\[^\s]"
 #: The one rule for string literals (and quoted attribute names): double or single quotes, backslash escapes.
 STRING = r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\''
 _DIGITS = r"(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
@@ -74,14 +78,16 @@ class Dialect:
     glued_numbers: bool = False
     #: Words with a meaning in the grammar: a name spelled like one is quoted when the text is written out.
     keywords: frozenset[str] = frozenset()
-    #: A character that may open a name, any number of times (``$topic``, ``$$price``: plain subscriptions'
+    #: A character that may open a name, once (``$topic``; a payload field ``$price`` is ``\\$price``: plain subscriptions'
     #: record metadata, ``wire.metadata``).
     sigil: str = ""
 
     @cached_property
     def name_pattern(self) -> re.Pattern[str]:
-        base = f"{NAME_START}[\\w{re.escape(self.name_chars)}]*" if self.name_chars else NAME
-        return re.compile(f"{re.escape(self.sigil)}*{base}" if self.sigil else base)
+        # a backslash takes the next character into the name as it is (wire/paths.py: ``a\\.b`` is the key "a.b");
+        # the sigil may open a name once (``$topic``: record metadata, wire.metadata)
+        base = f"(?:{NAME_START}|{ESCAPE})(?:[\\w{re.escape(self.name_chars)}]|{ESCAPE})*"
+        return re.compile(f"{re.escape(self.sigil)}?{base}" if self.sigil else base)
 
     @cached_property
     def _scanner(self) -> re.Pattern[str]:

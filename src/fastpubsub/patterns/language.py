@@ -279,12 +279,27 @@ def parse(text: str) -> Pattern:
 # -- JSON <-> raw syntax tree --------------------------------------------------
 
 
+def _segments(ref: str) -> list[str]:
+    """``ref`` cut at its unescaped dots, each part kept as written (escapes included): the text form's tokens."""
+    parts, start, i = [], 0, 0
+    while i < len(ref):
+        if ref[i] == "\\":
+            i += 2
+            continue
+        if ref[i] == ".":
+            parts.append(ref[start:i])
+            start = i + 1
+        i += 1
+    parts.append(ref[start:])
+    return parts
+
+
 def _raw_from_json_operand(x: Any, where: str, left: bool):
     if isinstance(x, dict):
         unknown = set(x) - {"ref", "mul", "add"}
         if unknown or "ref" not in x or not isinstance(x["ref"], str):
             raise PatternError(f"{where}: an operand object is {{'ref': str, 'mul': number, 'add': number}}")
-        parts = x["ref"].split(".")
+        parts = _segments(x["ref"])
         base = ("dur", None, where) if x["ref"] == "dur" else ("name", parts, where)
         mul, add = x.get("mul", 1), x.get("add", 0)
         for v in (mul, add):
@@ -370,8 +385,8 @@ def _operand_json(o: Operand, names: list[str], step: int, left: bool) -> Any:
     r = o.ref
     if r.kind == "event" and left and not o.arith:
         return r.attr
-    if r.kind == "event":
-        ref = r.attr
+    if r.kind == "event":  # a path is written after the step's binding (a bare first segment would read as one)
+        ref = r.attr if len(_segments(r.attr)) == 1 else f"{names[step]}.{r.attr}"
     elif r.kind == "dur":
         ref = "dur"
     elif r.kind == "bound" and r.step == step:  # a fold reading its own previous iteration
@@ -493,13 +508,11 @@ def _ref(parts: list[str], col, at, ctx: _Ctx) -> Ref:
         raise PatternError(f"{at(col)}: unknown binding {b!r} in {'.'.join(parts)} (bound here: {known})")
         # a binding used before it is bound is unknown at this point
     k = ctx.names.index(b)
-    if len(parts) == 3 and parts[1] == "last":
+    if len(parts) >= 3 and parts[1] == "last":
         if not (k == ctx.step and ctx.clause == "while"):
             raise PatternError(f"{at(col)}: {'.'.join(parts)}: .last is read in {b}'s own while clause only")
-        return Ref("bound", k, parts[2])
-    if len(parts) != 2:
-        raise PatternError(f"{at(col)}: {'.'.join(parts)}: expected binding.attribute or binding.last.attribute")
-    attr = parts[1]
+        return Ref("bound", k, ".".join(parts[2:]))
+    attr = ".".join(parts[1:])  # binding.attribute; an attribute path follows its binding: a.customer.country
     if k == ctx.step:
         if ctx.clause == "until" and attr in ctx.aggs.get(k, {}):
             return Ref("agg", k, attr)

@@ -82,7 +82,13 @@ def record_counts(n_records: int, errors: dict[int, str], timestamps: np.ndarray
 
 
 def value_counts(decoded: DecodedEvents) -> pa.RecordBatch:
-    """Events per (attribute, value) of the batch."""
+    """Events per (attribute, value) of the batch.
+
+    An event carrying an attribute several times (an array, wire/paths.py)
+    counts once per distinct value: the count stays a number of events, as
+    the cost model reads it (an equality's probability is that of an event
+    with some value equal).
+    """
     names = pa.array(decoded.attribute_names, pa.string())
     pairs = pa.table({
         "attribute": pa.DictionaryArray.from_arrays(pa.array(decoded.attributes, pa.int32()), names),
@@ -90,10 +96,27 @@ def value_counts(decoded: DecodedEvents) -> pa.RecordBatch:
         "number": pa.array(_numbers(decoded)),
         "string": decoded.string_array(),
     })
+    if _has_repeats(decoded.offsets, decoded.attributes, len(decoded.attribute_names)):
+        event = np.repeat(np.arange(len(decoded.offsets) - 1, dtype=np.int64), np.diff(decoded.offsets))
+        pairs = (pairs.append_column("event", pa.array(event))
+                 .group_by(["event", "attribute", "kind", "number", "string"], use_threads=False)
+                 .aggregate([]).drop_columns(["event"]))
     counts = pairs.group_by(["attribute", "kind", "number", "string"], use_threads=False).aggregate([([], "count_all")])
     return _rows("value", counts.num_rows, attribute=counts["attribute"].combine_chunks().cast(pa.string()),
                  kind=counts["kind"].combine_chunks(), number=counts["number"].combine_chunks(),
                  string=counts["string"].combine_chunks(), count=counts["count_all"].combine_chunks())
+
+
+@numba.njit(cache=True)
+def _has_repeats(offsets, attributes, n_names):
+    """Whether some event carries an attribute more than once."""
+    stamp = np.full(n_names, -1, np.int64)
+    for i in range(len(offsets) - 1):
+        for p in range(offsets[i], offsets[i + 1]):
+            if stamp[attributes[p]] == i:
+                return True
+            stamp[attributes[p]] = i
+    return False
 
 
 @numba.njit(cache=True)

@@ -7,7 +7,8 @@ format + Avro map encoding of ``wire/schemas/event.avsc`` for every record it ca
 prove well-formed, and hands every other record (JSON, other schema ids,
 malformed Avro, duplicate map keys, non-canonical booleans, attribute names
 longer than ``codecs.MAX_ATTRIBUTE_BYTES``, ...) to
-``wire.codecs.decode_event``.  So for every record the result is, by
+``wire.codecs.decode_event`` (JSON, nested or flat, to ``decode_json_event``:
+its pairs by the path rule of wire/paths.py, an array's values each a pair).  So for every record the result is, by
 construction, what ``codecs.decode_event`` says: the same event, or a
 :class:`~wire.codecs.DecodeError` with the same reason.
 
@@ -32,7 +33,7 @@ from .avro_binary import attribute_name, block_count, empty_pairs, first_pairs, 
 from .avro_binary import schema_id as framed_schema_id
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event_pairs
 from .fallback import FallbackPairs
-from .metadata import escape_names
+from .paths import escape
 from .registered import RegisteredDecoders
 
 _EVENT_SCHEMA_ID = SCHEMA_IDS["event"]
@@ -146,8 +147,9 @@ class DecodedEvents:
 
 
 def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders | None = None) -> DecodedEvents:
-    """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``.  A field whose name starts
-    with ``$`` is the attribute ``$`` + its name (``wire.metadata``: ``$`` names a record's metadata).
+    """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``.  Attributes are named by the
+    path rule (``wire.paths``): a field whose name has a ``.`` or starts with ``$`` (which names a record's metadata,
+    ``wire.metadata``) is escaped with a backslash.
 
     ``registered``: records framed with another schema id than fastpubsub's event schema are read with the schema
     registered under it (``wire.registered``); it raises ``RegistryUnavailable`` out of here when the registry does
@@ -166,7 +168,7 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
             break
         max_names *= 4
     raw = buf.tobytes() if len(nstart) else b""
-    names = [raw[a:a + n].decode("utf-8") for a, n in zip(nstart.tolist(), nlen.tolist())]
+    names = [escape(raw[a:a + n].decode("utf-8")) for a, n in zip(nstart.tolist(), nlen.tolist())]  # keys as paths
     slow = np.flatnonzero(status == _SLOW)
     errors: dict[int, str] = {}
     if len(slow):
@@ -188,6 +190,5 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
     per_record = np.bincount(pairs.rec, minlength=len(values)) if len(values) else np.zeros(0, np.int64)
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(per_record[rows], out=offsets[1:])
-    # a payload field named like record metadata ($topic) is named with one more $ (wire.metadata)
-    return DecodedEvents(rows, errors, tuple(escape_names(names)), offsets, pairs.attr, pairs.kind, pairs.number, pairs.start,
+    return DecodedEvents(rows, errors, tuple(names), offsets, pairs.attr, pairs.kind, pairs.number, pairs.start,
                          pairs.length, buf)

@@ -7,8 +7,8 @@ A subscription tests where an event came from and what came with it through attr
 * ``$timestamp`` (number): the record's timestamp in ms since the epoch (producer or broker time), when it has one;
 * ``$header.NAME`` (string): the value of the header ``NAME`` (the last one of that name), when it is UTF-8.
 
-A payload field whose name starts with ``$`` is named with one more ``$`` (``$price`` is ``$$price``): the escape is
-applied once per distinct name of a batch (:func:`escape_names`), so that ``$topic`` always means the record's topic.
+A payload field whose name starts with ``$`` is escaped by the path rule (``wire.paths``: ``$price`` is ``\\$price``),
+so that ``$topic`` always means the record's topic.
 Only the metadata some subscription names is attached (:func:`attach`), so events cost nothing more when no
 subscription uses it; the engine sees ordinary attributes.
 """
@@ -22,10 +22,11 @@ import numpy as np
 
 from fastpubsub.engine import KIND_NUMBER, KIND_STRING, parse_derived
 
+from .paths import SIGIL
+
 #: A record's timestamp type when it has none (librdkafka's ``TIMESTAMP_NOT_AVAILABLE``): the records here are
 #: anything with a Kafka message's accessors, and the wire formats know nothing of the Kafka client.
 NO_TIMESTAMP = 0
-SIGIL = "$"
 HEADER = "$header."
 #: The metadata attributes besides headers, each with how it is read from a record (None: absent).
 FIELDS: dict[str, Callable[[Any], Any]] = {
@@ -46,18 +47,8 @@ def _text(raw: bytes | None) -> str | None:
         return None
 
 
-def escape(name: str) -> str:
-    """A payload field's attribute name: one more ``$`` in front of a name that starts with ``$``."""
-    return SIGIL + name if name.startswith(SIGIL) else name
-
-
-def escape_names(names: Sequence[str]) -> list[str]:
-    """:func:`escape` over a batch's distinct attribute names."""
-    return [SIGIL + n if n.startswith(SIGIL) else n for n in names]
-
-
 def is_metadata(name: str) -> bool:
-    """Whether an attribute name denotes record metadata (``$topic``, ``$header.X``), not an escaped payload field."""
+    """Whether an attribute name denotes record metadata (``$topic``, ``$header.X``), not a payload field."""
     return name in FIELDS or (name.startswith(HEADER) and len(name) > len(HEADER))
 
 

@@ -263,6 +263,7 @@ def amkh_into(e0, ev, preds, member_of, hpos, weights, shapes, head, rec, arena,
     pair of atomic operations per coordinate.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_rep, p_bits = ev.repeats, preds.bits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     pred_field = preds.field
@@ -271,7 +272,7 @@ def amkh_into(e0, ev, preds, member_of, hpos, weights, shapes, head, rec, arena,
     m_slots = head.shape[0]
     for i in range(e0, n_ev):
         ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
+                                  g_start, g_end, g_vals, g_pids, sat, ev_rep[i], p_bits)
         for t in range(ns):
             satbit[sat[t]] = True
         event_members(sat, ns, pred_field, hpos, member_of, nh, cnt, mem_off, mem, buf)

@@ -362,7 +362,7 @@ def event_rows(c0, c1, ev, bm, erow, ecount, pair):
     n_fa = bm.miss_row.shape[0]
     miss_row, field_slot, cell_base, bounds = bm.miss_row, bm.field_slot, bm.cell_base, bm.bounds
     n_bounds = bounds.shape[1]
-    ev_off, ev_field, ev_code = ev.offsets, ev.field, ev.code
+    ev_off, ev_field, ev_code, ev_rep = ev.offsets, ev.field, ev.code, ev.repeats
     for i in range(c1 - c0):
         e = c0 + i
         mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
@@ -372,7 +372,8 @@ def event_rows(c0, c1, ev, bm, erow, ecount, pair):
             if j < 0:
                 erow[i, n] = miss_row[fa]
                 n += 1
-            elif cell_base[fa] >= 0:
+            elif cell_base[fa] >= 0 and not ev_rep[e]:  # (several values of a field: no cell rules a slot out,
+                # the survivors are checked value by value in bitmap_check_into)
                 # the cell: how many bounds are <= the value (np.searchsorted, side="right": NaN after all)
                 x = ev_code[j]
                 lo, hi = (0, n_bounds) if x == x else (n_bounds, n_bounds)
@@ -459,7 +460,7 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
     field_slot, slot_start, slot_len, slot_handle = bm.field_slot, bm.slot_start, bm.slot_len, bm.slot_handle
     sub_pids, pfield, pop, pbits, pnum, scodes = bm.sub_pids, bm.pfield, bm.pop, bm.pbits, bm.pnum, bm.scodes
     iv_start, iv_len, iv_fa, iv_lo, iv_hi = bm.iv_start, bm.iv_len, bm.iv_fa, bm.iv_lo, bm.iv_hi
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_off, ev_field, ev_code, ev_eqbits, ev_rep = ev.offsets, ev.field, ev.code, ev.eqbits, ev.repeats
     for e in range(e0, c1):
         i = e - c0
         if nout + sv_off[i + 1] - sv_off[i] > out.shape[0]:
@@ -467,6 +468,11 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
         mark_pairs(ev_off, ev_field, e, field_slot, pair, False)
         for h in range(sv_off[i], sv_off[i + 1]):
             s = order[h]
+            if ev_rep[e]:
+                if repeated_holds(s, e, ev, bm):
+                    out[nout] = slot_handle[s]
+                    nout += 1
+                continue
             ok = True
             for q in range(slot_start[s], slot_start[s] + slot_len[s]):
                 p = sub_pids[q]
@@ -486,6 +492,39 @@ def bitmap_check_into(e0, c0, c1, ev, bm, order, sv_off, pair, out, nout, out_of
         mark_pairs(ev_off, ev_field, e, field_slot, pair, True)
         out_off[e + 1] = nout
     return c1, nout
+
+
+@njit(cache=True, _nrt=False)
+def repeated_holds(s, e, ev, bm):
+    """Whether slot ``s`` holds for event ``e``, which carries some field several times: each predicate is met by any
+    value of its field, and each interval's bounds each by any value (the interval is the conjunction of the
+    slot's comparisons on the field, engine/semantics.py)."""
+    field_slot, slot_start, slot_len = bm.field_slot, bm.slot_start, bm.slot_len
+    sub_pids, pfield, pop, pbits, pnum, scodes = bm.sub_pids, bm.pfield, bm.pop, bm.pbits, bm.pnum, bm.scodes
+    iv_start, iv_len, iv_fa, iv_lo, iv_hi = bm.iv_start, bm.iv_len, bm.iv_fa, bm.iv_lo, bm.iv_hi
+    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    n_fields = field_slot.shape[0]
+    for q in range(slot_start[s], slot_start[s] + slot_len[s]):
+        p = sub_pids[q]
+        c = constant_code(p, pfield, pbits, pnum, scodes)
+        found = False
+        for j in range(ev_off[e], ev_off[e + 1]):
+            if ev_field[j] == pfield[p] and predicate_holds(pop[p], ev_code[j], ev_eqbits[j], c, pbits[p]):
+                found = True
+                break
+        if not found:
+            return False
+    for q in range(iv_start[s], iv_start[s] + iv_len[s]):
+        above = below = False
+        for j in range(ev_off[e], ev_off[e + 1]):
+            f = ev_field[j]
+            if 0 <= f < n_fields and field_slot[f] == iv_fa[q]:
+                x = ev_code[j]
+                above = above or iv_lo[q] <= x  # (NaN: neither)
+                below = below or x <= iv_hi[q]
+        if not (above and below):
+            return False
+    return True
 
 
 @njit(cache=True, inline="always")

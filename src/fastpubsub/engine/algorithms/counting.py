@@ -75,6 +75,7 @@ def counting_into(e0, ev, preds, store, counting, sat, out, nout, out_off):
     containers a call per event unpacks cost a pair of atomic operations each.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_rep, p_bits = ev.repeats, preds.bits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     key_head, c_next, c_base, c_len, arena = store.key_head, store.next, store.base, store.length, store.arena
@@ -82,7 +83,7 @@ def counting_into(e0, ev, preds, store, counting, sat, out, nout, out_off):
     n_ev = ev_off.shape[0] - 1
     for i in range(e0, n_ev):
         ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
+                                  g_start, g_end, g_vals, g_pids, sat, ev_rep[i], p_bits)
         start = nout
         nout = count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, nout, False)
         count_hits(sat, ns, key_head, c_next, c_base, c_len, arena, need, cnt, out, 0, True)

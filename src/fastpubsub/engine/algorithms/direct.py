@@ -32,7 +32,7 @@ from numba import njit
 from ..structures.cluster_store import put_live
 from ..structures.hashtable import ht_find2, ht_slot2
 from ..structures.predicates import order_holds
-from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows
+from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows, repeated_conjunction_rows
 from ..kernels.scan import prefetch
 from ..semantics import OP_EQ
 
@@ -122,7 +122,7 @@ def direct_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, n_p
     it carries.  ``n_pf``: fields predicates use (others match nothing).
     Returns ``(probe, n_probe)``.
     """
-    ev_off, ev_field, ev_eqbits = ev.offsets, ev.field, ev.eqbits
+    ev_off, ev_field, ev_eqbits, ev_rep = ev.offsets, ev.field, ev.eqbits, ev.repeats
     tkeys, tvals = preds.table_keys, preds.table_vals
     tk_flat = tkeys.ravel()
     t_mask = tvals.shape[0] - 1
@@ -175,7 +175,11 @@ def direct_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, n_p
                 prefetch(key_head, q)
                 probe[n_probe, 0], probe[n_probe, 1] = q, KNOWN_KEY
                 n_probe += 1
-        n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
+        if ev_rep[e]:
+            probe, n_probe = repeated_conjunction_rows(sch_fields, ev_off, ev_field, ev_eqbits, e, tkeys, tvals, mask,
+                                                       conj_flat, conj_vals, probe, n_probe)
+        else:
+            n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
         for j in range(lo, hi):
             f = ev_field[j]
             if 0 <= f < n_pf:

@@ -215,7 +215,7 @@ def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d
     (docs/engine.md, "Kernel contract"): with it, ``out`` reassigned by its
     growth check cost a pair of atomic operations per candidate segment.
     """
-    ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_off, ev_field, ev_code, ev_eqbits, ev_rep = ev.offsets, ev.field, ev.code, ev.eqbits, ev.repeats
     list_of_field, list_op, seg_sig = ix.list_of_field, ix.list_op, ix.seg_sig
     b_base, b_len = ix.b_base, ix.b_len
     e_field, e_slot, e_val = ix.e_field, ix.e_slot, ix.e_val
@@ -236,9 +236,12 @@ def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d
                 p_any[t - lo_pair] = one << signature_bit(g, 0)
                 p_eq[t - lo_pair] = one << signature_bit(g, ev_eqbits[t])
         nd = 0
+        rep = ev_rep[i]
         for j in range(lo_pair, hi_pair):
             fj = ev_field[j]
             if fj < 0 or fj >= n_fields:
+                continue
+            if rep and _field_before(ev_field, lo_pair, j):  # a pivot's lists once, however many values it has
                 continue
             lst = list_of_field[fj]
             if lst < 0:
@@ -305,6 +308,8 @@ def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d
             for k2 in range(a, e):
                 if k2 >= skip_lo and k2 < skip_hi:
                     continue
+                if rep and _earlier_value_holds(ev_field, ev_code, ev_eqbits, lo_pair, t, g, op, e_val[k2]):
+                    continue  # the predicate was counted for an earlier value of the field
                 pos = cb + e_slot[k2]
                 v = c_state[pos]
                 rem = (v & low) - 1 if (v >> 32) == epoch else np.int64(c_need[pos]) - 1
@@ -316,6 +321,40 @@ def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d
                     nout += 1
         out_off[i + 1] = nout
     return n_ev, nout, epoch, 0
+
+
+@njit(cache=True, inline="always")
+def _field_before(ev_field, lo, j):
+    """Whether a pair before ``j`` (from ``lo``) has ``j``'s field."""
+    for u in range(lo, j):
+        if ev_field[u] == ev_field[j]:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _earlier_value_holds(ev_field, ev_code, ev_eqbits, lo, t, g, op, c):
+    """Whether a pair before ``t`` (from ``lo``) on field ``g`` satisfies ``op c`` as the scan compares: an event
+    carrying the field several times counts each predicate once (engine/semantics.py)."""
+    for u in range(lo, t):
+        if ev_field[u] != g:
+            continue
+        x = (np.float64(ev_eqbits[u]) if g % 3 == 1 else ev_code[u]) if op <= 1 else ev_code[u]
+        if op == 0:
+            h = x == c
+        elif op == 1:
+            h = x != c
+        elif op == 2:
+            h = x < c
+        elif op == 3:
+            h = x <= c
+        elif op == 4:
+            h = x > c
+        else:
+            h = x >= c
+        if h:
+            return True
+    return False
 
 
 @njit(cache=True)

@@ -161,6 +161,7 @@ class EventArrays(NamedTuple):
     field: np.ndarray  # int64 [m]: the pair's field (-1: matches nothing)
     code: np.ndarray  # float64 [m]: the value's order code
     eqbits: np.ndarray  # int64 [m]: the value's equality bits
+    repeats: np.ndarray  # int8 [n]: 1 if the event carries a field more than once (an array's values)
 
 
 @dataclass
@@ -175,12 +176,13 @@ class EncodedEvents:
     field: np.ndarray  # int64 [m]
     code: np.ndarray  # float64 [m]
     eqbits: np.ndarray  # int64 [m]
+    repeats: np.ndarray  # int8 [n]
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     def arrays(self) -> EventArrays:
-        return EventArrays(self.offsets, self.field, self.code, self.eqbits)
+        return EventArrays(self.offsets, self.field, self.code, self.eqbits, self.repeats)
 
 
 def encode_batch(batch: EventBatch, attributes: AttributeDictionary, strings: StringDictionary) -> EncodedEvents:
@@ -197,7 +199,26 @@ def encode_batch(batch: EventBatch, attributes: AttributeDictionary, strings: St
         pos = np.flatnonzero(np.asarray(batch.kinds) == KIND_STRING)
         code[pos] = scode
         eqbits[pos] = sid
-    return EncodedEvents(np.asarray(batch.offsets, dtype=np.int64), field, code, eqbits)
+    offsets = np.asarray(batch.offsets, dtype=np.int64)
+    repeats = repeated_fields(offsets, field, (int(field.max()) + 1) if n else 0)
+    return EncodedEvents(offsets, field, code, eqbits, repeats)
+
+
+@njit(cache=True)
+def repeated_fields(offsets, field, n_fields):
+    """Per event, 1 if it carries one field (>= 0) more than once: an array of a nested event (engine/semantics.py)."""
+    n = offsets.shape[0] - 1
+    out = np.zeros(n, dtype=np.int8)
+    stamp = np.full(n_fields, -1, dtype=np.int64)
+    for i in range(n):
+        for j in range(offsets[i], offsets[i + 1]):
+            f = field[j]
+            if f < 0:
+                continue
+            if stamp[f] == i:
+                out[i] = 1
+            stamp[f] = i
+    return out
 
 
 @njit(cache=True)
@@ -233,6 +254,9 @@ def _classify(values: list[Any]) -> np.ndarray:
     return np.array(kinds, dtype=np.int8)
 
 
+_LISTS = frozenset((list,))
+
+
 def batch_from_dicts(events: Iterable[dict[str, Any]]) -> EventBatch:
     """A fast :meth:`EventBatch.from_dicts`: per-event work is C-level list extends.
 
@@ -245,9 +269,22 @@ def batch_from_dicts(events: Iterable[dict[str, Any]]) -> EventBatch:
     for e in events:
         if not isinstance(e, dict):
             raise ValueError(f"an event must be a mapping of attribute to value, got {type(e).__name__}")
-        names.extend(e)
-        values.extend(e.values())
-        lengths.append(len(e))
+        if _LISTS.isdisjoint(map(type, e.values())):
+            names.extend(e)
+            values.extend(e.values())
+            lengths.append(len(e))
+            continue
+        n = 0
+        for a, v in e.items():  # an attribute with several values: one pair per value
+            if type(v) is list:
+                names.extend([a] * len(v))
+                values.extend(v)
+                n += len(v)
+            else:
+                names.append(a)
+                values.append(v)
+                n += 1
+        lengths.append(n)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     unique = dict.fromkeys(names)

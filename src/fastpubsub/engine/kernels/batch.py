@@ -70,6 +70,7 @@ def propagation_into(e0, ev, preds, store, runs, pred_key, sat, out, nout, out_o
     cost a pair of atomic operations per list scanned.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_rep, p_bits = ev.repeats, preds.bits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids, bits = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids, preds.bits
     arena, c_next, c_base, c_cap, c_len, c_k = store.arena, store.next, store.base, store.cap, store.length, store.k
@@ -78,7 +79,7 @@ def propagation_into(e0, ev, preds, store, runs, pred_key, sat, out, nout, out_o
     n_ev = ev_off.shape[0] - 1
     for i in range(e0, n_ev):
         ns = satisfied_predicates(ev_off[i], ev_off[i + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
+                                  g_start, g_end, g_vals, g_pids, sat, ev_rep[i], p_bits)
         for t in range(ns):
             bits[sat[t]] = 1
         start = nout

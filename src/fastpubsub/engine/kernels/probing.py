@@ -48,7 +48,7 @@ from numba import njit
 
 from ..structures.cluster_store import (INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, popcount32, put_live, run_row,
                                         sub_half, sub_index, sub_pointer)
-from ..structures.hashtable import ht_find3, ht_slot2, ht_slot3
+from ..structures.hashtable import ht_find2, ht_find3, ht_slot2, ht_slot3
 from ..structures.predicates import satisfied_predicates
 from .scan import (BY_INDEX, BY_RUN, PLAIN, doubled, ensure_room, entry_matches, finish_events, predicate_list_key,
                    prefetch, run_path_of, scan_clusters_into, scan_dispatch)
@@ -179,6 +179,53 @@ def conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe,
     return n_probe
 
 
+@njit(cache=True)
+def repeated_conjunction_rows(sch_fields, ev_off, ev_field, ev_eqbits, e, tkeys, tvals, mask, conj_flat, conj_vals,
+                              probe, n_probe):
+    """:func:`conjunction_rows` for an event that carries a field several times: a row for *every* combination of
+    the equalities it satisfies on a configured schema's fields (a conjunction holds when any value meets each
+    of its equalities, engine/semantics.py).  Returns ``(probe, n_probe)``, ``probe`` grown if needed."""
+    lo, hi = ev_off[e], ev_off[e + 1]
+    for s in range(sch_fields.shape[0]):
+        f0, f1, f2 = sch_fields[s, 0], sch_fields[s, 1], sch_fields[s, 2]
+        for j0 in range(lo, hi):
+            if ev_field[j0] != f0:
+                continue
+            p0 = ht_find2(tkeys, tvals, f0 * 6 + 0, ev_eqbits[j0])
+            if p0 < 0 or _seen_before(ev_field, ev_eqbits, lo, j0):
+                continue
+            for j1 in range(lo, hi):
+                if ev_field[j1] != f1:
+                    continue
+                p1 = ht_find2(tkeys, tvals, f1 * 6 + 0, ev_eqbits[j1])
+                if p1 < 0 or _seen_before(ev_field, ev_eqbits, lo, j1):
+                    continue
+                for j2 in range(lo, hi if f2 >= 0 else lo + 1):
+                    p2 = -1
+                    if f2 >= 0:
+                        if ev_field[j2] != f2:
+                            continue
+                        p2 = ht_find2(tkeys, tvals, f2 * 6 + 0, ev_eqbits[j2])
+                        if p2 < 0 or _seen_before(ev_field, ev_eqbits, lo, j2):
+                            continue
+                    probe = grow_rows(probe, n_probe, 1)
+                    slot = ht_slot3(mask, p0, p1, p2)
+                    prefetch(conj_flat, slot * 3)
+                    prefetch(conj_vals, slot)
+                    probe[n_probe, 0], probe[n_probe, 1], probe[n_probe, 2] = p0, p1, p2
+                    n_probe += 1
+    return probe, n_probe
+
+
+@njit(cache=True, inline="always")
+def _seen_before(ev_field, ev_eqbits, lo, j):
+    """Whether a pair before ``j`` (from ``lo``) has ``j``'s field and value (a repeated value probes once)."""
+    for t in range(lo, j):
+        if ev_field[t] == ev_field[j] and ev_eqbits[t] == ev_eqbits[j]:
+            return True
+    return False
+
+
 @njit(cache=True, inline="always")
 def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat, gsat, gs_off, ge_end, gp_off,
                probe):
@@ -195,6 +242,7 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     needed.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_rep, p_bits = ev.repeats, preds.bits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     sch_fields = access.schema_fields
@@ -206,12 +254,16 @@ def stage_keys(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_head, sat,
     n_probe = 0
     for e in range(g0, g1):
         ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
+                                  g_start, g_end, g_vals, g_pids, sat, ev_rep[e], p_bits)
         gsat = ensure_room(gsat, n_sat, ns)
         probe = grow_rows(probe, n_probe, n_sch + ns + 1)
         front, n_probe = split_satisfied(sat, ns, gsat, n_sat, pred_op, pred_field, pred_key, eq_of_field, key_head,
                                          probe, n_probe)
-        n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
+        if ev_rep[e]:
+            probe, n_probe = repeated_conjunction_rows(sch_fields, ev_off, ev_field, ev_eqbits, e, tkeys, tvals, mask,
+                                                       conj_flat, conj_vals, probe, n_probe)
+        else:
+            n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
         for t in range(n_sat, front):  # (the equalities, which alone set eq_of_field)
             eq_of_field[pred_field[gsat[t]]] = -1
         ge_end[e - g0] = front
@@ -232,6 +284,7 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
     writes and what it returns are :func:`stage_keys`'.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits
+    ev_rep, p_bits = ev.repeats, preds.bits
     tkeys, tvals, group_of = preds.table_keys, preds.table_vals, preds.group_of
     g_start, g_end, g_vals, g_pids = preds.g_start, preds.g_end, preds.g_vals, preds.g_pids
     sch_fields = access.schema_fields
@@ -261,7 +314,7 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
             if e + 1 < n_ev:
                 phase1_prefetch_groups(ev_off, ev_field, e + 1, group_of, n_gf, g_start, g_end)
         ns = satisfied_predicates(ev_off[e], ev_off[e + 1], ev_field, ev_code, ev_eqbits, tkeys, tvals, group_of,
-                                  g_start, g_end, g_vals, g_pids, sat)
+                                  g_start, g_end, g_vals, g_pids, sat, ev_rep[e], p_bits)
         gsat = ensure_room(gsat, n_sat, ns)
         probe = grow_rows(probe, n_probe, n_sch + ns + 1 + (ev_off[e + 1] - ev_off[e] if n_fk else 0))
         if n_fk:
@@ -276,7 +329,11 @@ def stage_keys_sparse(ev, g0, g1, preds, access, conj_flat, eq_of_field, key_hea
                         n_probe += 1
         front, n_probe = split_satisfied(sat, ns, gsat, n_sat, pred_op, pred_field, pred_key, eq_of_field, key_head,
                                          probe, n_probe)
-        n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
+        if ev_rep[e]:
+            probe, n_probe = repeated_conjunction_rows(sch_fields, ev_off, ev_field, ev_eqbits, e, tkeys, tvals, mask,
+                                                       conj_flat, conj_vals, probe, n_probe)
+        else:
+            n_probe = conjunction_rows(sch_fields, eq_of_field, mask, conj_flat, conj_vals, probe, n_probe)
         if ahead:  # the equalities set above are on the event's own fields: no pred_field read per predicate
             for j in range(ev_off[e], ev_off[e + 1]):
                 if 0 <= ev_field[j] < eq_of_field.shape[0]:

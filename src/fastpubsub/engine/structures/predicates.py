@@ -92,7 +92,8 @@ def order_holds(op, x, c):
 # Without numba's reference-counting runtime: it allocates nothing, and with it each group's slice of
 # ``g_vals`` cost an atomic increment and decrement per group examined (docs/engine.md, "Kernel contract").
 @njit(cache=True, _nrt=False)
-def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat):
+def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat,
+                         rep, bits):
     """Phase 1 for the event made of pairs ``lo:hi``: ids of satisfied predicates into ``sat``.
 
     ``field``, ``code``, ``eqbits`` are :class:`~engine.frontend.encoding.EventArrays`'
@@ -101,9 +102,11 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
     per event, and the batch loops unpack their containers once per batch
     (numba reference-counts every array a call unpacks from a container).
 
-    Returns how many were written.  An event carries each attribute once, so
-    each predicate is written at most once and ``len(sat)`` >= number of
-    predicate ids suffices.
+    Returns how many were written, each predicate at most once, so that
+    ``len(sat)`` >= number of predicate ids suffices.  An event that carries
+    a field several times (``rep``: ``EventArrays.repeats``) may satisfy a
+    predicate through several values: then ``bits`` (the predicate bit vector,
+    all zero, left so) marks those written already.
     """
     n = 0
     n_fields = group_of.shape[0]
@@ -113,8 +116,7 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
             continue
         p = ht_find2(tkeys, tvals, f * 6 + 0, eqbits[j])
         if p >= 0:
-            sat[n] = p
-            n += 1
+            n = _put(sat, n, p, rep, bits)
         if f >= n_fields:  # no inequality on this field (groups are sized lazily)
             continue
         x = code[j]
@@ -129,8 +131,7 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
                 skip = a if (a < e and g_vals[a] == x) else -1
                 for i in range(s, e):
                     if i != skip:
-                        sat[n] = g_pids[i]
-                        n += 1
+                        n = _put(sat, n, g_pids[i], rep, bits)
                 continue
             if op == 2:  # x < c
                 a = _bisect(g_vals, s, e, x, True)
@@ -145,22 +146,22 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
                 a = s
                 b = _bisect(g_vals, s, e, x, True)
             for i in range(a, b):
-                sat[n] = g_pids[i]
-                n += 1
+                n = _put(sat, n, g_pids[i], rep, bits)
+    if rep:
+        for t in range(n):
+            bits[sat[t]] = 0
     return n
 
 
-@njit(cache=True)
-def has_duplicate_attribute(offsets, attributes, n_names):
-    """True if some event of a batch carries one attribute twice (events are sets of pairs)."""
-    stamp = np.full(n_names, -1, dtype=np.int64)
-    for i in range(offsets.shape[0] - 1):
-        for j in range(offsets[i], offsets[i + 1]):
-            a = attributes[j]
-            if stamp[a] == i:
-                return True
-            stamp[a] = i
-    return False
+@njit(cache=True, inline="always")
+def _put(sat, n, p, rep, bits):
+    """``p`` appended to ``sat[:n]`` unless ``rep`` and it is there already (its bit set); the new length."""
+    if rep:
+        if bits[p]:
+            return n
+        bits[p] = 1
+    sat[n] = p
+    return n + 1
 
 
 @njit(cache=True)
