@@ -5,7 +5,7 @@
 #   make install    .venv, the package with its extras, Apache Kafka's jars and Apicurio Registry (Maven, once per
 #                   version), the numba kernels
 #   make test-fast  the unit lane alone: no broker, no Spark
-#   make test-faults  the long version of the three-node cluster fault tests (tests/test_cluster_faults.py)
+#   make test-faults  the long version of the three-node cluster fault tests (tests/test_cluster_faults.py), and the churn soak (tests/test_soak.py)
 #   make wheel      dist/fastpubsub-*.whl, what Dockerfile and users install
 # Needs Python 3.10+, Java 17+ and Maven (`apt-get install openjdk-17-jre-headless maven`).
 #   make docs       the documentation site into site/ (mkdocs build --strict: a broken link fails it)

@@ -1,7 +1,8 @@
 """Memory under subscription churn: a running processor's RSS holds still and its engine's memory follows the live
 subscriptions (benchmarks/soak.py, through Apache Kafka with `pubsub run`).
 
-The run lasts ``PUBSUB_SOAK_MINUTES`` (default 10): 2,000 events/s and 50 subscription changes/s (half tombstones,
+The churn run is in the long lane (``make test-faults``: ten minutes do not fit in ``make test``'s budget) and lasts
+``PUBSUB_SOAK_MINUTES`` (default 10): 2,000 events/s and 50 subscription changes/s (half tombstones,
 half replacements or re-adds) over 50,000 sparse subscriptions.  After the first tenth, RSS grows by less than 2%
 (a least-squares line through the samples) and the engine's bytes per live subscription stay within a band.
 """
@@ -30,6 +31,7 @@ def test_summary_fits_a_line_through_rss_after_the_warm_up():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.skipif(MINUTES <= 0, reason="PUBSUB_SOAK_MINUTES=0")
 def test_memory_stays_flat_under_subscription_churn(bootstrap):
     run = soak.soak(bootstrap, MINUTES, events_per_second=2000, changes_per_second=50, subscriptions=50_000,

@@ -592,7 +592,7 @@ def decode_event_pairs(value: bytes, registered: Any = None) -> list[tuple[str, 
         if registered is not None and value[:1] == b"\x00" and len(value) >= 5 \
                 and _HEADER.unpack_from(value)[1] == registered.native_event_id:
             value = _wire("event", value[5:])  # fastpubsub's own event under the registry's id
-        if value[:1] == b"{":
+        if _sniff(value, "event") == "json":
             return decode_json_event(value)
         return [(escape(name), v) for name, v in decode_event(value).items()]  # raw map keys, as paths
     pairs = registered.pairs(value)
