@@ -38,10 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from fastpubsub.kafka import admin
+from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec, free_port
 from fastpubsub.wire import topics
 from fastpubsub.wire.codecs import Subscription, encode_event, encode_subscription
@@ -125,7 +124,7 @@ def load_subscriptions(bootstrap: str, n: int, preset: str, seed: int = 1) -> li
     spec = SPARSE_PRESETS[preset]
     values = [encode_subscription(Subscription(f"user{sid % 97}", preds), "json")
               for sid, preds in generate_sparse_subscriptions(spec, n, seed=seed).to_lists()]
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    p = ClientFactory(bootstrap).producer(**{"linger.ms": 20})
     for sid, value in enumerate(values):
         p.produce(topics.SUBSCRIPTIONS, value, str(sid).encode())
         if sid % 10_000 == 9_999:
@@ -155,7 +154,7 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
                 raise RuntimeError(f"the processor did not become ready (exit code {proc.poll()})")
             time.sleep(0.5)
         rng = random.Random(seed)
-        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
+        p = ClientFactory(bootstrap).producer(**{"linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
         began = time.monotonic()
         end = began + 60 * minutes
         next_sample, n_events, n_changes, k = began, 0, 0, 0

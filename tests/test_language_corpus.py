@@ -53,10 +53,16 @@ def _outcome(language: str, which: int, text: str) -> str | None:
 
 def _deliberate(language: str, text: str) -> bool:
     """Whether ``text`` may fare differently by design: a name with a letter beyond ASCII (names are one rule
-    now), in an aggregate subscription a quote or a backslash (strings are one rule now), or in a plain
-    subscription a ``$`` (names of record metadata, ``$topic``: tests/test_metadata.py)."""
+    now), in an aggregate subscription a quote or a backslash (strings are one rule now), in a plain
+    subscription a ``$`` (names of record metadata, ``$topic``: tests/test_metadata.py), or in any a backslash in a
+    name or a path after a pattern's binding (attribute paths, ``a.customer.id``: tests/test_paths.py)."""
     return not text.isascii() or (language == "aggregate" and ("'" in text or "\\" in text)) or (
-        language == "plain" and "$" in text)
+        language == "plain" and "$" in text) or "\\" in text or (language == "pattern" and _bound_path(text))
+
+
+def _bound_path(text: str) -> bool:
+    """Whether a pattern names a path behind a binding (``a.customer.id``), which the old parser refused."""
+    return re.search(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]", text) is not None
 
 
 def check(text: str) -> None:
