@@ -29,7 +29,10 @@ from typing import Any, Callable, Mapping
 
 import fastavro
 
-from .codecs import DecodeError, _avro_body, _json_read
+import numpy as np
+
+from .avro_program import AvroProgram, NotCompiled, compile_schema
+from .codecs import MAX_ATTRIBUTE_BYTES, DecodeError, _avro_body, _json_read
 from .paths import flatten
 
 _HEADER = struct.Struct(">bI")
@@ -115,6 +118,10 @@ def _avro_reader(schema: RegisteredSchema) -> Callable[[bytes], Any]:
     def read(value: bytes) -> Any:
         return _avro_body(parsed, None, value)
 
+    try:
+        read.program = compile_schema(parsed, named, MAX_ATTRIBUTE_BYTES)  # type: ignore[attr-defined]
+    except NotCompiled:
+        read.program = None  # type: ignore[attr-defined]  # every record of it goes through ``read``
     return read
 
 
@@ -149,7 +156,11 @@ class RegisteredDecoders:
     #: How long an id the registry said it does not hold is taken as unknown without asking again: a stream of
     #: such records costs one request per interval, and an id registered meanwhile is read soon after.
     unknown_seconds: float = 10.0
+    #: The attribute names some subscription references, or None for all: a compiled Avro schema decodes only
+    #: these (``wire.avro_program``); the per-record path decodes all and keeps only these.
+    wanted: frozenset[str] | None = None
     _readers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
+    _masks: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
     _broken: dict[int, str] = field(default_factory=dict)
     _unknown: dict[int, tuple[float, str]] = field(default_factory=dict)
 
@@ -177,6 +188,21 @@ class RegisteredDecoders:
             raise DecodeError(self._broken[sid]) from None
         self._readers[sid] = found
         return found
+
+    def program(self, sid: int) -> tuple[AvroProgram, np.ndarray] | None:
+        """The compiled program of the Avro schema under ``sid`` and its nodes :attr:`wanted` now, or None when
+        its records go through the per-record path (another type, a shape the kernel does not walk, an unknown
+        id: that path gives the reason)."""
+        try:
+            prog = getattr(self.reader(sid), "program", None)
+        except DecodeError:
+            return None
+        if prog is None:
+            return None
+        cached = self._masks.get(sid)
+        if cached is None or cached[0] is not self.wanted:
+            cached = self._masks[sid] = (self.wanted, prog.wanted(self.wanted))
+        return prog, cached[1]
 
     def decode(self, value: bytes) -> Any:
         """The nested value of one framed record (its scalars made comparable)."""
