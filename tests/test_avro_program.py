@@ -106,11 +106,9 @@ def _framed(schema, datum) -> bytes:
     return struct.pack(">bI", 0, SID) + buf.getvalue()
 
 
-def _decoders(schema, wanted=None) -> RegisteredDecoders:
+def _decoders(schema) -> RegisteredDecoders:
     text = json.dumps(schema)
-    d = RegisteredDecoders(lambda sid: RegisteredSchema("AVRO", text), NATIVE)
-    d.wanted = wanted
-    return d
+    return RegisteredDecoders(lambda sid: RegisteredSchema("AVRO", text), NATIVE)
 
 
 def _events(decoded):
@@ -206,7 +204,7 @@ def test_only_the_referenced_paths_are_decoded(data):
     full = _decoders(schema)
     every = sorted({a for v in values if not isinstance(_naive(full, v), str) for a, _ in _naive(full, v)})
     wanted = frozenset(data.draw(st.lists(st.sampled_from(every), unique=True)) if every else []) | {"nowhere"}
-    got = _events(decode_events(values, _decoders(schema, wanted)))
+    got = _events(decode_events(values, _decoders(schema), wanted))
     for i, v in enumerate(values):
         naive = _naive(full, v)
         if isinstance(naive, str):
@@ -251,3 +249,36 @@ def test_more_map_entries_than_the_first_table_holds_are_all_kept():
     got = _events(decode_events(values, _decoders(schema)))
     assert [len(got[i]) for i in range(5)] == [100] * 5
     assert got[4][99] == ("m.k4-99", 4.0)
+
+
+def test_decoding_only_what_subscriptions_reference_matches_as_decoding_everything():
+    from fastpubsub.engine import Matcher
+    from fastpubsub.services.events.decode import ReferencedAttributes
+
+    schema = {"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": "long"}, {"name": "note", "type": "string"},
+        {"name": "customer", "type": {"type": "record", "name": "C", "fields": [
+            {"name": "name", "type": "string"}, {"name": "country", "type": "string"}]}},
+        {"name": "tags", "type": ["null", "string"]},
+        {"name": "labels", "type": {"type": "map", "values": "long"}}]}
+    values = [_framed(schema, {"id": i, "note": f"n{i}", "customer": {"name": f"c{i % 3}", "country": "FR" if i % 2 else "DE"},
+                               "tags": f"t{i % 4}", "labels": {"a": i, "b": -i}}) for i in range(12)]
+    m = Matcher()
+    m.add(1, [("customer.country", "=", "FR")])
+    m.add(2, [("customer.name", "prefix", "c1")])  # a prefix-only subscription: held apart from the index
+    m.add(3, [("tags", "suffix", "3"), ("id", ">", 2)])
+    m.add(4, [("labels.a", ">=", 5)])
+    m.add(5, [("note", "contains", "1")])
+    referenced = ReferencedAttributes(lambda: m)
+    wanted = referenced()
+    assert {"customer.country", "customer.name", "tags", "id", "labels.a", "note"} <= wanted
+    assert "customer" not in wanted and "labels.b" not in wanted
+    d = _decoders(schema)
+    some = decode_events(values, d, wanted)
+    assert set(some.attribute_names) <= wanted
+    every = m.match_encoded(decode_events(values, d).event_batch())
+    only = m.match_encoded(some.event_batch())
+    assert np.array_equal(every.offsets, only.offsets) and np.array_equal(every.ids, only.ids)
+    assert len(every.ids) > 0
+    m.add(6, [("labels.b", "<", 0)])  # a new subscription names a new attribute: decoded from the next batch on
+    assert "labels.b" in referenced()

@@ -143,7 +143,8 @@ class DecodedEvents:
 
 
 def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, registered: RegisteredDecoders,
-                           status: np.ndarray, names: list[str], pairs: Pairs) -> tuple[np.ndarray, Pairs]:
+                           wanted: frozenset[str] | None, status: np.ndarray, names: list[str],
+                           pairs: Pairs) -> tuple[np.ndarray, Pairs]:
     """Records in a registered Avro schema through its compiled program (``wire.avro_program``), merged into the
     native kernel's ``pairs`` and ``names`` (extended in place, like ``status``); returns the buffer the strings
     are slices of (``buf`` then the programs' enum symbols) and the merged pairs."""
@@ -155,7 +156,7 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
     programs = []
     for sid in np.unique(ids).tolist():
         if sid != registered.native_event_id:
-            found = registered.program(sid)
+            found = registered.program(sid, wanted)
             if found is not None:
                 programs.append((sid, *found))
     if not programs:
@@ -164,12 +165,12 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
     buf = np.concatenate([buf, *(np.frombuffer(p.pool, np.uint8) for _, p, _ in programs)])
     index = {name: i for i, name in enumerate(names)}
     merged = [pairs]
-    for sid, prog, wanted in programs:
+    for sid, prog, mask in programs:
         path_bytes = np.array([len(p.encode("utf-8")) for p in prog.paths] or [0], np.int64)
         max_names = 256
         while True:
             st, got, dprefix, dstart, dlen, full = decode_registered(
-                buf, starts, ends, sid, prog.op, prog.arg, prog.count, prog.path, prog.slow, wanted, prog.kids,
+                buf, starts, ends, sid, prog.op, prog.arg, prog.count, prog.path, prog.slow, mask, prog.kids,
                 prog.symbol_start, prog.symbol_length, base, len(prog.paths), prog.depth, max_names,
                 MAX_ATTRIBUTE_BYTES, path_bytes)
             if not full:
@@ -188,7 +189,7 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
             else:  # a map entry: its map is wanted, the entry maybe not
                 d = a - len(prog.paths)
                 name = prog.paths[dprefix[d]] + "." + buf[dstart[d]:dstart[d] + dlen[d]].tobytes().decode("utf-8")
-                if registered.wanted is not None and name not in registered.wanted:
+                if wanted is not None and name not in wanted:
                     keep[a] = False
                     continue
             local[a] = index.setdefault(name, len(index))
@@ -207,8 +208,12 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
 # --- entry point -------------------------------------------------------------------
 
 
-def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders | None = None) -> DecodedEvents:
+def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders | None = None,
+                  wanted: frozenset[str] | None = None) -> DecodedEvents:
     """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``.
+
+    ``wanted``: the attribute names some subscription references; a record in a registered schema then gives only
+    these (a compiled Avro schema skips the rest unread, ``wire.avro_program``).  None: every attribute.
 
     ``registered``: records framed with another schema id than fastpubsub's event schema are read with the schema
     registered under it (``wire.registered``); it raises ``RegistryUnavailable`` out of here when the registry does
@@ -229,19 +234,18 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
     raw = buf.tobytes() if len(nstart) else b""
     names = [raw[a:a + n].decode("utf-8") for a, n in zip(nstart.tolist(), nlen.tolist())]
     if registered is not None:
-        buf, pairs = _decode_registered_avro(buf, starts, ends, registered, status, names, pairs)
+        buf, pairs = _decode_registered_avro(buf, starts, ends, registered, wanted, status, names, pairs)
     slow = np.flatnonzero(status == _SLOW)
     errors: dict[int, str] = {}
     if len(slow):
         fallback = FallbackPairs(names, len(buf))
-        wanted = None if registered is None else registered.wanted
         for r in slow.tolist():
             try:
                 pairs_of = decode_event_pairs(values[r], registered)
             except DecodeError as exc:
                 errors[r] = str(exc)
                 continue
-            if wanted is not None and registered.handles(values[r]):
+            if wanted is not None and registered is not None and registered.handles(values[r]):
                 pairs_of = [p for p in pairs_of if p[0] in wanted]
             for a, v in pairs_of:
                 fallback.add(r, a, v)

@@ -156,9 +156,6 @@ class RegisteredDecoders:
     #: How long an id the registry said it does not hold is taken as unknown without asking again: a stream of
     #: such records costs one request per interval, and an id registered meanwhile is read soon after.
     unknown_seconds: float = 10.0
-    #: The attribute names some subscription references, or None for all: a compiled Avro schema decodes only
-    #: these (``wire.avro_program``); the per-record path decodes all and keeps only these.
-    wanted: frozenset[str] | None = None
     _readers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
     _masks: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
     _broken: dict[int, str] = field(default_factory=dict)
@@ -189,8 +186,9 @@ class RegisteredDecoders:
         self._readers[sid] = found
         return found
 
-    def program(self, sid: int) -> tuple[AvroProgram, np.ndarray] | None:
-        """The compiled program of the Avro schema under ``sid`` and its nodes :attr:`wanted` now, or None when
+    def program(self, sid: int, wanted: frozenset[str] | None = None) -> tuple[AvroProgram, np.ndarray] | None:
+        """The compiled program of the Avro schema under ``sid`` and which of its nodes lead to a name in
+        ``wanted`` (None: all; ``AvroProgram.wanted``, kept while ``wanted`` is the same object), or None when
         its records go through the per-record path (another type, a shape the kernel does not walk, an unknown
         id: that path gives the reason)."""
         try:
@@ -200,8 +198,8 @@ class RegisteredDecoders:
         if prog is None:
             return None
         cached = self._masks.get(sid)
-        if cached is None or cached[0] is not self.wanted:
-            cached = self._masks[sid] = (self.wanted, prog.wanted(self.wanted))
+        if cached is None or cached[0] is not wanted:
+            cached = self._masks[sid] = (wanted, prog.wanted(wanted))
         return prog, cached[1]
 
     def decode(self, value: bytes) -> Any:

@@ -36,7 +36,7 @@ from fastpubsub.wire.topics import DEAD_LETTER, EVENTS, NOTIFICATIONS, SUBSCRIPT
 
 from ..warmup import PROCESSOR_STEPS, warm_up
 from .config import ProcessorConfig
-from .decode import Decode
+from .decode import Decode, ReferencedAttributes
 from .encode import Encode
 from .match import Match
 from .state import ProcessorState
@@ -103,7 +103,8 @@ class EventsTask(TaskBase):
             registered = event_decoders(self.config.schema_registry, **patience)
             self.registry_ids = register_outputs(self.config.schema_registry,
                                                  output_subjects(NOTIFICATIONS, DEAD_LETTER), **patience)
-        self.decode = Decode(counters, self.reports_bad_input, registered)
+        self.decode = Decode(counters, self.reports_bad_input, registered,
+                             ReferencedAttributes(lambda: self.state.matcher))
         self.match = Match(self.held, counters)
         self.encode = Encode(self.config.output_format, self.config.notification_event, counters, registered)
         self.encode.registry_ids = self.registry_ids
