@@ -15,7 +15,6 @@ from typing import Any, Callable
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from fastpubsub.runtime.deliver import Reject
-from fastpubsub.engine.frontend.lowering import parse_derived
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
 from fastpubsub.wire.registered import RegisteredDecoders
@@ -53,11 +52,8 @@ class ReferencedAttributes:
         matcher.flush()  # buffered single adds name attributes too
         ids, roots = matcher.attributes.ids, matcher.prefixes.roots
         key = (matcher, len(ids), frozenset(roots))
-        if key != self._key:
-            names = set()
-            for name in (*ids, *roots):
-                derived = parse_derived(name)
-                names.add(derived[1] if derived else name)
+        if key != self._key:  # a derived attribute's name starts with NUL: its source is named in ``derived``
+            names = {name for name in ids if name[:1] != "\0"} | roots.keys() | matcher.derived.by_attribute.keys()
             self._key, self._names = key, frozenset(names)
         return self._names
 
