@@ -154,7 +154,7 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
     ids = (buf[s + 1].astype(np.int64) << 24) | (buf[s + 2].astype(np.int64) << 16) \
         | (buf[s + 3].astype(np.int64) << 8) | buf[s + 4].astype(np.int64)
     programs = []
-    for sid in np.unique(ids).tolist():
+    for sid in sorted(set(ids.tolist())):
         if sid != registered.native_event_id:
             found = registered.program(sid, wanted)
             if found is not None:
@@ -180,8 +180,8 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
         status[st == _FAST] = _FAST
         if not len(got.rec):
             continue
-        used = np.unique(got.attr)
         local = np.empty(len(prog.paths) + len(dprefix), np.int32)
+        used = np.flatnonzero(np.bincount(got.attr, minlength=len(local)))
         keep = np.ones(len(local), bool)
         for a in used.tolist():
             if a < len(prog.paths):
