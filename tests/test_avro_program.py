@@ -151,7 +151,8 @@ def _kernel_status(decoders, values):
     path_bytes = np.array([len(p.encode()) for p in prog.paths] or [0], np.int64)
     status, *_ = decode_registered(buf, starts, ends, SID, prog.op, prog.arg, prog.count, prog.path, prog.slow,
                                    wanted, prog.kids, prog.symbol_start, prog.symbol_length, len(buf) - len(prog.pool),
-                                   len(prog.paths), prog.depth, 1024, MAX_ATTRIBUTE_BYTES, path_bytes)
+                                   len(prog.paths), prog.depth, 1024, MAX_ATTRIBUTE_BYTES, path_bytes,
+                                   int(ends[-1]))
     return status
 
 

@@ -206,16 +206,16 @@ def _leaf_like(n: int, op: list[int], kids: list[int], arg: list[int], count: li
 
 @numba.njit(cache=True)
 def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, wanted, kids, symbol_start,
-                      symbol_length, pool_base, n_paths, depth, max_names, max_name_bytes, path_bytes):
+                      symbol_length, pool_base, n_paths, depth, max_names, max_name_bytes, path_bytes, cap):
     """Decode every record framed with ``schema_id`` that the program reads as ``wire.registered`` would.
 
     Returns per record a status (others than ``schema_id``'s stay slow), the pairs (attribute ids: ``path`` ids,
     then ``n_paths + i`` for map entry ``i``), each map entry's (prefix path id, key start, key length), and
-    whether more than ``max_names`` map entries were met (the caller retries with more room).
+    whether more than ``max_names`` map entries were met (the caller retries with more room).  ``cap``: the bytes
+    of the records framed with ``schema_id``, room enough since every pair reads at least one byte of its record.
     """
     n = len(starts)
     status = np.full(n, _SLOW, np.int8)
-    cap = len(buf) + 1  # every pair takes at least one byte, but a null or empty array
     pairs = empty_pairs(cap)
     rec, attr, _, kind, number, sstart, slen = pairs
     size = 1

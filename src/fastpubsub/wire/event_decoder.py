@@ -151,6 +151,7 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
     framed = (ends - starts >= 5) & (buf[np.minimum(starts, max(len(buf) - 1, 0))] == 0) if len(buf) else \
         np.zeros(len(starts), bool)
     s = starts[framed]
+    sizes = (ends - starts)[framed]
     ids = (buf[s + 1].astype(np.int64) << 24) | (buf[s + 2].astype(np.int64) << 16) \
         | (buf[s + 3].astype(np.int64) << 8) | buf[s + 4].astype(np.int64)
     programs = []
@@ -172,7 +173,7 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
             st, got, dprefix, dstart, dlen, full = decode_registered(
                 buf, starts, ends, sid, prog.op, prog.arg, prog.count, prog.path, prog.slow, mask, prog.kids,
                 prog.symbol_start, prog.symbol_length, base, len(prog.paths), prog.depth, max_names,
-                MAX_ATTRIBUTE_BYTES, path_bytes)
+                MAX_ATTRIBUTE_BYTES, path_bytes, int(sizes[ids == sid].sum()))
             if not full:
                 break
             max_names *= 4
