@@ -9,9 +9,11 @@ fastpubsub's own event kernel fills (``avro_binary.Pairs``).
 
 Only what a subscription references is decoded: ``wanted`` marks the nodes on some referenced path; any other leaf
 is skipped by its length, not decoded or checked.  With every node wanted the pairs are, by construction, those of
-``wire.registered`` (a property test checks it): whatever the kernel cannot prove to read the same way (a date,
-uuid or decimal, a map of records, a boolean byte other than 0 or 1, a timestamp out of ``datetime``'s range,
-bad UTF-8, a duplicate map key...) sends the record to that per-record path instead.  Map entries are named at
+``wire.registered`` (a property test checks it): whatever the kernel cannot prove to read the same way (a
+decimal, a uuid in another form than Python's, a map of records, a boolean byte other than 0 or 1, a timestamp
+out of ``datetime``'s range, bad UTF-8, a duplicate map key...) sends the record to that per-record path instead.
+Logical types become the comparable scalars of ``wire.registered`` in the kernel, but dates, which become text
+after it (:func:`dates_as_text`, vectorised).  Map entries are named at
 run time (``path.key``), interned per batch by their map and key bytes.
 """
 
@@ -27,16 +29,20 @@ from .avro_binary import block_count, empty_pairs, first_pairs, utf8_ok, varint
 
 # opcodes
 NULL, BOOLEAN, LONG, FLOAT, DOUBLE, STRING, BYTES, FIXED, ENUM, RECORD, ARRAY, MAP, UNION = range(13)
-TS_MILLIS, TS_MICROS, TIME_MILLIS, TIME_MICROS = range(13, 17)
+TS_MILLIS, TS_MICROS, TIME_MILLIS, TIME_MICROS, DATE, UUID = range(13, 19)
+#: ``Pairs.op`` of a date pair, whose number is its day since the epoch until :func:`dates_as_text` makes it text
+DATE_PAIR = 1
 _PRIMITIVES = {"null": NULL, "boolean": BOOLEAN, "int": LONG, "long": LONG, "float": FLOAT, "double": DOUBLE,
                "string": STRING, "bytes": BYTES}
 _LOGICAL = {("long", "timestamp-millis"): TS_MILLIS, ("long", "timestamp-micros"): TS_MICROS,
             ("long", "local-timestamp-millis"): TS_MILLIS, ("long", "local-timestamp-micros"): TS_MICROS,
-            ("int", "time-millis"): TIME_MILLIS, ("long", "time-micros"): TIME_MICROS}
+            ("int", "time-millis"): TIME_MILLIS, ("long", "time-micros"): TIME_MICROS, ("int", "date"): DATE,
+            ("string", "uuid"): UUID}
 _LEAVES = {NULL, BOOLEAN, LONG, FLOAT, DOUBLE, STRING, BYTES, FIXED, ENUM, TS_MILLIS, TS_MICROS, TIME_MILLIS,
-           TIME_MICROS}
+           TIME_MICROS, DATE, UUID}
 # datetime's range (years 1 to 9999), a day inside it on each side for time zones: beyond, fastavro decides
 _MIN_MS, _MAX_MS = -62135596800000 + 86_400_000, 253402300799999 - 86_400_000
+_MIN_DAY, _MAX_DAY = -719162, 2932896  # 0001-01-01 and 9999-12-31
 _FAST, _SLOW = 0, 1
 
 
@@ -152,7 +158,7 @@ def compile_schema(parsed: Any, named: dict[str, Any], max_name_bytes: int) -> A
                 return node(_PRIMITIVES[kind], p)
             if (kind, logical) in _LOGICAL:
                 return node(_LOGICAL[(kind, logical)], p)
-            return node(_PRIMITIVES[kind], p, is_slow=True)  # date, uuid, decimal...: the per-record path converts
+            return node(_PRIMITIVES[kind], p, is_slow=True)  # decimal...: the per-record path converts
         if kind == "fixed":
             n = node(FIXED, p, is_slow=logical is not None)
             arg[n] = int(t["size"])
@@ -201,6 +207,35 @@ def _leaf_like(n: int, op: list[int], kids: list[int], arg: list[int], count: li
     return op[n] in _LEAVES
 
 
+@numba.njit(cache=True, inline="always")
+def _canonical_uuid(buf, pos, n):
+    """Whether ``buf[pos:pos+n]`` is a UUID as ``str(uuid.UUID(...))`` writes it (lowercase, hyphens at 8-4-4-4-12)."""
+    if n != 36:
+        return False
+    for i in range(36):
+        c = buf[pos + i]
+        if i == 8 or i == 13 or i == 18 or i == 23:
+            if c != 45:
+                return False
+        elif not (48 <= c <= 57 or 97 <= c <= 102):
+            return False
+    return True
+
+
+def dates_as_text(buf: np.ndarray, pairs: Any) -> tuple[np.ndarray, Any]:
+    """The kernel's date pairs (days) as the text ``YYYY-MM-DD`` (``wire.registered``'s rule), appended to ``buf``."""
+    at = np.flatnonzero(pairs.op == DATE_PAIR)
+    if not len(at):
+        return buf, pairs
+    text = "".join(np.datetime_as_string(pairs.number[at].astype(np.int64).astype("datetime64[D]")).tolist())
+    start = len(buf)
+    buf = np.concatenate([buf, np.frombuffer(text.encode("ascii"), np.uint8)])
+    pairs.kind[at], pairs.number[at], pairs.op[at] = 1, np.nan, 0
+    pairs.start[at] = start + 10 * np.arange(len(at))
+    pairs.length[at] = 10
+    return buf, pairs
+
+
 # --- the kernel ---------------------------------------------------------------------------------------------------
 
 
@@ -217,7 +252,8 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
     n = len(starts)
     status = np.full(n, _SLOW, np.int8)
     pairs = empty_pairs(cap)
-    rec, attr, _, kind, number, sstart, slen = pairs
+    rec, attr, pop, kind, number, sstart, slen = pairs
+    pop[:] = 0
     size = 1
     while size < 2 * max_names:
         size *= 2
@@ -368,7 +404,7 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                     rec[m], attr[m], kind[m], number[m], sstart[m], slen[m] = r, pid, 0, v, 0, -1
                     m += 1
                 pos += w
-            elif co == STRING or co == BYTES or co == FIXED:
+            elif co == STRING or co == BYTES or co == FIXED or co == UUID:
                 if co == FIXED:
                     ln = arg[child]
                 else:
@@ -376,9 +412,9 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                 ok = ok and ln >= 0 and pos + ln <= e
                 if not ok:
                     break
-                if cemit and co == STRING:
-                    ok = utf8_ok(buf, pos, ln)
-                    if not ok:
+                if cemit and (co == STRING or co == UUID):
+                    ok = _canonical_uuid(buf, pos, ln) if co == UUID else utf8_ok(buf, pos, ln)
+                    if not ok:  # a uuid in another form: Python's uuid module makes it canonical
                         break
                     rec[m], attr[m], kind[m], number[m], sstart[m], slen[m] = r, pid, 1, np.nan, pos, ln
                     m += 1
@@ -411,6 +447,9 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                     elif co == TIME_MICROS:
                         ok = 0 <= v < 86_400_000_000
                         x = x / 1000.0
+                    elif co == DATE:
+                        ok = _MIN_DAY <= v <= _MAX_DAY
+                        pop[m] = DATE_PAIR
                     if not ok:
                         break
                     rec[m], attr[m], kind[m], number[m], sstart[m], slen[m] = r, pid, 0, x, 0, -1

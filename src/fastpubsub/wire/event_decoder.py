@@ -31,7 +31,7 @@ from fastpubsub.engine import KIND_STRING
 from .avro_binary import Pairs, attribute_name, block_count, empty_pairs, first_pairs, gather_bytes, intern_name, name_table, scalar
 from .avro_binary import schema_id as framed_schema_id
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event_pairs
-from .avro_program import decode_registered
+from .avro_program import dates_as_text, decode_registered
 from .fallback import FallbackPairs
 from .registered import RegisteredDecoders
 
@@ -181,6 +181,7 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
         status[st == _FAST] = _FAST
         if not len(got.rec):
             continue
+        buf, got = dates_as_text(buf, got)
         local = np.empty(len(prog.paths) + len(dprefix), np.int32)
         used = np.flatnonzero(np.bincount(got.attr, minlength=len(local)))
         keep = np.ones(len(local), bool)
