@@ -295,3 +295,12 @@ def test_dates_are_text_and_uuids_canonical_text_whatever_form_the_producer_wrot
     got = _events(decode_events(values, d))
     assert [g[0][1] for g in got.values()] == ["1970-01-01", "0001-01-01", "9999-12-31", "2022-01-08"]
     assert {g[1] for g in got.values()} == {("id", u)}
+
+
+def test_a_block_count_beyond_the_bytes_left_is_left_to_the_per_record_reader():
+    schema = {"type": "record", "name": "N", "fields": [{"name": "a", "type": {"type": "array", "items": "null"}},
+                                                         {"name": "n", "type": "long"}]}
+    d = _decoders(schema)
+    few, many = _framed(schema, {"a": [None] * 3, "n": 1}), _framed(schema, {"a": [None] * 5000, "n": 2})
+    assert list(_kernel_status(d, [few, many])) == [0, 1]
+    assert _events(decode_events([few, many], d)) == {0: [("n", 1.0)], 1: [("n", 2.0)]}

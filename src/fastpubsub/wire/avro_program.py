@@ -306,6 +306,9 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                     if c == 0:
                         sp -= 1
                         continue
+                    if c > e - pos + 4096:  # items of no bytes (nulls, empty records) by the billion: Python's
+                        ok = False
+                        break
                     if o == MAP:
                         if emit and slow[nd]:
                             ok = False
