@@ -147,7 +147,7 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
                            pairs: Pairs) -> tuple[np.ndarray, Pairs]:
     """Records in a registered Avro schema through its compiled program (``wire.avro_program``), merged into the
     native kernel's ``pairs`` and ``names`` (extended in place, like ``status``); returns the buffer the strings
-    are slices of (``buf`` then the programs' enum symbols) and the merged pairs."""
+    are slices of (``buf``, the programs' enum symbols, the text of dates) and the merged pairs."""
     framed = (ends - starts >= 5) & (buf[np.minimum(starts, max(len(buf) - 1, 0))] == 0) if len(buf) else \
         np.zeros(len(starts), bool)
     s = starts[framed]
