@@ -186,3 +186,16 @@ def test_probing_ab_runs_a_version_of_the_kernel_beside_the_current_one_and_refu
     with pytest.raises(SystemExit, match="shifted: other matches"):
         probing_ab.run_workload("W1", 5_000, [("now", probing), ("shifted", probing_ab.load_variant(1, str(shifted)))],
                                 n_events=200, repeat=1)
+
+
+def test_registered_decode_bench_puts_every_format_beside_the_native_one():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.registered_decode", "--events", "200", "--batch", "100",
+                           "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    *runs, ratios = [json.loads(line) for line in done.stdout.splitlines()]
+    by = {r["format"]: r for r in runs}
+    assert set(by) == {"native", "registered-avro", "registered-avro-referenced", "registered-avro-per-record",
+                       "registered-json"}
+    assert all(r["events_per_s"] > 0 for r in runs) and set(ratios) == {f"{f}/native" for f in by if f != "native"}
+    # the referenced paths only: 8 of the 34 leaves (the array's two elements count twice)
+    assert by["registered-avro-referenced"]["attributes"] == 9 < by["registered-avro"]["attributes"] == 34

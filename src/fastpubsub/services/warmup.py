@@ -103,6 +103,38 @@ def _event_decoder(w: _Workload) -> None:
     # a batch of Avro values only keeps its read-only input buffer (JSON or other values append to a copy):
     # the kernels that read it are compiled for that type too
     decode_events([v for v in w.events if v[:1] == b"\x00"]).event_batch()
+    _registered_avro()
+
+
+#: A producer's registered Avro schema, small but with every kind of node the compiled program walks.
+_REGISTERED = {"type": "record", "name": "Warm", "fields": [
+    {"name": "n", "type": "long"}, {"name": "x", "type": ["null", "double"]}, {"name": "s", "type": "string"},
+    {"name": "on", "type": "boolean"}, {"name": "f", "type": "float"},
+    {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "r", "type": {"type": "record", "name": "R", "fields": [{"name": "c", "type": "string"}]}},
+    {"name": "tags", "type": {"type": "array", "items": "string"}},
+    {"name": "m", "type": {"type": "map", "values": "long"}}]}
+
+
+def _registered_avro() -> None:
+    """The kernel of registered Avro records (``wire.avro_program``), all paths and some."""
+    import io
+    import json
+    import struct
+
+    import fastavro
+
+    from fastpubsub.wire.registered import RegisteredDecoders, RegisteredSchema
+
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(_REGISTERED), {
+        "n": 1, "x": 0.5, "s": "a", "on": True, "f": 1.5, "e": "B", "at": 0, "r": {"c": "FR"}, "tags": ["t"],
+        "m": {"k": 1}})
+    value = struct.pack(">bI", 0, 100) + out.getvalue()
+    decoders = RegisteredDecoders(lambda sid: RegisteredSchema("AVRO", json.dumps(_REGISTERED)), native_event_id=2)
+    decode_events([value, value], decoders).event_batch()
+    decode_events([value], decoders, frozenset({"r.c", "m.k"})).event_batch()
 
 
 def _matching(w: _Workload) -> None:

@@ -29,9 +29,10 @@ import numpy as np
 from fastpubsub.engine import EventBatch
 from fastpubsub.engine import KIND_STRING
 
-from .avro_binary import attribute_name, block_count, empty_pairs, first_pairs, gather_bytes, intern_name, name_table, scalar
+from .avro_binary import Pairs, attribute_name, block_count, empty_pairs, first_pairs, gather_bytes, intern_name, name_table, scalar
 from .avro_binary import schema_id as framed_schema_id
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event_pairs
+from .avro_program import dates_as_text, decode_registered
 from .fallback import FallbackPairs
 from .paths import escape
 from .registered import RegisteredDecoders
@@ -143,13 +144,82 @@ class DecodedEvents:
         return pa.LargeStringArray.from_buffers(len(self.kinds), pa.py_buffer(offsets), pa.py_buffer(data), valid).cast(pa.string())
 
 
+def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, registered: RegisteredDecoders,
+                           wanted: frozenset[str] | None, status: np.ndarray, names: list[str],
+                           pairs: Pairs) -> tuple[np.ndarray, Pairs]:
+    """Records in a registered Avro schema through its compiled program (``wire.avro_program``), merged into the
+    native kernel's ``pairs`` and ``names`` (extended in place, like ``status``); returns the buffer the strings
+    are slices of (``buf``, the programs' enum symbols, the text of dates) and the merged pairs."""
+    framed = (ends - starts >= 5) & (buf[np.minimum(starts, max(len(buf) - 1, 0))] == 0) if len(buf) else \
+        np.zeros(len(starts), bool)
+    s = starts[framed]
+    sizes = (ends - starts)[framed]
+    ids = (buf[s + 1].astype(np.int64) << 24) | (buf[s + 2].astype(np.int64) << 16) \
+        | (buf[s + 3].astype(np.int64) << 8) | buf[s + 4].astype(np.int64)
+    programs = []
+    for sid in sorted(set(ids.tolist())):
+        if sid != registered.native_event_id:
+            found = registered.program(sid, wanted)
+            if found is not None:
+                programs.append((sid, *found))
+    if not programs:
+        return buf, pairs
+    base = len(buf)
+    buf = np.concatenate([buf, *(np.frombuffer(p.pool, np.uint8) for _, p, _ in programs)])
+    index = {name: i for i, name in enumerate(names)}
+    merged = [pairs]
+    for sid, prog, mask in programs:
+        path_bytes = np.array([len(p.encode("utf-8")) for p in prog.paths] or [0], np.int64)
+        max_names = 256
+        while True:
+            st, got, dprefix, dstart, dlen, full = decode_registered(
+                buf, starts, ends, sid, prog.op, prog.arg, prog.count, prog.path, prog.slow, mask, prog.kids,
+                prog.symbol_start, prog.symbol_length, base, len(prog.paths), prog.depth, max_names,
+                MAX_ATTRIBUTE_BYTES, path_bytes, int(sizes[ids == sid].sum()))
+            if not full:
+                break
+            max_names *= 4
+        base += len(prog.pool)
+        status[st == _FAST] = _FAST
+        if not len(got.rec):
+            continue
+        buf, got = dates_as_text(buf, got)
+        local = np.empty(len(prog.paths) + len(dprefix), np.int32)
+        used = np.flatnonzero(np.bincount(got.attr, minlength=len(local)))
+        keep = np.ones(len(local), bool)
+        for a in used.tolist():
+            if a < len(prog.paths):
+                name = prog.paths[a]
+            else:  # a map entry: its map is wanted, the entry maybe not
+                d = a - len(prog.paths)
+                name = prog.paths[dprefix[d]] + "." + buf[dstart[d]:dstart[d] + dlen[d]].tobytes().decode("utf-8")
+                if wanted is not None and name not in wanted:
+                    keep[a] = False
+                    continue
+            local[a] = index.setdefault(name, len(index))
+        if not keep.all():
+            got = Pairs(*(col[keep[got.attr]] for col in got))
+        merged.append(got._replace(attr=local[got.attr]))
+    names[:] = list(index)
+    merged = [p for p in merged if len(p.rec)]
+    if len(merged) <= 1:  # each kernel's pairs are in record order already
+        return buf, merged[0] if merged else pairs
+    rec = np.concatenate([p.rec for p in merged])
+    order = np.argsort(rec, kind="stable")
+    return buf, Pairs(*(np.concatenate(cols)[order] for cols in zip(*merged)))
+
+
 # --- entry point -------------------------------------------------------------------
 
 
-def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders | None = None) -> DecodedEvents:
+def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders | None = None,
+                  wanted: frozenset[str] | None = None) -> DecodedEvents:
     """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``.  Attributes are named by the
     path rule (``wire.paths``): a field whose name has a ``.`` or starts with ``$`` (which names a record's metadata,
     ``wire.metadata``) is escaped with a backslash.
+
+    ``wanted``: the attribute names some subscription references; a record in a registered schema then gives only
+    these (a compiled Avro schema skips the rest unread, ``wire.avro_program``).  None: every attribute.
 
     ``registered``: records framed with another schema id than fastpubsub's event schema are read with the schema
     registered under it (``wire.registered``); it raises ``RegistryUnavailable`` out of here when the registry does
@@ -169,6 +239,8 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
         max_names *= 4
     raw = buf.tobytes() if len(nstart) else b""
     names = [escape(raw[a:a + n].decode("utf-8")) for a, n in zip(nstart.tolist(), nlen.tolist())]  # keys as paths
+    if registered is not None:
+        buf, pairs = _decode_registered_avro(buf, starts, ends, registered, wanted, status, names, pairs)
     slow = np.flatnonzero(status == _SLOW)
     errors: dict[int, str] = {}
     if len(slow):
@@ -179,6 +251,8 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
             except DecodeError as exc:
                 errors[r] = str(exc)
                 continue
+            if wanted is not None and registered is not None and registered.handles(values[r]):
+                pairs_of = [p for p in pairs_of if p[0] in wanted]
             for a, v in pairs_of:
                 fallback.add(r, a, v)
         names = fallback.names

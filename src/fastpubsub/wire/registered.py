@@ -29,7 +29,10 @@ from typing import Any, Callable, Mapping
 
 import fastavro
 
-from .codecs import DecodeError, _avro_body, _json_read
+import numpy as np
+
+from .avro_program import AvroProgram, NotCompiled, compile_schema
+from .codecs import MAX_ATTRIBUTE_BYTES, DecodeError, _avro_body, _json_read
 from .paths import flatten
 
 _HEADER = struct.Struct(">bI")
@@ -115,6 +118,10 @@ def _avro_reader(schema: RegisteredSchema) -> Callable[[bytes], Any]:
     def read(value: bytes) -> Any:
         return _avro_body(parsed, None, value)
 
+    try:
+        read.program = compile_schema(parsed, named, MAX_ATTRIBUTE_BYTES)  # type: ignore[attr-defined]
+    except NotCompiled:
+        read.program = None  # type: ignore[attr-defined]  # every record of it goes through ``read``
     return read
 
 
@@ -150,6 +157,7 @@ class RegisteredDecoders:
     #: such records costs one request per interval, and an id registered meanwhile is read soon after.
     unknown_seconds: float = 10.0
     _readers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
+    _masks: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
     _broken: dict[int, str] = field(default_factory=dict)
     _unknown: dict[int, tuple[float, str]] = field(default_factory=dict)
 
@@ -177,6 +185,22 @@ class RegisteredDecoders:
             raise DecodeError(self._broken[sid]) from None
         self._readers[sid] = found
         return found
+
+    def program(self, sid: int, wanted: frozenset[str] | None = None) -> tuple[AvroProgram, np.ndarray] | None:
+        """The compiled program of the Avro schema under ``sid`` and which of its nodes lead to a name in
+        ``wanted`` (None: all; ``AvroProgram.wanted``, kept while ``wanted`` is the same object), or None when
+        its records go through the per-record path (another type, a shape the kernel does not walk, an unknown
+        id: that path gives the reason)."""
+        try:
+            prog = getattr(self.reader(sid), "program", None)
+        except DecodeError:
+            return None
+        if prog is None:
+            return None
+        cached = self._masks.get(sid)
+        if cached is None or cached[0] is not wanted:
+            cached = self._masks[sid] = (wanted, prog.wanted(wanted))
+        return prog, cached[1]
 
     def decode(self, value: bytes) -> Any:
         """The nested value of one framed record (its scalars made comparable)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
@@ -38,6 +38,27 @@ class EventBatch:
     rejects: list[Reject] = field(default_factory=list)
 
 
+class ReferencedAttributes:
+    """The event attributes the subscriptions of a matcher test (``matcher_of()``: the current one), derived
+    attributes (prefix, suffix, contains) by the attribute they derive from.  Names are only added while the
+    matcher lives (its dictionary never forgets one), so the set is rebuilt only when one is."""
+
+    def __init__(self, matcher_of: Callable[[], Any]) -> None:
+        self._matcher_of = matcher_of
+        self._key: tuple | None = None
+        self._names: frozenset[str] = frozenset()
+
+    def __call__(self) -> frozenset[str]:
+        matcher = self._matcher_of()
+        matcher.flush()  # buffered single adds name attributes too
+        ids, roots = matcher.attributes.ids, matcher.prefixes.roots
+        key = (matcher, len(ids), frozenset(roots))
+        if key != self._key:  # a derived attribute's name starts with NUL: its source is named in ``derived``
+            names = {name for name in ids if name[:1] != "\0"} | roots.keys() | matcher.derived.by_attribute.keys()
+            self._key, self._names = key, frozenset(names)
+        return self._names
+
+
 class Decode:
     """Records the host screened (``runtime.checkpoint``: none too large, none refused before) into columns.
 
@@ -46,13 +67,16 @@ class Decode:
     """
 
     def __init__(self, counters: PipelineCounters, reports_bad_input: bool = True,
-                 metadata: Callable[[], Sequence[str]] = tuple, registered: RegisteredDecoders | None = None) -> None:
+                 metadata: Callable[[], Sequence[str]] = tuple, registered: RegisteredDecoders | None = None,
+                 referenced: Callable[[], frozenset[str]] | None = None) -> None:
         """``metadata()``: the record metadata attributes the subscriptions name (``wire.metadata``), attached to
         every decoded event."""
         self._counters = counters
         self.reports_bad_input = reports_bad_input
         self._metadata = metadata
         self.registered = registered  # records in producers' registered schemas (--schema-registry)
+        #: the attribute names the subscriptions reference now: a registered record is decoded for these only
+        self.referenced = referenced
 
     def __call__(self, msgs: list[Message]) -> EventBatch:
         t = time.perf_counter()
@@ -77,7 +101,8 @@ class Decode:
             ids = [k.decode("utf-8") for k in keys]
         except UnicodeDecodeError:
             return None
-        decoded = decode_events(values, self.registered)
+        wanted = self.referenced() if self.referenced is not None and self.registered is not None else None
+        decoded = decode_events(values, self.registered, wanted)
         rejects = [(msgs[i], reason) for i, reason in sorted(decoded.errors.items())] if self.reports_bad_input else []
         stamps = [msgs[r].timestamp() for r in decoded.rows.tolist()]
         now = int(time.time() * 1000)
@@ -99,7 +124,10 @@ class Decode:
             ids.append(eid)
             until.append(valid_until)
             records.append(msg)
-        decoded = decode_events([msg.value() for msg in records], self.registered)
+        wanted = None  # an event kept for later subscriptions (a valid_until) keeps every attribute
+        if self.referenced is not None and self.registered is not None and all(u is None for u in until):
+            wanted = self.referenced()
+        decoded = decode_events([msg.value() for msg in records], self.registered, wanted)
         if self.reports_bad_input:
             rejects += [(records[i], reason) for i, reason in sorted(decoded.errors.items())]
         times = [event_time(records[r]) for r in decoded.rows.tolist()]

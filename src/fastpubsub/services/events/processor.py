@@ -36,7 +36,7 @@ from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_su
 
 from ..warmup import PROCESSOR_STEPS, warm_up
 from .config import ProcessorConfig
-from .decode import Decode
+from .decode import Decode, ReferencedAttributes
 from .encode import Encode
 from .match import Match
 from .state import ProcessorState
@@ -113,7 +113,8 @@ class EventsTask(TaskBase):
             registered = event_decoders(self.config.schema_registry, **patience)
             self.registry_ids = register_outputs(self.config.schema_registry,
                                                  output_subjects(self.config.topics.notifications, self.config.topics.dead_letter), **patience)
-        self.decode = Decode(counters, self.reports_bad_input, self._metadata, registered)
+        self.decode = Decode(counters, self.reports_bad_input, self._metadata, registered,
+                             ReferencedAttributes(lambda: self.state.matcher))
         self.match = Match(self.held, counters, self.config.topics.notifications)
         self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
                              self.config.topics.notifications, self.config.notification_event_format, registered)
