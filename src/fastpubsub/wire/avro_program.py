@@ -209,9 +209,9 @@ def _leaf_like(n: int, op: list[int], kids: list[int], arg: list[int], count: li
 
 @numba.njit(cache=True, inline="always")
 def _plain_segment(buf, pos, n):
-    """Whether a map key is a path segment as it is: no ``.`` or ``\\``, no leading ``$`` (wire.paths escapes
-    those; such a record takes the Python path, which does)."""
-    if n > 0 and buf[pos] == 36:
+    """Whether a map key is a path segment as it is: not empty (wire.paths refuses it), no ``.`` or ``\\``, no
+    leading ``$`` (wire.paths escapes those); such a record takes the Python path, which says so."""
+    if n == 0 or buf[pos] == 36:
         return False
     for j in range(pos, pos + n):
         if buf[j] == 46 or buf[j] == 92:

@@ -219,7 +219,10 @@ class RegisteredDecoders:
         if not isinstance(decoded, Mapping):
             raise DecodeError(f"record of schema id {schema_id(value)} is a {type(decoded).__name__}, not a "
                               f"record or object: an event needs named fields")
-        return flatten(decoded)
+        try:
+            return flatten(decoded)
+        except ValueError as exc:  # a key the path rule refuses (an empty one), a value it cannot compare
+            raise DecodeError(f"invalid event: {str(exc)[:500]}") from None
 
     def handles(self, value: bytes | None) -> bool:
         """Whether ``value`` is framed with an id other than fastpubsub's own event schema."""
