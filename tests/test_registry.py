@@ -136,8 +136,10 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
     (dl,) = [read(m.value(), SerializationContext(topics.DEAD_LETTER, MessageField.VALUE))
              for m in read_all(bootstrap, topics.DEAD_LETTER)]
     assert dl["key"] == b"unknown" and "schema id 987654321 is not in the Schema Registry" in dl["reason"]
-    assert client.get_latest_version(f"{topics.NOTIFICATIONS}-value").schema_id == \
+    # a notification of an event read from a record names its source: the record subject of that schema
+    assert client.get_latest_version(f"{topics.NOTIFICATIONS}-fastpubsub.NotificationV2").schema_id == \
         struct.unpack(">I", read_all(bootstrap, topics.NOTIFICATIONS)[0].value()[1:5])[0]
+    assert all(n["source"]["topic"] == topics.EVENTS for n in notes)
     # and as fastpubsub's own reader reads them, given the registry
     tailed = CliRunner().invoke(main, ["tail", "-b", bootstrap, "--schema-registry", schema_registry.url,
                                        "--from-beginning", "--max", str(len(notes)), "--timeout", "20"],
