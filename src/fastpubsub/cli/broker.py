@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
@@ -12,7 +11,7 @@ from fastpubsub.kafka.broker import DEFAULT_HEAP, EmbeddedBroker, valid_node_cou
 from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 from fastpubsub.kafka.security import BrokerSecurity
 
-from .common import connection_options, on_signals, topic_options
+from .common import connection_options, serve_in_foreground, topic_options
 
 
 @click.command()
@@ -60,27 +59,13 @@ def broker(port: int, nodes: int, data_dir: str | None, heap: str, kafka_home: s
         raise click.BadParameter(str(exc), param_hint="--nodes") from None
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    stopping = False
+    def announce() -> None:
+        click.echo(b.bootstrap_servers, nl=True)
+        if b.security is not None:
+            for user in b.security.passwords:
+                click.echo(f"{user}: --client-config {b.security.properties_file(user)}")
 
-    def stop() -> None:
-        nonlocal stopping
-        stopping = True
-        b.interrupt()
-
-    on_signals(stop)
-    try:
-        b.start()
-    except (RuntimeError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(b.bootstrap_servers, nl=True)
-    if b.security is not None:
-        for user in b.security.passwords:
-            click.echo(f"{user}: --client-config {b.security.properties_file(user)}")
-    sys.stdout.flush()
-    code = b.wait()
-    b.stop()
-    if not stopping:
-        raise click.ClickException(f"Apache Kafka exited with status {code}; its log:\n{b.log_tail()}")
+    serve_in_foreground(b, "Apache Kafka", announce)
 
 
 @click.command("topics")

@@ -167,6 +167,30 @@ def on_signals(handler: Callable[[], None]) -> None:
         signal.signal(sig, lambda *_: handler())
 
 
+def serve_in_foreground(server: Any, name: str, announce: Callable[[], None]) -> None:
+    """Run an embedded server (Apache Kafka, the Schema Registry) until Ctrl-C or SIGTERM: start it, ``announce``
+    where it listens, wait.  A server that exits by itself is an error that shows the end of its log."""
+    stopping = False
+
+    def stop() -> None:
+        nonlocal stopping
+        stopping = True
+        server.interrupt()
+
+    on_signals(stop)
+    try:
+        server.start()
+    except (RuntimeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    announce()
+    sys.stdout.flush()
+    code = server.wait()
+    tail = server.log_tail()
+    server.stop()
+    if not stopping:
+        raise click.ClickException(f"{name} exited with status {code}; its log:\n{tail}")
+
+
 def require_topic(clients: ClientFactory, topic: str) -> None:
     """A click error unless ``topic`` exists (writing would auto-create it on some brokers)."""
     try:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
 from fastpubsub.kafka import registry_server
 from fastpubsub.kafka.registry_server import DEFAULT_HEAP, STORAGES, EmbeddedRegistry
 
-from .common import DEFAULT_BOOTSTRAP, on_signals
+from .common import DEFAULT_BOOTSTRAP, serve_in_foreground
 
 
 @click.command()
@@ -41,22 +40,4 @@ def registry(port: int, storage: str, bootstrap_servers: str, heap: str, fetch_o
         raise click.BadParameter(str(exc)) from None
     except (RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    stopping = False
-
-    def stop() -> None:
-        nonlocal stopping
-        stopping = True
-        reg.interrupt()
-
-    on_signals(stop)
-    try:
-        reg.start()
-    except (RuntimeError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(reg.url)
-    sys.stdout.flush()
-    code = reg.wait()
-    tail = reg.log_tail()
-    reg.stop()
-    if not stopping:
-        raise click.ClickException(f"Apicurio Registry exited with status {code}; its log:\n{tail}")
+    serve_in_foreground(reg, "Apicurio Registry", lambda: click.echo(reg.url))
