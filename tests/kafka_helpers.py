@@ -142,16 +142,18 @@ COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN
 
 def committed_events(bootstrap: str, group_id: str) -> int:
     """Events the group has committed, over all partitions (asked again while the group's coordinator moves or
-    loads: a fresh broker answers NOT_COORDINATOR at first)."""
+    loads: a fresh broker answers NOT_COORDINATOR at first; and while a transaction holds offsets not yet stable: a
+    killed producer's open transaction holds them until its successor fences it or transaction.timeout.ms, 60 s,
+    passes)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False})
     try:
         parts = [TopicPartition(topics.EVENTS, p) for p in range(admin.partitions_of(bootstrap, topics.EVENTS))]
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while True:
             try:
                 return sum(max(tp.offset, 0) for tp in c.committed(parts, timeout=10))
             except KafkaException as exc:
-                moving = exc.args[0].retriable() or exc.args[0].code() in COORDINATOR_MOVING
+                moving = exc.args[0].retriable() or exc.args[0].code() in (*COORDINATOR_MOVING, KafkaError._TIMED_OUT)
                 if not moving or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
