@@ -346,7 +346,7 @@ def test_the_snapshot_reaches_a_running_processor_and_the_clustering_reacts(boot
     assert p.processor.statistics_feed.adopted == 0 and matcher.statistics.source != "spark"
 
     events = events_without_a1(1500)  # under 2000: too few for the online statistics to take over (engine.matcher)
-    bad = [b"garbage", b'{"a0": [1]}']
+    bad = [b"garbage", b'{"": 1}']
     send(bootstrap, topics.EVENTS, [(f"e{i}", codecs.encode_event(e)) for i, e in enumerate(events)]
          + [(None, b) for b in bad])
     p.wait_for(lambda: p.processor.events == len(events), timeout=60, what="the events matched")
