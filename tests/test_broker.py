@@ -78,26 +78,44 @@ def test_a_temporary_data_dir_is_removed_on_stop():
     assert not root.exists()
 
 
-def test_three_nodes_give_topics_replication_factor_3_and_min_insync_2(tmp_path):
-    with EmbeddedBroker(nodes=3) as b:
-        assert len(b.bootstrap_servers.split(",")) == 3
-        result = CliRunner().invoke(main, ["topics", "-b", b.bootstrap_servers])
+def test_three_nodes_give_replication_factor_3_and_a_dead_node_is_restarted_while_the_others_serve():
+    """`pubsub broker --nodes 3`: topics get three replicas and min.insync.replicas 2; when one node is killed the
+    other two go on serving (a transactional write commits), the death is logged, and the node is started again
+    on its data; Ctrl-C then stops the whole cluster cleanly."""
+    proc, bootstrap = start_cli("--nodes", "3", "--port", str(free_port()))
+    try:
+        assert len(bootstrap.split(",")) == 3, proc.stderr.read()
+        result = CliRunner().invoke(main, ["topics", "-b", bootstrap])
         assert result.exit_code == 0, result.output
         assert "replicas=3" in result.output and "replicas=1" not in result.output
-        client = ClientFactory(b.bootstrap_servers).admin()
+        client = ClientFactory(bootstrap).admin()
         for name in topics.ALL:
             metadata = client.list_topics(name, timeout=10).topics[name]
             assert all(len(p.replicas) == 3 for p in metadata.partitions.values())
         config = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topics.EVENTS)])
         entry = next(iter(config.values())).result(10)["min.insync.replicas"]
         assert entry.value == "2"
-        # any one node may die: a transactional write still commits
-        b.kill_node(2)
-        producer = ClientFactory(b.bootstrap_servers).producer(**{"transactional.id": "rf3-test"})
+        jvms = sorted(children_java(proc.pid))
+        assert len(jvms) == 3
+        os.kill(jvms[2], signal.SIGKILL)
+        producer = ClientFactory(bootstrap).producer(**{"transactional.id": "rf3-test"})
         producer.init_transactions(60)
         producer.begin_transaction()
         producer.produce(topics.EVENTS, b"x")
         producer.commit_transaction(60)
+        deadline = time.monotonic() + 90
+        while len(set(children_java(proc.pid)) - set(jvms)) < 1 or len(client.list_topics(timeout=10).brokers) < 3:
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the killed node was not started again"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        err = proc.stderr.read()
+        assert "node 3 exited with status -9" in err and "started again on its data" in err, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_two_nodes_are_refused():

@@ -169,7 +169,9 @@ def on_signals(handler: Callable[[], None]) -> None:
 
 def serve_in_foreground(server: Any, name: str, announce: Callable[[], None]) -> None:
     """Run an embedded server (Apache Kafka, the Schema Registry) until Ctrl-C or SIGTERM: start it, ``announce``
-    where it listens, wait.  A server that exits by itself is an error that shows the end of its log."""
+    where it listens, wait.  A server that exits by itself is an error that shows the end of its log; what it
+    logs while it runs (a cluster's node that died and is restarted) goes to stderr."""
+    setup_logging("warning")
     stopping = False
 
     def stop() -> None:

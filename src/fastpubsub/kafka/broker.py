@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import shutil
 import signal
@@ -43,6 +44,12 @@ from .security import ADMIN, BrokerSecurity
 HOST = "127.0.0.1"
 DEFAULT_HEAP = "512m"
 TEMP_PREFIX = "fastpubsub-kafka-"
+#: :meth:`EmbeddedBroker.wait` restarts a cluster's dead node, unless it died more often than this within
+#: ``RESTART_WINDOW`` seconds.
+MAX_RESTARTS = 3
+RESTART_WINDOW = 60.0
+
+log = logging.getLogger(__name__)
 
 
 class BrokerError(RuntimeError):
@@ -273,6 +280,7 @@ class EmbeddedBroker:
         self.layout: Layout | None = None
         self.nodes: list[Node] = []
         self.dist: Distribution | None = None
+        self._interrupted = False
 
     # -- addresses -----------------------------------------------------------------------------------------------
     @property
@@ -447,14 +455,35 @@ class EmbeddedBroker:
 
     # -- running ---------------------------------------------------------------------------------------------------
     def wait(self) -> int:
-        """Until a node exits; its exit status (0 after a clean stop)."""
-        while True:
+        """Until the broker stops; the exit status of the node that ended it (after :meth:`interrupt`: the first
+        node's).
+
+        One node's exit ends a single-node broker.  In a cluster the others go on serving (a topic has three
+        replicas, so any one node may die), as under a supervisor: the dead node's exit and the end of its log are
+        logged, and it is started again on its data.  A node that dies more than :data:`MAX_RESTARTS` times within
+        :data:`RESTART_WINDOW` seconds ends the wait, as something other than a crash keeps it down.
+        """
+        deaths: dict[int, list[float]] = {}
+        while not self._interrupted:
             for node in self.nodes:
-                if node.proc is not None:
-                    code = node.proc.poll()
-                    if code is not None:
-                        return code
+                code = None if node.proc is None else node.proc.poll()
+                if code is None or self._interrupted:
+                    continue
+                if self.nodes_count == 1:
+                    return code
+                now = time.monotonic()
+                deaths[node.index] = [t for t in deaths.get(node.index, []) if now - t < RESTART_WINDOW] + [now]
+                if len(deaths[node.index]) > MAX_RESTARTS:
+                    log.error("Apache Kafka node %d exited with status %d, %d times within %.0f s: stopping the "
+                              "cluster; its log:\n%s", node.index + 1, code, len(deaths[node.index]), RESTART_WINDOW,
+                              node.log_tail())
+                    return code
+                log.warning("Apache Kafka node %d exited with status %d; the other nodes go on serving, and it is "
+                            "started again on its data. Its log:\n%s", node.index + 1, code, node.log_tail())
+                self._launch(node)
             time.sleep(0.2)
+        codes = [node.proc.wait() for node in self.nodes if node.proc is not None]
+        return codes[0] if codes else 0
 
     def alive(self) -> bool:
         return all(node.running for node in self.nodes)
@@ -480,6 +509,7 @@ class EmbeddedBroker:
     # -- stop ------------------------------------------------------------------------------------------------------
     def interrupt(self) -> None:
         """Ask every node to exit, without waiting (safe in a signal handler): SIGTERM, Kafka's clean shutdown."""
+        self._interrupted = True
         for node in self.nodes:
             if node.running:
                 with contextlib.suppress(ProcessLookupError):
