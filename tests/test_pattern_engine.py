@@ -274,6 +274,7 @@ def test_removed_subscriptions_rows_are_reclaimed_under_churn_with_fresh_ids():
         engine.subscribe(sid, pattern(sid))
         if sid % 100 == 0:
             engine.process_events([(sid, sid, {"name": "A", "price": 9.0, "volume": 5})])
+    engine.process_events([(5000, 5000, {"name": "B", "price": 9.0, "volume": 5})])  # the kernel's tables rebuilt
     slack = 1024  # PatternEngine.ROW_SLACK
     assert len(engine.atom_rows) + len(engine.cap_rows) + len(engine.agg_rows) <= 2 * rows + slack
     assert len(engine.atoms) <= len(engine.atom_rows) + 1  # the kernel's table: the rows (one if there are none)
