@@ -38,6 +38,7 @@ def test_memory_stays_flat_under_subscription_churn(bootstrap):
     run = soak.soak(bootstrap, MINUTES, events_per_second=2000, changes_per_second=50, subscriptions=50_000,
                     sample_seconds=10, echo=False)
     s = run["summary"]
+    print(f"soak summary: {s}")  # (shown with -s: the figures of a passing run too)
     assert s["subscriptions_end"] < s["subscriptions_start"]  # the churn did shrink the population
     assert s["rss_growth"] < 0.02, s
     per_live = s["bytes_per_live"]
