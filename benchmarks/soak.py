@@ -3,6 +3,7 @@
     python -m benchmarks.soak --minutes 60                      # 2,000 events/s, 50 changes/s, 50,000 subscriptions
     python -m benchmarks.soak --minutes 60 --changes-per-second 0   # the same without churn
     python -m benchmarks.soak --minutes 2 --subscriptions 20000     # a quick look
+    python -m benchmarks.soak --plot-from a.json b.json --plot out.png   # one plot of runs written before
 
 Starts the embedded broker (or uses ``--bootstrap``), writes the subscriptions
 (workloads.sparse, preset ``opindex``, JSON), starts the processor with its
@@ -200,6 +201,18 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
     return {"config": config, "summary": summarise(samples), "samples": samples}
 
 
+def runs_from(paths: list[Path]) -> list[dict[str, Any]]:
+    """The runs of result files written by :func:`main` (each holds one or, with ``--both``, two), labelled by
+    their file when several files are drawn together (two runs of the same rates would otherwise share a label)."""
+    runs = []
+    for path in paths:
+        for run in json.loads(Path(path).read_text())["runs"]:
+            runs.append(dict(run, source=Path(path).stem) if len(paths) > 1 else run)
+    if not runs:
+        raise ValueError(f"no runs in {', '.join(map(str, paths))}")
+    return runs
+
+
 def plot(runs: list[dict[str, Any]], path: Path) -> None:
     """RSS and engine bytes per live subscription over time, one line per run."""
     import matplotlib
@@ -210,6 +223,8 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     for run in runs:
         c = run["config"]
         label = f"{c['changes_per_second']:g} changes/s, {c['events_per_second']:g} events/s"
+        if "source" in run:
+            label = f"{run['source']}: {label}"
         t = [s["t"] / 60 for s in run["samples"]]
         a.plot(t, [s["rss"] / 2**20 for s in run["samples"]], label=label)
         b.plot(t, [s.get("engine_bytes", 0) / max(s.get("subscriptions", 0), 1) for s in run["samples"]], label=label)
@@ -235,7 +250,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     ap.add_argument("--plot", type=Path, default=RESULTS / "soak.png")
     ap.add_argument("--log", help="the processor's log file")
+    ap.add_argument("--plot-from", type=Path, nargs="+", metavar="JSON",
+                    help="draw --plot from these result files (of runs made before, perhaps at once) and exit")
     args = ap.parse_args(argv)
+    if args.plot_from:
+        missing = [str(p) for p in args.plot_from if not p.exists()]
+        if missing:
+            ap.error(f"no such result file: {', '.join(missing)}")
+        plot(runs_from(args.plot_from), args.plot)
+        print(f"wrote {args.plot}")
+        return
     if args.minutes <= 0 or args.subscriptions <= 0 or args.events_per_second < 0 or args.changes_per_second < 0:
         ap.error("minutes and subscriptions must be positive, rates non-negative")
     rates = [0.0, args.changes_per_second] if args.both else [args.changes_per_second]

@@ -210,3 +210,23 @@ def test_subscription_churn_between_updates_equals_the_oracle(ops):
             assert got == oracle.apply(table, key, r)
     for sid in svc._subs:
         assert svc.answer(sid) == oracle.answers[sid]
+
+
+def test_groups_and_row_filters_of_departed_subscriptions_are_reclaimed_under_churn():
+    """Subscriptions created and deleted with fresh ids and ever new filters: what the service holds follows the
+    live ones (a group copies the rows it aggregates), and a group made anew answers from the table as it is."""
+    svc = AggregateService([TableSchema("stock", "k"), TableSchema("sectors", "name")])
+    for k in range(50):
+        svc.apply("stock", k, {"x": float(k), "y": float(k % 7), "sector": f"s{k % 5}"}, f"u{k}")
+    for sid in range(2000):
+        svc.subscribe(sid, AggregateSpec("stock", ("min", "sum", "distinct")[sid % 3], "y", "x", 0, 40,
+                                         (("sector", "=", f"s{sid % 500}"),)))
+        svc.subscribe(f"j{sid}", JoinSpec(("stock", "a"), ("sectors", "b"), ("sector", "name"), (("a.x", ">", sid % 50),)))
+        if sid >= 3:
+            svc.unsubscribe(sid - 3)
+            svc.unsubscribe(f"j{sid - 3}")
+    assert len(svc._groups) <= 4  # the live aggregate subscriptions' groups and the join's
+    assert sum(len(ids) for _, ids in svc._filters.values()) <= 3
+    assert len(svc._filters["stock"][0]) <= 3
+    answer = svc.subscribe("again", AggregateSpec("stock", "count", None, "x", 0, 40, (("sector", "=", "s1"),)))
+    assert answer.value == 8  # k = 1, 6, ..., 36

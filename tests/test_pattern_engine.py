@@ -233,3 +233,48 @@ def test_atom_rows_keep_every_operand_field():
     r = int(at[0, K.A_RIGHT])
     assert (r & 7, (r >> K.H_KIND) & 3, at[0, K.A_RIGHT + 3]) == (K.SRC_CONST, 2, 1.0)
     assert ((int(at[1, K.A_LEFT]) >> K.H_OP) & 7, (int(at[1, K.A_LEFT]) >> K.H_STATIC) & 1) == (0, 0)
+
+
+@settings(max_examples=max(1, EXAMPLES // 2), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(patterns(), min_size=2, max_size=8), streams(), st.lists(st.integers(0, 60), min_size=1, max_size=4),
+       st.randoms(use_true_random=False))
+def test_churn_with_fresh_ids_mid_stream_equals_the_oracle(pats, events, cuts, rng):
+    """Subscriptions created and deleted between batches, ids never reused, rows compacted at every removal."""
+    engine, oracle = PatternEngine("dynamic", capacity=2), OraclePatterns()
+    engine.ROW_SLACK = 0
+    live, fresh = [], 0
+    we, wo = [], []
+    for batch in _batches(events, cuts):
+        for p in pats[: rng.randint(1, len(pats))]:
+            engine.subscribe(fresh, p, batch[0][1] if batch else 0)
+            oracle.subscribe(fresh, p, batch[0][1] if batch else 0)
+            live.append(fresh)
+            fresh += 1
+        for sid in rng.sample(live, rng.randint(0, len(live) - 1)):
+            engine.unsubscribe(sid)
+            oracle.unsubscribe(sid)
+            live.remove(sid)
+        we += engine.process_events(batch)
+        wo += oracle.process(batch)
+    _same(engine, oracle, we, wo)
+
+
+def test_removed_subscriptions_rows_are_reclaimed_under_churn_with_fresh_ids():
+    """Twenty live patterns, 3,000 created and deleted: the kernel's tables follow the live ones, not all ever seen."""
+    engine = PatternEngine("dynamic", capacity=8)
+
+    def pattern(sid):
+        return parse(TEMPLATES[sid % len(TEMPLATES)].format(s1=SYMBOLS[sid % 3], s2=SYMBOLS[(sid + 1) % 3], c1=8,
+                                                            c2=2, f="1", v=5, d=3, w=20))
+    for sid in range(20):
+        engine.subscribe(sid, pattern(sid))
+    rows = len(engine.atom_rows) + len(engine.cap_rows) + len(engine.agg_rows)
+    for sid in range(20, 3020):
+        engine.unsubscribe(sid - 20)
+        engine.subscribe(sid, pattern(sid))
+        if sid % 100 == 0:
+            engine.process_events([(sid, sid, {"name": "A", "price": 9.0, "volume": 5})])
+    engine.process_events([(5000, 5000, {"name": "B", "price": 9.0, "volume": 5})])  # the kernel's tables rebuilt
+    slack = 1024  # PatternEngine.ROW_SLACK
+    assert len(engine.atom_rows) + len(engine.cap_rows) + len(engine.agg_rows) <= 2 * rows + slack
+    assert len(engine.atoms) <= len(engine.atom_rows) + 1  # the kernel's table: the rows (one if there are none)

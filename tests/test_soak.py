@@ -9,6 +9,7 @@ half replacements or re-adds) over 50,000 sparse subscriptions.  After the first
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -37,7 +38,29 @@ def test_memory_stays_flat_under_subscription_churn(bootstrap):
     run = soak.soak(bootstrap, MINUTES, events_per_second=2000, changes_per_second=50, subscriptions=50_000,
                     sample_seconds=10, echo=False)
     s = run["summary"]
+    print(f"soak summary: {s}")  # (shown with -s: the figures of a passing run too)
     assert s["subscriptions_end"] < s["subscriptions_start"]  # the churn did shrink the population
     assert s["rss_growth"] < 0.02, s
     per_live = s["bytes_per_live"]
     assert per_live["max"] <= 1.5 * per_live["min"], s  # the engine's memory follows the live subscriptions
+
+
+def _result(path, changes, rss_step):
+    samples = [{"t": t, "rss": (100 << 20) + rss_step * t, "threads": 18, "subscriptions": 1000,
+                "engine_bytes": 800_000, "changes_sent": changes * t} for t in range(0, 60, 10)]
+    run = {"config": {"changes_per_second": changes, "events_per_second": 2000, "subscriptions": 1000},
+           "samples": samples, "summary": soak.summarise(samples)}
+    path.write_text(json.dumps({"load_average": [0, 0, 0], "runs": [run]}))
+    return path
+
+
+def test_plot_from_draws_the_runs_of_several_result_files_in_one_plot(tmp_path):
+    a = _result(tmp_path / "quiet.json", 0, 0)
+    b = _result(tmp_path / "churn.json", 50, 1000)
+    runs = soak.runs_from([a, b])
+    assert [r["source"] for r in runs] == ["quiet", "churn"]  # one line per run, named by its file
+    out = tmp_path / "both.png"
+    soak.main(["--plot-from", str(a), str(b), "--plot", str(out)])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        soak.main(["--plot-from", str(tmp_path / "absent.json"), "--plot", str(out)])

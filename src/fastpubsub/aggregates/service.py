@@ -174,6 +174,8 @@ class AggregateService:
         self._groups: dict[tuple, _Group] = {}
         self._subs: dict[Any, tuple[tuple, int, AggregateSpec | JoinSpec]] = {}
         self._filters: dict[str, tuple[Matcher, dict[tuple, int]]] = {}
+        self._filter_uses: dict[tuple[str, int], int] = {}  # (table, filter id) -> groups filtering by it
+        self._next_filter = 0  # filter ids are never reused (the matcher recycles its own room)
         self._join_matchers: dict[tuple, tuple[Matcher, set[int]]] = {}
 
     # -- subscriptions --------------------------------------------------------------------------
@@ -196,9 +198,30 @@ class AggregateService:
         m, ids = self._filters.setdefault(table, (Matcher(), {}))
         key = tuple(sorted(where, key=repr))
         if key not in ids:
-            ids[key] = len(ids)
+            ids[key] = self._next_filter
+            self._next_filter += 1
             m.add(ids[key], list(key))
+        self._filter_uses[table, ids[key]] = self._filter_uses.get((table, ids[key]), 0) + 1
         return ids[key]
+
+    def _drop_group(self, g: _Group, table: str | None) -> None:
+        """Forget a group its last subscription left, and its row filter if no other group uses it: under churn
+        (subscriptions created and deleted with ever new ranges of attributes, values, filters) the groups, each
+        with its reformulator's copy of the rows it aggregates, would otherwise grow with every group ever seen
+        and every table update would visit them all."""
+        del self._groups[g.key]
+        fid = getattr(g, "filter", None)
+        if fid is None or table is None:
+            return
+        uses = self._filter_uses.pop((table, fid)) - 1
+        if uses:
+            self._filter_uses[table, fid] = uses
+            return
+        m, ids = self._filters[table]
+        m.remove(fid)
+        del ids[next(k for k, v in ids.items() if v == fid)]
+        if not ids:
+            del self._filters[table]
 
     def check(self, spec: AggregateSpec | JoinSpec) -> None:
         """Refuse (``ValueError``) a subscription over an undeclared table or attribute, or a join on attributes of
@@ -348,6 +371,8 @@ class AggregateService:
             del g.pairs[slot]
         else:
             g.stage.remove(slot)
+        if not g.slot_sid:
+            self._drop_group(g, None if isinstance(spec, JoinSpec) else spec.table)
 
     def client_state(self, sid: Any) -> dict[str, Any]:
         """What an S-CN client needs beyond the answer to follow it: count and sum for count/sum/avg."""

@@ -153,6 +153,9 @@ class _Groups:
 class PatternEngine:
     """Pattern subscriptions over one partition's events, the fast path (docs/patterns.md section 3)."""
 
+    #: Dead atom, capture and aggregate rows tolerated beyond the live ones before a compaction (see _compact_rows).
+    ROW_SLACK = 1024
+
     def __init__(self, mode: str = "dynamic", limits: Limits | None = None, *, matcher_algorithm: str = "dynamic",
                  capacity: int = 1024, track_changes: bool = False) -> None:
         if mode not in MODES:
@@ -176,6 +179,8 @@ class PatternEngine:
         self.atom_rows: list[tuple] = []
         self.cap_rows: list[tuple[int, int]] = []
         self.agg_rows: list[tuple[int, int, int]] = []
+        self._spans: dict[int, tuple[int, int, int, int, int, int]] = {}  # slot -> its atom, capture, aggregate rows
+        self._live_rows = 0  # rows of the three lists that live slots own (the rest: removed ones', until compacted)
         self.n_cols = 1
         self.n_aggs = 1
         self._tables_dirty = True
@@ -357,6 +362,7 @@ class PatternEngine:
         self.pat_nsteps[p] = len(pattern.steps)
         self.pat_active[p] = True
         self.pat_live[p] = 0
+        spans = len(self.atom_rows), len(self.cap_rows), len(self.agg_rows)
         start_atoms = [Atom(Operand(_event_ref(a)), op, Operand(None, v)) for a, op, v in pattern.start]
         start_reg, start_res = _split_static(start_atoms)
         rows = []
@@ -417,6 +423,8 @@ class PatternEngine:
                 self.agg_rows.append((fn, self._col(a.attr) if a.attr else 0, slot))
             self.node_agg[node] = (lo, len(self.agg_rows))
         self.registered[p] = [r[0] for r in rows]
+        self._spans[p] = (spans[0], len(self.atom_rows), spans[1], len(self.cap_rows), spans[2], len(self.agg_rows))
+        self._live_rows += len(self.atom_rows) - spans[0] + len(self.cap_rows) - spans[1] + len(self.agg_rows) - spans[2]
         self._col("")  # column 0 always exists
         return rows + group_row + rows_sg
 
@@ -486,7 +494,35 @@ class PatternEngine:
         self.node_op[p * K.STRIDE: (p + 1) * K.STRIDE] = -1
         self.compiled[p] = None
         self.free_p.append(p)
+        a0, a1, c0, c1, g0, g1 = self._spans.pop(p)
+        self._live_rows -= a1 - a0 + c1 - c0 + g1 - g0
+        if len(self.atom_rows) + len(self.cap_rows) + len(self.agg_rows) > 2 * self._live_rows + self.ROW_SLACK:
+            self._compact_rows()
         self._tables_dirty = True
+
+    def _compact_rows(self) -> None:
+        """Drop the atom, capture and aggregate rows of removed subscriptions, moving each live slot's ranges.
+
+        A slot's rows are appended when it is installed and never reused, so under churn (ids created and deleted,
+        never reused) the lists, and the kernel's tables built from them, would grow with every subscription ever
+        seen.  Compacted once the dead rows outnumber the live ones: O(1) amortised per removal.
+        """
+        atoms: list[tuple] = []
+        caps: list[tuple[int, int]] = []
+        aggs: list[tuple[int, int, int]] = []
+        for p, (a0, a1, c0, c1, g0, g1) in sorted(self._spans.items(), key=lambda x: x[1]):
+            da, dc, dg = len(atoms) - a0, len(caps) - c0, len(aggs) - g0
+            atoms.extend(self.atom_rows[a0:a1])
+            caps.extend(self.cap_rows[c0:c1])
+            aggs.extend(self.agg_rows[g0:g1])
+            self._spans[p] = (a0 + da, a1 + da, c0 + dc, c1 + dc, g0 + dg, g1 + dg)
+            for field in (self.start_lo, self.start_hi, self.start_res_lo, self.start_res_hi):
+                field[p] += da
+            base, steps = p * K.STRIDE, int(self.pat_nsteps[p])
+            self.node_rng[base + 1: base + 1 + steps] += da
+            self.node_cap[base: base + 1 + steps] += dc
+            self.node_agg[base + 1: base + 1 + steps] += dg
+        self.atom_rows, self.cap_rows, self.agg_rows = atoms, caps, aggs
 
     def __contains__(self, sid: int) -> bool:
         return sid in self.sid_slot
