@@ -72,6 +72,7 @@ always fits the engine.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 import re
@@ -292,6 +293,7 @@ def wildcard_parts(pattern: str) -> list[str]:
     return parts
 
 
+@functools.lru_cache(maxsize=4096)
 def wildcard_regex(pattern: str) -> "re.Pattern[str]":
     """The compiled regular expression a valid wildcard pattern stands for (match it with ``fullmatch``)."""
     return re.compile(".*".join(map(re.escape, wildcard_parts(pattern))), re.DOTALL)

@@ -22,8 +22,11 @@ case``
 ignore case``        a case-folded"
 ``not prefix``       ``D != p``, ``D`` = "first len(p) characters of a" (all of a if shorter);
 ``not suffix``       the same with the last ones
-``wildcard``         ``D = true`` (``= false`` for ``not wildcard``), ``D`` = "the pattern
-                     matches a" (true or false for every string value)
+``wildcard``         ``D = true``, ``D`` = "the pattern matches a": found through the
+                     pattern's leading (else trailing) literal, a dictionary probe per
+                     distinct literal length, then the compiled pattern verifies
+``not wildcard``     ``D = true``, ``D`` = "the pattern does not match a" (a test per
+                     pattern and string: it holds for most strings anyway)
 ``cidr``             ``D = bits``, ``D`` = the family and first prefix-length bits of a's
                      address; ``bits`` those of the network (an equality, so exact on arrays)
 =================== ====================================================================
@@ -49,7 +52,7 @@ import numpy as np
 
 from ..semantics import (
     KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_CODE, RESERVED_PREFIX, AnyOf, Predicate, _distinct, cidr_bits, ip_bits,
-    wildcard_regex,
+    wildcard_parts, wildcard_regex,
 )
 
 #: Derived kinds whose argument is a length, whose value is a string, filed only when some constant equals it.
@@ -57,7 +60,7 @@ _SLICES = ("prefix", "suffix", "iprefix", "isuffix", "ip")
 #: Derived kinds whose argument is a length, whose value is a string present for every string value (for ``!=``).
 _FULL_SLICES = ("nprefix", "nsuffix")
 #: Derived kinds whose argument is a pattern / substring, whose value is a boolean.
-_TESTS = ("contains", "wildcard")
+_TESTS = ("contains", "wildcard", "nwildcard")
 #: Derived kinds without argument (0).
 _WHOLE = ("fold", "absent")
 _DERIVED = _SLICES + _FULL_SLICES + _TESTS + _WHOLE
@@ -83,7 +86,7 @@ def parse_derived(name: str) -> tuple[str, str, Any] | None:
     if kind not in _DERIVED or not isinstance(attribute, str) or not attribute:
         return None
     if kind in _TESTS:
-        return (kind, attribute, arg) if isinstance(arg, str) and (arg or kind == "wildcard") else None
+        return (kind, attribute, arg) if isinstance(arg, str) and (arg or kind != "contains") else None
     if kind in _WHOLE:
         return (kind, attribute, 0) if arg == 0 and type(arg) is int else None
     if type(arg) is not int or arg < 1:
@@ -94,7 +97,7 @@ def parse_derived(name: str) -> tuple[str, str, Any] | None:
 def derived_row_ok(kind: str, arg: Any, op: int, value: Any) -> bool:
     """Whether ``(derived attribute, op, value)`` is a predicate :func:`lower_predicate` can make (``op``: a code)."""
     if kind in _TESTS:
-        return op == OP_CODE["="] and (value is True or kind == "wildcard" and value is False)
+        return op == OP_CODE["="] and value is True
     if kind == "absent":
         return op == OP_CODE["="] and value is True
     if not isinstance(value, str):
@@ -120,7 +123,8 @@ def derived_value(kind: str, arg: Any, value: str) -> Any:
         return bits[:arg] if bits is not None and len(bits) >= arg else None
     if kind == "contains":
         return True if arg in value else None
-    return wildcard_regex(arg).fullmatch(value) is not None  # wildcard
+    matched = wildcard_regex(arg).fullmatch(value) is not None
+    return True if matched == (kind == "wildcard") else None  # wildcard, nwildcard
 
 
 def lower_predicate(p: Predicate) -> list[list[Predicate]]:
@@ -147,7 +151,7 @@ def lower_predicate(p: Predicate) -> list[list[Predicate]]:
     if op in ("equals ignore case", "not equals ignore case"):
         return [[(derived_name("fold", a, 0), "=" if op[0] == "e" else "!=", v.casefold())]]
     if op in ("wildcard", "not wildcard"):
-        return [[(derived_name("wildcard", a, v), "=", op == "wildcard")]]
+        return [[(derived_name("wildcard" if op == "wildcard" else "nwildcard", a, v), "=", True)]]
     if op == "cidr":
         bits = cidr_bits(v)
         return [[(derived_name("ip", a, len(bits)), "=", bits)]]
@@ -191,8 +195,9 @@ def _lifted(d: tuple[str, str, Any], op: str, v: Any) -> Predicate | None:
     kind, attribute, arg = d
     if kind == "contains":
         return (attribute, "contains", arg) if op == "=" and v is True else None
-    if kind == "wildcard":
-        return (attribute, "wildcard" if v else "not wildcard", arg) if op == "=" and type(v) is bool else None
+    if kind in ("wildcard", "nwildcard"):
+        return (attribute, "wildcard" if kind == "wildcard" else "not wildcard", arg) if op == "=" and v is True \
+            else None
     if kind == "absent":
         return (attribute, "not exists", None) if op == "=" and v is True else None
     if not isinstance(v, str):
@@ -218,6 +223,7 @@ class DerivedAttributes:
     def __init__(self) -> None:
         self.by_attribute: dict[str, list[tuple[str, str, Any]]] = {}  # attribute -> [(name, kind, arg)]
         self._known: set[str] = set()
+        self._wildcards: dict[str, WildcardIndex] = {}  # attribute -> its wildcard patterns, indexed
 
     def __len__(self) -> int:
         return len(self._known)
@@ -231,6 +237,8 @@ class DerivedAttributes:
                     raise ValueError(f"unknown reserved attribute name {name!r}")
                 self._known.add(name)
                 self.by_attribute.setdefault(d[1], []).append((name, d[0], d[2]))
+                if d[0] == "wildcard":
+                    self._wildcards.setdefault(d[1], WildcardIndex()).add(name, d[2])
 
     def derive_events(self, batch: Any, known: Any) -> Any:
         """An ``EventBatch`` with each event's derived pairs added (O(string pairs x derived attributes of theirs)).
@@ -271,7 +279,13 @@ class DerivedAttributes:
             pos = np.flatnonzero((attrs == ai) & is_str) if ai is not None else np.empty(0, np.int64)
             values = [strings[k] for k in str_index[pos].tolist()]
             evs = event_of[pos]
+            if values and attribute in self._wildcards:
+                for name, hits in self._wildcards[attribute].matches(values).items():
+                    hits_ = np.asarray(hits, dtype=np.int64)
+                    add(name, evs[hits_], KIND_BOOL, np.ones(len(hits_)), np.full(len(hits_), -1, dtype=np.int64))
             for name, kind, arg in specs:
+                if kind == "wildcard":
+                    continue
                 if kind == "absent":
                     present = np.zeros(n_events, dtype=bool)
                     if ai is not None:
@@ -313,3 +327,44 @@ class DerivedAttributes:
         picked = sidx[sidx >= 0]
         return type(batch)(tuple(names), new_offsets, np.concatenate([attrs.astype(np.int32)] + new_attr)[order],
                           kinds_all, numbers, tuple(map(strings.__getitem__, picked.tolist())))
+
+
+class WildcardIndex:
+    """The wildcard patterns of one attribute, filed by their leading literal (else their trailing one).
+
+    A string reaches the patterns whose literal it starts (ends) with through one dictionary probe per distinct
+    literal length; the compiled pattern then verifies.  Only patterns with a star at both ends (``*x*``) are
+    tried on every string.
+    """
+
+    def __init__(self) -> None:
+        self.heads: dict[int, dict[str, list]] = {}  # literal length -> leading literal -> [(name, regex)]
+        self.tails: dict[int, dict[str, list]] = {}
+        self.rest: list = []
+
+    def add(self, name: str, pattern: str) -> None:
+        parts = wildcard_parts(pattern)
+        entry = (name, wildcard_regex(pattern))
+        if parts[0]:
+            self.heads.setdefault(len(parts[0]), {}).setdefault(parts[0], []).append(entry)
+        elif parts[-1]:
+            self.tails.setdefault(len(parts[-1]), {}).setdefault(parts[-1], []).append(entry)
+        else:
+            self.rest.append(entry)
+
+    def matches(self, values: list[str]) -> dict[str, list[int]]:
+        """Derived name -> positions in ``values`` the pattern matches."""
+        out: dict[str, list[int]] = {}
+        for j, v in enumerate(values):
+            for n, table in self.heads.items():
+                for name, regex in table.get(v[:n], ()) if len(v) >= n else ():
+                    if regex.fullmatch(v) is not None:
+                        out.setdefault(name, []).append(j)
+            for n, table in self.tails.items():
+                for name, regex in table.get(v[-n:], ()) if len(v) >= n else ():
+                    if regex.fullmatch(v) is not None:
+                        out.setdefault(name, []).append(j)
+            for name, regex in self.rest:
+                if regex.fullmatch(v) is not None:
+                    out.setdefault(name, []).append(j)
+        return out
