@@ -100,3 +100,21 @@ def test_the_operators_mean_what_event_ruler_documents(p, event, expected):
 def test_bad_values_are_refused_with_the_reason(sub, message):
     with pytest.raises(ValueError, match=message.replace("\\", "\\\\").replace("*", "\\*").replace(".", "\\.")):
         validate_subscription(sub)
+
+
+@pytest.mark.parametrize("fmt", ["avro", "json"])
+def test_the_operators_travel_in_both_subscription_formats(fmt):
+    """Schema id 7 and JSON carry every operator; the batch decoder of a rebuild hands them to the engine as they are."""
+    from fastpubsub.wire import codecs
+    from fastpubsub.wire.subscription_decoder import decode_subscriptions
+
+    preds = [("s", "equals ignore case", "EC2"), ("s", "not wildcard", "a\\*b*"), ("ip", "cidr", "2001:db8::/32"),
+             ("t", "not exists", None), ("s", "not suffix", "x"), ("s", "prefix ignore case", "e")]
+    value = codecs.encode_subscription(codecs.Subscription("alice", preds), fmt)
+    assert codecs.decode_any_subscription(value).predicates == preds
+    decoded = decode_subscriptions([b"7"], [value])
+    assert decoded.valid.tolist() == [True] and decoded.predicates(0) == preds
+    m = Matcher()
+    m.add(7, decoded.predicates(0))
+    assert m.match({"s": "ec2", "ip": "2001:db8::5"}).tolist() == [7]
+    assert m.match({"s": "ec2", "ip": "2001:db8::5", "t": 0}).tolist() == []
