@@ -41,7 +41,7 @@ def test_subscribe_publish_tail(bootstrap, group_id, start_processor):
                            'or theater prefix "od"')
     out = invoke("subscribe", *b, "--id", "46", "--subscriber", "carol",
                  '{"theater": [{"prefix": {"equals-ignore-case": "OD"}}], "price": [{"numeric": [">", 5, "<=", 8]}]}')
-    assert out.strip() == 'subscription 46 (carol): theater prefix ignore case "OD" and price > 5 and price <= 8'
+    assert out.strip() == 'subscription 46 (carol): theater prefix ignore case "OD" and price range (> 5, <= 8)'
     [record] = [m for m in read_all(bootstrap, topics.SUBSCRIPTIONS, quiet=0.3) if m.key() == b"43"]
     assert record.value().startswith(b"{")
 

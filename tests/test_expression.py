@@ -73,6 +73,7 @@ def test_format_round_trips():
          [("s", "not prefix", "a"), ("s", "not suffix", "b"), ("s", "not wildcard", "*c"),
           ("s", "not equals ignore case", "D")]),
         ('"case" = 1 and ignore = 2', [("case", "=", 1), ("ignore", "=", 2)]),
+        ("n range (> 0, <= 5)", [("n", "range", [">", 0, "<=", 5])]),
         ("(a = 1 and b < 2) or c in (3, 4)", AnyOf([[("a", "=", 1), ("b", "<", 2)], [("c", "in", [3, 4])]])),
         ("a = 1 and b < 2 or c = 3", AnyOf([[("a", "=", 1), ("b", "<", 2)], [("c", "=", 3)]])),  # and binds tighter
         ("a = 1 and (b < 2 or c = 3)", AnyOf([[("a", "=", 1), ("b", "<", 2)], [("a", "=", 1), ("c", "=", 3)]])),
@@ -96,6 +97,7 @@ def test_parse_operators_and_or(text, expected):
         ("a not contains \"x\"", "column 7: expected 'in', 'between'"),
         ('a wildcard "a\\\\b"', "escapes only"),
         ('a cidr "10.0.0.0/99"', "10.0.0.0/99"),
+        ("a range (< 1, > 0)", "column 10: expected > or >="),
         ("a between 1 or 2", "column 13: expected 'and' in 'between lo and hi'"),
         ("a in (1, 'x')", "more than one kind"),
         ("a between 3 and 1", "lo 3 is above hi 1"),
@@ -124,6 +126,7 @@ _pred = st.one_of(
                                        "not suffix", "not equals ignore case"]), _nonempty),
     st.tuples(_names, st.sampled_from(["wildcard", "not wildcard"]), st.sampled_from(["", "*", "a*b", "a\\*", "\\\\"])),
     st.tuples(_names, st.just("cidr"), st.sampled_from(["10.0.0.0/8", "::/0", "2001:db8::/32"])),
+    st.tuples(_names, st.just("range"), st.sampled_from([[">", 0, "<=", 5], [">=", -1.5, "<", 1e300]])),
 )
 _conj = st.lists(_pred, min_size=1, max_size=3)
 

@@ -66,7 +66,7 @@ def _bound_path(text: str) -> bool:
 
 
 #: Event Ruler's operators, new in plain subscriptions: a text the old parser refused may parse now.
-_NEW_OPERATORS = re.compile(r"\b(not exists|equals ignore case|(prefix|suffix) ignore case|wildcard|cidr|"
+_NEW_OPERATORS = re.compile(r"\b(not exists|equals ignore case|(prefix|suffix) ignore case|wildcard|cidr|range|"
                             r"not (prefix|suffix|wildcard|equals ignore case))\b", re.IGNORECASE)
 
 

@@ -36,6 +36,9 @@ def _predicate(attr: str, op: str):
         return st.tuples(st.just(attr), st.just(op), st.sampled_from(["x", "Y", "xY"]))
     if "wildcard" in op:
         return st.tuples(st.just(attr), st.just(op), st.sampled_from(["x*", "*y", "*", "x*y"]))
+    if op == "range":
+        return st.tuples(st.just(attr), st.just(op), st.tuples(st.sampled_from([">", ">="]), st.integers(-2, 0),
+                                                               st.sampled_from(["<", "<="]), st.integers(0, 2)).map(list))
     if op == "cidr":
         return st.tuples(st.just(attr), st.just(op), st.sampled_from(["10.0.0.0/8", "::/0"]))
     return st.tuples(st.just(attr), st.just(op), scalars)

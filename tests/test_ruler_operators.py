@@ -30,10 +30,12 @@ predicate = st.one_of(
     st.tuples(attr, st.just("cidr"), st.sampled_from(NETWORKS)),
     st.tuples(attr, st.sampled_from(["not exists", "exists"]), st.none()),
     st.tuples(attr, st.sampled_from(["=", "!=", "<"]), st.sampled_from(STRINGS + [1, 2.5])),
+    st.tuples(attr, st.just("range"), st.tuples(st.sampled_from([">", ">="]), st.sampled_from([0, 1, 2.5]),
+                                                 st.sampled_from(["<", "<="]), st.sampled_from([2.5, 3])).map(list)),
 )
 conjunction = st.lists(predicate, min_size=1, max_size=3)
 subscription = st.one_of(conjunction, st.lists(conjunction, min_size=1, max_size=3).map(AnyOf))
-value = st.one_of(st.sampled_from(STRINGS), st.sampled_from([1, 2.5, True, math.nan]))
+value = st.one_of(st.sampled_from(STRINGS), st.sampled_from([0, 1, 2.5, 3, 4, True, math.nan]))
 event = st.dictionaries(st.sampled_from(ATTRS + ["x"]), st.one_of(value, st.lists(value, max_size=3)), max_size=3)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -79,6 +81,12 @@ def test_every_algorithm_agrees_with_the_oracle(algorithm, subs, events):
     (("s", "not exists", None), {"s": math.nan}, True),
     (("s", "not exists", None), {"s": []}, True),
     (("s", "not exists", None), {"s": 0}, False),
+    (("n", "range", [">", 0, "<=", 5]), {"n": 5}, True),
+    (("n", "range", [">", 0, "<=", 5]), {"n": 0}, False),
+    (("n", "range", [">", 0, "<=", 5]), {"n": [-1, 10]}, False),
+    (("n", "range", [">", 0, "<=", 5]), {"n": [-1, 10, 2]}, True),
+    (("n", "range", [">", 0, "<=", 5]), {"n": ["3", 1]}, True),
+    (("n", "range", [">", 0, "<=", 5]), {"n": "3"}, False),
 ])
 def test_the_operators_mean_what_event_ruler_documents(p, event, expected):
     assert holds(p, event) is expected
@@ -96,6 +104,9 @@ def test_the_operators_mean_what_event_ruler_documents(p, event, expected):
     ([("a", "not prefix", "")], "non-empty string"),
     ([("a", "prefix ignore case", 1)], "non-empty string"),
     ([("a", "not exists", 1)], "takes no value"),
+    ([("a", "range", ["<", 1, ">", 2])], "expected"),
+    ([("a", "range", [">", 3, "<", 2])], "lo 3 is above hi 2"),
+    ([("a", "range", [">", "a", "<", "b"])], "expected"),
 ])
 def test_bad_values_are_refused_with_the_reason(sub, message):
     with pytest.raises(ValueError, match=message.replace("\\", "\\\\").replace("*", "\\*").replace(".", "\\.")):

@@ -128,9 +128,9 @@ def subscribe(clients, topics, expression, sub_id, subscriber, valid_until, vali
     group); operators = != < <= > >=, in (v, ...), not in (v, ...),
     between lo and hi, not between lo and hi, prefix "s", suffix "s",
     contains "s", exists, not exists, equals ignore case "s", prefix ignore
-    case "s", suffix ignore case "s", wildcard "a*b", cidr "10.0.0.0/8", not
-    prefix "s", not suffix "s", not wildcard "a*b", not equals ignore case
-    "s"; values are "strings", numbers, true or false.  An EXPRESSION that
+    case "s", suffix ignore case "s", wildcard "a*b", cidr "10.0.0.0/8",
+    range (> lo, <= hi), not prefix "s", not suffix "s", not wildcard "a*b",
+    not equals ignore case "s"; values are "strings", numbers, true or false.  An EXPRESSION that
     starts with `{` is an AWS Event Ruler (EventBridge) rule in its JSON
     form, e.g. '{"detail": {"state": [{"anything-but": "x"}]}}'.  An
     aggregate subscription over a table (min, max, count(*), sum, avg,

@@ -52,6 +52,9 @@ case``
 ``not wildcard``  string pattern        is a string the pattern does not match
 ``not equals      string                is a string not equal to it once both are case-folded
 ignore case``
+``range``         ``[">", lo, "<=", hi]`` is a number above (``>``) or from (``>=``) ``lo`` and
+                                        below (``<``) or up to (``<=``) ``hi``: unlike
+                                        ``between``, on several values one value must meet both
 ================= ===================== =============================================
 
 These are Event Ruler's operators (its ``anything-but`` is ``not in`` and the
@@ -93,7 +96,7 @@ Predicate = tuple[str, str, Any]
 EXTENDED_OPERATORS: tuple[str, ...] = (
     "in", "not in", "between", "not between", "prefix", "suffix", "contains", "exists",
     "not exists", "equals ignore case", "prefix ignore case", "suffix ignore case", "wildcard", "cidr",
-    "not prefix", "not suffix", "not wildcard", "not equals ignore case")
+    "not prefix", "not suffix", "not wildcard", "not equals ignore case", "range")
 ALL_OPERATORS: tuple[str, ...] = OPERATORS + EXTENDED_OPERATORS
 _LIST_OPS = frozenset(("in", "not in"))
 _RANGE_OPS = frozenset(("between", "not between"))
@@ -256,6 +259,18 @@ def _extended_value(i: int, attribute: str, op: str, value: Any) -> Any:
             except ValueError as exc:
                 raise ValueError(f"predicate {i} {name}: {exc}") from None
         return str(value)
+    if op == "range":
+        ok = isinstance(value, (list, tuple)) and len(value) == 4 and value[0] in (">", ">=") \
+            and value[2] in ("<", "<=") and all(type(x) in (int, float) for x in value[1::2])
+        if not ok:
+            raise ValueError(f"predicate {i} {name}: expected [\">\" or \">=\", lo, \"<\" or \"<=\", hi], "
+                             f"got {value!r}"[:300])
+        for x in value[1::2]:
+            _scalar(i, name, x)  # NaN, too large
+        lo, hi = value[1], value[3]
+        if float(lo) > float(hi):
+            raise ValueError(f"predicate {i} {name}: lo {lo!r} is above hi {hi!r}"[:300])
+        return list(value)
     if op == "cidr":
         if not isinstance(value, str):
             raise ValueError(f"predicate {i} {name}: expected a network such as \"10.0.0.0/24\", got {value!r}"[:300])
@@ -364,7 +379,7 @@ def _alternatives(p: Predicate) -> int:
     op = p[1]
     if op == "in":
         return len(_distinct(p[2]))
-    if op == "not between":
+    if op in ("not between", "range"):
         return 2
     if op == "exists":
         return 3
@@ -462,6 +477,8 @@ def holds(predicate: Predicate, event: dict[str, Any]) -> bool:
         return compare(op, v, constant)
     if op == "exists":
         return True
+    if op == "range":
+        return compare(constant[0], v, constant[1]) and compare(constant[2], v, constant[3])
     if op in _STRING_OPS or op in _ANY_STRING_OPS or op == "cidr":
         if not isinstance(v, str):
             return False

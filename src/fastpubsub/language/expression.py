@@ -15,7 +15,8 @@ tighter; parentheses group)::
   contains "s"``, ``attribute exists``, ``attribute not exists``, ``attribute
   equals ignore case "s"``, ``attribute prefix ignore case "s"``, ``attribute
   suffix ignore case "s"``, ``attribute wildcard "a*b"``, ``attribute cidr
-  "10.0.0.0/8"``, and ``not`` before ``prefix``, ``suffix``, ``wildcard`` and
+  "10.0.0.0/8"``, ``attribute range (> lo, <= hi)`` (``>`` or ``>=``, then ``<`` or
+  ``<=``), and ``not`` before ``prefix``, ``suffix``, ``wildcard`` and
   ``equals ignore case`` (meanings in engine/semantics.py);
 * value: a string (double- or single-quoted, backslash escapes as in JSON), a
   number (an integer or a decimal/exponent number, with an optional sign),
@@ -40,7 +41,7 @@ from .lexer import END_KIND, NAME_KIND, NUMBER_KIND, OP_KIND, PUNCT_KIND, STRING
 
 #: Words with a meaning in the language; an attribute spelled like one is written quoted.
 KEYWORDS = frozenset(("and", "or", "not", "in", "between", "prefix", "suffix", "contains", "exists", "true", "false",
-                      "equals", "ignore", "case", "wildcard", "cidr"))
+                      "equals", "ignore", "case", "wildcard", "cidr", "range"))
 #: The language's tokens (language.lexer): names may hold ``.`` and ``-`` and open with ``$`` (a record's metadata,
 #: ``wire.metadata``), numbers may be signed.
 DIALECT = Dialect(operators=("!=", "<=", ">=", "==", "=", "<", ">"), punctuation="(),", name_chars=".-", signs="+-",
@@ -161,6 +162,16 @@ class _Parser:
         if self.word("exists"):
             self.i += 1
             return (attribute, no + "exists", None)
+        if not negated and self.word("range"):
+            self.i += 1
+            self.expect_punct("(", "'(' and '> lo, <= hi'")
+            lo_op = self.range_op((">", ">="))
+            lo = self.value()
+            self.expect_punct(",", "','")
+            hi_op = self.range_op(("<", "<="))
+            hi = self.value()
+            self.expect_punct(")", "')'")
+            return (attribute, "range", [lo_op, lo, hi_op, hi])
         if self.word("equals"):
             self.i += 1
             self.ignore_case(required=True)
@@ -175,6 +186,13 @@ class _Parser:
         raise ExpressionError(f"column {o.column}: expected an operator (= != < <= > >= in, not in, between, not between, "
                               f"prefix, suffix, contains, exists, not exists, equals ignore case, wildcard, cidr, ...), "
                               f"got {o.text!r}")
+
+    def range_op(self, ops: tuple[str, str]) -> str:
+        t = self.peek()
+        if t.kind != OP_KIND or t.text not in ops:
+            raise ExpressionError(f"column {t.column}: expected {' or '.join(ops)} in 'range (> lo, <= hi)'")
+        self.i += 1
+        return t.text
 
     def ignore_case(self, required: bool) -> bool:
         """Reads ``ignore case`` if it comes next (and it must where ``required``)."""
@@ -227,6 +245,8 @@ def _predicate(p: Predicate) -> str:
         return f"{name} {op} {_shown(value[0])} and {_shown(value[1])}"
     if op in ("exists", "not exists"):
         return f"{name} {op}"
+    if op == "range":
+        return f"{name} range ({value[0]} {_shown(value[1])}, {value[2]} {_shown(value[3])})"
     return f"{name} {op} {_shown(value)}"
 
 

@@ -18,7 +18,7 @@ predicates of engine/semantics.py:
 ``{"anything-but": {"prefix": "p"}}``            ``not prefix`` (suffix, wildcard and
                                                  equals-ignore-case alike; a list of
                                                  them: each must hold)
-``{"numeric": [">", 0, "<=", 5]}``               ``> 0`` and ``<= 5``
+``{"numeric": [">", 0, "<=", 5]}``               ``range``; ``{"numeric": ["<", 5]}``: ``<``
 ``{"exists": true}`` / ``false``                 ``exists`` / ``not exists``
 ``{"cidr": "10.0.0.0/24"}``                      ``cidr``
 =============================================== ====================================
@@ -26,9 +26,9 @@ predicates of engine/semantics.py:
 A rule we cannot take (a ``null`` value, which we do not keep as a value; a
 bare value instead of a list; an unknown operator) raises ``ValueError`` with
 the reason.  On an attribute with several values (an array) each predicate
-holds when one value satisfies it, as in Event Ruler; the parts of a numeric
-range and the values of an ``anything-but`` list are predicates of their own
-(engine/semantics.py), each of which any value may satisfy.
+holds when one value satisfies it, as in Event Ruler (a numeric range too:
+one value within it); the values of an ``anything-but`` list are predicates
+of their own (engine/semantics.py), each of which any value may satisfy.
 """
 
 from __future__ import annotations
@@ -177,9 +177,11 @@ def _numeric(attribute: str, arg: Any) -> list[Predicate]:
                             f"got {_json([op, x])}")
         _finite(attribute, x)
         out.append((attribute, op, x))
-    if len(out) == 2 and (out[0][1] not in (">", ">=") or out[1][1] not in ("<", "<=")):
-        raise RuleError(f"{attribute}: a numeric range is [\">\" or \">=\", low, \"<\" or \"<=\", high], "
-                        f"got {_json(arg)}")
+    if len(out) == 2:
+        if out[0][1] not in (">", ">=") or out[1][1] not in ("<", "<="):
+            raise RuleError(f"{attribute}: a numeric range is [\">\" or \">=\", low, \"<\" or \"<=\", high], "
+                            f"got {_json(arg)}")
+        return [(attribute, "range", list(arg))]
     return out
 
 

@@ -27,6 +27,10 @@ ignore case``        a case-folded"
                      distinct literal length, then the compiled pattern verifies
 ``not wildcard``     ``D = true``, ``D`` = "the pattern does not match a" (a test per
                      pattern and string: it holds for most strings anyway)
+``range``            two rows: ``S = true and a > lo and a <= hi`` | ``R = true``, ``S`` = "a has
+                     one number" and ``R`` = "one of a's several numbers is in the range"
+                     (only events with several numbers of a get ``R`` pairs: one test
+                     per distinct range there; a scalar reaches the indexed first row)
 ``cidr``             ``D = bits``, ``D`` = the family and first prefix-length bits of a's
                      address; ``bits`` those of the network (an equality, so exact on arrays)
 =================== ====================================================================
@@ -62,8 +66,10 @@ _FULL_SLICES = ("nprefix", "nsuffix")
 #: Derived kinds whose argument is a pattern / substring, whose value is a boolean.
 _TESTS = ("contains", "wildcard", "nwildcard")
 #: Derived kinds without argument (0).
-_WHOLE = ("fold", "absent")
-_DERIVED = _SLICES + _FULL_SLICES + _TESTS + _WHOLE
+_WHOLE = ("fold", "absent", "single")
+#: Derived kind whose argument is a range ``[op, lo, op, hi]``, whose value is a boolean.
+_RANGES = ("within",)
+_DERIVED = _SLICES + _FULL_SLICES + _TESTS + _WHOLE + _RANGES
 #: The derived kind of each extended string operator, and the operator of its row.
 _STRING_LOWERING = {"prefix": ("prefix", "="), "suffix": ("suffix", "="), "not prefix": ("nprefix", "!="),
                     "not suffix": ("nsuffix", "!="), "prefix ignore case": ("iprefix", "="),
@@ -89,6 +95,10 @@ def parse_derived(name: str) -> tuple[str, str, Any] | None:
         return (kind, attribute, arg) if isinstance(arg, str) and (arg or kind != "contains") else None
     if kind in _WHOLE:
         return (kind, attribute, 0) if arg == 0 and type(arg) is int else None
+    if kind in _RANGES:
+        ok = isinstance(arg, list) and len(arg) == 4 and arg[0] in (">", ">=") and arg[2] in ("<", "<=") \
+            and all(type(x) in (int, float) for x in arg[1::2])
+        return (kind, attribute, arg) if ok else None
     if type(arg) is not int or arg < 1:
         return None
     return kind, attribute, arg
@@ -96,7 +106,7 @@ def parse_derived(name: str) -> tuple[str, str, Any] | None:
 
 def derived_row_ok(kind: str, arg: Any, op: int, value: Any) -> bool:
     """Whether ``(derived attribute, op, value)`` is a predicate :func:`lower_predicate` can make (``op``: a code)."""
-    if kind in _TESTS:
+    if kind in _TESTS or kind in _RANGES or kind == "single":
         return op == OP_CODE["="] and value is True
     if kind == "absent":
         return op == OP_CODE["="] and value is True
@@ -148,6 +158,9 @@ def lower_predicate(p: Predicate) -> list[list[Predicate]]:
         return [[(derived_name(kind, a, len(c)), row_op, c)]]
     if op == "not exists":
         return [[(derived_name("absent", a, 0), "=", True)]]
+    if op == "range":
+        return [[(derived_name("single", a, 0), "=", True), (a, v[0], v[1]), (a, v[2], v[3])],
+                [(derived_name("within", a, list(v)), "=", True)]]
     if op in ("equals ignore case", "not equals ignore case"):
         return [[(derived_name("fold", a, 0), "=" if op[0] == "e" else "!=", v.casefold())]]
     if op in ("wildcard", "not wildcard"):
@@ -179,15 +192,28 @@ def lift(row: list[Predicate]) -> list[Predicate]:
 
     Case-folded constants come back folded, a cidr network as ``address/length``.
     """
-    out = []
+    out: list[Predicate] = []
+    singles = {d[1] for d in (parse_derived(a) for a, _, _ in row if a and a[0] == RESERVED_PREFIX)
+               if d is not None and d[0] == "single"}
+    bounds: dict[str, list] = {a: [None, None] for a in singles}  # the range's two comparisons, folded back
     for a, op, v in row:
+        if a in bounds and op in (">", ">=", "<", "<=") and bounds[a][op[0] == "<"] is None:
+            bounds[a][op[0] == "<"] = [op, v]
+            continue
         d = parse_derived(a) if a and a[0] == RESERVED_PREFIX else None
+        if d is not None and d[0] == "single":
+            continue
         if d is not None:
             lifted = _lifted(d, op, v)
             if lifted is not None:
                 out.append(lifted)
                 continue
         out.append((a, op, v))
+    for a, (lo, hi) in bounds.items():
+        if lo is not None and hi is not None:
+            out.append((a, "range", lo + hi))
+        else:  # (not what lower_predicate makes: kept as it is)
+            out.extend((a, *b) for b in (lo, hi) if b is not None)
     return out
 
 
@@ -200,6 +226,8 @@ def _lifted(d: tuple[str, str, Any], op: str, v: Any) -> Predicate | None:
             else None
     if kind == "absent":
         return (attribute, "not exists", None) if op == "=" and v is True else None
+    if kind == "within":
+        return (attribute, "range", list(arg)) if op == "=" and v is True else None
     if not isinstance(v, str):
         return None
     if kind == "fold" and op in ("=", "!="):
@@ -283,8 +311,12 @@ class DerivedAttributes:
                 for name, hits in self._wildcards[attribute].matches(values).items():
                     hits_ = np.asarray(hits, dtype=np.int64)
                     add(name, evs[hits_], KIND_BOOL, np.ones(len(hits_)), np.full(len(hits_), -1, dtype=np.int64))
+            ranged = [(name, kind, arg) for name, kind, arg in specs if kind == "single" or kind in _RANGES]
+            if ranged:
+                self._ranges(ai, attrs, kinds, np.asarray(batch.numbers, dtype=np.float64), event_of, n_events,
+                             ranged, add)
             for name, kind, arg in specs:
-                if kind == "wildcard":
+                if kind == "wildcard" or kind == "single" or kind in _RANGES:
                     continue
                 if kind == "absent":
                     present = np.zeros(n_events, dtype=bool)
@@ -327,6 +359,25 @@ class DerivedAttributes:
         picked = sidx[sidx >= 0]
         return type(batch)(tuple(names), new_offsets, np.concatenate([attrs.astype(np.int32)] + new_attr)[order],
                           kinds_all, numbers, tuple(map(strings.__getitem__, picked.tolist())))
+
+    @staticmethod
+    def _ranges(ai, attrs, kinds, numbers, event_of, n_events, specs, add) -> None:
+        """``single`` pairs for events with one number of the attribute, ``within`` pairs for events with several
+        of which one is in the range (the only events where a range's comparisons could be met by two values)."""
+        if ai is None:
+            return
+        pos = np.flatnonzero((attrs == ai) & (kinds == KIND_NUMBER) & ~np.isnan(numbers))
+        count = np.bincount(event_of[pos], minlength=n_events)
+        for name, kind, arg in specs:
+            if kind == "single":
+                evs = np.flatnonzero(count == 1)
+            else:
+                several = pos[count[event_of[pos]] >= 2]
+                x = numbers[several]
+                lo = x > arg[1] if arg[0] == ">" else x >= arg[1]
+                hi = x < arg[3] if arg[2] == "<" else x <= arg[3]
+                evs = np.unique(event_of[several][lo & hi])
+            add(name, evs, KIND_BOOL, np.ones(len(evs)), np.full(len(evs), -1, dtype=np.int64))
 
 
 class WildcardIndex:
