@@ -314,6 +314,7 @@ def wildcard_regex(pattern: str) -> "re.Pattern[str]":
     return re.compile(".*".join(map(re.escape, wildcard_parts(pattern))), re.DOTALL)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # an event's address is sliced once per distinct network length
 def ip_bits(value: Any) -> str | None:
     """``"4"`` or ``"6"`` and the address's bits as ``0``/``1`` characters; ``None`` if ``value`` is no address."""
     if type(value) is not str or not 2 <= len(value) <= 45:
