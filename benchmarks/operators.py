@@ -3,6 +3,7 @@
     python -m benchmarks.operators in --n 1000000 --algorithm dynamic --repeat 3
     python -m benchmarks.operators prefix --n 100000 --titles 100000 --events 20000 --repeat 3
     python -m benchmarks.operators prefix --lengths 3-6      # prefixes of 3-6 characters only
+    python -m benchmarks.operators ruler --operator wildcard --n 100000 --events 20000
 
 ``in``: Fabret et al.'s W0 (workloads/fabret.py) and the same subscriptions
 with their first fixed predicate ``a0 = v`` replaced by ``a0 in (v, v', v'')``
@@ -20,6 +21,14 @@ title.  Reports events/s of ``match_encoded`` (derived pairs included; in
 wall-clock time and in the process's CPU time, which other work on a shared
 machine disturbs less) and of ``match_batch`` on dicts, and, as the floor, a Python ``str.startswith``
 scan over the subscriptions on a sample of events (whose matches must agree).
+
+``ruler``: one of Event Ruler's operators (``--operator``): ``equals ignore
+case`` / ``prefix ignore case`` on a title in random case, ``wildcard``
+``head*tail`` with the title's first 1-4 and last 1-3 characters, ``not
+prefix`` (holds for nearly every event), ``cidr`` (random /16 to /28 networks
+over IPv4 addresses drawn from 256 /16s), ``range`` (``> lo, <= lo + w`` on a
+number; ``--array`` gives each event three numbers); the same figures as
+``prefix``, the floor being ``engine.semantics.holds`` over every subscription.
 """
 
 from __future__ import annotations
@@ -160,9 +169,71 @@ def run_prefix(n: int, n_titles: int, n_events: int, algorithm: str, repeat: int
             "matches_per_event": round(len(res.ids) / n_events, 2)}
 
 
+RULER_OPERATORS = ("equals ignore case", "prefix ignore case", "wildcard", "not prefix", "cidr", "range")
+
+
+def _ruler_workload(operator: str, n: int, n_titles: int, n_events: int, array: bool):
+    rng = random.Random(5)
+    pool = titles(n_titles, seed=2)
+    ips = [f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(256)}" for _ in range(n_titles)]
+
+    def case(t: str) -> str:
+        return "".join(c.upper() if rng.random() < 0.3 else c for c in t)
+
+    subs = []
+    for _ in range(n):
+        t = rng.choice(pool)
+        if operator == "equals ignore case":
+            subs.append(("title", operator, case(t)))
+        elif operator in ("prefix ignore case", "not prefix"):
+            subs.append(("title", operator, case(t[: rng.randint(1, 6)]) if "case" in operator else t[:3]))
+        elif operator == "wildcard":
+            subs.append(("title", operator, t[: rng.randint(1, 4)] + "*" + t[-rng.randint(1, 3):]))
+        elif operator == "cidr":
+            subs.append(("ip", operator, f"{rng.choice(ips)}/{rng.randint(16, 28)}"))
+        else:  # range
+            lo = rng.uniform(0, 1000)
+            subs.append(("x", operator, [">", round(lo, 3), "<=", round(lo + rng.uniform(0, 20), 3)]))
+    dicts = []
+    for _ in range(n_events):
+        xs = [round(rng.uniform(0, 1000), 3) for _ in range(3 if array else 1)]
+        dicts.append({"title": case(rng.choice(pool)), "ip": rng.choice(ips), "x": xs if array else xs[0]})
+    return subs, dicts
+
+
+def run_ruler(operator: str, n: int, n_titles: int, n_events: int, algorithm: str, repeat: int, floor_events: int,
+              array: bool = False) -> dict:
+    from fastpubsub.engine.semantics import holds
+
+    subs, dicts = _ruler_workload(operator, n, n_titles, n_events, array)
+    events = batch_from_dicts(dicts)
+    m = Matcher(algorithm)
+    t = time.perf_counter()
+    m.add_bulk(SubscriptionBatch.from_lists((i, [p]) for i, p in enumerate(subs)))
+    load = time.perf_counter() - t
+    m.match_encoded(events)  # compile or load the kernels
+    best_enc = best_cpu = float("inf")
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        res = m.match_encoded(events)
+        best_enc = min(best_enc, time.perf_counter() - t)
+        best_cpu = min(best_cpu, time.process_time() - c)
+    t = time.perf_counter()
+    scan = [[i for i, p in enumerate(subs) if holds(p, e)] for e in dicts[:floor_events]]
+    t_scan = time.perf_counter() - t
+    assert [g.tolist() for g in res.split()[:floor_events]] == scan, f"{operator} matches differ from the scan"
+    return {"workload": f"ruler {operator}" + (" array" if array else ""), "algorithm": algorithm, "n": n,
+            "events": n_events, "load_s": round(load, 2), "encoded_events_per_s": round(n_events / best_enc),
+            "encoded_cpu_events_per_s": round(n_events / max(best_cpu, 1e-9)),
+            "holds_scan_events_per_s": round(floor_events / t_scan, 1),
+            "matches_per_event": round(len(res.ids) / n_events, 2)}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.operators", description=__doc__.split("\n\n")[0])
-    ap.add_argument("workload", choices=["in", "prefix"])
+    ap.add_argument("workload", choices=["in", "prefix", "ruler"])
+    ap.add_argument("--operator", choices=RULER_OPERATORS, default="wildcard", help="the ruler workload's operator")
+    ap.add_argument("--array", action="store_true", help="ruler range: three numbers per event")
     ap.add_argument("--n", type=int, default=None, help="subscriptions (default: 1,000,000 for in, 100,000 for prefix)")
     ap.add_argument("--algorithm", default="dynamic")
     ap.add_argument("--events", type=int, default=None, help="events per pass (default: 1,000 for in, 20,000 for prefix)")
@@ -172,7 +243,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lengths", default="1-6", help="prefix lengths, lo-hi characters")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    if args.workload == "in":
+    if args.workload == "ruler":
+        row = run_ruler(args.operator, args.n or 100_000, args.titles, args.events or 20_000, args.algorithm,
+                        args.repeat, args.floor_events, args.array)
+    elif args.workload == "in":
         row = run_in(args.n or 1_000_000, args.events or 1_000, args.algorithm, args.repeat, args.values)
     else:
         lo, hi = (int(x) for x in args.lengths.split("-"))

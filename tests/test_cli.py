@@ -39,19 +39,25 @@ def test_subscribe_publish_tail(bootstrap, group_id, start_processor):
                  '(movie in ("rex", "odeon") and price between 5 and 10) or theater prefix "od"')
     assert out.strip() == ('subscription 45 (dave): (movie in ("rex", "odeon") and price between 5 and 10) '
                            'or theater prefix "od"')
+    out = invoke("subscribe", *b, "--id", "46", "--subscriber", "carol",
+                 '{"theater": [{"prefix": {"equals-ignore-case": "OD"}}], "price": [{"numeric": [">", 5, "<=", 8]}]}')
+    assert out.strip() == 'subscription 46 (carol): theater prefix ignore case "OD" and price range (> 5, <= 8)'
     [record] = [m for m in read_all(bootstrap, topics.SUBSCRIPTIONS, quiet=0.3) if m.key() == b"43"]
     assert record.value().startswith(b"{")
 
     p = start_processor(output_format="json")
-    assert sorted(p.state.subscribers) == [42, 43, 45]
+    assert sorted(p.state.subscribers) == [42, 43, 45, 46]
     invoke("publish", *b, "--key", "e17", '{"movie": "groundhog day", "price": 8, "theater": "odeon"}')
     invoke("publish", *b, "--format", "avro", "-", input='{"price": 200}\n{"price": 5}\n')
     wait_processed(bootstrap, group_id)
     p.stop()
 
-    lines = invoke("tail", *b, "--from-beginning", "--max", "3", "--timeout", "10").splitlines()
+    lines = invoke("tail", *b, "--from-beginning", "--max", "4", "--timeout", "10").splitlines()
     notes = sorted((json.loads(line) for line in lines), key=lambda n: n["subscriber"])
-    assert [(n["subscriber"], n["subscription_id"]) for n in notes] == [("alice", 42), ("bob", 43), ("dave", 45)]
+    assert [(n["subscriber"], n["subscription_id"]) for n in notes] == [("alice", 42), ("bob", 43), ("carol", 46),
+                                                                         ("dave", 45)]
+    assert notes[2]["event_id"] == "e17"  # an Event Ruler rule
+    del notes[2]
     assert notes[2]["event_id"] == "e17"  # through its second disjunct (theater prefix "od")
     source = notes[0].pop("source")  # the record's partition is the producer's choice
     assert source["topic"] == topics.EVENTS and "original" not in notes[0]
@@ -66,6 +72,10 @@ def test_bad_input_is_refused_with_a_reason(bootstrap):
     assert result.exit_code == 2 and "column 8: expected a value" in result.output
     result = CliRunner().invoke(main, ["subscribe", *b, "--subscriber", "a", "color in ('red', 1)"])
     assert result.exit_code == 2 and "values of more than one kind" in result.output
+    result = CliRunner().invoke(main, ["subscribe", *b, "--subscriber", "a", '{"price": [{"numeric": ["~", 3]}]}'])
+    assert result.exit_code == 2 and "price: 'numeric' compares with one of" in result.output
+    result = CliRunner().invoke(main, ["subscribe", *b, "--subscriber", "a", '{"price": [1}'])
+    assert result.exit_code == 2 and "the rule is not JSON" in result.output
     result = CliRunner().invoke(main, ["publish", *b, '{"price": 1, "price": 2}'])
     assert result.exit_code == 2 and "duplicate JSON key 'price'" in result.output
     # (a null is no longer refused: the attribute is absent, by the path rule: tests/test_paths.py)

@@ -212,7 +212,7 @@ V2_BAD = _avro("subscription_v2", {"subscriber": "a", "predicates": [{"attribute
     "value, reason",
     [
         (b'{"subscriber": "a", "predicates": [["a", "=", 1]], "any": [[["a", "=", 1]]]}', "exactly one of 'predicates'"),
-        (b'{"subscriber": "a"}', "missing the field 'predicates' (or 'any')"),
+        (b'{"subscriber": "a"}', "missing the field 'predicates' (or 'any', or 'rule')"),
         (b'{"subscriber": "a", "any": []}', "AnyOf needs at least one disjunct"),
         (b'{"subscriber": "a", "any": "a = 1"}', "'any' must be a list"),
         (b'{"subscriber": "a", "any": [[["a", "=", 1]], []]}', "disjunct 1: a subscription needs at least one predicate"),

@@ -65,9 +65,16 @@ def _bound_path(text: str) -> bool:
     return re.search(r"\b[A-Za-z_]\w*\.[A-Za-z_]\w*\.[A-Za-z_]", text) is not None
 
 
+#: Event Ruler's operators, new in plain subscriptions: a text the old parser refused may parse now.
+_NEW_OPERATORS = re.compile(r"\b(not exists|equals ignore case|(prefix|suffix) ignore case|wildcard|cidr|range|"
+                            r"not (prefix|suffix|wildcard|equals ignore case))\b", re.IGNORECASE)
+
+
 def check(text: str) -> None:
     for language in PARSERS:
         old, new = _outcome(language, 0, text), _outcome(language, 1, text)
+        if old is None and language == "plain" and _NEW_OPERATORS.search(text):
+            continue
         if old != new and not _deliberate(language, text):
             raise AssertionError(f"{language}: {text!r} was {old or 'refused'}, is {new or 'refused'}")
 

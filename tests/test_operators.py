@@ -240,6 +240,10 @@ def test_the_operator_benchmarks_run_and_check_their_matches():
     assert row["in_matches_per_event"] >= row["plain_matches_per_event"] and row["in_events_per_s"] > 0
     row = operators.run_prefix(2000, 2000, 300, "propagation", repeat=1, floor_events=100)
     assert row["matches_per_event"] > 1 and row["startswith_scan_events_per_s"] > 0
+    for operator in operators.RULER_OPERATORS:  # each checks its matches against engine.semantics.holds
+        row = operators.run_ruler(operator, 300, 200, 100, "dynamic", repeat=1, floor_events=50,
+                                  array=operator == "range")
+        assert row["matches_per_event"] > 0, row
 
 
 def test_derived_attributes_take_only_what_the_lowering_makes():

@@ -20,7 +20,7 @@ from oracles.engine import OracleMatcher
 
 ATTRS = ["a", "b", "c"]
 scalars = st.one_of(st.integers(-2, 2), st.sampled_from([0.5, "x", "xy", "y", True, False]))
-event_scalars = st.one_of(scalars, st.just(math.nan))
+event_scalars = st.one_of(scalars, st.sampled_from([math.nan, "X", "Xy", "10.1.2.3", "::1"]))
 
 
 def _predicate(attr: str, op: str):
@@ -30,8 +30,17 @@ def _predicate(attr: str, op: str):
         return st.tuples(st.just(attr), st.just(op), st.tuples(st.integers(-2, 0), st.integers(0, 2)).map(list))
     if op in ("prefix", "suffix", "contains"):
         return st.tuples(st.just(attr), st.just(op), st.sampled_from(["x", "y", "xy"]))
-    if op == "exists":
+    if op in ("exists", "not exists"):
         return st.tuples(st.just(attr), st.just(op), st.none())
+    if "ignore case" in op or op in ("not prefix", "not suffix"):
+        return st.tuples(st.just(attr), st.just(op), st.sampled_from(["x", "Y", "xY"]))
+    if "wildcard" in op:
+        return st.tuples(st.just(attr), st.just(op), st.sampled_from(["x*", "*y", "*", "x*y"]))
+    if op == "range":
+        return st.tuples(st.just(attr), st.just(op), st.tuples(st.sampled_from([">", ">="]), st.integers(-2, 0),
+                                                               st.sampled_from(["<", "<="]), st.integers(0, 2)).map(list))
+    if op == "cidr":
+        return st.tuples(st.just(attr), st.just(op), st.sampled_from(["10.0.0.0/8", "::/0"]))
     return st.tuples(st.just(attr), st.just(op), scalars)
 
 

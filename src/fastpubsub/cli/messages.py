@@ -18,6 +18,7 @@ from fastpubsub.language import ExpressionError, format_predicates, parse
 from fastpubsub.language.lexer import NAME
 from fastpubsub.wire import codecs
 from fastpubsub.wire.topics import TopicNames
+from fastpubsub.wire.eventruler import RuleError, rule_to_subscription
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from fastpubsub.wire.placement import partition_for
 
@@ -91,6 +92,15 @@ def _epoch_ms(text: str | None, option: str = "--valid-until") -> int | None:
     return int(moment.timestamp() * 1000)
 
 
+def rule_from_text(text: str):
+    """The subscription an Event Ruler rule in JSON text stands for; :class:`RuleError` if it is not one we take."""
+    try:
+        rule = json.loads(text)
+    except ValueError as exc:
+        raise RuleError(f"the rule is not JSON: {exc}") from None
+    return rule_to_subscription(rule)
+
+
 @click.command()
 @connection_options
 @topic_options
@@ -117,7 +127,12 @@ def subscribe(clients, topics, expression, sub_id, subscriber, valid_until, vali
     Predicates are joined by `and` and `or` (`and` binds tighter, parentheses
     group); operators = != < <= > >=, in (v, ...), not in (v, ...),
     between lo and hi, not between lo and hi, prefix "s", suffix "s",
-    contains "s", exists; values are "strings", numbers, true or false.  An
+    contains "s", exists, not exists, equals ignore case "s", prefix ignore
+    case "s", suffix ignore case "s", wildcard "a*b", cidr "10.0.0.0/8",
+    range (> lo, <= hi), not prefix "s", not suffix "s", not wildcard "a*b",
+    not equals ignore case "s"; values are "strings", numbers, true or false.  An EXPRESSION that
+    starts with `{` is an AWS Event Ruler (EventBridge) rule in its JSON
+    form, e.g. '{"detail": {"state": [{"anything-but": "x"}]}}'.  An
     aggregate subscription over a table (min, max, count(*), sum, avg,
     distinct ... over TABLE where ATTR between LOW and HIGH, or a select-join)
     is checked against the tables that `pubsub tables` declared and served by
@@ -138,8 +153,8 @@ def subscribe(clients, topics, expression, sub_id, subscriber, valid_until, vali
         click.echo(f"subscription {sub_id} ({subscriber}): {shown}")
         return
     try:
-        predicates = parse(expression)
-    except ExpressionError as exc:
+        predicates = rule_from_text(expression) if expression.lstrip()[:1] == "{" else parse(expression)
+    except (ExpressionError, RuleError) as exc:
         raise click.BadParameter(str(exc), param_hint="EXPRESSION") from None
     if sub_id is None:
         sub_id = uuid.uuid4().int >> 65  # positive, fits in a signed 64-bit integer

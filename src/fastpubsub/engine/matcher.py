@@ -35,7 +35,7 @@ from .kernels.sorting import merge_matches
 from .heap import release_free_memory
 from .memory_budget import check_load
 from .columnar import take_subscriptions
-from .frontend.lowering import DerivedAttributes, parse_derived
+from .frontend.lowering import DerivedAttributes, derived_row_ok, parse_derived
 from .structures.prefix_groups import PrefixGroups
 from .structures.predicates import PredicateTable
 from .semantics import KIND_BOOL, KIND_STRING, KINDS, RESERVED_PREFIX, validate_subscription_id
@@ -122,19 +122,18 @@ def _check_values(what: str, batch: EventBatch | SubscriptionBatch) -> None:
 
 
 def _check_derived(batch: SubscriptionBatch, derived: list[int]) -> None:
-    """Predicates on derived attributes are what engine/frontend/lowering.py makes: ``= string`` of the attribute's length
-    (prefix, suffix) or ``= true`` (contains); event matching relies on it."""
+    """Predicates on derived attributes are what engine/frontend/lowering.py makes (:func:`derived_row_ok`);
+    event matching relies on it."""
     at = np.flatnonzero(np.isin(np.asarray(batch.attributes), derived))
     kinds, ops = np.asarray(batch.kinds)[at], np.asarray(batch.operators)[at]
     string_pos = np.cumsum(np.asarray(batch.kinds) == KIND_STRING) - 1
     names = batch.attribute_names
     for j, k, op, a in zip(at.tolist(), kinds.tolist(), ops.tolist(), np.asarray(batch.attributes)[at].tolist()):
         kind, _, arg = parse_derived(names[a])  # type: ignore[misc]
-        ok = op == 0 and (k == KIND_BOOL and batch.numbers[j] == 1 if kind == "contains" else
-                          k == KIND_STRING and len(batch.strings[string_pos[j]]) == arg)
-        if not ok:
+        value = batch.strings[string_pos[j]] if k == KIND_STRING else bool(batch.numbers[j]) if k == KIND_BOOL else None
+        if not derived_row_ok(kind, arg, op, value):
             raise ValueError(f"SubscriptionBatch: predicate {j} on the derived attribute {names[a]!r} is not "
-                             "what a prefix, suffix or contains predicate lowers to")
+                             "what an extended operator lowers to (engine/frontend/lowering.py)")
 
 
 class Matcher:

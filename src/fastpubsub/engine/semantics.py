@@ -35,7 +35,31 @@ every one of them, the negative ones included):
 ``suffix``        non-empty string      is a string ending with it
 ``contains``      non-empty string      is a string containing it
 ``exists``        ``None``              is present (any kind; NaN counts as absent)
+``not exists``    ``None``              is absent (the one operator a missing attribute satisfies)
+``equals ignore   string                is a string equal to it once both are case-folded
+case``                                  (``str.casefold``)
+``prefix ignore   non-empty string      is a string whose case-folded form starts with the
+case``                                  case-folded constant
+``suffix ignore   non-empty string      the same, ending with it
+case``
+``wildcard``      string pattern        is a string the pattern matches whole: ``*`` stands for
+                                        any characters (none included), ``\\*`` for a star,
+                                        ``\\\\`` for a backslash
+``cidr``          ``"net/len"``         is a string holding an IPv4 or IPv6 address inside that
+                                        network (``ipaddress``; same family only)
+``not prefix``    non-empty string      is a string not starting with it
+``not suffix``    non-empty string      is a string not ending with it
+``not wildcard``  string pattern        is a string the pattern does not match
+``not equals      string                is a string not equal to it once both are case-folded
+ignore case``
+``range``         ``[">", lo, "<=", hi]`` is a number above (``>``) or from (``>=``) ``lo`` and
+                                        below (``<``) or up to (``<=``) ``hi``: unlike
+                                        ``between``, on several values one value must meet both
 ================= ===================== =============================================
+
+These are Event Ruler's operators (its ``anything-but`` is ``not in`` and the
+``not`` forms); on an attribute with several values each holds when one value
+satisfies it, except ``not exists``, which holds when there is none.
 
 A list is non-empty, of one kind (``True`` never equals ``1``) and at most
 ``MAX_LIST`` long; ``between``'s ``lo <= hi``.
@@ -51,7 +75,10 @@ always fits the engine.
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import math
+import re
 from typing import Any, Iterable, Sequence
 
 #: Operator symbols; an operator's code is its index in this tuple.
@@ -67,11 +94,17 @@ Predicate = tuple[str, str, Any]
 
 #: Operators beyond the comparisons (module docstring); the engine lowers them onto ``OPERATORS``.
 EXTENDED_OPERATORS: tuple[str, ...] = (
-    "in", "not in", "between", "not between", "prefix", "suffix", "contains", "exists")
+    "in", "not in", "between", "not between", "prefix", "suffix", "contains", "exists",
+    "not exists", "equals ignore case", "prefix ignore case", "suffix ignore case", "wildcard", "cidr",
+    "not prefix", "not suffix", "not wildcard", "not equals ignore case", "range")
 ALL_OPERATORS: tuple[str, ...] = OPERATORS + EXTENDED_OPERATORS
 _LIST_OPS = frozenset(("in", "not in"))
 _RANGE_OPS = frozenset(("between", "not between"))
-_STRING_OPS = frozenset(("prefix", "suffix", "contains"))
+_STRING_OPS = frozenset(("prefix", "suffix", "contains", "prefix ignore case", "suffix ignore case",
+                         "not prefix", "not suffix"))
+#: Operators whose value may be any string, the empty one included.
+_ANY_STRING_OPS = frozenset(("equals ignore case", "not equals ignore case", "wildcard", "not wildcard"))
+_NO_VALUE_OPS = frozenset(("exists", "not exists"))
 #: Most values of an ``in`` / ``not in`` list.
 MAX_LIST = 10_000
 #: Most conjunctions of comparisons a subscription may stand for (see :func:`conjunction_count`).
@@ -217,9 +250,88 @@ def _extended_value(i: int, attribute: str, op: str, value: Any) -> Any:
         if type(value) is not str and not isinstance(value, str) or not value:
             raise ValueError(f"predicate {i} {name}: expected a non-empty string, got {value!r}"[:300])
         return str(value)
-    if value is not None:  # exists
-        raise ValueError(f"predicate {i} {name}: 'exists' takes no value (None), got {value!r}"[:300])
+    if op in _ANY_STRING_OPS:
+        if not isinstance(value, str):
+            raise ValueError(f"predicate {i} {name}: expected a string, got {value!r}"[:300])
+        if "wildcard" in op:
+            try:
+                wildcard_parts(value)
+            except ValueError as exc:
+                raise ValueError(f"predicate {i} {name}: {exc}") from None
+        return str(value)
+    if op == "range":
+        ok = isinstance(value, (list, tuple)) and len(value) == 4 and value[0] in (">", ">=") \
+            and value[2] in ("<", "<=") and all(type(x) in (int, float) for x in value[1::2])
+        if not ok:
+            raise ValueError(f"predicate {i} {name}: expected [\">\" or \">=\", lo, \"<\" or \"<=\", hi], "
+                             f"got {value!r}"[:300])
+        for x in value[1::2]:
+            _scalar(i, name, x)  # NaN, too large
+        lo, hi = value[1], value[3]
+        if float(lo) > float(hi):
+            raise ValueError(f"predicate {i} {name}: lo {lo!r} is above hi {hi!r}"[:300])
+        return list(value)
+    if op == "cidr":
+        if not isinstance(value, str):
+            raise ValueError(f"predicate {i} {name}: expected a network such as \"10.0.0.0/24\", got {value!r}"[:300])
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"predicate {i} {name}: {exc}"[:300]) from None
+        return str(value)
+    if value is not None:  # exists, not exists
+        raise ValueError(f"predicate {i} {name}: {op!r} takes no value (None), got {value!r}"[:300])
     return None
+
+
+def wildcard_parts(pattern: str) -> list[str]:
+    """The literal fragments between the stars of a wildcard pattern (``ValueError`` for a bad escape).
+
+    ``"a*b\\*c"`` -> ``["a", "b*c"]``: a backslash takes the star or backslash after it literally.
+    """
+    parts, cur, i = [], [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            if i + 1 >= len(pattern) or pattern[i + 1] not in "*\\":
+                raise ValueError(f"wildcard {pattern!r}: a backslash escapes only '*' or a backslash")
+            cur.append(pattern[i + 1])
+            i += 2
+            continue
+        if c == "*":
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+@functools.lru_cache(maxsize=4096)
+def wildcard_regex(pattern: str) -> "re.Pattern[str]":
+    """The compiled regular expression a valid wildcard pattern stands for (match it with ``fullmatch``)."""
+    return re.compile(".*".join(map(re.escape, wildcard_parts(pattern))), re.DOTALL)
+
+
+@functools.lru_cache(maxsize=1 << 16)  # an event's address is sliced once per distinct network length
+def ip_bits(value: Any) -> str | None:
+    """``"4"`` or ``"6"`` and the address's bits as ``0``/``1`` characters; ``None`` if ``value`` is no address."""
+    if type(value) is not str or not 2 <= len(value) <= 45:
+        return None
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    width = 32 if address.version == 4 else 128
+    return str(address.version) + format(int(address), f"0{width}b")
+
+
+def cidr_bits(network: str) -> str:
+    """A valid cidr constant as the leading characters of :func:`ip_bits` of every address inside it."""
+    net = ipaddress.ip_network(network, strict=False)
+    width = 32 if net.version == 4 else 128
+    return str(net.version) + format(int(net.network_address), f"0{width}b")[:net.prefixlen]
 
 
 class AnyOf:
@@ -268,11 +380,11 @@ def _alternatives(p: Predicate) -> int:
     op = p[1]
     if op == "in":
         return len(_distinct(p[2]))
-    if op == "not between":
+    if op in ("not between", "range"):
         return 2
     if op == "exists":
         return 3
-    return 1
+    return 1  # (not exists: one row on its derived attribute)
 
 
 def _distinct(values: list) -> list:
@@ -348,6 +460,8 @@ def holds(predicate: Predicate, event: dict[str, Any]) -> bool:
     (engine/frontend/lowering.py), each of which any value may satisfy.
     """
     attribute, op, constant = predicate
+    if op == "not exists":
+        return not holds((attribute, "exists", None), event)
     if attribute not in event:
         return False
     v = event[attribute]
@@ -364,14 +478,33 @@ def holds(predicate: Predicate, event: dict[str, Any]) -> bool:
         return compare(op, v, constant)
     if op == "exists":
         return True
-    if op in _STRING_OPS:
+    if op == "range":
+        return compare(constant[0], v, constant[1]) and compare(constant[2], v, constant[3])
+    if op in _STRING_OPS or op in _ANY_STRING_OPS or op == "cidr":
         if not isinstance(v, str):
             return False
         if op == "prefix":
             return v.startswith(constant)
         if op == "suffix":
             return v.endswith(constant)
-        return constant in v
+        if op == "contains":
+            return constant in v
+        if op == "not prefix":
+            return not v.startswith(constant)
+        if op == "not suffix":
+            return not v.endswith(constant)
+        if op == "prefix ignore case":
+            return v.casefold().startswith(constant.casefold())
+        if op == "suffix ignore case":
+            return v.casefold().endswith(constant.casefold())
+        if op == "equals ignore case":
+            return v.casefold() == constant.casefold()
+        if op == "not equals ignore case":
+            return v.casefold() != constant.casefold()
+        if op == "cidr":
+            bits = ip_bits(v)
+            return bits is not None and bits.startswith(cidr_bits(constant))
+        return (wildcard_regex(constant).fullmatch(v) is not None) == (op == "wildcard")
     kind = value_kind(v)
     if kind != value_kind(constant[0]):
         return False

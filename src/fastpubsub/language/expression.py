@@ -12,7 +12,12 @@ tighter; parentheses group)::
   (``==`` is accepted as ``=``); ``attribute in (v, ...)``, ``attribute not
   in (v, ...)``, ``attribute between lo and hi``, ``attribute not between lo
   and hi``, ``attribute prefix "s"``, ``attribute suffix "s"``, ``attribute
-  contains "s"``, ``attribute exists`` (meanings in engine/semantics.py);
+  contains "s"``, ``attribute exists``, ``attribute not exists``, ``attribute
+  equals ignore case "s"``, ``attribute prefix ignore case "s"``, ``attribute
+  suffix ignore case "s"``, ``attribute wildcard "a*b"``, ``attribute cidr
+  "10.0.0.0/8"``, ``attribute range (> lo, <= hi)`` (``>`` or ``>=``, then ``<`` or
+  ``<=``), and ``not`` before ``prefix``, ``suffix``, ``wildcard`` and
+  ``equals ignore case`` (meanings in engine/semantics.py);
 * value: a string (double- or single-quoted, backslash escapes as in JSON), a
   number (an integer or a decimal/exponent number, with an optional sign),
   ``true`` or ``false``.
@@ -35,7 +40,8 @@ from fastpubsub.engine import MAX_CONJUNCTIONS, AnyOf, Predicate, validate_subsc
 from .lexer import END_KIND, NAME_KIND, NUMBER_KIND, OP_KIND, PUNCT_KIND, STRING_KIND, Dialect, Token
 
 #: Words with a meaning in the language; an attribute spelled like one is written quoted.
-KEYWORDS = frozenset(("and", "or", "not", "in", "between", "prefix", "suffix", "contains", "exists", "true", "false"))
+KEYWORDS = frozenset(("and", "or", "not", "in", "between", "prefix", "suffix", "contains", "exists", "true", "false",
+                      "equals", "ignore", "case", "wildcard", "cidr", "range"))
 #: The language's tokens (language.lexer): names may hold ``.`` and ``-`` and open with ``$`` (a record's metadata,
 #: ``wire.metadata``), numbers may be signed.
 DIALECT = Dialect(operators=("!=", "<=", ">=", "==", "=", "<", ">"), punctuation="(),", name_chars=".-", signs="+-",
@@ -133,8 +139,10 @@ class _Parser:
         if self.word("not"):
             negated = True
             self.i += 1
-            if not self.word("in", "between"):
-                raise ExpressionError(f"column {self.peek().column}: expected 'in' or 'between' after 'not'")
+            if not self.word("in", "between", "exists", "prefix", "suffix", "wildcard", "equals"):
+                raise ExpressionError(f"column {self.peek().column}: expected 'in', 'between', 'exists', 'prefix', "
+                                      "'suffix', 'wildcard' or 'equals ignore case' after 'not'")
+        no = "not " if negated else ""
         if self.word("in"):
             self.i += 1
             self.expect_punct("(", "'(' and a list of values")
@@ -143,22 +151,57 @@ class _Parser:
                 self.i += 1
                 values.append(self.value())
             self.expect_punct(")", "',' or ')'")
-            return (attribute, "not in" if negated else "in", values)
+            return (attribute, no + "in", values)
         if self.word("between"):
             self.i += 1
             lo = self.value()
             if not self.word("and"):
                 raise ExpressionError(f"column {self.peek().column}: expected 'and' in 'between lo and hi'")
             self.i += 1
-            return (attribute, "not between" if negated else "between", [lo, self.value()])
-        if self.word(*_STRING_OPS):
-            self.i += 1
-            return (attribute, o.text.lower(), self.value())
+            return (attribute, no + "between", [lo, self.value()])
         if self.word("exists"):
             self.i += 1
-            return (attribute, "exists", None)
+            return (attribute, no + "exists", None)
+        if not negated and self.word("range"):
+            self.i += 1
+            self.expect_punct("(", "'(' and '> lo, <= hi'")
+            lo_op = self.range_op((">", ">="))
+            lo = self.value()
+            self.expect_punct(",", "','")
+            hi_op = self.range_op(("<", "<="))
+            hi = self.value()
+            self.expect_punct(")", "')'")
+            return (attribute, "range", [lo_op, lo, hi_op, hi])
+        if self.word("equals"):
+            self.i += 1
+            self.ignore_case(required=True)
+            return (attribute, no + "equals ignore case", self.value())
+        if self.word("prefix", "suffix") or not negated and self.word("contains", "wildcard", "cidr") \
+                or negated and self.word("wildcard"):
+            op = self.peek().text.lower()
+            self.i += 1
+            if op in ("prefix", "suffix") and not negated and self.ignore_case(required=False):
+                op += " ignore case"
+            return (attribute, no + op, self.value())
         raise ExpressionError(f"column {o.column}: expected an operator (= != < <= > >= in, not in, between, not between, "
-                              f"prefix, suffix, contains, exists), got {o.text!r}")
+                              f"prefix, suffix, contains, exists, not exists, equals ignore case, wildcard, cidr, ...), "
+                              f"got {o.text!r}")
+
+    def range_op(self, ops: tuple[str, str]) -> str:
+        t = self.peek()
+        if t.kind != OP_KIND or t.text not in ops:
+            raise ExpressionError(f"column {t.column}: expected {' or '.join(ops)} in 'range (> lo, <= hi)'")
+        self.i += 1
+        return t.text
+
+    def ignore_case(self, required: bool) -> bool:
+        """Reads ``ignore case`` if it comes next (and it must where ``required``)."""
+        if self.word("ignore") and self.tokens[self.i + 1].is_word("case"):
+            self.i += 2
+            return True
+        if required:
+            raise ExpressionError(f"column {self.peek().column}: expected 'ignore case'")
+        return False
 
 
 def parse(text: str) -> "list[Predicate] | AnyOf":
@@ -200,8 +243,10 @@ def _predicate(p: Predicate) -> str:
         return f"{name} {op} ({', '.join(map(_shown, value))})"
     if op in ("between", "not between"):
         return f"{name} {op} {_shown(value[0])} and {_shown(value[1])}"
-    if op == "exists":
-        return f"{name} exists"
+    if op in ("exists", "not exists"):
+        return f"{name} {op}"
+    if op == "range":
+        return f"{name} range ({value[0]} {_shown(value[1])}, {value[2]} {_shown(value[3])})"
     return f"{name} {op} {_shown(value)}"
 
 

@@ -28,6 +28,7 @@ import orjson
 
 from fastpubsub.engine import OPERATORS, AnyOf, Predicate, validate_event, validate_subscription
 
+from .eventruler import RuleError, rule_to_subscription
 from .paths import escape, flatten_counting
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"  # package data (pyproject: tool.setuptools.package-data)
@@ -272,16 +273,18 @@ def _sniff(value: bytes | None, what: str) -> str:
 def _check_subscription(obj: Any) -> Subscription:
     if not isinstance(obj, dict):
         raise DecodeError(f"a subscription must be an object, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - {"subscriber", "predicates", "any", "valid_until", "valid_from"})
+    unknown = sorted(set(obj) - {"subscriber", "predicates", "any", "rule", "valid_until", "valid_from"})
     if unknown:
         raise DecodeError(f"unknown subscription field(s): {', '.join(unknown)}")
     if "subscriber" not in obj:
         raise DecodeError("subscription is missing the field 'subscriber'")
-    conjunction, disjunction = obj.get("predicates"), obj.get("any")
-    if (conjunction is None) == (disjunction is None):
-        if conjunction is None:
-            raise DecodeError("subscription is missing the field 'predicates' (or 'any')")
-        raise DecodeError("a subscription has exactly one of 'predicates' (a conjunction) and 'any' (a disjunction)")
+    conjunction, disjunction, rule = obj.get("predicates"), obj.get("any"), obj.get("rule")
+    given = sum(x is not None for x in (conjunction, disjunction, rule))
+    if given != 1:
+        if not given:
+            raise DecodeError("subscription is missing the field 'predicates' (or 'any', or 'rule')")
+        raise DecodeError("a subscription has exactly one of 'predicates' (a conjunction), 'any' (a disjunction) "
+                          "and 'rule' (an Event Ruler rule)")
     subscriber = obj["subscriber"]
     if not isinstance(subscriber, str) or not subscriber:
         raise DecodeError(f"subscriber must be a non-empty string, got {str(subscriber)[:40]!r}")
@@ -297,12 +300,16 @@ def _check_subscription(obj: Any) -> Subscription:
         raise DecodeError(f"valid_from ({valid_from}) must be before valid_until ({valid_until}): the subscription "
                           "would never match")
     try:
-        if disjunction is not None:
+        if rule is not None:
+            predicates = rule_to_subscription(rule)
+        elif disjunction is not None:
             if isinstance(disjunction, (str, bytes)) or not isinstance(disjunction, list):
                 raise ValueError("'any' must be a list of conjunctions (lists of predicates)")
             predicates = validate_subscription(AnyOf(disjunction))
         else:
             predicates = validate_subscription(conjunction)
+    except RuleError as exc:
+        raise DecodeError(f"invalid rule: {str(exc)[:500]}") from None
     except (ValueError, TypeError) as exc:
         raise DecodeError(f"invalid predicates: {str(exc)[:500]}") from None
     _check_pairs(_scalars(predicates), "invalid predicates")

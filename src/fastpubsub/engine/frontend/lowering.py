@@ -15,6 +15,24 @@ the matcher reports an id once per event however many of its rows hold.
 ``a prefix p``       ``D = p`` where ``D`` is the derived attribute "first len(p) characters of a"
 ``a suffix p``       ``D = p``, ``D`` = "last len(p) characters of a"
 ``a contains p``     ``D = true``, ``D`` = "a is a string containing p"
+``not exists``       ``D = true``, ``D`` = "the event has no value of a" (added to such events)
+``equals ignore      ``D = casefold(p)``, ``D`` = "a case-folded" (``!=`` for the ``not`` form)
+case``
+``prefix / suffix    ``D = casefold(p)``, ``D`` = "first / last len(casefold(p)) characters of
+ignore case``        a case-folded"
+``not prefix``       ``D != p``, ``D`` = "first len(p) characters of a" (all of a if shorter);
+``not suffix``       the same with the last ones
+``wildcard``         ``D = true``, ``D`` = "the pattern matches a": found through the
+                     pattern's leading (else trailing) literal, a dictionary probe per
+                     distinct literal length, then the compiled pattern verifies
+``not wildcard``     ``D = true``, ``D`` = "the pattern does not match a" (a test per
+                     pattern and string: it holds for most strings anyway)
+``range``            two rows: ``S = true and a > lo and a <= hi`` | ``R = true``, ``S`` = "a has
+                     one number" and ``R`` = "one of a's several numbers is in the range"
+                     (only events with several numbers of a get ``R`` pairs: one test
+                     per distinct range there; a scalar reaches the indexed first row)
+``cidr``             ``D = bits``, ``D`` = the family and first prefix-length bits of a's
+                     address; ``bits`` those of the network (an equality, so exact on arrays)
 =================== ====================================================================
 
 Derived attributes are named ``"\\x00" + json([kind, attribute, length or p])``
@@ -30,14 +48,32 @@ other, so an event reaches such a subscription through its own value.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Any, Iterable
 
 import numpy as np
 
-from ..semantics import KIND_BOOL, KIND_STRING, OP_CODE, RESERVED_PREFIX, AnyOf, Predicate, _distinct
+from ..semantics import (
+    KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_CODE, RESERVED_PREFIX, AnyOf, Predicate, _distinct, cidr_bits, ip_bits,
+    wildcard_parts, wildcard_regex,
+)
 
-_DERIVED = ("prefix", "suffix", "contains")
+#: Derived kinds whose argument is a length, whose value is a string, filed only when some constant equals it.
+_SLICES = ("prefix", "suffix", "iprefix", "isuffix", "ip")
+#: Derived kinds whose argument is a length, whose value is a string present for every string value (for ``!=``).
+_FULL_SLICES = ("nprefix", "nsuffix")
+#: Derived kinds whose argument is a pattern / substring, whose value is a boolean.
+_TESTS = ("contains", "wildcard", "nwildcard")
+#: Derived kinds without argument (0).
+_WHOLE = ("fold", "absent", "single")
+#: Derived kind whose argument is a range ``[op, lo, op, hi]``, whose value is a boolean.
+_RANGES = ("within",)
+_DERIVED = _SLICES + _FULL_SLICES + _TESTS + _WHOLE + _RANGES
+#: The derived kind of each extended string operator, and the operator of its row.
+_STRING_LOWERING = {"prefix": ("prefix", "="), "suffix": ("suffix", "="), "not prefix": ("nprefix", "!="),
+                    "not suffix": ("nsuffix", "!="), "prefix ignore case": ("iprefix", "="),
+                    "suffix ignore case": ("isuffix", "=")}
 
 
 def derived_name(kind: str, attribute: str, arg: Any) -> str:
@@ -55,11 +91,50 @@ def parse_derived(name: str) -> tuple[str, str, Any] | None:
         return None
     if kind not in _DERIVED or not isinstance(attribute, str) or not attribute:
         return None
-    if kind == "contains":
-        return (kind, attribute, arg) if isinstance(arg, str) and arg else None
+    if kind in _TESTS:
+        return (kind, attribute, arg) if isinstance(arg, str) and (arg or kind != "contains") else None
+    if kind in _WHOLE:
+        return (kind, attribute, 0) if arg == 0 and type(arg) is int else None
+    if kind in _RANGES:
+        ok = isinstance(arg, list) and len(arg) == 4 and arg[0] in (">", ">=") and arg[2] in ("<", "<=") \
+            and all(type(x) in (int, float) for x in arg[1::2])
+        return (kind, attribute, arg) if ok else None
     if type(arg) is not int or arg < 1:
         return None
     return kind, attribute, arg
+
+
+def derived_row_ok(kind: str, arg: Any, op: int, value: Any) -> bool:
+    """Whether ``(derived attribute, op, value)`` is a predicate :func:`lower_predicate` can make (``op``: a code)."""
+    if kind in _TESTS or kind in _RANGES or kind == "single":
+        return op == OP_CODE["="] and value is True
+    if kind == "absent":
+        return op == OP_CODE["="] and value is True
+    if not isinstance(value, str):
+        return False
+    if kind == "fold":
+        return op in (OP_CODE["="], OP_CODE["!="])
+    return op == OP_CODE["!=" if kind in _FULL_SLICES else "="] and len(value) == arg
+
+
+def derived_value(kind: str, arg: Any, value: str) -> Any:
+    """The value of derived attribute ``(kind, arg)`` for a string ``value``; ``None`` where it has none."""
+    if kind == "prefix" or kind == "nprefix":
+        return value[:arg] if kind == "nprefix" or len(value) >= arg else None
+    if kind == "suffix" or kind == "nsuffix":
+        return value[-arg:] if kind == "nsuffix" or len(value) >= arg else None
+    if kind == "fold":
+        return value.casefold()
+    if kind == "iprefix" or kind == "isuffix":
+        folded = value.casefold()
+        return None if len(folded) < arg else folded[:arg] if kind == "iprefix" else folded[-arg:]
+    if kind == "ip":
+        bits = ip_bits(value)
+        return bits[:arg] if bits is not None and len(bits) >= arg else None
+    if kind == "contains":
+        return True if arg in value else None
+    matched = wildcard_regex(arg).fullmatch(value) is not None
+    return True if matched == (kind == "wildcard") else None  # wildcard, nwildcard
 
 
 def lower_predicate(p: Predicate) -> list[list[Predicate]]:
@@ -77,8 +152,22 @@ def lower_predicate(p: Predicate) -> list[list[Predicate]]:
         return [[(a, "<", v[0])], [(a, ">", v[1])]]
     if op == "exists":
         return [[(a, ">=", float("-inf"))], [(a, ">=", "")], [(a, ">=", False)]]
-    if op in ("prefix", "suffix"):
-        return [[(derived_name(op, a, len(v)), "=", v)]]
+    if op in _STRING_LOWERING:
+        kind, row_op = _STRING_LOWERING[op]
+        c = v.casefold() if kind in ("iprefix", "isuffix") else v
+        return [[(derived_name(kind, a, len(c)), row_op, c)]]
+    if op == "not exists":
+        return [[(derived_name("absent", a, 0), "=", True)]]
+    if op == "range":
+        return [[(derived_name("single", a, 0), "=", True), (a, v[0], v[1]), (a, v[2], v[3])],
+                [(derived_name("within", a, list(v)), "=", True)]]
+    if op in ("equals ignore case", "not equals ignore case"):
+        return [[(derived_name("fold", a, 0), "=" if op[0] == "e" else "!=", v.casefold())]]
+    if op in ("wildcard", "not wildcard"):
+        return [[(derived_name("wildcard" if op == "wildcard" else "nwildcard", a, v), "=", True)]]
+    if op == "cidr":
+        bits = cidr_bits(v)
+        return [[(derived_name("ip", a, len(bits)), "=", bits)]]
     return [[(derived_name("contains", a, v), "=", True)]]  # contains
 
 
@@ -99,20 +188,61 @@ def lower(subscription: "list[Predicate] | AnyOf") -> list[list[Predicate]]:
 
 
 def lift(row: list[Predicate]) -> list[Predicate]:
-    """A row with its derived predicates written back as ``prefix`` / ``suffix`` / ``contains``."""
-    out = []
+    """A row with its derived predicates written back as the operators they lower (``prefix``, ``cidr``, ...).
+
+    Case-folded constants come back folded, a cidr network as ``address/length``.
+    """
+    out: list[Predicate] = []
+    singles = {d[1] for d in (parse_derived(a) for a, _, _ in row if a and a[0] == RESERVED_PREFIX)
+               if d is not None and d[0] == "single"}
+    bounds: dict[str, list] = {a: [None, None] for a in singles}  # the range's two comparisons, folded back
     for a, op, v in row:
+        if a in bounds and op in (">", ">=", "<", "<=") and bounds[a][op[0] == "<"] is None:
+            bounds[a][op[0] == "<"] = [op, v]
+            continue
         d = parse_derived(a) if a and a[0] == RESERVED_PREFIX else None
-        if d is not None and op == "=":
-            kind, attribute, arg = d
-            if kind == "contains" and v is True:
-                out.append((attribute, "contains", arg))
-                continue
-            if kind != "contains" and isinstance(v, str) and len(v) == arg:
-                out.append((attribute, kind, v))
+        if d is not None and d[0] == "single":
+            continue
+        if d is not None:
+            lifted = _lifted(d, op, v)
+            if lifted is not None:
+                out.append(lifted)
                 continue
         out.append((a, op, v))
+    for a, (lo, hi) in bounds.items():
+        if lo is not None and hi is not None:
+            out.append((a, "range", lo + hi))
+        else:  # (not what lower_predicate makes: kept as it is)
+            out.extend((a, *b) for b in (lo, hi) if b is not None)
     return out
+
+
+def _lifted(d: tuple[str, str, Any], op: str, v: Any) -> Predicate | None:
+    kind, attribute, arg = d
+    if kind == "contains":
+        return (attribute, "contains", arg) if op == "=" and v is True else None
+    if kind in ("wildcard", "nwildcard"):
+        return (attribute, "wildcard" if kind == "wildcard" else "not wildcard", arg) if op == "=" and v is True \
+            else None
+    if kind == "absent":
+        return (attribute, "not exists", None) if op == "=" and v is True else None
+    if kind == "within":
+        return (attribute, "range", list(arg)) if op == "=" and v is True else None
+    if not isinstance(v, str):
+        return None
+    if kind == "fold" and op in ("=", "!="):
+        return (attribute, "equals ignore case" if op == "=" else "not equals ignore case", v)
+    if kind in _FULL_SLICES and op == "!=" and len(v) == arg:
+        return (attribute, "not prefix" if kind == "nprefix" else "not suffix", v)
+    if op != "=" or len(v) != arg:
+        return None
+    if kind == "ip" and v[:1] in ("4", "6") and set(v[1:]) <= {"0", "1"}:
+        width = 32 if v[0] == "4" else 128
+        bits = v[1:]
+        address = int(bits.ljust(width, "0"), 2) if bits else 0
+        return (attribute, "cidr", str(ipaddress.ip_network((address, len(bits)))))
+    names = {"prefix": "prefix", "suffix": "suffix", "iprefix": "prefix ignore case", "isuffix": "suffix ignore case"}
+    return (attribute, names[kind], v) if kind in names else None
 
 
 class DerivedAttributes:
@@ -121,6 +251,7 @@ class DerivedAttributes:
     def __init__(self) -> None:
         self.by_attribute: dict[str, list[tuple[str, str, Any]]] = {}  # attribute -> [(name, kind, arg)]
         self._known: set[str] = set()
+        self._wildcards: dict[str, WildcardIndex] = {}  # attribute -> its wildcard patterns, indexed
 
     def __len__(self) -> int:
         return len(self._known)
@@ -134,57 +265,86 @@ class DerivedAttributes:
                     raise ValueError(f"unknown reserved attribute name {name!r}")
                 self._known.add(name)
                 self.by_attribute.setdefault(d[1], []).append((name, d[0], d[2]))
+                if d[0] == "wildcard":
+                    self._wildcards.setdefault(d[1], WildcardIndex()).add(name, d[2])
 
     def derive_events(self, batch: Any, known: Any) -> Any:
         """An ``EventBatch`` with each event's derived pairs added (O(string pairs x derived attributes of theirs)).
 
-        ``known``: the string constants of the matcher (``StringDictionary.ids``); a derived string that is
-        none of them is left out, since derived attributes take only ``=`` (``Matcher`` checks it).
+        ``known``: the string constants of the matcher (``StringDictionary.ids``); a slice that is none of them
+        is left out where the derived attribute takes only ``=``.  ``absent`` pairs go to every event without
+        a (non-NaN) value of their attribute.
         """
-        if not self.by_attribute or not len(batch.strings):
+        if not self.by_attribute:
             return batch
-        wanted = [(i, self.by_attribute[n]) for i, n in enumerate(batch.attribute_names) if n in self.by_attribute]
-        if not wanted:
-            return batch
+        index = {n: i for i, n in enumerate(batch.attribute_names)}
         kinds = np.asarray(batch.kinds)
         attrs = np.asarray(batch.attributes)
         offsets = np.asarray(batch.offsets, dtype=np.int64)
+        n_events = len(offsets) - 1
         is_str = kinds == KIND_STRING
         str_index = np.cumsum(is_str) - 1
-        event_of = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+        event_of = np.repeat(np.arange(n_events, dtype=np.int64), np.diff(offsets))
         names = list(batch.attribute_names)
         strings = list(batch.strings)
         new_event: list[np.ndarray] = []
         new_attr: list[np.ndarray] = []
         new_kind: list[np.ndarray] = []
         new_sidx: list[np.ndarray] = []
-        for ai, specs in wanted:
-            pos = np.flatnonzero((attrs == ai) & is_str)
-            if not len(pos):
-                continue
+        new_number: list[np.ndarray] = []
+
+        def add(name: str, evs: np.ndarray, k: int, numbers: np.ndarray, sidx: np.ndarray) -> None:
+            if len(evs):
+                names.append(name)
+                new_event.append(evs)
+                new_attr.append(np.full(len(evs), len(names) - 1, dtype=np.int32))
+                new_kind.append(np.full(len(evs), k, dtype=np.int8))
+                new_number.append(numbers)
+                new_sidx.append(sidx)
+
+        for attribute, specs in self.by_attribute.items():
+            ai = index.get(attribute)
+            pos = np.flatnonzero((attrs == ai) & is_str) if ai is not None else np.empty(0, np.int64)
             values = [strings[k] for k in str_index[pos].tolist()]
             evs = event_of[pos]
-            lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+            if values and attribute in self._wildcards:
+                for name, hits in self._wildcards[attribute].matches(values).items():
+                    hits_ = np.asarray(hits, dtype=np.int64)
+                    add(name, evs[hits_], KIND_BOOL, np.ones(len(hits_)), np.full(len(hits_), -1, dtype=np.int64))
+            ranged = [(name, kind, arg) for name, kind, arg in specs if kind == "single" or kind in _RANGES]
+            if ranged:
+                self._ranges(ai, attrs, kinds, np.asarray(batch.numbers, dtype=np.float64), event_of, n_events,
+                             ranged, add)
             for name, kind, arg in specs:
-                ni = len(names)
-                names.append(name)
-                if kind == "contains":
-                    keep = np.fromiter((arg in v for v in values), dtype=bool, count=len(values))
-                    sidx = np.full(int(keep.sum()), -1, dtype=np.int64)
-                    k = KIND_BOOL
-                else:  # only slices equal to some constant: the others can satisfy no '=' (the only operator here)
-                    cut = [v[:arg] if kind == "prefix" else v[-arg:] for v in values]
-                    keep = (lengths >= arg) & np.fromiter(map(known.__contains__, cut), dtype=bool, count=len(cut))
-                    picked = [cut[j] for j in np.flatnonzero(keep).tolist()]
-                    sidx = np.arange(len(strings), len(strings) + len(picked), dtype=np.int64)
-                    strings.extend(picked)
-                    k = KIND_STRING
-                m = int(keep.sum())
-                if m:
-                    new_event.append(evs[keep])
-                    new_attr.append(np.full(m, ni, dtype=np.int32))
-                    new_kind.append(np.full(m, k, dtype=np.int8))
-                    new_sidx.append(sidx)
+                if kind == "wildcard" or kind == "single" or kind in _RANGES:
+                    continue
+                if kind == "absent":
+                    present = np.zeros(n_events, dtype=bool)
+                    if ai is not None:
+                        at = attrs == ai
+                        nums = np.asarray(batch.numbers, dtype=np.float64)
+                        at &= ~((kinds == KIND_NUMBER) & np.isnan(nums))
+                        present[event_of[at]] = True
+                    lack = np.flatnonzero(~present)
+                    add(name, lack, KIND_BOOL, np.ones(len(lack)), np.full(len(lack), -1, dtype=np.int64))
+                    continue
+                if not values:
+                    continue
+                derived = [derived_value(kind, arg, v) for v in values]
+                if kind in _TESTS:
+                    keep = np.fromiter((d is not None for d in derived), dtype=bool, count=len(derived))
+                    m = int(keep.sum())
+                    add(name, evs[keep], KIND_BOOL,
+                        np.fromiter((bool(d) for d in derived if d is not None), dtype=np.float64, count=m),
+                        np.full(m, -1, dtype=np.int64))
+                    continue
+                filed = known.__contains__ if kind in _SLICES else None  # '=' only: other slices satisfy nothing
+                keep = np.fromiter((d is not None and (filed is None or filed(d)) for d in derived), dtype=bool,
+                                   count=len(derived))
+                picked = [derived[j] for j in np.flatnonzero(keep).tolist()]
+                add(name, evs[keep], KIND_STRING, np.zeros(len(picked)),
+                    np.arange(len(strings), len(strings) + len(picked), dtype=np.int64))
+                strings.extend(picked)
         if not new_event:
             return batch
         ev = np.concatenate([event_of] + new_event)
@@ -192,11 +352,70 @@ class DerivedAttributes:
         old_sidx = np.where(is_str, str_index, -1)
         sidx = np.concatenate([old_sidx] + new_sidx)[order]
         kinds_all = np.concatenate([kinds.astype(np.int8)] + new_kind)[order]
-        numbers = np.concatenate([np.asarray(batch.numbers, dtype=np.float64),
-                                  np.ones(len(ev) - len(event_of), dtype=np.float64)])[order]  # derived bools: true
-        counts = np.bincount(ev, minlength=len(offsets) - 1)
+        numbers = np.concatenate([np.asarray(batch.numbers, dtype=np.float64)] + new_number)[order]
+        counts = np.bincount(ev, minlength=n_events)
         new_offsets = np.zeros(len(offsets), dtype=np.int64)
         np.cumsum(counts, out=new_offsets[1:])
         picked = sidx[sidx >= 0]
         return type(batch)(tuple(names), new_offsets, np.concatenate([attrs.astype(np.int32)] + new_attr)[order],
                           kinds_all, numbers, tuple(map(strings.__getitem__, picked.tolist())))
+
+    @staticmethod
+    def _ranges(ai, attrs, kinds, numbers, event_of, n_events, specs, add) -> None:
+        """``single`` pairs for events with one number of the attribute, ``within`` pairs for events with several
+        of which one is in the range (the only events where a range's comparisons could be met by two values)."""
+        if ai is None:
+            return
+        pos = np.flatnonzero((attrs == ai) & (kinds == KIND_NUMBER) & ~np.isnan(numbers))
+        count = np.bincount(event_of[pos], minlength=n_events)
+        for name, kind, arg in specs:
+            if kind == "single":
+                evs = np.flatnonzero(count == 1)
+            else:
+                several = pos[count[event_of[pos]] >= 2]
+                x = numbers[several]
+                lo = x > arg[1] if arg[0] == ">" else x >= arg[1]
+                hi = x < arg[3] if arg[2] == "<" else x <= arg[3]
+                evs = np.unique(event_of[several][lo & hi])
+            add(name, evs, KIND_BOOL, np.ones(len(evs)), np.full(len(evs), -1, dtype=np.int64))
+
+
+class WildcardIndex:
+    """The wildcard patterns of one attribute, filed by their leading literal (else their trailing one).
+
+    A string reaches the patterns whose literal it starts (ends) with through one dictionary probe per distinct
+    literal length; the compiled pattern then verifies.  Only patterns with a star at both ends (``*x*``) are
+    tried on every string.
+    """
+
+    def __init__(self) -> None:
+        self.heads: dict[int, dict[str, list]] = {}  # literal length -> leading literal -> [(name, regex)]
+        self.tails: dict[int, dict[str, list]] = {}
+        self.rest: list = []
+
+    def add(self, name: str, pattern: str) -> None:
+        parts = wildcard_parts(pattern)
+        entry = (name, wildcard_regex(pattern))
+        if parts[0]:
+            self.heads.setdefault(len(parts[0]), {}).setdefault(parts[0], []).append(entry)
+        elif parts[-1]:
+            self.tails.setdefault(len(parts[-1]), {}).setdefault(parts[-1], []).append(entry)
+        else:
+            self.rest.append(entry)
+
+    def matches(self, values: list[str]) -> dict[str, list[int]]:
+        """Derived name -> positions in ``values`` the pattern matches."""
+        out: dict[str, list[int]] = {}
+        for j, v in enumerate(values):
+            for n, table in self.heads.items():
+                for name, regex in table.get(v[:n], ()) if len(v) >= n else ():
+                    if regex.fullmatch(v) is not None:
+                        out.setdefault(name, []).append(j)
+            for n, table in self.tails.items():
+                for name, regex in table.get(v[-n:], ()) if len(v) >= n else ():
+                    if regex.fullmatch(v) is not None:
+                        out.setdefault(name, []).append(j)
+            for name, regex in self.rest:
+                if regex.fullmatch(v) is not None:
+                    out.setdefault(name, []).append(j)
+        return out
