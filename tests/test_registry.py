@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryError, topic_record_subject_name_strategy
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_helpers import read_all, send, wait_processed
+from kafka_helpers import RunningService, read_all, send, wait_committed, wait_processed
 from test_registered import AN_ORDER, PROTO, PROTO_PAIRS, an_order, proto_classes, with_references
 
 from click.testing import CliRunner
@@ -147,6 +147,42 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
     assert tailed.exit_code == 0, tailed.output
     assert {(n["event_id"], n["subscription_id"]) for n in map(json.loads, tailed.stdout.splitlines())} == \
         {(n["event_id"], n["subscription_id"]) for n in notes}
+
+
+SHOP_ORDER = {"type": "record", "name": "ShopOrder", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "double"},
+    {"name": "customer", "type": {"type": "record", "name": "Buyer", "fields": [
+        {"name": "address", "type": {"type": "record", "name": "Where", "fields": [
+            {"name": "country", "type": "string"}]}}]}}]}
+
+
+def test_aggregates_over_a_registered_avro_table_take_nested_paths(bootstrap, group_id, schema_registry):
+    """`pubsub tables --schema-registry`: a user-named table topic of a producer's nested Avro rows; an aggregate
+    subscription ranges and filters on their nested fields by path."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    from fastpubsub.services.tables.service import TableDeclaration, TableService, TableServiceConfig
+
+    topic = f"shop.orders.{group_id}"
+    client = RegistryConfig(schema_registry.url).client()
+    avro = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={"auto.register.schemas": True})
+    rows = [{"id": i, "amount": float(i * 10), "customer": {"address": {"country": "FR" if i % 3 else "DE"}}}
+            for i in range(1, 13)]
+    table = f"orders:{topic}:id:amount=number,customer.address.country=string"
+    service = RunningService(TableService(TableServiceConfig(
+        bootstrap, [TableDeclaration.parse(table)], group_id=group_id, batch_size=50, progress_interval=60,
+        schema_registry=RegistryConfig(schema_registry.url))))
+    try:
+        send(bootstrap, topic, [(str(r["id"]), avro(r, SerializationContext(topic, MessageField.VALUE))) for r in rows])
+        wait_committed(bootstrap, group_id, topic)
+        send(bootstrap, topics.SUBSCRIPTIONS, [("1", json.dumps({"subscriber": "a", "aggregate":
+            'sum(amount) over orders where amount between 20 and 100 and customer.address.country = "FR"'}).encode())])
+        wait_committed(bootstrap, group_id, topics.SUBSCRIPTIONS)
+    finally:
+        service.stop()
+    (note,) = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    want = sum(r["amount"] for r in rows if 20 <= r["amount"] <= 100 and r["customer"]["address"]["country"] == "FR")
+    assert note["value"] == want and read_all(bootstrap, topics.DEAD_LETTER) == []
 
 
 @pytest.mark.slow  # two starts of the registry on Kafka

@@ -535,13 +535,16 @@ def encode_aggregate_subscription(sub: AggregateSubscription, fmt: str = "avro")
 # --- events ------------------------------------------------------------------
 
 
-def decode_event(value: bytes) -> dict[str, Any]:
+def decode_event(value: bytes, registered: Any = None) -> dict[str, Any]:
     """An event value (JSON object, nested or flat, or Avro) -> validated dict.
 
     A nested JSON event is flattened by the path rule (wire/paths.py); an
     attribute it carries several times (an array) maps to the list of its
-    values, the form ``Matcher.match`` takes.
+    values, the form ``Matcher.match`` takes.  ``registered``: as for
+    :func:`decode_event_pairs`, records in producers' registered schemas too.
     """
+    if registered is not None:
+        return _as_dict(decode_event_pairs(value, registered))
     if _sniff(value, "event") == "json":
         return _as_dict(decode_json_event(value))
     event = _avro_read("event", value)["attributes"]
