@@ -207,8 +207,12 @@ def publish(clients, topics, schema_registry, event, key, fmt, partition_by) -> 
             parsed = codecs.decode_event(line.strip().encode())
         except codecs.DecodeError as exc:
             raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
+        try:  # attributes by path; the Avro event's map holds their raw names
+            value = codecs.encode_event(codecs.native_attributes(parsed) if fmt == "avro" else parsed, fmt)
+        except ValueError as exc:
+            raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
         placed = {"partition": partition_for(parsed[partition_by], partitions)} if partition_by in parsed else {}
-        producer.produce(target, codecs.reframed(codecs.encode_event(parsed, fmt), ids),
+        producer.produce(target, codecs.reframed(value, ids),
                          key.encode() if key and event != "-" else None, **placed)
     if producer.flush(30):
         raise click.ClickException(f"could not write to {target} on {clients.bootstrap_servers}")

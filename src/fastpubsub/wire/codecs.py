@@ -28,7 +28,7 @@ import orjson
 
 from fastpubsub.engine import OPERATORS, AnyOf, Predicate, validate_event, validate_subscription
 
-from .paths import escape, flatten_counting
+from .paths import escape, flatten_counting, split
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"  # package data (pyproject: tool.setuptools.package-data)
 
@@ -633,6 +633,20 @@ def encode_attributes(event: dict[str, Any], fmt: str) -> bytes:
         return json.dumps(event).encode()
     return _avro_write(_ATTRIBUTE_MAP, {k: json.dumps(v) if type(v) is list else _avro_number(v)
                                         for k, v in event.items()})
+
+
+def native_attributes(event: dict[str, Any]) -> dict[str, Any]:
+    """Attributes named by path (what :func:`decode_event` gives) as fastpubsub's flat Avro event holds them: each
+    key the one raw name its path stands for, which the decoders escape again (``{"a\\.b": 1}`` -> ``{"a.b": 1}``).
+    A path of several segments (a field of a nested record) has no place in the flat map: ``ValueError``."""
+    out = {}
+    for path, v in event.items():
+        segments = split(path)
+        if len(segments) != 1:
+            raise ValueError(f"{path!r} is a nested field: fastpubsub's Avro event is one flat map of names; "
+                             f"publish a nested event as JSON (--format json) or in a registered schema")
+        out[segments[0]] = v
+    return out
 
 
 def encode_event(event: dict[str, Any], fmt: str = "avro") -> bytes:
