@@ -185,6 +185,36 @@ def test_aggregates_over_a_registered_avro_table_take_nested_paths(bootstrap, gr
     assert note["value"] == want and read_all(bootstrap, topics.DEAD_LETTER) == []
 
 
+def test_patterns_over_registered_avro_events_take_nested_paths_and_record_metadata(bootstrap, group_id,
+                                                                                     schema_registry):
+    """`pubsub patterns --schema-registry`: steps test nested fields by path and the record's `$key` and `$topic`,
+    and correlate on them."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    from fastpubsub.services.patterns.service import PatternService, PatternServiceConfig
+
+    client = RegistryConfig(schema_registry.url).client()
+    avro = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={"auto.register.schemas": True})
+    pattern = ('seq a: a.customer.address.country = "FR" and a.$key = "k1" next b: b.$topic = "' + topics.EVENTS
+               + '" and b.customer.address.country = a.customer.address.country and b.amount > a.amount within 1h')
+    send(bootstrap, topics.SUBSCRIPTIONS, [("1", json.dumps({"subscriber": "p", "pattern": pattern}).encode())])
+    service = RunningService(PatternService(PatternServiceConfig(
+        bootstrap, group_id, batch_size=50, progress_interval=60, schema_registry=RegistryConfig(schema_registry.url))))
+    try:
+        orders = [("k0", 1, 5.0, "FR"), ("k1", 2, 10.0, "FR"), ("k2", 3, 20.0, "DE"), ("k3", 4, 5.0, "FR"),
+                  ("k4", 5, 30.0, "FR")]
+        p = Producer({"bootstrap.servers": bootstrap})
+        for key, i, amount, country in orders:  # one partition: the pattern's order is the records'
+            p.produce(topics.EVENTS, avro({"id": i, "amount": amount, "customer": {"address": {"country": country}}},
+                                          CONTEXT), key, partition=0)
+        assert p.flush(30) == 0
+        wait_processed(bootstrap, group_id)
+    finally:
+        service.stop()
+    (note,) = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    assert [e["event"]["id"] for e in note["events"]] == [2, 5], note
+
+
 @pytest.mark.slow  # two starts of the registry on Kafka
 def test_pubsub_registry_on_kafka_keeps_its_ids_across_a_restart(broker):
     """``--storage kafkasql``: the journal is on the project's Kafka, so an id read before a restart still names
