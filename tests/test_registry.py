@@ -15,6 +15,8 @@ import signal
 import struct
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from click.testing import CliRunner
 
 from fastpubsub.cli import main
 from fastpubsub.kafka.distribution import cache_root
-from fastpubsub.kafka.registry_server import CCOMPAT
+from fastpubsub.kafka.registry_server import CCOMPAT, EmbeddedRegistry
 from fastpubsub.kafka.schema_registry import EVENT_SUBJECT, RegistryConfig
 from fastpubsub.wire import codecs, topics
 
@@ -213,6 +215,69 @@ def test_patterns_over_registered_avro_events_take_nested_paths_and_record_metad
         service.stop()
     (note,) = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
     assert [e["event"]["id"] for e in note["events"]] == [2, 5], note
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _until(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_a_registry_down_for_30_s_is_waited_for_not_ready_and_nothing_is_lost(bootstrap, group_id, start_processor):
+    """A schema version first met while the registry is down: the processor waits for it (/readyz 503, no dead
+    letter), reads it once the registry is back (its ids on Kafka, `--storage kafkasql`), and every event is matched
+    exactly once."""
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
+    from fastpubsub.runtime.metrics import MetricsServer
+
+    registry = EmbeddedRegistry(storage="kafkasql", bootstrap_servers=bootstrap).start()
+    server = None
+    try:
+        config = RegistryConfig(registry.url)
+        client = config.client()
+        v1 = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={"auto.register.schemas": True})
+        v2_schema = {**SHOP_ORDER, "fields": [*SHOP_ORDER["fields"], {"name": "note", "type": "string", "default": ""}]}
+        v2 = AvroSerializer(client, json.dumps(v2_schema), conf={"auto.register.schemas": True})
+
+        def order(i: int, **more) -> dict:
+            return {"id": i, "amount": 1.0, "customer": {"address": {"country": "FR" if i % 2 else "DE"}}, **more}
+
+        later = [(f"b{i}", v2(order(i, note="x"), CONTEXT)) for i in range(6)]  # v2 registered now, read later
+        subscribe(bootstrap, {1: [["customer.address.country", "=", "FR"]]})
+        p = start_processor(schema_registry=config)
+        server = MetricsServer(p.processor.metrics, 0).start()
+        ready = f"http://127.0.0.1:{server.port}/readyz"
+        send(bootstrap, topics.EVENTS, [(f"a{i}", v1(order(i), CONTEXT)) for i in range(6)])
+        wait_processed(bootstrap, group_id)
+        assert _status(ready) == 200
+        registry.stop()
+        down = time.monotonic()
+        send(bootstrap, topics.EVENTS, later)
+        _until(lambda: _status(ready) == 503, "/readyz says ready while the registry is down")
+        assert read_all(bootstrap, topics.DEAD_LETTER) == []
+        time.sleep(max(0.0, down + 20 - time.monotonic()))  # with the registry's restart, about 30 s down
+        registry.start()
+        wait_processed(bootstrap, group_id, timeout=90)
+        _until(lambda: _status(ready) == 200, "not ready again once the registry answers")
+        read = AvroDeserializer(client)
+        notes = [read(m.value(), SerializationContext(topics.NOTIFICATIONS, MessageField.VALUE))
+                 for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    finally:
+        if server is not None:
+            server.stop()
+        registry.stop()
+    assert sorted(n["event_id"] for n in notes) == ["a1", "a3", "a5", "b1", "b3", "b5"]  # each once
+    assert read_all(bootstrap, topics.DEAD_LETTER) == []
 
 
 @pytest.mark.slow  # two starts of the registry on Kafka
