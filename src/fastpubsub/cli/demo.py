@@ -202,7 +202,11 @@ class Demo:
                           "topic is left out)")
                 return
             started = time.monotonic()
-            self.registry = registry_server.EmbeddedRegistry().start()
+            try:
+                self.registry = registry_server.EmbeddedRegistry().start()
+            except (RuntimeError, OSError) as exc:
+                self._say(f"  (the Schema Registry did not start: {str(exc)[:300]}; the registered topic is left out)")
+                return
             self.schema_registry = RegistryConfig(self.registry.url)
             self._say(f"  Schema Registry (Apicurio {registry_server.VERSION}, in memory) on {self.registry.url} "
                       f"in {time.monotonic() - started:.1f}s")
