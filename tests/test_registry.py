@@ -206,15 +206,16 @@ def test_patterns_over_registered_avro_events_take_nested_paths_and_record_metad
         orders = [("k0", 1, 5.0, "FR"), ("k1", 2, 10.0, "FR"), ("k2", 3, 20.0, "DE"), ("k3", 4, 5.0, "FR"),
                   ("k4", 5, 30.0, "FR")]
         p = Producer({"bootstrap.servers": bootstrap})
-        for key, i, amount, country in orders:  # one partition: the pattern's order is the records'
+        now = int(time.time() * 1000)
+        for key, i, amount, country in orders:  # one partition, a millisecond apart: a sequence is in event time
             p.produce(topics.EVENTS, avro({"id": i, "amount": amount, "customer": {"address": {"country": country}}},
-                                          CONTEXT), key, partition=0)
+                                          CONTEXT), key, partition=0, timestamp=now + i)
         assert p.flush(30) == 0
         wait_processed(bootstrap, group_id)
     finally:
-        service.stop()
-    (note,) = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
-    assert [e["event"]["id"] for e in note["events"]] == [2, 5], note
+        stats = service.stop()
+    notes = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    assert [[e["event"]["id"] for e in n["events"]] for n in notes] == [[2, 5]], json.dumps(stats)
 
 
 def _status(url: str) -> int:
