@@ -196,7 +196,8 @@ def test_patterns_over_registered_avro_events_take_nested_paths_and_record_metad
     from fastpubsub.services.patterns.service import PatternService, PatternServiceConfig
 
     client = RegistryConfig(schema_registry.url).client()
-    avro = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={"auto.register.schemas": True})
+    avro = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={  # a record type of its own on the events topic
+        "auto.register.schemas": True, "subject.name.strategy": topic_record_subject_name_strategy})
     pattern = ('seq a: a.customer.address.country = "FR" and a.$key = "k1" next b: b.$topic = "' + topics.EVENTS
                + '" and b.customer.address.country = a.customer.address.country and b.amount > a.amount within 1h')
     send(bootstrap, topics.SUBSCRIPTIONS, [("1", json.dumps({"subscriber": "p", "pattern": pattern}).encode())])
