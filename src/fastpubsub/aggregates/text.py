@@ -15,10 +15,9 @@ from .spec import FUNCTIONS, AggregateSpec, JoinSpec
 
 #: The language's tokens (language.lexer): names may hold ``.`` (``o.amount``, an alias and an attribute), numbers
 #: may have a minus sign and run straight into a name (``2and``).  Its words are read where the grammar expects
-#: them, so none is reserved.  ``$`` opens the name of a row record's metadata (``$key``, ``$topic``...:
-#: ``wire.metadata``), as in plain subscriptions.
+#: them, so none is reserved.
 DIALECT = Dialect(operators=("<=", ">=", "!=", "=", "<", ">"), punctuation="(),*", name_chars=".", signs="-",
-                  glued_numbers=True, sigil="$")
+                  glued_numbers=True)
 
 
 class _Parser:
