@@ -1,7 +1,9 @@
 """`pubsub demo` in a small configuration runs to completion, twice on the same port.
 
 The first run includes the Spark statistics step (the job over the demo's
-events, the processor adopting its snapshot); the second skips it.
+events, the processor adopting its snapshot) and the registered topic (the
+embedded Schema Registry, a producer's nested Avro orders matched on nested
+fields); the second skips both.
 """
 
 from __future__ import annotations
@@ -22,23 +24,26 @@ def test_demo_runs_to_completion_twice():
     for run in range(2):
         done = subprocess.run(
             [sys.executable, "-m", "fastpubsub", "demo", "--subscriptions", "2000", "--events", "500", "--port", str(port)]
-            + (["--no-stats"] if run else []),
+            + (["--no-stats", "--no-registry"] if run else []),
             capture_output=True, text=True, timeout=400,
         )
         assert done.returncode == 0, f"run {run}:\n{done.stdout}\n{done.stderr[-3000:]}"
         out = done.stdout
         assert f"ready on 127.0.0.1:{port}" in out
-        assert re.search(r"^  subscriptions +2,003 +\(processor holds 2,003\)", out, re.M), out
+        subs = "2,004" if run == 0 else "2,003"  # with the registry, dave's subscription on nested fields
+        assert re.search(rf"^  subscriptions +{subs} +\(processor holds {subs}\)", out, re.M), out
         assert re.search(r"^  events +500 ", out, re.M), out
         notifications = int(re.search(r"^  notifications +([\d,]+)", out, re.M).group(1).replace(",", ""))
         assert notifications > 0, out
         assert re.search(r"e\.g\. e\d+/\d+ -> (alice|bob|carol)", out), out
         if run == 0:
             assert re.search(r"^  500 events, 0 bad, 32 attributes, \d+ frequent attribute sets", out, re.M), out
+            orders = re.search(r"^  (\d+) orders, (\d+) matched dave's .* \(expected (\d+)\)", out, re.M)
+            assert orders and int(orders.group(2)) == int(orders.group(3)) > 0, out
             assert re.search(r"^  statistics +500 +events in the adopted snapshot", out, re.M), out
             assert re.search(r"^  hash tables before .+\n  hash tables after .+\n  change ", out, re.M), out
         else:
-            assert "Spark job" not in out and "hash tables" not in out
+            assert "Spark job" not in out and "hash tables" not in out and "orders" not in out
         assert "processor and broker stopped" in out
         assert not port_in_use(port)
 

@@ -4,7 +4,7 @@ The tour is the README's "A five-minute tour" section: its ``bash`` blocks are
 run in order by one shell, with ``pubsub`` standing for this interpreter's
 ``python -m fastpubsub`` and ``PUBSUB_BOOTSTRAP_SERVERS`` pointing at the test
 session's broker (the tour's own ``pubsub broker`` line is left out: the
-fixture's broker stands in for it). A ``json`` block right after a ``bash``
+fixture's broker stands in for it; its ``pubsub registry`` runs as written, on its own port 8081). A ``json`` block right after a ``bash``
 block is what that block's last command prints: every line of it must be
 printed, field for field (the events' timestamps aside, which are the time
 of the run).

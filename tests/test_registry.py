@@ -15,6 +15,8 @@ import signal
 import struct
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -22,14 +24,14 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryError, topic_record_subject_name_strategy
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_helpers import read_all, send, wait_processed
+from kafka_helpers import RunningService, read_all, send, wait_committed, wait_processed
 from test_registered import AN_ORDER, PROTO, PROTO_PAIRS, an_order, proto_classes, with_references
 
 from click.testing import CliRunner
 
 from fastpubsub.cli import main
 from fastpubsub.kafka.distribution import cache_root
-from fastpubsub.kafka.registry_server import CCOMPAT
+from fastpubsub.kafka.registry_server import CCOMPAT, EmbeddedRegistry
 from fastpubsub.kafka.schema_registry import EVENT_SUBJECT, RegistryConfig
 from fastpubsub.wire import codecs, topics
 
@@ -147,6 +149,137 @@ def test_registered_avro_json_and_protobuf_events_match_on_nested_fields(bootstr
     assert tailed.exit_code == 0, tailed.output
     assert {(n["event_id"], n["subscription_id"]) for n in map(json.loads, tailed.stdout.splitlines())} == \
         {(n["event_id"], n["subscription_id"]) for n in notes}
+
+
+SHOP_ORDER = {"type": "record", "name": "ShopOrder", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "amount", "type": "double"},
+    {"name": "customer", "type": {"type": "record", "name": "Buyer", "fields": [
+        {"name": "address", "type": {"type": "record", "name": "Where", "fields": [
+            {"name": "country", "type": "string"}]}}]}}]}
+
+
+def test_aggregates_over_a_registered_avro_table_take_nested_paths(bootstrap, group_id, schema_registry):
+    """`pubsub tables --schema-registry`: a user-named table topic of a producer's nested Avro rows; an aggregate
+    subscription ranges and filters on their nested fields by path."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    from fastpubsub.services.tables.service import TableDeclaration, TableService, TableServiceConfig
+
+    topic = f"shop.orders.{group_id}"
+    client = RegistryConfig(schema_registry.url).client()
+    avro = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={"auto.register.schemas": True})
+    rows = [{"id": i, "amount": float(i * 10), "customer": {"address": {"country": "FR" if i % 3 else "DE"}}}
+            for i in range(1, 13)]
+    table = f"orders:{topic}:id:amount=number,customer.address.country=string"
+    service = RunningService(TableService(TableServiceConfig(
+        bootstrap, [TableDeclaration.parse(table)], group_id=group_id, batch_size=50, progress_interval=60,
+        schema_registry=RegistryConfig(schema_registry.url))))
+    try:
+        send(bootstrap, topic, [(str(r["id"]), avro(r, SerializationContext(topic, MessageField.VALUE))) for r in rows])
+        wait_committed(bootstrap, group_id, topic)
+        send(bootstrap, topics.SUBSCRIPTIONS, [("1", json.dumps({"subscriber": "a", "aggregate":
+            'sum(amount) over orders where amount between 20 and 100 and customer.address.country = "FR"'}).encode())])
+        wait_committed(bootstrap, group_id, topics.SUBSCRIPTIONS)
+    finally:
+        service.stop()
+    (note,) = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    want = sum(r["amount"] for r in rows if 20 <= r["amount"] <= 100 and r["customer"]["address"]["country"] == "FR")
+    assert note["value"] == want and read_all(bootstrap, topics.DEAD_LETTER) == []
+
+
+def test_patterns_over_registered_avro_events_take_nested_paths_and_record_metadata(bootstrap, group_id,
+                                                                                     schema_registry):
+    """`pubsub patterns --schema-registry`: steps test nested fields by path and the record's `$key` and `$topic`,
+    and correlate on them."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+
+    from fastpubsub.services.patterns.service import PatternService, PatternServiceConfig
+
+    client = RegistryConfig(schema_registry.url).client()
+    avro = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={  # a record type of its own on the events topic
+        "auto.register.schemas": True, "subject.name.strategy": topic_record_subject_name_strategy})
+    pattern = ('seq a: a.customer.address.country = "FR" and a.$key = "k1" next b: b.$topic = "' + topics.EVENTS
+               + '" and b.customer.address.country = a.customer.address.country and b.amount > a.amount within 1h')
+    send(bootstrap, topics.SUBSCRIPTIONS, [("1", json.dumps({"subscriber": "p", "pattern": pattern}).encode())])
+    service = RunningService(PatternService(PatternServiceConfig(
+        bootstrap, group_id, batch_size=50, progress_interval=60, schema_registry=RegistryConfig(schema_registry.url))))
+    try:
+        orders = [("k0", 1, 5.0, "FR"), ("k1", 2, 10.0, "FR"), ("k2", 3, 20.0, "DE"), ("k3", 4, 5.0, "FR"),
+                  ("k4", 5, 30.0, "FR")]
+        p = Producer({"bootstrap.servers": bootstrap})
+        now = int(time.time() * 1000)
+        for key, i, amount, country in orders:  # one partition, a millisecond apart: a sequence is in event time
+            p.produce(topics.EVENTS, avro({"id": i, "amount": amount, "customer": {"address": {"country": country}}},
+                                          CONTEXT), key, partition=0, timestamp=now + i)
+        assert p.flush(30) == 0
+        wait_processed(bootstrap, group_id)
+    finally:
+        stats = service.stop()
+    notes = [json.loads(m.value()) for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    assert [[e["event"]["id"] for e in n["events"]] for n in notes] == [[2, 5]], json.dumps(stats)
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _until(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_a_registry_down_for_30_s_is_waited_for_not_ready_and_nothing_is_lost(bootstrap, group_id, start_processor):
+    """A schema version first met while the registry is down: the processor waits for it (/readyz 503, no dead
+    letter), reads it once the registry is back (its ids on Kafka, `--storage kafkasql`), and every event is matched
+    exactly once."""
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
+    from fastpubsub.runtime.metrics import MetricsServer
+
+    registry = EmbeddedRegistry(storage="kafkasql", bootstrap_servers=bootstrap).start()
+    server = None
+    try:
+        config = RegistryConfig(registry.url)
+        client = config.client()
+        v1 = AvroSerializer(client, json.dumps(SHOP_ORDER), conf={"auto.register.schemas": True})
+        v2_schema = {**SHOP_ORDER, "fields": [*SHOP_ORDER["fields"], {"name": "note", "type": "string", "default": ""}]}
+        v2 = AvroSerializer(client, json.dumps(v2_schema), conf={"auto.register.schemas": True})
+
+        def order(i: int, **more) -> dict:
+            return {"id": i, "amount": 1.0, "customer": {"address": {"country": "FR" if i % 2 else "DE"}}, **more}
+
+        later = [(f"b{i}", v2(order(i, note="x"), CONTEXT)) for i in range(6)]  # v2 registered now, read later
+        subscribe(bootstrap, {1: [["customer.address.country", "=", "FR"]]})
+        p = start_processor(schema_registry=config)
+        server = MetricsServer(p.processor.metrics, 0).start()
+        ready = f"http://127.0.0.1:{server.port}/readyz"
+        send(bootstrap, topics.EVENTS, [(f"a{i}", v1(order(i), CONTEXT)) for i in range(6)])
+        wait_processed(bootstrap, group_id)
+        assert _status(ready) == 200
+        registry.stop()
+        down = time.monotonic()
+        send(bootstrap, topics.EVENTS, later)
+        _until(lambda: _status(ready) == 503, "/readyz says ready while the registry is down")
+        assert read_all(bootstrap, topics.DEAD_LETTER) == []
+        time.sleep(max(0.0, down + 20 - time.monotonic()))  # with the registry's restart, about 30 s down
+        registry.start()
+        wait_processed(bootstrap, group_id, timeout=90)
+        _until(lambda: _status(ready) == 200, "not ready again once the registry answers")
+        read = AvroDeserializer(client)
+        notes = [read(m.value(), SerializationContext(topics.NOTIFICATIONS, MessageField.VALUE))
+                 for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    finally:
+        if server is not None:
+            server.stop()
+        registry.stop()
+    assert sorted(n["event_id"] for n in notes) == ["a1", "a3", "a5", "b1", "b3", "b5"]  # each once
+    assert read_all(bootstrap, topics.DEAD_LETTER) == []
 
 
 @pytest.mark.slow  # two starts of the registry on Kafka

@@ -336,6 +336,34 @@ def test_job_end_to_end_through_the_broker(broker, spark, tmp_path):
     assert_same_statistics(part, reference_statistics(events[100:120], opts))
 
 
+def test_registered_avro_events_are_counted_by_path(broker, schema_registry, spark):
+    """`pubsub stats --schema-registry`: a producer's nested Avro records are decoded in the workers with the schema
+    under their id and counted as their attributes by path, next to fastpubsub's own events."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from fastpubsub.kafka.schema_registry import RegistryConfig
+    from fastpubsub.stats_job.statistics_job import main
+
+    bs = broker.bootstrap_servers
+    topic = _topic(bs)
+    config = RegistryConfig(schema_registry.url)
+    schema = {"type": "record", "name": "Visit", "namespace": "stats", "fields": [
+        {"name": "page", "type": "string"},
+        {"name": "user", "type": {"type": "record", "name": "User", "fields": [{"name": "country", "type": "string"}]}}]}
+    serialize = AvroSerializer(config.client(), json.dumps(schema), conf={"auto.register.schemas": True})
+    context = SerializationContext(topic, MessageField.VALUE)
+    _produce(bs, topic, [serialize({"page": f"p{i % 2}", "user": {"country": "FR" if i < 6 else "DE"}}, context)
+                         for i in range(8)] + [encode_event({"page": "p0"}, "json")])
+    stats = run_statistics_job(bs, topic, WindowSpec("earliest"), output=None, publish=False, spark=spark,
+                               schema_registry=config).statistics
+    assert stats.event_count == 9 and stats.bad_records == 0
+    assert stats.attributes["user.country"].presence == pytest.approx(8 / 9)
+    assert stats.attributes["user.country"].top_values[(1, "FR")] == pytest.approx(6 / 8)
+    with pytest.raises(SystemExit):  # the command line names a bad registry setting
+        main(["-b", bs, "--topic", topic, "-R", "timeout=1"])
+
+
 def test_the_snapshot_reaches_a_running_processor_and_the_clustering_reacts(bootstrap, start_processor, spark, tmp_path):
     """W0 subscriptions build an (a0, a1) table; the job's snapshot of events without a1 makes the processor drop it."""
     w0_subscriptions(bootstrap)

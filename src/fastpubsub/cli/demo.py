@@ -6,6 +6,8 @@ process, events, live progress read from Kafka itself (committed offsets,
 watermarks, the notifications topic), then the Spark statistics job run once
 on those events while the processor runs, the processor adopting its snapshot
 (the engine's hash tables before and after), a summary, and a clean shutdown.
+With a Schema Registry (the embedded one, started here, or ``--schema-registry``), a producer's nested orders,
+registered Avro on a topic of its own, are matched too, on a nested field and an array.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from fastpubsub.services.events.statistics_feed import ADOPTED, describe_change
 from fastpubsub.wire import codecs
 from fastpubsub.wire.topics import DEFAULT, TopicNames
 
-from .common import topic_options
+from .common import registry_options, topic_options
 
 GROUP = "pubsub-processor"
 SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 3%, 1.5% and 11% of events
@@ -44,12 +46,34 @@ SHOWCASE = [  # (subscriber, expression): on W0's values 1..35 they match about 
     ("bob", "a1 <= 3 and a2 >= 30"),
     ("carol", "a3 != 1 and a4 < 5"),
 ]
+#: A producer's topic (named as users name theirs, under the deployment's prefix) of nested orders in Avro,
+#: registered in the Schema Registry, and the subscription on its nested fields.
+ORDERS_TOPIC = "shop.orders"
+ORDERS_SUBSCRIPTION = ("dave", 'customer.address.country = "FR" and items.sku = "a1"')
+ORDER_SCHEMA = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"},
+    {"name": "customer", "type": {"type": "record", "name": "Customer", "fields": [
+        {"name": "name", "type": "string"},
+        {"name": "address", "type": {"type": "record", "name": "Address", "fields": [
+            {"name": "country", "type": "string"}]}}]}},
+    {"name": "items", "type": {"type": "array", "items": {"type": "record", "name": "Item", "fields": [
+        {"name": "sku", "type": "string"}, {"name": "qty", "type": "int"}]}}}]}
+COUNTRIES = ("FR", "DE", "IT", "ES")
+
+
+def order(i: int) -> dict:
+    """The demo's i-th order: every 4th in France, every 3rd with an item a1."""
+    return {"id": i, "customer": {"name": f"c{i}", "address": {"country": COUNTRIES[i % 4]}},
+            "items": [{"sku": "a1" if i % 3 == 0 else "b2", "qty": 1 + i % 5}, {"sku": "c3", "qty": 1}]}
 
 
 class Demo:
     def __init__(self, n_subscriptions: int, n_events: int, workload: str = "W0", seed: int = 1, port: int = 0,
                  output_format: str = "avro", batch_size: int = 1000, statistics: bool = True,
-                 kafka_home: str | None = None, topics: TopicNames = DEFAULT) -> None:
+                 kafka_home: str | None = None, topics: TopicNames = DEFAULT, registry: str = "embedded",
+                 schema_registry=None) -> None:
+        """``registry``: ``embedded`` (start Apicurio here when it is installed), ``given`` (``schema_registry``,
+        a ``RegistryConfig``) or ``none``."""
         if workload not in PRESETS:
             raise click.BadParameter(f"unknown workload {workload!r}; one of {', '.join(PRESETS)}", param_hint="--workload")
         self.n_subscriptions, self.n_events = n_subscriptions, n_events
@@ -61,6 +85,10 @@ class Demo:
             raise click.BadParameter("the demo writes its events to one topic: give one --events-topic and no "
                                      "--events-pattern", param_hint="--events-topic")
         self.topics = topics
+        self.orders_topic = topics.prefix + ORDERS_TOPIC
+        self.registry_mode, self.schema_registry = registry, schema_registry
+        self.registry = None  # the embedded registry when this demo started it
+        self.event_ids: dict[int, int] | None = None  # fastpubsub's fixed event schema id -> the registry's
         self.broker: EmbeddedBroker | None = None
         self.run_options: list[str] = []  # more `pubsub run` options (benchmarks.e2e)
         self.showcase_format = "json"  # of the hand-written subscriptions: both formats flow (benchmarks.peers: Avro)
@@ -83,7 +111,8 @@ class Demo:
             if (i + 1) % 20_000 == 0:
                 self._say(f"  loaded {human(i + 1)} / {human(len(subs))} subscriptions")
         first_free = (int(batch.ids.max()) + 1) if len(batch) else 0
-        for offset, (subscriber, text) in enumerate(SHOWCASE):
+        showcase = SHOWCASE + ([ORDERS_SUBSCRIPTION] if self.schema_registry is not None else [])
+        for offset, (subscriber, text) in enumerate(showcase):
             sid = first_free + offset
             value = codecs.encode_subscription(codecs.Subscription(subscriber, parse(text)), self.showcase_format)
             _produce(producer, self.topics.subscriptions, str(sid).encode(), value)
@@ -91,13 +120,14 @@ class Demo:
                       f"{format_predicates(parse(text))}")
         if producer.flush(60):
             raise click.ClickException("the broker did not acknowledge all subscriptions")
-        total = len(subs) + len(SHOWCASE)
+        total = len(subs) + len(showcase)
         self._say(f"  {human(total)} subscriptions written to {self.topics.subscriptions} in {time.monotonic() - started:.1f}s")
         return total
 
-    def _start_processor(self, bootstrap: str, log_path: Path, group_id: str = GROUP) -> subprocess.Popen:
+    def _start_processor(self, bootstrap: str, log_path: Path, group_id: str = GROUP,
+                         topics: TopicNames | None = None) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "fastpubsub", "run", "--bootstrap-servers", bootstrap, "--group-id", group_id,
-               *self.topics.options(),
+               *(topics or self.topics).options(),
                "--output-format", self.output_format, "--batch-size", str(self.batch_size), "--progress-interval", "2",
                *self.run_options]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(log_path, "wb"), stdin=subprocess.DEVNULL,
@@ -122,6 +152,7 @@ class Demo:
             self._say("2. topics")
             for s in admin.create_topics(bootstrap, topics=self.topics):
                 self._say(f"  {s.name:24} partitions={s.partitions} cleanup.policy={s.cleanup_policy or '?'}")
+            self._start_registry(bootstrap)
             self._say(f"3. subscriptions: {human(self.n_subscriptions)} generated like Fabret's {self.spec.name} (Avro)")
             n_subs = self._load_subscriptions(bootstrap)
             self._say("4. processor (`pubsub run` in its own process; it rebuilds state from the subscriptions topic)")
@@ -133,6 +164,13 @@ class Demo:
                 return self._failed(processor, workdir, self._why_stopped(processor))
             result["first_processed"] = result["first_processed_at"] - launched
             step = 6
+            if self.schema_registry is not None:
+                self._say(f"{step}. your topic: a producer's nested orders on {self.orders_topic}, Avro registered "
+                          f"in the Schema Registry, matched on their nested fields by a processor of that topic")
+                result["orders"] = self._orders(bootstrap, processor, workdir)
+                if result["orders"] is None:
+                    return self._failed(processor, workdir, self._why_stopped(processor))
+                step += 1
             if self.statistics:
                 self._say(f"{step}. statistics: the Spark job (`pubsub stats`, local[2]) over the events, "
                           "its snapshot adopted by the running processor")
@@ -146,8 +184,81 @@ class Demo:
         finally:
             if processor is not None:
                 _stop_processor(processor)
+            if self.registry is not None:
+                self.registry.stop()
             broker.stop()
             self._say("  processor and broker stopped")
+
+    def _start_registry(self, bootstrap: str) -> None:
+        """The Schema Registry of the demo's registered topic: the embedded one, or the one given; none if
+        Apicurio is not installed (`pubsub registry --fetch-only`) or Java is missing."""
+        from fastpubsub.kafka import registry_server
+        from fastpubsub.kafka.schema_registry import RegistryConfig, event_decoders
+
+        if self.registry_mode == "none":
+            return
+        if self.registry_mode == "embedded":
+            if registry_server.cached() is None or shutil.which("java") is None:
+                self._say("  (no Schema Registry: `pubsub registry --fetch-only` installs Apicurio; the registered "
+                          "topic is left out)")
+                return
+            started = time.monotonic()
+            try:
+                self.registry = registry_server.EmbeddedRegistry().start()
+            except (RuntimeError, OSError) as exc:
+                self._say(f"  (the Schema Registry did not start: {str(exc)[:300]}; the registered topic is left out)")
+                return
+            self.schema_registry = RegistryConfig(self.registry.url)
+            self._say(f"  Schema Registry (Apicurio {registry_server.VERSION}, in memory) on {self.registry.url} "
+                      f"in {time.monotonic() - started:.1f}s")
+        own = TopicNames.build(self.topics.prefix, [self.orders_topic])  # configured as an events topic
+        admin.create_topics(bootstrap, partitions=1, names=(self.orders_topic,), topics=own)
+        self.event_ids = {codecs.SCHEMA_IDS["event"]: event_decoders(self.schema_registry,
+                                                                     stopped=lambda: True).native_event_id}
+        self.run_options += self._registry_options()  # the demo's own events carry the registry's id
+
+    def _registry_options(self) -> list[str]:
+        """The registry's options for a command the demo starts (none without a registry)."""
+        if self.schema_registry is None:
+            return []
+        return ["--schema-registry", self.schema_registry.url,
+                *(x for k, v in self.schema_registry.settings.items() for x in ("-R", f"{k}={v}"))]
+
+    def _orders(self, bootstrap: str, processor: subprocess.Popen, workdir: Path) -> dict | None:
+        """Write the orders as a producer does (confluent-kafka's AvroSerializer registers their schema), then wait
+        for a processor of that topic to commit them; what matched the subscription on nested fields.  That
+        processor is one of its own (its group, `--events-topic shop.orders`): the statistics job's snapshot of
+        the demo's events is keyed by their topic, and a processor of both topics would wait for one of both."""
+        from confluent_kafka.schema_registry.avro import AvroSerializer
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        started = time.monotonic()
+        serialize = AvroSerializer(self.schema_registry.client(), json.dumps(ORDER_SCHEMA))
+        context = SerializationContext(self.orders_topic, MessageField.VALUE)
+        n = max(20, min(1000, self.n_events // 10))
+        producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})
+        for i in range(n):
+            _produce(producer, self.orders_topic, f"order-{i}".encode(), serialize(order(i), context))
+        producer.flush(30)
+        t = self.topics
+        own = TopicNames.build(t.prefix, [self.orders_topic], subscriptions=t.subscriptions,
+                               notifications=t.notifications, dead_letter=t.dead_letter, statistics=t.statistics)
+        shop = self._start_processor(bootstrap, workdir / "orders-processor.log", GROUP + "-shop", own)
+        watcher = _Watcher(bootstrap, GROUP + "-shop", topics=self.topics, events=self.orders_topic,
+                           registry=self.schema_registry)
+        try:
+            while watcher.progress(n)[0] < n or not watcher.caught_up():
+                if any(p.poll() is not None for p in (processor, shop)) or self._broker_gone() or self._interrupted:
+                    return None
+                time.sleep(0.2)
+            matched = watcher.by_subscriber.get(ORDERS_SUBSCRIPTION[0], 0)
+        finally:
+            watcher.close()
+            _stop_processor(shop)
+        expected = sum(1 for i in range(n) if i % 4 == 0 and i % 3 == 0)
+        self._say(f"  {n} orders, {matched} matched {ORDERS_SUBSCRIPTION[0]}'s `{ORDERS_SUBSCRIPTION[1]}` "
+                  f"(expected {expected}) in {time.monotonic() - started:.1f}s")
+        return {"orders": n, "matched": matched, "expected": expected}
 
     def _statistics(self, bootstrap: str, workdir: Path) -> float | None:
         """Run the job once in its own process and wait until the processor has adopted the snapshot."""
@@ -158,7 +269,7 @@ class Demo:
         log_path, out = workdir / "spark.log", workdir / "statistics.json"
         cmd = [sys.executable, "-m", "fastpubsub.stats_job", "--bootstrap-servers", bootstrap, "--master", "local[2]",
                "--output", str(out), "--events-topic", self.topics.events[0],
-               "--statistics-topic", self.topics.statistics]
+               "--statistics-topic", self.topics.statistics, *self._registry_options()]
         with open(log_path, "wb") as log:
             job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    preexec_fn=child_preexec)
@@ -212,7 +323,7 @@ class Demo:
     def _stream_and_watch(self, bootstrap: str, processor: subprocess.Popen, log_path: Path) -> dict | None:
         events = generate_events(self.spec, self.n_events, self.seed + 1).to_dicts()
         producer = ClientFactory(bootstrap).producer({"linger.ms": 20}, **{"enable.idempotence": True})
-        watcher = _Watcher(bootstrap, topics=self.topics)
+        watcher = _Watcher(bootstrap, topics=self.topics, registry=self.schema_registry)
         meter = RateMeter(1.0)
         sent = 0
         first_processed_at = None
@@ -223,7 +334,8 @@ class Demo:
                     return None
                 if sent < len(events):
                     for i in range(sent, min(sent + chunk, len(events))):
-                        _produce(producer, self.topics.events[0], f"e{i}".encode(), codecs.encode_event(events[i], "avro"))
+                        _produce(producer, self.topics.events[0], f"e{i}".encode(),
+                                 codecs.reframed(codecs.encode_event(events[i], "avro"), self.event_ids))
                     sent = min(sent + chunk, len(events))
                     producer.poll(0)
                 else:
@@ -277,6 +389,10 @@ class Demo:
                       f"first events committed {result['first_processed']:.1f}s after its launch")
         self._say(f"  notifications      {result['notifications']:>12,}  ({result['notifications'] / secs:,.0f}/s; "
                   f"processor produced {stats.get('notifications', '?')})")
+        orders = result.get("orders")
+        if orders:
+            self._say(f"  registered orders  {orders['orders']:>12,}  on {self.orders_topic}; "
+                      f"{orders['matched']:,} matched on nested fields (expected {orders['expected']:,})")
         dead = sum(stats.get("dead_letters", {}).values())
         self._say(f"  dead letters       {dead:>12,}")
         self._say(f"  delivery           {stats.get('delivery', '?')}; matcher: {stats.get('matcher', '?')}")
@@ -365,17 +481,26 @@ _COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_I
 class _Watcher:
     """Progress as Kafka sees it: the group's committed offsets and the notifications written."""
 
-    def __init__(self, bootstrap: str, group_id: str = GROUP, topics: TopicNames = DEFAULT) -> None:
+    def __init__(self, bootstrap: str, group_id: str = GROUP, topics: TopicNames = DEFAULT, events: str | None = None,
+                 registry=None) -> None:
         clients = ClientFactory(bootstrap)
+        self._fixed_ids = None  # with a registry: its ids of fastpubsub's output schemas -> the fixed ones
+        if registry is not None:
+            from fastpubsub.kafka.schema_registry import output_subjects, register_outputs
+
+            ids = register_outputs(registry, output_subjects(topics.notifications, topics.dead_letter),
+                                   stopped=lambda: True)
+            self._fixed_ids = {registry_id: fixed for fixed, registry_id in ids.items()}
         self._consumer = clients.consumer(topics.group("pubsub-demo-watcher"),
                                           **{"enable.auto.commit": False, "isolation.level": "read_committed"})
         self._group = clients.consumer(topics.group(group_id), **{"enable.auto.commit": False})
         n_notif = admin.partitions_of(bootstrap, topics.notifications)
         self._notif = [TopicPartition(topics.notifications, p, OFFSET_BEGINNING) for p in range(n_notif)]
-        events = topics.events[0]
+        events = events or topics.events[0]
         self._events = [TopicPartition(events, p) for p in range(admin.partitions_of(bootstrap, events))]
         self._consumer.assign(self._notif)
         self.notifications = 0
+        self.by_subscriber: dict[str, int] = {}  # notifications are keyed by subscriber
         self.samples: list[dict] = []
 
     def drain(self, timeout: float = 0.05) -> None:
@@ -383,8 +508,10 @@ class _Watcher:
             if msg.error():
                 continue
             self.notifications += 1
+            subscriber = (msg.key() or b"").decode(errors="replace")
+            self.by_subscriber[subscriber] = self.by_subscriber.get(subscriber, 0) + 1
             if len(self.samples) < 3:
-                self.samples.append(codecs.decode_notification(msg.value()))
+                self.samples.append(codecs.decode_notification(codecs.reframed(msg.value(), self._fixed_ids)))
 
     def progress(self, sent: int) -> tuple[int, int]:
         """(events processed = committed by the processor's group, lag = sent - processed)."""
@@ -415,6 +542,8 @@ class _Watcher:
 
 @click.command()
 @topic_options
+@registry_options
+@click.option("--no-registry", is_flag=True, help="Leave out the registered topic (no Schema Registry started).")
 @click.option("--subscriptions", "n_subscriptions", type=int, default=100_000, show_default=True,
               help="Number of generated subscriptions.")
 @click.option("--events", "n_events", type=int, default=10_000, show_default=True, help="Number of generated events.")
@@ -428,7 +557,8 @@ class _Watcher:
               help="The processor's encoding of notifications.")
 @click.option("--batch-size", type=int, default=1000, show_default=True, help="Processor events per batch.")
 @click.option("--no-stats", is_flag=True, help="Skip the Spark statistics job (a JVM start and a dozen Spark jobs: about a minute on a loaded 2-core machine).")
-def demo(topics, n_subscriptions, n_events, workload, seed, port, kafka_home, output_format, batch_size, no_stats) -> None:
+def demo(topics, schema_registry, no_registry, n_subscriptions, n_events, workload, seed, port, kafka_home,
+         output_format, batch_size, no_stats) -> None:
     """Everything end to end on Apache Kafka, then shut it all down.
 
     Starts Apache Kafka (one KRaft node on 127.0.0.1, Java 17+), creates the topics, loads the generated subscriptions
@@ -438,8 +568,17 @@ def demo(topics, n_subscriptions, n_events, workload, seed, port, kafka_home, ou
     on the events and shows the processor's hash tables before and after it
     adopted the snapshot (--no-stats skips that), and prints a summary.
 
+    A producer's nested orders, Avro registered in a Schema Registry on a
+    topic of their own (shop.orders), are matched on their nested fields too:
+    the demo starts the embedded registry (`pubsub registry`) when Apicurio
+    is installed, or uses the one --schema-registry names; --no-registry
+    leaves them out.
+
     It always starts its own broker (no --bootstrap-servers): nothing is left
     behind, so it can be run again and again.
     """
+    if no_registry and schema_registry is not None:
+        raise click.UsageError("--no-registry and --schema-registry contradict each other")
+    registry = "none" if no_registry else "embedded" if schema_registry is None else "given"
     sys.exit(Demo(n_subscriptions, n_events, workload, seed, port, output_format, batch_size, not no_stats,
-                  kafka_home, topics).run())
+                  kafka_home, topics, registry, schema_registry).run())

@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 
 import click
 from confluent_kafka import Producer
@@ -184,12 +185,16 @@ def unsubscribe(clients, topics, sub_id) -> None:
 @click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
               help="Encoding of the event value.")
+@click.option("--value-schema", "value_schema", type=click.Path(exists=True, dir_okay=False), default=None,
+              metavar="FILE.avsc",
+              help="Write each event as a producer's record of this Avro schema (nesting and all), the schema "
+                   "registered under the topic's subject (TopicNameStrategy); needs --schema-registry.")
 @click.option("--partition-by", "partition_by", default=None, metavar="ATTR",
               help="Place each event in the partition of its ATTR value (wire.placement: CRC-32 of the value's JSON "
                    "text modulo the partition count), so that the events of one value share a partition: a pattern "
                    "correlated on ATTR (name = a.name) is then exact.  Events without ATTR go where the producer "
                    "puts them.")
-def publish(clients, topics, schema_registry, event, key, fmt, partition_by) -> None:
+def publish(clients, topics, schema_registry, event, key, fmt, value_schema, partition_by) -> None:
     """Publish an event given as a JSON object, e.g.
 
     \b
@@ -200,7 +205,10 @@ def publish(clients, topics, schema_registry, event, key, fmt, partition_by) -> 
     the one --events-topic given.
     With --schema-registry, an Avro event carries the id the
     registry gave fastpubsub's event schema (as `pubsub run --schema-registry`
-    reads it), not the fixed one.
+    reads it), not the fixed one.  With --value-schema FILE.avsc, each event
+    is written as a producer's record of that schema would be (confluent-kafka's
+    Avro serializer, the schema registered under TOPIC-value), nested fields
+    as nested records.
     """
     if len(topics.events) != 1 or topics.events_pattern is not None:
         raise click.BadParameter("publish writes to one topic: give one --events-topic and no --events-pattern",
@@ -214,6 +222,12 @@ def publish(clients, topics, schema_registry, event, key, fmt, partition_by) -> 
             ids = {codecs.SCHEMA_IDS["event"]: event_decoders(schema_registry, stopped=lambda: True).native_event_id}
         except RuntimeError as exc:
             raise click.ClickException(str(exc)) from None
+    serialize = None
+    if value_schema is not None:
+        if schema_registry is None:
+            raise click.UsageError("--value-schema registers the schema: give --schema-registry (or "
+                                   "PUBSUB_SCHEMA_REGISTRY) too")
+        serialize = _registered_serializer(schema_registry, value_schema, target)
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if event == "-" else [event]
     producer = _producer(clients, target)
     partitions = admin.partitions_of(clients, target) if partition_by else 0
@@ -222,12 +236,43 @@ def publish(clients, topics, schema_registry, event, key, fmt, partition_by) -> 
             parsed = codecs.decode_event(line.strip().encode())
         except codecs.DecodeError as exc:
             raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
+        try:  # attributes by path; the Avro event's map holds their raw names
+            if serialize is not None:
+                value = serialize(json.loads(line))
+            else:
+                value = codecs.encode_event(codecs.native_attributes(parsed) if fmt == "avro" else parsed, fmt)
+        except ValueError as exc:
+            raise click.BadParameter(f"line {n}: {exc}" if event == "-" else str(exc), param_hint="EVENT") from None
         placed = {"partition": partition_for(parsed[partition_by], partitions)} if partition_by in parsed else {}
-        producer.produce(target, codecs.reframed(codecs.encode_event(parsed, fmt), ids),
+        producer.produce(target, codecs.reframed(value, ids),
                          key.encode() if key and event != "-" else None, **placed)
     if producer.flush(30):
         raise click.ClickException(f"could not write to {target} on {clients.bootstrap_servers}")
     click.echo(f"published {len(lines)} event(s)")
+
+
+def _registered_serializer(schema_registry, schema_file: str, topic: str):
+    """``document -> value`` as a producer's Avro serializer writes it (the schema registered under
+    ``TOPIC-value`` at the first call); a document the schema refuses is a ``ValueError``."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
+
+    try:
+        serializer = AvroSerializer(schema_registry.client(), Path(schema_file).read_text(encoding="utf-8"),
+                                    conf={"auto.register.schemas": True})
+    except Exception as exc:  # noqa: BLE001 - fastavro's and the client's own errors, shown as they are
+        raise click.BadParameter(f"{schema_file}: {exc}", param_hint="--value-schema") from None
+    context = SerializationContext(topic, MessageField.VALUE)
+
+    def serialize(document) -> bytes:
+        try:
+            return serializer(document, context)
+        except (SerializationError, TypeError, KeyError) as exc:
+            raise ValueError(f"not a record of {schema_file}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - the registry's errors (absent, refused): a command does not wait
+            raise click.ClickException(f"the Schema Registry at {schema_registry.url}: {exc}") from None
+
+    return serialize
 
 
 @click.command()

@@ -6,12 +6,14 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import connection_options, topic_options, delivery_option, log_level_option, metrics_options, progress_option, run_service, setup_logging
+from .common import (connection_options, delivery_option, log_level_option, metrics_options, progress_option,
+                     registry_options, run_service, setup_logging, topic_options)
 
 
 @click.command("tables")
 @connection_options
 @topic_options
+@registry_options
 @click.option("--table", "tables", multiple=True, required=True, metavar="NAME:TOPIC:KEY[:ATTR=KIND,...]",
               help="A table: its name, the topic of its rows (keyed by the row key), the key attribute and, "
                    "optionally, the kind (number, string, bool) of each attribute, which lets subscriptions over "
@@ -33,14 +35,16 @@ from .common import connection_options, topic_options, delivery_option, log_leve
 @progress_option
 @log_level_option
 @metrics_options
-def tables_cmd(clients, topics, tables, mode, group_id, delivery, transactional_id, batch_size, output_format,
+def tables_cmd(clients, topics, schema_registry, tables, mode, group_id, delivery, transactional_id, batch_size, output_format,
                progress_interval, log_level, monitoring) -> None:
     """Serve aggregate subscriptions over tables (docs/aggregates.md).
 
     Reads the declared tables' topics and the aggregate subscriptions of
     pubsub.subscriptions (plain ones are the processor's, `pubsub run`);
     writes notifications, reformulated messages, dead letters and each
-    table's changelog in one transaction with the input offsets.  One
+    table's changelog in one transaction with the input offsets.  With
+    --schema-registry, rows in producers' registered schemas are read,
+    their nested fields named by path.  One
     instance owns all the tables it declares.  On shutdown the final
     statistics are printed to stdout as one JSON line.
     """
@@ -51,7 +55,7 @@ def tables_cmd(clients, topics, tables, mode, group_id, delivery, transactional_
         service = TableService(TableServiceConfig(
             clients.bootstrap_servers, [TableDeclaration.parse(t) for t in tables], mode, topics.group(group_id), delivery,
             transactional_id, batch_size, output_format, progress_interval, dict(clients.settings),
-            stall_seconds=monitoring.stall_seconds, topics=topics))
+            stall_seconds=monitoring.stall_seconds, topics=topics, schema_registry=schema_registry))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service, monitoring)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fastpubsub.wire.codecs import SCHEMA_DIR, SCHEMA_IDS
 from fastpubsub.wire.registered import (Reference, RegisteredDecoders, RegisteredSchema, RegistryUnavailable,
@@ -59,6 +59,19 @@ class RegistryConfig:
         if not url.startswith(("http://", "https://", "mock://")):
             raise ValueError(f"--schema-registry {url!r}: an http://, https:// (or mock://) URL")
         return cls(url.rstrip("/"), settings)
+
+    def to_options(self, prefix: str = "registry.") -> dict[str, str]:
+        """String options that :meth:`from_options` turns back into this config (Spark's data source options)."""
+        return {prefix + "url": self.url, **{f"{prefix}{k}": str(v) for k, v in self.settings.items()}}
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], prefix: str = "registry.") -> "RegistryConfig | None":
+        """The config :meth:`to_options` gave, None when the options name no registry."""
+        url = options.get(prefix + "url")
+        if not url:
+            return None
+        return cls(url, Settings({k[len(prefix):]: v for k, v in options.items()
+                                  if k.startswith(prefix) and k != prefix + "url"}))
 
     def client(self) -> Any:
         """confluent-kafka's ``SchemaRegistryClient`` for this registry."""

@@ -110,9 +110,10 @@ class Pattern:
 #               | ("bin", op, left, right, col) | ("neg", x, col)
 
 #: The language's tokens (language.lexer): ``.`` separates a binding from an attribute, so names hold none;
-#: ``-`` is an operator, so numbers are unsigned; an integer with a unit is a duration.
+#: ``-`` is an operator, so numbers are unsigned; an integer with a unit is a duration; ``$`` opens the name of a
+#: record's metadata (``a.$topic``, ``wire.metadata``), as in plain subscriptions.
 DIALECT = Dialect(operators=("!=", "<=", ">=", "==", "=", "<", ">"), punctuation=":,()*/+-.",
-                  durations=tuple(UNITS_MS.items()), keywords=frozenset(KEYWORDS))
+                  durations=tuple(UNITS_MS.items()), keywords=frozenset(KEYWORDS), sigil="$")
 #: Binary arithmetic operators, loosest first.
 _ARITHMETIC = (("+", "-"), ("*", "/"))
 

@@ -27,11 +27,12 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.schema_registry import RegistryConfig
 
 DEFAULT_SPLIT_SIZE = 50_000
 DEFAULT_BATCH_SIZE = 50_000
@@ -125,6 +126,7 @@ class KafkaEventsReader(DataSourceReader):
     mode: str
     joint_sets: list[list[str]] | None
     joint_auto: tuple[int, float] | None
+    registry: Any = None  # a kafka.schema_registry.RegistryConfig: records in producers' registered schemas
 
     def partitions(self) -> list[KafkaSplit]:
         return [KafkaSplit(self.topic, s) for r in self.ranges for s in r.split(self.split_size)]
@@ -134,10 +136,16 @@ class KafkaEventsReader(DataSourceReader):
 
         from .partial_counts import batch_counts
 
+        registered = None
+        if self.registry is not None:  # one per task: each schema fetched once, the registry waited for when down
+            from fastpubsub.kafka.schema_registry import event_decoders
+
+            registered = event_decoders(self.registry)
         for messages in read_offset_range(self.clients, partition.topic, partition.offsets, self.batch_size):
             stamps = [m.timestamp() for m in messages]
             ts = np.fromiter((t[1] for t in stamps if t[0] != 0), np.int64)  # 0: TIMESTAMP_NOT_AVAILABLE
-            yield from batch_counts([m.value() for m in messages], ts, self.mode, self.joint_sets, self.joint_auto)
+            yield from batch_counts([m.value() for m in messages], ts, self.mode, self.joint_sets, self.joint_auto,
+                                    registered)
 
 
 class KafkaEventsDataSource(DataSource):
@@ -149,7 +157,9 @@ class KafkaEventsDataSource(DataSource):
     * ``pass``: ``first`` (default), ``joint`` or ``count`` (see :func:`fastpubsub.stats_job.partial_counts.batch_counts`);
     * ``joint.sets``: JSON list of sorted attribute lists; ``joint.auto``: JSON ``[k, min_support]``;
     * ``kafka.<property>``: a connection setting of every consumer (e.g. ``kafka.security.protocol``);
-      with ``bootstrap.servers`` they make the worker's ``ClientFactory`` (``ClientFactory.to_options``).
+      with ``bootstrap.servers`` they make the worker's ``ClientFactory`` (``ClientFactory.to_options``);
+    * ``registry.url`` and ``registry.<property>``: the Schema Registry of records in producers' registered schemas
+      (``RegistryConfig.to_options``).
     """
 
     @classmethod
@@ -173,4 +183,5 @@ class KafkaEventsDataSource(DataSource):
             int(opts.get("batch.size", DEFAULT_BATCH_SIZE)), clients,
             opts.get("pass", "first"), json.loads(opts["joint.sets"]) if "joint.sets" in opts else None,
             tuple(json.loads(opts["joint.auto"])) if "joint.auto" in opts else None,
+            RegistryConfig.from_options(opts),
         )

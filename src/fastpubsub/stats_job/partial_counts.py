@@ -304,7 +304,8 @@ def joint_counts(decoded: DecodedEvents, sets: Sequence[Sequence[str]]) -> list[
 
 
 def batch_counts(values: Sequence[bytes | None], timestamps: np.ndarray, mode: str = "first",
-                 joint_sets: list[list[str]] | None = None, joint_auto: tuple[int, float] | None = None) -> list[pa.RecordBatch]:
+                 joint_sets: list[list[str]] | None = None, joint_auto: tuple[int, float] | None = None,
+                 registered=None) -> list[pa.RecordBatch]:
     """Decode one batch of record values into the partial counts of :data:`SCHEMA`: what every reader yields.
 
     ``timestamps``: the batch's record timestamps in ms (records without one left out).
@@ -313,8 +314,10 @@ def batch_counts(values: Sequence[bytes | None], timestamps: np.ndarray, mode: s
     (k, min_support)`` most frequent sets.  ``joint``: the joint counts of
     ``joint_sets`` only (the second pass).  ``count``: records and bad counts
     alone (the benchmark's measure of reading).
+    ``registered``: a ``wire.registered.RegisteredDecoders``, with which records in producers' registered schemas
+    are read and counted by attribute path like any event.
     """
-    decoded = decode_events(values)
+    decoded = decode_events(values, registered)
     if mode == "joint":
         return joint_counts(decoded, joint_sets or [])
     out = record_counts(len(values), decoded.errors, timestamps if len(timestamps) else None)

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 
 from fastpubsub.engine import EventStatistics, PartitionOffsets, SourceWindow
 from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
 from fastpubsub.wire.topics import EVENTS, STATISTICS, TopicNames
 from fastpubsub.runtime.atomic_file import write_atomically
@@ -92,6 +93,7 @@ def run_statistics_job(
     split_size: int = DEFAULT_SPLIT_SIZE,
     kafka_config: dict[str, str] | None = None,
     read_window: Callable | None = None,
+    schema_registry: RegistryConfig | None = None,
 ) -> JobResult:
     """Compute one snapshot of ``topic``'s window; publish it and write it to ``output`` (None: no file).
 
@@ -100,6 +102,8 @@ def run_statistics_job(
     ``read_window``: another reader of the window, ``(spark, clients, topic, ranges, split_size, options)`` ->
     a DataFrame of the partial counts the data source yields for the same ``options`` (``pass``, ``joint.sets``,
     ``joint.auto``); benchmarks.spark_readers runs the job with Spark's own Kafka connector this way.
+    ``schema_registry``: records in producers' registered schemas are read with it (in the workers), their fields
+    counted by attribute path.
     """
     clients = ClientFactory(bootstrap_servers, kafka_config or {})
     window = window or WindowSpec()
@@ -127,7 +131,8 @@ def run_statistics_job(
         if read_window is not None:
             return read_window(spark, clients, topic, ranges, split_size, options)
         source = spark.read.format(KafkaEventsDataSource.name())
-        for k, v in {**clients.to_options(), **options}.items():  # the connection settings travel to the workers
+        registry = {} if schema_registry is None else schema_registry.to_options()
+        for k, v in {**clients.to_options(), **registry, **options}.items():  # the settings travel to the workers
             source = source.option(k, v)
         return (source.option("topic", topic)
                 .option("ranges", json.dumps([[r.partition, r.start, r.end] for r in ranges]))
@@ -226,6 +231,13 @@ def build_parser(prog: str = "python -m fastpubsub.stats_job", default_bootstrap
     o.add_argument("--master", help="Spark master when started with python (spark-submit sets its own): local[2], or "
                                     "spark://HOST:PORT for a standalone cluster (default local[*])")
     o.add_argument("--split-size", type=int, default=DEFAULT_SPLIT_SIZE, help="offsets per Spark partition (default %(default)s)")
+    r = p.add_argument_group("schema registry (records in producers' registered Avro, JSON Schema, Protobuf)")
+    r.add_argument("--schema-registry", default=os.environ.get("PUBSUB_SCHEMA_REGISTRY"), metavar="URL",
+                   help="a Confluent-compatible Schema Registry (env PUBSUB_SCHEMA_REGISTRY): records framed with its "
+                        "schema ids are decoded and their fields counted by path")
+    r.add_argument("-R", dest="registry_config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the registry client (basic.auth.user.info, ssl.ca.location, ...); repeatable")
+    r.add_argument("--schema-registry-config", metavar="FILE", help="registry client settings, one KEY=VALUE a line")
     o.add_argument("-X", dest="kafka_config", action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka setting for every Kafka client of the job (security...); repeatable")
     o.add_argument("--client-config", metavar="FILE", help="librdkafka settings for every Kafka client of the job, one "
@@ -256,6 +268,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
                                           default_bootstrap)
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
+    try:
+        registry = RegistryConfig.configure(args.schema_registry, args.registry_config, args.schema_registry_config)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
     if args.every is not None and (window.start_from != "last-run" or window.start_offsets or window.end_offsets
                                    or window.start_time_ms is not None or window.end_time_ms is not None):
         parser.error("--every reads what is new since the last run each time; it takes no window options")
@@ -266,7 +282,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m fastpubsub.stats_
         try:
             run_statistics_job(clients.bootstrap_servers, topics.events[0], window, options, args.output or None,
                                not args.no_publish, topics.statistics, spark, split_size=args.split_size,
-                               kafka_config=clients.settings)
+                               kafka_config=clients.settings, schema_registry=registry)
         except Exception:
             if args.every is None:
                 raise

@@ -29,7 +29,7 @@ import orjson
 from fastpubsub.engine import OPERATORS, AnyOf, Predicate, validate_event, validate_subscription
 
 from .eventruler import RuleError, rule_to_subscription
-from .paths import escape, flatten_counting
+from .paths import escape, flatten_counting, split
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"  # package data (pyproject: tool.setuptools.package-data)
 
@@ -542,13 +542,16 @@ def encode_aggregate_subscription(sub: AggregateSubscription, fmt: str = "avro")
 # --- events ------------------------------------------------------------------
 
 
-def decode_event(value: bytes) -> dict[str, Any]:
+def decode_event(value: bytes, registered: Any = None) -> dict[str, Any]:
     """An event value (JSON object, nested or flat, or Avro) -> validated dict.
 
     A nested JSON event is flattened by the path rule (wire/paths.py); an
     attribute it carries several times (an array) maps to the list of its
-    values, the form ``Matcher.match`` takes.
+    values, the form ``Matcher.match`` takes.  ``registered``: as for
+    :func:`decode_event_pairs`, records in producers' registered schemas too.
     """
+    if registered is not None:
+        return _as_dict(decode_event_pairs(value, registered))
     if _sniff(value, "event") == "json":
         return _as_dict(decode_json_event(value))
     event = _avro_read("event", value)["attributes"]
@@ -637,6 +640,20 @@ def encode_attributes(event: dict[str, Any], fmt: str) -> bytes:
         return json.dumps(event).encode()
     return _avro_write(_ATTRIBUTE_MAP, {k: json.dumps(v) if type(v) is list else _avro_number(v)
                                         for k, v in event.items()})
+
+
+def native_attributes(event: dict[str, Any]) -> dict[str, Any]:
+    """Attributes named by path (what :func:`decode_event` gives) as fastpubsub's flat Avro event holds them: each
+    key the one raw name its path stands for, which the decoders escape again (``{"a\\.b": 1}`` -> ``{"a.b": 1}``).
+    A path of several segments (a field of a nested record) has no place in the flat map: ``ValueError``."""
+    out = {}
+    for path, v in event.items():
+        segments = split(path)
+        if len(segments) != 1:
+            raise ValueError(f"{path!r} is a nested field: fastpubsub's Avro event is one flat map of names; "
+                             f"publish a nested event as JSON (--format json) or in a registered schema")
+        out[segments[0]] = v
+    return out
 
 
 def encode_event(event: dict[str, Any], fmt: str = "avro") -> bytes:

@@ -36,6 +36,7 @@ from fastpubsub.state import StateChanges, to_records
 from fastpubsub.wire import codecs
 from fastpubsub.kafka.schema_registry import event_decoders
 from fastpubsub.wire.event_decoder import decode_events
+from fastpubsub.wire.metadata import attach, referenced
 from fastpubsub.wire.registered import RegisteredDecoders
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
 
@@ -213,6 +214,7 @@ class PatternsTask(TaskBase):
             return
         ids, ts = [], []
         decoded = decode_events([m.value() for m in msgs], self.registered)  # values straight into columns
+        decoded = attach(decoded, msgs, referenced(part.engine.attr_cols))  # $topic, $key...: what patterns name
         self.invalid_events += len(decoded.errors)  # the event processor (pubsub run) dead-letters invalid events
         for r in decoded.rows.tolist():
             kind, ms = msgs[r].timestamp()

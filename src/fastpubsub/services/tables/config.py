@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastpubsub.kafka import Settings
+from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.runtime.host import HostConfig
 from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
 from fastpubsub.wire.topics import DEFAULT, TopicNames
@@ -30,6 +31,7 @@ class TableServiceConfig:
     max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
     topics: TopicNames = DEFAULT  # the deployment's topic names (wire.topics)
+    schema_registry: RegistryConfig | None = None  # --schema-registry: rows in producers' registered schemas
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets

@@ -32,6 +32,7 @@ from fastpubsub.aggregates import AggregateService, Notification
 from fastpubsub.aggregates.changelog import row_record
 from fastpubsub.kafka import admin
 from fastpubsub.kafka.readers import committed_offsets, read_to_end
+from fastpubsub.kafka.schema_registry import event_decoders
 from fastpubsub.runtime.host import Host
 from fastpubsub.runtime.progress import human
 from fastpubsub.runtime.task import Outputs, TaskBase, Topics
@@ -66,6 +67,7 @@ class TablesTask(TaskBase):
         self.updates = self.notifications = self.records = self.subscription_changes = 0
         self.restores = self.restored_rows = 0
         self.discarded_changes = 0  # changelog changes past the committed offsets, left out on restore
+        self.registered = None  # with --schema-registry: a wire.registered.RegisteredDecoders (set in prepare)
 
     def topics(self) -> Topics:
         logs = tuple(self.changelogs.values())
@@ -79,6 +81,9 @@ class TablesTask(TaskBase):
         """The service's topics and the table topics, then the tables announced on ``pubsub.table-schemas``."""
         self.host, clients = host, host.clients
         names = self.config.topics
+        if self.config.schema_registry is not None:  # rows in producers' registered schemas, read by path
+            self.registered = event_decoders(self.config.schema_registry, waiting=host.metrics.registry_waiting,
+                                             stopped=lambda: host.stopping)
         admin.create_topics(clients, names=(names.reformulated, names.table_schemas), topics=names)
         admin.create_topics(clients, partitions=1, names=tuple(self.changelogs.values()), topics=names)
         create_table_topics(clients, self.config.tables)
@@ -218,7 +223,7 @@ class TablesTask(TaskBase):
         row = None
         if value:
             try:
-                row = codecs.decode_event(value)
+                row = codecs.decode_event(value, self.registered)
             except codecs.DecodeError as exc:
                 return out.reject(msg, f"table {table.name}: invalid row: {exc}")
             if table.key not in row:
