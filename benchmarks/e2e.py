@@ -31,7 +31,9 @@ so the processor of phase 1 is stopped after the backlog and a second one
 
 from __future__ import annotations
 
+import io
 import json
+import struct
 import tempfile
 import threading
 import time
@@ -39,7 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import fastavro
 import numpy as np
+import orjson
 from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
 
 from fastpubsub.workloads.fabret import PRESETS, generate_events
@@ -87,6 +91,7 @@ class Options:
     processor_config: tuple[str, ...] = ()  # KEY=VALUE librdkafka settings for the processor's clients (`pubsub run -X`)
     producer_linger_ms: int = 5  # linger.ms of the load producer (each batch it sends is a batch the broker stores)
     clock_fetch_wait_ms: int = FAST_FETCH_WAIT_MS  # fetch.wait.max.ms of the consumer that times the notifications
+    event_format: str = "native"  # how the events travel (EVENT_FORMATS)
 
     def run_options(self) -> list[str]:
         out = ["--delivery", self.delivery, "--latency-samples", str(KEPT)]  # where the time goes (breakdown)
@@ -110,6 +115,8 @@ class Options:
             rate += f" --producer-linger-ms {self.producer_linger_ms}"
         if self.clock_fetch_wait_ms != Options.clock_fetch_wait_ms:
             rate += f" --clock-fetch-wait-ms {self.clock_fetch_wait_ms}"
+        if self.event_format != Options.event_format:
+            rate += f" --event-format {self.event_format}"
         flags = "".join(f" {a}" for a in self.run_options()).replace(" --delivery transactional", "")
         flags = flags.replace(f" --latency-samples {KEPT}", "")
         return flags.replace(" -X ", " --processor-x ") + rate
@@ -160,8 +167,62 @@ class _NotificationClock(threading.Thread):
         self._seen = []
 
 
-def _encoded_events(n: int, seed: int) -> list[bytes]:
-    return [codecs.encode_event(e, "avro") for e in generate_events(PRESETS["W0"], n, seed).to_dicts()]
+#: How the events travel: fastpubsub's own Avro attribute map; a producer's registered Avro record (the embedded
+#: Schema Registry, ``pubsub run --schema-registry``); the same record as nested JSON text.
+EVENT_FORMATS = ("native", "registered-avro", "nested-json")
+
+#: The producer's record: W0's 32 attributes at the top (what the subscriptions name) beside nested fields no
+#: subscription names (a record in a record, an enum, a timestamp, an array, a map): 39 leaves, which the
+#: processor's decoder for the registered schema skips unread.
+PRODUCER_SCHEMA = {
+    "type": "record", "name": "Reading", "namespace": "bench",
+    "fields": [
+        *({"name": f"a{i}", "type": "long"} for i in range(32)),
+        {"name": "device", "type": {"type": "record", "name": "Device", "fields": [
+            {"name": "id", "type": "string"},
+            {"name": "site", "type": {"type": "record", "name": "Site", "fields": [
+                {"name": "country", "type": "string"}, {"name": "zone", "type": "int"}]}}]}},
+        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["OK", "WARN", "FAIL"]}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "labels", "type": {"type": "map", "values": "string"}},
+    ],
+}
+
+
+def producer_record(event: dict, i: int) -> dict:
+    """One W0 event as the producer's nested record (its attributes unchanged, so the matches are the same)."""
+    return {**{k: int(v) for k, v in event.items()},
+            "device": {"id": f"d{i % 1000}", "site": {"country": ("FR", "DE", "US")[i % 3], "zone": i % 8}},
+            "status": "OK", "at": 1_700_000_000_000 + i, "tags": [f"t{i % 5}", "x"], "labels": {"k": "v", "j": "w"}}
+
+
+def _encoded_events(n: int, seed: int, fmt: str = "native", schema_id: int | None = None) -> list[bytes]:
+    events = generate_events(PRESETS["W0"], n, seed).to_dicts()
+    if fmt == "native":
+        return [codecs.encode_event(e, "avro") for e in events]
+    if fmt == "nested-json":
+        return [orjson.dumps(producer_record(e, i)) for i, e in enumerate(events)]
+    assert fmt == "registered-avro" and schema_id is not None, fmt
+    parsed, head = fastavro.parse_schema(PRODUCER_SCHEMA), struct.pack(">bI", 0, schema_id)
+    out = []
+    for i, e in enumerate(events):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, producer_record(e, i))
+        out.append(head + buf.getvalue())
+    return out
+
+
+def _producer_schema_id(demo: Demo, bootstrap: str) -> int:
+    """Start the embedded Schema Registry (the demo's way: the processor gets ``--schema-registry``) and register
+    the producer's schema under the events topic's subject, as a producer's serializer does."""
+    from confluent_kafka.schema_registry import Schema
+
+    demo._start_registry(bootstrap)
+    if demo.schema_registry is None:
+        raise RuntimeError("no Schema Registry for registered-avro: `pubsub registry --fetch-only` installs Apicurio")
+    return demo.schema_registry.client().register_schema(f"{topics.EVENTS}-value",
+                                                         Schema(json.dumps(PRODUCER_SCHEMA), "AVRO"))
 
 
 def _wait_committed(watcher: _Watcher, total: int, processor, timeout: float,
@@ -305,8 +366,11 @@ def percentiles(ms: np.ndarray) -> dict[str, float]:
 def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, options: Options = Options()) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="pubsub-bench-e2e-"))
     broker = EmbeddedBroker()
+    if options.event_format not in EVENT_FORMATS:
+        raise ValueError(f"event format {options.event_format!r}: one of {', '.join(EVENT_FORMATS)}")
     demo = Demo(plan.subscriptions, 0, "W0", seed)  # its subscription loading and processor start
     demo.run_options = options.run_options()
+    schema_id = None
     processor = clock = slow_clock = watcher = producer = None
     phases: list[dict] = []  # one per offered rate
     try:
@@ -315,9 +379,11 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         admin.create_topics(bootstrap)
         progress(f"e2e: broker {bootstrap}; {plan.subscriptions:,} W0 subscriptions + {len(SHOWCASE)} hand-written")
         n_subs = demo._load_subscriptions(bootstrap)
+        if options.event_format == "registered-avro":
+            schema_id = _producer_schema_id(demo, bootstrap)
         producer = ClientFactory(bootstrap).producer({"linger.ms": options.producer_linger_ms},
                                                     **{"enable.idempotence": True})
-        backlog = _encoded_events(plan.backlog, seed + 1)
+        backlog = _encoded_events(plan.backlog, seed + 1, options.event_format, schema_id)
         for i, value in enumerate(backlog):
             _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
         if producer.flush(60):
@@ -345,7 +411,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
             log = workdir / f"processor-latency{name}.log"
             processor = demo._start_processor(bootstrap, log)
             _wait_ready(log, processor, 600 + plan.subscriptions / 1000)
-            values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2 + k)
+            values = _encoded_events(int(offered * plan.latency_seconds) + 1, seed + 2 + k, options.event_format,
+                                     schema_id)
             progress(f"  latency phase: offering {offered:,.0f} events/s for {plan.latency_seconds:g} s")
             meter = CpuMeter({"broker": broker.pids()[0], "processor": processor.pid}, "bench",
                              {"bench: load producer": [threading.main_thread()],
@@ -373,6 +440,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         if watcher is not None:
             watcher.close()
         producer = None  # closed before the broker goes, or librdkafka logs the disconnection
+        if demo.registry is not None:
+            demo.registry.stop()
         broker.stop()
 
     for phase in phases:  # percentiles of each phase: at a consumer, and processor side; where the time goes
@@ -386,6 +455,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
     stages = stats.get("stage_seconds", {})
     return {
         "subscriptions": n_subs,
+        "event_format": options.event_format,
         "backlog_events": plan.backlog,
         "max_events_per_s": round(max_rate, 1),
         "rebuild_and_join_s": round(ready, 1),

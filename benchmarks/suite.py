@@ -169,8 +169,11 @@ def _settings(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
               help="e2e: linger.ms of the load producer.")
 @click.option("--clock-fetch-wait-ms", type=click.IntRange(1, 10_000), default=10, show_default=True,
               help="e2e: fetch.wait.max.ms of the consumer that times the notifications.")
+@click.option("--event-format", type=click.Choice(e2e_mod.EVENT_FORMATS), default="native", show_default=True,
+              help="e2e: how the events travel: fastpubsub's Avro map, a producer's registered nested Avro record "
+                   "(the embedded Schema Registry), or the same record as nested JSON.")
 def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interval_ms, commit_linger_ms, overlap_commits,
-              offered_rate, also_at, processor_config, producer_linger_ms, clock_fetch_wait_ms) -> None:
+              offered_rate, also_at, processor_config, producer_linger_ms, clock_fetch_wait_ms, event_format) -> None:
     """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
 
     Runs from a checkout of the fastpubsub repository (the benchmarks are not
@@ -193,7 +196,7 @@ def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interva
     chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
     options = e2e_mod.Options(delivery, batch_size, commit_interval_ms, overlap_commits, commit_linger_ms,
                                     offered_rate, tuple(also_at), tuple(processor_config), producer_linger_ms,
-                                    clock_fetch_wait_ms)
+                                    clock_fetch_wait_ms, event_format)
     outcome = run(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush(),
                         e2e=options)
     failed = {k: v for k, v in outcome.items() if v != "ok"}
