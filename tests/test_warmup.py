@@ -141,3 +141,20 @@ def test_the_command_validates_its_options_and_says_where_the_cache_is():
     assert f"numba cache: {fastpubsub.numba_cache_dir()}" in done.stderr
     assert "warmup: every kernel was already in the cache for dynamic in" in done.stdout
     assert f"{len(warmup.STEPS)}/{len(warmup.STEPS)}" in done.stderr  # the progress bar's last state
+
+
+def test_kernels_are_cached_by_their_folder_inside_the_package_so_every_installation_of_the_same_sources_shares_them():
+    """numba's own locator names a folder's cache by a hash of its absolute path: a second venv or a reinstalled
+    wheel would compile every kernel again.  Ours names it by the folder's place in the package."""
+    from numba.core import caching
+
+    from fastpubsub import kernel_cache
+    from fastpubsub.engine.kernels import scan
+
+    kernel = next(getattr(scan, n) for n in dir(scan) if hasattr(getattr(scan, n), "_cache"))
+    locator = caching.FunctionCache(kernel.py_func)._impl._locator  # what numba builds for a cached kernel
+    assert isinstance(locator, kernel_cache.PackageCacheLocator)
+    assert locator.get_cache_path() == os.path.join(warmup.numba_config.CACHE_DIR, "fastpubsub.engine.kernels")
+    assert kernel_cache.package_subpath("/elsewhere/site-packages/x.py") != "fastpubsub.engine.kernels"
+    assert kernel_cache.package_subpath(os.path.join(kernel_cache.PACKAGE, "wire", "k.py")) == "fastpubsub.wire"
+    assert not kernel_cache.inside_package("/elsewhere/site-packages/x.py")  # a user's kernels: numba's locators

@@ -58,3 +58,7 @@ def numba_cache_dir() -> str:
 
 
 numba_cache_dir()
+
+from . import kernel_cache  # noqa: E402 - after numba_cache_dir: numba reads NUMBA_CACHE_DIR when imported
+
+kernel_cache.install()

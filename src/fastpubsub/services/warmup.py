@@ -36,7 +36,6 @@ from typing import Callable
 
 import numpy as np
 from numba.core import config as numba_config
-from numba.core.caching import UserProvidedCacheLocator
 
 from fastpubsub.engine import ALGORITHMS, Matcher, ValidEventStore
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
@@ -46,6 +45,7 @@ from fastpubsub.wire.subscription_decoder import decode_subscriptions
 
 import fastpubsub
 
+from fastpubsub.kernel_cache import package_subpath
 from fastpubsub.runtime.compiles import CompileWatch
 
 from .events import snapshot
@@ -336,8 +336,7 @@ def cache_directories() -> list[Path]:
     folders = sorted({p.parent for p in package.rglob("*.py") if "__pycache__" not in p.parts})
     out = [f / "__pycache__" for f in folders]
     if numba_config.CACHE_DIR:
-        out += [Path(numba_config.CACHE_DIR) / UserProvidedCacheLocator.get_suitable_cache_subpath(str(f / "x.py"))
-                for f in folders]
+        out += [Path(numba_config.CACHE_DIR) / package_subpath(str(f / "x.py")) for f in folders]
     return out
 
 
