@@ -200,7 +200,7 @@ def processor(bootstrap: str, group_id: str, *options: str) -> Service:
     return Service("run", bootstrap, ["--group-id", group_id, "--batch-size", "20", *options], ready=" INFO ready: ")
 
 
-@pytest.mark.parametrize("snapshots", [False, True], ids=["rebuild", "snapshots"])
+@pytest.mark.parametrize("snapshots", [False, pytest.param(True, marks=pytest.mark.long)], ids=["rebuild", "snapshots"])
 def test_the_event_processor_killed_repeatedly_notifies_exactly_once(bootstrap, group_id, snapshots, tmp_path,
                                                                      long_faults):
     """Without snapshots every start rebuilds the subscriptions from the topic; with them (one a second while the

@@ -176,6 +176,13 @@ def test_health_and_readiness_follow_the_loop(serve):
     assert parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
     m.recovering = False
     assert get(f"{base}/readyz") == (200, "ready\n")
+    m.committing_since = time.monotonic()  # a commit under way, not yet long
+    assert get(f"{base}/readyz") == (200, "ready\n")
+    m.committing_since -= 10  # the cluster went away in its middle: commit_transaction waits, nothing is polled
+    assert get(f"{base}/readyz") == (503, "a commit has waited 10s for the Kafka cluster\n")
+    assert parse(get(f"{base}/metrics")[1])["pubsub_ready", frozenset()] == 0
+    m.committing_since = None
+    assert get(f"{base}/readyz") == (200, "ready\n")
     m.last_beat -= 5  # the loop has not turned for five seconds
     status, body = get(f"{base}/healthz")
     assert status == 503 and body == "stalled: no progress for 5s\n"

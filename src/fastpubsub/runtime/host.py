@@ -424,7 +424,11 @@ class Host:
         self._before_commit()
         t = time.perf_counter()
         done = self.checkpoint.uncommitted
-        self.deliver.commit(consumer, done.topic_partitions() if consumer is not None else None)
+        self.metrics.committing_since = time.monotonic()  # /readyz: not ready once it has waited too long
+        try:
+            self.deliver.commit(consumer, done.topic_partitions() if consumer is not None else None)
+        finally:
+            self.metrics.committing_since = None
         self.counters.lap("commit", t)
         took = time.perf_counter() - t
         self.metrics.commit_seconds.observe(took)

@@ -64,6 +64,9 @@ SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 LAG_EVERY = 1.0
 ENGINE_EVERY = 10.0
 DEFAULT_STALL_SECONDS = 90.0  # above the 60 s a transaction commit may take before it fails
+#: A commit that has waited this long (seconds) makes the service not ready until it ends: the cluster went away
+#: in its middle, or answers too slowly to serve.
+COMMIT_PATIENCE = 3.0
 
 
 class Histogram:
@@ -139,6 +142,7 @@ class Metrics:
         self.unreachable = False  # no broker answers (runtime.host): not ready until one does
         self.registry_unreachable = False  # the Schema Registry does not answer (kafka.schema_registry): not ready
         self.recovering = False  # a failed step is being replayed: a new producer, the inputs at their offsets
+        self.committing_since: float | None = None  # monotonic start of the commit under way (runtime.host)
         self.dead_letters: Mapping[tuple[str, str], int] = {}  # (source topic, reason class) -> count, kept by the dead-letter path
         # gauges the loop sets (Metrics.publish)
         self.subscriptions = 0
@@ -188,6 +192,15 @@ class Metrics:
         if matcher is not None and now - self._engine_at >= ENGINE_EVERY:
             self._engine_at = now
             self.engine = matcher.stats()
+
+    def commit_waiting(self) -> float | None:
+        """Seconds the commit under way has waited, once past :data:`COMMIT_PATIENCE`; else None.  A commit
+        blocks the loop (``commit_transaction`` waits up to its timeout when the cluster goes away in its middle),
+        and no client is polled meanwhile whose error callback would say the cluster is unreachable."""
+        since = self.committing_since
+        if since is None or time.monotonic() - since < COMMIT_PATIENCE:
+            return None
+        return time.monotonic() - since
 
     def alive(self) -> bool:
         return time.monotonic() - self.last_beat < self.stall_seconds
@@ -264,7 +277,8 @@ class PublishedCollector(Collector):
                            full_waits)
         yield InfoMetricFamily("pubsub", "Configuration of this instance.", value=dict(m.info))
         yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched, 0 while no broker or no Schema Registry answers.",
-                     int(m.ready.is_set() and not m.unreachable and not m.registry_unreachable and not m.recovering))
+                     int(m.ready.is_set() and not m.unreachable and not m.registry_unreachable and not m.recovering
+                         and m.commit_waiting() is None))
         yield _gauge("pubsub_seconds_since_progress", "Seconds since the loop last made progress.",
                      round(time.monotonic() - m.last_beat, 3))
         engine = m.engine
@@ -382,6 +396,8 @@ class MetricsServer:
                         self._answer(503, "the Schema Registry is unreachable: waiting for it\n")
                     elif target.recovering:
                         self._answer(503, "recovering: a new producer and the inputs at their committed offsets\n")
+                    elif (waiting := target.commit_waiting()) is not None:
+                        self._answer(503, f"a commit has waited {waiting:.0f}s for the Kafka cluster\n")
                     else:
                         self._answer(200, "ready\n")
                 else:
