@@ -138,6 +138,7 @@ class _NotificationClock(threading.Thread):
         self.notified: list[tuple[int, str]] = []  # filled by stop()
         self.count = 0
         self._seen: list[tuple[bytes, float, int]] = []  # (value, arrival, record time): decoded after the run
+        self.fixed_ids: dict[int, int] | None = None  # with a registry: its ids of the output schemas -> the fixed ones
         self._stopping = threading.Event()
 
     def run(self) -> None:
@@ -161,7 +162,7 @@ class _NotificationClock(threading.Thread):
         self._stopping.set()
         self.join(30)
         for value, arrived, ms in self._seen:
-            n = codecs.decode_notification(value)
+            n = codecs.decode_notification(codecs.reframed(value, self.fixed_ids))
             self.first.setdefault(n["event_id"], (arrived, ms))
             self.notified.append((n["subscription_id"], n["event_id"]))
         self._seen = []
@@ -223,6 +224,17 @@ def _producer_schema_id(demo: Demo, bootstrap: str) -> int:
         raise RuntimeError("no Schema Registry for registered-avro: `pubsub registry --fetch-only` installs Apicurio")
     return demo.schema_registry.client().register_schema(f"{topics.EVENTS}-value",
                                                          Schema(json.dumps(PRODUCER_SCHEMA), "AVRO"))
+
+
+def _output_ids(demo: Demo) -> dict[int, int] | None:
+    """With a registry the processor frames its notifications with the registry's ids: those -> the fixed ones."""
+    if demo.schema_registry is None:
+        return None
+    from fastpubsub.kafka.schema_registry import output_subjects, register_outputs
+
+    ids = register_outputs(demo.schema_registry, output_subjects(topics.NOTIFICATIONS, topics.DEAD_LETTER),
+                           stopped=lambda: True)
+    return {registry_id: fixed for fixed, registry_id in ids.items()}
 
 
 def _wait_committed(watcher: _Watcher, total: int, processor, timeout: float,
@@ -394,6 +406,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         clock.start()
         slow_clock = _NotificationClock(bootstrap, None)
         slow_clock.start()
+        clock.fixed_ids = slow_clock.fixed_ids = _output_ids(demo)
         started = time.monotonic()
         processor = demo._start_processor(bootstrap, workdir / "processor.log")
         watcher = _Watcher(bootstrap)
