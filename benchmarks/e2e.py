@@ -59,6 +59,7 @@ from . import report
 from .cpu import CpuMeter
 from .cpu import table as cpu_table
 from .engine import warm_up
+from .registered_decode import NESTED_FIELDS, nested_values
 
 ALGORITHM = ProcessorConfig.algorithm  # what `pubsub run` matches with
 
@@ -172,30 +173,16 @@ class _NotificationClock(threading.Thread):
 #: Schema Registry, ``pubsub run --schema-registry``); the same record as nested JSON text.
 EVENT_FORMATS = ("native", "registered-avro", "nested-json")
 
-#: The producer's record: W0's 32 attributes at the top (what the subscriptions name) beside nested fields no
-#: subscription names (a record in a record, an enum, a timestamp, an array, a map): 39 leaves, which the
-#: processor's decoder for the registered schema skips unread.
-PRODUCER_SCHEMA = {
-    "type": "record", "name": "Reading", "namespace": "bench",
-    "fields": [
-        *({"name": f"a{i}", "type": "long"} for i in range(32)),
-        {"name": "device", "type": {"type": "record", "name": "Device", "fields": [
-            {"name": "id", "type": "string"},
-            {"name": "site", "type": {"type": "record", "name": "Site", "fields": [
-                {"name": "country", "type": "string"}, {"name": "zone", "type": "int"}]}}]}},
-        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["OK", "WARN", "FAIL"]}},
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "tags", "type": {"type": "array", "items": "string"}},
-        {"name": "labels", "type": {"type": "map", "values": "string"}},
-    ],
-}
+#: The producer's record: W0's 32 attributes at the top (what the subscriptions name) beside the nested fields of
+#: benchmarks.registered_decode, which no subscription names: 40 leaves, of which the processor's decoder for the
+#: registered schema skips 8 unread.
+PRODUCER_SCHEMA = {"type": "record", "name": "Reading", "namespace": "bench",
+                   "fields": [*({"name": f"a{i}", "type": "long"} for i in range(32)), *NESTED_FIELDS]}
 
 
 def producer_record(event: dict, i: int) -> dict:
     """One W0 event as the producer's nested record (its attributes unchanged, so the matches are the same)."""
-    return {**{k: int(v) for k, v in event.items()},
-            "device": {"id": f"d{i % 1000}", "site": {"country": ("FR", "DE", "US")[i % 3], "zone": i % 8}},
-            "status": "OK", "at": 1_700_000_000_000 + i, "tags": [f"t{i % 5}", "x"], "labels": {"k": "v", "j": "w"}}
+    return {**{k: int(v) for k, v in event.items()}, **nested_values(i)}
 
 
 def _encoded_events(n: int, seed: int, fmt: str = "native", schema_id: int | None = None) -> list[bytes]:

@@ -4,7 +4,7 @@ The same W0 events and subscriptions through the embedded broker and ``pubsub ru
 maximum-throughput phase), the events written as
 
 * ``native``: fastpubsub's Avro attribute map;
-* ``registered-avro``: a producer's nested Avro record of 39 leaves, registered in the embedded Schema Registry
+* ``registered-avro``: a producer's nested Avro record of 40 leaves, registered in the embedded Schema Registry
   (``e2e.PRODUCER_SCHEMA``): the processor decodes with the registered schema, the paths no subscription names
   skipped unread;
 * ``nested-json``: the same record as JSON text.

@@ -126,6 +126,23 @@ def run_in(n: int, n_events: int, algorithm: str, repeat: int, k: int = 3) -> di
     return out
 
 
+def timed_matching(m: Matcher, events, repeat: int, dicts: list[dict] | None = None):
+    """(the last matches, best wall seconds and best CPU seconds of ``match_encoded``, best wall seconds of
+    ``match_batch`` over ``dicts`` or None) over ``repeat`` passes, after one that compiles or loads the kernels."""
+    m.match_encoded(events)
+    best_enc = best_cpu = best_dict = float("inf")
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        res = m.match_encoded(events)
+        best_enc = min(best_enc, time.perf_counter() - t)
+        best_cpu = min(best_cpu, time.process_time() - c)
+        if dicts is not None:
+            t = time.perf_counter()
+            m.match_batch(dicts)
+            best_dict = min(best_dict, time.perf_counter() - t)
+    return res, best_enc, best_cpu, (best_dict if dicts is not None else None)
+
+
 def titles(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
@@ -146,16 +163,7 @@ def run_prefix(n: int, n_titles: int, n_events: int, algorithm: str, repeat: int
     t = time.perf_counter()
     m.add_bulk(SubscriptionBatch.from_lists((i, [("title", "prefix", p)]) for i, p in enumerate(prefixes)))
     load = time.perf_counter() - t
-    m.match_encoded(events)  # compile or load the kernels
-    best_enc = best_dict = best_cpu = float("inf")
-    for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
-        res = m.match_encoded(events)
-        best_enc = min(best_enc, time.perf_counter() - t)
-        best_cpu = min(best_cpu, time.process_time() - c)
-        t = time.perf_counter()
-        m.match_batch(dicts)
-        best_dict = min(best_dict, time.perf_counter() - t)
+    res, best_enc, best_cpu, best_dict = timed_matching(m, events, repeat, dicts)
     t = time.perf_counter()
     scan = [[i for i, p in enumerate(prefixes) if e["title"].startswith(p)] for e in dicts[:floor_events]]
     t_scan = time.perf_counter() - t
@@ -211,13 +219,7 @@ def run_ruler(operator: str, n: int, n_titles: int, n_events: int, algorithm: st
     t = time.perf_counter()
     m.add_bulk(SubscriptionBatch.from_lists((i, [p]) for i, p in enumerate(subs)))
     load = time.perf_counter() - t
-    m.match_encoded(events)  # compile or load the kernels
-    best_enc = best_cpu = float("inf")
-    for _ in range(repeat):
-        t, c = time.perf_counter(), time.process_time()
-        res = m.match_encoded(events)
-        best_enc = min(best_enc, time.perf_counter() - t)
-        best_cpu = min(best_cpu, time.process_time() - c)
+    res, best_enc, best_cpu, _ = timed_matching(m, events, repeat)
     t = time.perf_counter()
     scan = [[i for i, p in enumerate(subs) if holds(p, e)] for e in dicts[:floor_events]]
     t_scan = time.perf_counter() - t
