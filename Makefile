@@ -44,11 +44,13 @@ demo: $(VENV)/.installed
 	$(BIN)/pubsub demo
 
 # The unit lane first, on both cores (no broker: nothing to share); then every lane that runs Apache Kafka or Spark,
-# one test at a time; each lane ends with its slowest tests, where CI's time goes.
+# on two workers as well: a test through the broker mostly waits (on a JVM's start, a kill, a commit), so two of
+# them share the cores well.  Each worker starts its own session broker and registry (conftest.py) and takes whole
+# files (--dist loadfile: a module's cluster or wheel is built once).  Each lane ends with its slowest tests.
 UNIT = -m "not broker and not spark and not slow"
 test: $(VENV)/.installed kafka tools
 	$(PYTEST) -n 2 $(UNIT) --durations=25
-	$(PYTEST) -m "broker or spark or slow" --durations=40
+	$(PYTEST) -n 2 --dist loadfile -m "broker or spark or slow" --durations=40
 
 test-fast: $(VENV)/.installed
 	$(PYTEST) -n 2 $(UNIT) --durations=10

@@ -32,9 +32,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "(make test-faults)")
 
 
+#: Files whose tests take minutes through the broker, slowest first: run first, so that the two workers of ``make
+#: test`` (``--dist loadfile`` hands out whole files in collection order) end together instead of one waiting on
+#: the other's last long file.
+LONGEST_FIRST = ("test_cluster_faults.py", "test_exactly_once.py", "test_crash.py", "test_demo.py",
+                 "test_spark_standalone.py", "test_commit_interval.py", "test_packaging.py", "test_registry.py",
+                 "test_security.py", "test_tables.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that needs the session broker is in the ``broker`` lane, whether or not its file says so; a case
-    marked ``long`` runs only in the long version of the fault tests (``make test-faults``)."""
+    marked ``long`` runs only in the long version of the fault tests (``make test-faults``); the longest files
+    first."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
     long = config.getoption("--long-faults")
     for item in items:
         if "broker" in getattr(item, "fixturenames", ()):

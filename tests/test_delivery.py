@@ -98,6 +98,15 @@ def test_settings_tune_the_producer_but_cannot_switch_off_what_delivery_needs(fa
     assert config["acks"] == "all" and config["transactional.id"] == "t-1" and config["bootstrap.servers"] == "127.0.0.1:1"
 
 
+def test_a_transaction_right_after_a_commit_is_retried_after_10_ms_not_librdkafkas_100(fake):
+    """The coordinator answers CONCURRENT_TRANSACTIONS until the last commit's markers are written; librdkafka
+    waits retry.backoff.ms before asking again (100 ms by default: the p99 of back-to-back transactions)."""
+    FakeProducer.transactions = True
+    assert Delivery(CLIENTS, "transactional", transactional_id="t-1").producer.config["retry.backoff.ms"] == 10
+    tuned = clients.ClientFactory("127.0.0.1:1", {"retry.backoff.ms": "50"})
+    assert Delivery(tuned, "transactional", transactional_id="t-1").producer.config["retry.backoff.ms"] == "50"
+
+
 def test_a_lower_transaction_timeout_lowers_the_message_timeout_under_it(fake):
     """librdkafka refuses a transactional producer whose message.timeout.ms exceeds its transaction.timeout.ms."""
     FakeProducer.transactions = True

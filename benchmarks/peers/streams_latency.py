@@ -228,8 +228,8 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
         return offered[place][:count]
 
     sized = settings.streams()
-    last: dict[str, float] = {}  # the maximum each system last reached: sizes its next backlog
     for n in sizes:
+        last: dict[str, float] = {}  # the maximum each system last reached at this size: sizes its next backlog
         with EmbeddedBroker() as broker:
             admin.create_topics(broker.bootstrap_servers)
             demo = Demo(n, 0, "W0", settings.seed)
