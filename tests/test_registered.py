@@ -258,6 +258,35 @@ def test_an_unknown_id_and_an_undecodable_record_are_bad_records_with_their_reas
     assert decoded.rows.tolist() == [2, 3]  # the pipeline moves on
 
 
+def test_a_subscribed_bytes_or_fixed_field_is_named_in_a_warning_once_per_schema(registry, caplog):
+    """Subscriptions are accepted before any schema is known, so one on a bytes field cannot be refused; the first
+    batch of a schema in which a subscribed path is bytes or fixed says so, naming the schema id and the field."""
+    schema = with_references(registry)
+    value = avro_serializer(registry, schema)(AN_ORDER, CONTEXT)
+    sid = struct.unpack(">I", value[1:5])[0]
+    dec = decoders(registry)
+    with caplog.at_level("WARNING", logger="fastpubsub.wire.registered"):
+        decode_events([value], dec, frozenset({"status", "customer.name"}))  # nothing uncomparable named
+        assert dec.uncomparable == [] and not caplog.records
+        for _ in range(2):
+            decoded = decode_events([value, value], dec, frozenset({"status", "payload", "digest"}))
+    assert decoded.errors == {} and decoded.event_batch().attribute_names == ("status",)  # the events still match
+    assert sorted(dec.uncomparable) == [(sid, "digest"), (sid, "payload")]
+    told = sorted(r.getMessage() for r in caplog.records)
+    assert told == [f"schema id {sid}: field 'digest' is fixed, which no predicate can compare: subscriptions that "
+                    f"name it never match events of this schema",
+                    f"schema id {sid}: field 'payload' is bytes, which no predicate can compare: subscriptions that "
+                    f"name it never match events of this schema"]
+
+
+def test_a_union_of_bytes_and_string_is_not_called_uncomparable(registry):
+    ser = avro_serializer(registry, json.dumps({"type": "record", "name": "U", "fields": [
+        {"name": "v", "type": ["null", "bytes", "string"]}]}))
+    dec = decoders(registry)
+    decode_events([ser({"v": "x"}, CONTEXT)], dec, frozenset({"v"}))
+    assert dec.uncomparable == []
+
+
 def test_an_unknown_id_is_asked_about_once_per_interval_and_read_once_registered(registry):
     asked: list[int] = []
     source = SchemaSource(registry, "mock")

@@ -13,7 +13,10 @@ matcher cannot compare become comparable scalars, the same for every format:
 * timestamps (Avro ``timestamp-millis``/``-micros``, Protobuf ``Timestamp``): milliseconds since the epoch, UTC;
 * dates: the ISO text ``YYYY-MM-DD`` (its order is the dates' order); times of day: milliseconds since midnight;
 * decimals: doubles; UUIDs and enums: their text;
-* bytes and fixed: not comparable, left out of the event.
+* bytes and fixed: not comparable, left out of the event.  Subscriptions are accepted before any schema is known (a
+  path may be bytes in one topic and text in another), so one that names such a field cannot be refused; the first
+  time a registered Avro schema meets a subscribed path that is bytes or fixed, a warning names the schema id and
+  the field (:meth:`RegisteredDecoders.program`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import logging
 import struct
 import time
 import uuid
@@ -31,10 +35,11 @@ import fastavro
 
 import numpy as np
 
-from .avro_program import AvroProgram, NotCompiled, compile_schema
+from .avro_program import ARRAY, BYTES, FIXED, MAP, NULL, RECORD, UNION, AvroProgram, NotCompiled, compile_schema
 from .codecs import MAX_ATTRIBUTE_BYTES, DecodeError, _avro_body, _json_read
 from .paths import flatten
 
+log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">bI")
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 TYPES = ("AVRO", "JSON", "PROTOBUF")
@@ -160,6 +165,8 @@ class RegisteredDecoders:
     _masks: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
     _broken: dict[int, str] = field(default_factory=dict)
     _unknown: dict[int, tuple[float, str]] = field(default_factory=dict)
+    #: (schema id, path) of every subscribed bytes or fixed field met, each told once (:meth:`_tell_uncomparable`)
+    uncomparable: list[tuple[int, str]] = field(default_factory=list)
 
     def reader(self, sid: int) -> Callable[[bytes], Any]:
         found = self._readers.get(sid)
@@ -200,7 +207,24 @@ class RegisteredDecoders:
         cached = self._masks.get(sid)
         if cached is None or cached[0] is not wanted:
             cached = self._masks[sid] = (wanted, prog.wanted(wanted))
+            self._tell_uncomparable(sid, prog, wanted)
         return prog, cached[1]
+
+    def _tell_uncomparable(self, sid: int, prog: AvroProgram, wanted: frozenset[str] | None) -> None:
+        """A subscribed path whose every value in this schema is bytes or fixed (a union with a string branch may
+        still match) never holds on its events: the operator's clear error, once per schema id and field."""
+        if not wanted:
+            return
+        leaves: dict[str, set[int]] = {}
+        for n, p in enumerate(prog.node_path):
+            if p in wanted and prog.op[n] not in (NULL, RECORD, ARRAY, MAP, UNION):
+                leaves.setdefault(p, set()).add(int(prog.op[n]))
+        for p, ops in leaves.items():
+            if ops <= {BYTES, FIXED} and (sid, p) not in self.uncomparable:
+                self.uncomparable.append((sid, p))
+                log.warning("schema id %d: field %r is %s, which no predicate can compare: subscriptions that name "
+                            "it never match events of this schema", sid, p, " or ".join(
+                                sorted("bytes" if o == BYTES else "fixed" for o in ops)))
 
     def decode(self, value: bytes) -> Any:
         """The nested value of one framed record (its scalars made comparable)."""
