@@ -3,6 +3,7 @@
     python -m benchmarks.commit_path                       # 100 records per transaction, 50 transactions
     python -m benchmarks.commit_path --records 1000 --transactions 20
     python -m benchmarks.commit_path --retry-backoff-ms 100,10 --transactions 200   # the retry backoff's cost
+    python -m benchmarks.commit_path --retry-backoff-ms 10 --rounds 1 --transactions 400 --explain-slower-than 60
 
 A read_committed consumer in a group takes its records from pubsub.events
 and a transactional producer (the processor's settings: ``acks=all``,
@@ -25,8 +26,12 @@ transaction, and librdkafka asks again later) against the local state
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 from confluent_kafka import TopicPartition
@@ -46,8 +51,21 @@ def _summary(ms: list[float]) -> dict[str, float]:
             "max": round(float(a.max()), 2)}
 
 
-def measure(bootstrap: str, records: int, transactions: int, flush_first: bool, retry_backoff_ms: int | None = None
-            ) -> dict:
+def measure(bootstrap: str, records: int, transactions: int, flush_first: bool, retry_backoff_ms: int | None = None,
+            explain_ms: float | None = None) -> dict:
+    """Each part's p50/p99/max in ms; with ``explain_ms``, also what the transactions slower than that waited for
+    (:func:`_explain`)."""
+    if explain_ms is not None:
+        with _librdkafka_log() as log_path:
+            got = _measure(bootstrap, records, transactions, flush_first, retry_backoff_ms, debug=True)
+        got["slow transactions"] = _explain(got.pop("_windows"), log_path.read_text(errors="replace"), explain_ms)
+        log_path.unlink()
+        return got
+    return _measure(bootstrap, records, transactions, flush_first, retry_backoff_ms)
+
+
+def _measure(bootstrap: str, records: int, transactions: int, flush_first: bool, retry_backoff_ms: int | None,
+             debug: bool = False) -> dict:
     clients = ClientFactory(bootstrap)
     name = ("flush" if flush_first else "noflush") + (f"-backoff{retry_backoff_ms}" if retry_backoff_ms else "")
     feeder = clients.producer(**{"linger.ms": 0})
@@ -59,17 +77,21 @@ def measure(bootstrap: str, records: int, transactions: int, flush_first: bool, 
                                                                "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(EVENTS, 0)])
     backoff = {"retry.backoff.ms": retry_backoff_ms} if retry_backoff_ms else {}
+    if debug:
+        backoff["debug"] = "eos"  # the transaction manager's requests and answers, timestamped, on stderr
     producer = clients.producer(**{"linger.ms": 5, "acks": "all", "delivery.report.only.error": True,
                                    "transactional.id": f"bench-commit-path-{name}", **backoff})
     producer.init_transactions(10)
     parts: dict[str, list[float]] = {"produce": [], "flush": [], "offsets": [], "commit": [], "transaction": [],
                                      "committed()": [], "local lag": []}
+    windows: list[tuple[float, float]] = []  # wall-clock span of each timed transaction (librdkafka's log clock)
     done = 0
     while done < WARM_UP + transactions:
         msgs = consumer.consume(1, 1.0)
         if not msgs or msgs[0].error():
             continue
         msg = msgs[0]
+        wall = time.time()
         t0 = time.perf_counter()
         producer.begin_transaction()
         for j in range(records):
@@ -89,12 +111,53 @@ def measure(bootstrap: str, records: int, transactions: int, flush_first: bool, 
             consumer.get_watermark_offsets(tp, cached=True)
         t6 = time.perf_counter()
         if done >= WARM_UP:
+            windows.append((wall, wall + (t4 - t0)))
             for part, seconds in (("produce", t1 - t0), ("flush", t2 - t1), ("offsets", t3 - t2), ("commit", t4 - t3),
                                   ("transaction", t4 - t0), ("committed()", t5 - t4), ("local lag", t6 - t5)):
                 parts[part].append(seconds * 1e3)
         done += 1
     consumer.close()
-    return {part: _summary(ms) for part, ms in parts.items()}
+    producer.flush(10)
+    out: dict = {part: _summary(ms) for part, ms in parts.items()}
+    if debug:
+        out["_windows"] = windows
+    return out
+
+
+@contextlib.contextmanager
+def _librdkafka_log():
+    """librdkafka's own log (it writes to file descriptor 2) into a file for the block's duration."""
+    fd, name = tempfile.mkstemp(prefix="commit-path-", suffix=".log")
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        yield Path(name)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def _explain(windows: list[tuple[float, float]], log: str, slower_than_ms: float) -> dict:
+    """For the transactions that took longer than ``slower_than_ms``: how often the coordinator answered
+    CONCURRENT_TRANSACTIONS (it is still writing the previous transaction's markers) and for how long, from the
+    transaction's start to its last such answer.  librdkafka's debug lines carry their wall-clock time."""
+    refusals = sorted(float(line.split("|")[1]) for line in log.splitlines()
+                      if line.startswith("%7|") and ("CONCURRENT_TRANSACTIONS" in line
+                                                     or "another concurrent operation" in line))
+    slow = [(a, b) for a, b in windows if (b - a) * 1e3 > slower_than_ms]
+    waited, counts, shares = [], [], []
+    for a, b in slow:
+        inside = [t for t in refusals if a <= t <= b]
+        counts.append(len(inside))
+        wait = (inside[-1] - a) * 1e3 if inside else 0.0
+        waited.append(wait)
+        shares.append(wait / ((b - a) * 1e3))
+    return {"slower than ms": slower_than_ms, "count": len(slow), "of": len(windows),
+            "with CONCURRENT_TRANSACTIONS": sum(1 for c in counts if c),
+            "refusals per slow transaction": _summary(counts) if counts else None,
+            "ms waiting for the previous markers": _summary(waited) if waited else None,
+            "share of the slow transaction": _summary(shares) if shares else None}
 
 
 def main() -> None:
@@ -105,6 +168,10 @@ def main() -> None:
                     help="comma-separated retry.backoff.ms values of the transactional producer, timed in turn in the "
                          "'no flush' order over --rounds rounds (e.g. 100,10: librdkafka's default against ours)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the --retry-backoff-ms comparison")
+    ap.add_argument("--explain-slower-than", type=float, default=None, metavar="MS",
+                    help="with librdkafka's transaction log (debug=eos): for the transactions slower than MS, how "
+                         "long the coordinator kept answering CONCURRENT_TRANSACTIONS (writing the previous "
+                         "transaction's markers)")
     args = ap.parse_args()
     if args.records <= 0 or args.transactions <= 0 or args.rounds <= 0:
         ap.error("--records, --transactions and --rounds must be positive")
@@ -118,13 +185,18 @@ def main() -> None:
         if backoffs:
             for r in range(args.rounds):
                 for ms in backoffs:
-                    got = measure(broker.bootstrap_servers, args.records, args.transactions, False, ms)
+                    got = measure(broker.bootstrap_servers, args.records, args.transactions, False, ms,
+                                  args.explain_slower_than)
                     results.setdefault(f"retry.backoff.ms={ms}", []).append(got["transaction"])
                     print(f"round {r + 1}, retry.backoff.ms={ms}: transaction {got['transaction']}", flush=True)
+                    if "slow transactions" in got:
+                        results.setdefault(f"slow, retry.backoff.ms={ms}", []).append(got["slow transactions"])
+                        print(f"  slow: {got['slow transactions']}", flush=True)
         else:
             for flush_first in (True, False):
                 key = "flush first" if flush_first else "no flush"
-                results[key] = measure(broker.bootstrap_servers, args.records, args.transactions, flush_first)
+                results[key] = measure(broker.bootstrap_servers, args.records, args.transactions, flush_first,
+                                       explain_ms=args.explain_slower_than)
     results["load after"] = report.load_average()
     print(json.dumps(results, indent=1))
 
