@@ -78,7 +78,7 @@ def _measure(bootstrap: str, records: int, transactions: int, flush_first: bool,
     consumer.assign([TopicPartition(EVENTS, 0)])
     backoff = {"retry.backoff.ms": retry_backoff_ms} if retry_backoff_ms else {}
     if debug:
-        backoff["debug"] = "eos"  # the transaction manager's requests and answers, timestamped, on stderr
+        backoff["debug"] = "eos,protocol"  # the transaction manager's steps and every request's rtt, timestamped
     producer = clients.producer(**{"linger.ms": 5, "acks": "all", "delivery.report.only.error": True,
                                    "transactional.id": f"bench-commit-path-{name}", **backoff})
     producer.init_transactions(10)
@@ -139,25 +139,35 @@ def _librdkafka_log():
 
 
 def _explain(windows: list[tuple[float, float]], log: str, slower_than_ms: float) -> dict:
-    """For the transactions that took longer than ``slower_than_ms``: how often the coordinator answered
-    CONCURRENT_TRANSACTIONS (it is still writing the previous transaction's markers) and for how long, from the
-    transaction's start to its last such answer.  librdkafka's debug lines carry their wall-clock time."""
-    refusals = sorted(float(line.split("|")[1]) for line in log.splitlines()
-                      if line.startswith("%7|") and ("CONCURRENT_TRANSACTIONS" in line
-                                                     or "another concurrent operation" in line))
+    """For the transactions that took longer than ``slower_than_ms``: which request answered slowest (its round trip,
+    from librdkafka's ``Received ...Response (..., rtt N ms)`` lines), and how often and for how long the coordinator
+    answered CONCURRENT_TRANSACTIONS (it is still writing the previous transaction's markers).  librdkafka's debug
+    lines carry their wall-clock time."""
+    refusals: list[float] = []
+    answers: list[tuple[float, str, float]] = []  # (time, request, rtt ms)
+    for line in log.splitlines():
+        if not line.startswith("%7|"):
+            continue
+        at = float(line.split("|")[1])
+        if "CONCURRENT_TRANSACTIONS" in line or "another concurrent operation" in line:
+            refusals.append(at)
+        elif "Received " in line and "Response (" in line and "rtt " in line:
+            name = line.split("Received ", 1)[1].split("Response", 1)[0]
+            answers.append((at, name, float(line.rsplit("rtt ", 1)[1].split("ms", 1)[0])))
     slow = [(a, b) for a, b in windows if (b - a) * 1e3 > slower_than_ms]
-    waited, counts, shares = [], [], []
+    waited, counts, slowest = [], [], {}
     for a, b in slow:
         inside = [t for t in refusals if a <= t <= b]
         counts.append(len(inside))
-        wait = (inside[-1] - a) * 1e3 if inside else 0.0
-        waited.append(wait)
-        shares.append(wait / ((b - a) * 1e3))
+        waited.append((inside[-1] - a) * 1e3 if inside else 0.0)
+        mine = [(rtt, name) for t, name, rtt in answers if a <= t <= b]
+        if mine:
+            rtt, name = max(mine)
+            slowest.setdefault(name, []).append(rtt)
     return {"slower than ms": slower_than_ms, "count": len(slow), "of": len(windows),
             "with CONCURRENT_TRANSACTIONS": sum(1 for c in counts if c),
-            "refusals per slow transaction": _summary(counts) if counts else None,
             "ms waiting for the previous markers": _summary(waited) if waited else None,
-            "share of the slow transaction": _summary(shares) if shares else None}
+            "slowest answer": {name: {"transactions": len(v), **_summary(v)} for name, v in sorted(slowest.items())}}
 
 
 def main() -> None:
