@@ -4,11 +4,16 @@ the Kafka Streams peer and the processor at the same offered rates (benchmarks.p
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 from hypothesis import given, strategies as st
 
 from benchmarks.e2e import PARTS, breakdown
-from benchmarks.peers.streams_latency import OURS, Settings, rates_of, summary
+from benchmarks.peers.streams_latency import OURS, Settings, pin_to_core_0, rates_of, summary
 from fastpubsub.runtime.trace import LatencyTrace
 
 
@@ -81,3 +86,18 @@ def test_the_summary_pairs_each_round_and_checks_the_targets():
     assert not summary(worse, Settings())[-1]["target"]["met"]
     alone = summary([_trial(peer, 0, [100, 110, 120])], Settings())  # a round without the processor: no pairs
     assert alone == []
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pinning needs two cores")
+def test_pinning_puts_every_thread_of_the_broker_on_core_0():
+
+    child = subprocess.Popen([sys.executable, "-c", "import threading, time; threading.Thread(target=time.sleep, "
+                                                    "args=(30,)).start(); time.sleep(30)"])
+    try:
+        time.sleep(0.3)
+        pin_to_core_0([child.pid])
+        tasks = os.listdir(f"/proc/{child.pid}/task")
+        assert len(tasks) >= 2 and all(os.sched_getaffinity(int(t)) == {0} for t in tasks)
+    finally:
+        child.kill()
+        child.wait()

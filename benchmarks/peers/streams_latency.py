@@ -16,6 +16,9 @@ notifications topics, the peer's first:
    their commit (``runtime.trace``), so each of its phases also says where the time went
    (``benchmarks.e2e.breakdown``: consumer, decode, match, produce, commit, visible to a reader).
 
+``--pin-broker`` puts the broker's JVM on core 0 and everything else on the other cores: whether sharing the cores
+with the broker makes a tail.
+
 Reported per size and rate: every round's p50 / p99 of both, the ratio of the processor's p99 to the peer's in each
 round and the medians; the checks of docs/benchmarks.md (at half the peer's maximum the median ratio at most 0.75
 and no round above 1.0; at the base rate at most 0.5).  Results go to
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -73,6 +78,7 @@ class Settings:
     java_opts: tuple[str, ...] = ()
     peer_config: tuple[str, ...] = ()
     seed: int = 1
+    pin_broker: bool = False  # the broker on core 0, everything else (both systems, the load) on the others
 
     def streams(self) -> streams.Settings:
         """The settings ``benchmarks.peers.streams`` starts a system and sizes a backlog with."""
@@ -211,6 +217,20 @@ def plot(result: dict, path: Path) -> None:
     report.save(fig, path)
 
 
+def pin_self_off_core_0() -> None:
+    """This process and every child started after (the peer's JVM, the processor) on the cores but the first."""
+    others = set(range(1, os.cpu_count() or 1))
+    if not others:
+        raise RuntimeError("--pin-broker needs at least two cores")
+    os.sched_setaffinity(0, others)
+
+
+def pin_to_core_0(pids: list[int]) -> None:
+    """Every thread of the broker's JVMs on core 0 (``taskset -a``: a JVM's threads each have an affinity)."""
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True, capture_output=True)
+
+
 def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
         progress: Callable[[str], None] = print) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="pubsub-streams-latency-"))
@@ -228,9 +248,13 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
         return offered[place][:count]
 
     sized = settings.streams()
+    if settings.pin_broker:
+        pin_self_off_core_0()
     for n in sizes:
         last: dict[str, float] = {}  # the maximum each system last reached at this size: sizes its next backlog
         with EmbeddedBroker() as broker:
+            if settings.pin_broker:
+                pin_to_core_0(broker.pids())
             admin.create_topics(broker.bootstrap_servers)
             demo = Demo(n, 0, "W0", settings.seed)
             demo.showcase_format = "avro"  # the peer reads Avro records only
@@ -300,6 +324,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--peer-config", action="append", default=[], metavar="KEY=VALUE",
                     help="a Kafka Streams setting of the peer (repeatable)")
     ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--pin-broker", action="store_true",
+                    help="the broker's JVM on core 0, both systems and the load on the other cores (does sharing the "
+                         "cores with the broker make the tail?)")
     ap.add_argument("--out", type=Path, default=None,
                     help="results file (default benchmarks/results/streams-latency-<date>.json)")
     ap.add_argument("--plot", type=Path, default=PLOT, help="the plot of latency against the offered rate")
@@ -310,7 +337,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(peer=a.peer, rounds=a.rounds, base_rate=a.base_rate, fractions=fractions,
                         latency_seconds=a.latency_seconds, backlog=a.backlog, min_backlog=a.min_backlog,
                         first_backlog=a.first_backlog, drain_seconds=a.drain_seconds, threads=a.threads,
-                        java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed)
+                        java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
+                        pin_broker=a.pin_broker)
     out = a.out or RESULTS / f"streams-latency-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams_latency " + " ".join(sys.argv[1:] if argv is None else argv)
