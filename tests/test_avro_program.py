@@ -173,6 +173,16 @@ def _simple(t) -> bool:
     return True
 
 
+def _escaped_key(datum) -> bool:
+    """A map key the path rule escapes (``.``, ``\\``, a leading ``$``): the kernel leaves its record to Python."""
+    if isinstance(datum, dict):
+        return any(isinstance(k, str) and ("." in k or "\\" in k or k.startswith("$")) or _escaped_key(v)
+                   for k, v in datum.items())
+    if isinstance(datum, (list, tuple)):
+        return any(_escaped_key(x) for x in datum)
+    return False
+
+
 # --- the properties ---------------------------------------------------------------------------------------------------
 
 
@@ -180,7 +190,8 @@ def _simple(t) -> bool:
 @given(st.data())
 def test_every_record_decodes_to_the_per_record_readers_pairs(data):
     schema = data.draw(schemas)
-    values = [_framed(schema, _datum(schema, data.draw)) for _ in range(data.draw(st.integers(1, 4)))]
+    datums = [_datum(schema, data.draw) for _ in range(data.draw(st.integers(1, 4)))]
+    values = [_framed(schema, d) for d in datums]
     if data.draw(st.booleans()):  # a damaged record: cut short or with a trailing byte
         i = data.draw(st.integers(0, len(values) - 1))
         values[i] = values[i][:-1] if data.draw(st.booleans()) and len(values[i]) > 5 else values[i] + b"\x00"
@@ -191,7 +202,7 @@ def test_every_record_decodes_to_the_per_record_readers_pairs(data):
     if _simple(schema):
         status = _kernel_status(decoders, values)
         for i, v in enumerate(values):
-            if not isinstance(_naive(decoders, v), str):
+            if not isinstance(_naive(decoders, v), str) and not _escaped_key(datums[i]):
                 assert status[i] == 0, (schema, v)
 
 

@@ -465,15 +465,16 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                         x = x / 1000.0
                     elif co == DATE:
                         ok = _MIN_DAY <= v <= _MAX_DAY
-                        pop[m] = DATE_PAIR
                     if not ok:
                         break
                     rec[m], attr[m], kind[m], number[m], sstart[m], slen[m] = r, pid, 0, x, 0, -1
+                    pop[m] = DATE_PAIR if co == DATE else 0
                     m += 1
         if full:
             break
         if ok and sp < 0 and pos == e:
             status[r] = _FAST
         else:
+            pop[m0:m] = 0  # a record rolled back leaves no date mark under the pairs written over it
             m = m0
     return status, first_pairs(pairs, m), dprefix[:n_dyn], dstart[:n_dyn], dlen[:n_dyn], full
