@@ -1,8 +1,9 @@
 """JSON events decoded by a compiled scanner: the per-record path's pairs without a Python object per value.
 
 ``codecs.decode_json_event`` parses a record with orjson, then flattens it in
-Python (``wire.paths``): some 100 us for a nested record of 40 leaves, when
-the batch kernel of Avro events takes 2.  :func:`decode_json` walks the text
+Python (``wire.paths``), a Python object per value and per pair: many times
+what the batch kernel of Avro events spends on a record of the same leaves
+(``python -m benchmarks.json_events``).  :func:`decode_json` walks the text
 of a batch of records byte by byte in one numba kernel and writes the batch
 decoder's columns (:class:`~.avro_binary.Pairs`, strings as slices of the
 input buffer) for every record it can prove the per-record path decodes to
