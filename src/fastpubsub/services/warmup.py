@@ -86,6 +86,8 @@ class _Workload:
         self.events = [codecs.encode_event(e) for e in generate_events(spec, 500, seed=8).to_dicts()]
         self.events.append(b'{"a0": 1, "a1": "x", "a2": true}')
         self.events.append(b'{"a0": 2, "movie": "groundhog day"}')
+        # nested, an array, a number read by strtod: the JSON kernel (wire.json_kernel)
+        self.events.append(b'{"a0": 3, "c": {"tags": ["x", "y"], "items": [{"p": 0.30000000000000004}]}, "n": null}')
 
 
 def _subscription_decoder(w: _Workload) -> None:

@@ -566,6 +566,10 @@ def decode_event(value: bytes, registered: Any = None) -> dict[str, Any]:
 def decode_json_event(value: bytes) -> list[tuple[str, Any]]:
     """The attribute pairs of a JSON event (nested or flat), by the path rule (wire/paths.py).
 
+    The batch decoder reads most JSON events with a compiled scanner
+    (``wire.json_kernel``) that gives the same pairs; this is the path of the
+    records it cannot prove, and the scanner's specification.
+
     orjson parses (faster than the standard library, most for nested events:
     ``python -m benchmarks.json_events``); a text it refuses, or whose colons
     outnumber the keys it returned (a duplicate key, which it would silently

@@ -4,11 +4,12 @@ Decoding Avro events one by one with fastavro builds a dict and a Python
 object per attribute; the statistics job and the processor decode millions.  :func:`decode_events` takes a list of raw values and returns the
 engine's columnar format directly: a numba kernel walks the Confluent wire
 format + Avro map encoding of ``wire/schemas/event.avsc`` for every record it can
-prove well-formed, and hands every other record (JSON, other schema ids,
-malformed Avro, duplicate map keys, non-canonical booleans, attribute names
-longer than ``codecs.MAX_ATTRIBUTE_BYTES``, ...) to
-``wire.codecs.decode_event`` (JSON, nested or flat, to ``decode_json_event``:
-its pairs by the path rule of wire/paths.py, an array's values each a pair).  So for every record the result is, by
+prove well-formed, another the text of JSON records (``wire.json_kernel``),
+and they hand every other record (other schema ids, malformed Avro or JSON,
+duplicate keys, non-canonical booleans, JSON escapes, attribute names longer
+than ``codecs.MAX_ATTRIBUTE_BYTES``, ...) to ``wire.codecs.decode_event``
+(JSON, nested or flat, to ``decode_json_event``: its pairs by the path rule of
+wire/paths.py, an array's values each a pair).  So for every record the result is, by
 construction, what ``codecs.decode_event`` says: the same event, or a
 :class:`~wire.codecs.DecodeError` with the same reason.
 
@@ -34,6 +35,7 @@ from .avro_binary import schema_id as framed_schema_id
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event_pairs
 from .avro_program import dates_as_text, decode_registered
 from .fallback import FallbackPairs
+from .json_kernel import decode_json
 from .paths import escape
 from .registered import RegisteredDecoders
 
@@ -123,6 +125,7 @@ class DecodedEvents:
     string_start: np.ndarray  # int64 [pairs]
     string_length: np.ndarray  # int32 [pairs]
     buffer: np.ndarray  # uint8
+    per_record: int = 0  # how many input values the per-record path decoded (no kernel could prove them)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -209,6 +212,25 @@ def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarra
     return buf, Pairs(*(np.concatenate(cols)[order] for cols in zip(*merged)))
 
 
+def _merge(names: list[str], pairs: Pairs, more_names: list[str], more: Pairs) -> Pairs:
+    """``more`` (attribute ids indexing ``more_names``) merged into ``pairs`` (ids indexing ``names``, which is
+    extended in place); the two never share a record, so a stable sort by record keeps each record's pairs in
+    order."""
+    if not len(more.rec):
+        return pairs
+    if names:
+        index = {name: i for i, name in enumerate(names)}
+        local = np.array([index.setdefault(name, len(index)) for name in more_names], np.int32)
+        names[:] = list(index)
+        more = more._replace(attr=local[more.attr])
+    else:
+        names[:] = more_names
+    if not len(pairs.rec):
+        return more
+    order = np.argsort(np.concatenate([pairs.rec, more.rec]), kind="stable")
+    return Pairs(*(np.concatenate(cols)[order] for cols in zip(pairs, more)))
+
+
 # --- entry point -------------------------------------------------------------------
 
 
@@ -239,6 +261,13 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
         max_names *= 4
     raw = buf.tobytes() if len(nstart) else b""
     names = [escape(raw[a:a + n].decode("utf-8")) for a, n in zip(nstart.tolist(), nlen.tolist())]  # keys as paths
+    json_like = (status == _SLOW) & (lengths > 0)
+    if json_like.any():
+        json_like[json_like] = buf[starts[json_like]] == ord("{")
+        if json_like.any():
+            done, more, more_names = decode_json(buf, starts, ends, json_like)
+            status[done] = _FAST
+            pairs = _merge(names, pairs, more_names, more)
     if registered is not None:
         buf, pairs = _decode_registered_avro(buf, starts, ends, registered, wanted, status, names, pairs)
     slow = np.flatnonzero(status == _SLOW)
@@ -265,4 +294,4 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(per_record[rows], out=offsets[1:])
     return DecodedEvents(rows, errors, tuple(names), offsets, pairs.attr, pairs.kind, pairs.number, pairs.start,
-                         pairs.length, buf)
+                         pairs.length, buf, len(slow))
