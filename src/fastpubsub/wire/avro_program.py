@@ -468,7 +468,8 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                     if not ok:
                         break
                     rec[m], attr[m], kind[m], number[m], sstart[m], slen[m] = r, pid, 0, x, 0, -1
-                    pop[m] = DATE_PAIR if co == DATE else 0
+                    if co == DATE:
+                        pop[m] = DATE_PAIR
                     m += 1
         if full:
             break

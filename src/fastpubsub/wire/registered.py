@@ -35,7 +35,7 @@ import fastavro
 
 import numpy as np
 
-from .avro_program import ARRAY, BYTES, FIXED, MAP, NULL, RECORD, UNION, AvroProgram, NotCompiled, compile_schema
+from .avro_program import _LEAVES, BYTES, FIXED, NULL, AvroProgram, NotCompiled, compile_schema
 from .codecs import MAX_ATTRIBUTE_BYTES, DecodeError, _avro_body, _json_read
 from .paths import flatten
 
@@ -217,7 +217,7 @@ class RegisteredDecoders:
             return
         leaves: dict[str, set[int]] = {}
         for n, p in enumerate(prog.node_path):
-            if p in wanted and prog.op[n] not in (NULL, RECORD, ARRAY, MAP, UNION):
+            if p in wanted and prog.op[n] in _LEAVES and prog.op[n] != NULL:
                 leaves.setdefault(p, set()).add(int(prog.op[n]))
         for p, ops in leaves.items():
             if ops <= {BYTES, FIXED} and (sid, p) not in self.uncomparable:
