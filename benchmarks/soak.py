@@ -1,22 +1,28 @@
-"""Memory under subscription churn: one `pubsub run` on Apache Kafka, events and subscription changes at fixed rates.
+"""Memory under subscription churn: one service on Apache Kafka, its input and subscription changes at fixed rates.
 
-    python -m benchmarks.soak --minutes 60                      # 2,000 events/s, 50 changes/s, 50,000 subscriptions
+    python -m benchmarks.soak --minutes 60                      # pubsub run: 2,000 events/s, 50 changes/s, 50,000 subs
     python -m benchmarks.soak --minutes 60 --changes-per-second 0   # the same without churn
     python -m benchmarks.soak --minutes 2 --subscriptions 20000     # a quick look
+    python -m benchmarks.soak --service patterns --minutes 20   # pubsub patterns: ticks, 10,000 pattern subscriptions
+    python -m benchmarks.soak --service tables --minutes 20     # pubsub tables: row updates, 2,000 aggregates
     python -m benchmarks.soak --plot-from a.json b.json --plot out.png   # one plot of runs written before
 
-Runs ``pubsub warmup`` first (a processor that compiles at its start keeps LLVM's memory), starts the embedded
-broker (or uses ``--bootstrap``), writes the subscriptions
-(workloads.sparse, preset ``opindex``, JSON), starts the processor with its
-``/metrics`` server and, once it is ready, produces events at
-``--events-per-second`` and subscription changes at ``--changes-per-second``:
-half tombstones, half replacements or re-adds of a random id of the first load
-(with the predicates of a random subscription of it), so the live population
-shrinks toward half and then holds.  Every ``--sample-seconds`` it records the
-processor's RSS and threads (``/proc``) and, from ``/metrics``, the live
-subscriptions and the engine's memory (``pubsub_engine_memory_bytes`` and by
-structure).  Writes the samples and a summary as JSON (``--out``, rewritten after every sample, so an
-interrupted soak keeps what it measured) and a plot (``--plot``).
+Runs ``pubsub warmup`` first (a service that compiles at its start keeps LLVM's memory), starts the embedded
+broker (or uses ``--bootstrap``), writes the subscriptions, starts the service with its ``/metrics`` server and,
+once it is ready, produces its input at ``--events-per-second`` and subscription changes at
+``--changes-per-second``: half tombstones, half replacements or re-adds of a random id of the first load (with the
+definition of a random subscription of it), so the live population shrinks toward half and then holds.  The
+services (``--service``, :data:`WORKLOADS`):
+
+* ``events`` (``pubsub run``): sparse subscriptions and events (workloads.sparse, preset ``opindex``), JSON;
+* ``patterns`` (``pubsub patterns``): the S1-S5 pattern templates over stock ticks (benchmarks.patterns);
+* ``tables`` (``pubsub tables``): ``min``/``sum``/``count``/``distinct`` aggregates with a range and a sector
+  filter over one table of stock rows, updated at random.
+
+Every ``--sample-seconds`` it records the service's RSS and threads (``/proc``) and, from ``/metrics``, the live
+subscriptions and what the engine holds (``pubsub_engine_memory_bytes`` and by structure; the pattern rows and
+instances, the aggregate groups and row filters).  Writes the samples and a summary as JSON (``--out``, rewritten
+after every sample, so an interrupted soak keeps what it measured) and a plot (``--plot``).
 
 Summary (:func:`summarise`): RSS growth after the first tenth (a least-squares
 line through the later samples, its rise over that span relative to its start,
@@ -35,11 +41,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from fastpubsub.kafka import ClientFactory, admin
@@ -53,6 +61,10 @@ RESULTS = Path(__file__).parent / "results"
 EVENT_POOL = 20_000
 #: Rates are kept in slices of this many seconds (the producer is handed a slice's records at once).
 SLICE = 0.1
+
+
+#: What the pattern and table services' engines hold besides bytes (``pubsub_engine_<name>``), sampled too.
+HELD = ("rows", "live_instances", "bound_events", "groups", "row_filters", "join_groups")
 
 
 def process_memory(pid: int) -> tuple[int, int]:
@@ -82,6 +94,8 @@ def scrape(port: int) -> dict[str, Any]:
                 out["structures"][s.labels["structure"]] = int(s.value)
             elif s.name == "pubsub_events_total":
                 out["events"] = int(s.value)
+            elif s.name.removeprefix("pubsub_engine_") in HELD:
+                out.setdefault("held", {})[s.name.removeprefix("pubsub_engine_")] = int(s.value)
             elif s.name == "pubsub_subscription_changes_total":
                 out["changes"] = out.get("changes", 0) + int(s.value)
     return out
@@ -118,14 +132,80 @@ def summarise(samples: list[dict[str, Any]], warm_up: float = 0.1) -> dict[str, 
         "subscriptions_start": later[0].get("subscriptions"), "subscriptions_end": later[-1].get("subscriptions"),
         "bytes_per_live": {"first": round(per_live[0], 1), "last": round(per_live[-1], 1),
                            "min": round(min(per_live), 1), "max": round(max(per_live), 1)} if per_live else None,
+        "held": {"first": later[0].get("held"), "last": later[-1]["held"]} if "held" in later[-1] else None,
+        "behind_end": later[-1].get("events_sent", 0) - later[-1].get("events", 0),
     }
 
 
-def load_subscriptions(bootstrap: str, n: int, preset: str, seed: int = 1) -> list[bytes]:
-    """Write ``n`` sparse subscriptions (ids 0..n-1, JSON); returns their values (the churn re-uses them)."""
+#: The table of the ``tables`` soak (``pubsub tables --table``) and its sectors.
+STOCK_TABLE = "stock:pubsub.tables.stock:symbol:risk=number,per=number,sector=string"
+SECTORS = 50
+
+
+@dataclass
+class Workload:
+    """What one service's soak writes and runs: the subscriptions (id = index), the input records cycled at the
+    input rate (topic, key, value), the topics it needs beside the five, and the service's command."""
+
+    command: list[str]
+    subscriptions: list[bytes]
+    records: list[tuple[str, bytes, bytes]]
+    topics: list[str] = field(default_factory=list)
+
+
+def events_workload(n: int, preset: str, seed: int) -> Workload:
+    """``pubsub run``: sparse subscriptions and events (workloads.sparse), JSON."""
     spec = SPARSE_PRESETS[preset]
-    values = [encode_subscription(Subscription(f"user{sid % 97}", preds), "json")
-              for sid, preds in generate_sparse_subscriptions(spec, n, seed=seed).to_lists()]
+    subs = [encode_subscription(Subscription(f"user{sid % 97}", preds), "json")
+            for sid, preds in generate_sparse_subscriptions(spec, n, seed=1).to_lists()]
+    events = [(topics.EVENTS, str(k).encode(), encode_event(e, "json"))
+              for k, e in enumerate(generate_sparse_events(spec, EVENT_POOL, seed=seed).to_dicts())]
+    return Workload(["run"], subs, events)
+
+
+def patterns_workload(n: int, preset: str, seed: int) -> Workload:
+    """``pubsub patterns``: pattern subscriptions of the S1-S5 templates over stock ticks, keyed by symbol."""
+    from benchmarks.patterns import Ticks, subscriptions
+
+    ticks = Ticks(EVENT_POOL, seed=seed)
+    subs = [json.dumps({"subscriber": f"user{sid % 97}", "pattern": text}).encode()
+            for sid, text in subscriptions(n, ticks, seed=seed + 1)]
+    records = [(topics.EVENTS, e["name"].encode(), encode_event(e, "json")) for _, _, e in ticks.events(0, len(ticks))]
+    return Workload(["patterns"], subs, records)
+
+
+def tables_workload(n: int, preset: str, seed: int) -> Workload:
+    """``pubsub tables``: aggregates over one table of 1,000 stock rows, each with a range and a sector filter."""
+    rng = random.Random(seed)
+    table_topic = STOCK_TABLE.split(":")[1]
+    subs = []
+    for sid in range(n):
+        low = rng.randrange(90)
+        fn = ("min(per)", "sum(per)", "count(*)", "distinct(sector)")[sid % 4]
+        text = f'{fn} over stock where risk between {low} and {low + 10} and sector = "s{rng.randrange(SECTORS)}"'
+        subs.append(json.dumps({"subscriber": f"user{sid % 97}", "aggregate": text}).encode())
+    records = []
+    for _ in range(EVENT_POOL):
+        symbol = f"S{rng.randrange(1000):04d}"
+        row = {"symbol": symbol, "risk": float(rng.randrange(100)), "per": float(rng.randrange(50)),
+               "sector": f"s{rng.randrange(SECTORS)}"}
+        records.append((table_topic, symbol.encode(), json.dumps(row).encode()))
+    return Workload(["tables", "--table", STOCK_TABLE], subs, records, [table_topic])
+
+
+#: Per service: its workload, and its default subscriptions and input rate.
+WORKLOADS: dict[str, tuple[Callable[[int, str, int], Workload], int, float]] = {
+    "events": (events_workload, 50_000, 2000.0),
+    "patterns": (patterns_workload, 10_000, 2000.0),
+    "tables": (tables_workload, 2_000, 500.0),
+}
+
+
+WORKLOAD_COMMANDS = {"events": "pubsub run", "patterns": "pubsub patterns", "tables": "pubsub tables"}
+
+
+def load_subscriptions(bootstrap: str, values: list[bytes]) -> None:
+    """Write the subscriptions (ids 0..n-1); the churn re-uses their values."""
     p = ClientFactory(bootstrap).producer(**{"linger.ms": 20})
     for sid, value in enumerate(values):
         p.produce(topics.SUBSCRIPTIONS, value, str(sid).encode())
@@ -133,13 +213,40 @@ def load_subscriptions(bootstrap: str, n: int, preset: str, seed: int = 1) -> li
             p.poll(0)
     if p.flush(120):
         raise RuntimeError("the subscriptions were not all written")
-    return values
 
 
-def warm_kernel_cache(echo: bool = True) -> None:
+def own_topics_afresh(bootstrap: str, names: list[str], timeout: float = 60.0) -> None:
+    """A user's own topics (the table's rows), new and empty as the five are: deleted, then created again once the
+    broker has let them go (deleting is asynchronous)."""
+    admin.delete_topics(bootstrap, names)
+    client, deadline = ClientFactory(bootstrap).admin(), time.monotonic() + timeout
+    for name in names:
+        while True:
+            try:
+                client.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+
+def service_env(source: str | None) -> dict[str, str] | None:
+    """The environment of the service's processes: with ``source`` (a checkout of another commit), its ``src``
+    first on the path, so that the same soak measures the service as it was there (a fix shown by its absence)."""
+    if source is None:
+        return None
+    src = Path(source) / "src"
+    if not (src / "fastpubsub").is_dir():
+        raise ValueError(f"{source} is not a fastpubsub checkout (no src/fastpubsub)")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def warm_kernel_cache(echo: bool = True, env: dict[str, str] | None = None) -> None:
     """``pubsub warmup`` first: a processor that compiles its kernels at its start keeps LLVM's memory (about 690
     MiB of RSS at the start against 262 from a warm cache), and the soak would measure compiling, not churn."""
-    done = subprocess.run([sys.executable, "-m", "fastpubsub", "warmup"], capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([sys.executable, "-m", "fastpubsub", "warmup"], capture_output=True, text=True, timeout=1800,
+                          env=env)
     if done.returncode != 0:
         raise RuntimeError(f"pubsub warmup failed: {done.stderr[-2000:]}")
     if echo:
@@ -149,26 +256,33 @@ def warm_kernel_cache(echo: bool = True) -> None:
 def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, changes_per_second: float = 50,
          subscriptions: int = 50_000, sample_seconds: float = 10.0, preset: str = "opindex", seed: int = 7,
          log_path: str | None = None, echo: bool = True,
-         on_sample: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Run one processor for ``minutes`` under the load; the samples and their summary.  ``on_sample`` gets the run
-    so far after every sample (the caller writes it: an interrupted soak keeps what it measured)."""
-    values = load_subscriptions(bootstrap, subscriptions, preset)
-    spec = SPARSE_PRESETS[preset]
-    events = [encode_event(e, "json") for e in generate_sparse_events(spec, EVENT_POOL, seed=seed).to_dicts()]
-    warm_kernel_cache(echo)
+         on_sample: Callable[[dict[str, Any]], None] | None = None, service: str = "events",
+         source: str | None = None) -> dict[str, Any]:
+    """Run one service for ``minutes`` under the load; the samples and their summary.  ``on_sample`` gets the run
+    so far after every sample (the caller writes it: an interrupted soak keeps what it measured); ``source``: run
+    the service of that checkout (:func:`service_env`)."""
+    env = service_env(source)
+    work = WORKLOADS[service][0](subscriptions, preset, seed)
+    if work.topics:
+        own_topics_afresh(bootstrap, work.topics)
+    values = work.subscriptions
+    load_subscriptions(bootstrap, values)
+    events = work.records
+    warm_kernel_cache(echo, env)
     port = free_port()
     log = open(log_path or os.devnull, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "run", "-b", bootstrap, "--group-id", "soak",
+    proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", *work.command, "-b", bootstrap, "--group-id", "soak",
                              "--metrics-port", str(port), "--progress-interval", "60"],
-                            stdout=log, stderr=subprocess.STDOUT, preexec_fn=child_preexec)
+                            stdout=log, stderr=subprocess.STDOUT, preexec_fn=child_preexec, env=env)
     samples: list[dict[str, Any]] = []
-    config = {"minutes": minutes, "events_per_second": events_per_second, "changes_per_second": changes_per_second,
-              "subscriptions": subscriptions, "preset": preset, "sample_seconds": sample_seconds}
+    config = {"service": service, "minutes": minutes, "events_per_second": events_per_second,
+              "changes_per_second": changes_per_second, "subscriptions": subscriptions, "preset": preset,
+              "sample_seconds": sample_seconds, "source": source}
     try:
         deadline = time.monotonic() + 600
         while not ready(port):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the processor did not become ready (exit code {proc.poll()})")
+                raise RuntimeError(f"pubsub {work.command[0]} did not become ready (exit code {proc.poll()})")
             time.sleep(0.5)
         rng = random.Random(seed)
         p = ClientFactory(bootstrap).producer(**{"linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
@@ -193,10 +307,11 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
                 if now >= end:
                     break
             if proc.poll() is not None:
-                raise RuntimeError(f"the processor exited with {proc.returncode}")
+                raise RuntimeError(f"pubsub {work.command[0]} exited with {proc.returncode}")
             elapsed = now - began
             for _ in range(int(elapsed * events_per_second) - n_events):
-                p.produce(topics.EVENTS, events[k % len(events)], str(k).encode())
+                topic, key, value = events[k % len(events)]
+                p.produce(topic, value, key)
                 k += 1
                 n_events += 1
             for _ in range(int(elapsed * changes_per_second) - n_changes):
@@ -223,7 +338,7 @@ def runs_from(paths: list[Path]) -> list[dict[str, Any]]:
     runs = []
     for path in paths:
         for run in json.loads(Path(path).read_text())["runs"]:
-            runs.append(dict(run, source=Path(path).stem) if len(paths) > 1 else run)
+            runs.append(dict(run, file=Path(path).stem) if len(paths) > 1 else run)
     if not runs:
         raise ValueError(f"no runs in {', '.join(map(str, paths))}")
     return runs
@@ -239,16 +354,19 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     for run in runs:
         c = run["config"]
         label = f"{c['changes_per_second']:g} changes/s, {c['events_per_second']:g} events/s"
-        if "source" in run:
-            label = f"{run['source']}: {label}"
+        if "file" in run:
+            label = f"{run['file']}: {label}"
         t = [s["t"] / 60 for s in run["samples"]]
         a.plot(t, [s["rss"] / 2**20 for s in run["samples"]], label=label)
         b.plot(t, [s.get("engine_bytes", 0) / max(s.get("subscriptions", 0), 1) for s in run["samples"]], label=label)
-    a.set_ylabel("processor RSS (MiB)")
+    a.set_ylabel("service RSS (MiB)")
     b.set_ylabel("engine bytes per live subscription")
     b.set_xlabel("minutes")
     a.legend()
-    a.set_title(f"pubsub run under subscription churn ({runs[0]['config']['subscriptions']:,} sparse subscriptions)")
+    c = runs[0]["config"]
+    what = {"events": "sparse", "patterns": "pattern", "tables": "aggregate"}[c.get("service", "events")]
+    a.set_title(f"{WORKLOAD_COMMANDS[c.get('service', 'events')]} under subscription churn "
+                f"({c['subscriptions']:,} {what} subscriptions)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
@@ -256,16 +374,20 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=60.0)
-    ap.add_argument("--events-per-second", type=float, default=2000.0)
+    ap.add_argument("--service", default="events", choices=sorted(WORKLOADS),
+                    help="pubsub run (events), pubsub patterns or pubsub tables")
+    ap.add_argument("--events-per-second", type=float, default=None,
+                    help="input records per second (events 2,000, patterns 2,000, tables 500)")
     ap.add_argument("--changes-per-second", type=float, default=50.0, help="0: no churn")
-    ap.add_argument("--subscriptions", type=int, default=50_000)
+    ap.add_argument("--subscriptions", type=int, default=None, help="events 50,000, patterns 10,000, tables 2,000")
     ap.add_argument("--sample-seconds", type=float, default=10.0)
     ap.add_argument("--preset", default="opindex", choices=sorted(SPARSE_PRESETS))
     ap.add_argument("--both", action="store_true", help="run without churn first, then with it (one plot)")
     ap.add_argument("--bootstrap", help="an existing broker (default: start the embedded one)")
     ap.add_argument("--out", type=Path, default=RESULTS / "soak.json")
     ap.add_argument("--plot", type=Path, default=RESULTS / "soak.png")
-    ap.add_argument("--log", help="the processor's log file")
+    ap.add_argument("--log", help="the service's log file")
+    ap.add_argument("--source", help="run the service of this checkout (e.g. `git worktree add /tmp/old <commit>`)")
     ap.add_argument("--plot-from", type=Path, nargs="+", metavar="JSON",
                     help="draw --plot from these result files (of runs made before, perhaps at once) and exit")
     args = ap.parse_args(argv)
@@ -276,6 +398,9 @@ def main(argv: list[str] | None = None) -> None:
         plot(runs_from(args.plot_from), args.plot)
         print(f"wrote {args.plot}")
         return
+    _, default_subscriptions, default_rate = WORKLOADS[args.service]
+    args.subscriptions = default_subscriptions if args.subscriptions is None else args.subscriptions
+    args.events_per_second = default_rate if args.events_per_second is None else args.events_per_second
     if args.minutes <= 0 or args.subscriptions <= 0 or args.events_per_second < 0 or args.changes_per_second < 0:
         ap.error("minutes and subscriptions must be positive, rates non-negative")
     rates = [0.0, args.changes_per_second] if args.both else [args.changes_per_second]
@@ -291,7 +416,8 @@ def main(argv: list[str] | None = None) -> None:
         def one(bootstrap: str) -> dict[str, Any]:
             admin.create_afresh(bootstrap, partitions=4)  # (deletes them first: each run starts empty)
             return soak(bootstrap, args.minutes, args.events_per_second, changes, args.subscriptions,
-                        args.sample_seconds, args.preset, log_path=args.log, on_sample=write)
+                        args.sample_seconds, args.preset, log_path=args.log, on_sample=write, service=args.service,
+                        source=args.source)
         if args.bootstrap:
             runs.append(one(args.bootstrap))
         else:

@@ -225,8 +225,14 @@ def test_groups_and_row_filters_of_departed_subscriptions_are_reclaimed_under_ch
         if sid >= 3:
             svc.unsubscribe(sid - 3)
             svc.unsubscribe(f"j{sid - 3}")
-    assert len(svc._groups) <= 4  # the live aggregate subscriptions' groups and the join's
-    assert sum(len(ids) for _, ids in svc._filters.values()) <= 3
-    assert len(svc._filters["stock"][0]) <= 3
+    held = svc.stats()  # what /metrics shows of the service (pubsub_engine_groups, ..._row_filters, ...)
+    assert held["subscriptions"] == 6
+    assert held["groups"] <= 4  # the live aggregate subscriptions' groups and the join's
+    assert held["row_filters"] <= 3 and len(svc._filters["stock"][0]) <= 3
+    assert 0 < held["memory_bytes"] == sum(held["memory"].values())
+    for sid in (597, 598, 599):
+        svc.unsubscribe(sid)
+        svc.unsubscribe(f"j{sid}")
+    assert svc.stats()["groups"] == svc.stats()["row_filters"] == svc.stats()["join_groups"] == 0
     answer = svc.subscribe("again", AggregateSpec("stock", "count", None, "x", 0, 40, (("sector", "=", "s1"),)))
     assert answer.value == 8  # k = 1, 6, ..., 36

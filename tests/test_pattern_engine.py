@@ -268,7 +268,8 @@ def test_removed_subscriptions_rows_are_reclaimed_under_churn_with_fresh_ids():
                                                             c2=2, f="1", v=5, d=3, w=20))
     for sid in range(20):
         engine.subscribe(sid, pattern(sid))
-    rows = len(engine.atom_rows) + len(engine.cap_rows) + len(engine.agg_rows)
+    rows = engine.rows()
+    held = engine.memory_by_structure()  # what /metrics shows (pubsub_engine_structure_bytes)
     for sid in range(20, 3020):
         engine.unsubscribe(sid - 20)
         engine.subscribe(sid, pattern(sid))
@@ -276,5 +277,8 @@ def test_removed_subscriptions_rows_are_reclaimed_under_churn_with_fresh_ids():
             engine.process_events([(sid, sid, {"name": "A", "price": 9.0, "volume": 5})])
     engine.process_events([(5000, 5000, {"name": "B", "price": 9.0, "volume": 5})])  # the kernel's tables rebuilt
     slack = 1024  # PatternEngine.ROW_SLACK
-    assert len(engine.atom_rows) + len(engine.cap_rows) + len(engine.agg_rows) <= 2 * rows + slack
+    assert engine.rows() == len(engine.atom_rows) + len(engine.cap_rows) + len(engine.agg_rows) <= 2 * rows + slack
     assert len(engine.atoms) <= len(engine.atom_rows) + 1  # the kernel's table: the rows (one if there are none)
+    after = engine.memory_by_structure()
+    assert after.keys() == held.keys() == {"instances", "matcher"}
+    assert after["matcher"] <= 2 * held["matcher"]  # the matcher of the atoms follows the live patterns too

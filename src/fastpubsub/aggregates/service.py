@@ -223,6 +223,18 @@ class AggregateService:
         if not ids:
             del self._filters[table]
 
+    def stats(self) -> dict[str, Any]:
+        """Sizes of what the subscriptions hold (groups, row filters and their matchers' bytes, join matchers) and
+        the tables' rows: read by ``/metrics`` (``pubsub_engine_*``), so that growth under churn shows early."""
+        filters = [m for m, _ in self._filters.values()]
+        joins = [m for m, _ in self._join_matchers.values()]
+        memory = {"row_filters": sum(m.memory_bytes() for m in filters),
+                  "join_matchers": sum(m.memory_bytes() for m in joins)}
+        return {"subscriptions": len(self._subs), "groups": len(self._groups),
+                "row_filters": sum(len(ids) for _, ids in self._filters.values()),
+                "join_groups": len(self._join_matchers), "rows": sum(len(t) for t in self.tables.values()),
+                "memory": memory, "memory_bytes": sum(memory.values())}
+
     def check(self, spec: AggregateSpec | JoinSpec) -> None:
         """Refuse (``ValueError``) a subscription over an undeclared table or attribute, or a join on attributes of
         different kinds, without registering anything: what ``subscribe`` checks first."""

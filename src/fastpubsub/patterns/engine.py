@@ -917,6 +917,15 @@ class PatternEngine:
             "dirty_mark", "dirty", "affected", "cre_p", "cre_parent", "cre_key", "cre_order", "cre_tmp",
             "free")) + 2 * 8 + 4 * 8 * 2
 
+    def memory_by_structure(self) -> dict[str, int]:
+        """Bytes by structure (the instance store and its indexes, the matcher of its atoms) and the rows the
+        pattern tables hold: what ``/metrics`` shows, so that growth under subscription churn is seen early."""
+        return {"instances": self.memory_bytes(), "matcher": self.matcher.memory_bytes()}
+
+    def rows(self) -> int:
+        """Rows of atoms, captures and aggregates the installed patterns hold (compacted once dead ones dominate)."""
+        return len(self.atom_rows) + len(self.cap_rows) + len(self.agg_rows)
+
     def memory_bytes(self) -> int:
         """Bytes held by the instance store, indexes and buffers (not the matcher): each array's own buffer once,
         views (the node and pattern fields, the cache-aligned heap and atoms) counted through it."""

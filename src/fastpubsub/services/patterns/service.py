@@ -277,7 +277,7 @@ class PatternsTask(TaskBase):
     # --- what the host asks of it ----------------------------------------------------------
 
     def gauges(self) -> dict[str, Any]:
-        return {"subscriptions": len(self.subs), "changes": {}, "info": {}}
+        return {"subscriptions": len(self.subs), "changes": {}, "info": {}, "engine": _Engines(self.parts)}
 
     def progress(self) -> str:
         return (f"{human(len(self.subs))} pattern subscriptions, partitions {sorted(self.parts)}, "
@@ -297,6 +297,24 @@ class PatternsTask(TaskBase):
                 "instances": {k: counters.get(k, 0) for k in ("started", "completed", "killed", "expired", "refused",
                                                               "dropped")}}
 
+
+
+class _Engines:
+    """The owned partitions' engines as ``/metrics`` reads an engine (``stats()``, sampled by the host): memory by
+    structure summed over the partitions, the pattern rows, live instances and bound events' contents."""
+
+    def __init__(self, parts: dict[int, Partition]) -> None:
+        self.parts = parts
+
+    def stats(self) -> dict[str, Any]:
+        memory: dict[str, int] = {}
+        for part in self.parts.values():
+            for k, v in part.engine.memory_by_structure().items():
+                memory[k] = memory.get(k, 0) + v
+        engines = [part.engine for part in self.parts.values()]
+        return {"memory": memory, "memory_bytes": sum(memory.values()), "rows": sum(e.rows() for e in engines),
+                "live_instances": sum(e.live() for e in engines),
+                "bound_events": sum(len(part.contents) for part in self.parts.values())}
 
 
 class PatternService(Host):

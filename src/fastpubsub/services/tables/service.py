@@ -264,7 +264,8 @@ class TablesTask(TaskBase):
     # --- what the host asks of it ----------------------------------------------------------
 
     def gauges(self) -> dict[str, Any]:
-        return {"subscriptions": len(self.subscribers), "changes": {}, "info": {"mode": self.config.mode}}
+        return {"subscriptions": len(self.subscribers), "changes": {}, "info": {"mode": self.config.mode},
+                "engine": self.svc}
 
     def progress(self) -> str:
         return f"{human(self.updates)} updates, {human(len(self.subscribers))} subscriptions"
