@@ -8,6 +8,8 @@ import struct
 
 import fastavro
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastpubsub.engine import AnyOf
 from fastpubsub.wire import codecs
@@ -59,6 +61,35 @@ def test_notifications_carry_a_deterministic_id(fmt):
             assert fastavro.schemaless_reader(io.BytesIO(value[5:]), fastavro.parse_schema(json.load(f))) == n
     else:
         assert json.loads(value) == n
+
+
+def _notification_oracle(sid, subscriber, event_id, event, source, original):
+    """The notification as fastavro writes the whole record (the encoder writes the event's part once per event)."""
+    v2 = source is not None or original is not None
+    datum = {"notification_id": f"{event_id}/{sid}", "subscription_id": sid, "subscriber": subscriber,
+             "event_id": event_id, "event": event}
+    if v2:
+        datum["source"] = None if source is None else dict(zip(("topic", "partition", "offset"), source))
+        datum["original"] = None if original is None else codecs.original_event(original)
+    return _avro("notification_v2" if v2 else "notification", datum)
+
+
+_names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+@given(sids=st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=4), subscriber=_names, event_id=_names,
+       event=st.dictionaries(_names, st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(allow_nan=False), _names,
+                                               st.booleans()), max_size=4),
+       source=st.none() | st.tuples(_names, st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1)),
+       original=st.none() | st.binary(max_size=12).filter(lambda b: b[:1] != b"\x00")
+       | st.builds(lambda i, body: struct.pack(">bI", 0, i) + body, st.integers(0, 2**31 - 1), st.binary(max_size=8)))
+@settings(max_examples=300, deadline=None)
+def test_an_events_notifications_are_the_bytes_fastavro_writes_for_each_whole_record(sids, subscriber, event_id,
+                                                                                   event, source, original):
+    attributes = codecs.encode_attributes(event, "avro")
+    encode = codecs.notification_encoder(event_id, attributes, "avro", source, original)
+    for sid in sids:
+        assert encode(sid, subscriber) == _notification_oracle(sid, subscriber, event_id, event, source, original)
 
 
 def test_integers_beyond_64_bits_are_sent_as_doubles_in_avro():
@@ -114,8 +145,6 @@ def test_bad_values_are_rejected_with_a_reason(decode, value, reason):
 
 # --- records that must fit a topic's limit ---------------------------------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 from fastpubsub.kafka import ClientFactory  # noqa: E402
 from fastpubsub.kafka.delivery import Delivery, RecordRefused  # noqa: E402

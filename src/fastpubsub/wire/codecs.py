@@ -21,7 +21,7 @@ import re
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import fastavro
 import orjson
@@ -73,25 +73,14 @@ def _schema_json(name: str) -> dict[str, Any]:
 
 
 SCHEMAS: dict[str, Any] = {name: fastavro.parse_schema(_schema_json(name)) for name in SCHEMA_IDS}
-# The notification without its last field (``event``): the event part is
-# encoded once per event and appended to every notification it causes, which
-# is valid Avro because a record's encoding is its fields' encodings in order.
-_NOTIFICATION_HEAD = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "NotificationHead",
-        "namespace": "fastpubsub.internal",
-        "fields": [f for f in _schema_json("notification")["fields"] if f["name"] != "event"],
-    }
-)
-_NOTIFICATION_V2_HEAD = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "NotificationV2Head",
-        "namespace": "fastpubsub.internal",
-        "fields": [f for f in _schema_json("notification_v2")["fields"] if f["name"] != "event"],
-    }
-)
+# A notification's fields after the three that name the subscription, without its last (``event``): the same for
+# every notification of one event, so written once per event with the event's attribute map after them
+# (:func:`notification_encoder`); valid Avro because a record's encoding is its fields' encodings in order.
+_SUBSCRIPTION_FIELDS = ("notification_id", "subscription_id", "subscriber")
+_EVENT_PART = {name: fastavro.parse_schema({"type": "record", "name": f"{name}EventPart", "namespace": "fastpubsub.internal",
+                                            "fields": [f for f in _schema_json(name)["fields"]
+                                                       if f["name"] not in (*_SUBSCRIPTION_FIELDS, "event")]})
+               for name in ("notification", "notification_v2")}
 # Earlier versions of a schema, still accepted under the same schema id: a value
 # written without the fields added since is read with the old schema as the
 # writer's and the current one as the reader's (Avro schema resolution fills
@@ -680,34 +669,69 @@ def original_event(value: bytes) -> dict[str, Any]:
     return {"schema_id": _HEADER.unpack_from(value)[1] if framed else None, "value": value}
 
 
+def _avro_long(n: int) -> bytes:
+    """An Avro long (zig-zag, then base-128 varint, low groups first)."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _avro_string(text: str) -> bytes:
+    raw = text.encode()
+    return _avro_long(len(raw)) + raw
+
+
+def notification_encoder(event_id: str, attributes: bytes, fmt: str, source: tuple[str, int, int] | None = None,
+                         original: bytes | None = None) -> Callable[[int, str], bytes]:
+    """``encode_notification`` for the subscriptions one event matched: ``(subscription id, subscriber) -> value``.
+
+    In Avro what does not depend on the subscription (the frame, the event id, source, original and attributes) is
+    written once and each notification writes only its id, subscription id and subscriber: the bytes are the same
+    (a record's encoding is its fields' in order), without a fastavro call per notification, which was most of the
+    processor's time when events match several subscriptions each.
+    """
+    v2 = source is not None or original is not None
+    if fmt == "json":
+        return lambda sid, subscriber: _json_notification(sid, subscriber, event_id, attributes, source, original)
+    name = "notification_v2" if v2 else "notification"
+    part = {"event_id": event_id}
+    if v2:
+        part["source"] = None if source is None else dict(zip(("topic", "partition", "offset"), source))
+        part["original"] = None if original is None else original_event(original)
+    frame, tail = _HEADER.pack(MAGIC, SCHEMA_IDS[name]), _avro_write(_EVENT_PART[name], part) + attributes
+    prefix = event_id + "/"  # notification_id
+
+    def encode(subscription_id: int, subscriber: str) -> bytes:
+        return b"".join((frame, _avro_string(prefix + str(subscription_id)), _avro_long(subscription_id),
+                         _avro_string(subscriber), tail))
+    return encode
+
+
+def _json_notification(subscription_id: int, subscriber: str, event_id: str, attributes: bytes,
+                       source: tuple[str, int, int] | None, original: bytes | None) -> bytes:
+    head: dict[str, Any] = {"notification_id": notification_id(event_id, subscription_id),
+                            "subscription_id": subscription_id, "subscriber": subscriber, "event_id": event_id}
+    if source is not None or original is not None:
+        head["source"] = None if source is None else dict(zip(("topic", "partition", "offset"), source))
+        if original is not None:  # without "original": null, which would only lengthen every line
+            head["original"] = {**original_event(original), "value": base64.b64encode(original).decode("ascii")}
+    return json.dumps(head)[:-1].encode() + b', "event": ' + attributes + b"}"
+
+
 def encode_notification(subscription_id: int, subscriber: str, event_id: str, attributes: bytes, fmt: str,
                         source: tuple[str, int, int] | None = None, original: bytes | None = None) -> bytes:
     """One notification; ``attributes`` is ``encode_attributes(event, fmt)`` (shared by all of an event's notifications).
 
     ``source``: the event's record (topic, partition, offset); ``original``: the record's value, carried as it was
     (``attributes`` is then the empty map).  With either, the notification is written with the schema that has them
-    (``notification_v2``; JSON: the keys ``source`` and ``original``, the value in base64).
+    (``notification_v2``; JSON: the keys ``source`` and ``original``, the value in base64).  An event's several
+    notifications: :func:`notification_encoder`.
     """
-    nid = notification_id(event_id, subscription_id)
-    if source is not None or original is not None:
-        head = {"notification_id": nid, "subscription_id": subscription_id, "subscriber": subscriber,
-                "event_id": event_id,
-                "source": None if source is None else dict(zip(("topic", "partition", "offset"), source)),
-                "original": None if original is None else original_event(original)}
-        if fmt == "json":  # without "original": null, which would only lengthen every line
-            if original is None:
-                del head["original"]
-            else:
-                head["original"] = {**head["original"], "value": base64.b64encode(original).decode("ascii")}
-            return json.dumps(head)[:-1].encode() + b', "event": ' + attributes + b"}"
-        return _wire("notification_v2", _avro_write(_NOTIFICATION_V2_HEAD, head) + attributes)
-    if fmt == "json":
-        head = json.dumps(
-            {"notification_id": nid, "subscription_id": subscription_id, "subscriber": subscriber, "event_id": event_id}
-        )
-        return head[:-1].encode() + b', "event": ' + attributes + b"}"
-    head = {"notification_id": nid, "subscription_id": subscription_id, "subscriber": subscriber, "event_id": event_id}
-    return _wire("notification", _avro_write(_NOTIFICATION_HEAD, head) + attributes)
+    return notification_encoder(event_id, attributes, fmt, source, original)(subscription_id, subscriber)
 
 
 def encode_notification_reference(subscription_id: int, subscriber: str, event_id: str, topic: str, partition: int,

@@ -16,7 +16,7 @@ from confluent_kafka import Message
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.runtime.deliver import Output, Rejected
 from fastpubsub.wire.codecs import (decode_event, encode_attributes, encode_notification, encode_notification_reference,
-                                   reframed)
+                                   notification_encoder, reframed)
 from fastpubsub.wire.registered import RegisteredDecoders, indexed_attributes
 from fastpubsub.wire.topics import NOTIFICATIONS
 
@@ -89,11 +89,11 @@ class Encode:
                     yield Rejected(record, f"notification too large: {worst} bytes with the event embedded, more than "
                                            f"{topic} takes (--notification-event full)")
                     continue
+            encode = notification_encoder(event_id, attributes, fmt, source, carried) if embed else None
             for sid, owner in pairs:
                 key = owner.encode()
-                if embed:
-                    out = reframed(encode_notification(sid, owner, event_id, attributes, fmt, source, carried),
-                                   self.registry_ids)
+                if encode is not None:
+                    out = reframed(encode(sid, owner), self.registry_ids)
                     if len(out) <= budget(topic, key):
                         yield Output(topic, key, out, record)
                         continue
