@@ -10,8 +10,11 @@
 Runs ``pubsub warmup`` first (a service that compiles at its start keeps LLVM's memory), starts the embedded
 broker (or uses ``--bootstrap``), writes the subscriptions, starts the service with its ``/metrics`` server and,
 once it is ready, produces its input at ``--events-per-second`` and subscription changes at
-``--changes-per-second``: half tombstones, half replacements or re-adds of a random id of the first load (with the
-definition of a random subscription of it), so the live population shrinks toward half and then holds.  The
+``--changes-per-second``: half tombstones, half additions or replacements, each of a random id among twice as many as
+the first load wrote (:data:`ID_SPACE`), with the definition of a random subscription of it.  Half of those ids are
+live from the start, so the population holds at the first load's size from the first change on (were the ids drawn
+among the first load's, it would shrink toward half over the whole hour, and the engine's bytes per live
+subscription rise with it by design: arrays keep the size of the largest population).  The
 services (``--service``, :data:`WORKLOADS`):
 
 * ``events`` (``pubsub run``): sparse subscriptions and events (workloads.sparse, preset ``opindex``), JSON;
@@ -59,6 +62,8 @@ from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, 
 RESULTS = Path(__file__).parent / "results"
 #: Distinct encoded events cycled through (the stream repeats after this many).
 EVENT_POOL = 20_000
+#: Changes pick their ids among this many times the first load's: half of them live, so the population holds.
+ID_SPACE = 2
 #: Rates are kept in slices of this many seconds (the producer is handed a slice's records at once).
 SLICE = 0.1
 
@@ -315,7 +320,7 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
                 k += 1
                 n_events += 1
             for _ in range(int(elapsed * changes_per_second) - n_changes):
-                sid = rng.randrange(subscriptions)
+                sid = rng.randrange(ID_SPACE * subscriptions)
                 value = None if rng.random() < 0.5 else values[rng.randrange(subscriptions)]
                 p.produce(topics.SUBSCRIPTIONS, value, str(sid).encode())
                 n_changes += 1
