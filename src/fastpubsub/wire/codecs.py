@@ -128,6 +128,22 @@ def _avro_write(schema: Any, datum: Any) -> bytes:
     return buf.getvalue()
 
 
+def _avro_long(n: int) -> bytes:
+    """An Avro long (zig-zag, then base-128 varint, low groups first)."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _avro_string(text: str) -> bytes:
+    raw = text.encode()
+    return _avro_long(len(raw)) + raw
+
+
 def _wire(name: str, body: bytes) -> bytes:
     return _HEADER.pack(MAGIC, SCHEMA_IDS[name]) + body
 
@@ -667,22 +683,6 @@ def original_event(value: bytes) -> dict[str, Any]:
     """A record's value as a notification carries it as it was: the bytes, and their schema id when framed."""
     framed = len(value) >= 5 and value[0] == MAGIC
     return {"schema_id": _HEADER.unpack_from(value)[1] if framed else None, "value": value}
-
-
-def _avro_long(n: int) -> bytes:
-    """An Avro long (zig-zag, then base-128 varint, low groups first)."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _avro_string(text: str) -> bytes:
-    raw = text.encode()
-    return _avro_long(len(raw)) + raw
 
 
 def notification_encoder(event_id: str, attributes: bytes, fmt: str, source: tuple[str, int, int] | None = None,
