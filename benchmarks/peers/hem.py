@@ -34,8 +34,8 @@ time), 50 events matched once to compile or load its kernels, then ``match_encod
 call (theirs match one event per call, as their matchers are built to).  Our time is that call's wall time:
 checking and encoding the events, matching them and the ids of each event's matches (CSR); theirs is the mean of
 their timer around each event's ``match`` call, which only counts the matches (``AvgMatchTime``; the inserts, and
-HEM5DD's ``initBits``, are their build time).  Theirs run one after the other in one
-process; their memory is their own count (``calMemory``, whole MB), and the process's resident memory is
+HEM5DD's ``initBits``, are their build time).  The algorithms of one run of their program run one after the other
+in one process; their memory is their own count (``calMemory``, whole MB), and the process's resident memory is
 sampled while each algorithm runs (the phases are told apart by the lines it prints).
 
 The data differ (their generator and ``rand()`` against ours and numpy), so the matches cannot be compared set by
@@ -43,12 +43,13 @@ set: "the same matches" here means that the matches per event of every system ag
 expectation ``n * p ** k`` (every event carries every attribute; ``p`` the chance that a uniform value falls in
 a range, exact for each generator's integer draws: :func:`predicate_probability`) within ``--z`` standard errors
 of the mean over the events (:func:`agrees`; the standard deviation of an event's matches is ours, measured in
-the same round: their program reports only the mean), and that their four algorithms report the same number on
-their one data set.
+the same round: their program reports only the mean), and that the algorithms of one run of theirs report the same
+number on its data set.  An algorithm's fastest setting (``fastest_setting``) is the one of least median time
+among those whose matches agree; a run that fails is reported under ``errors`` and the others go on.
 
 Rounds alternate the order (theirs then ours, ours then theirs) so that the shared machine's noise hits both;
 each round draws new data on both sides.  The ratios (their ms per event over ours, their build time over ours)
-are taken within a round, then the median over rounds.  Results: ``--out`` (JSON), rewritten after every trial.
+are taken within a round, per algorithm and setting, then the median over rounds.  Results: ``--out`` (JSON), rewritten after every trial.
 """
 
 from __future__ import annotations
