@@ -1,38 +1,36 @@
+// The entry point fastpubsub's driver (benchmarks/peers/hem.py) builds the HEM repository's program with, in place
+// of theirs: the same ten arguments and data, the four algorithms compared (or those HEM_RUN names), and a first
+// line with the compile-time settings, so that every result carries the settings it ran at.
 #include "run_models.h"
 #include <cstdlib>
 
-// Their main.cpp at e4fdbe7 (arguments, generator, calls) with two changes for fastpubsub's driver
-// (benchmarks/peers/hem.py): the algorithms run are REIN, HEM5DD, TAMA and OpIndex, or those HEM_RUN lists
-// (comma-separated), and the compile-time settings are printed first.
 int main(int argc, char** argv)
 {
+	// expID atts cons m alpha width be attrGroup valDom parallelDegree: the globals of their constant.cpp
 	if (argc == 11)
 	{
-		expID = to_string(atoi(argv[1]));
-		atts = atoi(argv[2]);
-		cons = atoi(argv[3]);
-		m = atoi(argv[4]);
-		alpha = atof(argv[5]);
-		width = atof(argv[6]);
-		be = atoi(argv[7]);
-		attrGroup = atoi(argv[8]);
-		valDom = atoi(argv[9]);
-		parallelDegree = atoi(argv[10]);
+		auto integer = [&](int i) { return std::stoi(argv[i]); };
+		expID = std::to_string(integer(1));
+		atts = integer(2), cons = integer(3), m = integer(4);
+		alpha = std::stod(argv[5]), width = std::stod(argv[6]);
+		be = integer(7), attrGroup = integer(8), valDom = integer(9), parallelDegree = integer(10);
 	}
-	cout << "settings: subs= " << subs << " pubs= " << pubs << " buks= " << buks << " be= " << be << " level= " << level
-		 << " segments= " << SEGMENTS << " signatures= " << MAX_SIGNATURE << endl;
-	const char* chosen = getenv("HEM_RUN");
-	string run = "," + string(chosen ? chosen : "rein,hem5dd,tama,opindex") + ",";
+	std::cout << "settings: subs= " << subs << " pubs= " << pubs << " buks= " << buks << " be= " << be
+			  << " level= " << level << " segments= " << SEGMENTS << " signatures= " << MAX_SIGNATURE << std::endl;
+
+	const char* named = std::getenv("HEM_RUN");
+	const std::string chosen = "," + std::string(named ? named : "rein,hem5dd,tama,opindex") + ",";
+	auto runs = [&](const char* name) { return chosen.find("," + std::string(name) + ",") != std::string::npos; };
 
 	intervalGenerator gen(subs, pubs, atts, attrGroup, cons, m, attNumType, attDis, valDis, valDom, alpha, subp, width);
 	gen.GenSubList();
 	gen.GenPubList();
-	unordered_map<int, bool> deleteNo;
+	unordered_map<int, bool> none;  // no deletions are verified (verifyID is false)
 
-	if (run.find(",rein,") != string::npos) run_rein(gen, deleteNo);
-	if (run.find(",hem5dd,") != string::npos) run_HEM5(gen, deleteNo);
-	if (run.find(",tama,") != string::npos) run_tama_forward_native(gen, deleteNo);
-	if (run.find(",opindex,") != string::npos) run_OpIndex(gen, deleteNo);
-	cout << "Done.\n";
+	if (runs("rein")) run_rein(gen, none);
+	if (runs("hem5dd")) run_HEM5(gen, none);
+	if (runs("tama")) run_tama_forward_native(gen, none);
+	if (runs("opindex")) run_OpIndex(gen, none);
+	std::cout << "Done.\n";
 	return 0;
 }
