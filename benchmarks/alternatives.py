@@ -162,25 +162,57 @@ def fastest_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["fastest"]]
 
 
+def _settings(r: dict) -> str:
+    """The settings part of a row's system name (``be=7 buks=1000``), empty for ours and for a single-setting run."""
+    return r["system"][len(r["algorithm"]):].strip()
+
+
 def matcher_matrix(rows: list[dict]) -> str:
-    """One line per system and setting, one column per workload and size: best ms per event (its time over ours),
-    then build seconds and memory MB (their own counts; ours ``stats()["memory_bytes"]``), and matches per event;
-    of an algorithm tried at several settings, the fastest in bold; a setting whose matches are wrong marked so."""
+    """One line per system at its fastest setting, one column per workload and size: best ms per event (its time
+    over ours), then build seconds and memory MB (their own counts; ours ``stats()["memory_bytes"]``), matches per
+    event, and the setting."""
     cases = list(dict.fromkeys((r["workload"], r["subscriptions"]) for r in rows))
+    fastest = fastest_rows(rows)
 
     def cell(r: dict) -> str:
-        text = (f"{r['ms_per_event']:.3g} ({r['ratio']}) · {r['build_s']:.3g} s · {r['memory_mb']:,} MB · "
-                f"{r['matches_per_event']:.3g}")
-        if not r["agrees"]:
-            return text + " (wrong matches)"
-        return f"**{text}**" if r["fastest"] and r["settings_tried"] > 1 else text
+        return " · ".join(x for x in (f"{r['ms_per_event']:.3g} ({r['ratio']})", f"{r['build_s']:.3g} s",
+                                      f"{r['memory_mb']:,} MB", f"{r['matches_per_event']:.3g}", _settings(r)) if x)
 
-    out = [{"system": system, **{f"{w} {n:,}": next(
-        (cell(r) for r in rows if r["system"] == system and (r["workload"], r["subscriptions"]) == (w, n)), "–")
-        for w, n in cases}} for system in dict.fromkeys(r["system"] for r in rows)]
-    return report.markdown_table(out, [("system", "system and setting: ms per event (its time over ours) · build · "
-                                                  "memory · matches per event"),
+    out = [{"system": algorithm, **{f"{w} {n:,}": next(
+        (cell(r) for r in fastest if r["algorithm"] == algorithm and (r["workload"], r["subscriptions"]) == (w, n)),
+        "–") for w, n in cases}} for algorithm in dict.fromkeys(r["algorithm"] for r in rows)]
+    return report.markdown_table(out, [("system", "at its fastest setting: ms per event (its time over ours) · build "
+                                                  "· memory · matches per event · setting"),
                                        *((f"{w} {n:,}", f"{w}, {n:,}") for w, n in cases)])
+
+
+def settings_matrix(rows: list[dict]) -> str:
+    """Every setting tried: one line per algorithm and the settings it holds fixed, the ms per event of each value
+    of the one it varies (the first of its name) per workload and size; the fastest in bold, a setting whose
+    matches are wrong struck through."""
+    cases = list(dict.fromkeys((r["workload"], r["subscriptions"]) for r in rows))
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        if r["system"] == "fastpubsub" or not _settings(r):
+            continue
+        varied, *fixed = _settings(r).split()
+        groups.setdefault((r["algorithm"], varied.split("=")[0], " ".join(fixed)), []).append(r)
+
+    def varied(r: dict) -> float:
+        return float(_settings(r).split()[0].split("=")[1])
+
+    def value(r: dict) -> str:
+        text = f"{varied(r):g}: {r['ms_per_event']:.3g}"
+        return f"~~{text}~~" if not r["agrees"] else f"**{text}**" if r["fastest"] else text
+
+    order = list(dict.fromkeys(r["algorithm"] for r in rows))
+    out = [{"system": f"{algorithm} {key}" + (f" ({fixed})" if fixed else ""), **{
+        f"{w} {n:,}": " · ".join(value(r) for r in sorted(group, key=varied)
+                                 if (r["workload"], r["subscriptions"]) == (w, n)) or "–"
+        for w, n in cases}} for (algorithm, key, fixed), group in sorted(
+            groups.items(), key=lambda g: (order.index(g[0][0]), g[0][2].split("=")[-1].zfill(12)))]
+    return report.markdown_table(out, [("system", "setting varied (held)"),
+                                       *((f"{w} {n:,}", f"{w}, {n:,}: ms per event") for w, n in cases)])
 
 
 def _lines(ax, rows: list[dict], value: str, xlabel: str, ylabel: str, title: str) -> None:
@@ -252,6 +284,8 @@ def tables(streams: list[dict] = (), patterns: list[dict] = (), matchers: list[d
             ("ratio", "fastpubsub's max over it")]))
     if matchers:
         out.append(matcher_matrix(matchers))
+        if any(_settings(r) for r in matchers):
+            out.append(settings_matrix(matchers))
     if patterns:
         out.append(report.markdown_table(patterns, [
             ("subscriptions", "subscriptions"), ("system", "system"), ("settings", "settings"),
