@@ -152,7 +152,6 @@ def matcher_rows(path: Path) -> list[dict]:
         for r in case:
             rivals = [x["ms_per_event"] for x in case if x["algorithm"] == r["algorithm"] and x["agrees"]]
             r["fastest"] = r["agrees"] and r["ms_per_event"] == min(rivals)
-            r["settings_tried"] = sum(x["algorithm"] == r["algorithm"] for x in case)
         rows += case
     return rows
 
