@@ -77,6 +77,7 @@ from benchmarks.opindex import load
 #: The HEM repository's commit the driver was written against (their result lines and ``main`` arguments).
 HEM_COMMIT = "e4fdbe73600b72823758a1d3442ce74af1b57018"
 HEM_EVENTS = 1000  # their ``pubs`` (constant.cpp)
+NICE = 19  # both sides run under ``nice -n NICE`` (``--nice``): the same priority, below other work by default
 HEM_BE = (4, 7)  # HEM5DD's bit exponents tried by default: their README's setting, then their constant.cpp's
 #: Their result file per algorithm, and a piece of the first line the algorithm prints (its phase starts there).
 HEM_ALGORITHMS = {"rein": ("Rein.txt", "Rein"), "hem5dd": ("HEM5.txt", "HEM5DD"), "tama": ("Tama.txt", "Tama"),
@@ -225,7 +226,7 @@ def run_theirs(binary: Path, workload: Workload, be: int = HEM_BE[0], algorithms
         Path(cwd, "tmpData").mkdir()
         t = time.perf_counter()
         order = [name for name in HEM_ALGORITHMS if name in algorithms]
-        proc = subprocess.Popen(["nice", "-n", "19", "stdbuf", "-oL", str(binary.resolve()), *workload.their_args(be)],
+        proc = subprocess.Popen(["nice", "-n", str(NICE), "stdbuf", "-oL", str(binary.resolve()), *workload.their_args(be)],
                                 cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                 errors="replace", preexec_fn=_unlimited_stack,
                                 env={**os.environ, "HEM_RUN": ",".join(order)})
@@ -295,7 +296,7 @@ def run_ours(workload: Workload, n: int, events: int, seed: int) -> dict:
 
 def ours_in_child(workload: str, n: int, events: int, seed: int) -> dict:
     """:func:`run_ours` in a fresh interpreter, under ``nice`` as theirs runs."""
-    cmd = ["nice", "-n", "19", sys.executable, "-m", "benchmarks.peers.hem", "--ours-only",
+    cmd = ["nice", "-n", str(NICE), sys.executable, "-m", "benchmarks.peers.hem", "--ours-only",
            f"{workload}:{n}:{events}:{seed}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     text = proc.stdout.read()
@@ -440,11 +441,15 @@ def main(argv: list[str] | None = None) -> None:
                          "the one the other algorithms run beside (default: %(default)s)")
     ap.add_argument("--workloads", default="interval,w0,sparse")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--nice", type=int, default=NICE,
+                    help="niceness of both sides' processes (0: the priority of other work on the machine)")
     ap.add_argument("--z", type=float, default=5.0, help="standard errors allowed between matches and expectation")
     ap.add_argument("--hem-commit", default=HEM_COMMIT, help="the commit their program was built from (recorded)")
     ap.add_argument("--out", default=f"benchmarks/results/runs/{time.strftime('%Y-%m-%d')}-peers-hem.json")
     ap.add_argument("--ours-only", help=argparse.SUPPRESS)  # WORKLOAD:N:EVENTS:SEED, the child of ours_in_child
     args = ap.parse_args(argv)
+    global NICE
+    NICE = args.nice
     if args.ours_only:
         name, n, events, seed = args.ours_only.split(":")
         print(json.dumps(run_ours(WORKLOADS[name], int(n), int(events), int(seed))))
@@ -464,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
     for size, binary, algorithms in args.hem_build:
         builds.setdefault(size, []).append((binary, algorithms))
     result["be"] = list(args.be)
+    result["nice"] = NICE
     for size, size_builds in builds.items():
         for name in names:
             c = compare(size, WORKLOADS[name], size_builds, args.rounds, args.z, lambda s: print(s, flush=True),
