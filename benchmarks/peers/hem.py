@@ -432,6 +432,7 @@ def _bes(text: str) -> tuple[int, ...]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global NICE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hem-build", type=_build, action="append", default=[], metavar="SUBS=PATH[:ALGORITHMS]",
                     help="their program built with subs = SUBS in constant.h (one or more per size, one per "
@@ -448,7 +449,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=f"benchmarks/results/runs/{time.strftime('%Y-%m-%d')}-peers-hem.json")
     ap.add_argument("--ours-only", help=argparse.SUPPRESS)  # WORKLOAD:N:EVENTS:SEED, the child of ours_in_child
     args = ap.parse_args(argv)
-    global NICE
     NICE = args.nice
     if args.ours_only:
         name, n, events, seed = args.ours_only.split(":")
