@@ -4,7 +4,7 @@
         --streams benchmarks/results/runs/2026-11-28-peers-streams.json \\
         --patterns benchmarks/results/runs/2026-11-28-pattern-peers-esper-siddhi.jsonl \\
                    benchmarks/results/runs/2026-11-28-pattern-peers-esper-100k.jsonl \\
-        --matchers benchmarks/results/runs/2026-11-28-peers-hem-bitmaps.json \\
+        --matchers benchmarks/results/runs/2026-12-06-peers-hem-settings.json \\
         --spark benchmarks/results/runs/2026-11-28-spark-readers-1m.json benchmarks/results/runs/2026-11-28-spark-readers-10m.json \\
         --plot docs/img/alternatives.png
 
