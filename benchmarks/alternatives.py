@@ -4,13 +4,15 @@
         --streams benchmarks/results/runs/2026-11-28-peers-streams.json \\
         --patterns benchmarks/results/runs/2026-11-28-pattern-peers-esper-siddhi.jsonl \\
                    benchmarks/results/runs/2026-11-28-pattern-peers-esper-100k.jsonl \\
-        --matchers benchmarks/results/runs/2026-11-28-peers-hem-bitmaps.json \\
+        --matchers benchmarks/results/runs/2026-12-06-peers-hem-settings.json \\
         --spark benchmarks/results/runs/2026-11-28-spark-readers-1m.json benchmarks/results/runs/2026-11-28-spark-readers-10m.json \\
         --plot docs/img/alternatives.png
 
 Each input is what one side-by-side run wrote (``benchmarks.peers.streams``, ``benchmarks.pattern_peers``,
 ``benchmarks.peers.hem``, ``benchmarks.spark_readers``); this module only reads them, so a table always shows
-figures of one run, and the ratio is computed from the same two numbers the table shows.
+figures of one run, and the ratio is computed from the same two numbers the table shows.  Every table names each
+peer's settings: those its raw results record, and those its driver fixes (:data:`FIXED`); where a peer was run at
+several settings, its ratio is taken against the fastest of them whose results are right.
 """
 
 from __future__ import annotations
@@ -20,6 +22,27 @@ import json
 from pathlib import Path
 
 from . import report
+
+#: The settings each peer's driver fixes, which its raw results do not record (the sources named say where).
+FIXED = {
+    # benchmarks/peers/kafka-streams/.../StreamsPeer.java; commit.interval.ms is Kafka Streams' default under it
+    "streams": "processing.guarantee=exactly_once_v2, commit.interval.ms=100",
+    # benchmarks/peers/esper/.../EsperDriver.java; the heap is pattern_peers --java-heap's default
+    "esper": "locking off, internal timer off, object-array events, 1 thread, -Xmx8g",
+    # benchmarks/pattern_peers.py (the Siddhi app's annotations)
+    "siddhi": "@app:playback, no @Async, 1 thread, -Xmx8g",
+    # benchmarks/peers/spark_connector.py: minPartitions from the split size
+    "connector": "minPartitions = offsets / split size",
+}
+
+
+def streams_settings(data: dict, system: str) -> str:
+    """A Kafka Streams run's settings: the driver's fixed ones, and the threads, configs and JVM options it ran with."""
+    if system == "fastpubsub":
+        return "defaults"
+    s = data.get("settings", {})
+    extra = [*s.get("peer_config", []), *s.get("java_opts", [])] or ["JVM default heap"]
+    return ", ".join([FIXED["streams"], f"num.stream.threads={s.get('threads', 1)}", *extra])
 
 
 def ratio(a: float, b: float) -> str:
@@ -32,15 +55,16 @@ def streams_rows(paths: list[Path]) -> list[dict]:
     """One row per size and system: the medians ``benchmarks.peers.streams`` wrote, and ours over each peer; a
     size in several files is taken from the first."""
     rows: list[dict] = []
-    sizes = [size for path in paths for size in json.loads(path.read_text())["sizes"]]
-    for size in sizes:
+    sizes = [(data, size) for path in paths for data in [json.loads(path.read_text())] for size in data["sizes"]]
+    for data, size in sizes:
         if any(r["subscriptions"] == size["subscriptions"] for r in rows):
             continue
         summary = size.get("summary") or {}
         ours = (summary.get("fastpubsub") or {}).get("max_events_per_s")
         for system, s in summary.items():
             peer = s.get("max_events_per_s")
-            rows.append({"subscriptions": size["subscriptions"], "system": system, "max": peer,
+            rows.append({"subscriptions": size["subscriptions"], "system": system,
+                         "settings": streams_settings(data, system), "max": peer,
                          "p99": s.get("latency_p99_ms"), "common": s.get("common_rate_p99_ms"),
                          "rss": s.get("peak_rss_mib"),
                          "exact": "yes" if s.get("exact") else "no",
@@ -61,6 +85,7 @@ def pattern_rows(paths: list[Path]) -> list[dict]:
             if r["system"] == "fastpubsub":
                 ours[n] = r["events_per_s"]
             rows.append({"subscriptions": n, "system": r["system"] + (f" ({r['mode']})" if "mode" in r else ""),
+                         "settings": "defaults" if r["system"] == "fastpubsub" else FIXED.get(r["system"], "defaults"),
                          "events_per_s": r["events_per_s"], "per_cpu_s": r.get("events_per_cpu_s"),
                          "matches": r.get("outputs"), "build_s": r.get("build_s"),
                          "same": "—" if r["system"] == "fastpubsub" else ("yes" if r.get("same_matches") else "no"),
@@ -77,7 +102,10 @@ def spark_rows(paths: list[Path]) -> list[dict]:
         best = {reader: s["best_records_per_s"] for reader, s in data["summary"].items()}
         for reader, s in data["summary"].items():
             other = [v for k, v in best.items() if k != reader]
-            rows.append({"events": data["events"], "reader": reader, "best_s": s["best_seconds"],
+            common = f"{data.get('master', 'local')}, {data.get('partitions')} Kafka partitions, split size {data.get('split_size'):,}"
+            rows.append({"events": data["events"], "reader": reader,
+                         "settings": common + (f", {FIXED['connector']}" if reader == "connector" else ""),
+                         "best_s": s["best_seconds"],
                          "median_s": s["median_seconds"], "records_per_s": s["best_records_per_s"],
                          "vs_other": ratio(s["best_records_per_s"], other[0]) if other else "—",
                          "equal": "yes" if data.get("snapshots_equal") else "no",
@@ -85,40 +113,105 @@ def spark_rows(paths: list[Path]) -> list[dict]:
     return rows
 
 
+def _their_runs(trial: dict) -> list[dict]:
+    """The runs of their program in one trial (a file written before settings were tried holds one)."""
+    theirs = trial["theirs"]
+    return [theirs] if isinstance(theirs, dict) else theirs
+
+
 def matcher_rows(path: Path) -> list[dict]:
-    """One row per workload, size and system of ``benchmarks.peers.hem``: the best of its rounds (ms per event,
-    build seconds), its own memory count, matches per event averaged over the rounds, and its time over ours."""
+    """One row per workload, size, system and setting of ``benchmarks.peers.hem``: the best of its rounds (ms per
+    event, build seconds), its own memory count, matches per event averaged over the rounds, and its time over ours.
+    ``fastest`` marks each algorithm's fastest setting among those whose matches agree with the expectation."""
     data = json.loads(path.read_text())
     rows = []
     for c in data["comparisons"]:
         if not c.get("supported"):
             continue
         runs: dict[str, list[dict]] = {"fastpubsub": [t["ours"] for t in c["trials"]]}
+        algorithm = {"fastpubsub": "fastpubsub"}
         for t in c["trials"]:
-            for name, r in t["theirs"]["rows"].items():
-                runs.setdefault(name, []).append(r)
+            for run in _their_runs(t):
+                for name, r in run.get("rows", {}).items():
+                    settings = r.get("settings", {})
+                    key = " ".join([name, *(f"{k}={v}" for k, v in settings.items())])
+                    runs.setdefault(key, []).append(r)
+                    algorithm[key] = name
         ours = min(r["ms_per_event"] for r in runs["fastpubsub"])
+        case = []
         for system, rs in runs.items():
             best = min(r["ms_per_event"] for r in rs)
             memory = [r.get("memory_own_mb") or r.get("memory_bytes", 0) / 1e6 for r in rs]
-            rows.append({"workload": c["workload"], "subscriptions": c["size"], "system": system,
-                         "ms_per_event": best, "build_s": min(r["build_s"] for r in rs),
+            summary = c.get("systems", {}).get("fastpubsub-dynamic" if system == "fastpubsub" else f"hem:{system}", {})
+            case.append({"workload": c["workload"], "subscriptions": c["size"], "system": system,
+                         "algorithm": algorithm[system], "ms_per_event": best, "build_s": min(r["build_s"] for r in rs),
                          "memory_mb": round(max(memory)),
                          "matches_per_event": round(sum(r["matches_per_event"] for r in rs) / len(rs), 3),
+                         "agrees": summary.get("agrees_with_expectation", True),
                          "ratio": "—" if system == "fastpubsub" else ratio(best, ours)})
+        for r in case:
+            rivals = [x["ms_per_event"] for x in case if x["algorithm"] == r["algorithm"] and x["agrees"]]
+            r["fastest"] = r["agrees"] and r["ms_per_event"] == min(rivals)
+        rows += case
     return rows
 
 
+def fastest_rows(rows: list[dict]) -> list[dict]:
+    """Each algorithm's fastest setting per workload and size (the ratio the page quotes), ours included."""
+    return [r for r in rows if r["fastest"]]
+
+
+def _settings(r: dict) -> str:
+    """The settings part of a row's system name (``be=7 buks=1000``), empty for ours and for a single-setting run."""
+    return r["system"][len(r["algorithm"]):].strip()
+
+
 def matcher_matrix(rows: list[dict]) -> str:
-    """One line per system, one column per workload and size: best ms per event (its time over ours), then build
-    seconds and memory MB (their own counts; ours ``stats()["memory_bytes"]``), and matches per event."""
+    """One line per system at its fastest setting, one column per workload and size: best ms per event (its time
+    over ours), then build seconds and memory MB (their own counts; ours ``stats()["memory_bytes"]``), matches per
+    event, and the setting."""
     cases = list(dict.fromkeys((r["workload"], r["subscriptions"]) for r in rows))
-    out = [{"system": system, **{f"{w} {n:,}": next(
-        (f"{r['ms_per_event']:.3g} ({r['ratio']}) · {r['build_s']:.3g} s · {r['memory_mb']:,} MB · "
-         f"{r['matches_per_event']:.3g}" for r in rows if r["system"] == system and (r["workload"], r["subscriptions"]) == (w, n)),
-        "–") for w, n in cases}} for system in dict.fromkeys(r["system"] for r in rows)]
-    return report.markdown_table(out, [("system", "ms per event (its time over ours) · build · memory · matches per "
-                                                  "event"), *((f"{w} {n:,}", f"{w}, {n:,}") for w, n in cases)])
+    fastest = fastest_rows(rows)
+
+    def cell(r: dict) -> str:
+        return " · ".join(x for x in (f"{r['ms_per_event']:.3g} ({r['ratio']})", f"{r['build_s']:.3g} s",
+                                      f"{r['memory_mb']:,} MB", f"{r['matches_per_event']:.3g}", _settings(r)) if x)
+
+    out = [{"system": algorithm, **{f"{w} {n:,}": next(
+        (cell(r) for r in fastest if r["algorithm"] == algorithm and (r["workload"], r["subscriptions"]) == (w, n)),
+        "–") for w, n in cases}} for algorithm in dict.fromkeys(r["algorithm"] for r in rows)]
+    return report.markdown_table(out, [("system", "at its fastest setting: ms per event (its time over ours) · build "
+                                                  "· memory · matches per event · setting"),
+                                       *((f"{w} {n:,}", f"{w}, {n:,}") for w, n in cases)])
+
+
+def settings_matrix(rows: list[dict]) -> str:
+    """Every setting tried: one line per algorithm and the settings it holds fixed, the ms per event of each value
+    of the one it varies (the first of its name) per workload and size; the fastest in bold, a setting whose
+    matches are wrong struck through."""
+    cases = list(dict.fromkeys((r["workload"], r["subscriptions"]) for r in rows))
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        if r["system"] == "fastpubsub" or not _settings(r):
+            continue
+        varied, *fixed = _settings(r).split()
+        groups.setdefault((r["algorithm"], varied.split("=")[0], " ".join(fixed)), []).append(r)
+
+    def varied(r: dict) -> float:
+        return float(_settings(r).split()[0].split("=")[1])
+
+    def value(r: dict) -> str:
+        text = f"{varied(r):g}: {r['ms_per_event']:.3g}"
+        return f"~~{text}~~" if not r["agrees"] else f"**{text}**" if r["fastest"] else text
+
+    order = list(dict.fromkeys(r["algorithm"] for r in rows))
+    out = [{"system": f"{algorithm} {key}" + (f" ({fixed})" if fixed else ""), **{
+        f"{w} {n:,}": " · ".join(value(r) for r in sorted(group, key=varied)
+                                 if (r["workload"], r["subscriptions"]) == (w, n)) or "–"
+        for w, n in cases}} for (algorithm, key, fixed), group in sorted(
+            groups.items(), key=lambda g: (order.index(g[0][0]), g[0][2].split("=")[-1].zfill(12)))]
+    return report.markdown_table(out, [("system", "setting varied (held)"),
+                                       *((f"{w} {n:,}", f"{w}, {n:,}: ms per event") for w, n in cases)])
 
 
 def _lines(ax, rows: list[dict], value: str, xlabel: str, ylabel: str, title: str) -> None:
@@ -150,8 +243,10 @@ def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[d
         _lines(next(axes), patterns, "events_per_s", "pattern subscriptions (S1-S3)", "events/s",
                "Pattern subscriptions, in process")
     if matchers:
+        matchers = fastest_rows(matchers)
         ax = next(axes)
         labels = [f"{r['workload']}\n{r['subscriptions'] // 1000:,}K" for r in matchers if r["system"] == "fastpubsub"]
+        matchers = [{**r, "system": r["algorithm"]} for r in matchers]  # one bar per algorithm: its fastest setting
         systems = list(dict.fromkeys(r["system"] for r in matchers))
         width = 0.8 / len(systems)
         for i, system in enumerate(systems):
@@ -160,7 +255,7 @@ def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[d
                   for w, n in dict.fromkeys((r["workload"], r["subscriptions"]) for r in matchers)]
             ax.bar([j + i * width for j in range(len(ys))], ys, width, label=system)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(labels))], labels, fontsize=7)
-        ax.set(yscale="log", ylabel="ms per event", title="C++ matchers (HEM repository)")
+        ax.set(yscale="log", ylabel="ms per event", title="C++ matchers (HEM repository), fastest setting of each")
         ax.legend(fontsize=7)
     if spark:
         ax = next(axes)
@@ -182,19 +277,24 @@ def tables(streams: list[dict] = (), patterns: list[dict] = (), matchers: list[d
     if streams:
         common = [("common", "p99 ms at a common rate")] if any(r["common"] for r in streams) else []
         out.append(report.markdown_table(streams, [
-            ("subscriptions", "W0 subscriptions"), ("system", "system"), ("max", "max events/s"),
+            ("subscriptions", "W0 subscriptions"), ("system", "system"), ("settings", "settings"),
+            ("max", "max events/s"),
             ("p99", "p99 ms at half its max"), *common, ("rss", "peak RSS MiB"), ("exact", "exact"),
             ("ratio", "fastpubsub's max over it")]))
     if matchers:
         out.append(matcher_matrix(matchers))
+        if any(_settings(r) for r in matchers):
+            out.append(settings_matrix(matchers))
     if patterns:
         out.append(report.markdown_table(patterns, [
-            ("subscriptions", "subscriptions"), ("system", "system"), ("events_per_s", "events/s (wall)"),
+            ("subscriptions", "subscriptions"), ("system", "system"), ("settings", "settings"),
+            ("events_per_s", "events/s (wall)"),
             ("per_cpu_s", "events per CPU s"), ("matches", "matches (timed events)"), ("same", "same match set"),
             ("build_s", "build s"), ("ratio", "this engine over it")]))
     if spark:
         out.append(report.markdown_table(spark, [
-            ("events", "events"), ("reader", "reader"), ("best_s", "best s"), ("median_s", "median s"),
+            ("events", "events"), ("reader", "reader"), ("settings", "settings"), ("best_s", "best s"),
+            ("median_s", "median s"),
             ("records_per_s", "records/s (best)"), ("vs_other", "over the other"), ("equal", "same snapshot"),
             ("pyspark", "PySpark"), ("load", "load average at the end")]))
     return out

@@ -97,8 +97,66 @@ def test_their_expectation_at_their_interval_defaults():
 
 
 def test_the_sparse_workload_is_reported_unsupported_with_its_reason():
-    c = hem.compare(100_000, hem.WORKLOADS["sparse"], Path("/nonexistent"), rounds=1, z=5, log=print)
+    c = hem.compare(100_000, hem.WORKLOADS["sparse"], [(Path("/nonexistent"), tuple(hem.HEM_ALGORITHMS))], rounds=1,
+                    z=5, log=print)
     assert c["supported"] is False and "attNumType" in c["reason"]
+
+
+def test_their_settings_line_names_every_setting_of_every_algorithm():
+    settings = hem.parse_settings("settings: subs= 100000 pubs= 1000 buks= 1000 be= 7 level= 13 segments= 32 "
+                                  "signatures= 61\n")
+    assert settings == {"subs": 100000, "pubs": 1000, "buks": 1000, "be": 7, "level": 13, "segments": 32,
+                        "signatures": 61}
+    assert all(key in settings for keys in hem.SETTING_KEYS.values() for key in keys)
+    assert hem.label("hem5dd", settings) == "hem5dd be=7 buks=1000"
+    assert hem.label("tama", settings) == "tama level=13"
+
+
+def test_a_build_names_its_size_program_and_algorithms():
+    assert hem._build("100000=/tmp/hem/run") == (100000, Path("/tmp/hem/run"), tuple(hem.HEM_ALGORITHMS))
+    assert hem._build("1048576=/tmp/hem/run-l15:tama") == (1048576, Path("/tmp/hem/run-l15"), ("tama",))
+    for bad in ("/tmp/hem/run", "100000=", "100000=/tmp/run:betree"):
+        with pytest.raises(Exception):
+            hem._build(bad)
+    assert hem._bes("4,7") == (4, 7)
+    with pytest.raises(Exception):
+        hem._bes("4,-1")
+
+
+def test_hem5dd_runs_alone_at_each_further_bit_exponent():
+    a, b = Path("/a"), Path("/b")
+    plan = hem.their_plan([(a, ("rein", "hem5dd")), (b, ("tama",))], (4, 6, 7))
+    assert plan == [(a, 4, ("rein", "hem5dd")), (a, 6, ("hem5dd",)), (a, 7, ("hem5dd",)), (b, 4, ("tama",))]
+
+
+def _run(rows: dict[str, tuple[float, float]], **settings) -> dict:
+    """A run of their program: per algorithm (ms per event, matches per event) at ``settings``."""
+    return {"settings": settings, "process_peak_rss_mb": 100.0, "rows": {
+        name: {"n": 1000, "build_s": 0.1, "ms_per_event": ms, "matches_per_event": matches, "memory_own_mb": 1,
+               "settings": {k: settings[k] for k in hem.SETTING_KEYS[name] if k in settings}}
+        for name, (ms, matches) in rows.items()}}
+
+
+def test_each_algorithm_is_summarised_per_setting_and_its_fastest_agreeing_setting_named():
+    w = hem.Workload("interval", atts=4, cons=1, width=0.5, val_dom=1000)
+    expected = w.their_expected(1000)
+    ours = {"n": 1000, "build_s": 0.01, "ms_per_event": 0.01, "cpu_ms_per_event": 0.01, "matches_per_event": expected,
+            "matches_sd": 15.0, "expected_matches_per_event": expected, "memory_bytes": 2**20,
+            "rss_at_start_mb": 1, "rss_after_build_mb": 2, "process_peak_rss_mb": 3}
+    base = dict(buks=1000, level=13, segments=32, signatures=61)
+    trial = {"ours": ours, "theirs": [
+        _run({"rein": (2.0, expected), "hem5dd": (0.5, expected)}, be=4, **base),
+        _run({"hem5dd": (0.3, expected)}, be=6, **base),
+        _run({"hem5dd": (0.1, expected * 2)}, be=7, **base),  # fast, but wrong
+        {"be": 8, "algorithms": ["hem5dd"], "error": "exited with -11"}]}
+    c = hem.summarise(1000, w, [trial], z=5)
+    assert set(c["systems"]) == {"fastpubsub-dynamic", "hem:rein buks=1000", "hem:hem5dd be=4 buks=1000",
+                                 "hem:hem5dd be=6 buks=1000", "hem:hem5dd be=7 buks=1000"}
+    assert c["fastest_setting"] == {"rein": "hem:rein buks=1000", "hem5dd": "hem:hem5dd be=6 buks=1000"}
+    assert c["systems"]["hem:hem5dd be=6 buks=1000"]["time_ratio_to_ours"] == pytest.approx(30)
+    assert c["systems"]["hem:hem5dd be=6 buks=1000"]["settings"] == {"be": 6, "buks": 1000}
+    assert c["errors"] == [{"be": 8, "algorithms": ["hem5dd"], "error": "exited with -11"}]
+    assert not c["all_agree"]
 
 
 @pytest.mark.slow
