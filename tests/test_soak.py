@@ -72,8 +72,11 @@ def test_the_pattern_and_table_services_stay_flat_under_their_own_churn(bootstra
     print(f"soak summary ({service}): {s}")
     _held_under_churn(run, subscriptions)
     assert s["rss_growth"] < 0.02, s
-    first, last = s["held"]["first"], s["held"]["last"]
-    assert last[held] / s["subscriptions_end"] <= 1.5 * first[held] / s["subscriptions_start"], s  # per live one
+    # what the engine holds per live subscription, after the warm-up: within the 2x its compaction allows (pattern
+    # rows are compacted once the dead outnumber the live ones; a group goes with its last subscription)
+    per_live = [x["held"][held] / x["subscriptions"] for x in run["samples"]
+                if x["t"] >= 0.1 * s["seconds"] and x.get("held", {}).get(held) and x.get("subscriptions")]
+    assert len(per_live) >= 5 and max(per_live) <= 2.2 * min(per_live), (per_live, s)
 
 
 def _result(path, changes, rss_step):
