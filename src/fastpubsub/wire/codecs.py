@@ -684,8 +684,8 @@ def notification_encoder(event_id: str, attributes: bytes, fmt: str, source: tup
     In Avro what does not depend on the subscription (the frame, the event id, source, original and attributes) is
     written once and each notification writes only its id, subscription id and subscriber: the bytes are the same
     (a record's encoding is its fields' in order; the ``event`` map, last, is ``attributes`` as it is), written here
-    without fastavro, whose call per notification (12 us) was most of the processor's time when events match
-    several subscriptions each (2 us now, and 2-3 us an event).
+    without fastavro, whose call per notification was most of the processor's time when events match several
+    subscriptions each (docs/processor.md, "Notifications").
     """
     v2 = source is not None or original is not None
     if fmt == "json":
