@@ -91,7 +91,7 @@ def patterns_service(n: int, rng: random.Random) -> tuple[Callable, Callable, Ca
     def describe() -> dict[str, Any]:
         return {"live": len(engine.sid_slot), "engine_bytes": engine.memory_bytes(),
                 "matcher_bytes": engine.matcher.memory_bytes(),
-                "rows": len(engine.atom_rows) + len(engine.cap_rows) + len(engine.agg_rows)}
+                "rows": engine.rows()}
     return add, delete, process, describe
 
 
@@ -124,8 +124,8 @@ def tables_service(n: int, rng: random.Random) -> tuple[Callable, Callable, Call
             svc.apply("stock", rng.randrange(200), row(), f"u{updates[0]}")
 
     def describe() -> dict[str, Any]:
-        return {"live": len(svc._subs), "groups": len(svc._groups),
-                "row_filters": sum(len(ids) for _, ids in svc._filters.values())}
+        held = svc.stats()
+        return {"live": held["subscriptions"], "groups": held["groups"], "row_filters": held["row_filters"]}
     return add, delete, process, describe
 
 

@@ -206,9 +206,6 @@ WORKLOADS: dict[str, tuple[Callable[[int, str, int], Workload], int, float]] = {
 }
 
 
-WORKLOAD_COMMANDS = {"events": "pubsub run", "patterns": "pubsub patterns", "tables": "pubsub tables"}
-
-
 def load_subscriptions(bootstrap: str, values: list[bytes]) -> None:
     """Write the subscriptions (ids 0..n-1); the churn re-uses their values."""
     p = ClientFactory(bootstrap).producer(**{"linger.ms": 20})
@@ -280,14 +277,14 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
                              "--metrics-port", str(port), "--progress-interval", "60"],
                             stdout=log, stderr=subprocess.STDOUT, preexec_fn=child_preexec, env=env)
     samples: list[dict[str, Any]] = []
-    config = {"service": service, "minutes": minutes, "events_per_second": events_per_second,
+    config = {"service": service, "command": f"pubsub {work.command[0]}", "minutes": minutes, "events_per_second": events_per_second,
               "changes_per_second": changes_per_second, "subscriptions": subscriptions, "preset": preset,
               "sample_seconds": sample_seconds, "source": source}
     try:
         deadline = time.monotonic() + 600
         while not ready(port):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"pubsub {work.command[0]} did not become ready (exit code {proc.poll()})")
+                raise RuntimeError(f"{config['command']} did not become ready (exit code {proc.poll()})")
             time.sleep(0.5)
         rng = random.Random(seed)
         p = ClientFactory(bootstrap).producer(**{"linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
@@ -312,7 +309,7 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
                 if now >= end:
                     break
             if proc.poll() is not None:
-                raise RuntimeError(f"pubsub {work.command[0]} exited with {proc.returncode}")
+                raise RuntimeError(f"{config['command']} exited with {proc.returncode}")
             elapsed = now - began
             for _ in range(int(elapsed * events_per_second) - n_events):
                 topic, key, value = events[k % len(events)]
@@ -370,7 +367,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     a.legend()
     c = runs[0]["config"]
     what = {"events": "sparse", "patterns": "pattern", "tables": "aggregate"}[c.get("service", "events")]
-    a.set_title(f"{WORKLOAD_COMMANDS[c.get('service', 'events')]} under subscription churn "
+    a.set_title(f"{c.get('command', 'pubsub run')} under subscription churn "
                 f"({c['subscriptions']:,} {what} subscriptions)")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

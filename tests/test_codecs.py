@@ -92,6 +92,14 @@ def test_an_events_notifications_are_the_bytes_fastavro_writes_for_each_whole_re
         assert encode(sid, subscriber) == _notification_oracle(sid, subscriber, event_id, event, source, original)
 
 
+def test_an_original_value_whose_schema_id_is_no_avro_int_is_refused_as_fastavro_refuses_it():
+    original = struct.pack(">bI", 0, 2**31) + b"x"
+    with pytest.raises(ValueError):
+        _notification_oracle(1, "a", "e", {}, None, original)
+    with pytest.raises(ValueError):
+        codecs.encode_notification(1, "a", "e", codecs.encode_attributes({}, "avro"), "avro", None, original)
+
+
 def test_integers_beyond_64_bits_are_sent_as_doubles_in_avro():
     assert codecs.decode_event(codecs.encode_event({"big": 2**70}, "avro")) == {"big": float(2**70)}
 

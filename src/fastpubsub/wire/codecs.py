@@ -61,6 +61,7 @@ MAX_SUBSCRIBER_BYTES = 1024
 MAX_JSON_DEPTH = 32
 _HEADER = struct.Struct(">bI")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT32_MAX = 2**31 - 1
 
 
 class DecodeError(ValueError):
@@ -699,13 +700,14 @@ def notification_encoder(event_id: str, attributes: bytes, fmt: str, source: tup
             part.append(b"\x00")
         else:
             schema_id = original_event(original)["schema_id"]
+            if schema_id is not None and schema_id > _INT32_MAX:  # an Avro int, as fastavro refuses it
+                raise ValueError(f"schema id {schema_id} of the original value is out of range for an Avro int")
             part += [b"\x02", b"\x00" if schema_id is None else b"\x02" + _avro_long(schema_id),
                      _avro_long(len(original)), original]
     frame, tail = _HEADER.pack(MAGIC, SCHEMA_IDS[name]), b"".join(part) + attributes
-    prefix = event_id + "/"  # notification_id
 
     def encode(subscription_id: int, subscriber: str) -> bytes:
-        return b"".join((frame, _avro_string(prefix + str(subscription_id)), _avro_long(subscription_id),
+        return b"".join((frame, _avro_string(notification_id(event_id, subscription_id)), _avro_long(subscription_id),
                          _avro_string(subscriber), tail))
     return encode
 
