@@ -51,8 +51,8 @@ def main() -> None:
             row, _ = e2e.run(plan, lambda text: print(text, flush=True), options=e2e.Options(event_format=fmt,
                                                                                               offered_rate=1000.0))
             runs.append({"round": r + 1, "format": fmt, "max_events_per_s": row["max_events_per_s"],
-                         "backlog_match_rate": row["backlog_match_rate"], "decode_s": row.get("decode_s"),
-                         "match_s": row.get("match_s"), "busy_s": row.get("busy_s"),
+                         "backlog_match_rate": row["backlog_match_rate"], "busy_s": row.get("busy_s"),
+                         **{f"{s}_s": row.get(f"{s}_s") for s in e2e.STAGES},
                          "load_average": os.getloadavg()[0]})
             print(json.dumps(runs[-1]), flush=True)
     medians = {f: statistics.median(x["max_events_per_s"] for x in runs if x["format"] == f) for f in formats}
