@@ -75,3 +75,16 @@ def test_a_batch_moves_each_partition_past_its_last_record(partitions):
     for m in msgs:
         expected[(m.topic(), m.partition())] = m.offset() + 1
     assert next_offsets(msgs) == expected
+
+
+def test_events_are_decoded_for_the_referenced_attributes_only_unless_kept_for_later():
+    """JSON and native Avro alike: the matcher gets the pairs of the names subscriptions reference; an event
+    carrying ``valid_until`` (stored for subscriptions yet to come) keeps all of them."""
+    values = [encode_event({"price": 3, "movie": "rex", "extra": "x"}, "avro"), b'{"price": 4, "c": {"d": 1, "e": "y"}}']
+    decode = Decode(PipelineCounters(), referenced=lambda: frozenset({"price", "c.d"}))
+    plain = [Message(topic="pubsub.events", partition=0, offset=i, key=b"e%d" % i, value=v, headers=None,
+                     timestamp=(TIMESTAMP_CREATE_TIME, 1_000)) for i, v in enumerate(values)]
+    assert decode(plain).decoded.event_batch().to_dicts() == [{"price": 3}, {"price": 4, "c.d": 1}]
+    kept = [Message(**{**dict(topic="pubsub.events", partition=0, offset=9, key=b"e9", value=values[1],
+                              timestamp=(TIMESTAMP_CREATE_TIME, 1_000)), "headers": [("valid_until", b"5000")]})]
+    assert decode(kept).decoded.event_batch().to_dicts() == [{"price": 4, "c.d": 1, "c.e": "y"}]

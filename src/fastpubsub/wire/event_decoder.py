@@ -240,8 +240,9 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
     path rule (``wire.paths``): a field whose name has a ``.`` or starts with ``$`` (which names a record's metadata,
     ``wire.metadata``) is escaped with a backslash.
 
-    ``wanted``: the attribute names some subscription references; a record in a registered schema then gives only
-    these (a compiled Avro schema skips the rest unread, ``wire.avro_program``).  None: every attribute.
+    ``wanted``: the attribute names some subscription references; every record then gives only these (a compiled
+    Avro schema skips the rest unread, ``wire.avro_program``; the other decoders' pairs are dropped after the
+    scan), so the matcher never spends time on a pair no predicate can test.  None: every attribute.
 
     ``registered``: records framed with another schema id than fastpubsub's event schema are read with the schema
     registered under it (``wire.registered``); it raises ``RegistryUnavailable`` out of here when the registry does
@@ -280,12 +281,15 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
             except DecodeError as exc:
                 errors[r] = str(exc)
                 continue
-            if wanted is not None and registered is not None and registered.handles(values[r]):
-                pairs_of = [p for p in pairs_of if p[0] in wanted]
             for a, v in pairs_of:
                 fallback.add(r, a, v)
         names = fallback.names
         buf, pairs = fallback.merged(buf, pairs)
+    if wanted is not None and len(pairs.rec):
+        keep_name = np.fromiter((name in wanted for name in names), bool, len(names))
+        if not keep_name.all():
+            keep = keep_name[pairs.attr]
+            pairs = Pairs(*(col[keep] for col in pairs))
     good = np.ones(len(values), bool)
     if errors:
         good[list(errors)] = False

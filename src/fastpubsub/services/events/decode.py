@@ -75,7 +75,7 @@ class Decode:
         self.reports_bad_input = reports_bad_input
         self._metadata = metadata
         self.registered = registered  # records in producers' registered schemas (--schema-registry)
-        #: the attribute names the subscriptions reference now: a registered record is decoded for these only
+        #: the attribute names the subscriptions reference now: an event is decoded for these only
         self.referenced = referenced
 
     def __call__(self, msgs: list[Message]) -> EventBatch:
@@ -101,7 +101,7 @@ class Decode:
             ids = [k.decode("utf-8") for k in keys]
         except UnicodeDecodeError:
             return None
-        wanted = self.referenced() if self.referenced is not None and self.registered is not None else None
+        wanted = self.referenced() if self.referenced is not None else None
         decoded = decode_events(values, self.registered, wanted)
         rejects = [(msgs[i], reason) for i, reason in sorted(decoded.errors.items())] if self.reports_bad_input else []
         stamps = [msgs[r].timestamp() for r in decoded.rows.tolist()]
@@ -125,7 +125,7 @@ class Decode:
             until.append(valid_until)
             records.append(msg)
         wanted = None  # an event kept for later subscriptions (a valid_until) keeps every attribute
-        if self.referenced is not None and self.registered is not None and all(u is None for u in until):
+        if self.referenced is not None and all(u is None for u in until):
             wanted = self.referenced()
         decoded = decode_events([msg.value() for msg in records], self.registered, wanted)
         if self.reports_bad_input:
