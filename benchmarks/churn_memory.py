@@ -6,7 +6,7 @@
 
 Subscriptions are created and deleted as users do: every tick deletes ``--per-tick / 2`` random live ones and adds as
 many under ids never used before, so the population holds while the ids seen grow without bound; events (or table
-updates) are processed between ticks.  Every tenth of the run it prints the live count, the process's RSS and what the
+updates) are processed between ticks.  Every tenth of the run it prints the live count, the process's RSS and allocated blocks (``sys.getallocatedblocks``) and what the
 service's own structures hold (events: ``Matcher.memory_by_structure`` and the handles ever handed out; patterns: the
 engine's arrays and its rows of atoms, captures and aggregates; tables: the groups and row filters).  Faster than
 ``benchmarks.soak`` (no Kafka, no rate limit), so a structure that grows with the ids ever seen shows in a minute.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 from typing import Any, Callable
 
@@ -145,7 +146,7 @@ def churn_memory(service: str, subscriptions: int, changes: int, per_tick: int =
     began = time.perf_counter()
     for tick in range(ticks + 1):
         if tick % max(1, ticks // 10) == 0 or tick == ticks:
-            sample = {"changes": tick * per_tick, "rss_mib": round(rss_mib(), 1),
+            sample = {"changes": tick * per_tick, "rss_mib": round(rss_mib(), 1), "blocks": sys.getallocatedblocks(),
                       "seconds": round(time.perf_counter() - began, 1), **describe()}
             samples.append(sample)
             if echo:
