@@ -430,3 +430,70 @@ def encode_batch(batch, attributes, strings) -> tuple[np.ndarray, np.ndarray, np
         code[is_str], eqbits[is_str] = scode, sid
     field[np.isnan(code) & ~is_str] = -1
     return field, code, eqbits
+
+
+class DictStatisticsCollector:
+    """The online statistics as dicts of Python objects (what ``StatisticsCollector`` keeps in arrays).
+
+    Same sampling, decay and snapshot rule: per attribute a dict of value
+    key -> decayed count; the top list is the ``top_k`` largest counts, the
+    first inserted first among equals (a batch inserts its numbers and
+    booleans by (attribute, kind, value), then its strings as they come).
+    """
+
+    def __init__(self, top_k: int = 64, half_life: int = 20_000, sample_per_batch: int = 256, min_count: float = 0.5):
+        self.top_k, self.half_life, self.sample_per_batch, self.min_count = top_k, half_life, sample_per_batch, min_count
+        self.events = 0.0
+        self.since_decay = 0
+        self.presence: dict[str, float] = {}
+        self.values: dict[str, dict[tuple, float]] = {}
+
+    def observe(self, batch) -> None:
+        n = len(batch)
+        if n == 0:
+            return
+        take = min(n, self.sample_per_batch)
+        rows = np.linspace(0, n - 1, take).astype(np.int64) if take < n else np.arange(n)
+        string_at = np.cumsum(batch.kinds == KIND_STRING) - 1
+        pairs = [p for r in rows.tolist() for p in range(int(batch.offsets[r]), int(batch.offsets[r + 1]))]
+        self.events += take
+        for p in pairs:
+            name = batch.attribute_names[int(batch.attributes[p])]
+            self.presence[name] = self.presence.get(name, 0.0) + 1.0
+        plain = sorted((int(batch.attributes[p]), int(batch.kinds[p]), float(batch.numbers[p])) for p in pairs
+                       if batch.kinds[p] != KIND_STRING and not np.isnan(batch.numbers[p]))
+        text = [(int(batch.attributes[p]), (1, batch.strings[int(string_at[p])])) for p in pairs
+                if batch.kinds[p] == KIND_STRING]
+        for a, key in [(a, (2, bool(x)) if k == KIND_BOOL else (0, x)) for a, k, x in plain] + text:
+            table = self.values.setdefault(batch.attribute_names[a], {})
+            table[key] = table.get(key, 0.0) + 1.0
+        self.since_decay += take
+        while self.since_decay >= self.half_life:
+            self.since_decay -= self.half_life
+            self.events *= 0.5
+            self.presence = {a: c * 0.5 for a, c in self.presence.items() if c * 0.5 >= self.min_count}
+            for name in list(self.values):
+                table = {k: c * 0.5 for k, c in self.values[name].items() if c * 0.5 >= self.min_count}
+                if table:
+                    self.values[name] = table
+                else:
+                    del self.values[name]
+
+    def snapshot(self):
+        from fastpubsub.engine.costmodel.statistics import AttributeStats, EventStatistics
+
+        if self.events <= 0:
+            return EventStatistics.uniform()
+        attributes = {}
+        for name, present in self.presence.items():
+            table = self.values.get(name, {})
+            total = sum(table.values()) or 1.0
+            top = sorted(table.items(), key=lambda kv: -kv[1])[: self.top_k]
+            numeric = sorted((k[1], c) for k, c in table.items() if k[0] == 0)
+            cum = np.cumsum([c for _, c in numeric])
+            quantiles = [] if not numeric else [
+                numeric[min(int(i), len(numeric) - 1)][0]
+                for i in np.searchsorted(cum, np.linspace(0.0, cum[-1], 11), side="left")]
+            attributes[name] = AttributeStats(presence=min(1.0, present / self.events), distinct=len(table),
+                                              top_values={k: c / total for k, c in top}, quantiles=quantiles)
+        return EventStatistics(event_count=int(round(self.events)), attributes=attributes, source="online")

@@ -15,7 +15,7 @@ from ..frontend.encoding import N_KINDS, AttributeDictionary, StringDictionary
 from ..structures.predicates import PredicateTable
 from ..frontend.lowering import parse_derived
 from ..semantics import KIND_BOOL, KIND_STRING, KINDS, OP_EQ, RESERVED_PREFIX
-from .statistics import EventStatistics, StatisticsCollector
+from .statistics import AttributeTable, EventStatistics, StatisticsCollector
 
 #: Online statistics are adopted when some live equality predicate's nu differs this much (dynamic).
 ADOPT_RATIO = 1.5
@@ -33,12 +33,19 @@ class EventProbabilities:
         self.statistics = EventStatistics.uniform()
         self.external = False  # statistics given by the user: online ones are never adopted
         self._names_cache: list[str] = []
+        self._strings_cache: list[str] = []
 
     def _names(self) -> list[str]:
         """Attribute names by id (the dictionary only grows: the list is rebuilt when it did)."""
         if len(self._names_cache) != len(self.attributes.ids):
             self._names_cache = list(self.attributes.ids)
         return self._names_cache
+
+    def _strings(self) -> list[str]:
+        """String constants by id (grows like the names)."""
+        if len(self._strings_cache) != len(self.strings.ids):
+            self._strings_cache = list(self.strings.ids)
+        return self._strings_cache
 
     def use(self, statistics: EventStatistics) -> None:
         """Use these statistics from now on; they win over online ones."""
@@ -53,14 +60,15 @@ class EventProbabilities:
             live = (self.preds.refcount[:top] > 0) & (self.preds.op[:top] == OP_EQ)
             distinct = np.bincount(self.preds.field[:top][live], minlength=int(field.max()) + 1)
             return 1.0 / np.maximum(distinct[field], 1)
-        names = self._names()
-        strings = list(self.strings.ids)
+        kinds = field % N_KINDS
+        attrs, attr = np.unique(field // N_KINDS, return_inverse=True)
         bits = self.preds.bits_value[pids]
-        out = np.empty(len(pids), dtype=np.float64)
-        for i, (f, b) in enumerate(zip(field.tolist(), bits.tolist())):
-            kind = f % N_KINDS
-            value = strings[b] if kind == KIND_STRING else bool(b) if kind == KIND_BOOL else float(np.int64(b).view(np.float64))
-            out[i] = self.statistics.value_probability(names[f // N_KINDS], value)
+        numbers = bits.view(np.float64).copy()
+        numbers[kinds == KIND_BOOL] = bits[kinds == KIND_BOOL] != 0
+        text = kinds == KIND_STRING
+        constants, numbers[text] = np.unique(bits[text], return_inverse=True)
+        out = self.statistics.value_probabilities(list(map(self._names().__getitem__, attrs.tolist())), attr, kinds,
+                                                  numbers, list(map(self._strings().__getitem__, constants.tolist())))
         return np.maximum(out, 1e-12)
 
     def presence(self, fields: np.ndarray) -> np.ndarray:
@@ -72,19 +80,22 @@ class EventProbabilities:
         fields = np.asarray(fields, dtype=np.int64)
         if self.statistics.source == "uniform":
             return np.ones(len(fields), dtype=np.float64)
+        attrs, attr = np.unique(fields // N_KINDS, return_inverse=True)
         names = self._names()
-        out = np.empty(len(fields), dtype=np.float64)
-        for i, f in enumerate(fields.tolist()):
-            name = names[f // N_KINDS]
-            kind = KINDS[f % N_KINDS]
+        bases, shares = [], np.ones((len(attrs), N_KINDS), dtype=np.float64)
+        typed = not isinstance(self.statistics.attributes, AttributeTable)  # online snapshots measure no value types
+        for j, a in enumerate(attrs.tolist()):  # per attribute, not per field
+            name = names[a]
             derived = parse_derived(name) if name[0] == RESERVED_PREFIX else None
             if derived is not None:  # a prefix / suffix / contains slice: at most where its attribute has a string
-                name, kind = derived[1], KINDS[KIND_STRING]
-            st = self.statistics.attributes.get(name)
-            share = 1.0
+                name = derived[1]
+            bases.append(name)
+            st = self.statistics.attributes.get(name) if typed else None
             if st is not None and st.value_types:
-                share = st.value_types.get(kind, 0.0)
-            out[i] = self.statistics.presence(name) * share
+                shares[j] = [st.value_types.get(kind, 0.0) for kind in KINDS]
+            if derived is not None:
+                shares[j] = shares[j, KIND_STRING]
+        out = self.statistics.presences(bases)[attr] * shares[attr, fields % N_KINDS]
         return np.maximum(out, 1e-12)
 
     def mu(self, fields: tuple[int, ...]) -> float:

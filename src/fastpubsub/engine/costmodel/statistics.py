@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -105,7 +106,7 @@ class EventStatistics:
     """An immutable-by-convention snapshot of event statistics."""
 
     event_count: int = 0
-    attributes: dict[str, AttributeStats] = field(default_factory=dict)
+    attributes: Mapping[str, AttributeStats] = field(default_factory=dict)  # online: an AttributeTable
     schemas: dict[frozenset[str], float] = field(default_factory=dict)  # measured mu
     joint: dict[tuple[str, ...], dict[tuple, float]] = field(default_factory=dict)  # sorted attrs -> value keys -> P
     source: str = "uniform"
@@ -118,10 +119,34 @@ class EventStatistics:
         return cls(default_distinct=default_distinct)
 
     def presence(self, attribute: str) -> float:
+        if isinstance(self.attributes, AttributeTable):
+            return float(self.attributes.presences([attribute])[0])
         st = self.attributes.get(attribute)
         if st is None:
             return 1.0 if self.source == "uniform" else 0.0
         return st.presence
+
+    def presences(self, names: Sequence[str]) -> np.ndarray:
+        """:meth:`presence` of each name (an online snapshot: without a Python loop)."""
+        if isinstance(self.attributes, AttributeTable):
+            return self.attributes.presences(names)
+        return np.array([self.presence(name) for name in names], dtype=np.float64)
+
+    def value_probabilities(self, names: Sequence[str], attr: np.ndarray, kinds: np.ndarray, numbers: np.ndarray,
+                            strings: Sequence[str]) -> np.ndarray:
+        """:meth:`value_probability` of many (attribute, value) queries, columnar (see :meth:`AttributeTable.value_probabilities`).
+
+        An online snapshot answers all at once from its arrays; other
+        snapshots (dicts of :class:`AttributeStats`) one query at a time.
+        """
+        if isinstance(self.attributes, AttributeTable):
+            return self.attributes.value_probabilities(names, attr, kinds, numbers, strings)
+        out = np.empty(len(attr), dtype=np.float64)
+        for i, (a, k, x) in enumerate(zip(np.asarray(attr).tolist(), np.asarray(kinds).tolist(),
+                                          np.asarray(numbers).tolist())):
+            value = strings[int(x)] if k == KIND_STRING else bool(x) if k == KIND_BOOL else float(x)
+            out[i] = self.value_probability(names[a], value)
+        return out
 
     def mu(self, schema: Iterable[str]) -> float:
         """Probability that an event's schema contains ``schema``."""
@@ -221,15 +246,184 @@ class EventStatistics:
         )
 
 
-def _weighted_quantiles(values_and_weights: list[tuple[float, float]], n: int = 11) -> list[float]:
-    """Deciles (``n`` evenly spaced ranks) of a weighted sorted sample."""
-    if not values_and_weights:
+def _weighted_quantiles(values: np.ndarray, weights: np.ndarray, n: int = 11) -> list[float]:
+    """Deciles (``n`` evenly spaced ranks) of a weighted sample sorted by value."""
+    if len(values) == 0:
         return []
-    values = np.array([v for v, _ in values_and_weights])
-    cum = np.cumsum([w for _, w in values_and_weights])
+    cum = np.cumsum(weights)
     ranks = np.linspace(0.0, cum[-1], n)
     idx = np.minimum(np.searchsorted(cum, ranks, side="left"), len(values) - 1)
     return [float(x) for x in values[idx]]
+
+
+#: Value classes of the online table, in the order of :func:`_value_key`'s first element.
+CLASS_NUMBER, CLASS_STRING, CLASS_BOOL = 0, 1, 2
+N_CLASSES = 3
+#: Rows observed since the last merge that make ``observe`` merge them into the sorted table.
+MERGE_ROWS = 1 << 16
+
+
+def _frozen(*arrays: np.ndarray) -> None:
+    """Snapshots share the collector's table arrays: the collector replaces them, never writes into them."""
+    for a in arrays:
+        a.flags.writeable = False
+
+
+def _lookup(ids: Mapping[str, int], keys: Sequence[str], limit: int) -> np.ndarray:
+    """Ids of ``keys`` in ``ids`` (-1 when absent or not below ``limit``), by one C-level pass."""
+    out = np.fromiter(map(ids.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+    out[out >= limit] = -1
+    return out
+
+
+class AttributeTable(Mapping[str, AttributeStats]):
+    """The per-attribute statistics of an online snapshot, kept as the collector's sorted arrays.
+
+    One row per (attribute, value) seen: ``key = code * N_CLASSES + class``,
+    the value (a number, 0/1 for booleans, a string's id), its decayed count
+    and the order it was first seen in (ties of the top list go to the older
+    value).  A row costs 32 bytes; an :class:`AttributeStats` (dicts of
+    tuples) is built only for the attributes asked for by name, and the cost
+    model asks :meth:`value_probabilities` for all its predicates at once.
+    """
+
+    def __init__(self, names: Sequence[str], codes: Mapping[str, int], presence: np.ndarray, key: np.ndarray,
+                 value: np.ndarray, count: np.ndarray, seq: np.ndarray, strings: Sequence[str],
+                 string_ids: Mapping[str, int], top_k: int) -> None:
+        # names, codes, strings and string_ids may grow after the snapshot: codes and ids past ours are newer
+        self._names, self._codes, self._presence = names, codes, presence
+        self._key, self._value, self._count, self._seq = key, value, count, seq
+        self._strings, self._string_ids, self._n_strings = strings, string_ids, len(strings)
+        self.top_k = top_k
+        self._n = len(presence)
+        self._built: dict[str, AttributeStats] = {}
+        self._summary: tuple[np.ndarray, ...] | None = None
+
+    # --- Mapping -------------------------------------------------------------------------
+    def _code(self, name: str) -> int:
+        c = self._codes.get(name, -1)
+        return c if 0 <= c < self._n and self._presence[c] > 0 else -1
+
+    def __getitem__(self, name: str) -> AttributeStats:
+        st = self._built.get(name)
+        if st is None:
+            c = self._code(name)
+            if c < 0:
+                raise KeyError(name)
+            st = self._built[name] = self._build(c)
+        return st
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._code(name) >= 0
+
+    def __iter__(self):
+        return (self._names[c] for c in np.flatnonzero(self._presence > 0).tolist())
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self._presence > 0))
+
+    def __repr__(self) -> str:
+        return f"AttributeTable({len(self)} attributes, {len(self._key)} values)"
+
+    # --- per attribute, all at once ------------------------------------------------------
+    def _summaries(self) -> tuple[np.ndarray, ...]:
+        """(starts, total, top sum, top count by code; in-top by row), computed once per snapshot.
+
+        ``total`` is the attribute's decayed count (1 if none), the top list its
+        ``top_k`` rows by count (older first among equals); the top sum adds the
+        top rows' shares in row order, the order :meth:`_build` lists them in,
+        so that :meth:`AttributeStats.value_probability` gives the same floats.
+        """
+        if self._summary is None:
+            attr = self._key // N_CLASSES
+            starts = np.searchsorted(attr, np.arange(self._n + 1))
+            distinct = np.diff(starts)
+            total = np.bincount(attr, weights=self._count, minlength=self._n)
+            total[total == 0] = 1.0
+            in_top = np.ones(len(attr), dtype=bool)
+            big = distinct > self.top_k
+            if big.any():
+                rows = np.flatnonzero(big[attr])
+                order = rows[np.lexsort((self._seq[rows], -self._count[rows], attr[rows]))]
+                first = np.searchsorted(attr[order], attr[order], side="left")
+                in_top[order[np.arange(len(order)) - first >= self.top_k]] = False
+            share = self._count / total[attr]
+            top_sum = np.bincount(attr[in_top], weights=share[in_top], minlength=self._n)
+            n_top = np.minimum(distinct, self.top_k)
+            self._summary = (starts, total, top_sum, n_top, in_top)
+        return self._summary
+
+    def _build(self, c: int) -> AttributeStats:
+        starts, total, _, _, in_top = self._summaries()
+        lo, hi = int(starts[c]), int(starts[c + 1])
+        cls = self._key[lo:hi] % N_CLASSES
+        value, count = self._value[lo:hi], self._count[lo:hi]
+        top, tc = {}, float(total[c])
+        for k, v, n in zip(cls[in_top[lo:hi]].tolist(), value[in_top[lo:hi]].tolist(), count[in_top[lo:hi]].tolist()):
+            key = (0, v) if k == CLASS_NUMBER else (1, self._strings[int(v)]) if k == CLASS_STRING else (2, bool(v))
+            top[key] = n / tc
+        numeric = cls == CLASS_NUMBER
+        return AttributeStats(presence=float(self._presence[c]), distinct=hi - lo, top_values=top,
+                              quantiles=_weighted_quantiles(value[numeric], count[numeric]))
+
+    def presences(self, names: Sequence[str]) -> np.ndarray:
+        """P(event carries the attribute) of each name (0 for an unseen one)."""
+        if self._n == 0:
+            return np.zeros(len(names))
+        codes = _lookup(self._codes, names, self._n)
+        return np.where(codes >= 0, self._presence[np.maximum(codes, 0)], 0.0)
+
+    def _find(self, group: np.ndarray, value: np.ndarray) -> np.ndarray:
+        """Row of each (key, value) (-1 if absent): a bisection on the values within each key's rows, all at once."""
+        lo = np.searchsorted(self._key, group, side="left")
+        hi = np.searchsorted(self._key, group, side="right")
+        end = hi.copy()
+        while True:
+            open_ = lo < hi
+            if not open_.any():
+                break
+            mid = (lo + hi) // 2
+            below = open_ & (self._value[np.minimum(mid, len(self._value) - 1)] < value)
+            lo = np.where(below, mid + 1, lo)
+            hi = np.where(open_ & ~below, mid, hi)
+        found = (lo < end) & (self._value[np.minimum(lo, max(len(self._value) - 1, 0))] == value) if len(self._value) \
+            else np.zeros(len(group), dtype=bool)
+        return np.where(found, lo, -1)
+
+    def value_probabilities(self, names: Sequence[str], attr: np.ndarray, kinds: np.ndarray, numbers: np.ndarray,
+                            strings: Sequence[str]) -> np.ndarray:
+        """P(event carries attribute ``names[attr[i]]`` with the value of query i), for all queries at once.
+
+        A query's value is ``numbers[i]`` (booleans 0 / 1) or, for a string
+        kind, ``strings[int(numbers[i])]``.  The same floats as
+        ``presence * AttributeStats.value_probability``: a top value's share,
+        else what the top list leaves spread over the other distinct values.
+        """
+        attr, kinds, numbers = np.asarray(attr, np.int64), np.asarray(kinds), np.asarray(numbers, np.float64)
+        if len(attr) == 0 or self._n == 0:
+            return np.zeros(len(attr))
+        starts, total, top_sum, n_top, in_top = self._summaries()
+        codes = _lookup(self._codes, names, self._n)[attr]
+        codes[self._presence[np.maximum(codes, 0)] <= 0] = -1
+        cls = np.where(kinds == KIND_STRING, CLASS_STRING, np.where(kinds == KIND_BOOL, CLASS_BOOL, CLASS_NUMBER))
+        value = np.where(kinds == KIND_BOOL, (numbers != 0).astype(np.float64), numbers)
+        text = kinds == KIND_STRING
+        if text.any():
+            sids = _lookup(self._string_ids, strings, self._n_strings)
+            value[text] = sids[numbers[text].astype(np.int64)]
+        known = codes >= 0
+        c = np.maximum(codes, 0)
+        row = np.full(len(attr), -1, dtype=np.int64)
+        ask = known & ~(text & (value < 0))
+        row[ask] = self._find(codes[ask] * N_CLASSES + cls[ask], value[ask])
+        rest = np.maximum(0.0, 1.0 - top_sum[c])
+        unseen = np.diff(starts)[c] - n_top[c]
+        spread = np.divide(rest, unseen, out=np.zeros(len(attr)), where=unseen > 0)
+        hit = row >= 0
+        hit[hit] = in_top[row[hit]]
+        given = spread.copy()
+        given[hit] = self._count[row[hit]] / total[c[hit]]
+        return np.where(known, self._presence[c] * given, 0.0)
 
 
 class StatisticsCollector:
@@ -241,21 +435,71 @@ class StatisticsCollector:
     al., section 6.2.2) shows in the snapshot after a few half-lives, and the
     per-value tables stay bounded: entries whose decayed count falls under
     ``min_count`` are dropped.
+
+    Counts live in arrays, not Python objects: a presence count per attribute
+    code and one sorted table of (attribute, value class, value) rows with
+    their decayed counts, strings by id in a dictionary of their own.  A batch
+    appends its rows to a pending buffer, merged into the table at
+    ``MERGE_ROWS``, at decay and at snapshot.  Attribute names and strings
+    that decay dropped leave their dictionaries once more than
+    ``compact_after`` and more than half of them are dead.
     """
 
-    def __init__(self, top_k: int = 64, half_life: int = 20_000, sample_per_batch: int = 256, min_count: float = 0.5):
+    def __init__(self, top_k: int = 64, half_life: int = 20_000, sample_per_batch: int = 256, min_count: float = 0.5,
+                 compact_after: int = 1024):
         self.top_k = top_k
         self.half_life = half_life
         self.sample_per_batch = sample_per_batch
         self.min_count = min_count
+        self.compact_after = compact_after
         self._events = 0.0
         self._since_decay = 0
-        self._presence: dict[str, float] = {}
-        self._values: dict[str, dict[tuple[int, Any], float]] = {}
+        self._codes: dict[str, int] = {}  # attribute name -> code
+        self._names: list[str] = []  # by code
+        self._presence = np.zeros(0, dtype=np.float64)  # decayed count of pairs by code; 0: dropped
+        self._string_ids: dict[str, int] = {}
+        self._strings: list[str] = []  # by id
+        self._key = np.zeros(0, dtype=np.int64)  # code * N_CLASSES + class, sorted with value
+        self._value = np.zeros(0, dtype=np.float64)  # number, 0 / 1, or string id
+        self._count = np.zeros(0, dtype=np.float64)
+        self._seq = np.zeros(0, dtype=np.int64)  # when the row was first seen (ties of the top list)
+        self._next_seq = 0
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
 
     @property
     def observed(self) -> float:
         return self._events
+
+    def memory_bytes(self) -> int:
+        """Bytes of the count arrays (the dictionaries of names and strings not included)."""
+        return int(self._presence.nbytes + self._key.nbytes + self._value.nbytes + self._count.nbytes
+                   + self._seq.nbytes + sum(a.nbytes for p in self._pending for a in p))
+
+    def _intern_names(self, names: list[str]) -> np.ndarray:
+        codes = self._codes
+        for name in names:
+            if name not in codes:
+                codes[name] = len(self._names)
+                self._names.append(name)
+        if len(self._names) > len(self._presence):
+            self._presence = np.concatenate([self._presence, np.zeros(len(self._names) - len(self._presence))])
+        return np.fromiter(map(codes.__getitem__, names), dtype=np.int64, count=len(names))
+
+    def _intern_strings(self, strings: list[str]) -> np.ndarray:
+        ids = self._string_ids
+        for s in dict.fromkeys(strings):
+            if s not in ids:
+                ids[s] = len(self._strings)
+                self._strings.append(s)
+        return np.fromiter(map(ids.__getitem__, strings), dtype=np.int64, count=len(strings))
+
+    def _push(self, key: np.ndarray, value: np.ndarray, count: np.ndarray) -> None:
+        """Rows to add, in the order they are first seen."""
+        seq = np.arange(self._next_seq, self._next_seq + len(key), dtype=np.int64)
+        self._next_seq += len(key)
+        self._pending.append((key, value, count, seq))
+        self._pending_rows += len(key)
 
     def observe(self, batch: EventBatch) -> None:
         n = len(batch)
@@ -266,66 +510,106 @@ class StatisticsCollector:
         starts, ends = batch.offsets[rows], batch.offsets[rows + 1]
         lengths = ends - starts
         pos = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        names = batch.attribute_names
         attrs = batch.attributes[pos]
         kinds = batch.kinds[pos]
         numbers = batch.numbers[pos]
         self._events += take
-        for code, count in zip(*np.unique(attrs, return_counts=True)):
-            name = names[int(code)]
-            self._presence[name] = self._presence.get(name, 0.0) + float(count)
-        # numbers and booleans, grouped by (attribute, kind, value)
+        used, inverse = np.unique(attrs, return_inverse=True)
+        codes = self._intern_names([batch.attribute_names[a] for a in used.tolist()])
+        np.add.at(self._presence, codes, np.bincount(inverse, minlength=len(used)).astype(np.float64))
+        code = codes[inverse.reshape(-1)]
+        # numbers and booleans: distinct (attribute, class, value) rows of the batch by one lexsort
         plain = (kinds != KIND_STRING) & ~np.isnan(numbers)
         if plain.any():
-            # distinct (attribute, kind, value) rows by one lexsort (np.unique(axis=0) sorts rows as objects)
-            a, k, x = attrs[plain], kinds[plain], numbers[plain]
-            order = np.lexsort((x, k, a))
-            a, k, x = a[order], k[order], x[order]
-            first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (k[1:] != k[:-1]) | (x[1:] != x[:-1])])
-            counts = np.diff(np.r_[first, len(a)])
-            for ai, ki, xi, c in zip(a[first].tolist(), k[first].tolist(), x[first].tolist(), counts.tolist()):
-                key = (2, bool(xi)) if ki == KIND_BOOL else (0, float(xi))
-                table = self._values.setdefault(names[ai], {})
-                table[key] = table.get(key, 0.0) + c
-        sampled_strings = np.flatnonzero(kinds == KIND_STRING).tolist()
-        # each pair's index among the batch's strings, for the sampled ones only (a pass over the whole batch)
-        string_index = np.cumsum(batch.kinds == KIND_STRING) - 1 if sampled_strings else None
-        for p in sampled_strings:
-            name = names[int(attrs[p])]
-            key = (1, batch.strings[int(string_index[pos[p]])])
-            table = self._values.setdefault(name, {})
-            table[key] = table.get(key, 0.0) + 1.0
+            boolean = kinds[plain] == KIND_BOOL
+            key = code[plain] * N_CLASSES + np.where(boolean, CLASS_BOOL, CLASS_NUMBER)
+            x = np.where(boolean, (numbers[plain] != 0).astype(np.float64), numbers[plain] + 0.0)  # -0.0 is 0.0
+            order = np.lexsort((x, key))
+            key, x = key[order], x[order]
+            first = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (x[1:] != x[:-1])])
+            self._push(key[first], x[first], np.diff(np.r_[first, len(key)]).astype(np.float64))
+        sampled = np.flatnonzero(kinds == KIND_STRING)
+        if len(sampled):
+            # each sampled string's index among the batch's strings (a pass over the whole batch)
+            index = (np.cumsum(batch.kinds == KIND_STRING) - 1)[pos[sampled]]
+            sids = self._intern_strings(list(map(batch.strings.__getitem__, index.tolist())))
+            key = code[sampled] * N_CLASSES + CLASS_STRING
+            order = np.lexsort((sids, key))  # stable: equal rows keep the batch's order
+            key, sid = key[order], sids[order]
+            first = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (sid[1:] != sid[:-1])])
+            counts = np.diff(np.r_[first, len(key)]).astype(np.float64)
+            seen = np.argsort(order[first], kind="stable")  # rows in the order of their first occurrence
+            self._push(key[first][seen], sid[first][seen].astype(np.float64), counts[seen])
+        if self._pending_rows >= MERGE_ROWS:
+            self._merge()
         self._since_decay += take
         while self._since_decay >= self.half_life:
             self._since_decay -= self.half_life
             self._decay()
 
+    def _merge(self) -> None:
+        """The pending rows into the sorted table: one row per (key, value), counts added, the first sighting kept."""
+        if not self._pending:
+            return
+        parts = [(self._key, self._value, self._count, self._seq), *self._pending]
+        key, value, count, seq = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        self._pending, self._pending_rows = [], 0
+        order = np.lexsort((value, key))  # stable: the table's row first, then the pending ones as they came
+        key, value, count, seq = key[order], value[order], count[order], seq[order]
+        first = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (value[1:] != value[:-1])])
+        self._key, self._value = key[first], value[first]
+        self._count, self._seq = np.add.reduceat(count, first), np.minimum.reduceat(seq, first)
+        _frozen(self._key, self._value, self._count, self._seq)
+
     def _decay(self) -> None:
+        self._merge()
         self._events *= 0.5
-        self._presence = {a: c * 0.5 for a, c in self._presence.items() if c * 0.5 >= self.min_count}
-        for name in list(self._values):
-            table = {k: c * 0.5 for k, c in self._values[name].items() if c * 0.5 >= self.min_count}
-            if table:
-                self._values[name] = table
-            else:
-                del self._values[name]
+        presence = self._presence * 0.5
+        presence[presence < self.min_count] = 0.0
+        self._presence = presence
+        count = self._count * 0.5
+        keep = count >= self.min_count
+        self._key, self._value, self._count, self._seq = self._key[keep], self._value[keep], count[keep], self._seq[keep]
+        self._compact()
+        _frozen(self._key, self._value, self._count, self._seq)
+
+    def _compact(self) -> None:
+        """New dictionaries without the names and strings decay dropped, once these are most of them.
+
+        New objects, not edits: snapshots keep reading the ones they were made with.
+        """
+        alive = self._presence > 0
+        live = int(alive.sum())
+        if len(self._names) - live > max(self.compact_after, live):
+            attr = self._key // N_CLASSES
+            keep = alive[attr]
+            renumber = np.cumsum(alive) - 1
+            self._key = renumber[attr[keep]] * N_CLASSES + self._key[keep] % N_CLASSES
+            self._value, self._count, self._seq = self._value[keep], self._count[keep], self._seq[keep]
+            self._names = [name for name, a in zip(self._names, alive.tolist()) if a]
+            self._codes = {name: i for i, name in enumerate(self._names)}
+            self._presence = self._presence[alive]
+        text = self._key % N_CLASSES == CLASS_STRING
+        used = np.zeros(len(self._strings), dtype=bool)
+        used[self._value[text].astype(np.int64)] = True
+        live = int(used.sum())
+        if len(self._strings) - live > max(self.compact_after, live):
+            renumber = np.cumsum(used) - 1
+            value = self._value.copy()
+            value[text] = renumber[value[text].astype(np.int64)]
+            self._value = value
+            self._strings = [s for s, u in zip(self._strings, used.tolist()) if u]
+            self._string_ids = {s: i for i, s in enumerate(self._strings)}
 
     def snapshot(self) -> EventStatistics:
         if self._events <= 0:
             return EventStatistics.uniform()
-        attributes: dict[str, AttributeStats] = {}
-        for name, present in self._presence.items():
-            table = self._values.get(name, {})
-            total = sum(table.values()) or 1.0
-            top = sorted(table.items(), key=lambda kv: -kv[1])[: self.top_k]
-            numeric = sorted((k[1], c) for k, c in table.items() if k[0] == 0)
-            attributes[name] = AttributeStats(
-                presence=min(1.0, present / self._events),
-                distinct=len(table),
-                top_values={k: c / total for k, c in top},
-                quantiles=_weighted_quantiles(numeric),
-            )
-        return EventStatistics(event_count=int(round(self._events)), attributes=attributes, source="online")
+        self._merge()
+        presence = np.minimum(1.0, self._presence / self._events)
+        _frozen(presence)
+        table = AttributeTable(self._names, self._codes, presence, self._key, self._value, self._count, self._seq,
+                               self._strings, self._string_ids, self.top_k)
+        return EventStatistics(event_count=int(round(self._events)), attributes=table, source="online")
 
 
 # --- snapshots larger than one record --------------------------------------------------
