@@ -6,10 +6,11 @@
 
 Subscriptions are created and deleted as users do: every tick deletes ``--per-tick / 2`` random live ones and adds as
 many under ids never used before, so the population holds while the ids seen grow without bound; events (or table
-updates) are processed between ticks.  Every tenth of the run it prints the live count, the process's RSS and allocated blocks (``sys.getallocatedblocks``) and what the
-service's own structures hold (events: ``Matcher.memory_by_structure`` and the handles ever handed out; patterns: the
-engine's arrays and its rows of atoms, captures and aggregates; tables: the groups and row filters).  Faster than
-``benchmarks.soak`` (no Kafka, no rate limit), so a structure that grows with the ids ever seen shows in a minute.
+updates) are processed between ticks. Every tenth of the run it prints the live count, the process's RSS, its
+allocated blocks (``sys.getallocatedblocks``: Python objects) and what the service's own structures hold (events:
+``Matcher.memory_by_structure`` and the handles ever handed out; patterns: the engine's arrays and its rows of atoms,
+captures and aggregates; tables: the groups and row filters). Faster than ``benchmarks.soak`` (no Kafka, no rate
+limit), so a structure that grows with the ids ever seen shows in a minute.
 """
 
 from __future__ import annotations

@@ -134,7 +134,9 @@ class EventStatistics:
 
     def value_probabilities(self, names: Sequence[str], attr: np.ndarray, kinds: np.ndarray, numbers: np.ndarray,
                             strings: Sequence[str]) -> np.ndarray:
-        """:meth:`value_probability` of many (attribute, value) queries, columnar (see :meth:`AttributeTable.value_probabilities`).
+        """:meth:`value_probability` of many (attribute, value) queries, columnar.
+
+        See :meth:`AttributeTable.value_probabilities` for the columns.
 
         An online snapshot answers all at once from its arrays; other
         snapshots (dicts of :class:`AttributeStats`) one query at a time.
