@@ -9,9 +9,10 @@ sampled, as ``DynamicIndex`` feeds it.  Then, ``--repeat`` times, best taken:
 ``collector.snapshot()`` alone and ``EventProbabilities.adopt_online`` (a
 snapshot and nu of every live equality predicate of ``--subscriptions``
 sparse subscriptions, the check each maintenance round makes).  Reported:
-seconds, the ``tracemalloc`` peak of one adoption check, the bytes and
-allocated blocks (``sys.getallocatedblocks``) the collector holds, and the
-blocks a snapshot holds once every attribute's statistics are asked for.
+those seconds (no tracemalloc running), then from a second collector under
+tracemalloc the bytes and allocated blocks (``sys.getallocatedblocks``) it
+holds and the peak of one adoption check, and the blocks a snapshot holds
+once every attribute's statistics are asked for (``to_record`` does that).
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ from fastpubsub.engine.costmodel.statistics import StatisticsCollector
 from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events, generate_sparse_subscriptions
 
 
+def observed(batches: list) -> tuple[StatisticsCollector, float]:
+    collector = StatisticsCollector()
+    t0 = time.perf_counter()
+    for b in batches:
+        collector.observe(b)
+    collector.snapshot()  # pending rows merged
+    return collector, time.perf_counter() - t0
+
+
 def run(n_events: int, n_subscriptions: int, repeat: int) -> dict:
     spec = SPARSE_PRESETS["opindex"]
     events = generate_sparse_events(spec, n_events, seed=3)
@@ -39,38 +49,39 @@ def run(n_events: int, n_subscriptions: int, repeat: int) -> dict:
     matcher = Matcher("static")
     matcher.add_bulk(generate_sparse_subscriptions(spec, n_subscriptions, seed=1))
     probabilities = matcher.probabilities
-    gc.collect()
-    blocks, _ = sys.getallocatedblocks(), tracemalloc.start()
-    collector = StatisticsCollector()
-    t0 = time.perf_counter()
-    for b in batches:
-        collector.observe(b)
-    observe_s = time.perf_counter() - t0
-    collector.snapshot()  # pending rows merged
-    gc.collect()
-    held_bytes, held_blocks = tracemalloc.get_traced_memory()[0], sys.getallocatedblocks() - blocks
-    snapshot_s, adopt_s, peak = [], [], 0
+    # times, without tracemalloc
+    collector, observe_s = observed(batches)
+    snapshot_s, adopt_s = [], []
     for _ in range(repeat):
         t0 = time.perf_counter()
         collector.snapshot()
         snapshot_s.append(time.perf_counter() - t0)
         probabilities.statistics = EventStatistics.uniform()
-        tracemalloc.reset_peak()
-        base = tracemalloc.get_traced_memory()[0]
         t0 = time.perf_counter()
         adopted = probabilities.adopt_online(collector)
         adopt_s.append(time.perf_counter() - t0)
-        peak = max(peak, tracemalloc.get_traced_memory()[1] - base)
+    del collector
+    probabilities.statistics = EventStatistics.uniform()
+    # memory: what the collector holds, the peak of one adoption check
+    gc.collect()
+    blocks, _ = sys.getallocatedblocks(), tracemalloc.start()
+    collector, _ = observed(batches)
+    gc.collect()
+    held_bytes, held_blocks = tracemalloc.get_traced_memory()[0], sys.getallocatedblocks() - blocks
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    probabilities.adopt_online(collector)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
     gc.collect()
     blocks = sys.getallocatedblocks()
     snapshot = collector.snapshot()
     every = sum(st.distinct for st in snapshot.attributes.values())
     materialised_blocks = sys.getallocatedblocks() - blocks
-    tracemalloc.stop()
     return {"events": n_events, "subscriptions": n_subscriptions, "attributes": len(snapshot.attributes),
-            "values": every, "observe_s": round(observe_s, 3), "collector_bytes": held_bytes,
-            "collector_blocks": held_blocks, "snapshot_s": round(min(snapshot_s), 4),
-            "adopt_online_s": round(min(adopt_s), 4), "adopted": bool(adopted), "adopt_peak_bytes": peak,
+            "values": every, "observe_s": round(observe_s, 3), "snapshot_s": round(min(snapshot_s), 4),
+            "adopt_online_s": round(min(adopt_s), 4), "adopted": bool(adopted), "collector_bytes": held_bytes,
+            "collector_blocks": held_blocks, "adopt_peak_bytes": peak,
             "all_attributes_built_blocks": materialised_blocks, "loadavg": os.getloadavg()[0]}
 
 
