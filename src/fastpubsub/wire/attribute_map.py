@@ -282,9 +282,11 @@ def attribute_maps(values: Sequence[bytes], registered: RegisteredDecoders | Non
     encoded = [name.encode("utf-8") for name in names] or [b""]
     name_len = np.fromiter((len(b) for b in encoded), np.int64, len(encoded))
     name_start = np.cumsum(name_len) - name_len
-    name_pool = np.frombuffer(b"".join(encoded), np.uint8) if name_len.sum() else np.zeros(1, np.uint8)
+    name_pool = np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy()
     bracket = np.fromiter((b[-1:] == b"]" for b in encoded), bool, len(encoded))
     number = np.ascontiguousarray(pairs.number, "<f8")
+    if not buf.flags.writeable:  # (one compiled version: with registered records it is a writable concatenation)
+        buf = buf.copy()
     capacity = int(lengths[status].sum()) * 2 + 64 * n + 1024
     while True:
         out, start, end, done, full = _attribute_maps(offsets, pairs.attr, pairs.op, pairs.kind, number,
