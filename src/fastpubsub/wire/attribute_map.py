@@ -290,11 +290,11 @@ def attribute_maps(values: Sequence[bytes], registered: RegisteredDecoders | Non
     capacity = int(lengths[status].sum()) * 2 + 64 * n + 1024
     while True:
         out, start, end, done, full = _attribute_maps(offsets, pairs.attr, pairs.op, pairs.kind, number,
-                                                      number.view(np.uint8), pairs.start, pairs.length, buf, status, as_list, name_pool,
-                                                      name_start, name_len, bracket, capacity)
+                                                      number.view(np.uint8), pairs.start, pairs.length, buf, status,
+                                                      as_list, name_pool, name_start, name_len, bracket, capacity)
         if not full:
             break
         capacity *= 4
-    raw = out.tobytes()
+    raw = out[:int(end.max())].tobytes()
     return [raw[a:b] if d else None for a, b, d in zip(start.tolist(), end.tolist(), done.tolist())]
 
