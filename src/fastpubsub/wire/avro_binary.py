@@ -165,11 +165,20 @@ class Pairs(NamedTuple):
 
     rec: np.ndarray  # int32: index of the input record
     attr: np.ndarray  # int32: attribute id (the index of its name)
-    op: np.ndarray  # int8: operator code (a predicate's; events leave it unset)
+    op: np.ndarray  # int8: operator code (a predicate's); an event's: its number's form (INTEGRAL_PAIR...) or 0
     kind: np.ndarray  # int8: the engine's kind
     number: np.ndarray  # float64: the value of a number or boolean; NaN for a string
     start: np.ndarray  # int64: where a string starts in the buffer
     length: np.ndarray  # int32: its length in bytes; -1 for a number or boolean
+
+
+#: ``Pairs.op`` of an event's number that its input wrote as an integer (an Avro int or long, a timestamp of whole
+#: milliseconds, a JSON number without ``.``, ``e`` or ``E``: a Python ``int`` on the per-record path) and that
+#: ``number`` holds exactly; a notification's attribute map writes it as a long (``wire.attribute_map``).
+INTEGRAL_PAIR = 2
+#: ``Pairs.op`` of such an integer that ``number`` cannot hold exactly (beyond 2**53): its notification takes the
+#: per-record path.
+INEXACT_PAIR = 3
 
 
 @numba.njit(cache=True)

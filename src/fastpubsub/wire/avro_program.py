@@ -25,7 +25,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from .avro_binary import block_count, empty_pairs, first_pairs, utf8_ok, varint
+from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, block_count, empty_pairs, first_pairs, utf8_ok, varint
 
 # opcodes
 NULL, BOOLEAN, LONG, FLOAT, DOUBLE, STRING, BYTES, FIXED, ENUM, RECORD, ARRAY, MAP, UNION = range(13)
@@ -257,7 +257,7 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
     """Decode every record framed with ``schema_id`` that the program reads as ``wire.registered`` would.
 
     Returns per record a status (others than ``schema_id``'s stay slow), the pairs (attribute ids: ``path`` ids,
-    then ``n_paths + i`` for map entry ``i``), each map entry's (prefix path id, key start, key length), and
+    then ``n_paths + i`` for map entry ``i``; ``op``: ``DATE_PAIR`` or a number's form, ``avro_binary.INTEGRAL_PAIR``), each map entry's (prefix path id, key start, key length), and
     whether more than ``max_names`` map entries were met (the caller retries with more room).  ``cap``: the bytes
     of the records framed with ``schema_id``, room enough since every pair reads at least one byte of its record.
     """
@@ -470,6 +470,13 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                     rec[m], attr[m], kind[m], number[m], sstart[m], slen[m] = r, pid, 0, x, 0, -1
                     if co == DATE:
                         pop[m] = DATE_PAIR
+                    elif co == TS_MICROS or co == TIME_MICROS:  # whole milliseconds are an int in Python
+                        if x == np.floor(x):
+                            pop[m] = INTEGRAL_PAIR
+                    elif -(2 ** 53) <= v <= 2 ** 53:
+                        pop[m] = INTEGRAL_PAIR
+                    else:
+                        pop[m] = INEXACT_PAIR
                     m += 1
         if full:
             break

@@ -147,7 +147,7 @@ class DecodedEvents:
         return pa.LargeStringArray.from_buffers(len(self.kinds), pa.py_buffer(offsets), pa.py_buffer(data), valid).cast(pa.string())
 
 
-def _decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, registered: RegisteredDecoders,
+def decode_registered_avro(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, registered: RegisteredDecoders,
                            wanted: frozenset[str] | None, status: np.ndarray, names: list[str],
                            pairs: Pairs) -> tuple[np.ndarray, Pairs]:
     """Records in a registered Avro schema through its compiled program (``wire.avro_program``), merged into the
@@ -270,7 +270,7 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
             status[done] = _FAST
             pairs = _merge(names, pairs, more_names, more)
     if registered is not None:
-        buf, pairs = _decode_registered_avro(buf, starts, ends, registered, wanted, status, names, pairs)
+        buf, pairs = decode_registered_avro(buf, starts, ends, registered, wanted, status, names, pairs)
     slow = np.flatnonzero(status == _SLOW)
     errors: dict[int, str] = {}
     if len(slow):

@@ -38,7 +38,7 @@ from numba import types
 
 from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING
 
-from .avro_binary import Pairs, empty_pairs, first_pairs, name_table, utf8_ok
+from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, Pairs, empty_pairs, first_pairs, name_table, utf8_ok
 from .codecs import MAX_ATTRIBUTE_BYTES, MAX_JSON_DEPTH
 
 # strtod as a named symbol (not a ctypes pointer, which numba bakes into the code as an address it cannot cache)
@@ -104,13 +104,14 @@ def _is_digit(buf, pos, end):
 
 @numba.njit(cache=True, inline="always")
 def _number(buf, pos, end, scratch, end_pointer):
-    """The JSON number at ``pos`` as Python reads it (module docstring): (value, new pos, ok)."""
+    """The JSON number at ``pos`` as Python reads it (module docstring): (value, new pos, ok, form), the form
+    ``INTEGRAL_PAIR`` for an integer ``value`` holds exactly, ``INEXACT_PAIR`` for one it does not, else 0."""
     start = pos
     negative = pos < end and buf[pos] == 0x2D
     if negative:
         pos += 1
     if not _is_digit(buf, pos, end):
-        return 0.0, pos, False
+        return 0.0, pos, False, 0
     digits = np.int64(0)  # the first 18 significant digits (an int64 holds them all)
     significant = 0
     exponent = 0  # value = digits * 10**exponent, when no digit was dropped
@@ -130,7 +131,7 @@ def _number(buf, pos, end, scratch, end_pointer):
         integral = False
         pos += 1
         if not _is_digit(buf, pos, end):
-            return 0.0, pos, False
+            return 0.0, pos, False, 0
         while _is_digit(buf, pos, end):
             d = buf[pos] - 0x30
             if digits == 0 and d == 0:
@@ -149,7 +150,7 @@ def _number(buf, pos, end, scratch, end_pointer):
         if pos < end and (buf[pos] == 0x2D or buf[pos] == 0x2B):
             pos += 1
         if not _is_digit(buf, pos, end):
-            return 0.0, pos, False
+            return 0.0, pos, False, 0
         x = 0
         while _is_digit(buf, pos, end):
             if x < 100_000:
@@ -159,20 +160,21 @@ def _number(buf, pos, end, scratch, end_pointer):
     if not dropped:
         if integral:  # float(int(text)): int64 to double rounds to nearest; -0 is the integer 0
             value = np.float64(digits)
-            return -value if negative and digits != 0 else value, pos, True
+            form = INTEGRAL_PAIR if digits <= _TWO53 else INEXACT_PAIR
+            return -value if negative and digits != 0 else value, pos, True, form
         if digits <= _TWO53 and -22 <= exponent <= 22:  # exact operands: one correctly rounded operation
             value = np.float64(digits)
             value = value * _POW10[exponent] if exponent >= 0 else value / _POW10[-exponent]
-            return -value if negative else value, pos, True
+            return -value if negative else value, pos, True, 0
     n = pos - start
     if n > MAX_NUMBER_BYTES:
-        return 0.0, pos, False
+        return 0.0, pos, False, 0
     for i in range(n):
         scratch[i] = buf[start + i]
     scratch[n] = 0
     base = scratch.ctypes.data
     value = _strtod(base, end_pointer.ctypes.data)
-    return value, pos, end_pointer[0] == base + np.uint64(n) and np.isfinite(value)
+    return value, pos, end_pointer[0] == base + np.uint64(n) and np.isfinite(value), INEXACT_PAIR if integral else 0
 
 
 @numba.njit(cache=True)
@@ -191,7 +193,7 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
     n = len(starts)
     done = np.zeros(n, np.bool_)
     pairs = empty_pairs(len(buf) // 2 + 1)  # a value takes 2 bytes at least (a digit and a comma)
-    rec, attr, _, kind, number, sstart, slen = pairs
+    rec, attr, op, kind, number, sstart, slen = pairs
     table = name_table(max_names)
     parent = np.empty(max_names, np.int32)
     owner = np.full(max_names, -1, np.int64)  # the object that last had each path as a key
@@ -326,6 +328,7 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
                 pos += 1
                 fresh = True
                 continue
+            form = 0
             if c == _QUOTE:
                 length, after, good = _string(buf, pos + 1, e)
                 if not good:
@@ -348,11 +351,11 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
                 pos += 4
                 continue
             else:
-                value, pos, good = _number(buf, pos, e, scratch, end_pointer)
+                value, pos, good, form = _number(buf, pos, e, scratch, end_pointer)
                 if not good:
                     break
                 kind[m], number[m], sstart[m], slen[m] = KIND_NUMBER, value, 0, -1
-            rec[m], attr[m] = r, vid
+            rec[m], attr[m], op[m] = r, vid, form
             m += 1
         if full:
             m = m0

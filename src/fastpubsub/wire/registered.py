@@ -163,6 +163,7 @@ class RegisteredDecoders:
     unknown_seconds: float = 10.0
     _readers: dict[int, Callable[[bytes], Any]] = field(default_factory=dict)
     _masks: dict[int, tuple[Any, np.ndarray]] = field(default_factory=dict)
+    _every: dict[int, np.ndarray] = field(default_factory=dict)
     _broken: dict[int, str] = field(default_factory=dict)
     _unknown: dict[int, tuple[float, str]] = field(default_factory=dict)
     #: (schema id, path) of every subscribed bytes or fixed field met, each told once (:meth:`_tell_uncomparable`)
@@ -204,6 +205,11 @@ class RegisteredDecoders:
             return None
         if prog is None:
             return None
+        if wanted is None:  # every node (the notifications' event parts): kept apart from the subscriptions' mask
+            every = self._every.get(sid)
+            if every is None:
+                every = self._every[sid] = prog.wanted(None)
+            return prog, every
         cached = self._masks.get(sid)
         if cached is None or cached[0] is not wanted:
             cached = self._masks[sid] = (wanted, prog.wanted(wanted))

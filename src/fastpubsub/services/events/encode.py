@@ -2,8 +2,12 @@
 
 The ``event`` part of a notification is encoded once per event and appended
 to each of its notifications; it re-uses the input bytes when the formats
-agree (``notification_attributes``).  Lazy, so that a batch's notifications
-are never all in memory at once: back-pressure (``kafka.queues``) reaches the loop.
+agree (``notification_attributes``).  In Avro, the parts that would be decoded
+and encoded again (records in a producer's registered schema, JSON events) are
+written for the whole batch first by one kernel (``wire.attribute_map``), the
+same bytes; what it does not take, and JSON output of registered records, stay
+on the per-record path.  Lazy, so that a batch's notifications are never all
+in memory at once: back-pressure (``kafka.queues``) reaches the loop.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from confluent_kafka import Message
 
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.runtime.deliver import Output, Rejected
+from fastpubsub.wire.attribute_map import attribute_maps
 from fastpubsub.wire.codecs import (decode_event, encode_attributes, encode_notification, encode_notification_reference,
                                    notification_encoder, reframed)
 from fastpubsub.wire.registered import RegisteredDecoders, indexed_attributes
@@ -53,11 +58,15 @@ def notification_attributes(value: bytes, fmt: str, registered: RegisteredDecode
 
 
 class Encode:
-    """Notifications within the notifications topic's record limit (docs/reliability.md, "Oversized records")."""
+    """Notifications within the notifications topic's record limit (docs/reliability.md, "Oversized records").
+
+    ``fast``: write the Avro event parts of a batch's registered records and JSON events with the kernel
+    (module docstring); False keeps every part on the per-record path (which defines the bytes: tests compare).
+    """
 
     def __init__(self, fmt: str, mode: str = "auto", counters: PipelineCounters | None = None,
                  topic: str = NOTIFICATIONS, event_format: str = "decoded",
-                 registered: RegisteredDecoders | None = None) -> None:
+                 registered: RegisteredDecoders | None = None, fast: bool = True) -> None:
         if event_format not in NOTIFICATION_EVENT_FORMATS:
             raise ValueError(f"notification_event_format must be one of {', '.join(NOTIFICATION_EVENT_FORMATS)}, "
                              f"got {event_format!r}")
@@ -70,17 +79,40 @@ class Encode:
         self.limits = RecordLimits()  # set when the processor has learned them
         self._counters = counters or PipelineCounters()
         self.registered = registered
+        self.fast = fast
         self.registry_ids: dict[int, int] | None = None  # with a Schema Registry: its ids of the notification schemas
+
+    def _batch_attributes(self, matched: Matched) -> dict[int, bytes]:
+        """Group index -> its event part, for the groups whose part the per-record path would decode and encode
+        again, written by one kernel call (``wire.attribute_map``; a group it does not take is left out)."""
+        if self.fmt != "avro" or not self.fast:
+            return {}
+        registered, at, values = self.registered, [], []
+        for i, (_, value, _, record) in enumerate(matched.groups):
+            if (self.mode == "reference" and record is not None) or (self.original and record is not None):
+                continue  # not embedded, or carried as it was
+            if value[:1] == b"{" or (registered is not None and registered.handles(value)):
+                at.append(i)
+                values.append(value)
+        if not values:
+            return {}
+        return {i: part for i, part in zip(at, attribute_maps(values, registered)) if part is not None}
 
     def __call__(self, matched: Matched) -> Iterator[Output | Rejected]:
         fmt, mode, budget, topic = self.fmt, self.mode, self.limits.value_budget, self.topic
         original = self.original
-        for event_id, value, pairs, record in matched.groups:
+        written = self._batch_attributes(matched)
+        for g, (event_id, value, pairs, record) in enumerate(matched.groups):
             embed = mode != "reference" or record is None
             # an event read from a record says which (a stored valid event is notified without it)
             source = None if record is None else (record.topic(), record.partition(), record.offset())
             carried = value if original and source is not None else None
-            attributes = (self._empty if carried is not None else notification_attributes(value, fmt, self.registered)) if embed else b""
+            if not embed:
+                attributes = b""
+            elif carried is not None:
+                attributes = self._empty
+            else:
+                attributes = written[g] if g in written else notification_attributes(value, fmt, self.registered)
             if mode == "full" and record is not None:
                 longest = max((owner for _, owner in pairs), key=lambda o: len(o.encode()))
                 worst = len(encode_notification(max(sid for sid, _ in pairs), longest, event_id, attributes, fmt,
