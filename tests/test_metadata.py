@@ -15,6 +15,7 @@ from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.wire.metadata import attach, is_metadata, referenced
 from fastpubsub.wire.paths import escape
+from fastpubsub.services.events.decode import ReferencedAttributes
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_metadata_named_only_through_a_string_operator_is_attached():
     matcher.flush()
     assert referenced(matcher.attributes.ids) == ("$header.x", "$key", "$topic")
     msgs = [record({}, topic="tele-1", key=b"k9", headers=[("x", b"abc")]), record({}, topic="orders")]
-    decoded = attach(decode_events([m.value() for m in msgs]), msgs, referenced(matcher.attributes.ids))
+    decoded = attach(decode_events([m.value() for m in msgs]), msgs, referenced(ReferencedAttributes(lambda: matcher)()))
     assert [sorted(g.tolist()) for g in matcher.match_encoded(decoded.event_batch()).split()] == [[1, 2], []]
 
 
@@ -109,7 +110,7 @@ def test_matching_with_metadata_is_matching_the_records_as_dicts(msgs, subs):
         matcher.add(sid, preds)
         by_dicts.add(sid, preds)
     matcher.flush()  # single adds are filed, and their attribute names learned, on the next match or flush
-    decoded = attach(decode_events([m.value() for m in msgs]), msgs, referenced(matcher.attributes.ids))
+    decoded = attach(decode_events([m.value() for m in msgs]), msgs, referenced(ReferencedAttributes(lambda: matcher)()))
     got = matcher.match_encoded(decoded.event_batch()).split()
     want = [sorted(by_dicts.match(naive(m)).tolist()) for m in msgs]
     assert [sorted(np.asarray(g).tolist()) for g in got] == want

@@ -80,7 +80,9 @@ class EventsTask(TaskBase):
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
         self.registry_ids: dict[int, int] | None = None  # with --schema-registry: its ids of the output schemas
         self._partitions = 0
-        self._names_seen, self._wanted = (0, -1), ()  # the matcher's attribute names last looked at (metadata)
+        #: the attribute names the subscriptions test (prefix and derived ones by the attribute they read)
+        self._referenced = ReferencedAttributes(lambda: self.state.matcher)
+        self._names_seen, self._wanted = frozenset(), ()  # the referenced names last looked at (metadata)
 
     @property
     def state(self):
@@ -92,10 +94,12 @@ class EventsTask(TaskBase):
 
     def _metadata(self) -> tuple[str, ...]:
         """The record metadata attributes the subscriptions name (``$topic``...), looked for again only when the
-        matcher has learned attribute names since (they only grow)."""
-        ids = self.state.matcher.attributes.ids
-        if (id(ids), len(ids)) != self._names_seen:
-            self._names_seen, self._wanted = (id(ids), len(ids)), referenced(ids)
+        referenced names changed.  From the names the decoder keeps (``ReferencedAttributes``), not the matcher's
+        attribute dictionary alone: a ``prefix`` subscription is filed in the prefix index under its attribute,
+        which the dictionary never names (``$topic prefix "ord"`` alone then matched nothing)."""
+        names = self._referenced()
+        if names is not self._names_seen:
+            self._names_seen, self._wanted = names, referenced(names)
         return self._wanted
 
     def topics(self) -> Topics:
@@ -113,8 +117,7 @@ class EventsTask(TaskBase):
             registered = event_decoders(self.config.schema_registry, **patience)
             self.registry_ids = register_outputs(self.config.schema_registry,
                                                  output_subjects(self.config.topics.notifications, self.config.topics.dead_letter), **patience)
-        self.decode = Decode(counters, self.reports_bad_input, self._metadata, registered,
-                             ReferencedAttributes(lambda: self.state.matcher))
+        self.decode = Decode(counters, self.reports_bad_input, self._metadata, registered, self._referenced)
         self.match = Match(self.held, counters, self.config.topics.notifications)
         self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
                              self.config.topics.notifications, self.config.notification_event_format, registered)
