@@ -279,6 +279,23 @@ def test_a_subscribed_bytes_or_fixed_field_is_named_in_a_warning_once_per_schema
                     f"name it never match events of this schema"]
 
 
+def test_a_subscribed_protobuf_bytes_field_is_named_in_a_warning_once(registry, caplog):
+    """The same clear error for a Protobuf schema (read record by record): ``blob`` is ``bytes``."""
+    sid = registry.register_schema("orders-value", Schema(PROTO, "PROTOBUF"))
+    value = struct.pack(">bI", 0, sid) + b"\x00" + an_order(proto_classes()["Order"]).SerializeToString()
+    dec = decoders(registry)
+    with caplog.at_level("WARNING", logger="fastpubsub.wire.registered"):
+        decode_events([value], dec, frozenset({"status", "customer.name"}))
+        assert dec.uncomparable == [] and not caplog.records
+        for _ in range(2):
+            decoded = decode_events([value, value], dec, frozenset({"status", "blob"}))
+    assert decoded.errors == {} and decoded.event_batch().attribute_names == ("status",)
+    assert dec.uncomparable == [(sid, "blob")]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"schema id {sid}: field 'blob' is bytes, which no predicate can compare: subscriptions that name it never "
+        f"match events of this schema"]
+
+
 def test_a_union_of_bytes_and_string_is_not_called_uncomparable(registry):
     ser = avro_serializer(registry, json.dumps({"type": "record", "name": "U", "fields": [
         {"name": "v", "type": ["null", "bytes", "string"]}]}))

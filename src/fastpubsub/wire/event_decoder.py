@@ -37,7 +37,7 @@ from .avro_program import dates_as_text, decode_registered
 from .fallback import FallbackPairs
 from .json_kernel import decode_json
 from .paths import escape
-from .registered import RegisteredDecoders
+from .registered import RegisteredDecoders, schema_id
 
 _EVENT_SCHEMA_ID = SCHEMA_IDS["event"]
 _FAST, _SLOW = 0, 1
@@ -285,11 +285,18 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
                 fallback.add(r, a, v)
         names = fallback.names
         buf, pairs = fallback.merged(buf, pairs)
+        if wanted is not None and registered is not None:  # a subscribed field no predicate compares: said once
+            for sid in {schema_id(values[r]) for r in slow.tolist() if registered.handles(values[r])}:
+                registered.check_paths(sid, wanted)
     if wanted is not None and len(pairs.rec):
         keep_name = np.fromiter((name in wanted for name in names), bool, len(names))
-        if not keep_name.all():
-            keep = keep_name[pairs.attr]
-            pairs = Pairs(*(col[keep] for col in pairs))
+        if not keep_name.all():  # the pairs of the other names dropped, and the names themselves
+            pairs = Pairs(*(col[keep_name[pairs.attr]] for col in pairs))
+            kept = np.flatnonzero(keep_name)
+            renumber = np.full(len(names), -1, np.int32)
+            renumber[kept] = np.arange(len(kept), dtype=np.int32)
+            names = [names[i] for i in kept.tolist()]
+            pairs = pairs._replace(attr=renumber[pairs.attr])
     good = np.ones(len(values), bool)
     if errors:
         good[list(errors)] = False

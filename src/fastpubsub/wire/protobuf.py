@@ -158,7 +158,26 @@ def reader(schema: RegisteredSchema) -> Callable[[bytes], Any]:
             raise DecodeError(f"Protobuf: {exc}") from None
         return _walk(msg)
 
+    read.uncomparable = bytes_paths(top.message_types_by_name.values())  # type: ignore[attr-defined]
     return read
+
+
+def bytes_paths(messages: Any, prefix: str = "", seen: tuple = ()) -> dict[str, str]:
+    """Path -> ``"bytes"`` for every ``bytes`` field reachable from ``messages`` (a map's values are named by their
+    keys, unknown here, so they are left out): no predicate compares bytes, and ``wire.registered`` tells the
+    operator when a subscription names one.  A message that contains itself is walked once along each path."""
+    out: dict[str, str] = {}
+    for desc in messages:
+        if desc.full_name in seen:
+            continue
+        for field in desc.fields:
+            path = prefix + field.name
+            if field.message_type is not None:
+                if not field.message_type.GetOptions().map_entry:
+                    out.update(bytes_paths([field.message_type], path + ".", (*seen, desc.full_name)))
+            elif field.type == field.TYPE_BYTES:
+                out[path] = "bytes"
+    return out
 
 
 def _varint(value: bytes, pos: int) -> tuple[int, int]:

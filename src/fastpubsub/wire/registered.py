@@ -168,6 +168,7 @@ class RegisteredDecoders:
     _unknown: dict[int, tuple[float, str]] = field(default_factory=dict)
     #: (schema id, path) of every subscribed bytes or fixed field met, each told once (:meth:`_tell_uncomparable`)
     uncomparable: list[tuple[int, str]] = field(default_factory=list)
+    _checked: dict[int, frozenset[str]] = field(default_factory=dict)  # :meth:`check_paths`' last ``wanted`` per id
 
     def reader(self, sid: int) -> Callable[[bytes], Any]:
         found = self._readers.get(sid)
@@ -225,12 +226,28 @@ class RegisteredDecoders:
         for n, p in enumerate(prog.node_path):
             if p in wanted and prog.op[n] in _LEAVES and prog.op[n] != NULL:
                 leaves.setdefault(p, set()).add(int(prog.op[n]))
-        for p, ops in leaves.items():
-            if ops <= {BYTES, FIXED} and (sid, p) not in self.uncomparable:
+        self._tell(sid, {p: " or ".join(sorted("bytes" if o == BYTES else "fixed" for o in ops))
+                         for p, ops in leaves.items() if ops <= {BYTES, FIXED}})
+
+    def check_paths(self, sid: int, wanted: frozenset[str] | None) -> None:
+        """:meth:`_tell_uncomparable` for a schema read by the per-record path (Protobuf: its reader's
+        ``uncomparable``, path -> type), once per ``wanted`` (the same object while the subscriptions' names are)."""
+        if not wanted or self._checked.get(sid) is wanted:
+            return
+        self._checked[sid] = wanted
+        try:
+            paths = getattr(self.reader(sid), "uncomparable", None)
+        except DecodeError:
+            return
+        if paths:
+            self._tell(sid, {p: kind for p, kind in paths.items() if p in wanted})
+
+    def _tell(self, sid: int, paths: Mapping[str, str]) -> None:
+        for p, kind in paths.items():
+            if (sid, p) not in self.uncomparable:
                 self.uncomparable.append((sid, p))
                 log.warning("schema id %d: field %r is %s, which no predicate can compare: subscriptions that name "
-                            "it never match events of this schema", sid, p, " or ".join(
-                                sorted("bytes" if o == BYTES else "fixed" for o in ops)))
+                            "it never match events of this schema", sid, p, kind)
 
     def decode(self, value: bytes) -> Any:
         """The nested value of one framed record (its scalars made comparable)."""
