@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from fastpubsub.kafka import acls, admin
+from fastpubsub.kafka import acls, admin, distribution
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec, free_port
 from fastpubsub.kafka.security import BrokerSecurity
 from fastpubsub.wire.topics import DEAD_LETTER, NOTIFICATIONS, SUBSCRIPTIONS, EVENTS
@@ -112,6 +113,38 @@ def notifications(broker: EmbeddedBroker, count: int, timeout: float = 120) -> l
         assert done.returncode == 0, done.stderr[-2000:]
         seen = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return seen
+
+
+def command_lines(stop: threading.Event, seen: list[str]) -> None:
+    """Every process's command line, as any local user reads it in /proc, until ``stop``."""
+    while not stop.is_set():
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    seen.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+                except OSError:
+                    pass  # ended meanwhile
+        time.sleep(0.01)
+
+
+def test_formatting_a_secured_cluster_puts_no_password_on_a_command_line(tmp_path):
+    """The users' SCRAM credentials are created by ``kafka-storage format``, whose JVM runs for seconds."""
+    security = BrokerSecurity.create(tmp_path / "security", ["processor"])
+    broker = EmbeddedBroker(security=security, data_dir=tmp_path / "data")
+    broker.dist = distribution.resolve()
+    broker._prepare()
+    stop, seen = threading.Event(), []
+    watcher = threading.Thread(target=command_lines, args=(stop, seen), daemon=True)
+    watcher.start()
+    try:
+        broker._format()
+    finally:
+        stop.set()
+        watcher.join()
+    assert all(node.formatted for node in broker.nodes)
+    assert any(str(broker.nodes[0].dir) in line and "java" in line for line in seen)  # the tool's JVM was watched
+    assert not [line for line in set(seen) if any(p in line for p in security.passwords.values())]
+    assert not list(broker.root.rglob("format.args"))  # the file that held them is gone
 
 
 def test_the_services_and_the_commands_work_through_sasl_ssl_each_with_only_its_acls(secured, tmp_path):

@@ -215,6 +215,11 @@ class Node:
         return (self.log_dir / "meta.properties").is_file()
 
     @property
+    def format_arguments(self) -> Path:
+        """The private file that hands ``kafka-storage format`` its arguments while it runs (they hold passwords)."""
+        return self.dir / "format.args"
+
+    @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -364,22 +369,32 @@ class EmbeddedBroker:
             (node.dir / "log4j2.properties").write_text(LOG4J2.format(path=node.log_file))
 
     def _format(self) -> None:
-        """``kafka-storage format`` for every node that has never run (one JVM each, side by side)."""
+        """``kafka-storage format`` for every node that has never run (one JVM each, side by side).
+
+        A secured cluster's users are created here (``--add-scram``, which the tool takes on its command line only),
+        so their passwords go to the tool through a file only its owner reads, never on a command line that every
+        local user can read in ``/proc``; the file is removed once the tool has ended.
+        """
         assert self.dist is not None and self.layout is not None
         todo = [node for node in self.nodes if not node.formatted]
         procs = []
-        for node in todo:
-            users = [] if self.security is None else self.security.scram_arguments()
-            cmd = self.dist.java("kafka.tools.StorageTool", "format", f"--cluster-id={self.layout.cluster_id}", "-c",
-                                 str(node.dir / "server.properties"), "--ignore-formatted", *users, heap="256m",
-                                 properties={"log4j2.configurationFile": str(node.dir / "log4j2.properties")})
-            procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.STDOUT, text=True, preexec_fn=child_preexec)))
-        for node, proc in procs:
-            out, _ = proc.communicate(120)
-            if proc.returncode != 0:
-                raise BrokerError(f"formatting {node.log_dir} failed (exit {proc.returncode}): "
-                                  f"{out.strip()[-1500:]}")
+        try:
+            for node in todo:
+                users = [] if self.security is None else self.security.scram_arguments()
+                cmd = self.dist.java("kafka.tools.StorageTool", "format", f"--cluster-id={self.layout.cluster_id}",
+                                     "-c", str(node.dir / "server.properties"), "--ignore-formatted", *users,
+                                     heap="256m", argfile=node.format_arguments if users else None,
+                                     properties={"log4j2.configurationFile": str(node.dir / "log4j2.properties")})
+                procs.append((node, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                     stderr=subprocess.STDOUT, text=True, preexec_fn=child_preexec)))
+            for node, proc in procs:
+                out, _ = proc.communicate(120)
+                if proc.returncode != 0:
+                    raise BrokerError(f"formatting {node.log_dir} failed (exit {proc.returncode}): "
+                                      f"{out.strip()[-1500:]}")
+        finally:
+            for node in todo:
+                node.format_arguments.unlink(missing_ok=True)
 
     def _launch(self, node: Node) -> None:
         assert self.dist is not None

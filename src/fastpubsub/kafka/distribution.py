@@ -57,13 +57,31 @@ class Distribution:
     def classpath(self) -> str:
         return str(self.libs / "*")
 
-    def java(self, main: str, *args: str, heap: str | None = None, properties: dict[str, str] | None = None) -> list[str]:
-        """The command line running ``main`` of these jars."""
+    def java(self, main: str, *args: str, heap: str | None = None, properties: dict[str, str] | None = None,
+             argfile: Path | None = None) -> list[str]:
+        """The command line running ``main`` of these jars.
+
+        With ``argfile``, ``main`` and ``args`` go into that file (readable by its owner only) and the command line
+        names only the file (the Java launcher's ``@file``): any local user reads a process's command line in
+        ``/proc/<pid>/cmdline``, so arguments that hold a secret must not be on it (nor in the JVM's performance
+        data file, which records them too: ``-XX:-UsePerfData``).  The caller removes the file.
+        """
         cmd = [java_executable()]
         if heap:
             cmd += [f"-Xms{heap}", f"-Xmx{heap}"]
         cmd += [f"-D{k}={v}" for k, v in (properties or {}).items()]
-        return cmd + ["-cp", self.classpath, main, *args]
+        if argfile is None:
+            return cmd + ["-cp", self.classpath, main, *args]
+        fd = os.open(argfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("".join(f"{_argfile_quoted(a)}\n" for a in (main, *args)))
+        os.chmod(argfile, 0o600)
+        return cmd + ["-XX:-UsePerfData", "-cp", self.classpath, f"@{argfile}"]
+
+
+def _argfile_quoted(arg: str) -> str:
+    """One argument of a Java ``@file``: in double quotes, its backslashes and quotes escaped."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def java_executable() -> str:
