@@ -79,7 +79,6 @@ def _measure(bootstrap: str, records: int, transactions: int, flush_first: bool,
     backoff = {"retry.backoff.ms": retry_backoff_ms} if retry_backoff_ms else {}
     if debug:
         backoff["debug"] = "eos,protocol"  # the transaction manager's steps and every request's rtt, timestamped
-        backoff["logger"] = None  # raw lines on fd 2, stamped as written (the factory's logger serves them at polls)
     producer = clients.producer(**{"linger.ms": 5, "acks": "all", "delivery.report.only.error": True,
                                    "transactional.id": f"bench-commit-path-{name}", **backoff})
     producer.init_transactions(10)

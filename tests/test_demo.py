@@ -29,9 +29,6 @@ def test_demo_runs_to_completion_twice():
             capture_output=True, text=True, timeout=400,
         )
         assert done.returncode == 0, f"run {run}:\n{done.stdout}\n{done.stderr[-3000:]}"
-        # librdkafka logs through Python logging, its own retries (a coordinator still loading) not shown
-        assert not re.search(r"^%\d\|", done.stderr, re.M), done.stderr[-3000:]
-        assert "load in progress" not in done.stdout + done.stderr
         out = done.stdout
         assert f"ready on 127.0.0.1:{port}" in out
         subs = "2,004" if run == 0 else "2,003"  # with the registry, dave's subscription on nested fields

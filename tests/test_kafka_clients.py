@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import logging
-import re
 import signal
 import subprocess
 import sys
@@ -36,31 +34,6 @@ def test_settings_sit_between_role_defaults_and_role_requirements():
     assert producer["acks"] == "all"  # but not switch off what the role needs
     for config in (clients.admin_config(), producer, clients.consumer_config("g", {"auto.offset.reset": "earliest"})):
         assert {k: config[k] for k in SETTINGS} == SETTINGS
-
-
-def test_librdkafka_logs_through_python_logging_its_own_retries_at_debug_only(caplog):
-    """A client's log is a record of ``fastpubsub.librdkafka``; a retry librdkafka makes by itself (the demo's
-    transaction coordinator still loading) is not shown at the commands' levels, an error is."""
-    log = ClientFactory("b:1").producer_config()["logger"]
-    with caplog.at_level(logging.DEBUG, logger="fastpubsub.librdkafka"):
-        log.log(logging.WARNING, "%s [%s] %s", "GETPID", "rdkafka#producer-2", "[thrd:main]: Failed to acquire "
-                "transactional PID from broker TxnCoordinator/1: Broker: Coordinator load in progress: retrying")
-        log.log(logging.ERROR, "%s [%s] %s", "FAIL", "rdkafka#producer-2", "127.0.0.1:1/bootstrap: Connect to "
-                "ipv4#127.0.0.1:1 failed: Connection refused")
-    assert [(r.name, r.levelno) for r in caplog.records] == [("fastpubsub.librdkafka", logging.DEBUG),
-                                                              ("fastpubsub.librdkafka", logging.ERROR)]
-    assert caplog.records[1].getMessage() == ("FAIL [rdkafka#producer-2] 127.0.0.1:1/bootstrap: Connect to "
-                                              "ipv4#127.0.0.1:1 failed: Connection refused")
-
-
-def test_a_client_writes_no_raw_librdkafka_line_and_its_errors_still_show():
-    """Through a closed port: librdkafka's connection errors come as a log record, not a ``%3|...|`` line."""
-    program = (f"from fastpubsub.kafka import ClientFactory\np = ClientFactory('127.0.0.1:{free_port()}').producer()\n"
-               "for _ in range(10):\n    p.poll(0.2)\n")
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert not re.search(r"^%\d\|", done.stderr, re.M), done.stderr[-2000:]
-    assert re.search(r"^FAIL \[rdkafka#producer-1\] .*Connection refused", done.stderr, re.M), done.stderr[-2000:]
 
 
 def test_bootstrap_servers_are_not_a_setting_and_bad_items_are_named():

@@ -24,11 +24,6 @@ The settings may also come from a client configuration file, as Kafka users
 keep them (``--client-config FILE``: Java properties, :func:`read_properties`);
 the ``-X`` ones win over the file's (:meth:`ClientFactory.configure`).
 
-librdkafka's own log lines go through Python logging (the ``fastpubsub.librdkafka`` logger, :class:`LibrdkafkaLog`)
-instead of raw ``%4|...|`` lines on stderr: a command's log level and format apply to them, and the notices of a
-retry librdkafka makes by itself (a transaction coordinator still loading) are at DEBUG, so they show only when
-asked for, while its errors still show.  They are served by the client's polls, as its callbacks are.
-
 The factory is a small frozen value: it pickles, and :meth:`to_options` /
 :meth:`from_options` carry it through string options, which is how the
 Spark data source (``stats_job.kafka_source``) takes it to the executors.
@@ -36,7 +31,6 @@ Spark data source (``stats_job.kafka_source``) takes it to the executors.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,27 +47,6 @@ OPTION_PREFIX = "kafka."
 SECRET_KEY = re.compile(r"password|secret|token|jaas|ssl\.key\.pem|oauthbearer\.config|credential|user\.info",
                         re.IGNORECASE)  # user.info: a Schema Registry's basic.auth.user.info (USER:PASSWORD)
 HIDDEN = "***"
-
-
-#: librdkafka notices of a request it retries by itself: transient, not the user's to act on.
-RETRYING = re.compile(r"\bretrying\b|load in progress", re.IGNORECASE)
-
-
-class LibrdkafkaLog:
-    """Every client's ``logger``: librdkafka's log lines as records of the ``fastpubsub.librdkafka`` logger, at
-    librdkafka's level, except its notices of a retry it makes by itself (:data:`RETRYING`), at DEBUG."""
-
-    def __init__(self, name: str = "fastpubsub.librdkafka") -> None:
-        self.logger = logging.getLogger(name)
-
-    def log(self, level: int, msg: str, *args: Any) -> None:
-        """confluent-kafka's call: ``log(level, "%s [%s] %s", facility, client name, message)``."""
-        if level > logging.DEBUG and args and RETRYING.search(str(args[-1])):
-            level = logging.DEBUG
-        self.logger.log(level, msg, *args)
-
-
-LIBRDKAFKA_LOG = LibrdkafkaLog()
 
 
 def is_secret(key: str) -> bool:
@@ -171,10 +144,8 @@ class ClientFactory:
     # --- the configuration each client gets ----------------------------------------
 
     def config(self, defaults: Mapping[str, Any] | None = None, required: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The librdkafka configuration of one client: role ``defaults`` < :attr:`settings` < role ``required``;
-        its log through Python logging (:class:`LibrdkafkaLog`) unless a caller's settings give another logger."""
-        return {"logger": LIBRDKAFKA_LOG, **(defaults or {}), "bootstrap.servers": self.bootstrap_servers,
-                **self.settings, **(required or {})}
+        """The librdkafka configuration of one client: role ``defaults`` < :attr:`settings` < role ``required``."""
+        return {**(defaults or {}), "bootstrap.servers": self.bootstrap_servers, **self.settings, **(required or {})}
 
     def admin_config(self, **required: Any) -> dict[str, Any]:
         return self.config(None, required)
