@@ -25,7 +25,7 @@ from fastpubsub.wire import codecs
 from fastpubsub.wire.attribute_map import attribute_maps
 from fastpubsub.wire.codecs import DecodeError
 
-from test_avro_program import _datum, _decoders, _escaped_key, _framed, _simple, schemas
+from test_avro_program import _datum, _decoders, _escaped_key, _framed, _simple, draw_batch, schemas
 from test_json_kernel import _record as json_records
 
 
@@ -59,12 +59,7 @@ def _plain(pairs) -> bool:
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_a_registered_records_part_is_the_per_record_paths(data):
-    schema = data.draw(schemas)
-    datums = [_datum(schema, data.draw) for _ in range(data.draw(st.integers(1, 4)))]
-    values = [_framed(schema, d) for d in datums]
-    if data.draw(st.booleans()):  # a damaged record: cut short or with a trailing byte
-        i = data.draw(st.integers(0, len(values) - 1))
-        values[i] = values[i][:-1] if data.draw(st.booleans()) and len(values[i]) > 5 else values[i] + b"\x00"
+    schema, datums, values = draw_batch(data)
     decoders = _decoders(schema)
     got = _agree(values, decoders)
     if _simple(schema):  # the kernel does the work: it takes every record it can prove

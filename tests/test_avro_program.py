@@ -186,15 +186,22 @@ def _escaped_key(datum) -> bool:
 # --- the properties ---------------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.data())
-def test_every_record_decodes_to_the_per_record_readers_pairs(data):
+def draw_batch(data) -> tuple[dict, list, list[bytes]]:
+    """A random schema, 1-4 records of it and their framed values, one of them perhaps damaged (cut short or with a
+    trailing byte)."""
     schema = data.draw(schemas)
     datums = [_datum(schema, data.draw) for _ in range(data.draw(st.integers(1, 4)))]
     values = [_framed(schema, d) for d in datums]
-    if data.draw(st.booleans()):  # a damaged record: cut short or with a trailing byte
+    if data.draw(st.booleans()):
         i = data.draw(st.integers(0, len(values) - 1))
         values[i] = values[i][:-1] if data.draw(st.booleans()) and len(values[i]) > 5 else values[i] + b"\x00"
+    return schema, datums, values
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_every_record_decodes_to_the_per_record_readers_pairs(data):
+    schema, datums, values = draw_batch(data)
     decoders = _decoders(schema)
     got = _events(decode_events(values, decoders))
     for i, v in enumerate(values):

@@ -28,7 +28,7 @@ import numpy as np
 from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING
 
 from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, empty_pairs
-from .event_decoder import decode_registered_avro
+from .event_decoder import concatenated, decode_registered_avro
 from .json_kernel import decode_json
 from .registered import RegisteredDecoders
 
@@ -257,10 +257,8 @@ def attribute_maps(values: Sequence[bytes], registered: RegisteredDecoders | Non
     n = len(values)
     if not n:
         return []
-    lengths = np.fromiter((len(v) for v in values), np.int64, n)
-    buf = np.frombuffer(b"".join(values), np.uint8)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
+    buf, starts, ends = concatenated(values)
+    lengths = ends - starts
     status = np.zeros(n, bool)  # taken by a kernel
     names: list[str] = []
     pairs = empty_pairs(0)

@@ -234,6 +234,13 @@ def _merge(names: list[str], pairs: Pairs, more_names: list[str], more: Pairs) -
 # --- entry point -------------------------------------------------------------------
 
 
+def concatenated(values: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The values one after the other in one read-only buffer, with each one's (start, end) in it (None: empty)."""
+    lengths = np.fromiter((len(v) if v else 0 for v in values), np.int64, len(values))
+    ends = np.cumsum(lengths)
+    return np.frombuffer(b"".join(v for v in values if v), np.uint8), ends - lengths, ends
+
+
 def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders | None = None,
                   wanted: frozenset[str] | None = None) -> DecodedEvents:
     """Decode raw event values (Avro wire format or JSON); bad ones go to ``errors``.  Attributes are named by the
@@ -249,10 +256,8 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
     not answer, since such a record is neither good nor bad yet.
     """
     event_schema_id = _EVENT_SCHEMA_ID if registered is None else registered.native_event_id
-    lengths = np.fromiter((len(v) if v else 0 for v in values), np.int64, len(values))
-    buf = np.frombuffer(b"".join(v for v in values if v), np.uint8)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
+    buf, starts, ends = concatenated(values)
+    lengths = ends - starts
     max_names = 1024
     while True:
         status, pairs, nstart, nlen, overflow = _decode_avro(
