@@ -54,6 +54,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="the long version: make test-faults (--long-faults)"))
 
 
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Seconds per test file, setup and teardown included (under xdist the controller sees every worker's)."""
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The longest files: what LONGEST_FIRST should list, so that no worker ends alone with a long one."""
+    if len(_FILE_SECONDS) < 2:
+        return
+    longest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:12]
+    terminalreporter.write_sep("=", f"longest files ({sum(_FILE_SECONDS.values()):.0f} s in all)")
+    for path, seconds in longest:
+        terminalreporter.write_line(f"{seconds:8.1f}s {path}")
+
+
 @pytest.fixture(scope="session")
 def long_faults(request: pytest.FixtureRequest) -> bool:
     """True in the long version of the fault tests (``make test-faults``): more kills per run."""

@@ -158,3 +158,19 @@ def test_kernels_are_cached_by_their_folder_inside_the_package_so_every_installa
     assert kernel_cache.package_subpath("/elsewhere/site-packages/x.py") != "fastpubsub.engine.kernels"
     assert kernel_cache.package_subpath(os.path.join(kernel_cache.PACKAGE, "wire", "k.py")) == "fastpubsub.wire"
     assert not kernel_cache.inside_package("/elsewhere/site-packages/x.py")  # a user's kernels: numba's locators
+
+
+def test_two_processes_run_every_step_and_report_each_in_one_count():
+    """``processes=2``: the second process's steps (the pattern and table services) reach the callbacks as the
+    first's do, in one count (the cache is warm here, as after ``make install``: nothing compiles)."""
+    steps = []
+    report = warmup.warm_up(("dynamic",), ("event decoder", "pattern service", "table service"), processes=2,
+                            on_step=lambda i, n, name: steps.append((i, n, name)))
+    assert [i for i, _, _ in steps] == [1, 2, 3] and {n for _, n, _ in steps} == {3}
+    assert sorted(name for _, _, name in steps) == ["event decoder", "pattern service", "table service"]
+    assert report.steps == 3 and report.compiled == 0
+
+
+def test_a_second_process_that_fails_fails_the_warm_up():
+    with pytest.raises(RuntimeError, match="the second process failed: ValueError"):
+        warmup.warm_up(("dynamic",), ("subscription decoder", "maintenance"), runs=-1, processes=2)

@@ -7,7 +7,8 @@ of the first run after installation would spend a minute compiling while
 ``processed`` stays at 0.  So:
 
 * ``pubsub warmup`` (run by ``make install`` and the Docker image) compiles
-  every step below into the cache ahead, with a progress bar;
+  every step below into the cache ahead, with a progress bar, in two
+  processes where there are two cores (numba compiles on one);
 * the processor runs the steps a run needs (:data:`PROCESSOR_STEPS`) before
   its rebuild, on a thread while its clients connect to the brokers
   (``runtime.compiles.WarmUp``): from a warm cache that takes well under a second, from a cold
@@ -28,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import threading
 import tempfile
 import time
 from pathlib import Path
@@ -305,15 +307,29 @@ class Report:
 
 def warm_up(algorithms: tuple[str, ...] = ("dynamic",), steps: tuple[str, ...] = STEPS, runs: int | None = None,
             on_step: Callable[[int, int, str], None] | None = None,
-            on_compile: Callable[[int, int, str, str, int], None] | None = None) -> Report:
+            on_compile: Callable[[int, int, str, str, int], None] | None = None, processes: int = 1) -> Report:
     """Run ``steps`` for each algorithm; callbacks: ``on_step(done, total, name)`` after each step,
-    ``on_compile(step, total, step name, kernel, compiled so far)`` as each kernel starts compiling."""
+    ``on_compile(step, total, step name, kernel, compiled so far)`` as each kernel starts compiling.
+
+    ``processes=2`` runs the steps of :data:`SECOND_PROCESS` in a child process beside the others: numba
+    compiles on one core, and the two sets share few kernels (a kernel both compile is written to the cache
+    twice, atomically, the same machine code)."""
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise ValueError(f"unknown algorithm(s) {', '.join(unknown)}; one of {', '.join(ALGORITHMS)}")
     bad = [s for s in steps if s not in _RUN]
     if bad:
         raise ValueError(f"unknown warm-up step(s) {', '.join(bad)}; one of {', '.join(STEPS)}")
+    here = tuple(s for s in steps if s not in SECOND_PROCESS)
+    there = tuple(s for s in SECOND_PROCESS if s in steps)
+    if processes > 1 and here and there:
+        return _two_processes(algorithms, here, there, runs, on_step, on_compile)
+    return _warm_up(algorithms, steps, runs, on_step, on_compile)
+
+
+def _warm_up(algorithms: tuple[str, ...], steps: tuple[str, ...], runs: int | None,
+             on_step: Callable[[int, int, str], None] | None,
+             on_compile: Callable[[int, int, str, str, int], None] | None) -> Report:
     plan = [(a, s) for a in algorithms for s in steps]
     started = time.monotonic()
     current = [0, ""]
@@ -331,6 +347,88 @@ def warm_up(algorithms: tuple[str, ...] = ("dynamic",), steps: tuple[str, ...] =
             if on_step is not None:
                 on_step(i, len(plan), current[1])
     return Report(watch.compiled, time.monotonic() - started, len(plan))
+
+
+#: The steps ``processes=2`` gives the child, in this order: the other services' engines first (they share few
+#: kernels with the processor's steps), then the steps that need the processor's state, whose kernels the first
+#: process has by then put in the cache.  The two halves take about as long to compile.
+SECOND_PROCESS = ("pattern service", "table service", "maintenance", "valid-event store", "statistics adoption")
+
+
+def _child(algorithms: str, steps: str, runs: str) -> None:
+    """The second process (``python -c``): its steps, each step and each compilation a JSON line on stdout."""
+    import json
+    import sys
+
+    def tell(kind: str, value: object) -> None:
+        sys.stdout.write(json.dumps([kind, value]) + "\n")
+        sys.stdout.flush()
+
+    report = _warm_up(tuple(json.loads(algorithms)), tuple(json.loads(steps)), json.loads(runs),
+                      lambda i, n, name: tell("step", name),
+                      lambda i, n, name, kernel, count: tell("compile", [name, kernel]))
+    tell("done", report.compiled)
+
+
+def _two_processes(algorithms: tuple[str, ...], here: tuple[str, ...], there: tuple[str, ...], runs: int | None,
+                   on_step: Callable[[int, int, str], None] | None,
+                   on_compile: Callable[[int, int, str, str, int], None] | None) -> Report:
+    """``here`` in this process, ``there`` in a child (a new interpreter, not a fork: numba's and the clients'
+    threads do not survive one); the callbacks see both, counted as one run."""
+    import json
+    import subprocess
+    import sys
+
+    total = len(algorithms) * (len(here) + len(there))
+    lock, done, compiled = threading.Lock(), [0], [0]
+    started = time.monotonic()
+
+    def stepped(name: str) -> None:
+        with lock:
+            done[0] += 1
+            if on_step is not None:
+                on_step(done[0], total, name)
+
+    def compiling(name: str, kernel: str) -> None:
+        with lock:
+            compiled[0] += 1
+            if on_compile is not None:
+                on_compile(done[0] + 1, total, name, kernel, compiled[0])
+
+    code = "import sys; from fastpubsub.services.warmup import _child; _child(*sys.argv[1:])"
+    errors = tempfile.TemporaryFile("w+")  # read once it ends (a pipe nobody reads meanwhile could fill)
+    child = subprocess.Popen([sys.executable, "-c", code, json.dumps(algorithms), json.dumps(there), json.dumps(runs)],
+                             stdout=subprocess.PIPE, stderr=errors, text=True)
+    outcome: list[int] = []
+
+    def listen() -> None:
+        for line in child.stdout:  # type: ignore[union-attr]
+            kind, value = json.loads(line)
+            if kind == "step":
+                stepped(value)
+            elif kind == "compile":
+                compiling(*value)
+            else:
+                outcome.append(int(value))
+
+    listener = threading.Thread(target=listen, name="pubsub-warmup-listener", daemon=True)
+    listener.start()
+    try:
+        mine = _warm_up(algorithms, here, runs, lambda i, n, name: stepped(name),
+                        lambda i, n, name, kernel, count: compiling(name, kernel))
+    except BaseException:
+        child.kill()
+        raise
+    finally:
+        listener.join()
+        child.wait()
+        errors.seek(0)
+        said = errors.read().strip()
+        errors.close()
+    if child.returncode != 0 or not outcome:
+        last = said.splitlines()[-1] if said else f"exit code {child.returncode}"
+        raise RuntimeError(f"warm-up: the second process failed: {last}")
+    return Report(mine.compiled + outcome[0], time.monotonic() - started, total)
 
 
 def cache_directories() -> list[Path]:
