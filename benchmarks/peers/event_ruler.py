@@ -13,7 +13,9 @@ or a combination) and per size of the sweep (N exact rules drawn from the events
 * fastpubsub: the same rules as subscriptions (``wire.eventruler.rule_to_subscription``) in ``Matcher("dynamic")``;
   the same lines decoded from text as the processor decodes them (``wire.event_decoder.decode_events`` on batches
   of ``--batch`` records, the processor's default, keeping only the attributes some subscription tests), then
-  ``match_encoded``; a warm-up pass first (the kernels compiled or loaded), then one timed pass.  Memory per rule
+  ``match_encoded``; a warm-up pass first (the kernels compiled or loaded, the dynamic clustering's first
+  maintenance round run), then one timed pass, which counts any round the maintenance runs in it, as the
+  processor would.  Memory per rule
   is the matcher's own count of its structures (``Matcher.memory_bytes``) with the rules minus without, over the
   rules.
 
