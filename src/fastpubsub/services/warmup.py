@@ -27,10 +27,13 @@ kernels compiled; cache hits fire none.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
-import threading
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -312,8 +315,8 @@ def warm_up(algorithms: tuple[str, ...] = ("dynamic",), steps: tuple[str, ...] =
     ``on_compile(step, total, step name, kernel, compiled so far)`` as each kernel starts compiling.
 
     ``processes=2`` runs the steps of :data:`SECOND_PROCESS` in a child process beside the others: numba
-    compiles on one core, and the two sets share few kernels (a kernel both compile is written to the cache
-    twice, atomically, the same machine code)."""
+    compiles on one core.  The pattern engine uses the matcher's kernels, so the two processes compile some of
+    them both (each writes the same machine code to the cache, atomically); the run still ends sooner."""
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise ValueError(f"unknown algorithm(s) {', '.join(unknown)}; one of {', '.join(ALGORITHMS)}")
@@ -349,17 +352,15 @@ def _warm_up(algorithms: tuple[str, ...], steps: tuple[str, ...], runs: int | No
     return Report(watch.compiled, time.monotonic() - started, len(plan))
 
 
-#: The steps ``processes=2`` gives the child, in this order: the other services' engines first (they share few
-#: kernels with the processor's steps), then the steps that need the processor's state, whose kernels the first
-#: process has by then put in the cache.  The two halves take about as long to compile.
+#: The steps ``processes=2`` gives the child, in this order: the other services' engines first (their own kernels,
+#: and the matcher's, which the first process may be compiling at the same time), then the steps that need the
+#: processor's state, whose kernels the first process has by then put in the cache.  The two halves take about as
+#: long to compile.
 SECOND_PROCESS = ("pattern service", "table service", "maintenance", "valid-event store", "statistics adoption")
 
 
 def _child(algorithms: str, steps: str, runs: str) -> None:
     """The second process (``python -c``): its steps, each step and each compilation a JSON line on stdout."""
-    import json
-    import sys
-
     def tell(kind: str, value: object) -> None:
         sys.stdout.write(json.dumps([kind, value]) + "\n")
         sys.stdout.flush()
@@ -375,10 +376,6 @@ def _two_processes(algorithms: tuple[str, ...], here: tuple[str, ...], there: tu
                    on_compile: Callable[[int, int, str, str, int], None] | None) -> Report:
     """``here`` in this process, ``there`` in a child (a new interpreter, not a fork: numba's and the clients'
     threads do not survive one); the callbacks see both, counted as one run."""
-    import json
-    import subprocess
-    import sys
-
     total = len(algorithms) * (len(here) + len(there))
     lock, done, compiled = threading.Lock(), [0], [0]
     started = time.monotonic()
