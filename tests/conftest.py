@@ -13,6 +13,7 @@ Lanes (``make test-fast`` runs the first alone):
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any, Iterator
 
@@ -24,6 +25,11 @@ from fastpubsub.wire import topics
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.kafka.registry_server import EmbeddedRegistry
+
+#: The JVMs of the tests' brokers (the session's, the clusters', and those the demo and the packaging test start)
+#: compile with C1 only: they live a minute or two, so C2's compile threads cost more CPU than they save, and
+#: the two cores are shared by every worker.  Kafka's own scripts read JVM options from KAFKA_OPTS too.
+os.environ.setdefault("KAFKA_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -173,8 +173,8 @@ def alter_topic_config(bootstrap: str, topic: str, configs: dict[str, str]) -> N
 
 
 def wait_committed(bootstrap: str, group_id: str, topic: str, timeout: float = 90.0) -> None:
-    """Until the group's committed offsets reach the end of every partition of ``topic`` (a coordinator that moves
-    or loads meanwhile is asked again)."""
+    """Until the group's committed offsets reach the end of every partition of ``topic`` (a coordinator that moves,
+    loads or is too busy to answer within the request's timeout meanwhile is asked again)."""
     ends = end_offsets(bootstrap, topic)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False})
     try:
@@ -186,7 +186,8 @@ def wait_committed(bootstrap: str, group_id: str, topic: str, timeout: float = 9
                 done = {tp.partition: max(tp.offset, 0) for tp in c.committed(parts, timeout=10)}
             except KafkaException as exc:
                 if exc.args[0].code() not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                                              KafkaError.COORDINATOR_NOT_AVAILABLE) and not exc.args[0].retriable():
+                                              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._TIMED_OUT) \
+                        and not exc.args[0].retriable():
                     raise
             if done and all(done[p] >= e for p, e in ends.items()):
                 return

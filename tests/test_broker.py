@@ -181,6 +181,13 @@ def test_missing_java_and_maven_are_named(tmp_path):
     assert done.returncode == 1 and "`java` is not on the PATH" in done.stderr
 
 
+def test_kafka_opts_go_on_every_jvm_command_line(monkeypatch):
+    monkeypatch.setenv("KAFKA_OPTS", "-XX:TieredStopAtLevel=1 -Dwith.space='a b'")
+    cmd = distribution.resolve().java("kafka.Kafka", "server.properties", heap="256m")
+    assert cmd[1:5] == ["-Xms256m", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-Dwith.space=a b"]
+    assert cmd[-2:] == ["kafka.Kafka", "server.properties"]
+
+
 def test_cluster_ids_never_start_with_a_dash():
     """A cluster id starting with '-' was read as an option by kafka-storage format (one start in 64 failed)."""
     from fastpubsub.kafka.broker import _cluster_id

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,11 +65,13 @@ class Distribution:
         With ``argfile``, ``main`` and ``args`` go into that file (readable by its owner only) and the command line
         names only the file (the Java launcher's ``@file``): any local user reads a process's command line in
         ``/proc/<pid>/cmdline``, so arguments that hold a secret must not be on it (nor in the JVM's performance
-        data file, which records them too: ``-XX:-UsePerfData``).  The caller removes the file.
+        data file, which records them too: ``-XX:-UsePerfData``).  The caller removes the file.  JVM options in
+        ``KAFKA_OPTS`` go on every command line, as Kafka's own scripts pass them.
         """
         cmd = [java_executable()]
         if heap:
             cmd += [f"-Xms{heap}", f"-Xmx{heap}"]
+        cmd += shlex.split(os.environ.get("KAFKA_OPTS", ""))
         cmd += [f"-D{k}={v}" for k, v in (properties or {}).items()]
         if argfile is None:
             return cmd + ["-cp", self.classpath, main, *args]
