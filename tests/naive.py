@@ -497,3 +497,24 @@ class DictStatisticsCollector:
             attributes[name] = AttributeStats(presence=min(1.0, present / self.events), distinct=len(table),
                                               top_values={k: c / total for k, c in top}, quantiles=quantiles)
         return EventStatistics(event_count=int(round(self.events)), attributes=attributes, source="online")
+
+
+def encode_event_strings(strings, values) -> tuple[np.ndarray, np.ndarray]:
+    """(id or -1, order code) of event strings against a ``StringDictionary``: a dict probe and a bisect per value
+    (the midpoint of the neighbours' codes for a string that is no constant)."""
+    import bisect
+
+    from fastpubsub.engine.frontend.encoding import SPACING
+    ids, codes = [], []
+    srt, sc = strings._sorted, strings._sorted_codes
+    for s in values:
+        j = strings.ids.get(s, -1)
+        ids.append(j)
+        if j >= 0:
+            codes.append(float(strings.codes[j]))
+        else:
+            p = bisect.bisect_left(srt, s)
+            lo = sc[p - 1] if p > 0 else 0
+            hi = sc[p] if p < len(srt) else lo + 2 * SPACING
+            codes.append((lo + hi) / 2.0)
+    return np.array(ids, dtype=np.int64), np.array(codes, dtype=np.float64)
