@@ -101,3 +101,18 @@ def test_many_unseen_strings_are_placed_by_searchsorted():
     strings.intern(["c5"])
     assert strings._search is None
     assert strings.encode_event_strings(values)[1].tolist() == naive.encode_event_strings(strings, values)[1].tolist()
+
+
+def test_the_search_array_waits_until_bisecting_has_cost_as_much():
+    """A large dictionary changed between batches (churn) is not copied into a numpy array for every batch: bisect
+    places the unseen strings until they add up to a quarter of the constants, with the same codes."""
+    strings = StringDictionary()
+    strings.intern([f"c{i:05d}" for i in range(400)])
+    values = tuple(f"c{i:05d}x" for i in range(0, 400, 10))  # 40 unseen strings a batch
+    for batch in range(2):
+        strings.encode_event_strings(values)
+        assert strings._search is None  # 40, then 80 placed: fewer than 100
+    assert strings.encode_event_strings(values)[1].tolist() == naive.encode_event_strings(strings, values)[1].tolist()
+    assert strings._search is not None  # 120: built
+    strings.intern(["new"])
+    assert strings._search is None

@@ -97,10 +97,11 @@ class StringDictionary:
         self._sorted_codes: list[int] = []  # their codes
         self.version = 0  # bumped whenever existing codes change
         self._search: tuple | None = None  # (U array of _sorted, int64 codes) or (None, None); dropped on any change
+        self._bisected = 0  # unseen strings placed by bisect since it was dropped
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_search"] = None  # a cache, rebuilt on demand
+        state["_search"], state["_bisected"] = None, 0  # a cache, rebuilt on demand
         return state
 
     def __len__(self) -> int:
@@ -114,7 +115,7 @@ class StringDictionary:
         self.codes = np.empty(len(ids), dtype=np.int64)
         self.codes[order] = np.array(self._sorted_codes, dtype=np.int64)
         self.version += 1
-        self._search = None
+        self._search, self._bisected = None, 0
 
     def intern(self, strings: Sequence[str]) -> np.ndarray:
         """Ids of ``strings``, adding new ones (with codes) as needed."""
@@ -145,7 +146,7 @@ class StringDictionary:
         self._sorted.insert(p, s)
         self._sorted_codes.insert(p, code)
         self.codes[self.ids[s]] = code
-        self._search = None
+        self._search, self._bisected = None, 0
         return True
 
     def encode_event_strings(self, strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -175,8 +176,12 @@ class StringDictionary:
         keys = None
         if len(unseen) >= SEARCH_FROM:
             if getattr(self, "_search", None) is None:  # (a matcher pickled before this cache had none)
-                self._search = self._search_arrays()
-            if self._search[0] is not None:
+                # built once bisecting has cost about as much (strings placed ~ a quarter of the constants), so
+                # that constants added between every batch (churn) do not rebuild it for every batch
+                self._bisected = getattr(self, "_bisected", 0) + len(unseen)
+                if self._bisected >= len(srt) // 4:
+                    self._search = self._search_arrays()
+            if self._search is not None and self._search[0] is not None:
                 longest = max(map(len, unseen))
                 if longest * len(unseen) <= SEARCH_CHARS and "\x00" not in "".join(unseen):
                     keys = np.array(unseen, dtype=f"<U{max(1, longest)}")
