@@ -497,3 +497,69 @@ class DictStatisticsCollector:
             attributes[name] = AttributeStats(presence=min(1.0, present / self.events), distinct=len(table),
                                               top_values={k: c / total for k, c in top}, quantiles=quantiles)
         return EventStatistics(event_count=int(round(self.events)), attributes=attributes, source="online")
+
+
+def encode_event_strings(strings, values) -> tuple[np.ndarray, np.ndarray]:
+    """(id or -1, order code) of event strings against a ``StringDictionary``: a dict probe and a bisect per value
+    (the midpoint of the neighbours' codes for a string that is no constant)."""
+    import bisect
+
+    from fastpubsub.engine.frontend.encoding import SPACING
+    ids, codes = [], []
+    srt, sc = strings._sorted, strings._sorted_codes
+    for s in values:
+        j = strings.ids.get(s, -1)
+        ids.append(j)
+        if j >= 0:
+            codes.append(float(strings.codes[j]))
+        else:
+            p = bisect.bisect_left(srt, s)
+            lo = sc[p - 1] if p > 0 else 0
+            hi = sc[p] if p < len(srt) else lo + 2 * SPACING
+            codes.append((lo + hi) / 2.0)
+    return np.array(ids, dtype=np.int64), np.array(codes, dtype=np.float64)
+
+
+def derived_pairs(derived, batch, known) -> list[list[tuple]]:
+    """Per event, the derived pairs ``DerivedAttributes.derive_events`` adds, as sorted (name, kind, value): each
+    string value's ``derived_value`` per derived attribute of its attribute (a slice taking only ``=`` kept when it
+    is a constant in ``known``), ``absent`` without a non-NaN value, ``single`` with one number, ``within`` with
+    several numbers of which one is in the range."""
+    import math
+
+    from fastpubsub.engine.frontend.lowering import _SLICES, _TESTS, derived_value
+    from fastpubsub.engine.semantics import KIND_NUMBER
+    names, kinds, numbers = batch.attribute_names, np.asarray(batch.kinds), np.asarray(batch.numbers)
+    strings = iter(batch.strings)
+    values = [(names[a], int(k), next(strings) if k == KIND_STRING else float(x))
+              for a, k, x in zip(np.asarray(batch.attributes).tolist(), kinds.tolist(), numbers.tolist())]
+    offsets = np.asarray(batch.offsets).tolist()
+    out = []
+    for i in range(len(offsets) - 1):
+        pairs = values[offsets[i]:offsets[i + 1]]
+        added = []
+        for attribute, specs in derived.by_attribute.items():
+            of = [(k, v) for a, k, v in pairs if a == attribute]
+            texts = [v for k, v in of if k == KIND_STRING]
+            nums = [v for k, v in of if k == KIND_NUMBER and not math.isnan(v)]
+            present = any(k != KIND_NUMBER or not math.isnan(v) for k, v in of)
+            for name, kind, arg in specs:
+                if kind == "absent":
+                    added += [(name, KIND_BOOL, 1.0)] if not present else []
+                elif kind == "single":
+                    added += [(name, KIND_BOOL, 1.0)] if len(nums) == 1 else []
+                elif kind == "within":
+                    inside = [x for x in nums if (x > arg[1] if arg[0] == ">" else x >= arg[1])
+                              and (x < arg[3] if arg[2] == "<" else x <= arg[3])]
+                    added += [(name, KIND_BOOL, 1.0)] if len(nums) >= 2 and inside else []
+                else:
+                    for s in texts:
+                        d = derived_value(kind, arg, s)
+                        if d is None:
+                            continue
+                        if kind in _TESTS:
+                            added.append((name, KIND_BOOL, 1.0))
+                        elif kind not in _SLICES or d in known:
+                            added.append((name, KIND_STRING, d))
+        out.append(sorted(added, key=repr))
+    return out

@@ -12,7 +12,8 @@ import naive
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.columnar import EventBatch
-from fastpubsub.engine.frontend.encoding import encode_batch, predicate_fields
+from fastpubsub.engine.frontend import encoding
+from fastpubsub.engine.frontend.encoding import StringDictionary, encode_batch, predicate_fields
 from fastpubsub.engine.semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
 
 values = st.one_of(st.integers(-5, 5), st.sampled_from([0.0, -0.0, 1.5, math.nan, math.inf, -math.inf]), st.booleans(),
@@ -54,3 +55,64 @@ def test_predicate_fields_equal_numpy_passes(preds, attr_ids):
     assert field.tolist() == (ids[attributes.astype(np.int64)] * len(KINDS) + k64).tolist()
     assert eqbits.tolist() == want.tolist()
     assert not (np.asarray(eqbits) == np.float64(-0.0).view(np.int64)).any()
+
+
+texts = st.text(alphabet=st.sampled_from(["a", "b", "z", "\x00", "é", "\U0001f600", "\ud800", "B"]), max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(texts, max_size=80), max_size=4),
+       st.one_of(st.lists(texts, max_size=10), st.lists(texts, min_size=40, max_size=120)), st.booleans(), st.booleans())
+def test_encode_event_strings_equals_bisect_per_value(constants, values, small, nul):
+    """Ids and order codes of event strings as a dict probe and a bisect per value would give them: constants
+    interned in steps (codes slotted in or renumbered), unseen strings few (bisect) or many (``searchsorted``),
+    with NULs (numpy's U type drops trailing ones), surrogates, astral and empty strings; ``small``: the U array's
+    size limit so low that the bisect path takes over."""
+    if not nul:  # (a NUL anywhere sends the whole batch to bisect)
+        constants = [[c.replace("\x00", "") for c in batch] for batch in constants]
+        values = [v.replace("\x00", "") for v in values]
+    strings = StringDictionary()
+    for batch in constants:
+        strings.intern(batch)
+        values = values + batch[: len(batch) // 2]  # some event strings are constants
+    saved = encoding.SEARCH_CHARS
+    encoding.SEARCH_CHARS = 8 if small else saved
+    try:
+        got = strings.encode_event_strings(tuple(values))
+        again = strings.encode_event_strings(tuple(values))  # the cached search arrays
+    finally:
+        encoding.SEARCH_CHARS = saved
+    want = naive.encode_event_strings(strings, values)
+    for ids, codes in (got, again):
+        assert ids.tolist() == want[0].tolist()
+        assert codes.tolist() == want[1].tolist()
+
+
+def test_many_unseen_strings_are_placed_by_searchsorted():
+    """Past ``SEARCH_FROM`` unseen strings the sorted constants are searched as a numpy array (cached until the
+    dictionary changes), with the codes a bisect gives."""
+    strings = StringDictionary()
+    strings.intern(["b", "d", "f"])
+    values = tuple(f"{c}{i}" for i in range(20) for c in "aceg")
+    ids, codes = strings.encode_event_strings(values)
+    assert strings._search is not None and strings._search[0] is not None
+    assert ids.tolist() == [-1] * len(values)
+    assert codes.tolist() == naive.encode_event_strings(strings, values)[1].tolist()
+    strings.intern(["c5"])
+    assert strings._search is None
+    assert strings.encode_event_strings(values)[1].tolist() == naive.encode_event_strings(strings, values)[1].tolist()
+
+
+def test_the_search_array_waits_until_bisecting_has_cost_as_much():
+    """A large dictionary changed between batches (churn) is not copied into a numpy array for every batch: bisect
+    places the unseen strings until they add up to a quarter of the constants, with the same codes."""
+    strings = StringDictionary()
+    strings.intern([f"c{i:05d}" for i in range(400)])
+    values = tuple(f"c{i:05d}x" for i in range(0, 400, 10))  # 40 unseen strings a batch
+    for batch in range(2):
+        strings.encode_event_strings(values)
+        assert strings._search is None  # 40, then 80 placed: fewer than 100
+    assert strings.encode_event_strings(values)[1].tolist() == naive.encode_event_strings(strings, values)[1].tolist()
+    assert strings._search is not None  # 120: built
+    strings.intern(["new"])
+    assert strings._search is None

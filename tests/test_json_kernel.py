@@ -229,3 +229,51 @@ def test_attribute_names_are_those_of_the_per_record_path_in_the_same_order():
 def test_many_and_long_distinct_names_grow_the_tables():
     values = [json.dumps({f"{'n' * 200}{i}": i, "group": {f"k{i % 3000}": str(i)}}).encode() for i in range(6000)]
     assert _agree(values) == 0
+
+
+# --- only the wanted paths ----------------------------------------------------------------
+
+
+def _filtered(decoded, wanted) -> tuple[dict[int, list], dict[int, str], int]:
+    """Per input index, the pairs whose attribute is in ``wanted`` (in order); the errors; the per-record count."""
+    raw = decoded.buffer.tobytes()
+    out = {}
+    for j, r in enumerate(decoded.rows.tolist()):
+        pairs = []
+        for p in range(decoded.offsets[j], decoded.offsets[j + 1]):
+            name = decoded.attribute_names[decoded.attributes[p]]
+            if wanted is not None and name not in wanted:
+                continue
+            kind, number = int(decoded.kinds[p]), float(decoded.numbers[p])
+            if kind == KIND_STRING:
+                start, length = int(decoded.string_start[p]), int(decoded.string_length[p])
+                value = raw[start:start + length].decode("utf-8")
+            else:
+                value = bool(number) if kind == KIND_BOOL else number
+            pairs.append((name, _value_key(value)))
+        out[r] = pairs
+    return out, decoded.errors, decoded.per_record
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.lists(_record(), min_size=1, max_size=6), st.data())
+def test_the_kernel_skips_the_values_of_paths_not_wanted_and_proves_the_same_records(values, data):
+    """With ``wanted`` the kernel writes no pair of another path (nor reads its number, when finite by its form),
+    yet proves and refuses the records it proves and refuses without it: the same pairs, errors and per-record
+    count as every path decoded and the others dropped."""
+    everything = decode_events(values)
+    names = sorted(everything.attribute_names)
+    wanted = frozenset(data.draw(st.lists(st.sampled_from(names), unique=True)) if names else []) | \
+        frozenset(data.draw(st.lists(st.sampled_from(["a", "b", "a.b", "\\$meta", "nope"]), unique=True)))
+    assert _filtered(decode_events(values, None, wanted), None) == _filtered(everything, wanted)
+
+
+def test_numbers_of_paths_not_wanted_are_refused_as_before():
+    """A number at a path no one wants still makes its record the per-record path's when not finite, or too long."""
+    values = [b'{"a": 1, "b": 1e400}', b'{"a": 2, "b": [1.5, -0.25e1, 7]}', b'{"a": 3, "b": ' + b"1" * 400 + b"}",
+              b'{"a": 4, "b": 0.' + b"0" * 400 + b"1}", b'{"a": 5, "b": 01}', b'{"a": 6, "b": {"c": "x", "d": null}}']
+    for wanted in (frozenset(["a"]), frozenset()):
+        got = decode_events(values, None, wanted)
+        want = decode_events(values)
+        assert _filtered(got, None) == _filtered(want, wanted)
+        assert got.per_record == want.per_record == 4

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import ALGORITHMS, AnyOf, Matcher, validate_subscription
@@ -129,3 +129,45 @@ def test_the_operators_travel_in_both_subscription_formats(fmt):
     m.add(7, decoded.predicates(0))
     assert m.match({"s": "ec2", "ip": "2001:db8::5"}).tolist() == [7]
     assert m.match({"s": "ec2", "ip": "2001:db8::5", "t": 0}).tolist() == []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(subs=st.lists(st.one_of(subscription, st.tuples(attr, st.just("contains"), nonempty).map(lambda p: [p])),
+                     min_size=1, max_size=16),
+       events=st.lists(event, min_size=1, max_size=40))
+@example(subs=[[("b", "suffix ignore case", "ab")], [("b", "prefix ignore case", "STRASSE")]],
+         events=[{"b": "Ab"}, {"b": ["straße", "a"]}])
+@example(subs=[[("a", "wildcard", "a*b")], [("a", "wildcard", "*b")], [("a", "wildcard", "A*")],
+               [("a", "not wildcard", "*0*1*")], [("a", "contains", "b")]],
+         events=[{"a": ["ab", "Ab", "a*b"]}, {"a": "x"}, {"a": "aB"}, {"a": "12017"}])
+def test_derived_pairs_equal_derived_value_per_string(subs, events):
+    """``derive_events`` (C-level passes per derived attribute, wildcard literals probed per length) adds to each
+    event the pairs that ``derived_value`` per string value gives (tests/naive.py)."""
+    import naive
+    from fastpubsub.engine.semantics import KIND_STRING, RESERVED_PREFIX
+
+    m = Matcher("dynamic")
+    for sid, sub in enumerate(subs):
+        m.add(sid, sub)
+    m.flush()
+    batch = EventBatch.from_dicts(events)
+    got = m.derived.derive_events(batch, m.strings.ids)
+    strings = iter(got.strings)
+    pairs = [(got.attribute_names[a], k, next(strings) if k == KIND_STRING else x)
+             for a, k, x in zip(got.attributes.tolist(), got.kinds.tolist(), got.numbers.tolist())]
+    offsets = got.offsets.tolist()
+    derived = [sorted((p for p in pairs[offsets[i]:offsets[i + 1]] if p[0][0] == RESERVED_PREFIX), key=repr)
+               for i in range(len(events))]
+    assert derived == naive.derived_pairs(m.derived, batch, m.strings.ids)
+    kept = [[p for p in pairs[offsets[i]:offsets[i + 1]] if p[0][0] != RESERVED_PREFIX] for i in range(len(events))]
+    assert repr(kept) == repr([[(batch.attribute_names[a], k, x) for a, k, x in p] for p in _pairs(batch)])
+
+
+def _pairs(batch):
+    """Per event, its (attribute index, kind, value) pairs."""
+    from fastpubsub.engine.semantics import KIND_STRING
+    strings = iter(batch.strings)
+    flat = [(a, k, next(strings) if k == KIND_STRING else x)
+            for a, k, x in zip(batch.attributes.tolist(), batch.kinds.tolist(), batch.numbers.tolist())]
+    offsets = batch.offsets.tolist()
+    return [flat[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]

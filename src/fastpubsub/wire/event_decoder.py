@@ -271,7 +271,7 @@ def decode_events(values: Sequence[bytes | None], registered: RegisteredDecoders
     if json_like.any():
         json_like[json_like] = buf[starts[json_like]] == ord("{")
         if json_like.any():
-            done, more, more_names = decode_json(buf, starts, ends, json_like)
+            done, more, more_names = decode_json(buf, starts, ends, json_like, wanted)
             status[done] = _FAST
             pairs = _merge(names, pairs, more_names, more)
     if registered is not None:

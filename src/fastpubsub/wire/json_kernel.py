@@ -19,6 +19,10 @@ an object at the top, and
   ``MAX_ATTRIBUTE_BYTES`` (that path's errors, all of them);
 * every number is finite as a double.
 
+Given the paths the caller keeps (``wanted``), a value at any other path is
+checked as above but not converted nor written: no ``strtod`` for a number
+that is finite by its form, no pair for the caller to drop.
+
 Paths are ``wire.paths``' (a key's ``.`` and a leading ``$`` escaped);
 numbers Python's: an integer is ``float(int(text))`` (``-0`` is ``0.0``),
 any other number ``float(text)``, both correctly rounded -- by arithmetic when
@@ -30,6 +34,8 @@ end pointer is checked so that a locale's decimal comma cannot misread one.
 from __future__ import annotations
 
 import ctypes
+import functools
+from typing import NamedTuple
 
 import llvmlite.binding as llvm
 import numba
@@ -177,15 +183,114 @@ def _number(buf, pos, end, scratch, end_pointer):
     return value, pos, end_pointer[0] == base + np.uint64(n) and np.isfinite(value), INEXACT_PAIR if integral else 0
 
 
+class WantedPaths(NamedTuple):
+    """The paths whose values a caller keeps, as an open-addressing table over their UTF-8 text (FNV-1a of the
+    whole path), probed once per distinct path a batch meets (``slots`` empty: every path is kept)."""
+
+    slots: np.ndarray  # int32 [power of two, or 0]: path index, or -1
+    hash: np.ndarray  # uint64 [paths]
+    start: np.ndarray  # int64 [paths]: where path i starts in ``text``
+    length: np.ndarray  # int64 [paths]
+    text: np.ndarray  # uint8: the paths, one after another
+
+
+@numba.njit(cache=True, inline="always")
+def _fnv(buf, start, end):
+    h = np.uint64(_FNV_OFFSET)
+    for i in range(start, end):
+        h = (h ^ np.uint64(buf[i])) * np.uint64(_FNV_PRIME)
+    return h
+
+
 @numba.njit(cache=True)
-def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_bytes):
+def _fill_wanted(slots, hashes, start, length, text):
+    mask = len(slots) - 1
+    for i in range(len(start)):
+        h = _fnv(text, start[i], start[i] + length[i])
+        hashes[i] = h
+        slot = np.int64(h & np.uint64(mask))
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = i
+
+
+@numba.njit(cache=True, inline="always")
+def _is_wanted(wanted, path, w):
+    """Whether ``path[:w]`` is one of ``wanted``'s paths."""
+    mask = len(wanted.slots) - 1
+    h = _fnv(path, 0, w)
+    slot = np.int64(h & np.uint64(mask))
+    while wanted.slots[slot] >= 0:
+        i = wanted.slots[slot]
+        if wanted.hash[i] == h and wanted.length[i] == w:
+            at = wanted.start[i]
+            same = True
+            for j in range(w):
+                if wanted.text[at + j] != path[j]:
+                    same = False
+                    break
+            if same:
+                return True
+        slot = (slot + 1) & mask
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def wanted_paths(names: frozenset[str] | None) -> WantedPaths:
+    """The table of ``names`` (None: every path kept); cached, as a source's set is the same object batch after
+    batch."""
+    if names is None:
+        return WantedPaths(np.zeros(0, np.int32), np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                           np.zeros(0, np.uint8))
+    encoded = [n.encode("utf-8", "surrogatepass") for n in names]
+    length = np.array([len(b) for b in encoded], dtype=np.int64)
+    start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64) if encoded else np.zeros(0, np.int64)
+    size = 1
+    while size < 2 * len(encoded) + 1:
+        size *= 2
+    slots = np.full(size, -1, np.int32)
+    hashes = np.zeros(len(encoded), np.uint64)
+    text = np.frombuffer(b"".join(encoded), np.uint8) if encoded else np.zeros(0, np.uint8)
+    _fill_wanted(slots, hashes, start, length, text)
+    return WantedPaths(slots, hashes, start, length, text)
+
+
+@numba.njit(cache=True, inline="always")
+def _number_checked(buf, pos, end, scratch, end_pointer):
+    """(pos after the number at ``pos``, ok): what :func:`_number` says of it, without its value where its form
+    proves it finite (no exponent, at most 300 bytes: under 10**300); else :func:`_number` reads it."""
+    start = pos
+    if pos < end and buf[pos] == 0x2D:
+        pos += 1
+    if not _is_digit(buf, pos, end):
+        return pos, False
+    if buf[pos] == 0x30:
+        pos += 1
+    else:
+        while _is_digit(buf, pos, end):
+            pos += 1
+    if pos < end and buf[pos] == 0x2E:
+        pos += 1
+        if not _is_digit(buf, pos, end):
+            return pos, False
+        while _is_digit(buf, pos, end):
+            pos += 1
+    if (pos < end and (buf[pos] == 0x65 or buf[pos] == 0x45)) or pos - start > 300:
+        value, pos, good, form = _number(buf, start, end, scratch, end_pointer)
+        return pos, good
+    return pos, True
+
+
+@numba.njit(cache=True)
+def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_bytes, wanted):
     """Decode every record ``todo`` marks that the kernel proves (module docstring); leave the others.
 
     Returns per record whether it was decoded; the pairs; the names' text and
     each attribute id's name (start, length) in it, ids numbered by first
     appearance in the pairs; and whether the table of ``max_names`` names or
     their ``names_capacity`` bytes were full (then the caller retries with
-    more room).  Names are interned as (parent path, escaped key), so that a
+    more room).  ``wanted`` (:class:`WantedPaths`): a value at another path is checked, not written.
+    Names are interned as (parent path, escaped key), so that a
     key costs a hash of its own bytes whatever its depth; every key's path
     is interned, also one that holds an object, so that a key met twice in
     one object (the same path, the same object number) is seen.
@@ -197,6 +302,8 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
     table = name_table(max_names)
     parent = np.empty(max_names, np.int32)
     owner = np.full(max_names, -1, np.int64)  # the object that last had each path as a key
+    filtered = len(wanted.slots) > 0
+    keep = np.ones(max_names, np.bool_)  # per path: whether its values are written
     text = np.empty(names_capacity, np.uint8)
     used = 0
     n_names = 0
@@ -302,6 +409,8 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
                     table.start[n_names], table.length[n_names], table.hash[n_names] = used, w, h
                     table.slots[slot] = n_names
                     parent[n_names] = pid
+                    if filtered:
+                        keep[n_names] = _is_wanted(wanted, path, w)
                     aid = n_names
                     n_names += 1
                     used += w
@@ -327,6 +436,23 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
                 depth += 1
                 pos += 1
                 fresh = True
+                continue
+            if not keep[vid]:  # a path no one wants: the value checked as below, not written
+                if c == _QUOTE:
+                    length, pos, good = _string(buf, pos + 1, e)
+                elif c == 0x74:
+                    good = _literal(buf, pos, e, _TRUE)
+                    pos += 4
+                elif c == 0x66:
+                    good = _literal(buf, pos, e, _FALSE)
+                    pos += 5
+                elif c == 0x6E:
+                    good = _literal(buf, pos, e, _NULL)
+                    pos += 4
+                else:
+                    pos, good = _number_checked(buf, pos, e, scratch, end_pointer)
+                if not good:
+                    break
                 continue
             form = 0
             if c == _QUOTE:
@@ -377,14 +503,16 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
     return done, first_pairs(pairs, m), text[:used], table.start[order[:k]], table.length[order[:k]], full
 
 
-def decode_json(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                todo: np.ndarray) -> tuple[np.ndarray, Pairs, list[str]]:
+def decode_json(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, todo: np.ndarray,
+                wanted: frozenset[str] | None = None) -> tuple[np.ndarray, Pairs, list[str]]:
     """The records ``buf[starts[i]:ends[i]]`` that ``todo`` marks and the kernel proves, decoded: (which, their
-    pairs in record order, the attribute names the pairs' ids index)."""
+    pairs in record order, the attribute names the pairs' ids index).  ``wanted``: only the pairs of these paths
+    (None: all); the records proved are the same either way."""
+    table = wanted_paths(wanted)
     max_names, capacity = 1024, 1 << 16
     while True:
         done, pairs, text, nstart, nlen, full = _decode_json(buf, starts, ends, todo, max_names, capacity,
-                                                             MAX_ATTRIBUTE_BYTES)
+                                                             MAX_ATTRIBUTE_BYTES, table)
         if not full:
             break
         max_names, capacity = max_names * 4, capacity * 4

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
@@ -31,6 +32,10 @@ from ..semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
 
 N_KINDS = len(KINDS)
 SPACING = 1 << 20  # gap between consecutive string codes after a renumbering
+#: Unseen event strings below this many are placed by ``bisect`` one by one; from it on, by ``np.searchsorted``.
+SEARCH_FROM = 32
+#: Largest numpy ``U`` array (characters: strings x longest) built to place unseen strings; beyond it, ``bisect``.
+SEARCH_CHARS = 1 << 22
 _KIND_OF_TYPE = {int: KIND_NUMBER, float: KIND_NUMBER, bool: KIND_BOOL, str: KIND_STRING}
 _NUMBER_TYPES = {int, float}  # exact types: bool and numpy scalars take the per-value path
 
@@ -91,6 +96,13 @@ class StringDictionary:
         self._sorted: list[str] = []  # known strings in order
         self._sorted_codes: list[int] = []  # their codes
         self.version = 0  # bumped whenever existing codes change
+        self._search: tuple | None = None  # (U array of _sorted, int64 codes) or (None, None); dropped on any change
+        self._bisected = 0  # unseen strings placed by bisect since it was dropped
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_search"], state["_bisected"] = None, 0  # a cache, rebuilt on demand
+        return state
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -103,6 +115,7 @@ class StringDictionary:
         self.codes = np.empty(len(ids), dtype=np.int64)
         self.codes[order] = np.array(self._sorted_codes, dtype=np.int64)
         self.version += 1
+        self._search, self._bisected = None, 0
 
     def intern(self, strings: Sequence[str]) -> np.ndarray:
         """Ids of ``strings``, adding new ones (with codes) as needed."""
@@ -133,25 +146,66 @@ class StringDictionary:
         self._sorted.insert(p, s)
         self._sorted_codes.insert(p, code)
         self.codes[self.ids[s]] = code
+        self._search, self._bisected = None, 0
         return True
 
     def encode_event_strings(self, strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(id or -1, order code) of event strings; unseen ones get a code between neighbours."""
-        ids, codes = self.ids, self.codes
-        out_ids = np.empty(len(strings), dtype=np.int64)
-        out_codes = np.empty(len(strings), dtype=np.float64)
-        srt, sc = self._sorted, self._sorted_codes
-        for i, s in enumerate(strings):
-            j = ids.get(s, -1)
-            out_ids[i] = j
-            if j >= 0:
-                out_codes[i] = codes[j]
-            else:
-                p = bisect.bisect_left(srt, s)
-                lo = sc[p - 1] if p > 0 else 0
-                hi = sc[p] if p < len(srt) else lo + 2 * SPACING
-                out_codes[i] = (lo + hi) / 2.0
+        """(id or -1, order code) of event strings; unseen ones get a code between neighbours.
+
+        Each string costs one C-level dict probe (``map``); the codes of the unseen ones come from one
+        ``np.searchsorted`` among the sorted constants (:meth:`_between`), so no Python runs per value.
+        """
+        n = len(strings)
+        out_ids = np.fromiter(map(self.ids.get, strings, repeat(-1)), dtype=np.int64, count=n)
+        unseen = np.flatnonzero(out_ids < 0)
+        if not len(unseen):
+            return out_ids, self.codes[out_ids].astype(np.float64)
+        out_codes = np.empty(n, dtype=np.float64)
+        seen = np.flatnonzero(out_ids >= 0)
+        out_codes[seen] = self.codes[out_ids[seen]]
+        out_codes[unseen] = self._between(strings if len(unseen) == n else
+                                          list(map(strings.__getitem__, unseen.tolist())))
         return out_ids, out_codes
+
+    def _between(self, unseen: Sequence[str]) -> np.ndarray:
+        """Codes of strings that are no constant: the midpoint of their neighbours' codes among the sorted constants
+        (0 below the first, the last's + 2 * SPACING above it)."""
+        srt, sc = self._sorted, self._sorted_codes
+        if not srt:
+            return np.full(len(unseen), float(SPACING))
+        keys = None
+        if len(unseen) >= SEARCH_FROM:
+            if getattr(self, "_search", None) is None:  # (a matcher pickled before this cache had none)
+                # built once bisecting has cost about as much (strings placed ~ a quarter of the constants), so
+                # that constants added between every batch (churn) do not rebuild it for every batch
+                self._bisected = getattr(self, "_bisected", 0) + len(unseen)
+                if self._bisected >= len(srt) // 4:
+                    self._search = self._search_arrays()
+            if self._search is not None and self._search[0] is not None:
+                longest = max(map(len, unseen))
+                if longest * len(unseen) <= SEARCH_CHARS and "\x00" not in "".join(unseen):
+                    keys = np.array(unseen, dtype=f"<U{max(1, longest)}")
+        last = len(srt) - 1
+        if keys is None:  # few strings, or ones numpy's U type cannot hold as they are: bisect, one by one
+            p = np.fromiter(map(bisect.bisect_left, repeat(srt), unseen), dtype=np.int64, count=len(unseen))
+            lo = np.fromiter(map(sc.__getitem__, np.maximum(p - 1, 0).tolist()), dtype=np.int64, count=len(p))
+            hi = np.fromiter(map(sc.__getitem__, np.minimum(p, last).tolist()), dtype=np.int64, count=len(p))
+        else:
+            p = np.searchsorted(self._search[0], keys, side="left")
+            codes = self._search[1]
+            lo, hi = codes[np.maximum(p - 1, 0)], codes[np.minimum(p, last)]
+        lo = np.where(p > 0, lo, 0)
+        hi = np.where(p <= last, hi, lo + 2 * SPACING)
+        return (lo + hi) / 2.0
+
+    def _search_arrays(self) -> tuple:
+        """The sorted constants as a numpy ``U`` array and their codes; (None, None) where that array would be too
+        large or would compare wrong (numpy drops a string's trailing NULs)."""
+        srt = self._sorted
+        longest = max(map(len, srt), default=0)
+        if longest * len(srt) > SEARCH_CHARS or "\x00" in "".join(srt):
+            return None, None
+        return np.array(srt, dtype=f"<U{max(1, longest)}"), np.array(self._sorted_codes, dtype=np.int64)
 
 
 class EventArrays(NamedTuple):

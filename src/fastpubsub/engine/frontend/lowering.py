@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import operator
+from itertools import compress, repeat
 from typing import Any, Iterable
 
 import numpy as np
@@ -305,16 +307,16 @@ class DerivedAttributes:
         for attribute, specs in self.by_attribute.items():
             ai = index.get(attribute)
             pos = np.flatnonzero((attrs == ai) & is_str) if ai is not None else np.empty(0, np.int64)
-            values = [strings[k] for k in str_index[pos].tolist()]
+            values = list(map(strings.__getitem__, str_index[pos].tolist()))
             evs = event_of[pos]
             if values and attribute in self._wildcards:
-                for name, hits in self._wildcards[attribute].matches(values).items():
-                    hits_ = np.asarray(hits, dtype=np.int64)
+                for name, hits_ in self._wildcards[attribute].matches(values).items():
                     add(name, evs[hits_], KIND_BOOL, np.ones(len(hits_)), np.full(len(hits_), -1, dtype=np.int64))
             ranged = [(name, kind, arg) for name, kind, arg in specs if kind == "single" or kind in _RANGES]
             if ranged:
                 self._ranges(ai, attrs, kinds, np.asarray(batch.numbers, dtype=np.float64), event_of, n_events,
                              ranged, add)
+            column = _Column(values)
             for name, kind, arg in specs:
                 if kind == "wildcard" or kind == "single" or kind in _RANGES:
                     continue
@@ -330,18 +332,15 @@ class DerivedAttributes:
                     continue
                 if not values:
                     continue
-                derived = [derived_value(kind, arg, v) for v in values]
                 if kind in _TESTS:
-                    keep = np.fromiter((d is not None for d in derived), dtype=bool, count=len(derived))
-                    m = int(keep.sum())
-                    add(name, evs[keep], KIND_BOOL,
-                        np.fromiter((bool(d) for d in derived if d is not None), dtype=np.float64, count=m),
-                        np.full(m, -1, dtype=np.int64))
+                    hit = np.flatnonzero(column.holds(kind, arg))
+                    add(name, evs[hit], KIND_BOOL, np.ones(len(hit)), np.full(len(hit), -1, dtype=np.int64))
                     continue
-                filed = known.__contains__ if kind in _SLICES else None  # '=' only: other slices satisfy nothing
-                keep = np.fromiter((d is not None and (filed is None or filed(d)) for d in derived), dtype=bool,
-                                   count=len(derived))
-                picked = [derived[j] for j in np.flatnonzero(keep).tolist()]
+                keep, picked = column.slices(kind, arg)
+                if kind in _SLICES:  # '=' only: a slice that is no constant satisfies nothing
+                    filed = np.fromiter(map(known.__contains__, picked), dtype=bool, count=len(picked))
+                    if not filed.all():
+                        keep, picked = keep[filed], list(compress(picked, filed))
                 add(name, evs[keep], KIND_STRING, np.zeros(len(picked)),
                     np.arange(len(strings), len(strings) + len(picked), dtype=np.int64))
                 strings.extend(picked)
@@ -380,6 +379,66 @@ class DerivedAttributes:
             add(name, evs, KIND_BOOL, np.ones(len(evs)), np.full(len(evs), -1, dtype=np.int64))
 
 
+class _Column:
+    """The string values of one attribute in a batch, with what several derived kinds share (lengths, case-folded
+    text) computed once; every step is a C-level ``map`` over the values, not a Python loop per value."""
+
+    def __init__(self, values: list[str]) -> None:
+        self.values = values
+        self._lengths: np.ndarray | None = None
+        self._folded: list[str] | None = None
+        self._folded_lengths: np.ndarray | None = None
+
+    def lengths(self) -> np.ndarray:
+        if self._lengths is None:
+            self._lengths = np.fromiter(map(len, self.values), dtype=np.int64, count=len(self.values))
+        return self._lengths
+
+    def folded(self) -> list[str]:
+        if self._folded is None:
+            self._folded = list(map(str.casefold, self.values))
+        return self._folded
+
+    def folded_lengths(self) -> np.ndarray:
+        if self._folded_lengths is None:
+            folded = self.folded()
+            self._folded_lengths = np.fromiter(map(len, folded), dtype=np.int64, count=len(folded))
+        return self._folded_lengths
+
+    def holds(self, kind: str, arg: str) -> np.ndarray:
+        """Per value, whether the test ``contains`` / ``nwildcard`` (``derived_value`` is ``True``) holds."""
+        n = len(self.values)
+        if kind == "contains":
+            return np.fromiter(map(operator.contains, self.values, repeat(arg)), dtype=bool, count=n)
+        matched = np.fromiter(map(bool, map(wildcard_regex(arg).fullmatch, self.values)), dtype=bool, count=n)
+        return matched if kind == "wildcard" else ~matched
+
+    def slices(self, kind: str, arg: Any) -> tuple[np.ndarray, list[str]]:
+        """Positions of the values with a value of the derived slice ``(kind, arg)`` and those values
+        (``derived_value``'s)."""
+        n = len(self.values)
+        if kind == "fold":
+            return np.arange(n, dtype=np.int64), self.folded()
+        if kind == "ip":
+            bits = list(map(ip_bits, self.values))  # (cached per distinct address)
+            address = np.fromiter(map(bool, bits), dtype=bool, count=n)  # (bits are never empty)
+            keep = np.flatnonzero(address)
+            source = bits if len(keep) == n else list(map(bits.__getitem__, keep.tolist()))
+            long_enough = np.fromiter(map(len, source), dtype=np.int64, count=len(source)) >= arg
+            keep, source = keep[long_enough], list(compress(source, long_enough))
+            return keep, list(map(operator.itemgetter(slice(None, arg)), source))
+        head = kind in ("prefix", "nprefix", "iprefix")
+        cut = operator.itemgetter(slice(None, arg) if head else slice(-arg, None))
+        if kind in _FULL_SLICES:  # all of a value shorter than the length
+            return np.arange(n, dtype=np.int64), list(map(cut, self.values))
+        folded = kind in ("iprefix", "isuffix")
+        source = self.folded() if folded else self.values
+        keep = np.flatnonzero((self.folded_lengths() if folded else self.lengths()) >= arg)
+        if len(keep) < n:
+            source = list(map(source.__getitem__, keep.tolist()))
+        return keep, list(map(cut, source))
+
+
 class WildcardIndex:
     """The wildcard patterns of one attribute, filed by their leading literal (else their trailing one).
 
@@ -403,19 +462,34 @@ class WildcardIndex:
         else:
             self.rest.append(entry)
 
-    def matches(self, values: list[str]) -> dict[str, list[int]]:
-        """Derived name -> positions in ``values`` the pattern matches."""
-        out: dict[str, list[int]] = {}
-        for j, v in enumerate(values):
-            for n, table in self.heads.items():
-                for name, regex in table.get(v[:n], ()) if len(v) >= n else ():
-                    if regex.fullmatch(v) is not None:
-                        out.setdefault(name, []).append(j)
-            for n, table in self.tails.items():
-                for name, regex in table.get(v[-n:], ()) if len(v) >= n else ():
-                    if regex.fullmatch(v) is not None:
-                        out.setdefault(name, []).append(j)
-            for name, regex in self.rest:
-                if regex.fullmatch(v) is not None:
-                    out.setdefault(name, []).append(j)
-        return out
+    def matches(self, values: list[str]) -> dict[str, np.ndarray]:
+        """Derived name -> positions in ``values`` the pattern matches (ascending; names by their first position).
+
+        Per distinct literal length one C-level pass of slices and dictionary probes; the values a literal reaches
+        are then verified per pattern of it, all of them in one ``map`` of its compiled ``fullmatch``.
+        """
+        out: dict[str, np.ndarray] = {}
+        for tables, head in ((self.heads, True), (self.tails, False)):
+            for n, table in tables.items():
+                ends = list(map(operator.itemgetter(slice(None, n) if head else slice(-n, None)), values))
+                entries = list(map(table.get, ends))  # (a value shorter than n has no literal of length n)
+                found = np.flatnonzero(np.fromiter(map(bool, entries), dtype=bool, count=len(entries)))
+                if not len(found):
+                    continue
+                literal = list(map(ends.__getitem__, found.tolist()))
+                group = {lit: i for i, lit in enumerate(dict.fromkeys(literal))}
+                of = np.fromiter(map(group.__getitem__, literal), dtype=np.int64, count=len(literal))
+                order = np.argsort(of, kind="stable")
+                bounds = np.searchsorted(of[order], np.arange(len(group) + 1))
+                for lit, g in group.items():
+                    at = found[order[bounds[g]:bounds[g + 1]]]
+                    texts = list(map(values.__getitem__, at.tolist()))
+                    for name, regex in table[lit]:
+                        ok = np.fromiter(map(bool, map(regex.fullmatch, texts)), dtype=bool, count=len(texts))
+                        if ok.any():
+                            out[name] = at[ok]
+        for name, regex in self.rest:
+            ok = np.fromiter(map(bool, map(regex.fullmatch, values)), dtype=bool, count=len(values))
+            if ok.any():
+                out[name] = np.flatnonzero(ok)
+        return dict(sorted(out.items(), key=lambda item: int(item[1][0])))  # (the order a scan of the values gives)
