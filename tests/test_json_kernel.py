@@ -35,21 +35,8 @@ def _value_key(value) -> tuple:
 def _decoded(values: list[bytes]) -> tuple[dict[int, list], dict[int, str], int]:
     """Per input index, its pairs as the batch decoder gives them; its errors; how many took the per-record path."""
     decoded = decode_events(values)
-    raw = decoded.buffer.tobytes()
-    out = {}
-    for j, r in enumerate(decoded.rows.tolist()):
-        pairs = []
-        for p in range(decoded.offsets[j], decoded.offsets[j + 1]):
-            kind, number = int(decoded.kinds[p]), float(decoded.numbers[p])
-            if kind == KIND_STRING:
-                start, length = int(decoded.string_start[p]), int(decoded.string_length[p])
-                value = raw[start:start + length].decode("utf-8")
-            else:
-                value = bool(number) if kind == KIND_BOOL else number
-            pairs.append((decoded.attribute_names[decoded.attributes[p]], _value_key(value)))
-        out[r] = pairs
     assert len(set(decoded.attribute_names)) == len(decoded.attribute_names)
-    return out, decoded.errors, decoded.per_record
+    return _filtered(decoded, None)
 
 
 def _oracle(values: list[bytes]) -> tuple[dict[int, list], dict[int, str]]:
