@@ -8,6 +8,7 @@ against cores x phase length says whether the machine was saturated.
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 
@@ -27,6 +28,23 @@ def machine_busy_seconds() -> float:
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
     return (sum(fields[:8]) - fields[3] - fields[4]) / TICK
+
+
+def pin_self_off_core_0() -> None:
+    """This process and every child started after (a peer's JVM, the processor) on the cores but the first.
+
+    With the broker alone on core 0 (:func:`pin_to_core_0`), a latency figure tells the processor's own tail from
+    the time it waits for a broker that shares its cores (a production cluster runs on machines of its own)."""
+    others = set(range(1, os.cpu_count() or 1))
+    if not others:
+        raise RuntimeError("--pin-broker needs at least two cores")
+    os.sched_setaffinity(0, others)
+
+
+def pin_to_core_0(pids: list[int]) -> None:
+    """Every thread of the broker's JVMs on core 0 (``taskset -a``: a JVM's threads each have an affinity)."""
+    for pid in pids:
+        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True, capture_output=True)
 
 
 def _thread_seconds(pid: int) -> dict[int, float]:

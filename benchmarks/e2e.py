@@ -57,6 +57,7 @@ from fastpubsub.runtime.trace import KEPT
 
 from . import report
 from .cpu import CpuMeter
+from .cpu import pin_self_off_core_0, pin_to_core_0
 from .cpu import table as cpu_table
 from .engine import warm_up
 from .registered_decode import NESTED_FIELDS, nested_values
@@ -89,6 +90,8 @@ class Options:
     commit_linger_ms: int | None = None
     offered_rate: float | None = None  # events/s of the latency phase (None: half the maximum measured)
     also_at: tuple[float, ...] = ()  # further latency phases, each at this fraction of the maximum measured
+    also_rates: tuple[float, ...] = ()  # further latency phases, each at this many events/s
+    pin_broker: bool = False  # the broker's JVM on core 0, the processor and the load on the others
     processor_config: tuple[str, ...] = ()  # KEY=VALUE librdkafka settings for the processor's clients (`pubsub run -X`)
     producer_linger_ms: int = 5  # linger.ms of the load producer (each batch it sends is a batch the broker stores)
     clock_fetch_wait_ms: int = FAST_FETCH_WAIT_MS  # fetch.wait.max.ms of the consumer that times the notifications
@@ -112,6 +115,8 @@ class Options:
         """The `python -m benchmarks.suite` flags that give these options."""
         rate = f" --offered-rate {self.offered_rate:g}" if self.offered_rate else ""
         rate += "".join(f" --also-at {f:g}" for f in self.also_at)
+        rate += "".join(f" --also-rate {r:g}" for r in self.also_rates)
+        rate += " --pin-broker" if self.pin_broker else ""
         if self.producer_linger_ms != Options.producer_linger_ms:
             rate += f" --producer-linger-ms {self.producer_linger_ms}"
         if self.clock_fetch_wait_ms != Options.clock_fetch_wait_ms:
@@ -373,7 +378,11 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
     processor = clock = slow_clock = watcher = producer = None
     phases: list[dict] = []  # one per offered rate
     try:
+        if options.pin_broker:
+            pin_self_off_core_0()
         broker.start()
+        if options.pin_broker:
+            pin_to_core_0(broker.pids())
         bootstrap = broker.bootstrap_servers
         admin.create_topics(bootstrap)
         progress(f"e2e: broker {bootstrap}; {plan.subscriptions:,} W0 subscriptions + {len(SHOWCASE)} hand-written")
@@ -404,7 +413,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         stats = _stop_processor(processor)  # its busy time by stage covers the backlog alone
         if not stats:
             raise RuntimeError(f"the processor printed no statistics; see {workdir / 'processor.log'}")
-        rates = [options.offered_rate or max_rate / 2] + [max_rate * f for f in options.also_at]
+        rates = [options.offered_rate or max_rate / 2] + [max_rate * f for f in options.also_at] + list(
+            options.also_rates)
         done = plan.backlog
         for k, offered in enumerate(rates):  # the figure's phase first, then the other rates
             name = "" if k == 0 else f"-{k}"
@@ -481,6 +491,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "overlap_commits": ProcessorConfig.overlap_commits if options.overlap_commits is None
         else options.overlap_commits,
         "processor_config": " ".join(options.processor_config),
+        "pin_broker": options.pin_broker,
         "producer_linger_ms": options.producer_linger_ms,
         "clock_fetch_wait_ms": options.clock_fetch_wait_ms,
         "batches": stats.get("batches"),
@@ -607,6 +618,7 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
         f"commit linger {row['commit_linger_ms']} ms, "
         f"commits {'overlapped with the next batch' if row['overlap_commits'] else 'waited for'}, "
         + (f"processor clients `-X {row['processor_config']}`, " if row["processor_config"] else "")
+        + ("the broker's JVM alone on core 0 (`--pin-broker`), " if row["pin_broker"] else "")
         + f"load producer linger {row['producer_linger_ms']} ms, timing consumer fetch wait "
         f"{row['clock_fetch_wait_ms']} ms, Avro in and out.\n\n"
         + report.markdown_table([

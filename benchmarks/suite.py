@@ -162,6 +162,11 @@ def _settings(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--also-at", "also_at", type=click.FloatRange(min=0.001, max=1.0), multiple=True,
               help="e2e: a further latency phase at this fraction of the maximum measured (repeatable: "
                    "--also-at 0.25 --also-at 0.1); each reports its percentiles and the CPU of each process.")
+@click.option("--also-rate", "also_rates", type=click.FloatRange(min=1.0), multiple=True,
+              help="e2e: a further latency phase at this many events/s (repeatable: --also-rate 400).")
+@click.option("--pin-broker", is_flag=True,
+              help="e2e: the broker's JVM on core 0, the processor and the load on the other cores, to tell the "
+                   "processor's own latency from the time it waits for a broker sharing its cores.")
 @click.option("--processor-x", "processor_config", multiple=True, metavar="KEY=VALUE", callback=_settings,
               help="e2e: a librdkafka setting for the processor's clients (its -X; repeatable), "
                    "e.g. --processor-x fetch.wait.max.ms=30.")
@@ -173,7 +178,8 @@ def _settings(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
               help="e2e: how the events travel: fastpubsub's Avro map, a producer's registered nested Avro record "
                    "(the embedded Schema Registry), or the same record as nested JSON.")
 def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interval_ms, commit_linger_ms, overlap_commits,
-              offered_rate, also_at, processor_config, producer_linger_ms, clock_fetch_wait_ms, event_format) -> None:
+              offered_rate, also_at, also_rates, pin_broker, processor_config, producer_linger_ms, clock_fetch_wait_ms,
+              event_format) -> None:
     """Reproduce Fabret et al.'s figures, and the end-to-end run through the broker.
 
     Runs from a checkout of the fastpubsub repository (the benchmarks are not
@@ -195,8 +201,8 @@ def bench_cmd(figures, quick, out, img_dir, delivery, batch_size, commit_interva
     """
     chosen = list(FIGURES) if "all" in figures else list(dict.fromkeys(figures))
     options = e2e_mod.Options(delivery, batch_size, commit_interval_ms, overlap_commits, commit_linger_ms,
-                                    offered_rate, tuple(also_at), tuple(processor_config), producer_linger_ms,
-                                    clock_fetch_wait_ms, event_format)
+                                    offered_rate, tuple(also_at), tuple(also_rates), pin_broker,
+                                    tuple(processor_config), producer_linger_ms, clock_fetch_wait_ms, event_format)
     outcome = run(chosen, out, quick, img_dir, progress=lambda text: click.echo(text) or sys.stdout.flush(),
                         e2e=options)
     failed = {k: v for k, v in outcome.items() if v != "ok"}

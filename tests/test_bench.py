@@ -115,7 +115,8 @@ def test_an_algorithm_whose_pass_is_too_slow_is_not_run_at_larger_n():
 
 @pytest.mark.broker
 def test_e2e_quick_runs_through_the_broker_and_reports_latency_and_the_bound(tmp_path):
-    done = bench(tmp_path, "e2e", options=("--also-at", "0.25", "--processor-x", "fetch.wait.max.ms=20",
+    done = bench(tmp_path, "e2e", options=("--also-at", "0.25", "--also-rate", "300", "--pin-broker",
+                                           "--processor-x", "fetch.wait.max.ms=20",
                                            "--producer-linger-ms", "2", "--clock-fetch-wait-ms", "15"))
     (row,) = rows(tmp_path / "e2e.csv")
     # the client settings of the run are recorded with it, and reached the processor's command line
@@ -125,9 +126,11 @@ def test_e2e_quick_runs_through_the_broker_and_reports_latency_and_the_bound(tmp
     assert float(row["latency_phase_cpu_processor_s"]) > 0 and float(row["latency_phase_cpu_broker_s"]) > 0
     assert float(row["latency_phase_cpu_bench: load producer_s"]) > 0
     assert 0 < float(row["latency_phase_cpu_busy"]) <= 1.05
-    assert done.stdout.count("CPU s over") == 2
-    (other,) = json.loads(row["other_rates"])  # the phase at a quarter of the maximum
+    assert done.stdout.count("CPU s over") == 3
+    other, fixed = json.loads(row["other_rates"])  # the phases at a quarter of the maximum and at 300 events/s
     assert other["of_max"] == pytest.approx(0.25, abs=0.01) and other["notified"] > 0
+    assert fixed["offered"] == 300 and fixed["notified"] > 0
+    assert row["pin_broker"] == "True" and "alone on core 0" in (tmp_path / "e2e.md").read_text()
     assert 0 < other["p50_ms"] <= other["p99_ms"] and other["cpu"]["cpu"]["processor"] > 0
     assert int(row["processor_events"]) == int(row["backlog_events"])  # phase 1's processor saw the backlog alone
     assert float(row["max_events_per_s"]) > 0

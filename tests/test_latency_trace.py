@@ -12,8 +12,9 @@ import time
 import pytest
 from hypothesis import given, strategies as st
 
+from benchmarks.cpu import pin_to_core_0
 from benchmarks.e2e import PARTS, breakdown
-from benchmarks.peers.streams_latency import OURS, Settings, pin_to_core_0, rates_of, summary
+from benchmarks.peers.streams_latency import OURS, Settings, rates_of, summary
 from fastpubsub.runtime.trace import LatencyTrace
 
 

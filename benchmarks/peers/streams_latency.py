@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import statistics
 import sys
 import tempfile
@@ -49,7 +47,7 @@ from fastpubsub.wire import topics
 from fastpubsub.workloads import PRESETS, generate_events
 
 from .. import report
-from ..cpu import CpuMeter
+from ..cpu import CpuMeter, pin_self_off_core_0, pin_to_core_0
 from ..e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
                    await_quiet, breakdown, drain_rate, latencies, percentiles)
 from ..engine import warm_up
@@ -215,20 +213,6 @@ def plot(result: dict, path: Path) -> None:
         ax.legend(fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
     report.save(fig, path)
-
-
-def pin_self_off_core_0() -> None:
-    """This process and every child started after (the peer's JVM, the processor) on the cores but the first."""
-    others = set(range(1, os.cpu_count() or 1))
-    if not others:
-        raise RuntimeError("--pin-broker needs at least two cores")
-    os.sched_setaffinity(0, others)
-
-
-def pin_to_core_0(pids: list[int]) -> None:
-    """Every thread of the broker's JVMs on core 0 (``taskset -a``: a JVM's threads each have an affinity)."""
-    for pid in pids:
-        subprocess.run(["taskset", "-a", "-p", "-c", "0", str(pid)], check=True, capture_output=True)
 
 
 def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
