@@ -22,7 +22,7 @@ from random_workload import by_event, expected_matches, random_events, random_su
 from fastpubsub.cli import main
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.delivery import DeliveryError
-from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS, Checkpoint, InFlight, Uncommitted
+from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS, PACE, Checkpoint, InFlight, Uncommitted
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import Subscription
 
@@ -55,19 +55,21 @@ def test_with_a_linger_a_drained_input_stays_open_until_the_linger_has_passed():
     assert Uncommitted(0.01, linger=0.5).linger == 0.01  # never longer than the interval
 
 
-def test_a_drained_input_waits_after_a_commit_as_long_as_that_commit_took_but_never_past_the_interval():
+def test_a_drained_input_waits_after_a_commit_pace_times_what_that_commit_took_but_never_past_the_interval():
     cp = Checkpoint(100)
     cp.uncommitted.add({("e", 0): 1}, 1, 0)
     assert cp.uncommitted.due(drained=True)  # nothing committed yet: a quiet input commits at once
     cp.uncommitted.clear()
     ended = time.monotonic()
-    cp.pace(0.01, ended)  # a commit that took 10 ms ended just now
+    cp.pace(0.01, ended)  # a commit that took 10 ms ended just now: the next waits PACE x 10 ms
+    wait = PACE * 0.01
+    assert PACE >= 1 and wait < 0.1  # (the interval below bounds it)
     u = cp.uncommitted
     u.add({("e", 0): 2}, 1, 0)
-    assert not u.due(drained=True, now=ended + 0.009)
-    assert u.lingering(now=ended + 0.004) == pytest.approx(0.006)  # the loop waits for input meanwhile
-    assert u.due(drained=True, now=ended + 0.0101)
-    assert cp.new_uncommitted().paced == u.paced == pytest.approx(ended + 0.01)  # and the next transaction too
+    assert not u.due(drained=True, now=ended + wait - 0.001)
+    assert u.lingering(now=ended + 0.004) == pytest.approx(wait - 0.004)  # the loop waits for input meanwhile
+    assert u.due(drained=True, now=ended + wait + 0.0001)
+    assert cp.new_uncommitted().paced == u.paced == pytest.approx(ended + wait)  # and the next transaction too
     cp.pace(5.0, ended)  # a commit slower than the interval: the interval still bounds the wait
     assert u.due(drained=True, now=u.since + 0.1001) and u.lingering(now=u.since + 0.05) == pytest.approx(0.05)
 

@@ -2,7 +2,7 @@
 
 Kafka Streams commits a task's offsets with its outputs every ``commit.interval.ms``; here a transaction holds
 as many batches as arrive within ``--commit-interval-ms`` and is committed as soon as the input is drained, but no
-sooner after the last commit than that commit took (:class:`Uncommitted`), with an optional linger.  A commit may run on a thread of its own while the next batches
+sooner after the last commit than a few times what that commit took (:class:`Uncommitted`), with an optional linger.  A commit may run on a thread of its own while the next batches
 are prepared (:class:`InFlight`, ``--overlap-commits``).  The checkpoint also keeps the records a failed delivery
 named: refused ones (dead-lettered when they come again) and suspects (a refusal shared by a whole produce batch:
 replayed one record per batch until the one at fault shows), so that one record never holds a pipeline.
@@ -27,9 +27,12 @@ from .trace import BatchSample
 MAX_COMMIT_INTERVAL_MS = 30_000
 
 #: After a commit that took d seconds, a drained input's next commit waits until PACE x d have passed (at most
-#: the interval): commits back to back on every short batch cost the processor and the broker more than the
-#: events they carry, while a commit that waits about as long as one takes adds as much to each event's wait.
-PACE = 1.0
+#: the interval), so that commits take at most about 1 / (1 + PACE) of the loop's time under a steady load.  A
+#: transaction costs the broker and the loop about the same whatever it carries: committed after every short
+#: batch, a trickle of events makes hundreds of transactions a second, and at half the maximum the loop spends
+#: half its time committing and queues what arrives meanwhile; a wait of a few commits' length costs an event
+#: a few milliseconds and frees the loop and the broker (docs/processor.md, "Drained commits are paced").
+PACE = 3.0
 
 
 class Uncommitted:
@@ -45,10 +48,10 @@ class Uncommitted:
     processor and the broker more per event than the matching
     (``--commit-linger-ms``, docs/processor.md).  Drained commits are also
     paced: one is not due before ``paced`` (``time.monotonic()``), which the
-    checkpoint sets to the end of the last commit plus that commit's own
-    duration (:data:`PACE` times it), so that under a steady load commits
-    take at most about half the loop's time and the rest goes to the
-    batches, while the first event after a quiet spell is committed at once.
+    checkpoint sets to the end of the last commit plus :data:`PACE` times
+    that commit's duration, so that under a steady load commits take at most
+    about a quarter of the loop's time and the rest goes to the batches,
+    while the first event after a quiet spell is committed at once.
     """
 
     def __init__(self, interval: float, linger: float = 0.0, paced: float = 0.0) -> None:
@@ -208,7 +211,7 @@ class Checkpoint:
 
     def pace(self, seconds: float, ended: float | None = None) -> None:
         """A commit took ``seconds`` and ended at ``ended`` (``time.monotonic()``, default now): the next drained
-        commit waits as long again (:data:`PACE`)."""
+        commit waits :data:`PACE` times as long."""
         self.paced = (time.monotonic() if ended is None else ended) + PACE * seconds
         self.uncommitted.paced = self.paced
 
