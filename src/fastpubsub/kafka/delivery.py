@@ -495,17 +495,20 @@ class Delivery:
         never frees once the service has frozen them as long-lived (``runtime.gcwatch``), so a process that runs
         services one after another (an embedding application, the test suite) would keep every producer running.
         """
+        aborted = True
         if self.mode == "transactional" and self._in_transaction:
             self._in_transaction = False
             try:
                 self.producer.abort_transaction(10)
             except KafkaException as exc:  # a failed producer: its transaction ends with it
                 log.warning("abort on close: %s", exc.args[0])
+                aborted = False
         try:
             self.producer.flush(10)
         except (KafkaException, SystemError) as exc:  # a fatal (e.g. fenced) producer: not the reason to report
             log.warning("flush on close: %s", exc)
-        self._close_producer()
+        if aborted:  # Producer.close aborts an open transaction itself, with no time limit
+            self._close_producer()
 
     def _close_producer(self) -> None:
         """``Producer.close`` once nothing is queued: it flushes without a time limit, so what could not be delivered
