@@ -18,6 +18,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
+from client_threads import LEFT_BEHIND_BOUND, client_threads, left_behind
 from kafka_helpers import RunningProcessor, alter_topic_config
 
 from fastpubsub.kafka import ClientFactory, admin
@@ -77,6 +78,18 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_sep("=", f"longest files ({sum(_FILE_SECONDS.values()):.0f} s in all)")
     for path, seconds in longest:
         terminalreporter.write_line(f"{seconds:8.1f}s {path}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_client_left_open(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module whose tests leave Kafka clients running (their threads) fails at its end, naming the threads: close
+    every client a test makes, stop every service it starts (``client_threads``)."""
+    before = client_threads()
+    yield
+    left = left_behind(before)
+    if sum(left.values()) > LEFT_BEHIND_BOUND:
+        pytest.fail(f"{request.module.__name__} left {sum(left.values())} Kafka client threads running (at most "
+                    f"{LEFT_BEHIND_BOUND}): {dict(left)}; close the clients its tests make", pytrace=False)
 
 
 @pytest.fixture(scope="session")

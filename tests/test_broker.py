@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
 
 from fastpubsub.cli import main
 from fastpubsub.kafka import ClientFactory, admin, distribution
-from fastpubsub.kafka.broker import TEMP_PREFIX, EmbeddedBroker, free_port, port_in_use
+from fastpubsub.kafka.broker import MAX_RESTARTS, RESTART_WINDOW, TEMP_PREFIX, EmbeddedBroker, free_port, port_in_use
 from fastpubsub.wire import topics
 
 pytestmark = pytest.mark.broker
@@ -78,11 +80,22 @@ def test_a_temporary_data_dir_is_removed_on_stop():
     assert not root.exists()
 
 
-def test_three_nodes_give_replication_factor_3_and_a_dead_node_is_restarted_while_the_others_serve():
+def node_jvm(parent: int, node: int) -> int | None:
+    """The pid of node ``node``'s JVM among ``parent``'s children (its command line names its directory)."""
+    for pid in children_java(parent):
+        with contextlib.suppress(OSError):
+            if f"/node-{node}/server.properties" in Path(f"/proc/{pid}/cmdline").read_text():
+                return pid
+    return None
+
+
+def test_three_nodes_give_replication_factor_3_and_a_dead_node_is_restarted_while_the_others_serve(tmp_path):
     """`pubsub broker --nodes 3`: topics get three replicas and min.insync.replicas 2; when one node is killed the
-    other two go on serving (a transactional write commits), the death is logged, and the node is started again
-    on its data; Ctrl-C then stops the whole cluster cleanly."""
-    proc, bootstrap = start_cli("--nodes", "3", "--port", str(free_port()))
+    other two go on serving (a transactional write commits and is read back), the death is logged with where the
+    node's log is, and the node is started again on its data and rejoins (it answers on its own port and lists all
+    three brokers); Ctrl-C then stops the whole cluster cleanly."""
+    data = tmp_path / "kafka"
+    proc, bootstrap = start_cli("--nodes", "3", "--port", str(free_port()), "--data-dir", str(data))
     try:
         assert len(bootstrap.split(",")) == 3, proc.stderr.read()
         result = CliRunner().invoke(main, ["topics", "-b", bootstrap])
@@ -95,27 +108,72 @@ def test_three_nodes_give_replication_factor_3_and_a_dead_node_is_restarted_whil
         config = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topics.EVENTS)])
         entry = next(iter(config.values())).result(10)["min.insync.replicas"]
         assert entry.value == "2"
-        jvms = sorted(children_java(proc.pid))
-        assert len(jvms) == 3
-        os.kill(jvms[2], signal.SIGKILL)
+        killed = node_jvm(proc.pid, 3)
+        assert killed is not None and len(children_java(proc.pid)) == 3
+        os.kill(killed, signal.SIGKILL)
         producer = ClientFactory(bootstrap).producer(**{"transactional.id": "rf3-test"})
         producer.init_transactions(60)
         producer.begin_transaction()
         producer.produce(topics.EVENTS, b"x")
         producer.commit_transaction(60)
-        deadline = time.monotonic() + 90
-        while len(set(children_java(proc.pid)) - set(jvms)) < 1 or len(client.list_topics(timeout=10).brokers) < 3:
+        producer.close()
+        from kafka_helpers import read_all
+        assert [m.value() for m in read_all(bootstrap, topics.EVENTS)] == [b"x"]
+        third = bootstrap.split(",")[2]
+        deadline = time.monotonic() + 120
+        while not rejoined(third):
             assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the killed node was not started again"
+            assert time.monotonic() < deadline, "the killed node was not started again, or did not rejoin"
             time.sleep(0.5)
+        assert node_jvm(proc.pid, 3) not in (None, killed)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0
         err = proc.stderr.read()
         assert "node 3 exited with status -9" in err and "started again on its data" in err, err
+        assert str(data / "node-3" / "server.log") in err, err  # where to look
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def rejoined(node_address: str) -> bool:
+    """Whether the node at ``node_address`` answers metadata requests itself and lists all three brokers (a fenced
+    or still starting node is not listed, nor does it answer)."""
+    if not port_in_use(int(node_address.rsplit(":", 1)[1])):
+        return False
+    own = ClientFactory(node_address).admin()
+    try:
+        return len(own.list_topics(timeout=5).brokers) == 3
+    except KafkaException:
+        return False
+
+
+def test_a_node_that_dies_at_once_every_time_stops_the_cluster_and_says_so(tmp_path):
+    """A node whose every start fails (here its configuration broken behind the cluster's back) is not restarted
+    forever: after more than MAX_RESTARTS deaths within RESTART_WINDOW the command says so, names the node's log,
+    stops the other nodes and exits non-zero."""
+    data = tmp_path / "kafka"
+    proc, bootstrap = start_cli("--nodes", "3", "--port", str(free_port()), "--data-dir", str(data))
+    try:
+        assert len(bootstrap.split(",")) == 3, proc.stderr.read()
+        jvms = children_java(proc.pid)
+        config = data / "node-2" / "server.properties"
+        config.write_text(config.read_text().replace("node.id=2", "node.id=two"))
+        os.kill(node_jvm(proc.pid, 2), signal.SIGKILL)
+        assert proc.wait(180) == 1
+        err = proc.stderr.read()
+        assert f"node 2 exited with status 1, {MAX_RESTARTS + 1} times within {RESTART_WINDOW:.0f} s" in err, err
+        assert "not started again" in err and str(data / "node-2" / "server.log") in err, err
+        assert err.count("node 2 exited with status") == MAX_RESTARTS + 1, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 60
+    while java_pids_of(jvms) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not java_pids_of(jvms), "the other nodes outlived the command"
 
 
 def test_two_nodes_are_refused():

@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 from click.testing import CliRunner
+from client_threads import client_threads, left_behind
 from kafka_helpers import read_all, send, wait_processed
 
 from fastpubsub.cli import main
@@ -186,6 +187,17 @@ def test_a_running_processor_gives_the_settings_to_every_client(bootstrap, start
         time.sleep(0.5)
     p.stop()
     assert set(names.values()) == {"layout-check"}
+
+
+def test_a_stopped_processor_leaves_no_client_running(bootstrap, start_processor):
+    """A service stopped in a process that goes on (an application that embeds it, the test suite) ends its clients'
+    threads, though its objects stay in memory, frozen as long-lived (runtime.gcwatch)."""
+    before = client_threads()
+    p = start_processor()
+    assert client_threads() - before  # its producer and consumers run
+    p.stop()
+    left = left_behind(before, bound=0)
+    assert not left, left
 
 
 def test_the_cli_parses_x_for_every_kafka_subcommand():

@@ -211,6 +211,11 @@ class Node:
         return self.dir / "server.log"
 
     @property
+    def stdout_file(self) -> Path:
+        """What the JVM printed outside its log: a crash before logging starts, a fatal JVM error."""
+        return self.dir / "stdout.log"
+
+    @property
     def formatted(self) -> bool:
         return (self.log_dir / "meta.properties").is_file()
 
@@ -224,7 +229,7 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, lines: int = 15) -> str:
-        sources = [self.log_file, self.dir / "stdout.log"]
+        sources = [self.log_file, self.stdout_file]
         text = []
         for path in sources:
             with contextlib.suppress(OSError):
@@ -402,7 +407,7 @@ class EmbeddedBroker:
                              properties={"log4j2.configurationFile": str(node.dir / "log4j2.properties"),
                                          "java.awt.headless": "true"})
         cmd[1:1] = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"]
-        out = open(node.dir / "stdout.log", "ab")
+        out = open(node.stdout_file, "ab")
         try:
             node.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                          preexec_fn=preexec_in_namespace(self.namespaces[node.index]), cwd=node.dir)
@@ -489,12 +494,14 @@ class EmbeddedBroker:
                 now = time.monotonic()
                 deaths[node.index] = [t for t in deaths.get(node.index, []) if now - t < RESTART_WINDOW] + [now]
                 if len(deaths[node.index]) > MAX_RESTARTS:
-                    log.error("Apache Kafka node %d exited with status %d, %d times within %.0f s: stopping the "
-                              "cluster; its log:\n%s", node.index + 1, code, len(deaths[node.index]), RESTART_WINDOW,
-                              node.log_tail())
+                    log.error("Apache Kafka node %d exited with status %d, %d times within %.0f s: something keeps it "
+                              "from running, so it is not started again and the cluster stops. Its log (%s, %s) "
+                              "ends:\n%s", node.index + 1, code, len(deaths[node.index]), RESTART_WINDOW,
+                              node.log_file, node.stdout_file, node.log_tail())
                     return code
                 log.warning("Apache Kafka node %d exited with status %d; the other nodes go on serving, and it is "
-                            "started again on its data. Its log:\n%s", node.index + 1, code, node.log_tail())
+                            "started again on its data. Its log (%s, %s) ends:\n%s", node.index + 1, code,
+                            node.log_file, node.stdout_file, node.log_tail())
                 self._launch(node)
             time.sleep(0.2)
         codes = [node.proc.wait() for node in self.nodes if node.proc is not None]

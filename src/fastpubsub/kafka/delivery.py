@@ -488,16 +488,41 @@ class Delivery:
             raise DeliveryError(f"{n} records failed delivery, first: {first}", refused)
 
     def close(self) -> None:
+        """Abort an open transaction, wait up to 10 s for what is queued, then close the producer.
+
+        Closing ends the producer's threads and connections now: freeing the producer would end them only once
+        nothing refers to it, and a stopped service's objects refer to each other in cycles that the collector
+        never frees once the service has frozen them as long-lived (``runtime.gcwatch``), so a process that runs
+        services one after another (an embedding application, the test suite) would keep every producer running.
+        """
+        aborted = True
         if self.mode == "transactional" and self._in_transaction:
             self._in_transaction = False
             try:
                 self.producer.abort_transaction(10)
             except KafkaException as exc:  # a failed producer: its transaction ends with it
                 log.warning("abort on close: %s", exc.args[0])
+                aborted = False
         try:
             self.producer.flush(10)
         except (KafkaException, SystemError) as exc:  # a fatal (e.g. fenced) producer: not the reason to report
             log.warning("flush on close: %s", exc)
+        if aborted:  # Producer.close aborts an open transaction itself, with no time limit
+            self._close_producer()
+
+    def _close_producer(self) -> None:
+        """``Producer.close`` once nothing is queued: it flushes without a time limit, so what could not be delivered
+        is purged first.  A producer a thread is still inside (:attr:`_abandoned`) is left alone."""
+        producer = self.producer
+        if any(p is producer for p in self._abandoned):
+            return
+        try:
+            producer.purge()
+            producer.flush(0)  # the purged records' reports
+            if len(producer) == 0:
+                producer.close()
+        except (KafkaException, RuntimeError, SystemError) as exc:  # a fatal producer: freed when unreferenced
+            log.debug("close: %s", exc)
 
 
 def rewind(consumer: Consumer, timeout: float = 10.0) -> None:

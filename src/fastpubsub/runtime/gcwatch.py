@@ -9,6 +9,11 @@ each snapshot) the processor collects once and freezes what survived
 collections skip, and the batches' short-lived objects are collected as
 before.  ``GcWatch`` measures the pauses by generation (``gc.callbacks``), so
 the final statistics show what collections still cost.
+
+What is frozen is never collected again: a stopped service's objects, which
+refer to each other in cycles, stay in a process that goes on.  So whatever
+holds a thread or a connection (a Kafka client) is closed explicitly when
+the service stops, never left for the collector to free.
 """
 
 from __future__ import annotations
