@@ -63,7 +63,7 @@ _FNV_OFFSET, _FNV_PRIME = 14695981039346656037, 1099511628211
 _TRUE, _FALSE, _NULL = (np.frombuffer(word, np.uint8) for word in (b"true", b"false", b"null"))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _space(buf, pos, end):
     """The position of the first byte at or after ``pos`` that is not JSON whitespace."""
     while pos < end:
@@ -74,7 +74,7 @@ def _space(buf, pos, end):
     return pos
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _string(buf, pos, end):
     """The string whose text starts at ``pos`` (after its opening quote): (length, pos after its closing quote,
     ok); not ok for an escape, a control character or bytes that are not UTF-8."""
@@ -93,7 +93,7 @@ def _string(buf, pos, end):
     return 0, pos, False
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _literal(buf, pos, end, word):
     """Whether ``buf[pos:]`` starts with the bytes of ``word``."""
     if pos + len(word) > end:
@@ -104,12 +104,12 @@ def _literal(buf, pos, end, word):
     return True
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _is_digit(buf, pos, end):
     return pos < end and 0x30 <= buf[pos] <= 0x39
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _number(buf, pos, end, scratch, end_pointer):
     """The JSON number at ``pos`` as Python reads it (module docstring): (value, new pos, ok, form), the form
     ``INTEGRAL_PAIR`` for an integer ``value`` holds exactly, ``INEXACT_PAIR`` for one it does not, else 0."""
@@ -197,7 +197,7 @@ class WantedPaths(NamedTuple):
     kept: np.ndarray  # bool [paths]: a wanted path (else only one leading to some)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _fnv(buf, start, end):
     h = np.uint64(_FNV_OFFSET)
     for i in range(start, end):
@@ -217,7 +217,7 @@ def _fill_wanted(slots, hashes, start, length, text):
         slots[slot] = i
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _wanted_index(wanted, path, w):
     """The index of ``path[:w]`` among ``wanted``'s paths (wanted or leading to one), or -1."""
     mask = len(wanted.slots) - 1
@@ -271,7 +271,7 @@ def wanted_paths(names: frozenset[str] | None) -> WantedPaths:
     return WantedPaths(slots, hashes, start, length, text, kept)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _number_checked(buf, pos, end, scratch, end_pointer):
     """(pos after the number at ``pos``, ok): what :func:`_number` says of it, without its value where its form
     proves it finite (no exponent, at most 300 bytes: under 10**300); else :func:`_number` reads it."""
@@ -302,7 +302,7 @@ SKIP_OBJECT_KEYS = 16
 _SKIPPED, _REFUSED, _TOO_WIDE = 0, 1, 2
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _skip(buf, pos, e, depth, length, max_name_bytes, scratch, end_pointer, kinds, lens, kstart, klen, kbase):
     """Check the object or array at ``pos`` (at nesting ``depth``, its path ``length`` bytes long) that holds no
     wanted path, without interning its keys: (pos after it, ``_SKIPPED``), or ``_REFUSED`` where the walk of
@@ -421,45 +421,16 @@ def _skip(buf, pos, e, depth, length, max_name_bytes, scratch, end_pointer, kind
             return pos, _REFUSED
 
 
-@numba.njit(cache=True)
-def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_bytes, wanted):
-    """Decode every record ``todo`` marks that the kernel proves (module docstring); leave the others.
-
-    Returns per record whether it was decoded; the pairs; the names' text and
-    each attribute id's name (start, length) in it, ids numbered by first
-    appearance in the pairs; and whether the table of ``max_names`` names or
-    their ``names_capacity`` bytes were full (then the caller retries with
-    more room).  ``wanted`` (:class:`WantedPaths`): a value at another path is checked, not written.
-    Names are interned as (parent path, escaped key), so that a
-    key costs a hash of its own bytes whatever its depth; every key's path
-    is interned, also one that holds an object, so that a key met twice in
-    one object (the same path, the same object number) is seen.  An object
-    or array whose path leads to no wanted path is checked by :func:`_skip`
-    instead, its keys not interned.
-    """
+@numba.njit(cache=True, _nrt=False)
+def _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, attr, op, kind, number, sstart, slen,
+          table, parent, owner, keep, holds, kstart, klen, kbase, text, path, scratch, end_pointer, kinds, ids, lens,
+          serials):
+    """The walk of :func:`_decode_json` over every record, in the room it allocated (no allocation here, so no
+    reference counting: with it, every array passed to a helper is increfed and decrefed, an atomic operation
+    each, which cost more than the bytes read).  Returns (pairs written, names, bytes of their text, full)."""
     n = len(starts)
-    done = np.zeros(n, np.bool_)
-    pairs = empty_pairs(len(buf) // 2 + 1)  # a value takes 2 bytes at least (a digit and a comma)
-    rec, attr, op, kind, number, sstart, slen = pairs
-    table = name_table(max_names)
-    parent = np.empty(max_names, np.int32)
-    owner = np.full(max_names, -1, np.int64)  # the object that last had each path as a key
-    filtered = len(wanted.slots) > 0
-    keep = np.ones(max_names, np.bool_)  # per path: whether its values are written
-    holds = np.ones(max_names, np.bool_)  # per path: whether it is or leads to a wanted path (else skipped)
-    kstart = np.empty(MAX_JSON_DEPTH * SKIP_OBJECT_KEYS, np.int64)  # the keys of the objects _skip is in
-    klen = np.empty(MAX_JSON_DEPTH * SKIP_OBJECT_KEYS, np.int64)
-    kbase = np.empty(MAX_JSON_DEPTH, np.int64)
-    text = np.empty(names_capacity, np.uint8)
     used = 0
     n_names = 0
-    path = np.empty(max_name_bytes + 2, np.uint8)  # the path being read (escaping writes 2 bytes per check)
-    scratch = np.empty(MAX_NUMBER_BYTES + 1, np.uint8)
-    end_pointer = np.zeros(1, np.uint64)
-    kinds = np.empty(MAX_JSON_DEPTH, np.int8)  # per open object or array: which it is,
-    ids = np.empty(MAX_JSON_DEPTH, np.int32)  # its path's name (-1: the top),
-    lens = np.empty(MAX_JSON_DEPTH, np.int64)  # its path's length in ``path``,
-    serials = np.empty(MAX_JSON_DEPTH, np.int64)  # and an object's number
     serial = 0
     mask = len(table.slots) - 1
     m = 0
@@ -551,7 +522,8 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
                     if n_names == len(table.start) or used + w > len(text):
                         full = True
                         break
-                    text[used:used + w] = path[:w]
+                    for i in range(w):
+                        text[used + i] = path[i]
                     table.start[n_names], table.length[n_names], table.hash[n_names] = used, w, h
                     table.slots[slot] = n_names
                     parent[n_names] = pid
@@ -645,6 +617,49 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
             done[r] = True
         else:
             m = m0
+    return m, n_names, used, full
+
+
+@numba.njit(cache=True)
+def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_bytes, wanted):
+    """Decode every record ``todo`` marks that the kernel proves (module docstring); leave the others.
+
+    Returns per record whether it was decoded; the pairs; the names' text and
+    each attribute id's name (start, length) in it, ids numbered by first
+    appearance in the pairs; and whether the table of ``max_names`` names or
+    their ``names_capacity`` bytes were full (then the caller retries with
+    more room).  ``wanted`` (:class:`WantedPaths`): a value at another path is checked, not written.
+    Names are interned as (parent path, escaped key), so that a
+    key costs a hash of its own bytes whatever its depth; every key's path
+    is interned, also one that holds an object, so that a key met twice in
+    one object (the same path, the same object number) is seen.  An object
+    or array whose path leads to no wanted path is checked by :func:`_skip`
+    instead, its keys not interned.
+    """
+    n = len(starts)
+    done = np.zeros(n, np.bool_)
+    pairs = empty_pairs(len(buf) // 2 + 1)  # a value takes 2 bytes at least (a digit and a comma)
+    rec, attr, op, kind, number, sstart, slen = pairs
+    table = name_table(max_names)
+    parent = np.empty(max_names, np.int32)
+    owner = np.full(max_names, -1, np.int64)  # the object that last had each path as a key
+    filtered = len(wanted.slots) > 0
+    keep = np.ones(max_names, np.bool_)  # per path: whether its values are written
+    holds = np.ones(max_names, np.bool_)  # per path: whether it is or leads to a wanted path (else skipped)
+    kstart = np.empty(MAX_JSON_DEPTH * SKIP_OBJECT_KEYS, np.int64)  # the keys of the objects _skip is in
+    klen = np.empty(MAX_JSON_DEPTH * SKIP_OBJECT_KEYS, np.int64)
+    kbase = np.empty(MAX_JSON_DEPTH, np.int64)
+    text = np.empty(names_capacity, np.uint8)
+    path = np.empty(max_name_bytes + 2, np.uint8)  # the path being read (escaping writes 2 bytes per check)
+    scratch = np.empty(MAX_NUMBER_BYTES + 1, np.uint8)
+    end_pointer = np.zeros(1, np.uint64)
+    kinds = np.empty(MAX_JSON_DEPTH, np.int8)  # per open object or array: which it is,
+    ids = np.empty(MAX_JSON_DEPTH, np.int32)  # its path's name (-1: the top),
+    lens = np.empty(MAX_JSON_DEPTH, np.int64)  # its path's length in ``path``,
+    serials = np.empty(MAX_JSON_DEPTH, np.int64)  # and an object's number
+    m, n_names, used, full = _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, attr, op,
+                                   kind, number, sstart, slen, table, parent, owner, keep, holds, kstart, klen, kbase,
+                                   text, path, scratch, end_pointer, kinds, ids, lens, serials)
     renamed = np.full(n_names, -1, np.int32)  # ids by first appearance in the pairs (the per-record path's order)
     order = np.empty(n_names, np.int64)
     k = 0
