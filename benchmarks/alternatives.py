@@ -116,13 +116,20 @@ def spark_rows(paths: list[Path]) -> list[dict]:
     return rows
 
 
-def ruler_rows(path: Path) -> tuple[list[dict], list[dict]]:
-    """The rows of ``benchmarks.peers.event_ruler``'s run: one per kind (five rules, or a combination), then one per
+def ruler_rows(paths: Path | list[Path]) -> tuple[list[dict], list[dict]]:
+    """The rows of ``benchmarks.peers.event_ruler``'s runs: one per kind (five rules, or a combination), then one per
     size of the exact-rule sweep; each with both sides' events/s and memory per rule, ours over theirs, and whether
-    both found the planted count of every rule (a run stops otherwise)."""
-    data = json.loads(path.read_text())
+    both found the planted count of every rule (a run stops otherwise).  A kind or size in several files is taken
+    from the first."""
+    seen: set[str] = set()
+    rows = []
+    for path in [paths] if isinstance(paths, Path) else paths:
+        for r in json.loads(path.read_text())["rows"]:
+            if r["name"] not in seen:
+                seen.add(r["name"])
+                rows.append(r)
     kinds, sizes = [], []
-    for r in data["rows"]:
+    for r in rows:
         er, ours = r["event_ruler"], r["fastpubsub"]
         size = r["name"].startswith("size-")
         same = r.get("same_counts", er["counts"] == ours["counts"] == r["planted"])
@@ -136,7 +143,7 @@ def ruler_rows(path: Path) -> tuple[list[dict], list[dict]]:
 
 
 def ruler_settings(path: Path) -> str:
-    """The JVM options the Event Ruler run used (recorded by newer runs; the harness's default otherwise)."""
+    """The JVM options an Event Ruler run used (recorded by newer runs; the harness's default otherwise)."""
     opts = json.loads(path.read_text()).get("java_opts")
     return " ".join(opts) if opts else FIXED["event_ruler"]
 
@@ -348,7 +355,8 @@ def main() -> None:
     ap.add_argument("--patterns", type=Path, nargs="*", default=[])
     ap.add_argument("--matchers", type=Path)
     ap.add_argument("--spark", type=Path, nargs="*", default=[])
-    ap.add_argument("--ruler", type=Path, help="a benchmarks.peers.event_ruler run")
+    ap.add_argument("--ruler", type=Path, nargs="*", default=[],
+                    help="benchmarks.peers.event_ruler runs (a kind or size from the first file that has it)")
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
     streams = streams_rows(args.streams)
