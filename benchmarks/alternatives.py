@@ -6,10 +6,11 @@
                    benchmarks/results/runs/2026-11-28-pattern-peers-esper-100k.jsonl \\
         --matchers benchmarks/results/runs/2026-12-06-peers-hem-settings.json \\
         --spark benchmarks/results/runs/2026-11-28-spark-readers-1m.json benchmarks/results/runs/2026-11-28-spark-readers-10m.json \\
+        --ruler benchmarks/results/runs/2026-12-07-peers-event-ruler.json \\
         --plot docs/img/alternatives.png
 
 Each input is what one side-by-side run wrote (``benchmarks.peers.streams``, ``benchmarks.pattern_peers``,
-``benchmarks.peers.hem``, ``benchmarks.spark_readers``); this module only reads them, so a table always shows
+``benchmarks.peers.hem``, ``benchmarks.spark_readers``, ``benchmarks.peers.event_ruler``); this module only reads them, so a table always shows
 figures of one run, and the ratio is computed from the same two numbers the table shows.  Every table names each
 peer's settings: those its raw results record, and those its driver fixes (:data:`FIXED`); where a peer was run at
 several settings, its ratio is taken against the fastest of them whose results are right.
@@ -33,6 +34,8 @@ FIXED = {
     "siddhi": "@app:playback, no @Async, 1 thread, -Xmx8g",
     # benchmarks/peers/spark_connector.py: minPartitions from the split size
     "connector": "minPartitions = offsets / split size",
+    # benchmarks/peers/event_ruler.py: its --java-opts default, for a run file that does not record the options
+    "event_ruler": "-Xms4g -Xmx4g",
 }
 
 
@@ -111,6 +114,51 @@ def spark_rows(paths: list[Path]) -> list[dict]:
                          "equal": "yes" if data.get("snapshots_equal") else "no",
                          "pyspark": data.get("pyspark"), "load": " ".join(f"{x:.2f}" for x in data["load_average"])})
     return rows
+
+
+def ruler_rows(paths: Path | list[Path]) -> tuple[list[dict], list[dict]]:
+    """The rows of ``benchmarks.peers.event_ruler``'s runs: one per kind (five rules, or a combination), then one per
+    size of the exact-rule sweep; each with both sides' events/s and memory per rule, ours over theirs, and whether
+    both found the planted count of every rule (a run stops otherwise).  A kind or size in several files is taken
+    from the first."""
+    seen: set[str] = set()
+    rows = []
+    for path in [paths] if isinstance(paths, Path) else paths:
+        for r in json.loads(path.read_text())["rows"]:
+            if r["name"] not in seen:
+                seen.add(r["name"])
+                rows.append(r)
+    kinds, sizes = [], []
+    for r in rows:
+        er, ours = r["event_ruler"], r["fastpubsub"]
+        size = r["name"].startswith("size-")
+        same = r.get("same_counts", er["counts"] == ours["counts"] == r["planted"])
+        row = {"kind": f"{r['rules']:,} exact" if size else r["name"], "rules": r["rules"],
+               "theirs": er["events_per_s"], "ours": ours["events_per_s"],
+               "ratio": ratio(ours["events_per_s"], er["events_per_s"]),
+               "their_bytes": er["memory_bytes_per_rule"], "our_bytes": ours["memory_bytes_per_rule"],
+               "same": "yes" if same else "no"}
+        (sizes if size else kinds).append(row)
+    return kinds, sizes
+
+
+def ruler_settings(path: Path) -> str:
+    """The JVM options an Event Ruler run used (recorded by newer runs; the harness's default otherwise)."""
+    opts = json.loads(path.read_text()).get("java_opts")
+    return " ".join(opts) if opts else FIXED["event_ruler"]
+
+
+def ruler_tables(kinds: list[dict], sizes: list[dict]) -> list[str]:
+    """The per-kind and per-size tables of the Event Ruler comparison."""
+    columns = [("rules", "rules"), ("theirs", "Event Ruler events/s"), ("ours", "fastpubsub events/s"),
+               ("ratio", "fastpubsub over it"), ("their_bytes", "Event Ruler B/rule"),
+               ("our_bytes", "fastpubsub B/rule"), ("same", "same counts")]
+    out = []
+    if kinds:
+        out.append(report.markdown_table(kinds, [("kind", "kind"), *columns]))
+    if sizes:
+        out.append(report.markdown_table(sizes, [("kind", "rules drawn from the events"), *columns[1:]]))
+    return out
 
 
 def _their_runs(trial: dict) -> list[dict]:
@@ -271,7 +319,7 @@ def plot(path: Path, streams: list[dict], patterns: list[dict], matchers: list[d
 
 
 def tables(streams: list[dict] = (), patterns: list[dict] = (), matchers: list[dict] = (),
-           spark: list[dict] = ()) -> list[str]:
+           spark: list[dict] = (), ruler: tuple[list[dict], list[dict]] = ((), ())) -> list[str]:
     """The markdown tables of the comparisons given, in the page's order."""
     out = []
     if streams:
@@ -297,6 +345,7 @@ def tables(streams: list[dict] = (), patterns: list[dict] = (), matchers: list[d
             ("median_s", "median s"),
             ("records_per_s", "records/s (best)"), ("vs_other", "over the other"), ("equal", "same snapshot"),
             ("pyspark", "PySpark"), ("load", "load average at the end")]))
+    out += ruler_tables(*ruler)
     return out
 
 
@@ -306,13 +355,16 @@ def main() -> None:
     ap.add_argument("--patterns", type=Path, nargs="*", default=[])
     ap.add_argument("--matchers", type=Path)
     ap.add_argument("--spark", type=Path, nargs="*", default=[])
+    ap.add_argument("--ruler", type=Path, nargs="*", default=[],
+                    help="benchmarks.peers.event_ruler runs (a kind or size from the first file that has it)")
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args()
     streams = streams_rows(args.streams)
     patterns = pattern_rows(args.patterns)
     matchers = matcher_rows(args.matchers) if args.matchers else []
     spark = spark_rows(args.spark)
-    for table in tables(streams, patterns, matchers, spark):
+    ruler = ruler_rows(args.ruler) if args.ruler else ([], [])
+    for table in tables(streams, patterns, matchers, spark, ruler):
         print(table, "\n")
     if args.plot:
         plot(args.plot, streams, patterns, matchers, spark)

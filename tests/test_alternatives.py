@@ -86,7 +86,7 @@ def _sections(text: str, heading: str) -> list[tuple[str, str]]:
 
 def test_every_comparison_on_the_page_lists_the_settings_tried_and_those_not_tried():
     sections = _sections(PAGE, "Against the alternatives")
-    assert len(sections) >= 5
+    assert len(sections) >= 6
     for title, body in sections:
         body = " ".join(body.split())
         assert "Settings tried:" in body, f"{title!r} does not list the settings tried"
@@ -108,3 +108,26 @@ def test_the_plot_compares_each_algorithm_at_its_fastest_setting():
     rows = alternatives.fastest_rows(alternatives.matcher_rows(HEM_RUN))
     cases = {(r["workload"], r["subscriptions"]) for r in rows}
     assert len(rows) == 5 * len(cases)  # ours and each of their four, once per case
+
+
+RULER_RUN = RUNS / "2026-12-07-peers-event-ruler.json"
+
+
+def test_the_event_ruler_tables_per_kind_and_per_size_are_the_run():
+    kinds, sizes = alternatives.ruler_rows(RULER_RUN)
+    assert len(kinds) == 17 and [r["rules"] for r in sizes] == [1_000, 10_000, 100_000]
+    assert all(r["same"] == "yes" for r in kinds + sizes)
+    for table in alternatives.ruler_tables(kinds, sizes):
+        assert _table_in_page(table)
+    assert alternatives.tables(ruler=(kinds, sizes)) == alternatives.ruler_tables(kinds, sizes)
+    assert alternatives.ruler_settings(RULER_RUN) == "-Xms4g -Xmx4g"
+
+
+def test_the_event_ruler_run_is_small_and_its_counts_are_digests():
+    import json
+
+    assert RULER_RUN.stat().st_size < 100_000
+    for row in json.loads(RULER_RUN.read_text())["rows"]:
+        digests = [row["planted"], row["event_ruler"]["counts"], row["fastpubsub"]["counts"]]
+        assert all(set(d) == {"rules", "total", "sha256"} for d in digests), row["name"]
+        assert digests[0] == digests[1] == digests[2] and row["same_counts"], row["name"]

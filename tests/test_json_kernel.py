@@ -264,3 +264,76 @@ def test_numbers_of_paths_not_wanted_are_refused_as_before():
         want = decode_events(values)
         assert _filtered(got, None) == _filtered(want, wanted)
         assert got.per_record == want.per_record == 4
+
+
+# --- subtrees that hold no wanted path -----------------------------------------------------
+
+
+def _agree_wanted(values: list[bytes], wanted: frozenset[str]) -> int:
+    """With ``wanted`` the batch decoder proves and refuses what it does without, with the same pairs of the wanted
+    paths (the oracle: every path decoded, the others dropped); the per-record count."""
+    got = _filtered(decode_events(values, None, wanted), None)
+    want = _filtered(decode_events(values), wanted)
+    assert got == want
+    return got[2]
+
+
+_FEW_KEYS = st.sampled_from(["x", "y", "z", "a.b", "$m", "é", "k"])
+
+
+@st.composite
+def _wide(draw, depth: int = 0) -> str:
+    """An object of up to 24 keys from a small set (duplicates likely), values nested a few levels."""
+    keys = draw(st.lists(_FEW_KEYS | st.text("pqrstuvw", min_size=1, max_size=3), max_size=24,
+                         unique=draw(st.integers(0, 3)) > 0))
+
+    def value() -> str:
+        choice = draw(st.integers(0, 5 if depth < 3 else 2))
+        if choice <= 1:
+            return draw(_number_text())
+        if choice == 2:
+            return _string(draw, draw(_STRINGS))
+        if choice <= 4:
+            return draw(_wide(depth + 1))
+        return "[" + ",".join(draw(_wide(depth + 1)) for _ in range(draw(st.integers(0, 3)))) + "]"
+
+    return "{" + ",".join(_string(draw, k) + draw(_SPACE) + ":" + value() for k in keys) + "}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_wide(), st.integers(-5, 5)), min_size=1, max_size=5),
+       st.sampled_from([frozenset(["w"]), frozenset(["g.x"]), frozenset(["g.pq.x", "w"]), frozenset(["nope.x"])]))
+def test_a_subtree_that_holds_no_wanted_path_is_checked_as_the_walk_checks_it(subtrees, wanted):
+    """The kernel skips an object or array whose path leads to no wanted path without interning its keys; it still
+    refuses what the walk refuses (duplicate keys, in objects wider than it compares pairwise too, bad values,
+    depth), and proves the same records with the same wanted pairs."""
+    values = [f'{{"w": {w}, "g": {g}}}'.encode() for g, w in subtrees]
+    _agree_wanted(values, wanted)
+    _agree(values)
+
+
+def test_what_a_skipped_subtree_refuses_and_proves():
+    wanted = frozenset(["w"])
+    wide = ",".join(f'"k{i}": {i}' for i in range(20))
+    g = [b'{"x": 1, "y": [{"z": 0}, {"z": 1}]}',  # proved
+         b'{"x": 1, "x": 2}',  # a duplicate key
+         b'[{"x": 1, "y": 2}, {"x": 3, "x": 4}]',  # one in an array's element
+         b'{' + wide.encode() + b'}',  # wider than the pairwise check: walked
+         b'{' + wide.encode() + b', "k3": 0}',  # a duplicate past it
+         b'{"x": {"y": 1}, "x": {"y": 1}}',
+         b'{"x": 1e400}', b'{"x": 01}', b'{"x": "a\\"b"}', b'{"": 1}', b'{"x": tru}', b'{"x": 1,}', b'[1 2]',
+         b'[' * (MAX_JSON_DEPTH - 1) + b']' * (MAX_JSON_DEPTH - 1),  # the deepest allowed under the top object
+         b'[' * MAX_JSON_DEPTH + b']' * MAX_JSON_DEPTH]
+    values = [b'{"w": 1, "g": ' + x + b'}' for x in g]
+    assert _agree_wanted(values, wanted) == 12
+    assert _agree(values) == 12
+
+
+def test_the_path_length_of_a_key_in_a_skipped_subtree_counts_its_escapes():
+    """``g.`` and the key, each ``.`` and a leading ``$`` escaped: the longest path allowed is proved, one more refused."""
+    room = MAX_ATTRIBUTE_BYTES - len("g.")
+    keys = ["k" * room, "$" + "k" * (room - 2), "a." + "k" * (room - 3), "k" * (room + 1), "$" + "k" * (room - 1),
+            "a." + "k" * (room - 2)]
+    values = [json.dumps({"w": 1, "g": {"h": 0, key: 1}}).encode() for key in keys]
+    assert _agree_wanted(values, frozenset(["w"])) == 3
+    assert _agree(values) == 3

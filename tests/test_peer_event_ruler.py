@@ -11,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,6 +65,13 @@ def test_a_side_whose_counts_differ_from_the_planted_ones_stops_the_run():
         event_ruler.check("Event Ruler", "exact", [1, 2, 0], [1, 2])
 
 
+def test_the_counts_digest_tells_counts_apart_rule_by_rule():
+    d = event_ruler.digest([3, 0, 2])
+    assert d["rules"] == 3 and d["total"] == 5 and len(d["sha256"]) == 16
+    assert event_ruler.digest(np.array([3, 0, 2])) == d
+    assert event_ruler.digest([2, 0, 3])["sha256"] != d["sha256"]  # same total, other rules
+
+
 def test_an_unknown_kind_is_refused_with_the_kinds():
     with pytest.raises(ValueError, match="unknown kind 'exakt'; the kinds: exact, wildcard"):
         citylots.kind_rules("exakt")
@@ -77,7 +85,8 @@ def test_both_sides_find_the_planted_counts_on_every_kind_and_a_size(tmp_path):
     results = event_ruler.compare(1000, list(citylots.ALL_KINDS), [200], seed=5, warmup=0, java_opts=("-Xmx512m",),
                                   workdir=tmp_path, progress=lambda s: None)
     assert [row["name"] for row in results["rows"]] == [*citylots.ALL_KINDS, "size-200"]
-    for row in results["rows"]:  # compare() stops on a difference; the counts are also in the results as found
+    for row in results["rows"]:  # compare() stops on a difference; the counts' digests are in the results as found
         assert row["event_ruler"]["counts"] == row["fastpubsub"]["counts"] == row["planted"], row["name"]
+        assert row["same_counts"] and row["planted"]["rules"] == row["rules"], row["name"]
         assert row["event_ruler"]["events_per_s"] > 0 and row["fastpubsub"]["events_per_s"] > 0
     assert "ratio" in event_ruler.table(results).splitlines()[1]

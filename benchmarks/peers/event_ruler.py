@@ -20,13 +20,16 @@ or a combination) and per size of the sweep (N exact rules drawn from the events
   rules.
 
 Both sides count the matches per rule; the run stops if either differs from the planted counts.  A table per kind
-and per size is printed with the load average; ``--out`` writes the raw figures as JSON.
+and per size is printed with the load average; ``--out`` writes the raw figures as JSON, each side's per-rule counts
+as a digest (:func:`digest`: rules, total matches, a hash of the counts) and whether both sides' equal the planted
+ones, so that a file stays small at a million rules.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import subprocess
@@ -114,6 +117,13 @@ def check(side: str, name: str, got: list[int], planted: list[int]) -> None:
                             + ("" if len(got) == len(planted) else f"; {len(got)} counts for {len(planted)} rules"))
 
 
+def digest(counts) -> dict:
+    """Per-rule match counts in a few fields: how many rules, the total of their matches, and the first 16 hex digits
+    of the SHA-256 of the counts as little-endian int64 (equal digests: equal counts, rule by rule)."""
+    a = np.asarray(counts, dtype="<i8")
+    return {"rules": int(a.size), "total": int(a.sum()), "sha256": hashlib.sha256(a.tobytes()).hexdigest()[:16]}
+
+
 def load_average() -> str:
     return "load average %.2f, %.2f, %.2f" % os.getloadavg()
 
@@ -161,12 +171,14 @@ def compare(events: int, kinds: list[str], sizes: list[int], *, sweep_events: in
         ours = run_fastpubsub(lines, patterns, batch, warmup)
         check("fastpubsub", name, ours["counts"], planted)
         progress(f"  fastpubsub {name}: {ours['events_per_s']:,.0f} events/s ({load_average()})")
-        rows.append({"name": name, "rules": len(patterns), "events": len(lines), "planted": planted,
-                     "event_ruler": ruler[name], "fastpubsub": ours,
+        same = list(ruler[name]["counts"]) == list(ours["counts"]) == list(planted)
+        rows.append({"name": name, "rules": len(patterns), "events": len(lines), "planted": digest(planted),
+                     "event_ruler": {**ruler[name], "counts": digest(ruler[name]["counts"])},
+                     "fastpubsub": {**ours, "counts": digest(ours["counts"])}, "same_counts": same,
                      "ratio": ours["events_per_s"] / ruler[name]["events_per_s"]})
     return {"benchmark": "peers-event-ruler", "event_ruler_commit": citylots.EVENT_RULER_COMMIT,
             "event_ruler_version": _version(), "events": events, "sweep_events": len(sweep.lines), "seed": seed,
-            "batch": batch, "warmup_passes": warmup, "load_average": os.getloadavg(),
+            "batch": batch, "warmup_passes": warmup, "java_opts": list(java_opts), "load_average": os.getloadavg(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "rows": rows}
 
 

@@ -46,6 +46,7 @@ from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING
 
 from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, Pairs, empty_pairs, first_pairs, name_table, utf8_ok
 from .codecs import MAX_ATTRIBUTE_BYTES, MAX_JSON_DEPTH
+from .paths import join, split
 
 # strtod as a named symbol (not a ctypes pointer, which numba bakes into the code as an address it cannot cache)
 llvm.add_symbol("fastpubsub_strtod", ctypes.cast(ctypes.CDLL(None).strtod, ctypes.c_void_p).value)
@@ -62,7 +63,7 @@ _FNV_OFFSET, _FNV_PRIME = 14695981039346656037, 1099511628211
 _TRUE, _FALSE, _NULL = (np.frombuffer(word, np.uint8) for word in (b"true", b"false", b"null"))
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _space(buf, pos, end):
     """The position of the first byte at or after ``pos`` that is not JSON whitespace."""
     while pos < end:
@@ -73,7 +74,7 @@ def _space(buf, pos, end):
     return pos
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _string(buf, pos, end):
     """The string whose text starts at ``pos`` (after its opening quote): (length, pos after its closing quote,
     ok); not ok for an escape, a control character or bytes that are not UTF-8."""
@@ -92,7 +93,7 @@ def _string(buf, pos, end):
     return 0, pos, False
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _literal(buf, pos, end, word):
     """Whether ``buf[pos:]`` starts with the bytes of ``word``."""
     if pos + len(word) > end:
@@ -103,12 +104,12 @@ def _literal(buf, pos, end, word):
     return True
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _is_digit(buf, pos, end):
     return pos < end and 0x30 <= buf[pos] <= 0x39
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _number(buf, pos, end, scratch, end_pointer):
     """The JSON number at ``pos`` as Python reads it (module docstring): (value, new pos, ok, form), the form
     ``INTEGRAL_PAIR`` for an integer ``value`` holds exactly, ``INEXACT_PAIR`` for one it does not, else 0."""
@@ -184,17 +185,19 @@ def _number(buf, pos, end, scratch, end_pointer):
 
 
 class WantedPaths(NamedTuple):
-    """The paths whose values a caller keeps, as an open-addressing table over their UTF-8 text (FNV-1a of the
-    whole path), probed once per distinct path a batch meets (``slots`` empty: every path is kept)."""
+    """The paths whose values a caller keeps and the paths that lead to them (``a`` and ``a.b`` for ``a.b.c``), as
+    an open-addressing table over their UTF-8 text (FNV-1a of the whole path), probed once per distinct path a
+    batch meets (``slots`` empty: every path is kept).  A path in neither holds nothing wanted at any depth."""
 
     slots: np.ndarray  # int32 [power of two, or 0]: path index, or -1
     hash: np.ndarray  # uint64 [paths]
     start: np.ndarray  # int64 [paths]: where path i starts in ``text``
     length: np.ndarray  # int64 [paths]
     text: np.ndarray  # uint8: the paths, one after another
+    kept: np.ndarray  # bool [paths]: a wanted path (else only one leading to some)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _fnv(buf, start, end):
     h = np.uint64(_FNV_OFFSET)
     for i in range(start, end):
@@ -214,9 +217,9 @@ def _fill_wanted(slots, hashes, start, length, text):
         slots[slot] = i
 
 
-@numba.njit(cache=True, inline="always")
-def _is_wanted(wanted, path, w):
-    """Whether ``path[:w]`` is one of ``wanted``'s paths."""
+@numba.njit(cache=True, _nrt=False)
+def _wanted_index(wanted, path, w):
+    """The index of ``path[:w]`` among ``wanted``'s paths (wanted or leading to one), or -1."""
     mask = len(wanted.slots) - 1
     h = _fnv(path, 0, w)
     slot = np.int64(h & np.uint64(mask))
@@ -230,9 +233,18 @@ def _is_wanted(wanted, path, w):
                     same = False
                     break
             if same:
-                return True
+                return i
         slot = (slot + 1) & mask
-    return False
+    return -1
+
+
+def _leading_paths(name: str) -> list[str]:
+    """The paths that lead to ``name``: ``a`` and ``a.b`` for ``a.b.c`` (none for a name that is not a path)."""
+    try:
+        segments = split(name)
+    except ValueError:
+        return []
+    return [join(*segments[:i]) for i in range(1, len(segments))]
 
 
 @functools.lru_cache(maxsize=8)
@@ -241,8 +253,10 @@ def wanted_paths(names: frozenset[str] | None) -> WantedPaths:
     batch."""
     if names is None:
         return WantedPaths(np.zeros(0, np.int32), np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                           np.zeros(0, np.uint8))
-    encoded = [n.encode("utf-8", "surrogatepass") for n in names]
+                           np.zeros(0, np.uint8), np.zeros(0, np.bool_))
+    leading = {p for n in names for p in _leading_paths(n)} - set(names)
+    paths = [*names, *sorted(leading)]
+    encoded = [n.encode("utf-8", "surrogatepass") for n in paths]
     length = np.array([len(b) for b in encoded], dtype=np.int64)
     start = np.concatenate([[0], np.cumsum(length)[:-1]]).astype(np.int64) if encoded else np.zeros(0, np.int64)
     size = 1
@@ -252,10 +266,12 @@ def wanted_paths(names: frozenset[str] | None) -> WantedPaths:
     hashes = np.zeros(len(encoded), np.uint64)
     text = np.frombuffer(b"".join(encoded), np.uint8) if encoded else np.zeros(0, np.uint8)
     _fill_wanted(slots, hashes, start, length, text)
-    return WantedPaths(slots, hashes, start, length, text)
+    kept = np.zeros(len(encoded), np.bool_)
+    kept[:len(names)] = True
+    return WantedPaths(slots, hashes, start, length, text, kept)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, _nrt=False)
 def _number_checked(buf, pos, end, scratch, end_pointer):
     """(pos after the number at ``pos``, ok): what :func:`_number` says of it, without its value where its form
     proves it finite (no exponent, at most 300 bytes: under 10**300); else :func:`_number` reads it."""
@@ -281,39 +297,140 @@ def _number_checked(buf, pos, end, scratch, end_pointer):
     return pos, True
 
 
-@numba.njit(cache=True)
-def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_bytes, wanted):
-    """Decode every record ``todo`` marks that the kernel proves (module docstring); leave the others.
+#: Keys of one object a skipped subtree checks for duplicates pairwise; an object with more is walked as any other.
+SKIP_OBJECT_KEYS = 16
+_SKIPPED, _REFUSED, _TOO_WIDE = 0, 1, 2
 
-    Returns per record whether it was decoded; the pairs; the names' text and
-    each attribute id's name (start, length) in it, ids numbered by first
-    appearance in the pairs; and whether the table of ``max_names`` names or
-    their ``names_capacity`` bytes were full (then the caller retries with
-    more room).  ``wanted`` (:class:`WantedPaths`): a value at another path is checked, not written.
-    Names are interned as (parent path, escaped key), so that a
-    key costs a hash of its own bytes whatever its depth; every key's path
-    is interned, also one that holds an object, so that a key met twice in
-    one object (the same path, the same object number) is seen.
+
+@numba.njit(cache=True, _nrt=False)
+def _skip(buf, pos, e, depth, length, max_name_bytes, scratch, end_pointer, kinds, lens, kstart, klen, kbase):
+    """Check the object or array at ``pos`` (at nesting ``depth``, its path ``length`` bytes long) that holds no
+    wanted path, without interning its keys: (pos after it, ``_SKIPPED``), or ``_REFUSED`` where the walk of
+    :func:`_decode_json` would not prove the record, or ``_TOO_WIDE`` (``pos`` unchanged) for an object of more
+    than ``SKIP_OBJECT_KEYS`` keys, which the walk then reads.
+
+    It checks what that walk checks: the grammar, strings and numbers as in :func:`_string` and
+    :func:`_number_checked`, the nesting depth, every key's path length (escaped as ``wire.paths`` escapes it) and
+    that no key is empty or twice in one object (here by comparing the raw keys of the object, pairwise).
     """
+    start = pos
+    base = depth
+    if depth == MAX_JSON_DEPTH:
+        return pos, _REFUSED
+    kinds[depth] = _OBJECT if buf[pos] == _OPEN_OBJECT else _ARRAY
+    lens[depth] = length
+    kbase[depth] = 0
+    nkeys = 0
+    depth += 1
+    pos += 1
+    fresh = True
+    while True:
+        pos = _space(buf, pos, e)
+        if pos >= e:
+            return pos, _REFUSED
+        c = buf[pos]
+        top = depth - 1
+        closing = _CLOSE_OBJECT if kinds[top] == _OBJECT else _CLOSE_ARRAY
+        if c == closing:
+            depth -= 1
+            pos += 1
+            nkeys = kbase[top]
+            if depth == base:
+                return pos, _SKIPPED
+            fresh = False
+            continue
+        if not fresh:
+            if c != _COMMA:
+                return pos, _REFUSED
+            pos = _space(buf, pos + 1, e)
+            if pos >= e:
+                return pos, _REFUSED
+            c = buf[pos]
+        fresh = False
+        w = lens[top]
+        if kinds[top] == _OBJECT:
+            if c != _QUOTE:
+                return pos, _REFUSED
+            key = pos + 1
+            q = key
+            w += 1  # the separating dot (a skipped container is never the top object)
+            if q < e and buf[q] == 0x24:
+                w += 1
+            wide = False
+            while q < e:
+                b = buf[q]
+                if b == _QUOTE or b == _BACKSLASH or b < 0x20:
+                    break
+                if b >= 0x80:
+                    wide = True
+                if b == 0x2E:
+                    w += 1
+                w += 1
+                q += 1
+            if q >= e or buf[q] != _QUOTE or q == key or w > max_name_bytes:
+                return pos, _REFUSED
+            n = q - key
+            if wide and not utf8_ok(buf, key, n):
+                return pos, _REFUSED
+            first = kbase[top]
+            if nkeys - first == SKIP_OBJECT_KEYS:
+                return start, _TOO_WIDE
+            for k in range(first, nkeys):
+                if klen[k] == n:
+                    at = kstart[k]
+                    same = True
+                    for j in range(n):
+                        if buf[at + j] != buf[key + j]:
+                            same = False
+                            break
+                    if same:
+                        return pos, _REFUSED
+            kstart[nkeys], klen[nkeys] = key, n
+            nkeys += 1
+            pos = _space(buf, q + 1, e)
+            if pos >= e or buf[pos] != _COLON:
+                return pos, _REFUSED
+            pos = _space(buf, pos + 1, e)
+            if pos >= e:
+                return pos, _REFUSED
+            c = buf[pos]
+        if c == _OPEN_OBJECT or c == _OPEN_ARRAY:
+            if depth == MAX_JSON_DEPTH:
+                return pos, _REFUSED
+            kinds[depth] = _OBJECT if c == _OPEN_OBJECT else _ARRAY
+            lens[depth] = w
+            kbase[depth] = nkeys
+            depth += 1
+            pos += 1
+            fresh = True
+            continue
+        if c == _QUOTE:
+            length_, pos, good = _string(buf, pos + 1, e)
+        elif c == 0x74:
+            good = _literal(buf, pos, e, _TRUE)
+            pos += 4
+        elif c == 0x66:
+            good = _literal(buf, pos, e, _FALSE)
+            pos += 5
+        elif c == 0x6E:
+            good = _literal(buf, pos, e, _NULL)
+            pos += 4
+        else:
+            pos, good = _number_checked(buf, pos, e, scratch, end_pointer)
+        if not good:
+            return pos, _REFUSED
+
+
+@numba.njit(cache=True, _nrt=False)
+def _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, attr, op, kind, number, sstart, slen,
+          table, parent, owner, keep, holds, kstart, klen, kbase, text, path, scratch, end_pointer, kinds, ids, lens,
+          serials):
+    """The walk of :func:`_decode_json` over every record, in the room it allocated (no allocation here, so no
+    reference counting: with it, every array passed to a helper is increfed and decrefed, an atomic operation
+    each, which cost more than the bytes read).  Returns (pairs written, names, bytes of their text, full)."""
     n = len(starts)
-    done = np.zeros(n, np.bool_)
-    pairs = empty_pairs(len(buf) // 2 + 1)  # a value takes 2 bytes at least (a digit and a comma)
-    rec, attr, op, kind, number, sstart, slen = pairs
-    table = name_table(max_names)
-    parent = np.empty(max_names, np.int32)
-    owner = np.full(max_names, -1, np.int64)  # the object that last had each path as a key
-    filtered = len(wanted.slots) > 0
-    keep = np.ones(max_names, np.bool_)  # per path: whether its values are written
-    text = np.empty(names_capacity, np.uint8)
     used = 0
     n_names = 0
-    path = np.empty(max_name_bytes + 2, np.uint8)  # the path being read (escaping writes 2 bytes per check)
-    scratch = np.empty(MAX_NUMBER_BYTES + 1, np.uint8)
-    end_pointer = np.zeros(1, np.uint64)
-    kinds = np.empty(MAX_JSON_DEPTH, np.int8)  # per open object or array: which it is,
-    ids = np.empty(MAX_JSON_DEPTH, np.int32)  # its path's name (-1: the top),
-    lens = np.empty(MAX_JSON_DEPTH, np.int64)  # its path's length in ``path``,
-    serials = np.empty(MAX_JSON_DEPTH, np.int64)  # and an object's number
     serial = 0
     mask = len(table.slots) - 1
     m = 0
@@ -405,12 +522,15 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
                     if n_names == len(table.start) or used + w > len(text):
                         full = True
                         break
-                    text[used:used + w] = path[:w]
+                    for i in range(w):
+                        text[used + i] = path[i]
                     table.start[n_names], table.length[n_names], table.hash[n_names] = used, w, h
                     table.slots[slot] = n_names
                     parent[n_names] = pid
                     if filtered:
-                        keep[n_names] = _is_wanted(wanted, path, w)
+                        found = _wanted_index(wanted, path, w)
+                        keep[n_names] = found >= 0 and wanted.kept[found]
+                        holds[n_names] = found >= 0
                     aid = n_names
                     n_names += 1
                     used += w
@@ -428,6 +548,13 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
             else:  # an array's element: the array's path
                 vid, vlen = ids[top], lens[top]
             if c == _OPEN_OBJECT or c == _OPEN_ARRAY:
+                if not holds[vid]:  # nothing wanted inside: checked, not interned
+                    pos, status = _skip(buf, pos, e, depth, vlen, max_name_bytes, scratch, end_pointer, kinds, lens,
+                                        kstart, klen, kbase)
+                    if status == _SKIPPED:
+                        continue
+                    if status == _REFUSED:
+                        break
                 if depth == MAX_JSON_DEPTH:
                     break
                 kinds[depth] = _OBJECT if c == _OPEN_OBJECT else _ARRAY
@@ -490,6 +617,49 @@ def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_by
             done[r] = True
         else:
             m = m0
+    return m, n_names, used, full
+
+
+@numba.njit(cache=True)
+def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_bytes, wanted):
+    """Decode every record ``todo`` marks that the kernel proves (module docstring); leave the others.
+
+    Returns per record whether it was decoded; the pairs; the names' text and
+    each attribute id's name (start, length) in it, ids numbered by first
+    appearance in the pairs; and whether the table of ``max_names`` names or
+    their ``names_capacity`` bytes were full (then the caller retries with
+    more room).  ``wanted`` (:class:`WantedPaths`): a value at another path is checked, not written.
+    Names are interned as (parent path, escaped key), so that a
+    key costs a hash of its own bytes whatever its depth; every key's path
+    is interned, also one that holds an object, so that a key met twice in
+    one object (the same path, the same object number) is seen.  An object
+    or array whose path leads to no wanted path is checked by :func:`_skip`
+    instead, its keys not interned.
+    """
+    n = len(starts)
+    done = np.zeros(n, np.bool_)
+    pairs = empty_pairs(len(buf) // 2 + 1)  # a value takes 2 bytes at least (a digit and a comma)
+    rec, attr, op, kind, number, sstart, slen = pairs
+    table = name_table(max_names)
+    parent = np.empty(max_names, np.int32)
+    owner = np.full(max_names, -1, np.int64)  # the object that last had each path as a key
+    filtered = len(wanted.slots) > 0
+    keep = np.ones(max_names, np.bool_)  # per path: whether its values are written
+    holds = np.ones(max_names, np.bool_)  # per path: whether it is or leads to a wanted path (else skipped)
+    kstart = np.empty(MAX_JSON_DEPTH * SKIP_OBJECT_KEYS, np.int64)  # the keys of the objects _skip is in
+    klen = np.empty(MAX_JSON_DEPTH * SKIP_OBJECT_KEYS, np.int64)
+    kbase = np.empty(MAX_JSON_DEPTH, np.int64)
+    text = np.empty(names_capacity, np.uint8)
+    path = np.empty(max_name_bytes + 2, np.uint8)  # the path being read (escaping writes 2 bytes per check)
+    scratch = np.empty(MAX_NUMBER_BYTES + 1, np.uint8)
+    end_pointer = np.zeros(1, np.uint64)
+    kinds = np.empty(MAX_JSON_DEPTH, np.int8)  # per open object or array: which it is,
+    ids = np.empty(MAX_JSON_DEPTH, np.int32)  # its path's name (-1: the top),
+    lens = np.empty(MAX_JSON_DEPTH, np.int64)  # its path's length in ``path``,
+    serials = np.empty(MAX_JSON_DEPTH, np.int64)  # and an object's number
+    m, n_names, used, full = _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, attr, op,
+                                   kind, number, sstart, slen, table, parent, owner, keep, holds, kstart, klen, kbase,
+                                   text, path, scratch, end_pointer, kinds, ids, lens, serials)
     renamed = np.full(n_names, -1, np.int32)  # ids by first appearance in the pairs (the per-record path's order)
     order = np.empty(n_names, np.int64)
     k = 0
