@@ -15,9 +15,8 @@ Left to glibc, the threshold follows the largest block freed (up to 32 MiB), so
 after the first large temporaries every engine array and batch temporary comes
 from the heap; under subscription churn they are reallocated in ever-different
 places and the heap grows around the free holes between long-lived blocks,
-which ``malloc_trim`` cannot give back (a processor under churn held about 100
-MB free inside a heap of 260 MB, with nearly nothing mapped).  With a fixed
-threshold a large block is its own mapping, returned whole when freed.
+which ``malloc_trim`` cannot give back (docs/benchmarks.md, the soak).  With a
+fixed threshold a large block is its own mapping, returned whole when freed.
 """
 
 from __future__ import annotations
