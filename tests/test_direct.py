@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import naive
 from fastpubsub.engine import Matcher
+from fastpubsub.engine.columnar import SubscriptionBatch
 from oracles.engine import OracleMatcher
 from fastpubsub.engine.algorithms.direct import scan_list_direct_into
 from fastpubsub.engine.algorithms import packed
@@ -262,3 +263,36 @@ def test_blocks_of_removed_subscriptions_give_their_room_back():
     for sid, sub in generate_sparse_subscriptions(spec, 20_000, seed=21).to_lists()[18_000:]:
         o.add(sid, sub)
     assert [r.tolist() for r in m.match_encoded(events).split()] == [r.tolist() for r in o.match_batch(events.to_dicts())]
+
+
+def test_packed_blocks_stay_near_the_live_ones_under_steady_churn():
+    """Steady churn (as many subscriptions added as removed, matched between) repacks the changed lists at the end
+    of ``data``: the array grows by a quarter and is rebuilt once the blocks left behind pass a quarter of the live
+    ones, so it stays within 1.6 times the live blocks (it swung past twice them when it doubled)."""
+    spec = replace(OPERATORS_SPEC, n_attributes=300, event_size=(10, 40))
+    subs = dict(generate_sparse_subscriptions(spec, 8000, seed=31).to_lists())
+    m = Matcher("dynamic", lists="packed")
+    m.set_statistics(sparse_statistics(300))
+    m.add_bulk(SubscriptionBatch.from_lists([(i, subs[i]) for i in range(4000)]))
+    events = generate_sparse_events(spec, 10, seed=32)
+    m.match_encoded(events)
+    slack, packed.REPACK_SLACK = packed.REPACK_SLACK, 0
+    ratios = []
+    try:
+        rng = np.random.default_rng(33)
+        live = list(range(4000))
+        spare = list(range(4000, 8000))
+        for _ in range(150):  # 40 out and 40 in per tick: the population holds
+            out = [live.pop(int(rng.integers(len(live)))) for _ in range(40)]
+            back = [spare.pop(int(rng.integers(len(spare)))) for _ in range(40)]
+            m.remove_bulk(np.array(out, np.int64))
+            m.add_bulk(SubscriptionBatch.from_lists([(i, subs[i]) for i in back]))
+            live += back
+            spare += out
+            m.match_encoded(events)
+            p = m.index.packed
+            ratios.append(p.data.nbytes / (8 * p.live))
+    finally:
+        packed.REPACK_SLACK = slack
+    assert m.index.packed.rebuilds >= 3
+    assert max(ratios) <= 1.6, max(ratios)

@@ -9,12 +9,21 @@ load the process held about twice what its structures hold
 releases every free page of the heap (``madvise``); it walks the free lists
 once, little next to the load.  Elsewhere (another C library, another
 system) this does nothing.
+
+A long-running service also fixes the mmap threshold (:func:`map_large_blocks`).
+Left to glibc, the threshold follows the largest block freed (up to 32 MiB), so
+after the first large temporaries every engine array and batch temporary comes
+from the heap; under subscription churn they are reallocated in ever-different
+places and the heap grows around the free holes between long-lived blocks,
+which ``malloc_trim`` cannot give back (docs/benchmarks.md, the soak).  With a
+fixed threshold a large block is its own mapping, returned whole when freed.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 
 
@@ -32,6 +41,31 @@ def _malloc_trim():
 
 
 _TRIM = _malloc_trim()
+
+#: Blocks of at least this many bytes get their own mapping (:func:`map_large_blocks`): large enough that the
+#: arrays of one event batch stay on the heap (a mapping costs a system call and fresh pages), small enough that
+#: every structure of a large engine and every bulk temporary is mapped.
+MMAP_THRESHOLD = 1 << 20
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+
+
+def map_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Fix glibc's mmap threshold at ``threshold`` bytes (which also stops it from moving); whether it was set.
+
+    Not set where the operator chose one (``MALLOC_MMAP_THRESHOLD_`` or a ``glibc.malloc.mmap_threshold``
+    tunable), nor outside glibc.
+    """
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt  # glibc only
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, int(threshold)))
 
 
 def release_free_memory() -> bool:

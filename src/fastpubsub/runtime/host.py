@@ -36,6 +36,7 @@ from typing import Any, Callable, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 
+from fastpubsub.engine.heap import map_large_blocks
 from fastpubsub.kafka import ClientFactory, Settings
 from fastpubsub.kafka.admin import check_access, transient
 from fastpubsub.kafka.delivery import DeliveryError
@@ -113,6 +114,8 @@ class Host:
     def __init__(self, task: Task, config: HostConfig) -> None:
         self.task, self.config = task, config
         self.log = logging.getLogger(task.name)
+        # large blocks mapped apart, so that churn does not grow the heap around its holes (engine/heap.py)
+        self.large_blocks_mapped = map_large_blocks()
         # every client reports its errors here: the cluster's absence is what readiness needs from them
         self.clients = ClientFactory(config.bootstrap_servers, {"error_cb": self._client_error, **config.client_config})
         self._probed = 0.0  # when the loop last asked for metadata (idle, or while the cluster was unreachable)

@@ -23,8 +23,9 @@ is the batch loop; ``lists="auto"`` takes it where :func:`use_packed` says.
 The clusters stay the source of truth: every append and removal logs its
 keys (``ClusterStore.changed_keys``), and before a batch the changed keys
 are packed again at the end of ``data``; the whole of ``data`` is rebuilt, in an array sized to it,
-when the blocks left behind outweigh the live ones, and when string order
-codes change (the blocks hold the constants).  Reordering within a cluster
+when the blocks left behind pass a quarter of the live ones (:data:`REPACK_SHIFT`), and when string order
+codes change (the blocks hold the constants).  ``data`` grows by a quarter, not twice over, so that under
+subscription churn it stays near the live blocks instead of swinging to twice them or more.  Reordering within a cluster
 (sorted runs, compaction, relocation) changes no block, since an event's
 matches are sorted at the end.
 """
@@ -46,8 +47,11 @@ from ..semantics import OP_EQ
 
 #: Lists of at most this many entries are packed.
 PACK_MAX = 32
-#: Cells of abandoned blocks tolerated beyond the live ones before ``data`` is rebuilt.
+#: Cells of abandoned blocks tolerated beyond ``live >> REPACK_SHIFT`` before ``data`` is rebuilt.
 REPACK_SLACK = 1 << 16
+#: ``data`` is rebuilt once the blocks left behind pass this fraction (a power of two) of the live ones: a
+#: rebuild packs every list, so it runs once per about ``live >> REPACK_SHIFT`` cells repacked.
+REPACK_SHIFT = 2
 #: ``probe[t, 1]`` of a probe whose key is packed (its block starts at ``probe[t, 2]``).
 PACKED = -2
 LIST_MODES = ("auto", "clusters", "packed")
@@ -306,7 +310,8 @@ class PackedLists:
         s = self.store
         need = int(packed_size(keys, s.key_head, s.c_next, s.c_len, s.c_k, s.c_dead, PACK_MAX))
         if self.used + need > len(self.data):  # (an eighth to spare: the repacks after a build fit without a copy)
-            data = np.empty(max(self.used + need + (self.used + need) // 8, 2 * len(self.data)), dtype=np.int64)
+            data = np.empty(max(self.used + need + (self.used + need) // 8, len(self.data) + len(self.data) // 4),
+                            dtype=np.int64)
             data[: self.used] = self.data[: self.used]
             self.data = data
         self.used = int(pack_keys(keys, s.key_head, s.c_next, s.c_base, s.c_cap, s.c_len, s.c_k, s.c_dead, s.arena, row,
@@ -339,7 +344,7 @@ class PackedLists:
             old = self.start[keys]
             self.live -= int(_block_cells(self.data, old[old >= 0]))
             self._pack(keys, row)
-            if self.used > 2 * self.live + REPACK_SLACK:
+            if self.used - self.live > (self.live >> REPACK_SHIFT) + REPACK_SLACK:
                 self.built = False
                 return self.arrays()
         return PackedArrays(self.start, self.data, self.data.view(np.float64))
