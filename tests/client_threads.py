@@ -16,10 +16,10 @@ import os
 import threading
 import time
 
-#: Client threads a module may leave running: two clients' at most (a confluent-kafka client runs ``rdk:main`` and
-#: an ``rdk:broker`` thread per broker and one more), so that a fault test's producer abandoned inside a call that
-#: never returned (``kafka.delivery``) is tolerated, and a client left by every test of a module is not.
-LEFT_BEHIND_BOUND = 8
+#: Clients a module may leave running: two at most, so that a fault test's producers abandoned inside a call that
+#: never returned (``kafka.delivery``) are tolerated, and a client left by every test of a module is not.  Counted
+#: by client, not by thread: a librdkafka client runs one ``rdk:main`` and a thread per broker it knows.
+LEFT_BEHIND_BOUND = 2
 #: Seconds a closing client is given to end its threads (a service stopped at the end of a test may be closing one).
 GRACE = 5.0
 
@@ -43,14 +43,19 @@ def client_threads() -> collections.Counter[str]:
     return names
 
 
+def clients(threads: collections.Counter[str]) -> int:
+    """Clients among ``threads``: one ``rdk:main`` per librdkafka client, and each kafka-python thread as one."""
+    return threads["rdk:main"] + sum(n for name, n in threads.items() if name.startswith("kafka-python"))
+
+
 def left_behind(before: collections.Counter[str], bound: int = LEFT_BEHIND_BOUND,
                 grace: float = GRACE) -> collections.Counter[str]:
     """The client threads running now that were not running ``before``, once unreachable clients are collected
-    and closing ones have had up to ``grace`` seconds to end (waiting no longer once at most ``bound`` are left)."""
+    and closing ones have had up to ``grace`` seconds to end (waiting no longer once at most ``bound`` clients are left)."""
     deadline = time.monotonic() + grace
     while True:
         gc.collect()  # a client held only by a cycle (a callback that refers back to its owner) is freed here
         new = client_threads() - before
-        if sum(new.values()) <= bound or time.monotonic() > deadline:
+        if (clients(new) <= bound and (bound or not new)) or time.monotonic() > deadline:
             return new
         time.sleep(0.1)

@@ -18,7 +18,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from client_threads import LEFT_BEHIND_BOUND, client_threads, left_behind
+from client_threads import LEFT_BEHIND_BOUND, client_threads, clients, left_behind
 from kafka_helpers import RunningProcessor, alter_topic_config
 
 from fastpubsub.kafka import ClientFactory, admin
@@ -87,9 +87,9 @@ def no_client_left_open(request: pytest.FixtureRequest) -> Iterator[None]:
     before = client_threads()
     yield
     left = left_behind(before)
-    if sum(left.values()) > LEFT_BEHIND_BOUND:
-        pytest.fail(f"{request.module.__name__} left {sum(left.values())} Kafka client threads running (at most "
-                    f"{LEFT_BEHIND_BOUND}): {dict(left)}; close the clients its tests make", pytrace=False)
+    if clients(left) > LEFT_BEHIND_BOUND:
+        pytest.fail(f"{request.module.__name__} left {clients(left)} Kafka clients running (at most "
+                    f"{LEFT_BEHIND_BOUND}), threads {dict(left)}; close the clients its tests make", pytrace=False)
 
 
 @pytest.fixture(scope="session")
