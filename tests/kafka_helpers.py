@@ -35,7 +35,7 @@ class RunningProcessor:
 
     @property
     def state(self):
-        return self.processor.state
+        return self.processor.task.state
 
     def wait_for(self, condition, timeout: float = 30.0, what: str = "condition") -> None:
         deadline = time.monotonic() + timeout

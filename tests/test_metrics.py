@@ -440,7 +440,7 @@ def test_the_pattern_and_table_services_serve_metrics(bootstrap, group_id):
         assert ("pubsub_info", frozenset({("algorithm", ""), ("delivery", "transactional"),
                                           ("group_id", f"{group_id}-tables"), ("shard", "0/1"),
                                           ("mode", "s-un")})) in m
-        assert patterns.stop()["events"] == 5 and tables.stop()["rows"] == {"stock": 1}
+        assert patterns.stop()["task"]["events"] == 5 and tables.stop()["task"]["rows"] == {"stock": 1}
     finally:
         patterns.kill()
         tables.kill()

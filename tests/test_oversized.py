@@ -166,7 +166,7 @@ def test_oversized_events_neither_stall_nor_lose_anything(bootstrap, group_id, s
     stats = p.stop()
     check(bootstrap, s, fmt)
     assert stats["replays"] == 0 and stats["limits"]["max_record_bytes"] == limit
-    assert stats["notifications_by_reference"] == len(s.referenced)
+    assert stats["task"]["notifications_by_reference"] == len(s.referenced)
 
 
 @pytest.mark.parametrize("fmt", ["avro", "json"])

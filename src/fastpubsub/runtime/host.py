@@ -52,7 +52,7 @@ from .inputs import Inputs, has_data
 from .instance import InstanceSlot
 from .metrics import DEFAULT_STALL_SECONDS, Metrics, consumer_lag
 from .progress import RateMeter, human
-from .task import Outputs, Task
+from .task import Context, Outputs, Task, TaskState
 from .trace import LatencyTrace
 
 T = TypeVar("T")
@@ -131,6 +131,8 @@ class Host:
         self.trace = LatencyTrace(kept=config.latency_samples)  # batches followed to their commit (runtime.trace)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
+        self.context = Context(self)  # all a task sees of the host (runtime.task)
+        self.task_state = TaskState.CREATED
 
     def stop(self) -> None:
         """Ask the loop to finish its batch, commit and close (safe from signal handlers and threads)."""
@@ -153,11 +155,8 @@ class Host:
     def dead_letters(self):
         return self.deliver.dead_letters if self.deliver else None
 
-    def __getattr__(self, name: str) -> Any:
-        """The task's own parts (its state, its counters) read through the host, as tests and callers do."""
-        if name in ("task", "config"):  # not yet set: never forwarded
-            raise AttributeError(name)
-        return getattr(self.task, name)
+    def _advance(self, to: TaskState) -> None:
+        self.task_state = self.task_state.advance(to)
 
     # --- start --------------------------------------------------------------------------
 
@@ -169,7 +168,7 @@ class Host:
         # down at start (a rolling restart, a crash) may leave a question unanswered for seconds: asked again.
         self._while_away(lambda: check_access(self.clients, topics.inputs, topics.outputs), START_PATIENCE,
                          "the access check")
-        self._while_away(lambda: task.prepare(self), START_PATIENCE, "the topics' check")
+        self._while_away(lambda: task.before_clients(self.context), START_PATIENCE, "the topics' check")
         warming = WarmUp(task.warm_up, self._compiling)  # while the clients below connect
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
         transactional_id = cfg.transactional_id or slot.transactional_id
@@ -185,15 +184,17 @@ class Host:
             self.inputs = Inputs(self.clients, cfg.group_id, cfg.queue_bounds, cfg.session_timeout_ms,
                                  cfg.start_from_groups, state_topic=topics.state)
             self._consumer = self.inputs.events
-            task.start(self)
+            task.after_clients(self.context)
             if topics.group:
                 self.inputs.join(self._before_revoke, topics.group)
             self._warmed_up(warming)
             with collector_paused():  # no full passes over what the restore allocates (runtime.gcwatch)
-                task.restore(self)
+                self._advance(TaskState.RESTORING)
+                task.restore(self.context)
             freeze_long_lived()  # the state just restored out of the collector's full passes (runtime.gcwatch)
             self.gc.__enter__()
             self._publish()
+            self._advance(TaskState.RUNNING)
             self.ready.set()
             self._loop()
         finally:
@@ -207,6 +208,7 @@ class Host:
                 if self.inputs is not None:
                     self.inputs.close()
                 task.close()
+                self._advance(TaskState.CLOSED)
                 if slot is not None:
                     slot.release()
         return self.stats()
@@ -334,7 +336,7 @@ class Host:
             if self.metrics.unreachable and (batch or self._answers()):
                 self._renew(consumer)  # the batch is consumed again, after the rewind
                 continue
-            progressed = self._guarded(consumer, task.assigned, consumer) and progressed
+            progressed = self._guarded(consumer, task.assigned) and progressed
             began = time.monotonic()
             if batch:
                 progressed = self._guarded(consumer, self._on_batch, batch) and progressed
@@ -551,11 +553,13 @@ class Host:
         changelog).  Not ready meanwhile: the loop serves nothing, and polls no client whose error callback would
         say the cluster is away."""
         self.metrics.recovering = True
+        before, self.task_state = self.task_state, self.task_state.advance(TaskState.REWINDING)
         try:
             if self.deliver.recover(consumer, self._stop.is_set, lambda: None):
                 self._while_away(self.task.rewind)
         finally:
             self.metrics.recovering = False
+            self._advance(before)
 
     def _while_away(self, step: Callable[[], T], patience: float | None = None, what: str | None = None) -> T:
         """``step()``, again every second while the cluster does not answer it (until :meth:`stop`); its result.
@@ -618,5 +622,6 @@ class Host:
             "limits": {"output": self.limits.output, "max_record_bytes": self.limits.max_record_bytes},
             "kernels_compiled": self.kernels_compiled,
             **({"latency_samples": self.trace.stats()} if self.trace.kept else {}),  # by part (runtime.trace)
-            **self.task.stats(),
+            "task_state": self.task_state.value,
+            "task": self.task.stats(),  # the task's own counts, apart from the host's (a task may count events too)
         }

@@ -35,7 +35,7 @@ from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.kafka.schema_registry import event_decoders
 from fastpubsub.runtime.host import Host
 from fastpubsub.runtime.progress import human
-from fastpubsub.runtime.task import Outputs, TaskBase, Topics
+from fastpubsub.runtime.task import Context, Outputs, TaskBase, Topics
 from fastpubsub.state import from_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
@@ -59,6 +59,7 @@ class TablesTask(TaskBase):
 
     def __init__(self, config: TableServiceConfig) -> None:
         self.config = config
+        self.ctx: Context | None = None  # given by the host's first hook
         self.by_topic = {t.topic: t for t in config.tables}
         self.changelogs = {t.name: config.topics.changelog_topic(t.name) for t in config.tables}
         self.svc = AggregateService([t.schema() for t in config.tables], notify=config.mode == "s-un")
@@ -77,13 +78,13 @@ class TablesTask(TaskBase):
 
     # --- start ----------------------------------------------------------------------
 
-    def prepare(self, host: Host) -> None:
+    def before_clients(self, ctx: Context) -> None:
         """The service's topics and the table topics, then the tables announced on ``pubsub.table-schemas``."""
-        self.host, clients = host, host.clients
+        self.ctx, clients = ctx, ctx.clients
         names = self.config.topics
         if self.config.schema_registry is not None:  # rows in producers' registered schemas, read by path
-            self.registered = event_decoders(self.config.schema_registry, waiting=host.metrics.registry_waiting,
-                                             stopped=lambda: host.stopping)
+            self.registered = event_decoders(self.config.schema_registry, waiting=ctx.registry_waiting,
+                                             stopped=ctx.stopping)
         admin.create_topics(clients, names=(names.reformulated, names.table_schemas), topics=names)
         admin.create_topics(clients, partitions=1, names=tuple(self.changelogs.values()), topics=names)
         create_table_topics(clients, self.config.tables)
@@ -93,22 +94,22 @@ class TablesTask(TaskBase):
 
     def _partitions(self) -> dict[str, int]:
         names = self.config.topics
-        return admin.require(self.host.clients, (names.subscriptions, names.notifications, names.dead_letter,
+        return admin.require(self.ctx.clients, (names.subscriptions, names.notifications, names.dead_letter,
                                                  names.reformulated,
                                                  *self.by_topic, *self.changelogs.values()))
 
-    def restore(self, host: Host) -> None:
+    def restore(self, ctx: Context) -> None:
         """Tables from their changelogs, subscriptions up to their committed offsets; then assign the inputs."""
         gc.disable()  # building millions of long-lived objects: no collector passes over them meanwhile
         try:
-            self._load(host.inputs.events)
+            self._load(ctx.inputs.events)
         finally:
             gc.enable()
         log.info("restored: %d rows of %d table(s), %d subscriptions", self.restored_rows, len(self.config.tables),
                  len(self.subscribers))
 
     def _load(self, consumer: Consumer) -> None:
-        parts, clients, subscriptions = self._partitions(), self.host.clients, self.config.topics.subscriptions
+        parts, clients, subscriptions = self._partitions(), self.ctx.clients, self.config.topics.subscriptions
         inputs = [TopicPartition(t, p) for t in (*self.by_topic, subscriptions) for p in range(parts[t])]
         committed = {(tp.topic, tp.partition): tp.offset for tp in committed_offsets(consumer, inputs)}
         self.svc = AggregateService([t.schema() for t in self.config.tables], notify=self.config.mode == "s-un")
@@ -130,7 +131,7 @@ class TablesTask(TaskBase):
         self.restores += 1
 
     def rewind(self) -> None:
-        self.restore(self.host)  # everything again from the committed offsets
+        self.restore(self.ctx)  # everything again from the committed offsets
 
     # --- subscriptions ---------------------------------------------------------------
 
