@@ -33,7 +33,7 @@ from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 from fastpubsub.language import format_predicates, parse
-from fastpubsub.runtime.progress import RateMeter, human
+from fastpubsub.runtime import human, RateMeter
 from fastpubsub.services.events.statistics_feed import ADOPTED, describe_change
 from fastpubsub.wire import codecs
 from fastpubsub.wire.topics import DEFAULT, TopicNames

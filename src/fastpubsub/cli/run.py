@@ -7,7 +7,7 @@ import click
 from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
-from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
+from fastpubsub.runtime import MAX_COMMIT_INTERVAL_MS
 from fastpubsub.services.events.encode import NOTIFICATION_EVENT_FORMATS, NOTIFICATION_EVENT_MODES
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs

@@ -8,8 +8,7 @@ from typing import Any
 from fastpubsub.kafka import Settings
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.schema_registry import RegistryConfig
-from fastpubsub.runtime.host import HostConfig
-from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.runtime import DEFAULT_STALL_SECONDS, HostConfig
 from fastpubsub.wire.topics import DEFAULT, TopicNames
 
 from .encode import NOTIFICATION_EVENT_FORMATS, NOTIFICATION_EVENT_MODES

@@ -24,12 +24,9 @@ from confluent_kafka import Message
 
 from fastpubsub.kafka.admin import require
 from fastpubsub.kafka.schema_registry import event_decoders, output_subjects, register_outputs
-from fastpubsub.runtime.checkpoint import too_large
-from fastpubsub.runtime.handoff import Handoff
-from fastpubsub.runtime.host import Host
-from fastpubsub.runtime.inputs import StaleSnapshot, has_data
-from fastpubsub.runtime.progress import RateMeter, human
-from fastpubsub.runtime.task import Context, Outputs, TaskBase, Topics
+from fastpubsub.runtime import (
+    Context, Handoff, has_data, Host, human, Outputs, RateMeter, StaleSnapshot, TaskBase, too_large, Topics,
+)
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.metadata import referenced
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions, parse_subscription_id

@@ -8,8 +8,7 @@ from typing import Any
 
 from fastpubsub.kafka import Settings
 from fastpubsub.kafka.schema_registry import RegistryConfig
-from fastpubsub.runtime.host import HostConfig
-from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.runtime import DEFAULT_STALL_SECONDS, HostConfig
 from fastpubsub.wire.topics import DEFAULT, TopicNames, pattern_repartition_changelog, pattern_repartition_topic
 
 ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

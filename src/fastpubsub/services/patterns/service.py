@@ -28,10 +28,7 @@ from fastpubsub.kafka import admin
 from fastpubsub.patterns import Pattern
 from fastpubsub.patterns.engine import PatternEngine, limits_from_bytes
 from fastpubsub.patterns.reorder import event_name
-from fastpubsub.runtime.deliver import SourceRecord
-from fastpubsub.runtime.host import Host
-from fastpubsub.runtime.progress import human
-from fastpubsub.runtime.task import Context, Outputs, TaskBase, Topics
+from fastpubsub.runtime import Context, Host, human, Outputs, SourceRecord, TaskBase, Topics
 from fastpubsub.state import StateChanges, to_records
 from fastpubsub.wire import codecs
 from fastpubsub.kafka.schema_registry import event_decoders

@@ -7,8 +7,7 @@ from typing import Any
 
 from fastpubsub.kafka import Settings
 from fastpubsub.kafka.schema_registry import RegistryConfig
-from fastpubsub.runtime.host import HostConfig
-from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
+from fastpubsub.runtime import DEFAULT_STALL_SECONDS, HostConfig
 from fastpubsub.wire.topics import DEFAULT, TopicNames
 
 from .declarations import TableDeclaration

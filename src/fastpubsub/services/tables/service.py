@@ -33,9 +33,7 @@ from fastpubsub.aggregates.changelog import row_record
 from fastpubsub.kafka import admin
 from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.kafka.schema_registry import event_decoders
-from fastpubsub.runtime.host import Host
-from fastpubsub.runtime.progress import human
-from fastpubsub.runtime.task import Context, Outputs, TaskBase, Topics
+from fastpubsub.runtime import Context, Host, human, Outputs, TaskBase, Topics
 from fastpubsub.state import from_records
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
