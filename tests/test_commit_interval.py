@@ -277,7 +277,7 @@ def test_a_commit_that_fails_in_flight_is_replayed(bootstrap, group_id, start_pr
     send_subscriptions(bootstrap, subs)
     p = start_processor(batch_size=50, delivery="at-least-once", overlap_commits=True)
     p.wait_for(lambda: p.processor.ready.is_set(), what="ready")
-    commit, failed = p.processor.deliver.commit, []
+    commit, failed = p.processor.sink.commit, []
 
     def failing_once(*args, **kwargs):
         if not failed and threading.current_thread().name.startswith("pubsub-commit"):
@@ -285,7 +285,7 @@ def test_a_commit_that_fails_in_flight_is_replayed(bootstrap, group_id, start_pr
             raise DeliveryError("injected: the broker did not answer")
         return commit(*args, **kwargs)
 
-    p.processor.deliver.commit = failing_once
+    p.processor.sink.commit = failing_once
     send_events(bootstrap, events)
     wait_processed(bootstrap, group_id, timeout=120)
     stats = p.stop()

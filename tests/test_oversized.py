@@ -332,10 +332,10 @@ def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fau
     from fastpubsub.kafka.delivery import DeliveryError
     from fastpubsub.kafka.queues import QueueBounds
     from fastpubsub.services.events.processor import Processor, ProcessorConfig
-    from fastpubsub.runtime.deliver import Deliver
+    from fastpubsub.runtime.sink import Sink
 
     p = Processor(ProcessorConfig("127.0.0.1:1", delivery="at-least-once"))
-    p.deliver = Deliver(p.clients, "at-least-once", "split-test", QueueBounds(), "avro")  # no broker needed yet
+    p.sink = Sink(p.clients, "at-least-once", "split-test", QueueBounds(), "avro")  # no broker needed yet
 
     def refused(sources):
         def step():
@@ -353,4 +353,4 @@ def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fau
     cp.committed({("e", 0): 7, ("e", 1): 3})  # committed past them: forgotten
     assert not cp.refused and not cp.suspects
     assert p.counters.replays == 2
-    p.deliver.close()
+    p.sink.close()

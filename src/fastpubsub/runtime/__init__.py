@@ -3,7 +3,7 @@ table service) between Kafka topics.
 
 The host (``runtime.host``) owns what every service needs and none should write again: start, ready and stop,
 the inputs (``runtime.inputs``), the record limits and the dead-letter path of records too large or refused
-(``runtime.deliver``), the checkpoint of what is not yet committed (``runtime.checkpoint``), replay after a failed
+(``runtime.sink``), the checkpoint of what is not yet committed (``runtime.checkpoint``), replay after a failed
 delivery, fencing, GC freezing (``runtime.gcwatch``), progress lines and ``/metrics`` (``runtime.metrics``).
 A task (``runtime.task``) only turns records into outputs and restores its state, through the context it is given.
 
@@ -14,13 +14,14 @@ names from ``fastpubsub.runtime`` and none of its modules (an import-linter cont
 from .atomic_file import write_atomically
 from .checkpoint import MAX_COMMIT_INTERVAL_MS, too_large
 from .compiles import CompileWatch
+from .config import HostConfig
 from .counters import PipelineCounters
-from .deliver import Output, Reject, Rejected, SourceRecord
 from .handoff import Handoff
-from .host import Host, HostConfig
+from .host import Host
 from .inputs import StaleSnapshot, event_id, event_time, has_data
 from .metrics import DEFAULT_STALL_SECONDS, MetricsServer
 from .progress import RateMeter, human
+from .sink import Output, Reject, Rejected, SourceRecord
 from .task import Context, Outputs, Task, TaskBase, TaskState, Topics
 
 __all__ = [

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from confluent_kafka import Message
 
-from .deliver import Output, Rejected
+from .sink import Output, Rejected
 
 if TYPE_CHECKING:
     from fastpubsub.kafka import ClientFactory
@@ -103,10 +103,10 @@ class TaskState(enum.Enum):
 
 
 _NEXT = {
-    TaskState.CREATED: {TaskState.RESTORING, TaskState.CLOSED},
+    TaskState.CREATED: {TaskState.RESTORING, TaskState.REWINDING, TaskState.CLOSED},  # a failure before the restore
     TaskState.RESTORING: {TaskState.RUNNING, TaskState.REWINDING, TaskState.CLOSED},  # a restore's commit failed
     TaskState.RUNNING: {TaskState.REWINDING, TaskState.CLOSED},
-    TaskState.REWINDING: {TaskState.RESTORING, TaskState.RUNNING, TaskState.CLOSED},  # back where it was
+    TaskState.REWINDING: {TaskState.CREATED, TaskState.RESTORING, TaskState.RUNNING, TaskState.CLOSED},  # back
     TaskState.CLOSED: set(),
 }
 
@@ -162,7 +162,7 @@ class Context:
 
     def dead_letter_schemas(self, registry_ids: dict[int, int] | None) -> None:
         """The schema registry's ids of the dead-letter schema, for dead letters written in its framing."""
-        self._host.deliver.dead_letters.registry_ids = registry_ids
+        self._host.sink.dead_letters.registry_ids = registry_ids
 
 
 class Task(Protocol):

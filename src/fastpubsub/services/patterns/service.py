@@ -169,7 +169,7 @@ class PatternsTask(TaskBase):
                 self._counters[k] = self._counters.get(k, 0) + v
 
     def assigned(self) -> None:
-        consumer = self.ctx.inputs.events
+        consumer = self.ctx.inputs.group
         assigned = consumer.assignment()
         owned = {tp.partition for tp in assigned if tp.topic == self.input_topic}
         if self.repartition is not None:

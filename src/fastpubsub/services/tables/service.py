@@ -100,7 +100,7 @@ class TablesTask(TaskBase):
         """Tables from their changelogs, subscriptions up to their committed offsets; then assign the inputs."""
         gc.disable()  # building millions of long-lived objects: no collector passes over them meanwhile
         try:
-            self._load(ctx.inputs.events)
+            self._load(ctx.inputs.group)
         finally:
             gc.enable()
         log.info("restored: %d rows of %d table(s), %d subscriptions", self.restored_rows, len(self.config.tables),
