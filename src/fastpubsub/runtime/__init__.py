@@ -12,6 +12,7 @@ names from ``fastpubsub.runtime`` and none of its modules (an import-linter cont
 """
 
 from .atomic_file import write_atomically
+from .changelog import Restored, restore_changelog
 from .checkpoint import MAX_COMMIT_INTERVAL_MS, too_large
 from .compiles import CompileWatch
 from .config import HostConfig
@@ -29,6 +30,8 @@ __all__ = [
     "Host", "HostConfig", "Task", "TaskBase", "TaskState", "Context", "Topics", "Outputs",
     # what a task hands back, and reads off input records
     "Output", "Rejected", "Reject", "SourceRecord", "StaleSnapshot", "event_id", "event_time", "has_data", "too_large",
+    # a state restored from its changelog, once for every task that keeps one
+    "restore_changelog", "Restored",
     # pieces a task's own stages use
     "PipelineCounters", "Handoff", "CompileWatch", "RateMeter", "human", "write_atomically",
     # the command line's

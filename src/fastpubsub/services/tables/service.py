@@ -34,7 +34,7 @@ from fastpubsub.kafka import admin
 from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.kafka.schema_registry import event_decoders
 from fastpubsub.runtime import Context, Host, human, Outputs, TaskBase, Topics
-from fastpubsub.state import from_records
+from fastpubsub.state import StateChanges
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
 
@@ -115,11 +115,11 @@ class TablesTask(TaskBase):
         self.restored_rows = 0
         for table in self.config.tables:
             log_topic = self.changelogs[table.name]
-            msgs = read_to_end(clients, [TopicPartition(log_topic, p, OFFSET_BEGINNING) for p in range(parts[log_topic])])
-            changes = from_records((m.key(), m.value(), m.headers()) for m in msgs)
             done = {p: max(committed[table.topic, p], 0) for p in range(parts[table.topic])}
-            self.discarded_changes += sum(1 for _, _, p, o in changes.sources() if o >= done.get(p, 0))
-            self.restored_rows += self.svc.restore(changes, done)
+            logs = restore_changelog(clients, log_topic, range(parts[log_topic]),
+                                     lambda _p, source: done.get(source, 0)).values()
+            self.discarded_changes += sum(r.discarded for r in logs)
+            self.restored_rows += self.svc.restore(StateChanges.concat([r.changes for r in logs]))
         upto = {(subscriptions, p): max(committed[subscriptions, p], 0) for p in range(parts[subscriptions])}
         subs = read_to_end(clients, [TopicPartition(subscriptions, p, OFFSET_BEGINNING)
                                      for p in range(parts[subscriptions])], stop_at=upto)
