@@ -18,7 +18,7 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from kafka_helpers import RunningProcessor, alter_topic_config
+from kafka_helpers import RunningProcessor, alter_topic_config, service_config
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import topics
@@ -141,7 +141,7 @@ def start_processor(bootstrap: str, group_id: str):
     running: list[RunningProcessor] = []
 
     def start(**overrides: Any) -> RunningProcessor:
-        config = ProcessorConfig(bootstrap, group_id=group_id, progress_interval=60, **overrides)
+        config = service_config(ProcessorConfig, bootstrap, **{"group_id": group_id, "progress_interval": 60, **overrides})
         p = RunningProcessor(config)
         running.append(p)
         return p

@@ -20,6 +20,7 @@ from kafka_helpers import committed_events, notifications, producer, send, wait_
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 
 from fastpubsub.cli import main
+from fastpubsub.runtime import HostConfig
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS, Checkpoint, InFlight, Uncommitted
@@ -80,7 +81,7 @@ def test_a_quiet_input_is_committed_at_once_after_a_pause_longer_than_the_last_c
 
 def test_the_linger_is_checked_against_the_interval():
     with pytest.raises(ValueError, match="commit_linger_ms must be .* from 0 to the commit interval"):
-        ProcessorConfig("localhost:9092", commit_interval_ms=50, commit_linger_ms=60)
+        HostConfig("localhost:9092", "g", commit_interval_ms=50, commit_linger_ms=60)
     result = CliRunner().invoke(main, ["run", "-b", "localhost:1", "--commit-linger-ms", "-1"])
     assert result.exit_code != 0 and "--commit-linger-ms" in result.output
 
@@ -110,13 +111,13 @@ def test_the_offsets_of_every_batch_go_with_the_commit_the_latest_per_partition(
 def test_config_refuses_a_commit_interval_out_of_range(value):
     with pytest.raises(ValueError, match=f"commit_interval_ms must be a whole number of milliseconds from 0 .* to "
                                          f"{MAX_COMMIT_INTERVAL_MS} .*got {value!r}"):
-        ProcessorConfig("127.0.0.1:1", commit_interval_ms=value)
+        HostConfig("127.0.0.1:1", "g", commit_interval_ms=value)
 
 
 @pytest.mark.parametrize("value", [0, -5, 1.5])
 def test_config_refuses_a_batch_size_below_one(value):
     with pytest.raises(ValueError, match=f"batch_size must be a whole number of records, at least 1, got {value!r}"):
-        ProcessorConfig("127.0.0.1:1", batch_size=value)
+        HostConfig("127.0.0.1:1", "g", batch_size=value)
 
 
 @pytest.mark.parametrize("args, message", [

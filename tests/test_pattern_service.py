@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
-from kafka_helpers import RunningService, committed_events, dead_letters, read_all, started_services, wait_processed
+from kafka_helpers import RunningService, committed_events, dead_letters, read_all, service_config, started_services, wait_processed
 from oracles.patterns import OraclePatterns
 
 from fastpubsub.cli import main
@@ -132,8 +132,8 @@ def received(bootstrap: str) -> tuple[list[dict], dict[str, dict]]:
 
 
 def RunningPatterns(bootstrap: str, group_id: str, **kw) -> RunningService:
-    return RunningService(PatternService(PatternServiceConfig(bootstrap, group_id, batch_size=50, progress_interval=60,
-                                                              **kw)))
+    return RunningService(PatternService(service_config(PatternServiceConfig, bootstrap, group_id=group_id,
+                                                        batch_size=50, progress_interval=60, **kw)))
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from kafka_helpers import RunningService, dead_letters, end_offsets, read_all, s
 from oracles.aggregates import AggregateOracle
 
 from fastpubsub.aggregates import parse_subscription
+from fastpubsub.runtime import HostConfig
 from fastpubsub.aggregates.client import Follower
 from fastpubsub.aggregates.service import ReformulatedRecord
 from fastpubsub.cli import main
@@ -64,9 +65,8 @@ def tables_bootstrap(bootstrap):
 
 
 def RunningTables(bootstrap: str, group_id: str, mode: str = "s-un", tables=(STOCK,), **settings) -> RunningService:
-    return RunningService(TableService(TableServiceConfig(bootstrap, [TableDeclaration.parse(t) for t in tables], mode,
-                                                          group_id, batch_size=50, progress_interval=60,
-                                                          client_config=settings)))
+    host = HostConfig(bootstrap, group_id, batch_size=50, progress_interval=60, client_config=settings)
+    return RunningService(TableService(TableServiceConfig(host, [TableDeclaration.parse(t) for t in tables], mode)))
 
 
 @pytest.fixture

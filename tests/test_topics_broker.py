@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from kafka_helpers import RunningProcessor, producer, read_all, send
+from kafka_helpers import RunningProcessor, producer, read_all, send, service_config
 
 from fastpubsub.kafka import admin
 from fastpubsub.services.events.processor import ProcessorConfig
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.broker
 
 
 def processor(bootstrap: str, names: TopicNames, **settings) -> RunningProcessor:
-    return RunningProcessor(ProcessorConfig(bootstrap, group_id=names.group("pubsub-processor"), topics=names,
-                                            progress_interval=60, output_format="json", **settings))
+    return RunningProcessor(service_config(ProcessorConfig, bootstrap, group_id=names.group("pubsub-processor"),
+                                           topics=names, progress_interval=60, output_format="json", **settings))
 
 
 def notes_of(bootstrap: str, topic: str) -> list[dict]:

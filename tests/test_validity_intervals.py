@@ -12,7 +12,7 @@ import random
 from collections import Counter
 
 import pytest
-from kafka_helpers import RunningProcessor, dead_letters, notifications, producer, wait_processed
+from kafka_helpers import RunningProcessor, dead_letters, notifications, producer, service_config, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions
 
 from fastpubsub.wire import codecs, topics
@@ -83,7 +83,8 @@ def test_replaying_the_same_records_gives_the_same_notifications(bootstrap, grou
     send_subs(bootstrap, subs)
     send_timed_events(bootstrap, events)
     for group, batch in ((group_id, 23), (group_id + "-replay", 100)):  # the second reads the events again
-        p = RunningProcessor(ProcessorConfig(bootstrap, group_id=group, progress_interval=60, batch_size=batch))
+        p = RunningProcessor(service_config(ProcessorConfig, bootstrap, group_id=group, progress_interval=60,
+                                                   batch_size=batch))
         try:
             wait_processed(bootstrap, group)
         finally:

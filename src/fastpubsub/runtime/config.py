@@ -40,6 +40,7 @@ class HostConfig:
 
     def __post_init__(self) -> None:
         self.client_config = Settings(self.client_config)  # its repr hides the secrets
+        self.start_from_groups = tuple(self.start_from_groups)
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ValueError(f"batch_size must be a whole number of records, at least 1, got {self.batch_size!r}")
         if not isinstance(self.commit_interval_ms, int) or not 0 <= self.commit_interval_ms <= MAX_COMMIT_INTERVAL_MS:

@@ -100,7 +100,7 @@ class EventsTask(TaskBase):
         return self._wanted
 
     def topics(self) -> Topics:
-        names = self.config.topics
+        names = self.config.host.topics
         return Topics(group=tuple(names.event_subscription), state=names.subscriptions,
                       inputs=(*names.events, names.subscriptions), outputs=(names.notifications, names.dead_letter))
 
@@ -113,14 +113,14 @@ class EventsTask(TaskBase):
             patience = {"waiting": ctx.registry_waiting, "stopped": ctx.stopping}
             registered = event_decoders(self.config.schema_registry, **patience)
             self.registry_ids = register_outputs(self.config.schema_registry,
-                                                 output_subjects(self.config.topics.notifications, self.config.topics.dead_letter), **patience)
+                                                 output_subjects(self.config.host.topics.notifications, self.config.host.topics.dead_letter), **patience)
         self.decode = Decode(counters, self.reports_bad_input, self._metadata, registered, self._referenced)
-        self.match = Match(self.held, counters, self.config.topics.notifications)
-        self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
-                             self.config.topics.notifications, self.config.notification_event_format, registered)
+        self.match = Match(self.held, counters, self.config.host.topics.notifications)
+        self.encode = Encode(self.config.host.output_format, self.config.notification_event, counters,
+                             self.config.host.topics.notifications, self.config.notification_event_format, registered)
         self.encode.registry_ids = self.registry_ids
         self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
-        names = self.config.topics  # the topics it cannot run without, or a clear error
+        names = self.config.host.topics  # the topics it cannot run without, or a clear error
         self._partitions = require(ctx.clients, names.required)[names.subscriptions]
         if self.config.shard.sharded:
             log.info("shard %s: holding the subscriptions whose id hashes to %d of %d; consumer group %s",
@@ -133,7 +133,7 @@ class EventsTask(TaskBase):
         ctx.inputs.prefetch(self._partitions, self.held.start_offsets())
         # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it; bad
         # statistics records are dead-lettered once, by shard 0
-        names = self.config.topics
+        names = self.config.host.topics
         self.statistics_feed = StatisticsFeed(ctx.clients, lambda: self.state.matcher, names.events_label,
                                               names.statistics, group=names.group("pubsub-statistics-feed"),
                                               dead_letter=self._reject_statistics if self.reports_bad_input else None)
@@ -152,7 +152,7 @@ class EventsTask(TaskBase):
         try:
             self._rebuild(ctx)
         except StaleSnapshot as exc:
-            log.warning("ignoring the snapshot, rebuilding from %s: %s", self.config.topics.subscriptions, exc)
+            log.warning("ignoring the snapshot, rebuilding from %s: %s", self.config.host.topics.subscriptions, exc)
             self.held.reset()
             self._rebuild(ctx)
         if self.config.snapshot_dir and self.held.unsnapshotted and not ctx.stopping():
@@ -167,7 +167,7 @@ class EventsTask(TaskBase):
         loads the chunk before.  The chunks are applied in the order they were read.
         """
         started, before = time.monotonic(), self.held.unsnapshotted
-        meter = RateMeter(self.config.progress_interval)
+        meter = RateMeter(self.config.host.progress_interval)
         offsets = dict(self.held.offsets)  # where the readers start (the loads below move these on)
 
         def chunks(stopped: Callable[[], bool]) -> Iterator[Changes]:
@@ -193,7 +193,7 @@ class EventsTask(TaskBase):
         ctx.commit_outputs()  # dead letters of invalid subscriptions
         self.rebuild_records = self.held.unsnapshotted - before
         log.info("ready: %d subscriptions, %d records of %s read in %.1fs",
-                 len(self.state), self.rebuild_records, self.config.topics.subscriptions, time.monotonic() - started)
+                 len(self.state), self.rebuild_records, self.config.host.topics.subscriptions, time.monotonic() - started)
 
     # --- the flows --------------------------------------------------------------------
 
@@ -303,5 +303,5 @@ class Processor(Host):
     """The event processor: :class:`EventsTask` on the one runtime (``pubsub run``)."""
 
     def __init__(self, config: ProcessorConfig) -> None:
-        super().__init__(EventsTask(config), config.host())
+        super().__init__(EventsTask(config), config.host_config())
         self.processor_config = config

@@ -47,7 +47,7 @@ def restore_partitions(clients: ClientFactory, consumer: Consumer, partitions: l
     found = {tp.partition: max(tp.offset, 0)
              for tp in committed_offsets(consumer, [TopicPartition(input_topic, p) for p in partitions])}
     logs = restore_changelog(clients, changelog, partitions, lambda p, _source: found[p],
-                             group_id=f"{config.group_id}.restore")
+                             group_id=f"{config.host.group_id}.restore")
     for p, committed in found.items():
         kept, discarded = logs[p].changes, logs[p].discarded
         counts.discarded_changes += discarded

@@ -64,7 +64,7 @@ class PatternsTask(TaskBase):
 
     def topics(self) -> Topics:
         own = () if self.repartition is None else (self.input_topic,)
-        names, events = self.config.topics, self.config.events_topic
+        names, events = self.config.host.topics, self.config.events_topic
         return Topics(group=(events, *own), state=names.subscriptions, inputs=(events, names.subscriptions, *own),
                       outputs=(names.notifications, names.dead_letter, self.changelog, *own))
 
@@ -75,7 +75,7 @@ class PatternsTask(TaskBase):
         if self.config.schema_registry is not None:
             self.registered = event_decoders(self.config.schema_registry, waiting=ctx.registry_waiting,
                                              stopped=ctx.stopping)
-        names, events = self.config.topics, self.config.events_topic
+        names, events = self.config.host.topics, self.config.events_topic
         parts = admin.require(ctx.clients, (names.subscriptions, events, names.notifications, names.dead_letter))
         own = (self.changelog,) if self.repartition is None else (self.input_topic, self.changelog)
         admin.create_topics(ctx.clients, partitions=parts[events], names=own, topics=names)
@@ -233,7 +233,7 @@ class PatternsTask(TaskBase):
         part.contents.offer(ids, ts, values)
         for w in part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64)):
             subscriber, pattern, _ = self.subs[w.sid]
-            out.produce(self.config.topics.notifications, subscriber,
+            out.produce(self.config.host.topics.notifications, subscriber,
                         notification(w, subscriber, pattern, p, part.contents, part.reorder is not None,
                                      self.registered),
                         self._completing(p, part, w.bound[-1][0]))
@@ -320,4 +320,4 @@ class PatternService(Host):
     """The pattern service: :class:`PatternsTask` on the one runtime (``pubsub patterns``)."""
 
     def __init__(self, config: PatternServiceConfig) -> None:
-        super().__init__(PatternsTask(config), config.host())
+        super().__init__(PatternsTask(config), config.host_config())

@@ -59,7 +59,7 @@ class TablesTask(TaskBase):
         self.config = config
         self.ctx: Context | None = None  # given by the host's first hook
         self.by_topic = {t.topic: t for t in config.tables}
-        self.changelogs = {t.name: config.topics.changelog_topic(t.name) for t in config.tables}
+        self.changelogs = {t.name: config.host.topics.changelog_topic(t.name) for t in config.tables}
         self.svc = AggregateService([t.schema() for t in config.tables], notify=config.mode == "s-un")
         self.subscribers: dict[int, str] = {}
         self.positions: dict[tuple[str, int], int] = {}  # next offset to process, per input partition
@@ -70,7 +70,7 @@ class TablesTask(TaskBase):
 
     def topics(self) -> Topics:
         logs = tuple(self.changelogs.values())
-        names = self.config.topics
+        names = self.config.host.topics
         return Topics(group=(), state=None, inputs=(*self.by_topic, names.subscriptions),
                       outputs=(names.notifications, names.dead_letter, names.reformulated, *logs))
 
@@ -79,7 +79,7 @@ class TablesTask(TaskBase):
     def before_clients(self, ctx: Context) -> None:
         """The service's topics and the table topics, then the tables announced on ``pubsub.table-schemas``."""
         self.ctx, clients = ctx, ctx.clients
-        names = self.config.topics
+        names = self.config.host.topics
         if self.config.schema_registry is not None:  # rows in producers' registered schemas, read by path
             self.registered = event_decoders(self.config.schema_registry, waiting=ctx.registry_waiting,
                                              stopped=ctx.stopping)
@@ -91,7 +91,7 @@ class TablesTask(TaskBase):
         log.info("mode %s, tables %s", self.config.mode, ", ".join(f"{t.name} ({t.topic})" for t in self.config.tables))
 
     def _partitions(self) -> dict[str, int]:
-        names = self.config.topics
+        names = self.config.host.topics
         return admin.require(self.ctx.clients, (names.subscriptions, names.notifications, names.dead_letter,
                                                  names.reformulated,
                                                  *self.by_topic, *self.changelogs.values()))
@@ -107,7 +107,7 @@ class TablesTask(TaskBase):
                  len(self.subscribers))
 
     def _load(self, consumer: Consumer) -> None:
-        parts, clients, subscriptions = self._partitions(), self.ctx.clients, self.config.topics.subscriptions
+        parts, clients, subscriptions = self._partitions(), self.ctx.clients, self.config.host.topics.subscriptions
         inputs = [TopicPartition(t, p) for t in (*self.by_topic, subscriptions) for p in range(parts[t])]
         committed = {(tp.topic, tp.partition): tp.offset for tp in committed_offsets(consumer, inputs)}
         self.svc = AggregateService([t.schema() for t in self.config.tables], notify=self.config.mode == "s-un")
@@ -205,7 +205,7 @@ class TablesTask(TaskBase):
         else:
             head = ('{"subscriber":' + (f'"{subscriber}"' if _PLAIN.fullmatch(subscriber) else json.dumps(subscriber))
                     + ',"row":').encode() + (b"null" if row is None else row)
-        out.produce(self.config.topics.notifications, subscriber, head + b"," + body[1:], source)
+        out.produce(self.config.host.topics.notifications, subscriber, head + b"," + body[1:], source)
         self.notifications += 1
 
     def _on_row(self, msg: Message, out: Outputs) -> None:
@@ -239,7 +239,7 @@ class TablesTask(TaskBase):
         out.produce(self.changelogs[table.name], k, v, headers=headers)
         if self.config.mode == "s-cn":
             for r in result.records:
-                out.produce(self.config.topics.reformulated, r.group, r.to_bytes(), msg)
+                out.produce(self.config.host.topics.reformulated, r.group, r.to_bytes(), msg)
             self.records += len(result.records)
         for n in result.notifications:
             self._notify(n, self.subscribers[n.subscription], out, msg, row=v)
@@ -249,7 +249,7 @@ class TablesTask(TaskBase):
     def process(self, msgs: list[Message], out: Outputs) -> int:
         run: list[Message] = []
         for msg in msgs:
-            if msg.topic() == self.config.topics.subscriptions:
+            if msg.topic() == self.config.host.topics.subscriptions:
                 run.append(msg)
                 continue
             if run:
@@ -283,4 +283,4 @@ class TableService(Host):
     """The table service: :class:`TablesTask` on the one runtime (``pubsub tables``)."""
 
     def __init__(self, config: TableServiceConfig) -> None:
-        super().__init__(TablesTask(config), config.host())
+        super().__init__(TablesTask(config), config.host_config())
