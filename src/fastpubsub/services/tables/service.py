@@ -33,7 +33,7 @@ from fastpubsub.aggregates.changelog import row_record
 from fastpubsub.kafka import admin
 from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.kafka.schema_registry import event_decoders
-from fastpubsub.runtime import Context, Host, human, Outputs, TaskBase, Topics
+from fastpubsub.runtime import Context, Host, human, Outputs, TaskBase, Topics, restore_changelog
 from fastpubsub.state import StateChanges
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
