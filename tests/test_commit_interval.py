@@ -21,7 +21,6 @@ from random_workload import by_event, expected_matches, random_events, random_su
 
 from fastpubsub.cli import main
 from fastpubsub.runtime import HostConfig
-from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS, Checkpoint, InFlight, Uncommitted
 from fastpubsub.wire import codecs, topics
