@@ -510,7 +510,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         # each sampled event's latency by part (PARTS), and what bounds the slowest tenth
         "latency_breakdown": json.dumps(phases[0]["breakdown"]),
         "delivery": stats.get("delivery"),
-        "matcher": stats.get("matcher"),
+        "matcher": (stats.get("task") or {}).get("matcher"),
         "processor_events": stats.get("events"),
         "busy_s": busy,
         **{f"{k}_s": v for k, v in stages.items()},

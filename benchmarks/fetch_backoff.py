@@ -4,7 +4,7 @@ librdkafka stops fetching for a partition once its pre-fetch queue is over
 ``queued.max.messages.kbytes`` and waits ``fetch.queue.backoff.ms`` (default
 1000) before the next fetch; a loop that empties the queue faster than that
 then waits for events while the backlog sits in the broker.  The processor's
-events consumer sets 10 ms (``processor.inputs.EVENTS_FETCH``).  This drains
+events consumer sets 10 ms (``runtime.inputs.GROUP_FETCH``).  This drains
 a backlog of 150-byte records with the processor's queue bounds and the loop's
 way of taking batches (what is there, else wait for one), once per setting::
 

@@ -83,7 +83,7 @@ def run(n_subs: int, n_events: int, seed: int = 0, batch: int = 1000, progress=p
             time.sleep(0.2)
         proc.terminate()
         out, _ = proc.communicate(timeout=600)
-        stats = json.loads(out.strip().splitlines()[-1])
+        stats = json.loads(out.strip().splitlines()[-1])["task"]  # the pattern task's own counts
         watch.close()
     first = next(i for i, s in enumerate(samples) if s[1] > 0)
     (t_a, c_a), (t_b, c_b) = samples[max(first - 1, 0)], samples[-1]

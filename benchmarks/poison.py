@@ -105,7 +105,7 @@ def run(good: int, bad: int, seed: int, extra: list[str]) -> dict:
     return {"good": good, "bad": bad, "bad_bytes": sum(sizes), "largest": max(sizes, default=0), "produce_seconds": round(produced, 1),
             "rss_at_start_mb": round(baseline / 1024), "peak_rss_mb": round(peak / 1024),
             "dead_letters": stats["dead_letters"], "truncated": stats["dead_letters_truncated"],
-            "by_reference": stats["notifications_by_reference"], "notifications": stats["notifications"]}
+            "by_reference": stats["task"]["notifications_by_reference"], "notifications": stats["notifications"]}
 
 
 def main(argv: list[str] | None = None) -> None:

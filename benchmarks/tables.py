@@ -122,7 +122,7 @@ def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, batc
         started = time.monotonic()
         proc = _service(bootstrap, mode, batch, log)
         samples = _wait(watch, TOPIC, 1, n_rows + n_updates, proc, 3600, "the updates")
-        stats = _stop(proc)
+        stats = _stop(proc)["task"]  # the table task's own counts
         watch.close()
     (t_a, c_a) = next(s for s in samples if s[1] > n_rows)
     (t_b, c_b) = samples[-1]

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 from client_threads import LEFT_BEHIND_BOUND, client_threads, clients, left_behind
-from kafka_helpers import RunningProcessor, alter_topic_config
+from kafka_helpers import RunningProcessor, alter_topic_config, service_config
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import topics
@@ -154,7 +154,7 @@ def start_processor(bootstrap: str, group_id: str):
     running: list[RunningProcessor] = []
 
     def start(**overrides: Any) -> RunningProcessor:
-        config = ProcessorConfig(bootstrap, group_id=group_id, progress_interval=60, **overrides)
+        config = service_config(ProcessorConfig, bootstrap, **{"group_id": group_id, "progress_interval": 60, **overrides})
         p = RunningProcessor(config)
         running.append(p)
         return p

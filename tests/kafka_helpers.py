@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 import time
@@ -10,8 +11,19 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from fastpubsub.kafka import admin
+from fastpubsub.runtime import HostConfig
 from fastpubsub.wire import codecs, topics
 from fastpubsub.services.events.processor import Processor, ProcessorConfig
+
+
+HOST_FIELDS = {f.name for f in dataclasses.fields(HostConfig)}
+
+
+def service_config(cls, bootstrap_servers: str, *own: Any, group_id: str = "pubsub-test", **settings: Any):
+    """``cls`` (a service's config) holding a ``HostConfig``: the settings that are the host's go to it, the rest
+    to the service (tests name both kinds side by side)."""
+    host = HostConfig(bootstrap_servers, group_id, **{k: v for k, v in settings.items() if k in HOST_FIELDS})
+    return cls(host, *own, **{k: v for k, v in settings.items() if k not in HOST_FIELDS})
 
 
 class RunningProcessor:
@@ -35,7 +47,7 @@ class RunningProcessor:
 
     @property
     def state(self):
-        return self.processor.state
+        return self.processor.task.state
 
     def wait_for(self, condition, timeout: float = 30.0, what: str = "condition") -> None:
         deadline = time.monotonic() + timeout

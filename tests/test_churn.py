@@ -134,7 +134,7 @@ def test_churn_through_the_broker_every_notification_exactly_once_memory_flat(bo
             sizes.append(p.state.matcher.stats()["memory_bytes"])
 
     stats = p.stop()
-    assert stats["subscriptions"] == len(model)
+    assert stats["task"]["subscriptions"] == len(model)
     notes = notifications(bootstrap)
     assert sorted(n["notification_id"] for n in deduplicate(notes)) == sorted(expected)  # none lost, none extra
     assert len(expected) > 100  # the run matched something

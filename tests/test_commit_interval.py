@@ -20,7 +20,7 @@ from kafka_helpers import committed_events, notifications, producer, send, wait_
 from random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
 
 from fastpubsub.cli import main
-from fastpubsub.services.events.processor import ProcessorConfig
+from fastpubsub.runtime import HostConfig
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS, PACE, Checkpoint, InFlight, Uncommitted
 from fastpubsub.wire import codecs, topics
@@ -82,7 +82,7 @@ def test_a_quiet_input_is_committed_at_once_after_a_pause_longer_than_the_last_c
 
 def test_the_linger_is_checked_against_the_interval():
     with pytest.raises(ValueError, match="commit_linger_ms must be .* from 0 to the commit interval"):
-        ProcessorConfig("localhost:9092", commit_interval_ms=50, commit_linger_ms=60)
+        HostConfig("localhost:9092", "g", commit_interval_ms=50, commit_linger_ms=60)
     result = CliRunner().invoke(main, ["run", "-b", "localhost:1", "--commit-linger-ms", "-1"])
     assert result.exit_code != 0 and "--commit-linger-ms" in result.output
 
@@ -112,13 +112,13 @@ def test_the_offsets_of_every_batch_go_with_the_commit_the_latest_per_partition(
 def test_config_refuses_a_commit_interval_out_of_range(value):
     with pytest.raises(ValueError, match=f"commit_interval_ms must be a whole number of milliseconds from 0 .* to "
                                          f"{MAX_COMMIT_INTERVAL_MS} .*got {value!r}"):
-        ProcessorConfig("127.0.0.1:1", commit_interval_ms=value)
+        HostConfig("127.0.0.1:1", "g", commit_interval_ms=value)
 
 
 @pytest.mark.parametrize("value", [0, -5, 1.5])
 def test_config_refuses_a_batch_size_below_one(value):
     with pytest.raises(ValueError, match=f"batch_size must be a whole number of records, at least 1, got {value!r}"):
-        ProcessorConfig("127.0.0.1:1", batch_size=value)
+        HostConfig("127.0.0.1:1", "g", batch_size=value)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -279,7 +279,7 @@ def test_a_commit_that_fails_in_flight_is_replayed(bootstrap, group_id, start_pr
     send_subscriptions(bootstrap, subs)
     p = start_processor(batch_size=50, delivery="at-least-once", overlap_commits=True)
     p.wait_for(lambda: p.processor.ready.is_set(), what="ready")
-    commit, failed = p.processor.deliver.commit, []
+    commit, failed = p.processor.sink.commit, []
 
     def failing_once(*args, **kwargs):
         if not failed and threading.current_thread().name.startswith("pubsub-commit"):
@@ -287,7 +287,7 @@ def test_a_commit_that_fails_in_flight_is_replayed(bootstrap, group_id, start_pr
             raise DeliveryError("injected: the broker did not answer")
         return commit(*args, **kwargs)
 
-    p.processor.deliver.commit = failing_once
+    p.processor.sink.commit = failing_once
     send_events(bootstrap, events)
     wait_processed(bootstrap, group_id, timeout=120)
     stats = p.stop()

@@ -138,10 +138,10 @@ def test_kill_and_restart_loses_nothing(bootstrap, group_id, delivery, snapshots
         stats = second.stop()
         assert 0 < stats["events"] < len(events_a) + len(events_b)  # the first one did part of the work
         held = [sid for sid in [*dict(phase_a), *final_b] if shard.owns(sid)]
-        assert stats["subscriptions"] == len(held) and stats["shard"] == str(shard)
+        assert stats["task"]["subscriptions"] == len(held) and stats["task"]["shard"] == str(shard)
         if bystander is not None:
             rest = bystander.stop()
-            assert rest["subscriptions"] == len(phase_a) + len(final_b) - len(held)
+            assert rest["task"]["subscriptions"] == len(phase_a) + len(final_b) - len(held)
             assert rest["events"] == len(events_a) + len(events_b)  # the other shard read every event too
         if snapshots:
             assert any("snapshot written" in line for line in first.log), first.log[-10:]

@@ -356,8 +356,8 @@ def test_the_pattern_service_killed_repeatedly_notifies_exactly_once(service_top
         stats = last.stop()
     finally:
         last.kill()
-    assert stats["delivery"] == "transactional" and stats["restores"] == patterns_spec.PARTITIONS
-    assert stats["restored_instances"] > 0  # the state came from the changelog
+    assert stats["delivery"] == "transactional" and stats["task"]["restores"] == patterns_spec.PARTITIONS
+    assert stats["task"]["restored_instances"] > 0  # the state came from the changelog
     stored = patterns_spec.stored_events(bootstrap)
     assert sum(len(v) for v in stored.values()) == sent  # none past the retention
     expected = patterns_spec.oracle(subs, stored, since=SINCE)
@@ -420,7 +420,7 @@ def test_the_table_service_killed_repeatedly_notifies_exactly_once(service_topic
         stats = last.stop()
     finally:
         last.kill()
-    assert stats["delivery"] == "transactional" and stats["restored_rows"] > 0
+    assert stats["delivery"] == "transactional" and stats["task"]["restored_rows"] > 0
     want = tables_spec.expected(TABLE_ROWS, subs, TABLE_UPDATES[:sent], len(TABLE_ROWS))
     got = table_notifications(bootstrap)
     history = check("table service", sent, want, [k for k, _ in got], bootstrap,
@@ -492,7 +492,7 @@ def test_an_at_least_once_restore_discards_the_changelog_changes_past_the_commit
         stats = second.stop()
     finally:
         second.kill()
-    assert stats["delivery"] == "at-least-once" and stats["discarded_changes"] == back
+    assert stats["delivery"] == "at-least-once" and stats["task"]["discarded_changes"] == back
     got = table_notifications(bootstrap)
     first_answer: dict = {}
     for key, value in got:  # a replayed notification repeats the first one, answer included

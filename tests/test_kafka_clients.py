@@ -17,6 +17,7 @@ from client_threads import client_threads, left_behind
 from kafka_helpers import read_all, send, wait_processed
 
 from fastpubsub.cli import main
+from fastpubsub.runtime import HostConfig
 from fastpubsub.kafka import ClientFactory, parse_settings
 from fastpubsub.kafka.clients import read_properties
 from fastpubsub.kafka.broker import child_preexec, free_port
@@ -56,9 +57,10 @@ def test_secrets_never_show_in_a_factory_a_service_configuration_or_an_error():
     settings = parse_settings([f"{k}={v}" for k, v in SECRETS.items()] + ["client.id=shown"])
     clients = ClientFactory("b:1", settings)
     assert clients.producer_config()["sasl.password"] == "pw-7f3a"  # the clients get them
-    shown = [repr(settings), repr(clients), str(clients), repr(ProcessorConfig("b:1", client_config=dict(settings))),
-             repr(PatternServiceConfig("b:1", client_config=dict(settings))),
-             repr(TableServiceConfig("b:1", [TableDeclaration.parse("t:pubsub.tables.t:k")], client_config=dict(settings)))]
+    shown = [repr(settings), repr(clients), str(clients), repr(HostConfig("b:1", "g", client_config=dict(settings))),
+             repr(PatternServiceConfig(HostConfig("b:1", "g", client_config=dict(settings)))),
+             repr(TableServiceConfig(HostConfig("b:1", "g", client_config=dict(settings)),
+                                     [TableDeclaration.parse("t:pubsub.tables.t:k")]))]
     for text in shown:
         assert "client.id': 'shown'" in text and "'sasl.password': '***'" in text, text
         assert not [v for v in SECRETS.values() if v in text], text
@@ -209,7 +211,7 @@ def test_the_cli_parses_x_for_every_kafka_subcommand():
 
 def test_the_processor_builds_its_factory_from_its_config():
     """The config's settings, and the host's error callback, which hears when no broker answers (runtime.host)."""
-    clients = Processor(ProcessorConfig("127.0.0.1:1", client_config=dict(SETTINGS))).clients
+    clients = Processor(ProcessorConfig(HostConfig("127.0.0.1:1", "g", client_config=dict(SETTINGS)))).clients
     settings = dict(clients.settings)
     assert callable(settings.pop("error_cb"))
     assert ClientFactory(clients.bootstrap_servers, settings) == ClientFactory("127.0.0.1:1", SETTINGS)

@@ -26,6 +26,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from fastpubsub.cli import main
+from fastpubsub.runtime import HostConfig
 from fastpubsub.kafka.broker import child_preexec, free_port
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.runtime.metrics import BUCKETS, Histogram, Metrics, MetricsServer, consumer_lag
@@ -212,7 +213,7 @@ def test_a_processor_exposes_its_metrics_before_its_loop_starts():
     from fastpubsub.services.events.processor import Processor, ProcessorConfig
     from prometheus_client.exposition import generate_latest
 
-    metrics = parse(generate_latest(Processor(ProcessorConfig("127.0.0.1:1")).metrics.registry).decode())
+    metrics = parse(generate_latest(Processor(ProcessorConfig(HostConfig("127.0.0.1:1", "pubsub-processor"))).metrics.registry).decode())
     assert metrics["pubsub_ready", frozenset()] == 0 and metrics["pubsub_subscriptions", frozenset()] == 0
 
 
@@ -440,7 +441,7 @@ def test_the_pattern_and_table_services_serve_metrics(bootstrap, group_id):
         assert ("pubsub_info", frozenset({("algorithm", ""), ("delivery", "transactional"),
                                           ("group_id", f"{group_id}-tables"), ("shard", "0/1"),
                                           ("mode", "s-un")})) in m
-        assert patterns.stop()["events"] == 5 and tables.stop()["rows"] == {"stock": 1}
+        assert patterns.stop()["task"]["events"] == 5 and tables.stop()["task"]["rows"] == {"stock": 1}
     finally:
         patterns.kill()
         tables.kill()

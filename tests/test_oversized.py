@@ -24,6 +24,7 @@ from confluent_kafka import Producer
 from kafka_helpers import dead_letters, notifications, read_all, wait_processed
 
 from fastpubsub.kafka.record_limits import KAFKA_DEFAULT_BYTES, PRODUCER_DEFAULT_BYTES, RECORD_OVERHEAD
+from fastpubsub.runtime import HostConfig
 from fastpubsub.wire import codecs, topics
 
 pytestmark = pytest.mark.broker
@@ -166,7 +167,7 @@ def test_oversized_events_neither_stall_nor_lose_anything(bootstrap, group_id, s
     stats = p.stop()
     check(bootstrap, s, fmt)
     assert stats["replays"] == 0 and stats["limits"]["max_record_bytes"] == limit
-    assert stats["notifications_by_reference"] == len(s.referenced)
+    assert stats["task"]["notifications_by_reference"] == len(s.referenced)
 
 
 @pytest.mark.parametrize("fmt", ["avro", "json"])
@@ -281,8 +282,8 @@ def test_healthz_reports_a_loop_that_delivers_nothing_and_recovers_with_it(tmp_p
         setup = big_producer(b)
         subscribe_all(setup)
         assert setup.flush(30) == 0
-        p = RunningProcessor(ProcessorConfig(b, group_id="health", progress_interval=60, batch_size=200,
-                                             stall_seconds=3.0))
+        p = RunningProcessor(ProcessorConfig(HostConfig(b, "health", progress_interval=60, batch_size=200,
+                                                        stall_seconds=3.0)))
         send_events(b, random_events(30_000, seed=5))
         p.wait_for(lambda: p.processor.events >= 1_000, timeout=60, what="some batches")
         broker.kill_node(0, signal.SIGSTOP)  # the broker stops answering; the loop has batches fetched ahead
@@ -332,10 +333,10 @@ def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fau
     from fastpubsub.kafka.delivery import DeliveryError
     from fastpubsub.kafka.queues import QueueBounds
     from fastpubsub.services.events.processor import Processor, ProcessorConfig
-    from fastpubsub.runtime.deliver import Deliver
+    from fastpubsub.runtime.sink import Sink
 
-    p = Processor(ProcessorConfig("127.0.0.1:1", delivery="at-least-once"))
-    p.deliver = Deliver(p.clients, "at-least-once", "split-test", QueueBounds(), "avro")  # no broker needed yet
+    p = Processor(ProcessorConfig(HostConfig("127.0.0.1:1", "pubsub-processor", delivery="at-least-once")))
+    p.sink = Sink(p.clients, "at-least-once", "split-test", QueueBounds(), "avro")  # no broker needed yet
 
     def refused(sources):
         def step():
@@ -353,4 +354,4 @@ def test_a_refusal_shared_by_several_records_is_split_until_one_record_is_at_fau
     cp.committed({("e", 0): 7, ("e", 1): 3})  # committed past them: forgotten
     assert not cp.refused and not cp.suspects
     assert p.counters.replays == 2
-    p.deliver.close()
+    p.sink.close()

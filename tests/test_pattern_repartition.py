@@ -101,9 +101,9 @@ def test_repartitioned_notifications_equal_the_oracle(running, patterns_bootstra
     repartition = topics.pattern_repartition_topic(group_id, "name")
     wait_topic_processed(patterns_bootstrap, group_id, repartition)
     stats = service.stop()
-    rp = stats["repartition"]
+    rp = stats["task"]["repartition"]
     assert rp["topic"] == repartition and rp["rekeyed"] == len(evs) + PARTITIONS
-    assert rp["late_events"] == 0 and stats["events"] == len(evs)  # the tails wait for a later watermark
+    assert rp["late_events"] == 0 and stats["task"]["events"] == len(evs)  # the tails wait for a later watermark
     # the oracle per repartition partition, its events in (timestamp, source partition, source offset) order
     by_q: dict[int, list] = {}
     for p, stored in stored_events(patterns_bootstrap).items():
@@ -150,7 +150,7 @@ def test_an_event_later_than_the_grace_is_dead_lettered_and_counted(running, pat
     wait_processed(patterns_bootstrap, group_id, timeout=60)
     wait_topic_processed(patterns_bootstrap, group_id, repartition)
     stats = service.stop()
-    assert stats["repartition"]["late_events"] == 1 and stats["events"] == 1  # the first; the second waits
+    assert stats["task"]["repartition"]["late_events"] == 1 and stats["task"]["events"] == 1  # the first; the second waits
     late = [d for d in dead_letters(patterns_bootstrap) if "late event" in d.reason]
     assert len(late) == 1 and late[0].source_topic == topics.EVENTS
     assert codecs.decode_event(late[0].value)["price"] == 3.0
@@ -212,7 +212,7 @@ def test_kill_9_while_re_keying_and_restart_none_missing_none_unexpected(pattern
         second.terminate()
         out, err = second.communicate(timeout=60)
     stats = json.loads(out.strip().splitlines()[-1])
-    assert stats["events"] == len(evs) and stats["repartition"]["late_events"] == 0, err[-3000:]
+    assert stats["task"]["events"] == len(evs) and stats["task"]["repartition"]["late_events"] == 0, err[-3000:]
     by_q: dict[int, list] = {}
     for p, stored in stored_events(patterns_bootstrap).items():
         for off, ts, attrs in stored:
@@ -227,7 +227,7 @@ def test_kill_9_while_re_keying_and_restart_none_missing_none_unexpected(pattern
             [(event_id(p, off), ts, attrs) for ts, p, off, attrs in sorted(rows, key=lambda r: r[:3])])}
     raw, got = received(patterns_bootstrap)
     print(f"\nkill -9 at {done_at_kill} of {len(evs)} events re-keyed: {len(raw)} notifications read, "
-          f"{stats['repartition']['repeated_events']} repeated records dropped, {stats['restores']} restores")
+          f"{stats['task']['repartition']['repeated_events']} repeated records dropped, {stats['task']['restores']} restores")
     assert len(expected) > 100
     assert sorted(expected - set(got)) == [], "missing"
     assert sorted(set(got) - expected) == [], "unexpected"

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
-from kafka_helpers import RunningService, committed_events, dead_letters, read_all, started_services, wait_processed
+from kafka_helpers import RunningService, committed_events, dead_letters, read_all, service_config, started_services, wait_processed
 from oracles.patterns import OraclePatterns
 
 from fastpubsub.cli import main
@@ -132,8 +132,8 @@ def received(bootstrap: str) -> tuple[list[dict], dict[str, dict]]:
 
 
 def RunningPatterns(bootstrap: str, group_id: str, **kw) -> RunningService:
-    return RunningService(PatternService(PatternServiceConfig(bootstrap, group_id, batch_size=50, progress_interval=60,
-                                                              **kw)))
+    return RunningService(PatternService(service_config(PatternServiceConfig, bootstrap, group_id=group_id,
+                                                        batch_size=50, progress_interval=60, **kw)))
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def test_notifications_equal_the_oracle_with_the_bound_events_and_aggregates(run
     raw, got = received(patterns_bootstrap)
     assert len(expected) > 100, "the workload completes too few patterns to say much"
     assert sorted(got) == sorted(expected)
-    assert stats["subscriptions"] == len(subs) + 1 and stats["events"] == len(evs)
+    assert stats["task"]["subscriptions"] == len(subs) + 1 and stats["task"]["events"] == len(evs)
     assert not any(w.start_ts < late_since for nid, w in expected.items() if nid.startswith("999/"))
     by_offset = {(p, off): (ts, attrs) for p, es in stored.items() for off, ts, attrs in es}
     names = {sid: [parse(text).bind] + [s.bind for s in parse(text).steps] for sid, text, _ in subs + [late]}
@@ -223,12 +223,12 @@ def test_kill_9_and_restart_none_missing_none_unexpected(patterns_bootstrap, gro
         second.proc.terminate()
         out, err = second.proc.communicate(timeout=60)
     stats = json.loads(out.strip().splitlines()[-1])
-    assert stats["restores"] == PARTITIONS and stats["restored_instances"] > 0, err[-3000:]
+    assert stats["task"]["restores"] == PARTITIONS and stats["task"]["restored_instances"] > 0, err[-3000:]
     expected = oracle(subs, stored_events(patterns_bootstrap))
     raw, got = received(patterns_bootstrap)
     print(f"\nkill -9 at {done_at_kill} of {len(evs)} events: {len(raw)} notifications read, "
-          f"{len(raw) - len(got)} duplicates dropped, {stats['discarded_changes']} changelog changes discarded, "
-          f"{stats['restored_instances']} instances restored")
+          f"{len(raw) - len(got)} duplicates dropped, {stats['task']['discarded_changes']} changelog changes discarded, "
+          f"{stats['task']['restored_instances']} instances restored")
     assert sorted(set(expected) - set(got)) == [], "missing"
     assert sorted(set(got) - set(expected)) == [], "unexpected"
 
@@ -242,14 +242,14 @@ def test_partitions_move_between_two_instances(running, patterns_bootstrap, grou
     b = running()  # a rebalance: partitions move to b with their state
     send_events(patterns_bootstrap, evs[200:400])
     deadline = time.monotonic() + 60
-    while not b.service.parts:
+    while not b.service.task.parts:
         assert time.monotonic() < deadline, "the second instance got no partition"
         time.sleep(0.1)
     a.stop()  # and back: b owns them all
     send_events(patterns_bootstrap, evs[400:])
     wait_processed(patterns_bootstrap, group_id, timeout=120)
     stats_b = b.stop()
-    assert stats_b["restores"] > PARTITIONS // 2 and stats_b["restored_instances"] > 0  # the state moved with them
+    assert stats_b["task"]["restores"] > PARTITIONS // 2 and stats_b["task"]["restored_instances"] > 0  # the state moved with them
     expected = oracle(subs, stored_events(patterns_bootstrap))
     _, got = received(patterns_bootstrap)
     assert sorted(got) == sorted(expected)
@@ -276,7 +276,7 @@ def test_bad_pattern_subscriptions_are_dead_lettered_with_their_reasons(running,
     while service.service.dead_letters.total < 6:
         assert time.monotonic() < deadline, service.service.dead_letters.counts
         time.sleep(0.1)
-    assert set(service.service.subs) == {4}
+    assert set(service.service.task.subs) == {4}
     service.stop()
     reasons = sorted((dl.offset, dl.reason) for dl in dead_letters(patterns_bootstrap))
     assert [o for o, _ in reasons] == list(range(6))
@@ -325,7 +325,7 @@ def test_an_aborted_changelog_transaction_changes_nothing_and_replacing_or_delet
     p.flush(30)
     p.abort_transaction(15)
     b = running()
-    service = b.service
+    service = b.service.task
     deadline = time.monotonic() + 60
     while service.restores < len(done):
         assert time.monotonic() < deadline, "the partitions were not restored"
@@ -344,8 +344,8 @@ def test_an_aborted_changelog_transaction_changes_nothing_and_replacing_or_delet
     send_events(patterns_bootstrap, evs[300:])
     wait_processed(patterns_bootstrap, group_id, timeout=120)
     stats = b.stop()
-    assert stats["restored_instances"] > 0 and stats["discarded_changes"] == 0
-    assert stats["instances"]["dropped"] > 0
+    assert stats["task"]["restored_instances"] > 0 and stats["task"]["discarded_changes"] == 0
+    assert stats["task"]["instances"]["dropped"] > 0
     expected = {}
     for part, stored in stored_events(patterns_bootstrap).items():
         o = OraclePatterns()

@@ -48,7 +48,7 @@ def test_notifications_equal_the_oracle(bootstrap, group_id, start_processor, ou
         assert n["notification_id"] == f"{n['event_id']}/{n['subscription_id']}"
     assert stats["events"] == len(events) and stats["notifications"] == len(notes)
     assert stats["delivery"] == ("transactional" if delivery == "auto" else "at-least-once")
-    assert (stats["matcher"], stats["runs"]) == (matcher.get("algorithm", "dynamic"), matcher.get("runs"))  # None: the engine default
+    assert (stats["task"]["matcher"], stats["task"]["runs"]) == (matcher.get("algorithm", "dynamic"), matcher.get("runs"))  # None: the engine default
 
 
 def test_removal_and_replacement_take_effect_and_restart_rebuilds(bootstrap, group_id, start_processor):
@@ -73,7 +73,7 @@ def test_removal_and_replacement_take_effect_and_restart_rebuilds(bootstrap, gro
     send(bootstrap, topics.EVENTS, [("e2", codecs.encode_event({"price": 5, "movie": "rex"}))])
     wait_processed(bootstrap, group_id)
     first = p.stop()
-    assert first["subscriptions"] == 3
+    assert first["task"]["subscriptions"] == 3
     e2 = {n["subscriber"] for n in notifications(bootstrap) if n["event_id"] == "e2"}
     assert e2 == {"alice", "carol", "dave"}
 
@@ -159,4 +159,4 @@ def test_subscriptions_expire_at_valid_until_in_event_time(bootstrap, group_id, 
                    ("before", "alice"), ("before", "bob"), ("before", "carol"),
                    ("late-but-older", "bob"), ("late-but-older", "carol")]
     # alice was dropped; carol too unless b1 and b2 shared a batch (then b2 was filtered by valid_at)
-    assert (stats["expired"], stats["subscriptions"]) in [(1, 2), (2, 1)]
+    assert (stats["task"]["expired"], stats["task"]["subscriptions"]) in [(1, 2), (2, 1)]

@@ -137,9 +137,9 @@ def test_poison_records_are_dead_lettered_and_good_ones_processed(bootstrap, gro
     assert Counter((dl.source_topic, dl.key, dl.value) for dl in letters.values()) == expected_dead
     assert all(dl.reason for dl in letters.values())
     assert all(stats["events"] == len(good_events) for stats in every)  # every shard reads every event
-    assert sum(stats["subscriptions"] for stats in every) == len(subs)
+    assert sum(stats["task"]["subscriptions"] for stats in every) == len(subs)
     if shards > 1:
-        assert all(0 < stats["subscriptions"] < len(subs) for stats in every)
+        assert all(0 < stats["task"]["subscriptions"] < len(subs) for stats in every)
     assert by_event(notifications(bootstrap)) == {n: s for n, s in expected_matches(subs, good_events).items() if s}
     classes = Counter(reason for p in procs for (_, reason) in p.processor.dead_letters.by_reason.elements())
     print(f"\npoison ({shards} shard(s)): {len(good_events) + len(subs)} good and {sum(bad.values())} bad records ({dict(bad)}); "

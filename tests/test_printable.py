@@ -16,7 +16,7 @@ from test_delivery import FakeProducer
 
 from fastpubsub.kafka import clients
 from fastpubsub.kafka.queues import QueueBounds
-from fastpubsub.runtime.deliver import Deliver, SourceRecord
+from fastpubsub.runtime.sink import Sink, SourceRecord
 from fastpubsub.services.events.subscriptions import SubscriptionState
 from fastpubsub.wire import codecs, topics
 from fastpubsub.wire.codecs import DecodeError
@@ -73,7 +73,7 @@ def test_a_field_name_with_a_newline_and_an_escape_is_escaped_in_the_dead_letter
     logger.addHandler(handler)
     level, logger.level = logger.level, logging.INFO
     try:
-        deliver = Deliver(clients.ClientFactory("127.0.0.1:1"), "at-least-once", "t", QueueBounds(), "json")
+        deliver = Sink(clients.ClientFactory("127.0.0.1:1"), "at-least-once", "t", QueueBounds(), "json")
         deliver.reject(SourceRecord(topics.SUBSCRIPTIONS, 0, 7, b"1", value), str(refused.value))
     finally:
         logger.removeHandler(handler)

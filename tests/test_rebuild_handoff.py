@@ -169,7 +169,7 @@ def test_a_rebuild_in_many_chunks_equals_applying_record_by_record(bootstrap, gr
     state = p.state
     assert state.subscribers == expected.subscribers
     assert state.stats()["subscriptions"] == len(expected.subscribers)
-    assert p.processor.rebuild_records == len(records)
+    assert p.processor.task.rebuild_records == len(records)
     held = np.array(sorted(expected.subscribers), np.int64)
     assert all(sid in state.matcher for sid in held.tolist())
     assert not any(sid in state.matcher for sid in range(60) if sid not in expected.subscribers)

@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryError, topic_record_subject_name_strategy
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kafka_helpers import RunningService, read_all, send, wait_committed, wait_processed
+from kafka_helpers import RunningService, read_all, send, service_config, wait_committed, wait_processed
 from test_registered import AN_ORDER, PROTO, PROTO_PAIRS, an_order, proto_classes, with_references
 
 from click.testing import CliRunner
@@ -171,9 +171,9 @@ def test_aggregates_over_a_registered_avro_table_take_nested_paths(bootstrap, gr
     rows = [{"id": i, "amount": float(i * 10), "customer": {"address": {"country": "FR" if i % 3 else "DE"}}}
             for i in range(1, 13)]
     table = f"orders:{topic}:id:amount=number,customer.address.country=string"
-    service = RunningService(TableService(TableServiceConfig(
-        bootstrap, [TableDeclaration.parse(table)], group_id=group_id, batch_size=50, progress_interval=60,
-        schema_registry=RegistryConfig(schema_registry.url))))
+    service = RunningService(TableService(service_config(
+        TableServiceConfig, bootstrap, [TableDeclaration.parse(table)], group_id=group_id, batch_size=50,
+        progress_interval=60, schema_registry=RegistryConfig(schema_registry.url))))
     try:
         send(bootstrap, topic, [(str(r["id"]), avro(r, SerializationContext(topic, MessageField.VALUE))) for r in rows])
         wait_committed(bootstrap, group_id, topic)
@@ -201,8 +201,9 @@ def test_patterns_over_registered_avro_events_take_nested_paths_and_record_metad
     pattern = ('seq a: a.customer.address.country = "FR" and a.$key = "k1" next b: b.$topic = "' + topics.EVENTS
                + '" and b.customer.address.country = a.customer.address.country and b.amount > a.amount within 1h')
     send(bootstrap, topics.SUBSCRIPTIONS, [("1", json.dumps({"subscriber": "p", "pattern": pattern}).encode())])
-    service = RunningService(PatternService(PatternServiceConfig(
-        bootstrap, group_id, batch_size=50, progress_interval=60, schema_registry=RegistryConfig(schema_registry.url))))
+    service = RunningService(PatternService(service_config(
+        PatternServiceConfig, bootstrap, group_id=group_id, batch_size=50, progress_interval=60,
+        schema_registry=RegistryConfig(schema_registry.url))))
     try:
         orders = [("k0", 1, 5.0, "FR"), ("k1", 2, 10.0, "FR"), ("k2", 3, 20.0, "DE"), ("k3", 4, 5.0, "FR"),
                   ("k4", 5, 30.0, "FR")]

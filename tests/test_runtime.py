@@ -33,10 +33,7 @@ class Echo(TaskBase):
         return Topics(group=(topics.EVENTS,), state=None, inputs=(topics.EVENTS,),
                       outputs=(topics.NOTIFICATIONS, topics.DEAD_LETTER))
 
-    def prepare(self, host) -> None:
-        pass
-
-    def restore(self, host) -> None:
+    def restore(self, ctx) -> None:
         pass
 
     def process(self, msgs, out: Outputs) -> int:
@@ -97,8 +94,8 @@ def test_the_pattern_service_dead_letters_an_oversized_event_and_one_whose_notif
     for i, v in enumerate(events):  # one partition, a second apart in event time
         producer.produce(topics.EVENTS, v, b"same-partition", timestamp=now + 1000 * i)
     assert producer.flush(30) == 0
-    svc = start(task=None, config=PatternService(PatternServiceConfig(
-        bootstrap, group_id, max_record_bytes=16384, client_config={"message.max.bytes": "17000"})))
+    svc = start(task=None, config=PatternService(PatternServiceConfig(HostConfig(
+        bootstrap, group_id, max_record_bytes=16384, client_config={"message.max.bytes": "17000"}))))
     wait_processed(bootstrap, group_id, timeout=90)
     svc.stop()
     reasons = sorted(d.reason for d in dead_letters(bootstrap) if d.source_topic == topics.EVENTS)
@@ -114,8 +111,8 @@ def test_the_table_service_dead_letters_an_oversized_row_and_goes_on(bootstrap, 
     rows = [(b"A", json.dumps({"symbol": "A", "risk": 1}).encode()),
             (b"B", json.dumps({"symbol": "B", "risk": 2, "pad": "x" * 20000}).encode()),
             (b"C", json.dumps({"symbol": "C", "risk": 3}).encode())]
-    svc = start(task=None, config=TableService(TableServiceConfig(bootstrap, [table], group_id=group_id,
-                                                                  max_record_bytes=16384)))
+    svc = start(task=None, config=TableService(TableServiceConfig(HostConfig(bootstrap, group_id, max_record_bytes=16384),
+                                                                  [table])))
     send(bootstrap, table.topic, rows)
     deadline = time.monotonic() + 60
     while svc.service.task.updates < 2 and time.monotonic() < deadline:
@@ -123,7 +120,7 @@ def test_the_table_service_dead_letters_an_oversized_row_and_goes_on(bootstrap, 
     svc.stop()
     (dl,) = [d for d in dead_letters(bootstrap) if d.source_topic == table.topic]
     assert "record too large" in dl.reason
-    assert svc.service.stats()["rows"]["stock"] == 2
+    assert svc.service.stats()["task"]["rows"]["stock"] == 2
 
 
 def test_an_event_the_pattern_engine_raises_on_is_dead_lettered_and_the_patterns_around_it_complete_once(
@@ -145,7 +142,7 @@ def test_an_event_the_pattern_engine_raises_on_is_dead_lettered_and_the_patterns
     for i, v in enumerate(values):  # one partition, a second apart in event time
         producer.produce(topics.EVENTS, v, b"same-partition", timestamp=now + 1000 * i)
     assert producer.flush(30) == 0
-    svc = start(task=None, config=PatternService(PatternServiceConfig(bootstrap, group_id)))
+    svc = start(task=None, config=PatternService(PatternServiceConfig(HostConfig(bootstrap, group_id))))
     wait_processed(bootstrap, group_id, timeout=90)
     svc.stop()
     (dl,) = [d for d in dead_letters(bootstrap) if d.source_topic == topics.EVENTS]
@@ -170,14 +167,14 @@ def test_a_row_the_table_service_raises_on_is_dead_lettered_and_the_rows_around_
     rows = [(b"A", json.dumps({"symbol": "A", "risk": 1}).encode()),
             (b"B", json.dumps({"symbol": "B", "risk": 2, "note": "POISON"}).encode()),
             (b"C", json.dumps({"symbol": "C", "risk": 3}).encode())]
-    svc = start(task=None, config=TableService(TableServiceConfig(bootstrap, [table], group_id=group_id)))
+    svc = start(task=None, config=TableService(TableServiceConfig(HostConfig(bootstrap, group_id), [table])))
     send(bootstrap, table.topic, rows)
     deadline = time.monotonic() + 60
-    while svc.service.stats()["rows"]["stock"] < 2 and time.monotonic() < deadline:  # A and C: B is behind
+    while svc.service.stats()["task"]["rows"]["stock"] < 2 and time.monotonic() < deadline:  # A and C: B is behind
         time.sleep(0.1)
     svc.stop()
     reasons = [d.reason for d in dead_letters(bootstrap) if d.source_topic == table.topic]
     assert len(reasons) == 1 and "processing failed: RuntimeError: aggregate fault" in reasons[0], reasons
-    assert svc.service.stats()["rows"]["stock"] == 2
+    assert svc.service.stats()["task"]["rows"]["stock"] == 2
     changelog = read_all(bootstrap, svc.service.task.changelogs["stock"])  # read_committed, no de-duplication
     assert sorted(json.loads(m.key())[1] for m in changelog) == ["A", "C"]

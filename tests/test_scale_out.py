@@ -78,7 +78,7 @@ def test_two_processes_share_the_events(bootstrap, group_id):
             p.kill()
 
     assert all(s["events"] > 0 for s in stats) and sum(s["events"] for s in stats) == len(events)
-    assert all(s["subscriptions"] == len(subs) for s in stats)  # each instance holds every subscription
+    assert all(s["task"]["subscriptions"] == len(subs) for s in stats)  # each instance holds every subscription
     notes = notifications(bootstrap)
     assert by_event(notes) == {n: s for n, s in expected_matches(subs, events).items() if s}
     assert len({n["notification_id"] for n in notes}) == len(notes)

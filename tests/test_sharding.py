@@ -45,8 +45,8 @@ def check_shard_stats(stats: dict[int, list[dict]], subs) -> None:
     for i, ss in stats.items():
         held = sum(1 for sid, _ in subs if Shard(i, SHARDS).owns(sid))
         assert 0 < held < len(subs)
-        assert all(s["subscriptions"] == held and s["shard"] == f"{i}/{SHARDS}" for s in ss)  # the shard's, not all
-        assert all(s["group"].endswith(f".shard-{i}-of-{SHARDS}") for s in ss)
+        assert all(s["task"]["subscriptions"] == held and s["task"]["shard"] == f"{i}/{SHARDS}" for s in ss)  # the shard's, not all
+        assert all(s["task"]["group"].endswith(f".shard-{i}-of-{SHARDS}") for s in ss)
 
 
 def test_two_shards_of_two_instances_notify_exactly_what_one_instance_would(bootstrap, group_id):

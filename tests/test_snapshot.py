@@ -119,7 +119,7 @@ def test_restart_from_snapshot_replays_only_later_changes(bootstrap, group_id, s
     subs = random_subscriptions(400, seed=54)
     send(bootstrap, topics.SUBSCRIPTIONS, records(subs))
     first = start_processor(snapshot_dir=str(tmp_path))
-    assert first.stop()["snapshots"] >= 1  # after the rebuild (and on stop if anything changed)
+    assert first.stop()["task"]["snapshots"] >= 1  # after the rebuild (and on stop if anything changed)
     later = [(str(sid).encode(), None) for sid in range(0, 400, 7)] + records(random_subscriptions(30, seed=55))
     send(bootstrap, topics.SUBSCRIPTIONS, later)  # removals, replacements of ids 0..29
 
@@ -127,7 +127,7 @@ def test_restart_from_snapshot_replays_only_later_changes(bootstrap, group_id, s
     second = start_processor(snapshot_dir=str(tmp_path))
     assert any("snapshot loaded" in r.getMessage() for r in caplog.records)
     from_snapshot = second.state
-    assert second.processor.rebuild_records == len(later)  # not the 400 before them
+    assert second.processor.task.rebuild_records == len(later)  # not the 400 before them
     second.stop()
 
     rebuilt = start_processor()  # no snapshot: from the topic alone

@@ -371,7 +371,7 @@ def test_the_snapshot_reaches_a_running_processor_and_the_clustering_reacts(boot
     matcher = p.state.matcher
     assert len(matcher) == N_SUBSCRIPTIONS
     assert "a0,a1" in hash_tables(p.state.matcher), "uniform statistics: W0's two fixed equalities call for an (a0, a1) table"
-    assert p.processor.statistics_feed.adopted == 0 and matcher.statistics.source != "spark"
+    assert p.processor.task.statistics_feed.adopted == 0 and matcher.statistics.source != "spark"
 
     events = events_without_a1(1500)  # under 2000: too few for the online statistics to take over (engine.matcher)
     bad = [b"garbage", b'{"": 1}']
@@ -383,7 +383,7 @@ def test_the_snapshot_reaches_a_running_processor_and_the_clustering_reacts(boot
     assert job.records == len(events) + len(bad) and job.statistics.bad_records == len(bad)
     assert job.published is not None
 
-    feed = p.processor.statistics_feed
+    feed = p.processor.task.statistics_feed
     p.wait_for(lambda: feed.adopted == 1, what="the snapshot adopted by the running processor")
     assert matcher.statistics.source == "spark" and matcher.statistics.event_count == len(events)
     assert matcher.statistics.presence("a1") == 0.0 and matcher.statistics.presence("a0") == 1.0
@@ -392,7 +392,7 @@ def test_the_snapshot_reaches_a_running_processor_and_the_clustering_reacts(boot
     assert "a0,a1" in last["tables_before"] and "a0,a1" not in last["tables_after"]
     assert last["tables_dropped"] >= 1 and "a0,a1" not in hash_tables(p.state.matcher)
     stats = p.stop()
-    assert stats["statistics"]["snapshots_adopted"] == 1 and stats["statistics"]["bad_snapshots"] == 0
+    assert stats["task"]["statistics"]["snapshots_adopted"] == 1 and stats["task"]["statistics"]["bad_snapshots"] == 0
     assert stats["dead_letters"] == {topics.EVENTS: len(bad)}  # the processor's own verdict on the bad events
 
 

@@ -29,7 +29,7 @@ def test_bad_snapshots_are_dead_lettered_and_a_restart_starts_from_the_latest(bo
     first = snapshot_of(events_without_a1(500), 500)
     publish_snapshot(bootstrap, first)
     p = start_processor()
-    feed = p.processor.statistics_feed
+    feed = p.processor.task.statistics_feed
     assert feed.adopted == 1 and feed.last["event_count"] == 500  # read at startup, before the rebuild
     assert p.state.matcher.statistics.presence("a1") == 0.0
 
@@ -44,12 +44,12 @@ def test_bad_snapshots_are_dead_lettered_and_a_restart_starts_from_the_latest(bo
     publish_snapshot(bootstrap, second)
     p.wait_for(lambda: feed.adopted == 2, what="the good snapshot after the bad ones")
     assert feed.last["event_count"] == 700 and p.state.matcher.statistics.presence("a1") == 1.0
-    assert p.stop()["statistics"]["bad_snapshots"] == 2
+    assert p.stop()["task"]["statistics"]["bad_snapshots"] == 2
     reasons = [d.reason for d in dead_letters(bootstrap) if d.source_topic == topics.STATISTICS]
     assert len(reasons) == 2 and all(r.startswith("statistics snapshot not adopted") for r in reasons)
 
     again = start_processor()  # reads the topic from the beginning: the latest good snapshot wins
-    assert again.processor.statistics_feed.adopted == 1 and again.processor.statistics_feed.last["event_count"] == 700
+    assert again.processor.task.statistics_feed.adopted == 1 and again.processor.task.statistics_feed.last["event_count"] == 700
     again.stop()
 
 
@@ -59,7 +59,7 @@ def test_the_processor_runs_without_the_statistics_topic(bootstrap, start_proces
     while topics.STATISTICS in client.list_topics(timeout=10).topics:
         time.sleep(0.1)
     p = start_processor()
-    assert p.processor.statistics_feed.adopted == 0 and not p.processor.statistics_feed.poll()
+    assert p.processor.task.statistics_feed.adopted == 0 and not p.processor.task.statistics_feed.poll()
     assert topics.STATISTICS not in client.list_topics(timeout=10).topics  # not auto-created by looking for it
     p.stop()
 
@@ -75,6 +75,6 @@ def test_a_state_restored_from_a_processor_snapshot_gets_the_adopted_statistics(
     first = start_processor(snapshot_dir=str(tmp_path))
     first.stop()  # a clean stop writes a processor snapshot
     again = start_processor(snapshot_dir=str(tmp_path))
-    assert again.processor.rebuild_records == 0  # the state came from the snapshot, not the topic
+    assert again.processor.task.rebuild_records == 0  # the state came from the snapshot, not the topic
     assert again.state.matcher.statistics.presence("a1") == 0.0
     again.stop()

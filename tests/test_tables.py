@@ -25,6 +25,7 @@ from kafka_helpers import RunningService, dead_letters, end_offsets, read_all, s
 from oracles.aggregates import AggregateOracle
 
 from fastpubsub.aggregates import parse_subscription
+from fastpubsub.runtime import HostConfig
 from fastpubsub.aggregates.client import Follower
 from fastpubsub.aggregates.service import ReformulatedRecord
 from fastpubsub.cli import main
@@ -64,9 +65,8 @@ def tables_bootstrap(bootstrap):
 
 
 def RunningTables(bootstrap: str, group_id: str, mode: str = "s-un", tables=(STOCK,), **settings) -> RunningService:
-    return RunningService(TableService(TableServiceConfig(bootstrap, [TableDeclaration.parse(t) for t in tables], mode,
-                                                          group_id, batch_size=50, progress_interval=60,
-                                                          client_config=settings)))
+    host = HostConfig(bootstrap, group_id, batch_size=50, progress_interval=60, client_config=settings)
+    return RunningService(TableService(TableServiceConfig(host, [TableDeclaration.parse(t) for t in tables], mode)))
 
 
 @pytest.fixture
@@ -296,11 +296,11 @@ def test_kill_9_and_restart_deduplicated_notifications_equal_the_oracle(tables_b
         second.proc.terminate()
         out, err = second.proc.communicate(timeout=60)
     stats = json.loads(out.strip().splitlines()[-1])
-    assert stats["restored_rows"] > 0 and stats["subscriptions"] == len(subs), err[-2000:]
+    assert stats["task"]["restored_rows"] > 0 and stats["task"]["subscriptions"] == len(subs), err[-2000:]
     raw = [json.loads(m.value()) for m in read_all(tables_bootstrap, topics.NOTIFICATIONS)]
     notes = deduplicate(raw)
     print(f"\nkill -9 at {done_at_kill - len(rows)} of {len(updates)} updates: {len(raw)} notifications read, "
-          f"{len(raw) - len(notes)} duplicates dropped, {stats['discarded_changes']} changelog changes discarded")
+          f"{len(raw) - len(notes)} duplicates dropped, {stats['task']['discarded_changes']} changelog changes discarded")
     assert_same(received(notes), expected(rows, subs, updates, len(rows)))
 
 
@@ -343,8 +343,8 @@ def test_bad_subscriptions_and_rows_are_dead_lettered_with_their_reasons(running
     assert "invalid row" in rows[2]
     assert "no key" in rows[3]
     assert "differs from the record key" in rows[4]
-    assert svc.service.stats()["rows"]["stock"] == 2  # rows outside an aggregate stay in the table
-    assert svc.service.stats()["subscriptions"] == 1  # 6 only
+    assert svc.service.stats()["task"]["rows"]["stock"] == 2  # rows outside an aggregate stay in the table
+    assert svc.service.stats()["task"]["subscriptions"] == 1  # 6 only
 
 
 def test_the_event_processor_ignores_aggregate_subscriptions_and_the_service_ignores_plain_ones():
@@ -411,4 +411,4 @@ def test_an_output_too_large_dead_letters_its_update_and_the_service_goes_on(run
     svc.stop()
     refused = [d for d in dead_letters(tables_bootstrap) if d.source_topic == STOCK_TOPIC]
     assert refused and all("output refused" in d.reason for d in refused)
-    assert svc.service.stats()["rows"]["stock"] == 12  # every row is in the table, the service went on
+    assert svc.service.stats()["task"]["rows"]["stock"] == 12  # every row is in the table, the service went on

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
 from fastpubsub.cli import main
+from fastpubsub.runtime import HostConfig
 from fastpubsub.cli.common import topic_options
 from fastpubsub.wire import topics
 from fastpubsub.wire.topics import DEFAULT, TopicNames
@@ -141,7 +142,7 @@ def test_publish_and_the_pattern_service_need_one_events_topic(args):
     from fastpubsub.services.patterns.config import PatternServiceConfig
 
     with pytest.raises(ValueError, match="one events topic"):
-        PatternServiceConfig("127.0.0.1:1", topics=TopicNames.build(events=["a", "b"]))
+        PatternServiceConfig(HostConfig("127.0.0.1:1", "g", topics=TopicNames.build(events=["a", "b"])))
 
 
 def test_the_statistics_job_takes_the_prefix_and_the_events_topic():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from kafka_helpers import RunningProcessor, producer, read_all, send
+from kafka_helpers import RunningProcessor, producer, read_all, send, service_config
 
 from fastpubsub.kafka import admin
 from fastpubsub.services.events.processor import ProcessorConfig
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.broker
 
 
 def processor(bootstrap: str, names: TopicNames, **settings) -> RunningProcessor:
-    return RunningProcessor(ProcessorConfig(bootstrap, group_id=names.group("pubsub-processor"), topics=names,
-                                            progress_interval=60, output_format="json", **settings))
+    return RunningProcessor(service_config(ProcessorConfig, bootstrap, group_id=names.group("pubsub-processor"),
+                                           topics=names, progress_interval=60, output_format="json", **settings))
 
 
 def notes_of(bootstrap: str, topic: str) -> list[dict]:
@@ -46,7 +46,7 @@ def test_two_prefixes_share_a_cluster_without_touching_each_other(bootstrap):
     assert sorted((n["subscriber"], n["event_id"]) for n in notes_of(bootstrap, green.notifications)) == [
         ("green.owner", "g1"), ("green.owner", "g2")]
     assert read_all(bootstrap, topics.NOTIFICATIONS, quiet=0.1) == []  # today's topics untouched
-    assert [s["group"] for s in stats] == ["blue.pubsub-processor", "green.pubsub-processor"]
+    assert [s["task"]["group"] for s in stats] == ["blue.pubsub-processor", "green.pubsub-processor"]
 
 
 def test_events_from_topics_and_a_pattern_with_a_topic_created_later(bootstrap):

@@ -12,7 +12,7 @@ import random
 from collections import Counter
 
 import pytest
-from kafka_helpers import RunningProcessor, dead_letters, notifications, producer, wait_processed
+from kafka_helpers import RunningProcessor, dead_letters, notifications, producer, service_config, wait_processed
 from random_workload import expected_matches, random_events, random_subscriptions
 
 from fastpubsub.wire import codecs, topics
@@ -74,7 +74,7 @@ def test_valid_from_and_valid_until_agree_with_the_oracle(bootstrap, group_id, s
     assert len(notes) == len(expected)  # no duplicates without failures
     # expired ones left the matcher (those due within the last batch may still be there, filtered by valid_at)
     due = sum(1 for _, s in subs if s.valid_until is not None and s.valid_until <= T0 + 399)
-    assert due - 37 < stats["expired"] <= due and stats["subscriptions"] == len(subs) - stats["expired"]
+    assert due - 37 < stats["task"]["expired"] <= due and stats["task"]["subscriptions"] == len(subs) - stats["task"]["expired"]
 
 
 def test_replaying_the_same_records_gives_the_same_notifications(bootstrap, group_id):
@@ -83,7 +83,8 @@ def test_replaying_the_same_records_gives_the_same_notifications(bootstrap, grou
     send_subs(bootstrap, subs)
     send_timed_events(bootstrap, events)
     for group, batch in ((group_id, 23), (group_id + "-replay", 100)):  # the second reads the events again
-        p = RunningProcessor(ProcessorConfig(bootstrap, group_id=group, progress_interval=60, batch_size=batch))
+        p = RunningProcessor(service_config(ProcessorConfig, bootstrap, group_id=group, progress_interval=60,
+                                                   batch_size=batch))
         try:
             wait_processed(bootstrap, group)
         finally:
@@ -110,7 +111,7 @@ def test_a_new_subscription_sees_the_still_valid_events(bootstrap, group_id, sta
     procs = [start_processor(batch_size=50, shard=Shard(i, shards)) for i in range(shards)]
     for i in range(shards):
         wait_processed(bootstrap, Shard(i, shards).group(group_id))
-    assert all(p.processor.store.stats()["added"] == sum(1 for life in lifetimes.values() if life) for p in procs)
+    assert all(p.processor.task.store.stats()["added"] == sum(1 for life in lifetimes.values() if life) for p in procs)
 
     subs = with_intervals([(1000 + sid, s) for sid, s in random_subscriptions(120, seed=42)], seed=43)
     arrival = T0 + 350  # the subscriptions' record time: events whose valid_until is at or before it are gone
@@ -127,9 +128,9 @@ def test_a_new_subscription_sees_the_still_valid_events(bootstrap, group_id, sta
     assert expected  # the workload exercises the path
     notes = notifications(bootstrap)
     assert {(n["event_id"], n["subscription_id"]) for n in notes} == expected
-    assert len(notes) == len(expected) == sum(stats["stored_notifications"] for stats in every)
+    assert len(notes) == len(expected) == sum(stats["task"]["stored_notifications"] for stats in every)
     if shards > 1:
-        assert all(stats["stored_notifications"] > 0 for stats in every)  # each shard notified its own
+        assert all(stats["task"]["stored_notifications"] > 0 for stats in every)  # each shard notified its own
     reasons = {d.key: d.reason for d in dead_letters(bootstrap)}
     assert set(reasons) == {b"bad1", b"bad2", b"bad3"} and all("valid_until header" in r for r in reasons.values())
     assert sum(p.processor.dead_letters.total for p in procs) == 3  # by shard 0 alone when sharded

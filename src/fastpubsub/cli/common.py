@@ -16,7 +16,7 @@ import click
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.admin import require
 from fastpubsub.kafka.schema_registry import RegistryConfig
-from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS, MetricsServer
+from fastpubsub.runtime import DEFAULT_STALL_SECONDS, MetricsServer
 from fastpubsub.wire.printable import log_to_stderr
 from fastpubsub.wire.topics import TopicNames
 

@@ -33,7 +33,7 @@ from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.kafka.distribution import KAFKA_HOME_ENV
 from fastpubsub.language import format_predicates, parse
-from fastpubsub.runtime.progress import RateMeter, human
+from fastpubsub.runtime import human, RateMeter
 from fastpubsub.services.events.statistics_feed import ADOPTED, describe_change
 from fastpubsub.wire import codecs
 from fastpubsub.wire.topics import DEFAULT, TopicNames
@@ -369,9 +369,10 @@ class Demo:
         """Each rate says what it measures: the processor's own, the pipeline's, and the statistics step apart."""
         secs = max(result["seconds"], 1e-9)
         n = result["events"]
+        task = stats.get("task") or {}  # the processor's own counts (runtime.task)
         self._say("summary")
-        self._say(f"  subscriptions      {n_subs:>12,}  (processor holds {stats.get('subscriptions', '?'):,})"
-                  if isinstance(stats.get("subscriptions"), int) else f"  subscriptions      {n_subs:>12,}")
+        self._say(f"  subscriptions      {n_subs:>12,}  (processor holds {task.get('subscriptions', '?'):,})"
+                  if isinstance(task.get("subscriptions"), int) else f"  subscriptions      {n_subs:>12,}")
         self._say(f"  events             {n:>12,}  sent and processed")
         busy = stats.get("busy_seconds") or 0
         match = (stats.get("stage_seconds") or {}).get("match") or 0
@@ -395,8 +396,8 @@ class Demo:
                       f"{orders['matched']:,} matched on nested fields (expected {orders['expected']:,})")
         dead = sum(stats.get("dead_letters", {}).values())
         self._say(f"  dead letters       {dead:>12,}")
-        self._say(f"  delivery           {stats.get('delivery', '?')}; matcher: {stats.get('matcher', '?')}")
-        last = (stats.get("statistics") or {}).get("last_snapshot")
+        self._say(f"  delivery           {stats.get('delivery', '?')}; matcher: {task.get('matcher', '?')}")
+        last = (task.get("statistics") or {}).get("last_snapshot")
         if last:
             self._say(f"  statistics         {last['event_count']:>12,}  events in the adopted snapshot; the step on "
                       f"its own took {result.get('statistics_seconds') or 0:.1f}s (the Spark job's start to the "

@@ -55,17 +55,19 @@ def patterns_cmd(clients, topics, schema_registry, group_id, delivery, transacti
     pubsub.changelog.patterns, in one transaction with the events offsets.
     On shutdown the final statistics are printed to stdout as one JSON line.
     """
+    from fastpubsub.runtime import HostConfig
     from fastpubsub.services.patterns.service import PatternService, PatternServiceConfig
 
     setup_logging(log_level)
     if grace_ms is not None and repartition_by is None:
         raise click.UsageError("--grace-ms applies to the repartition topic: give --repartition-by ATTR as well")
     try:
+        host = HostConfig(clients.bootstrap_servers, topics.group(group_id), dict(clients.settings), delivery,
+                          transactional_id, batch_size, session_timeout_ms, progress_interval, output_format,
+                          stall_seconds=monitoring.stall_seconds, topics=topics)
         service = PatternService(PatternServiceConfig(
-            clients.bootstrap_servers, topics.group(group_id), delivery, transactional_id, batch_size, max_per_subscription,
-            max_state_mb << 20, output_format, session_timeout_ms, progress_interval, dict(clients.settings),
-            repartition_by, 1000 if grace_ms is None else grace_ms, stall_seconds=monitoring.stall_seconds,
-            topics=topics, schema_registry=schema_registry))
+            host, max_per_subscription, max_state_mb << 20, repartition_by, 1000 if grace_ms is None else grace_ms,
+            schema_registry=schema_registry))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service, monitoring)

@@ -7,7 +7,7 @@ import click
 from fastpubsub.engine import ALGORITHMS, RUN_MIN
 from fastpubsub.kafka.queues import MIN_CONSUMER_KBYTES, QueueBounds
 from fastpubsub.kafka.record_limits import MIN_RECORD_LIMIT
-from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
+from fastpubsub.runtime import MAX_COMMIT_INTERVAL_MS
 from fastpubsub.services.events.encode import NOTIFICATION_EVENT_FORMATS, NOTIFICATION_EVENT_MODES
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
@@ -139,23 +139,23 @@ def run(clients, topics, schema_registry, group_id, shard, start_from_groups, ou
     --commit-interval-ms.  Progress goes to stderr; on shutdown the
     final statistics are printed to stdout as one JSON line.
     """
+    from fastpubsub.runtime import HostConfig
     from fastpubsub.services.events.processor import Processor, ProcessorConfig
 
     setup_logging(log_level)
     try:
-        processor = Processor(ProcessorConfig(
-            clients.bootstrap_servers, topics.group(group_id), output_format, delivery, batch_size, session_timeout_ms,
-            progress_interval, algorithm=algorithm, runs=runs, client_config=dict(clients.settings),
-            transactional_id=transactional_id, stall_seconds=monitoring.stall_seconds,
-            commit_interval_ms=commit_interval_ms, commit_linger_ms=commit_linger_ms, overlap_commits=overlap_commits,
-            latency_samples=latency_samples, snapshot_dir=snapshot_dir, snapshot_every=snapshot_every, snapshot_changes=snapshot_changes,
-            max_valid_events=max_valid_events, max_valid_event_bytes=max_valid_event_bytes,
+        host = HostConfig(
+            clients.bootstrap_servers, topics.group(group_id), dict(clients.settings), delivery, transactional_id,
+            batch_size, session_timeout_ms, progress_interval, output_format, stall_seconds=monitoring.stall_seconds,
             queue_bounds=QueueBounds(producer_queue_messages, producer_queue_kbytes, consumer_queue_kbytes),
-            notification_event=notification_event, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,
-            shard=shard, start_from_groups=start_from_groups, topics=topics,
-            notification_event_format=notification_event_format,
-            schema_registry=schema_registry,
-        ))
+            commit_interval_ms=commit_interval_ms, commit_linger_ms=commit_linger_ms, overlap_commits=overlap_commits,
+            latency_samples=latency_samples, max_output_bytes=max_output_bytes, max_record_bytes=max_record_bytes,
+            start_from_groups=start_from_groups, topics=topics)
+        processor = Processor(ProcessorConfig(
+            host, algorithm=algorithm, runs=runs, max_valid_events=max_valid_events,
+            max_valid_event_bytes=max_valid_event_bytes, snapshot_dir=snapshot_dir, snapshot_every=snapshot_every,
+            snapshot_changes=snapshot_changes, notification_event=notification_event, shard=shard,
+            notification_event_format=notification_event_format, schema_registry=schema_registry))
     except ValueError as exc:  # options the matcher refuses (e.g. --runs with propagation)
         raise click.UsageError(str(exc)) from None
     run_service(processor, monitoring)

@@ -48,14 +48,16 @@ def tables_cmd(clients, topics, schema_registry, tables, mode, group_id, deliver
     instance owns all the tables it declares.  On shutdown the final
     statistics are printed to stdout as one JSON line.
     """
+    from fastpubsub.runtime import HostConfig
     from fastpubsub.services.tables.service import TableDeclaration, TableService, TableServiceConfig
 
     setup_logging(log_level)
     try:
-        service = TableService(TableServiceConfig(
-            clients.bootstrap_servers, [TableDeclaration.parse(t) for t in tables], mode, topics.group(group_id), delivery,
-            transactional_id, batch_size, output_format, progress_interval, dict(clients.settings),
-            stall_seconds=monitoring.stall_seconds, topics=topics, schema_registry=schema_registry))
+        host = HostConfig(clients.bootstrap_servers, topics.group(group_id), dict(clients.settings), delivery,
+                          transactional_id, batch_size, progress_interval=progress_interval,
+                          output_format=output_format, stall_seconds=monitoring.stall_seconds, topics=topics)
+        service = TableService(TableServiceConfig(host, [TableDeclaration.parse(t) for t in tables], mode,
+                                                  schema_registry=schema_registry))
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     run_service(service, monitoring)

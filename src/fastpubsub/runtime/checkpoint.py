@@ -10,6 +10,7 @@ replayed one record per batch until the one at fault shows), so that one record 
 
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable, NamedTuple
@@ -19,8 +20,10 @@ from confluent_kafka import Message, TopicPartition
 from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.kafka.record_limits import input_size
 
-from .deliver import Output, Reject, Rejected
+from .sink import Output, Reject, Rejected
 from .trace import BatchSample
+
+log = logging.getLogger(__name__)
 
 #: Longest --commit-interval-ms: half the producer's transaction.timeout.ms (kafka.delivery), so that a
 #: transaction held open that long, plus its commit, is not aborted by the broker.
@@ -214,6 +217,16 @@ class Checkpoint:
         commit waits :data:`PACE` times as long."""
         self.paced = (time.monotonic() if ended is None else ended) + PACE * seconds
         self.uncommitted.paced = self.paced
+
+    def abandon_in_flight(self, close: bool = True) -> None:
+        """After a failure or on the way out: let a commit in flight end; what it held is replayed if it failed."""
+        if self.in_flight:
+            try:
+                self.in_flight.result()
+            except Exception as exc:  # noqa: BLE001 -- replayed from the committed offsets, here or by the next start
+                log.debug("commit in flight abandoned: %s", exc)
+        if close:
+            self.in_flight.close()
 
     def prepare(self, batch: Prepared) -> None:
         self.prepared.append(batch)

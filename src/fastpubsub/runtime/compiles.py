@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import Callable
 
 from numba.core import event as numba_event
@@ -67,3 +69,47 @@ class WarmUp:
         if self._error is not None:
             raise self._error
         return self._compiled or 0
+
+
+class Kernels:
+    """A task's kernels through a service's life: the warm-up started on its thread (:meth:`warm_up`), waited for
+    with each compiled kernel logged, a line a second at most (:meth:`wait`), and kernels compiled later (first use
+    of a code path) logged too, so that a slow batch is never a silent one."""
+
+    def __init__(self, log: logging.Logger, beat: Callable[[], None]) -> None:
+        self.log, self._beat = log, beat
+        self.compiled = 0  # numba kernels this run compiled (0 when all came from the cache)
+        self._warming: WarmUp | None = None
+        self._late = CompileWatch(self._compiled_late)
+        self._logged = 0.0  # when the warm-up's last "compiling numba kernels" line was logged
+
+    def warm_up(self, task_warm_up: Callable[[Callable[..., None]], int]) -> None:
+        self._warming = WarmUp(task_warm_up, self._compiling)
+
+    def wait(self) -> None:
+        """Wait for the warm-up's kernels, from numba's cache or compiled; from then on later compiles are logged."""
+        started = time.monotonic()
+        self.compiled = compiled = self._warming.compiled()
+        waited = time.monotonic() - started
+        if compiled:
+            self.log.info("kernels ready (%d compiled, the start waited %.1fs for them; `pubsub warmup` compiles "
+                          "them once per installation)", compiled, waited)
+        else:
+            self.log.info("kernels ready (from numba's cache, the start waited %.1fs for them)", waited)
+        self._late.__enter__()
+
+    def close(self) -> None:
+        self._late.__exit__()
+
+    def _compiling(self, step: int, steps: int, name: str, kernel: str, count: int) -> None:
+        """A kernel of the warm-up starts compiling (on the warm-up's thread): logged, a line a second at most."""
+        self._beat()
+        if time.monotonic() - self._logged >= 1.0 or count == 1:
+            self._logged = time.monotonic()
+            self.log.info("compiling numba kernels: step %d/%d (%s), %d compiled so far (%s)", step, steps, name,
+                          count, kernel)
+
+    def _compiled_late(self, kernel: str, count: int) -> None:
+        self.compiled += 1
+        self.log.info("compiling numba kernel %s (its first use since installation; `pubsub warmup` compiles it "
+                      "ahead)", kernel)

@@ -36,6 +36,13 @@ class PipelineCounters:
         name = str(low) if low == 1 else f"{low}-{2 * low - 1}"
         self.batch_sizes[name] = self.batch_sizes.get(name, 0) + 1
 
+    def stats(self) -> dict:
+        """The counts of the final statistics (``Host.stats``)."""
+        return {"events": self.events, "notifications": self.notifications, "batches": self.batches,
+                "commits": self.commits, "busy_seconds": round(self.busy_seconds, 3),
+                "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+                "batch_sizes": dict(self.batch_sizes), "replays": self.replays, "overlapped_batches": self.overlapped}
+
     def lap(self, stage: str, since: float) -> float:
         """Add the time since ``since`` (``time.perf_counter``) to ``stage``; return now."""
         now = time.perf_counter()

@@ -1,10 +1,10 @@
-"""Consume: the processor's two inputs, read by consumers from the one client factory.
+"""Consume: a task's two kinds of input, read by consumers from the one client factory.
 
-Subscriptions are state, not work: every instance reads all partitions of
-``pubsub.subscriptions`` by manual assignment (no group, no committed offsets),
-from the beginning or from a snapshot's offsets, and rebuilds before it
-matches any event.  Events are shared between the instances of one consumer
-group and committed with the outputs they caused (``kafka.delivery``).
+The work input (the events, a table's rows) is shared between the instances of one consumer group and committed
+with the outputs it caused (``kafka.delivery``): :attr:`Inputs.group`.  The state topic (the subscriptions) is
+state, not work: every instance reads all its partitions by manual assignment (no group, no committed offsets),
+from the beginning or from a snapshot's offsets, and rebuilds before it processes any input: :attr:`Inputs.state`,
+:meth:`Inputs.replay`, :meth:`Inputs.state_changes`.
 """
 
 from __future__ import annotations
@@ -20,23 +20,22 @@ from confluent_kafka import (
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.wire.codecs import DecodeError
-from fastpubsub.wire.topics import EVENTS, SUBSCRIPTIONS
 
 log = logging.getLogger("pubsub")
 
 #: Subscription records taken per poll (they are applied in one bulk step).
 CHANGES_PER_POLL = 10_000
-#: Read-ahead of the subscriptions reader (librdkafka's queued.max.messages.kbytes), at least: it fetches while
+#: Read-ahead of the state topic's reader (librdkafka's queued.max.messages.kbytes), at least: it fetches while
 #: the rebuild decodes and bulk-loads (the subscriptions held take more memory than this anyway).
-SUBSCRIPTIONS_READ_AHEAD_KBYTES = 65_536
+STATE_READ_AHEAD_KBYTES = 65_536
 
-#: The events consumer's fetch settings (``-X`` overrides them).  ``fetch.wait.max.ms`` (librdkafka: 500): how long
+#: The group consumer's fetch settings (``-X`` overrides them).  ``fetch.wait.max.ms`` (librdkafka: 500): how long
 #: the broker holds a fetch that finds fewer than ``fetch.min.bytes``; Apache Kafka answers as soon as records
 #: arrive, so a short wait costs only more empty fetches while the input is idle.
 #: ``fetch.queue.backoff.ms`` (librdkafka: 1000): once the pre-fetch queue is full (``kafka.queues``), the next
 #: fetch waits this long, and the loop drains the queue long before, so with the default a consumer draining a
 #: backlog sits idle most of the time (``python -m benchmarks.fetch_backoff``).
-EVENTS_FETCH = {"fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10}
+GROUP_FETCH = {"fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10}
 
 
 class StaleSnapshot(Exception):
@@ -86,7 +85,7 @@ def _log_assignment(what: str):
 
 def committed_offsets(clients: ClientFactory, group_id: str,
                       partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """(events topic, partition) -> the offset ``group_id`` committed there (negative: none)."""
+    """(topic, partition) -> the offset ``group_id`` committed there (negative: none)."""
     reader = clients.consumer(group_id, None, **{"enable.auto.commit": False})  # never joins: an offset fetch only
     try:
         found = reader.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
@@ -96,7 +95,7 @@ def committed_offsets(clients: ClientFactory, group_id: str,
 
 
 class Inputs:
-    """The subscriptions reader (assign only, never commits) and the events consumer (the group).
+    """The state topic's reader (assign only, never commits) and the work input's consumer (the group).
 
     ``start_from``: groups whose committed offsets start a partition this
     group has never committed (``--start-from-group``), e.g. the groups of
@@ -104,7 +103,7 @@ class Inputs:
     """
 
     def __init__(self, clients: ClientFactory, group_id: str, bounds: QueueBounds, session_timeout_ms: int,
-                 start_from: Sequence[str] = (), state_topic: str | None = SUBSCRIPTIONS) -> None:
+                 start_from: Sequence[str] = (), state_topic: str | None = None) -> None:
         self._clients, self._group, self._start_from = clients, group_id, tuple(start_from)
         self._state_topic = state_topic
         defaults = {"auto.offset.reset": "earliest", **bounds.consumer()}
@@ -115,17 +114,17 @@ class Inputs:
         # not the broker's default 500; a reader of one partition fetches up to the whole fetch from it (not the
         # default 1 MB per partition) and goes on until that read-ahead is full, not 100,000 records deep, so that
         # fetch round trips do not bound the rebuild (python -m benchmarks.topic_read compares the settings)
-        read_ahead = {"queued.max.messages.kbytes": max(bounds.consumer_kbytes, SUBSCRIPTIONS_READ_AHEAD_KBYTES),
+        read_ahead = {"queued.max.messages.kbytes": max(bounds.consumer_kbytes, STATE_READ_AHEAD_KBYTES),
                       "fetch.max.bytes": max(bounds.consumer()["fetch.max.bytes"], 16 << 20),
                       "max.partition.fetch.bytes": 16 << 20, "queued.min.messages": 10_000_000,
                       "fetch.wait.max.ms": 100}
         self._reader_required = {**required, "enable.partition.eof": True}
         self._reader_settings = lambda n: {**defaults, **read_ahead, "queued.max.messages.kbytes": max(
-            bounds.consumer_kbytes, SUBSCRIPTIONS_READ_AHEAD_KBYTES // n)}  # a rebuild's reader of 1 partition of n
+            bounds.consumer_kbytes, STATE_READ_AHEAD_KBYTES // n)}  # a rebuild's reader of 1 partition of n
         # every instance reads the state topic whole, never committing (None: a task without one)
-        self.subscriptions = None if state_topic is None else clients.consumer(
+        self.state = None if state_topic is None else clients.consumer(
             f"{group_id}.subscriptions-reader", {**defaults, **read_ahead}, **self._reader_required)
-        self.events = clients.consumer(group_id, {**defaults, **EVENTS_FETCH}, **required,
+        self.group = clients.consumer(group_id, {**defaults, **GROUP_FETCH}, **required,
                                        **{"session.timeout.ms": session_timeout_ms})
         self._early: tuple[dict[int, int], dict[int, Consumer]] | None = None  # rebuild readers started by prefetch()
 
@@ -137,8 +136,7 @@ class Inputs:
             start = {p: (offsets or {}).get(p, OFFSET_BEGINNING) for p in range(partitions)}
             self._early = (start, self._readers(start))
 
-    def join(self, before_revoke: Callable[[Consumer], None] = lambda _consumer: None,
-             topics: Sequence[str] = (EVENTS,)) -> None:
+    def join(self, before_revoke: Callable[[Consumer], None], topics: Sequence[str]) -> None:
         """Join the group; the join proceeds in the background during the rebuild.
 
         ``before_revoke`` runs (on the loop's thread, inside a consume) before
@@ -154,7 +152,7 @@ class Inputs:
             before_revoke(consumer)
             revoked(consumer, partitions)
 
-        self.events.subscribe(list(topics), on_assign=self._on_assign, on_revoke=on_revoke)
+        self.group.subscribe(list(topics), on_assign=self._on_assign, on_revoke=on_revoke)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         _log_assignment("assigned")(consumer, partitions)
@@ -188,7 +186,7 @@ class Inputs:
         return starts
 
     def replay(self, partitions: int, offsets: dict[int, int], stopped) -> Iterator[list[Message]]:
-        """Every partition of the subscriptions topic from ``offsets`` (else the beginning) to its end, in chunks.
+        """Every partition of the state topic from ``offsets`` (else the beginning) to its end, in chunks.
 
         The end is the consumer's end-of-partition event (the end of a fetch,
         for a read_committed reader the last stable offset), so no separate
@@ -198,19 +196,19 @@ class Inputs:
         one consumer's fetches are answered one after the other, so consumers
         of one partition each read the topic faster than one consumer of all
         (``benchmarks.topic_read``; docs/benchmarks.md, "End to end on Apache Kafka").  Afterwards the
-        subscriptions reader goes on from where they stopped (:meth:`changes`).
+        state reader goes on from where they stopped (:meth:`state_changes`).
         """
         start = {p: offsets.get(p, OFFSET_BEGINNING) for p in range(partitions)}
-        after = dict(start)  # partition -> the next offset to read: where the subscriptions reader goes on
+        after = dict(start)  # partition -> the next offset to read: where the state reader goes on
         early, self._early = self._early, None
         if early is not None and early[0] != start:  # started for another start (a snapshot was loaded meanwhile)
             for reader in early[1].values():
                 reader.close()
             early = None
-        readers = early[1] if early else self._readers(start) if partitions > 1 else {p: self.subscriptions
+        readers = early[1] if early else self._readers(start) if partitions > 1 else {p: self.state
                                                                                       for p in start}
         if partitions <= 1:
-            self.subscriptions.assign([TopicPartition(self._state_topic, p, o) for p, o in start.items()])
+            self.state.assign([TopicPartition(self._state_topic, p, o) for p, o in start.items()])
         todo = set(start)
         unchecked = {p for p, o in start.items() if o >= 0}  # from a snapshot: first record still to compare
         try:
@@ -235,7 +233,7 @@ class Inputs:
             if partitions > 1:
                 for reader in readers.values():
                     reader.close()
-                self.subscriptions.assign([TopicPartition(self._state_topic, p, o) for p, o in after.items()])
+                self.state.assign([TopicPartition(self._state_topic, p, o) for p, o in after.items()])
 
     def _readers(self, start: dict[int, int]) -> dict[int, Consumer]:
         """A consumer per partition, assigned at its start (the read-ahead shared out between them)."""
@@ -268,12 +266,12 @@ class Inputs:
                 after[msg.partition()] = max(after[msg.partition()], msg.offset() + 1)
                 break
 
-    def changes(self) -> list[Message]:
-        """Subscription changes that arrived since the last call (non-blocking)."""
-        return self.subscriptions.consume(num_messages=CHANGES_PER_POLL, timeout=0)
+    def state_changes(self) -> list[Message]:
+        """Records of the state topic (subscription changes) that arrived since the last call (non-blocking)."""
+        return self.state.consume(num_messages=CHANGES_PER_POLL, timeout=0)
 
     def batch(self, size: int, timeout: float = 0.2) -> list[Message]:
-        """The events already fetched, at most ``size``, without waiting; if there are none, the first to arrive
+        """The records of the group already fetched, at most ``size``, without waiting; if there are none, the first to arrive
         within ``timeout`` and what came with it.
 
         ``consume(num_messages=size, timeout)`` alone waits until ``size``
@@ -283,12 +281,12 @@ class Inputs:
         shorter than ``size`` means the input is drained (``processor.app``
         commits then).
         """
-        msgs = self.events.consume(num_messages=size, timeout=0)
+        msgs = self.group.consume(num_messages=size, timeout=0)
         if msgs or timeout <= 0:
             return msgs
-        msgs = self.events.consume(num_messages=1, timeout=timeout)
+        msgs = self.group.consume(num_messages=1, timeout=timeout)
         if msgs and size > 1:
-            msgs += self.events.consume(num_messages=size - 1, timeout=0)
+            msgs += self.group.consume(num_messages=size - 1, timeout=0)
         return msgs
 
     def close(self) -> None:
@@ -296,6 +294,6 @@ class Inputs:
             for reader in self._early[1].values():
                 reader.close()
             self._early = None
-        self.events.close()
-        if self.subscriptions is not None:
-            self.subscriptions.close()
+        self.group.close()
+        if self.state is not None:
+            self.state.close()

@@ -52,7 +52,7 @@ from fastpubsub.wire.subscription_decoder import decode_subscriptions
 import fastpubsub
 
 from fastpubsub.kernel_cache import package_subpath
-from fastpubsub.runtime.compiles import CompileWatch
+from fastpubsub.runtime import CompileWatch
 
 from .events import snapshot
 from .events.subscriptions import SubscriptionState

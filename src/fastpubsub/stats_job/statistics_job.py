@@ -30,7 +30,7 @@ from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.schema_registry import RegistryConfig
 from fastpubsub.kafka.statistics_topic import ensure_statistics_topic, latest_snapshot, publish_snapshot
 from fastpubsub.wire.topics import EVENTS, STATISTICS, TopicNames
-from fastpubsub.runtime.atomic_file import write_atomically
+from fastpubsub.runtime import write_atomically
 from fastpubsub.wire.printable import log_to_stderr
 
 from .event_statistics import StatisticsOptions, compute_statistics, summarize

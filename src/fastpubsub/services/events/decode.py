@@ -14,14 +14,12 @@ from typing import Any, Callable, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
-from fastpubsub.runtime.deliver import Reject
+from fastpubsub.runtime import event_id, event_time, has_data, PipelineCounters, Reject
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.event_decoder import DecodedEvents, decode_events
 from fastpubsub.wire.metadata import attach
 from fastpubsub.wire.registered import RegisteredDecoders
 
-from fastpubsub.runtime.counters import PipelineCounters
-from fastpubsub.runtime.inputs import event_id, event_time, has_data
 from .valid_events import valid_until_of
 
 

@@ -18,14 +18,13 @@ from typing import Iterator
 from confluent_kafka import Message
 
 from fastpubsub.kafka.record_limits import RecordLimits
-from fastpubsub.runtime.deliver import Output, Rejected
+from fastpubsub.runtime import Output, PipelineCounters, Rejected
 from fastpubsub.wire.attribute_map import attribute_maps
 from fastpubsub.wire.codecs import (decode_event, encode_attributes, encode_notification, encode_notification_reference,
                                    notification_encoder, reframed)
 from fastpubsub.wire.registered import RegisteredDecoders, indexed_attributes
 from fastpubsub.wire.topics import NOTIFICATIONS
 
-from fastpubsub.runtime.counters import PipelineCounters
 from .match import Matched
 
 log = logging.getLogger("pubsub")

@@ -20,7 +20,7 @@ from fastpubsub.engine import take_events
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.wire.topics import NOTIFICATIONS
 
-from fastpubsub.runtime.counters import PipelineCounters
+from fastpubsub.runtime import PipelineCounters
 from .decode import EventBatch
 from .state import ProcessorState
 from .subscriptions import Applied

@@ -24,12 +24,9 @@ from confluent_kafka import Message
 
 from fastpubsub.kafka.admin import require
 from fastpubsub.kafka.schema_registry import event_decoders, output_subjects, register_outputs
-from fastpubsub.runtime.checkpoint import too_large
-from fastpubsub.runtime.handoff import Handoff
-from fastpubsub.runtime.host import Host
-from fastpubsub.runtime.inputs import StaleSnapshot, has_data
-from fastpubsub.runtime.progress import RateMeter, human
-from fastpubsub.runtime.task import Outputs, TaskBase, Topics
+from fastpubsub.runtime import (
+    Context, Handoff, has_data, Host, human, Outputs, RateMeter, StaleSnapshot, TaskBase, too_large, Topics,
+)
 from fastpubsub.wire.codecs import DecodeError
 from fastpubsub.wire.metadata import referenced
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions, decode_subscriptions, parse_subscription_id
@@ -75,7 +72,7 @@ class EventsTask(TaskBase):
         self.reports_bad_input = config.shard.reports_unowned_input
         self.held = ProcessorState(config.algorithm, config.runs, config.max_valid_events, config.max_valid_event_bytes,
                                    config.snapshot_dir, config.snapshot_every, config.snapshot_changes, config.shard)
-        self.host: Host | None = None
+        self.ctx: Context | None = None  # given by the host's first hook
         self.statistics_feed: StatisticsFeed | None = None
         self.rebuild_records = 0  # subscription records read at start (all of them, or those after the snapshot)
         self.registry_ids: dict[int, int] | None = None  # with --schema-registry: its ids of the output schemas
@@ -103,48 +100,48 @@ class EventsTask(TaskBase):
         return self._wanted
 
     def topics(self) -> Topics:
-        names = self.config.topics
+        names = self.config.host.topics
         return Topics(group=tuple(names.event_subscription), state=names.subscriptions,
                       inputs=(*names.events, names.subscriptions), outputs=(names.notifications, names.dead_letter))
 
     # --- start: snapshot, rebuild ------------------------------------------------------
 
-    def prepare(self, host: Host) -> None:
-        self.host, counters = host, host.counters
+    def before_clients(self, ctx: Context) -> None:
+        self.ctx, counters = ctx, ctx.counters
         registered = self.registry_ids = None
         if self.config.schema_registry is not None:
-            patience = {"waiting": host.metrics.registry_waiting, "stopped": lambda: host.stopping}
+            patience = {"waiting": ctx.registry_waiting, "stopped": ctx.stopping}
             registered = event_decoders(self.config.schema_registry, **patience)
             self.registry_ids = register_outputs(self.config.schema_registry,
-                                                 output_subjects(self.config.topics.notifications, self.config.topics.dead_letter), **patience)
+                                                 output_subjects(self.config.host.topics.notifications, self.config.host.topics.dead_letter), **patience)
         self.decode = Decode(counters, self.reports_bad_input, self._metadata, registered, self._referenced)
-        self.match = Match(self.held, counters, self.config.topics.notifications)
-        self.encode = Encode(self.config.output_format, self.config.notification_event, counters,
-                             self.config.topics.notifications, self.config.notification_event_format, registered)
+        self.match = Match(self.held, counters, self.config.host.topics.notifications)
+        self.encode = Encode(self.config.host.output_format, self.config.notification_event, counters,
+                             self.config.host.topics.notifications, self.config.notification_event_format, registered)
         self.encode.registry_ids = self.registry_ids
         self.held.prefetch_snapshot()  # read and checksummed while the clients start and the kernels load
-        names = self.config.topics  # the topics it cannot run without, or a clear error
-        self._partitions = require(host.clients, names.required)[names.subscriptions]
+        names = self.config.host.topics  # the topics it cannot run without, or a clear error
+        self._partitions = require(ctx.clients, names.required)[names.subscriptions]
         if self.config.shard.sharded:
             log.info("shard %s: holding the subscriptions whose id hashes to %d of %d; consumer group %s",
                      self.config.shard, self.config.shard.index, self.config.shard.count, self.config.group)
 
-    def start(self, host: Host) -> None:
-        self.match.limits = self.encode.limits = host.limits
-        host.deliver.dead_letters.registry_ids = self.registry_ids
+    def after_clients(self, ctx: Context) -> None:
+        self.match.limits = self.encode.limits = ctx.limits
+        ctx.dead_letter_schemas(self.registry_ids)
         # the rebuild's readers fetch while the statistics, the kernels and the snapshot load
-        host.inputs.prefetch(self._partitions, self.held.start_offsets())
+        ctx.inputs.prefetch(self._partitions, self.held.start_offsets())
         # the latest snapshot of pubsub.statistics before the rebuild, so that the bulk load uses it; bad
         # statistics records are dead-lettered once, by shard 0
-        names = self.config.topics
-        self.statistics_feed = StatisticsFeed(host.clients, lambda: self.state.matcher, names.events_label,
+        names = self.config.host.topics
+        self.statistics_feed = StatisticsFeed(ctx.clients, lambda: self.state.matcher, names.events_label,
                                               names.statistics, group=names.group("pubsub-statistics-feed"),
                                               dead_letter=self._reject_statistics if self.reports_bad_input else None)
 
     def warm_up(self, on_compile: Callable[..., None]) -> int:
         return warm_up((self.config.algorithm,), PROCESSOR_STEPS, self.config.runs, on_compile=on_compile).compiled
 
-    def restore(self, host: Host) -> None:
+    def restore(self, ctx: Context) -> None:
         """The snapshot (if usable) plus the changes after its offsets, else a full rebuild; then a fresh snapshot.
 
         A change applied here is evaluated against the events the store holds, like a live one: without a
@@ -153,16 +150,16 @@ class EventsTask(TaskBase):
         """
         self.held.load_snapshot(self._partitions)
         try:
-            self._rebuild(host)
+            self._rebuild(ctx)
         except StaleSnapshot as exc:
-            log.warning("ignoring the snapshot, rebuilding from %s: %s", self.config.topics.subscriptions, exc)
+            log.warning("ignoring the snapshot, rebuilding from %s: %s", self.config.host.topics.subscriptions, exc)
             self.held.reset()
-            self._rebuild(host)
-        if self.config.snapshot_dir and self.held.unsnapshotted and not host.stopping:
+            self._rebuild(ctx)
+        if self.config.snapshot_dir and self.held.unsnapshotted and not ctx.stopping():
             self.snapshot()
         self.statistics_feed.reapply()  # a state loaded from a snapshot starts with uniform statistics
 
-    def _rebuild(self, host: Host) -> None:
+    def _rebuild(self, ctx: Context) -> None:
         """Read the subscriptions topic to its end and apply it in bulk steps of ``REBUILD_CHUNK`` records.
 
         Reading and decoding run on a thread of their own (``runtime.handoff``), a chunk or two ahead of the bulk
@@ -170,13 +167,13 @@ class EventsTask(TaskBase):
         loads the chunk before.  The chunks are applied in the order they were read.
         """
         started, before = time.monotonic(), self.held.unsnapshotted
-        meter = RateMeter(self.config.progress_interval)
+        meter = RateMeter(self.config.host.progress_interval)
         offsets = dict(self.held.offsets)  # where the readers start (the loads below move these on)
 
         def chunks(stopped: Callable[[], bool]) -> Iterator[Changes]:
             pending: list[Message] = []
             size = max(1, REBUILD_CHUNK // 5)
-            for msgs in host.inputs.replay(self._partitions, offsets, lambda: stopped() or host.stopping):
+            for msgs in ctx.inputs.replay(self._partitions, offsets, lambda: stopped() or ctx.stopping()):
                 pending += msgs
                 if len(pending) >= size:
                     yield self._split_changes(pending, decode=True)
@@ -184,19 +181,19 @@ class EventsTask(TaskBase):
             if pending:
                 yield self._split_changes(pending, decode=True)
 
-        with Handoff(chunks, depth=REBUILD_AHEAD, idle=host.metrics.beat, name="rebuild-read") as ahead:
+        with Handoff(chunks, depth=REBUILD_AHEAD, idle=ctx.heartbeat, name="rebuild-read") as ahead:
             for changes in ahead:
                 out = Outputs()
                 self._apply_changes(changes, out)
-                host.send(out)
-                host.metrics.beat()
+                ctx.send(out)
+                ctx.heartbeat()
                 if meter.due():
                     meter.tick({})
                     log.info("rebuilding: %s subscriptions so far", human(len(self.state)))
-        host.commit_outputs()  # dead letters of invalid subscriptions
+        ctx.commit_outputs()  # dead letters of invalid subscriptions
         self.rebuild_records = self.held.unsnapshotted - before
         log.info("ready: %d subscriptions, %d records of %s read in %.1fs",
-                 len(self.state), self.rebuild_records, self.config.topics.subscriptions, time.monotonic() - started)
+                 len(self.state), self.rebuild_records, self.config.host.topics.subscriptions, time.monotonic() - started)
 
     # --- the flows --------------------------------------------------------------------
 
@@ -216,7 +213,7 @@ class EventsTask(TaskBase):
     def _split_changes(self, msgs: list[Message], decode: bool = False) -> Changes:
         """The records to apply, their keys and values, and the ones too large to; with ``decode``, the keys and
         values decoded too (the rebuild does this on its read thread: nothing here touches the state)."""
-        changes, limit = Changes(), self.host.limits.max_record_bytes
+        changes, limit = Changes(), self.ctx.limits.max_record_bytes
         records, keys, values, passed, rejects = changes.records, changes.keys, changes.values, changes.passed, \
             changes.rejects
         for msg in msgs:  # a rebuild runs this a million times: the common case in a few C calls
@@ -258,7 +255,7 @@ class EventsTask(TaskBase):
         """A bad statistics record is dead-lettered, into the next transaction (after the one in flight)."""
         out = Outputs()
         out.reject(msg, reason)
-        self.host.send(out)
+        self.ctx.send(out)
 
     # --- what the host asks of it ----------------------------------------------------------
 
@@ -281,7 +278,7 @@ class EventsTask(TaskBase):
         return f"{human(len(self.state))} subscriptions"
 
     def stats(self) -> dict[str, Any]:
-        c = self.host.counters
+        c = self.ctx.counters
         return {
             "notifications_by_reference": c.by_reference,
             "stored_events_not_notified": c.not_kept,
@@ -306,5 +303,5 @@ class Processor(Host):
     """The event processor: :class:`EventsTask` on the one runtime (``pubsub run``)."""
 
     def __init__(self, config: ProcessorConfig) -> None:
-        super().__init__(EventsTask(config), config.host())
+        super().__init__(EventsTask(config), config.host_config())
         self.processor_config = config

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from fastpubsub.engine import ValidEventStore
-from fastpubsub.runtime.atomic_file import write_atomically
+from fastpubsub.runtime import write_atomically
 from fastpubsub import engine  # its index functions are looked up at each call (tests replace them)
 
 from .shard import UNSHARDED, Shard

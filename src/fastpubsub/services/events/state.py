@@ -17,8 +17,7 @@ from fastpubsub.engine import ValidEventStore
 from fastpubsub.wire.subscription_decoder import DecodedSubscriptions
 
 from . import snapshot
-from fastpubsub.runtime.inputs import event_time
-from fastpubsub.runtime.progress import human
+from fastpubsub.runtime import event_time, human
 from .shard import UNSHARDED, Shard
 from .subscriptions import Applied, SubscriptionState
 

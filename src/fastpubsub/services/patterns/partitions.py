@@ -1,8 +1,8 @@
 """An owned events partition of the pattern service, and its restore from the changelog on assignment.
 
-As a Kafka Streams task restores its state stores from their changelogs before it processes a record: the
-changes are read to the end, those tagged at or past the committed offset are discarded (they belong to a
-transaction that did not commit), and the engine, the bound events' contents and the reorder buffer are rebuilt.
+Changelog partition p holds the state of input partition p: it is restored by the runtime
+(``runtime.restore_changelog``: read to its end, the changes at or past p's committed offset dropped), then the
+engine, the bound events' contents and the reorder buffer are rebuilt from what is kept.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from fastpubsub.kafka import ClientFactory
-from fastpubsub.kafka.readers import committed_offsets, read_to_end
+from fastpubsub.kafka.readers import committed_offsets
 from fastpubsub.patterns.contents import BoundContents, split
 from fastpubsub.patterns.engine import PatternEngine
 from fastpubsub.patterns.reorder import ReorderBuffer
 from fastpubsub.patterns.reorder import split as split_reorder
-from fastpubsub.state import KeyedStore, from_records
+from fastpubsub.runtime import restore_changelog
+from fastpubsub.state import KeyedStore
 
 from .config import PatternServiceConfig
 
@@ -43,16 +44,15 @@ def restore_partitions(clients: ClientFactory, consumer: Consumer, partitions: l
     """Each partition's state from its changelog partition, from the committed offset on (``counts`` gets
     ``restored_instances`` and ``discarded_changes``)."""
     restored: dict[int, Partition] = {}
-    found = committed_offsets(consumer, [TopicPartition(input_topic, p) for p in partitions])
-    logged: dict[int, list[Message]] = {p: [] for p in partitions}
-    for m in read_to_end(clients, [TopicPartition(changelog, p, OFFSET_BEGINNING)
-                             for p in partitions], group_id=f"{config.group_id}.restore"):
-        logged[m.partition()].append(m)
-    for tp in found:
-        p, committed = tp.partition, max(tp.offset, 0)
-        changes = from_records((m.key(), m.value(), m.headers()) for m in logged[p])
+    found = {tp.partition: max(tp.offset, 0)
+             for tp in committed_offsets(consumer, [TopicPartition(input_topic, p) for p in partitions])}
+    logs = restore_changelog(clients, changelog, partitions, lambda p, _source: found[p],
+                             group_id=f"{config.host.group_id}.restore")
+    for p, committed in found.items():
+        kept, discarded = logs[p].changes, logs[p].discarded
+        counts.discarded_changes += discarded
         store = KeyedStore()
-        counts.discarded_changes += store.apply(changes, committed)
+        store.apply(kept)
         store, reorder_state = split_reorder(store)
         engine_state, contents_state = split(store)
         part = Partition(new_engine(), BoundContents(), committed)
@@ -65,6 +65,6 @@ def restore_partitions(clients: ClientFactory, consumer: Consumer, partitions: l
         part.contents.settle(part.engine.bound_event_ids(), committed - 1)
         restored[p] = part
         log.info("partition %d restored: %d instances, %d bound events, %d changelog records (%d discarded), "
-                 "from offset %d", p, part.engine.live(), len(part.contents), len(changes),
-                 sum(1 for _, _, _, o in changes.sources() if o >= committed), committed)
+                 "from offset %d", p, part.engine.live(), len(part.contents), len(kept) + discarded, discarded,
+                 committed)
     return restored

@@ -16,8 +16,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Message
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.patterns.reorder import ReorderBuffer, event_id
-from fastpubsub.runtime.deliver import SourceRecord
-from fastpubsub.runtime.task import Outputs
+from fastpubsub.runtime import Outputs, SourceRecord
 from fastpubsub.wire import codecs
 from fastpubsub.wire.event_decoder import decode_events
 from fastpubsub.wire.placement import partition_for, placement_text

@@ -28,10 +28,7 @@ from fastpubsub.kafka import admin
 from fastpubsub.patterns import Pattern
 from fastpubsub.patterns.engine import PatternEngine, limits_from_bytes
 from fastpubsub.patterns.reorder import event_name
-from fastpubsub.runtime.deliver import SourceRecord
-from fastpubsub.runtime.host import Host
-from fastpubsub.runtime.progress import human
-from fastpubsub.runtime.task import Outputs, TaskBase, Topics
+from fastpubsub.runtime import Context, Host, human, Outputs, SourceRecord, TaskBase, Topics
 from fastpubsub.state import StateChanges, to_records
 from fastpubsub.wire import codecs
 from fastpubsub.kafka.schema_registry import event_decoders
@@ -53,6 +50,7 @@ class PatternsTask(TaskBase):
 
     def __init__(self, config: PatternServiceConfig) -> None:
         self.config = config
+        self.ctx: Context | None = None  # given by the host's first hook
         self.registered: RegisteredDecoders | None = None  # with --schema-registry (set in prepare)
         self.subs: dict[int, tuple[str, Pattern, int]] = {}  # sid -> (subscriber, pattern, since ms)
         self.parts: dict[int, Partition] = {}
@@ -66,37 +64,37 @@ class PatternsTask(TaskBase):
 
     def topics(self) -> Topics:
         own = () if self.repartition is None else (self.input_topic,)
-        names, events = self.config.topics, self.config.events_topic
+        names, events = self.config.host.topics, self.config.events_topic
         return Topics(group=(events, *own), state=names.subscriptions, inputs=(events, names.subscriptions, *own),
                       outputs=(names.notifications, names.dead_letter, self.changelog, *own))
 
     # --- start -------------------------------------------------------------------------
 
-    def prepare(self, host: Host) -> None:
-        self.host = host
+    def before_clients(self, ctx: Context) -> None:
+        self.ctx = ctx
         if self.config.schema_registry is not None:
-            self.registered = event_decoders(self.config.schema_registry, waiting=host.metrics.registry_waiting,
-                                             stopped=lambda: host.stopping)
-        names, events = self.config.topics, self.config.events_topic
-        parts = admin.require(host.clients, (names.subscriptions, events, names.notifications, names.dead_letter))
+            self.registered = event_decoders(self.config.schema_registry, waiting=ctx.registry_waiting,
+                                             stopped=ctx.stopping)
+        names, events = self.config.host.topics, self.config.events_topic
+        parts = admin.require(ctx.clients, (names.subscriptions, events, names.notifications, names.dead_letter))
         own = (self.changelog,) if self.repartition is None else (self.input_topic, self.changelog)
-        admin.create_topics(host.clients, partitions=parts[events], names=own, topics=names)
-        n = admin.partitions_of(host.clients, self.changelog)
+        admin.create_topics(ctx.clients, partitions=parts[events], names=own, topics=names)
+        n = admin.partitions_of(ctx.clients, self.changelog)
         if n != parts[events]:
             raise RuntimeError(f"{self.changelog} has {n} partitions and {events} {parts[events]}: a partition's "
                                f"state lives in the changelog partition of the same number; recreate the changelog "
                                f"(the state is rebuilt from the committed offsets only if nothing was committed)")
         if self.repartition is not None:
-            self.repartition.check(host.clients, parts[events])
+            self.repartition.check(ctx.clients, parts[events])
         self._sub_partitions = parts[names.subscriptions]
 
-    def restore(self, host: Host) -> None:
+    def restore(self, ctx: Context) -> None:
         """Every pattern subscription, before the group's partitions are restored on assignment."""
-        for msgs in host.inputs.replay(self._sub_partitions, {}, lambda: host.stopping):
+        for msgs in ctx.inputs.replay(self._sub_partitions, {}, ctx.stopping):
             out = Outputs()
             self.on_state(msgs, out)
-            host.send(out)
-        host.commit_outputs()  # dead letters of bad pattern subscriptions
+            ctx.send(out)
+        ctx.commit_outputs()  # dead letters of bad pattern subscriptions
         log.info("%d pattern subscriptions loaded", len(self.subs))
 
     # --- subscriptions ----------------------------------------------------------------
@@ -155,7 +153,7 @@ class PatternsTask(TaskBase):
 
     def _restore(self, partitions: list[int], consumer: Consumer) -> None:
         """Each partition's state from its changelog partition, then its events from the committed offset."""
-        for p, part in restore_partitions(self.host.clients, consumer, partitions, self.input_topic, self.changelog,
+        for p, part in restore_partitions(self.ctx.clients, consumer, partitions, self.input_topic, self.changelog,
                                           self.config, self._engine, self).items():
             self.parts[p] = part
             self._unwritten.add(p)
@@ -170,7 +168,8 @@ class PatternsTask(TaskBase):
             for k, v in self.parts.pop(p).engine.counters.items():
                 self._counters[k] = self._counters.get(k, 0) + v
 
-    def assigned(self, consumer: Consumer) -> None:
+    def assigned(self) -> None:
+        consumer = self.ctx.inputs.group
         assigned = consumer.assignment()
         owned = {tp.partition for tp in assigned if tp.topic == self.input_topic}
         if self.repartition is not None:
@@ -234,7 +233,7 @@ class PatternsTask(TaskBase):
         part.contents.offer(ids, ts, values)
         for w in part.engine.process(decoded.event_batch(), np.array(ids, np.int64), np.array(ts, np.int64)):
             subscriber, pattern, _ = self.subs[w.sid]
-            out.produce(self.config.topics.notifications, subscriber,
+            out.produce(self.config.host.topics.notifications, subscriber,
                         notification(w, subscriber, pattern, p, part.contents, part.reorder is not None,
                                      self.registered),
                         self._completing(p, part, w.bound[-1][0]))
@@ -321,4 +320,4 @@ class PatternService(Host):
     """The pattern service: :class:`PatternsTask` on the one runtime (``pubsub patterns``)."""
 
     def __init__(self, config: PatternServiceConfig) -> None:
-        super().__init__(PatternsTask(config), config.host())
+        super().__init__(PatternsTask(config), config.host_config())

@@ -1,15 +1,11 @@
-"""The table service's settings (``pubsub tables``): the host's (``runtime.host.HostConfig``) and its own."""
+"""The table service's settings (``pubsub tables``): the host's (``runtime.HostConfig``) and its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
 
-from fastpubsub.kafka import Settings
 from fastpubsub.kafka.schema_registry import RegistryConfig
-from fastpubsub.runtime.host import HostConfig
-from fastpubsub.runtime.metrics import DEFAULT_STALL_SECONDS
-from fastpubsub.wire.topics import DEFAULT, TopicNames
+from fastpubsub.runtime import HostConfig
 
 from .declarations import TableDeclaration
 
@@ -18,23 +14,15 @@ MODES = ("s-un", "s-cn")
 
 @dataclass
 class TableServiceConfig:
-    bootstrap_servers: str
+    """The table service's settings: the host's (``runtime.HostConfig``; its group holds the committed offsets of
+    the table topics and the subscriptions) and its own."""
+
+    host: HostConfig
     tables: list[TableDeclaration]
     mode: str = "s-un"  # s-un: a notification per affected subscription; s-cn: the reformulated messages
-    group_id: str = "pubsub-tables"  # committed offsets of the table topics and subscriptions
-    delivery: str = "auto"
-    transactional_id: str | None = None  # default: <group_id>-tables (a restarted instance fences the old one)
-    batch_size: int = 1000
-    output_format: str = "avro"  # of dead letters
-    progress_interval: float = 5.0
-    client_config: dict[str, Any] = field(default_factory=dict)
-    max_record_bytes: int | None = None  # inputs larger are dead-lettered (default: the topics' max.message.bytes)
-    stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
-    topics: TopicNames = DEFAULT  # the deployment's topic names (wire.topics)
     schema_registry: RegistryConfig | None = None  # --schema-registry: rows in producers' registered schemas
 
     def __post_init__(self) -> None:
-        self.client_config = Settings(self.client_config)  # its repr hides the secrets
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if not self.tables:
@@ -46,10 +34,9 @@ class TableServiceConfig:
         if len(set(topics)) != len(topics):
             raise ValueError(f"two tables share a topic: {topics}")
 
-    def host(self) -> HostConfig:
-        # the fixed transactional.id ends (aborts) what a previous instance left open, and fences it
-        return HostConfig(self.bootstrap_servers, self.group_id, self.client_config, self.delivery,
-                          self.transactional_id or f"{self.group_id}-tables", self.batch_size,
-                          progress_interval=self.progress_interval, output_format=self.output_format,
-                          stall_seconds=self.stall_seconds, commit_interval_ms=0,  # a transaction per batch:
-                          max_record_bytes=self.max_record_bytes, topics=self.topics)  # --batch-size bounds it
+    def host_config(self) -> HostConfig:
+        """The host's settings as the host runs them: a transaction per batch (``batch_size`` bounds it), and a
+        fixed transactional.id (default ``<group_id>-tables``) that ends (aborts) what a previous instance left
+        open, and fences it."""
+        return replace(self.host, transactional_id=self.host.transactional_id or f"{self.host.group_id}-tables",
+                       commit_interval_ms=0, commit_linger_ms=0)

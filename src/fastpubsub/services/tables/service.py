@@ -33,10 +33,8 @@ from fastpubsub.aggregates.changelog import row_record
 from fastpubsub.kafka import admin
 from fastpubsub.kafka.readers import committed_offsets, read_to_end
 from fastpubsub.kafka.schema_registry import event_decoders
-from fastpubsub.runtime.host import Host
-from fastpubsub.runtime.progress import human
-from fastpubsub.runtime.task import Outputs, TaskBase, Topics
-from fastpubsub.state import from_records
+from fastpubsub.runtime import Context, Host, human, Outputs, TaskBase, Topics, restore_changelog
+from fastpubsub.state import StateChanges
 from fastpubsub.wire import codecs
 from fastpubsub.wire.subscription_decoder import parse_subscription_id
 
@@ -59,8 +57,9 @@ class TablesTask(TaskBase):
 
     def __init__(self, config: TableServiceConfig) -> None:
         self.config = config
+        self.ctx: Context | None = None  # given by the host's first hook
         self.by_topic = {t.topic: t for t in config.tables}
-        self.changelogs = {t.name: config.topics.changelog_topic(t.name) for t in config.tables}
+        self.changelogs = {t.name: config.host.topics.changelog_topic(t.name) for t in config.tables}
         self.svc = AggregateService([t.schema() for t in config.tables], notify=config.mode == "s-un")
         self.subscribers: dict[int, str] = {}
         self.positions: dict[tuple[str, int], int] = {}  # next offset to process, per input partition
@@ -71,19 +70,19 @@ class TablesTask(TaskBase):
 
     def topics(self) -> Topics:
         logs = tuple(self.changelogs.values())
-        names = self.config.topics
+        names = self.config.host.topics
         return Topics(group=(), state=None, inputs=(*self.by_topic, names.subscriptions),
                       outputs=(names.notifications, names.dead_letter, names.reformulated, *logs))
 
     # --- start ----------------------------------------------------------------------
 
-    def prepare(self, host: Host) -> None:
+    def before_clients(self, ctx: Context) -> None:
         """The service's topics and the table topics, then the tables announced on ``pubsub.table-schemas``."""
-        self.host, clients = host, host.clients
-        names = self.config.topics
+        self.ctx, clients = ctx, ctx.clients
+        names = self.config.host.topics
         if self.config.schema_registry is not None:  # rows in producers' registered schemas, read by path
-            self.registered = event_decoders(self.config.schema_registry, waiting=host.metrics.registry_waiting,
-                                             stopped=lambda: host.stopping)
+            self.registered = event_decoders(self.config.schema_registry, waiting=ctx.registry_waiting,
+                                             stopped=ctx.stopping)
         admin.create_topics(clients, names=(names.reformulated, names.table_schemas), topics=names)
         admin.create_topics(clients, partitions=1, names=tuple(self.changelogs.values()), topics=names)
         create_table_topics(clients, self.config.tables)
@@ -92,23 +91,23 @@ class TablesTask(TaskBase):
         log.info("mode %s, tables %s", self.config.mode, ", ".join(f"{t.name} ({t.topic})" for t in self.config.tables))
 
     def _partitions(self) -> dict[str, int]:
-        names = self.config.topics
-        return admin.require(self.host.clients, (names.subscriptions, names.notifications, names.dead_letter,
+        names = self.config.host.topics
+        return admin.require(self.ctx.clients, (names.subscriptions, names.notifications, names.dead_letter,
                                                  names.reformulated,
                                                  *self.by_topic, *self.changelogs.values()))
 
-    def restore(self, host: Host) -> None:
+    def restore(self, ctx: Context) -> None:
         """Tables from their changelogs, subscriptions up to their committed offsets; then assign the inputs."""
         gc.disable()  # building millions of long-lived objects: no collector passes over them meanwhile
         try:
-            self._load(host.inputs.events)
+            self._load(ctx.inputs.group)
         finally:
             gc.enable()
         log.info("restored: %d rows of %d table(s), %d subscriptions", self.restored_rows, len(self.config.tables),
                  len(self.subscribers))
 
     def _load(self, consumer: Consumer) -> None:
-        parts, clients, subscriptions = self._partitions(), self.host.clients, self.config.topics.subscriptions
+        parts, clients, subscriptions = self._partitions(), self.ctx.clients, self.config.host.topics.subscriptions
         inputs = [TopicPartition(t, p) for t in (*self.by_topic, subscriptions) for p in range(parts[t])]
         committed = {(tp.topic, tp.partition): tp.offset for tp in committed_offsets(consumer, inputs)}
         self.svc = AggregateService([t.schema() for t in self.config.tables], notify=self.config.mode == "s-un")
@@ -116,11 +115,11 @@ class TablesTask(TaskBase):
         self.restored_rows = 0
         for table in self.config.tables:
             log_topic = self.changelogs[table.name]
-            msgs = read_to_end(clients, [TopicPartition(log_topic, p, OFFSET_BEGINNING) for p in range(parts[log_topic])])
-            changes = from_records((m.key(), m.value(), m.headers()) for m in msgs)
             done = {p: max(committed[table.topic, p], 0) for p in range(parts[table.topic])}
-            self.discarded_changes += sum(1 for _, _, p, o in changes.sources() if o >= done.get(p, 0))
-            self.restored_rows += self.svc.restore(changes, done)
+            logs = restore_changelog(clients, log_topic, range(parts[log_topic]),
+                                     lambda _p, source: done.get(source, 0)).values()
+            self.discarded_changes += sum(r.discarded for r in logs)
+            self.restored_rows += self.svc.restore(StateChanges.concat([r.changes for r in logs]))
         upto = {(subscriptions, p): max(committed[subscriptions, p], 0) for p in range(parts[subscriptions])}
         subs = read_to_end(clients, [TopicPartition(subscriptions, p, OFFSET_BEGINNING)
                                      for p in range(parts[subscriptions])], stop_at=upto)
@@ -130,7 +129,7 @@ class TablesTask(TaskBase):
         self.restores += 1
 
     def rewind(self) -> None:
-        self.restore(self.host)  # everything again from the committed offsets
+        self.restore(self.ctx)  # everything again from the committed offsets
 
     # --- subscriptions ---------------------------------------------------------------
 
@@ -206,7 +205,7 @@ class TablesTask(TaskBase):
         else:
             head = ('{"subscriber":' + (f'"{subscriber}"' if _PLAIN.fullmatch(subscriber) else json.dumps(subscriber))
                     + ',"row":').encode() + (b"null" if row is None else row)
-        out.produce(self.config.topics.notifications, subscriber, head + b"," + body[1:], source)
+        out.produce(self.config.host.topics.notifications, subscriber, head + b"," + body[1:], source)
         self.notifications += 1
 
     def _on_row(self, msg: Message, out: Outputs) -> None:
@@ -240,7 +239,7 @@ class TablesTask(TaskBase):
         out.produce(self.changelogs[table.name], k, v, headers=headers)
         if self.config.mode == "s-cn":
             for r in result.records:
-                out.produce(self.config.topics.reformulated, r.group, r.to_bytes(), msg)
+                out.produce(self.config.host.topics.reformulated, r.group, r.to_bytes(), msg)
             self.records += len(result.records)
         for n in result.notifications:
             self._notify(n, self.subscribers[n.subscription], out, msg, row=v)
@@ -250,7 +249,7 @@ class TablesTask(TaskBase):
     def process(self, msgs: list[Message], out: Outputs) -> int:
         run: list[Message] = []
         for msg in msgs:
-            if msg.topic() == self.config.topics.subscriptions:
+            if msg.topic() == self.config.host.topics.subscriptions:
                 run.append(msg)
                 continue
             if run:
@@ -284,4 +283,4 @@ class TableService(Host):
     """The table service: :class:`TablesTask` on the one runtime (``pubsub tables``)."""
 
     def __init__(self, config: TableServiceConfig) -> None:
-        super().__init__(TablesTask(config), config.host())
+        super().__init__(TablesTask(config), config.host_config())

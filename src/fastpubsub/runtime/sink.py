@@ -1,4 +1,4 @@
-"""Deliver: the one stage that writes to Kafka, owning the producer, its transaction and the dead-letter path.
+"""The sink: the one stage that writes to Kafka, owning the producer, its transaction and the dead-letter path.
 
 Outputs (notifications) and rejects (bad input, with the reason) go out
 through one producer (``kafka.delivery``), in the transaction that also
@@ -20,7 +20,6 @@ from fastpubsub.kafka.delivery import Delivery, RecordRefused
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.kafka.record_limits import RecordLimits
 from fastpubsub.wire.topics import DEFAULT, TopicNames
-
 
 
 class Output(NamedTuple):
@@ -68,11 +67,13 @@ class SourceRecord(NamedTuple):
         return self.source_value
 
 
-#: (record, reason): input the deliver stage sends to the dead-letter topic
+#: (record, reason): input the sink sends to the dead-letter topic
 Reject = tuple[Message, str]
 
 
-class Deliver:
+class Sink:
+    """Outputs and dead letters through one producer (``kafka.delivery.Delivery``), committed with the input offsets."""
+
     def __init__(self, clients: ClientFactory, mode: str, transactional_id: str, bounds: QueueBounds, fmt: str,
                  limits: RecordLimits = RecordLimits(), topics: TopicNames = DEFAULT) -> None:
         self.delivery = Delivery(clients, mode, transactional_id=transactional_id, bounds=bounds,
@@ -124,6 +125,12 @@ class Deliver:
 
     def recover(self, consumer: Consumer, should_stop: Callable[[], bool], on_wait: Callable[[], None]) -> bool:
         return self.delivery.recover(consumer, should_stop, on_wait)
+
+    def stats(self) -> dict:
+        """Its part of the final statistics (``Host.stats``)."""
+        return {"delivery": self.mode,
+                "commit_seconds": {k: round(v, 3) for k, v in self.delivery.commit_seconds.items()},
+                "dead_letters": dict(self.dead_letters.counts), "dead_letters_truncated": self.dead_letters.truncated}
 
     def queue(self) -> tuple[int, int, int]:
         """(records awaiting acknowledgement, the bound of that queue, times a produce found it full)."""
