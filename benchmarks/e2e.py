@@ -50,6 +50,7 @@ from fastpubsub.workloads.fabret import PRESETS, generate_events
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import codecs, topics
+from fastpubsub.runtime import HostConfig
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
@@ -483,12 +484,12 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "processor_latency_p99_ms": round(proc["p99"], 1),
         "default_consumer_latency_p50_ms": round(slow["p50"], 1),
         "default_consumer_latency_p99_ms": round(slow["p99"], 1),
-        "batch_size": options.batch_size or ProcessorConfig.batch_size,
-        "commit_interval_ms": ProcessorConfig.commit_interval_ms if options.commit_interval_ms is None
+        "batch_size": options.batch_size or HostConfig.batch_size,
+        "commit_interval_ms": HostConfig.commit_interval_ms if options.commit_interval_ms is None
         else options.commit_interval_ms,
-        "commit_linger_ms": ProcessorConfig.commit_linger_ms if options.commit_linger_ms is None
+        "commit_linger_ms": HostConfig.commit_linger_ms if options.commit_linger_ms is None
         else options.commit_linger_ms,
-        "overlap_commits": ProcessorConfig.overlap_commits if options.overlap_commits is None
+        "overlap_commits": HostConfig.overlap_commits if options.overlap_commits is None
         else options.overlap_commits,
         "processor_config": " ".join(options.processor_config),
         "pin_broker": options.pin_broker,
