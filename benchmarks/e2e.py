@@ -290,6 +290,16 @@ def latencies(first: dict[str, tuple[float, int]], stamps: list[int], key: str) 
     return at, side
 
 
+def slowest(first: dict[str, tuple[float, int]], stamps: list[int], key: str, n: int = 10) -> list[list[float]]:
+    """The ``n`` slowest notified events of a phase as [seconds into the phase, ms at a consumer]: whether the tail
+    is spread over the phase (commits, maintenance) or bunched (a start, one stall)."""
+    if not stamps:
+        return []
+    rows = [((stamps[i] - stamps[0]) / 1000, first[f"{key}{i}"][0] * 1000 - ms) for i, ms in enumerate(stamps)
+            if f"{key}{i}" in first]
+    return [[round(t, 2), round(ms, 1)] for t, ms in sorted(rows, key=lambda r: -r[1])[:n]]
+
+
 def _wait_ready(log: Path, processor, timeout: float) -> None:
     """Until the processor's log says it has rebuilt its subscriptions and been assigned the event partitions."""
     deadline = time.monotonic() + timeout
@@ -458,6 +468,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
     for phase in phases:  # percentiles of each phase: at a consumer, and processor side; where the time goes
         phase["latency"], phase["processor_side"] = latencies(clock.first, phase["stamps"], phase["key"])
         phase["breakdown"] = breakdown(phase["stats"].get("latency_samples", []), clock.first, phase["key"])
+        phase["slowest"] = slowest(clock.first, phase["stamps"], phase["key"])
     latency, processor_side = phases[0]["latency"], phases[0]["processor_side"]
     lat, proc = percentiles(np.array(latency)), percentiles(np.array(processor_side))
     slow = percentiles(np.array([slow_clock.first[f"L{i}"][0] * 1000 - ms for i, ms in enumerate(stamps)
@@ -510,6 +521,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         "latency_phase_batch_sizes": _sizes(latency_stats.get("batch_sizes", {})),
         # each sampled event's latency by part (PARTS), and what bounds the slowest tenth
         "latency_breakdown": json.dumps(phases[0]["breakdown"]),
+        "latency_slowest": json.dumps(phases[0]["slowest"]),  # [seconds into the phase, ms] of the slowest events
         "delivery": stats.get("delivery"),
         "matcher": (stats.get("task") or {}).get("matcher"),
         "processor_events": stats.get("events"),
@@ -561,7 +573,8 @@ def _phase_summary(phase: dict, max_rate: float) -> dict:
             "p50_ms": round(at["p50"], 1), "p99_ms": round(at["p99"], 1),
             "processor_p50_ms": round(side["p50"], 1), "processor_p99_ms": round(side["p99"], 1),
             "busy_s": stats.get("busy_seconds"), "commits": stats.get("commits"), "batches": stats.get("batches"),
-            "stage_seconds": stats.get("stage_seconds"), "cpu": phase["cpu"], "breakdown": phase["breakdown"]}
+            "stage_seconds": stats.get("stage_seconds"), "cpu": phase["cpu"], "breakdown": phase["breakdown"],
+            "slowest": phase["slowest"]}
 
 
 STAGES = ("consume", "decode", "match", "produce", "commit")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from benchmarks.cpu import pin_to_core_0
-from benchmarks.e2e import PARTS, breakdown
+from benchmarks.e2e import PARTS, breakdown, slowest
 from benchmarks.peers.streams_latency import OURS, Settings, rates_of, summary
 from fastpubsub.runtime.trace import LatencyTrace
 
@@ -102,3 +102,14 @@ def test_pinning_puts_every_thread_of_the_broker_on_core_0():
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_slowest_events_of_a_phase_say_when_they_were_offered():
+    stamps = [1_000_000 + 10 * i for i in range(100)]  # 100 events/s for a second
+    first = {f"L{i}": ((ms + 5) / 1000, ms + 4) for i, ms in enumerate(stamps)}  # 5 ms each...
+    first["L7"] = ((stamps[7] + 250) / 1000, stamps[7] + 249)  # ...but one waited 250 ms, 70 ms into the phase
+    first["L90"] = ((stamps[90] + 40) / 1000, stamps[90] + 39)
+    del first["L3"]  # never notified: not among them
+    top = slowest(first, stamps, "L", n=3)
+    assert top[:2] == [[0.07, 250.0], [0.9, 40.0]] and top[2][1] == 5.0
+    assert slowest({}, [], "L") == []
