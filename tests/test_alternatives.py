@@ -110,8 +110,8 @@ def test_the_plot_compares_each_algorithm_at_its_fastest_setting():
     assert len(rows) == 5 * len(cases)  # ours and each of their four, once per case
 
 
-#: the kinds from the later run, the sizes from the earlier (a kind or size is taken from the first file holding it)
-RULER_RUNS = [RUNS / "2026-12-07-peers-event-ruler-kinds.json", RUNS / "2026-12-07-peers-event-ruler.json"]
+#: the kinds and the sizes, each from a run of its own
+RULER_RUNS = [RUNS / "2026-12-07-peers-event-ruler-kinds.json", RUNS / "2026-12-07-peers-event-ruler-sizes.json"]
 
 
 def test_the_event_ruler_tables_per_kind_and_per_size_are_the_run():
