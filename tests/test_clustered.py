@@ -350,7 +350,8 @@ def test_the_subscriptions_per_filed_schema_are_counted_per_key_as_per_handle():
     m.flush()  # removals are applied in bulk
     index = m._index
     schemas, filed = index.filed_schemas()
-    naive_schemas, naive_counts = np.unique(index.filed_schema(index.live_handles()), return_counts=True)
+    each = index.key_schema(index.store.key_of(index.live_handles()))  # the schema of every live handle
+    naive_schemas, naive_counts = np.unique(each, return_counts=True)
     summed = {int(s): int(filed[schemas == s].sum()) for s in np.unique(schemas)}
     assert summed == {int(s): int(n) for s, n in zip(naive_schemas, naive_counts)}
     assert filed.sum() == len(m)

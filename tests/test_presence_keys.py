@@ -32,7 +32,7 @@ def filed_fields(m: Matcher, ids) -> list:
     h = m.id_table.lookup(np.asarray(ids, dtype=np.int64), m.handle_id)
     names = list(m.attributes.ids)
     out = []
-    for k in m.index.filed_schema(h).tolist():
+    for k in m.index.key_schema(m.index.store.key_of(h)).tolist():  # the schema each one is filed under
         if k < 0:
             out.append(("presence", names[int(presence_field(np.array([k]))[0]) // 3]))
         elif k == 0:

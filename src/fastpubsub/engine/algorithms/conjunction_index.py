@@ -487,10 +487,6 @@ class ClusteredIndex:
         pids = np.asarray(pids, dtype=np.int64)
         return np.where(pids < len(pk), pk[np.minimum(pids, len(pk) - 1)], -1)
 
-    def filed_schema(self, handles: np.ndarray) -> np.ndarray:
-        """Packed schema each handle is filed under (0: catch-all)."""
-        return self.key_schema(self.store.key_of(handles))
-
     def filed_schemas(self) -> tuple[np.ndarray, np.ndarray]:
         """The packed schema of every access key holding live subscriptions, and how many each holds.  Counted per
         key, not per subscription: the statistics are sampled inside the service loop, and the schema of a million
