@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from oracles.patterns import OraclePatterns
 
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.engine import MODES, Limits, PatternEngine, orders_strings
+from fastpubsub.patterns.compile import orders_strings
+from fastpubsub.patterns.engine import MODES, Limits, PatternEngine
 from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
 
 SYMBOLS = ["A", "B", "C"]
@@ -221,10 +222,10 @@ def test_atom_rows_keep_every_operand_field():
     """An atom is one 64-byte row: the packed header of each side decodes to its source, index, aggregate
     function, arithmetic flag and constant kind; the operator and static flag sit in the left header."""
     from fastpubsub.patterns import kernel as K
-    from fastpubsub.patterns.engine import _atom_matrix
+    from fastpubsub.patterns.compile import atom_matrix
     left = (K.SRC_AGG, 12345, K.FN_AVG, 2.5, -1.0, True, 0, 0.0)
     right = (K.SRC_CONST, 0, 0, 1.0, 0.0, False, 2, 1.0)
-    at = _atom_matrix([(5, True, left, right), (0, False, right, left)])
+    at = atom_matrix([(5, True, left, right), (0, False, right, left)])
     assert at.shape == (2, K.A_WIDTH) and at.ctypes.data % 64 == 0
     h = int(at[0, K.A_LEFT])
     assert (h & 7, h >> K.H_IDX, (h >> K.H_AUX) & 7, (h >> K.H_ARITH) & 1) == (K.SRC_AGG, 12345, K.FN_AVG, 1)
