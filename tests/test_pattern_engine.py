@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from oracles.patterns import OraclePatterns
 
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.engine import MODES, Limits, PatternEngine, orders_strings
+from fastpubsub.patterns.compile import orders_strings
+from fastpubsub.patterns.engine import MODES, Limits, PatternEngine
 from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
 
 SYMBOLS = ["A", "B", "C"]
@@ -221,10 +222,10 @@ def test_atom_rows_keep_every_operand_field():
     """An atom is one 64-byte row: the packed header of each side decodes to its source, index, aggregate
     function, arithmetic flag and constant kind; the operator and static flag sit in the left header."""
     from fastpubsub.patterns import kernel as K
-    from fastpubsub.patterns.engine import _atom_matrix
+    from fastpubsub.patterns.compile import atom_matrix
     left = (K.SRC_AGG, 12345, K.FN_AVG, 2.5, -1.0, True, 0, 0.0)
     right = (K.SRC_CONST, 0, 0, 1.0, 0.0, False, 2, 1.0)
-    at = _atom_matrix([(5, True, left, right), (0, False, right, left)])
+    at = atom_matrix([(5, True, left, right), (0, False, right, left)])
     assert at.shape == (2, K.A_WIDTH) and at.ctypes.data % 64 == 0
     h = int(at[0, K.A_LEFT])
     assert (h & 7, h >> K.H_IDX, (h >> K.H_AUX) & 7, (h >> K.H_ARITH) & 1) == (K.SRC_AGG, 12345, K.FN_AVG, 1)
@@ -284,7 +285,7 @@ def test_removed_subscriptions_rows_are_reclaimed_under_churn_with_fresh_ids():
     assert after["matcher"] <= 2 * held["matcher"]  # the matcher of the atoms follows the live patterns too
 
 
-from fastpubsub.patterns.engine import _atom_matrix as _encode_whole  # noqa: E402  (the naive side, unpatched)
+from fastpubsub.patterns.compile import atom_matrix as _encode_whole  # noqa: E402  (the naive side, unpatched)
 
 
 def _tables_as_encoded_whole(engine: PatternEngine) -> None:
@@ -307,7 +308,7 @@ def _tables_as_encoded_whole(engine: PatternEngine) -> None:
 def test_the_kernels_tables_grow_by_the_new_rows_and_equal_the_rows_encoded_whole(slack, monkeypatch):
     """Under churn (a removal and an addition before each batch, with compactions at every removal or none) the
     tables follow the rows; a change encodes its own rows, not every row again."""
-    from fastpubsub.patterns import engine as module
+    from fastpubsub.patterns import compile as module
 
     engine = PatternEngine("dynamic", capacity=8)
     engine.ROW_SLACK = slack
@@ -319,8 +320,8 @@ def test_the_kernels_tables_grow_by_the_new_rows_and_equal_the_rows_encoded_whol
     engine.process_events([(0, 0, {"name": "A", "price": 9.0, "volume": 5})])
     _tables_as_encoded_whole(engine)
     encoded = []
-    real = module._atom_matrix
-    monkeypatch.setattr(module, "_atom_matrix", lambda rows: encoded.append(len(rows)) or real(rows))
+    real = module.atom_matrix
+    monkeypatch.setattr(module, "atom_matrix", lambda rows: encoded.append(len(rows)) or real(rows))
     for sid in range(200, 400):
         engine.unsubscribe(sid - 200)
         engine.subscribe(sid, pattern(sid))
