@@ -274,7 +274,9 @@ class PatternTables:
 
         A slot's rows are appended when it is installed and never reused, so under churn (ids created and deleted,
         never reused) the lists, and the kernel's tables built from them, would grow with every subscription ever
-        seen.  Compacted once the dead rows outnumber the live ones: O(1) amortised per removal.
+        seen.  Compacted once the dead rows pass a quarter of the live ones: O(1) amortised per removal (a
+        compaction's pass over the live rows is paid by the quarter as many removals before it), and what churn
+        adds before it is reclaimed stays within a quarter of what the live subscriptions hold.
         """
         atoms: list[tuple] = []
         caps: list[tuple[int, int]] = []

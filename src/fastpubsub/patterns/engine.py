@@ -133,7 +133,8 @@ class PatternEngine(PatternTables, EngineArrays, BatchDriver, Snapshots):
         self.free_p.append(p)
         a0, a1, c0, c1, g0, g1 = self._spans.pop(p)
         self._live_rows -= a1 - a0 + c1 - c0 + g1 - g0
-        if len(self.atom_rows) + len(self.cap_rows) + len(self.agg_rows) > 2 * self._live_rows + self.ROW_SLACK:
+        dead = len(self.atom_rows) + len(self.cap_rows) + len(self.agg_rows) - self._live_rows
+        if dead > self._live_rows // 4 + self.ROW_SLACK:
             self._compact_rows()
         self._tables_dirty = True
 
