@@ -274,18 +274,22 @@ class PatternTables:
 
         A slot's rows are appended when it is installed and never reused, so under churn (ids created and deleted,
         never reused) the lists, and the kernel's tables built from them, would grow with every subscription ever
-        seen.  Compacted once the dead rows pass a quarter of the live ones: O(1) amortised per removal (a
-        compaction's pass over the live rows is paid by the quarter as many removals before it), and what churn
-        adds before it is reclaimed stays within a quarter of what the live subscriptions hold.
+        seen.  Compacted once the dead rows pass an eighth of the live ones: O(1) amortised per removal (a
+        compaction's pass over the live rows is paid by the eighth as many removals before it), and what churn
+        adds before it is reclaimed stays within an eighth of what the live subscriptions hold.  The kernel's
+        tables are compacted with the lists (the same rows gathered), not encoded again.
         """
+        self._sync_rows()  # every row encoded: the tables keep the rows the lists keep
         atoms: list[tuple] = []
         caps: list[tuple[int, int]] = []
         aggs: list[tuple[int, int, int]] = []
+        kept: list[tuple[int, int, int, int, int, int]] = []
         for p, (a0, a1, c0, c1, g0, g1) in sorted(self._spans.items(), key=lambda x: x[1]):
             da, dc, dg = len(atoms) - a0, len(caps) - c0, len(aggs) - g0
             atoms.extend(self.atom_rows[a0:a1])
             caps.extend(self.cap_rows[c0:c1])
             aggs.extend(self.agg_rows[g0:g1])
+            kept.append((a0, a1, c0, c1, g0, g1))
             self._spans[p] = (a0 + da, a1 + da, c0 + dc, c1 + dc, g0 + dg, g1 + dg)
             for field in (self.start_lo, self.start_hi, self.start_res_lo, self.start_res_hi):
                 field[p] += da
@@ -294,7 +298,16 @@ class PatternTables:
             self.node_cap[base: base + 1 + steps] += dc
             self.node_agg[base + 1: base + 1 + steps] += dg
         self.atom_rows, self.cap_rows, self.agg_rows = atoms, caps, aggs
-        self._encoded = (0, 0, 0)  # rows moved: the tables are encoded afresh
+        spans = np.array(kept, np.int64).reshape(-1, 6)
+        take = _ranges(spans[:, 0], spans[:, 1])
+        buf = aligned_rows(max(len(take), 1), K.A_WIDTH, np.float64)
+        buf[: len(take)] = self._atom_buf[take]
+        self._atom_buf = buf
+        take = _ranges(spans[:, 2], spans[:, 3])
+        self._cap_bufs = [b[take] for b in self._cap_bufs]
+        take = _ranges(spans[:, 4], spans[:, 5])
+        self._agg_bufs = [b[take] for b in self._agg_bufs]
+        self._encoded = (len(atoms), len(caps), len(aggs))
 
     def _sync_tables(self) -> None:
         if not self._tables_dirty:
@@ -361,6 +374,13 @@ class PatternTables:
         self.grp_size = np.bincount(g, minlength=ng).astype(np.int64) if ng else np.zeros(1, np.int64)
 
     # The kernel's named containers (:mod:`.kernel`), made afresh for each call: the arrays they hold are
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The indexes lo[0]..hi[0]-1, lo[1]..hi[1]-1, ... in one array (the rows of the live slots, in order)."""
+    n = hi - lo
+    starts = np.repeat(lo - np.cumsum(n) + n, n)
+    return starts + np.arange(int(n.sum()), dtype=np.int64)
 
 
 def appended(buf: np.ndarray | None, n: int, new: np.ndarray) -> np.ndarray:

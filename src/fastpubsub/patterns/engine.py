@@ -134,7 +134,7 @@ class PatternEngine(PatternTables, EngineArrays, BatchDriver, Snapshots):
         a0, a1, c0, c1, g0, g1 = self._spans.pop(p)
         self._live_rows -= a1 - a0 + c1 - c0 + g1 - g0
         dead = len(self.atom_rows) + len(self.cap_rows) + len(self.agg_rows) - self._live_rows
-        if dead > self._live_rows // 4 + self.ROW_SLACK:
+        if dead > self._live_rows // 8 + self.ROW_SLACK:
             self._compact_rows()
         self._tables_dirty = True
 
