@@ -28,6 +28,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from fastpubsub.engine.semantics import OP_EQ, OP_LT
+from fastpubsub.engine.structures.predicates import order_holds
+
 STRIDE = 9  # nodes per pattern slot: the start plus MAX_STEPS steps
 GROUP_BASE = 1 << 40  # matcher ids 2 * (GROUP_BASE + g) are start groups (merged start states), below are nodes
 STEP_BASE = 1 << 41  # matcher ids 2 * (STEP_BASE + g) are step groups (equal static correlations), their list key
@@ -385,19 +388,11 @@ def _holds(a, atoms, ev, i, store, slot, dur):
         return False
     h = np.int64(atoms[a, A_LEFT])
     op = (h >> H_OP) & 7
-    if lk == 1 and op >= 2 and not (h >> H_STATIC) & 1:
+    if lk == 1 and op >= OP_LT and not (h >> H_STATIC) & 1:
         return False  # strings order only in static atoms (docs/patterns.md 1.2)
-    if op == 0:
+    if op == OP_EQ:
         return lv == rv
-    if op == 1:
-        return lv != rv
-    if op == 2:
-        return lv < rv
-    if op == 3:
-        return lv <= rv
-    if op == 4:
-        return lv > rv
-    return lv >= rv
+    return order_holds(op, lv, rv)
 
 
 @njit(cache=True, inline="always")
