@@ -292,19 +292,12 @@ class PatternTables:
             self.node_cap[base: base + 1 + steps] += dc
             self.node_agg[base + 1: base + 1 + steps] += dg
         self.atom_rows, self.cap_rows, self.agg_rows = atoms, caps, aggs
+        self._encoded = (0, 0, 0)  # rows moved: the tables are encoded afresh
 
     def _sync_tables(self) -> None:
         if not self._tables_dirty:
             return
-        rows = self.atom_rows or [(0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))]
-        self.atoms = atom_matrix(rows)
-        caps = self.cap_rows or [(0, 0)]
-        self.cap_ev = np.array([c[0] for c in caps], np.int64)
-        self.cap_col = np.array([c[1] for c in caps], np.int64)
-        aggs = self.agg_rows or [(0, 0, 0)]
-        self.ag_fn = np.array([a[0] for a in aggs], np.int64)
-        self.ag_ev = np.array([a[1] for a in aggs], np.int64)
-        self.ag_slot = np.array([a[2] for a in aggs], np.int64)
+        self._sync_rows()
         n = len(self.compiled)
         active = self.pat_active[:n] != 0
         nodes = np.arange(n * K.STRIDE)
@@ -315,6 +308,30 @@ class PatternTables:
             self.gcols = np.zeros(0, np.int64)
         self._sync_groups(n)
         self._tables_dirty = False
+
+    def _sync_rows(self) -> None:
+        """The atom, capture and aggregate rows as the kernel's arrays.  Rows are only appended between two
+        compactions, so only the new ones are encoded, into arrays grown by doubling (the live tables are views of
+        their first rows): a subscription change costs its own rows, not every row's."""
+        ea, ec, eg = self._encoded
+        na, nc, ng = len(self.atom_rows), len(self.cap_rows), len(self.agg_rows)
+        if na > ea:
+            new = atom_matrix(self.atom_rows[ea:])
+            if ea == 0 or na > self._atom_buf.shape[0]:
+                buf = aligned_rows(max(na, 2 * ea), K.A_WIDTH, np.float64)
+                buf[:ea] = self._atom_buf[:ea] if ea else 0.0
+                self._atom_buf = buf
+            self._atom_buf[ea:na] = new
+        self.atoms = self._atom_buf[:na] if na else atom_matrix([NO_ATOM])
+        if nc > ec:
+            new_caps = np.array(self.cap_rows[ec:], np.int64).T
+            self._cap_bufs = [appended(b if ec else None, ec, col) for b, col in zip(self._cap_bufs, new_caps)]
+        self.cap_ev, self.cap_col = (b[:nc] for b in self._cap_bufs) if nc else (ZERO, ZERO)
+        if ng > eg:
+            new_aggs = np.array(self.agg_rows[eg:], np.int64).T
+            self._agg_bufs = [appended(b if eg else None, eg, col) for b, col in zip(self._agg_bufs, new_aggs)]
+        self.ag_fn, self.ag_ev, self.ag_slot = (b[:ng] for b in self._agg_bufs) if ng else (ZERO,) * 3
+        self._encoded = (na, nc, ng)
 
     def _sync_groups(self, n: int) -> None:
         """The start groups as arrays: per group a range of bands (threshold direction, attribute), per band a
@@ -342,6 +359,22 @@ class PatternTables:
         self.grp_size = np.bincount(g, minlength=ng).astype(np.int64) if ng else np.zeros(1, np.int64)
 
     # The kernel's named containers (:mod:`.kernel`), made afresh for each call: the arrays they hold are
+
+
+def appended(buf: np.ndarray | None, n: int, new: np.ndarray) -> np.ndarray:
+    """``buf``'s first ``n`` values followed by ``new``, in ``buf`` when it has room, else in one twice the size."""
+    if buf is None or n + len(new) > buf.shape[0]:
+        grown = np.zeros(max(n + len(new), 2 * n), new.dtype)
+        if n:
+            grown[:n] = buf[:n]
+        buf = grown
+    buf[n: n + len(new)] = new
+    return buf
+
+
+#: the kernel's tables of an engine without rows: one inert row each (the kernel never reads them)
+NO_ATOM = (0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))
+ZERO = np.zeros(1, np.int64)
 
 
 def atom_matrix(rows: list[tuple]) -> np.ndarray:

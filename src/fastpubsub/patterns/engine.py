@@ -24,7 +24,7 @@ import numpy as np
 from fastpubsub.engine import Matcher, SubscriptionBatch
 
 from . import kernel as K
-from .compile import Compiled, Groups, PatternTables, orders_strings
+from .compile import NO_ATOM, ZERO, Compiled, Groups, PatternTables, atom_matrix, orders_strings
 from .driver import MODES, BatchDriver, Event
 from .growth import EngineArrays, aligned_rows
 from .language import Pattern
@@ -72,6 +72,10 @@ class PatternEngine(PatternTables, EngineArrays, BatchDriver, Snapshots):
         self.n_cols = 1
         self.n_aggs = 1
         self._tables_dirty = True
+        self._encoded = (0, 0, 0)  # atom, capture and aggregate rows already in the kernel's tables
+        self._atom_buf = atom_matrix([NO_ATOM])
+        self._cap_bufs: list[np.ndarray] = [ZERO, ZERO]
+        self._agg_bufs: list[np.ndarray] = [ZERO, ZERO, ZERO]
         self.st = np.zeros(K.ST_SIZE, np.int64)
         self.st[K.ST_WM] = K.EMPTY
         self.st[K.ST_BATCH] = 1
@@ -85,6 +89,7 @@ class PatternEngine(PatternTables, EngineArrays, BatchDriver, Snapshots):
         self.tomb_off = np.zeros(capacity, np.int64)
         self.last_id = -1
         self._dropped = 0
+        self._sync_tables()  # the kernel's tables exist from the start (a removal passes them without syncing)
 
     # -- subscriptions -------------------------------------------------------
     def subscribe(self, sid: int, pattern: Pattern, since_ms: int = 0) -> None:
@@ -111,7 +116,8 @@ class PatternEngine(PatternTables, EngineArrays, BatchDriver, Snapshots):
         self.matcher.remove_bulk(np.array(self.registered.pop(p), np.int64))
         self._leave_group(p)
         self._leave_step_groups(p)
-        self._sync_tables()
+        # freeing reads the slot's own arrays (node_op, pat_sid), never the derived tables: no sync here, or a
+        # churn of single changes would rebuild them once per removal
         while True:
             dropped = int(K.drop_pattern(p, self._automata(), self._instances(), self._changes(), self.st,
                                          self.last_id))
