@@ -214,7 +214,7 @@ def test_the_kernels_candidate_sort_is_a_stable_argsort(keys, spare):
     m = len(keys)
     buf = np.array(keys + [99] * spare, np.int64)
     order, tmp = np.full(m + spare, -7, np.int64), np.full(m + spare, -7, np.int64)
-    K._argsort_stable(buf, m, order, tmp)
+    K.argsort_stable(buf, m, order, tmp)
     assert order[:m].tolist() == np.argsort(np.array(keys, np.int64), kind="stable").tolist()
 
 

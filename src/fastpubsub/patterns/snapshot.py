@@ -151,7 +151,7 @@ class Snapshots:
             if self.st[K.ST_HEAP] >= self._heap_room():
                 self._compact_heap(2 * self._heap_room())
             self.inst_deadline[s] = start + int(self.pat_within[p])
-            K._heap_push(self.heap, self.st, int(self.inst_deadline[s]), s)
+            K.heap_push(self.heap, self.st, int(self.inst_deadline[s]), s)
             restored += 1
         self._relist()
         return restored
