@@ -1,24 +1,22 @@
-"""Adaptive multiple key hashing (engine/algorithms/amkh.py) against the oracle, the naive references and Wu & Yu's claim.
+"""Adaptive multiple key hashing (engine/algorithms/amkh.py): its kernels against the naive references, its options,
+its compaction, and Wu & Yu's claim.
 
-Every configuration -- MKH (every clause exact in the key), AMKH(0,-)
-(equality-only attributes), AMKH(1,2) (mod-2 folding), value-range buckets,
-and the one ``general="auto"`` prices -- must give the oracle's matches on
-range-heavy subscriptions: open and closed bounds, equal bounds, events on
-the bucket bounds and next to them, floats, negatives, strings, booleans,
-missing attributes and NaN, with adds and removes interleaved.
+Every configuration -- MKH (every clause exact in the key), AMKH(0,-) (equality-only attributes), AMKH(1,2) (mod-2
+folding), value-range buckets, and the one ``general="auto"`` prices -- gives the oracle's matches on range-heavy
+subscriptions in the conformance suite (test_conformance.py); here the workloads are its own.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from tests.support.naive import amkh_candidates, amkh_coordinate
 
 from fastpubsub.engine import Matcher
+from tests.engine.conformance import RANGES_KEYED, agree
+from tests.engine.test_conformance import AMKH as CONFIGS
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.algorithms.amkh import coordinates, event_members
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
@@ -26,91 +24,8 @@ from fastpubsub.engine.frontend.encoding import encode_batch
 from fastpubsub.workloads.intervals import WuYuSpec, wuyu_events, wuyu_subscriptions
 from fastpubsub.engine.structures.predicates import satisfied_predicates
 
-ATTRS = ["k", "x", "y", "s"]
-numbers = st.one_of(st.integers(-4, 4), st.sampled_from([0.5, -2.5, 1e300, -math.inf, math.inf, -0.0]))
-values = st.one_of(numbers, numbers, numbers, st.sampled_from(["", "a", "b", "zz"]), st.booleans())
-ops = st.sampled_from(["<", "<=", ">", ">=", "=", "=", "!="])
-predicate = st.one_of(
-    st.tuples(st.sampled_from(ATTRS), ops, values),
-    st.tuples(st.sampled_from(ATTRS[1:]), st.sampled_from(["between", "not between"]),
-              st.tuples(numbers, numbers).map(sorted).map(list)),
-)
-subscription = st.lists(predicate, min_size=1, max_size=5)
-event = st.dictionaries(st.sampled_from(ATTRS + ["w"]),
-                        st.one_of(numbers, numbers, st.just(math.nan), st.sampled_from(["a", "ab", "zz"]), st.booleans()),
-                        max_size=5)
-SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-CONFIGS = {
-    "MKH": {"general": ("x", "y", "s"), "bucketing": "exact"},
-    "AMKH(0,-)": {"general": ()},
-    "AMKH(1,2)": {"general": ("x",), "bucketing": "fold", "buckets": 2},
-    "AMKH(2,3)": {"general": ("x", "s"), "bucketing": "fold", "buckets": 3, "table_size": 7},
-    "range2": {"general": ("x", "y"), "bucketing": "range", "buckets": 2},
-    "range3-equality-k": {"general": ("y", "s"), "bucketing": "range", "buckets": 3, "equality": ("k",),
-                          "table_size": 1},
-    "auto": {"general": "auto"},
-    "per-attribute": {"general": {"x": ("range", 3), "y": ("exact", 1), "s": ("fold", 2)}},
-}
-
-
-def _check(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
-    want = [o.match(e).tolist() for e in events]
-    assert [r.tolist() for r in m.match_encoded(EventBatch.from_dicts(events)).split()] == want
-
-
-def _edge_events(m: Matcher) -> list[dict]:
-    """Events on every range bucket bound of the index and next to it."""
-    out = []
-    for b in sorted({float(v) for bounds in m.index.bounds.values() for v in bounds if np.isfinite(v)})[:6]:
-        for v in (b, float(np.nextafter(b, -np.inf)), float(np.nextafter(b, np.inf))):
-            out.append({a: v for a in ATTRS[:3]})
-    return out
-
-
-@pytest.mark.parametrize("name", list(CONFIGS))
-@SETTINGS
-@given(subs=st.dictionaries(st.integers(0, 60), subscription, max_size=20), events=st.lists(event, min_size=1, max_size=8))
-def test_every_configuration_agrees_with_the_oracle(name, subs, events):
-    m, o = Matcher("amkh", **CONFIGS[name]), OracleMatcher()
-    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
-    for sid, preds in subs.items():
-        o.add(sid, preds)
-    _check(m, o, events + _edge_events(m))
-
-
-operations = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), st.integers(0, 30), subscription),
-        st.tuples(st.just("remove"), st.integers(0, 30)),
-        st.tuples(st.just("match"), st.lists(event, min_size=1, max_size=3)),
-        st.tuples(st.just("reorganize")),
-    ),
-    max_size=40,
-)
-
-
-@pytest.mark.parametrize("name", ["MKH", "AMKH(1,2)", "range3-equality-k", "auto"])
-@SETTINGS
-@given(ops=operations)
-def test_interleaved_adds_removes_and_reconfigurations(name, ops):
-    m, o = Matcher("amkh", **CONFIGS[name]), OracleMatcher()
-    for op in ops:
-        if op[0] == "add" and op[1] not in o:
-            m.add(op[1], op[2])
-            o.add(op[1], op[2])
-        elif op[0] == "remove" and op[1] in o:
-            m.remove(op[1])
-            o.remove(op[1])
-        elif op[0] == "match":
-            _check(m, o, op[1])
-        elif op[0] == "reorganize":
-            m.flush()
-            if name == "auto":  # price on a sample: the configuration may key inequalities from here on
-                sample = [{"k": v, "x": v, "y": -v, "s": "a"} for v in (-3, -0.0, 0.5, 1, 2.5, 4)]
-                m.index.set_sample(encode_batch(EventBatch.from_dicts(sample), m.attributes, m.strings).arrays())
-            m.index.reorganize()
-    _check(m, o, [{"k": 0, "x": 0, "y": 0.5, "s": "a"}, {}] + _edge_events(m))
+subscription, event = RANGES_KEYED.subscription, RANGES_KEYED.event
+SETTINGS = RANGES_KEYED.settings
 
 
 @SETTINGS
@@ -238,17 +153,17 @@ def test_removing_most_subscriptions_compacts_the_arena_and_keeps_matching_exact
     m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
     events = [{"k": int(rng.integers(0, 4)), "x": float(rng.integers(-6, 7)), **{f"a{j}": int(rng.integers(-4, 4))
               for j in range(5)}} for _ in range(40)]
-    _check(m, o, events)
+    agree(m, o, events)
     used = m.index.arena_used
     gone = [sid for sid in subs if sid % 10]
     m.remove_bulk(gone)
     for sid in gone:
         o.remove(sid)
     assert m.index.arena_used < used / 4  # compacted
-    _check(m, o, events)
+    agree(m, o, events)
     m.add(10_001, [("k", "=", 1), ("x", "<", 0.5)] + [(f"a{j}", ">=", -9) for j in range(5)])
     o.add(10_001, [("k", "=", 1), ("x", "<", 0.5)] + [(f"a{j}", ">=", -9) for j in range(5)])
-    _check(m, o, events + [{"k": 1, "x": 0, **{f"a{j}": 0 for j in range(5)}}])
+    agree(m, o, events + [{"k": 1, "x": 0, **{f"a{j}": 0 for j in range(5)}}])
 
 
 def test_more_equality_attributes_than_a_shape_holds_key_the_most_used_ones():
@@ -259,8 +174,8 @@ def test_more_equality_attributes_than_a_shape_holds_key_the_most_used_ones():
     for sid, preds in subs.items():
         o.add(sid, preds)
     assert "b" in m.stats()["configuration"]["equality"] and len(m.index.weights) == 63
-    _check(m, o, [{f"a{j}": j % 3 for j in range(0, 80, 3)} | {"b": 1, "c": 2}, {"a7": 1, "b": 1}, {"b": 0}])
+    agree(m, o, [{f"a{j}": j % 3 for j in range(0, 80, 3)} | {"b": 1, "c": 2}, {"a7": 1, "b": 1}, {"b": 0}])
     wide = Matcher("amkh", general=[f"a{j}" for j in range(70)])
     wide.add_bulk(SubscriptionBatch.from_lists(subs.items()))
     assert [g[0] for g in wide.stats()["configuration"]["general"]] == [f"a{j}" for j in range(63)]
-    _check(wide, o, [{f"a{j}": j % 3 for j in range(0, 80, 3)} | {"b": 1, "c": 2}, {"a77": 2, "b": 1}])
+    agree(wide, o, [{f"a{j}": j % 3 for j in range(0, 80, 3)} | {"b": 1, "c": 2}, {"a77": 2, "b": 1}])

@@ -1,10 +1,9 @@
-"""The bit-parallel path (engine/algorithms/bitmaps.py) and the catch-all on it (engine/algorithms/catchall.py), against the oracle.
+"""The bit-parallel path (engine/algorithms/bitmaps.py) and the catch-all on it (engine/algorithms/catchall.py): its
+kernels against naive ones, its price, its options, and range-only subscriptions mixed with others.
 
-Range-heavy subscriptions over few attributes and values: open and closed
-bounds, equal bounds, values on the cell boundaries, floats, negative
-numbers, infinities, strings and booleans on the same attributes, events
-lacking attributes or carrying NaN; adds and removes interleaved with
-matches and forced rebuilds.
+Range-heavy subscriptions (open and closed bounds, equal bounds, values on the cell boundaries, floats, negative
+numbers, infinities, strings and booleans on the same attributes, events lacking attributes or carrying NaN) with adds,
+removes and forced rebuilds interleaved are the conformance suite's (test_conformance.py).
 """
 
 from __future__ import annotations
@@ -13,108 +12,30 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.naive import bitmap_rows, fold_intervals as naive_fold, holds, merge_matches as naive_merge
+from tests.support.naive import fold_intervals as naive_fold, holds, merge_matches as naive_merge
 
 from fastpubsub.engine import Matcher
+from tests.engine.conformance import RANGE_ATTRS, RANGES, numbers
 from tests.support.oracles.engine import OracleMatcher
-from fastpubsub.engine.algorithms.bitmaps import BitmapArrays, RangeBitmaps, field_samples, fold_intervals, range_only
+from fastpubsub.engine.algorithms.bitmaps import BitmapArrays, field_samples, fold_intervals, range_only
 from fastpubsub.engine.frontend.encoding import N_KINDS
 from fastpubsub.engine.semantics import KIND_NUMBER
 from fastpubsub.engine.kernels.sorting import merge_matches
-from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
+from fastpubsub.engine.columnar import SubscriptionBatch
 from fastpubsub.engine.costmodel.bitmaps import BITMAP_COST, MIN_SUBSCRIPTIONS, prefer_bitmaps
 from fastpubsub.workloads.intervals import (IntervalSpec, WuYuSpec, interval_events, interval_subscriptions, wuyu_events,
                                          wuyu_subscriptions)
 from fastpubsub.workloads.fabret import PRESETS
 
-ATTRS = ["x", "y", "z", "s"]
-numbers = st.one_of(st.integers(-4, 4), st.sampled_from([0.5, -2.5, 1e300, -math.inf, math.inf, -0.0]))
-values = st.one_of(numbers, numbers, numbers, st.sampled_from(["", "a", "b", "zz"]), st.booleans())
-range_op = st.sampled_from(["<", "<=", ">", ">=", "<", "<=", ">", ">=", "=", "!="])
-predicate = st.one_of(
-    st.tuples(st.sampled_from(ATTRS), range_op, values),
-    st.tuples(st.sampled_from(ATTRS), st.sampled_from(["between", "not between"]),
-              st.tuples(numbers, numbers).map(sorted).map(list)),
-)
-subscription = st.lists(predicate, min_size=1, max_size=6)
-event = st.dictionaries(st.sampled_from(ATTRS + ["w"]),
-                        st.one_of(numbers, numbers, st.just(math.nan), st.sampled_from(["a", "ab", "zz"]), st.booleans()),
-                        max_size=5)
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-#: Matchers that put every subscription (bitmaps) or every catch-all one (static, dynamic) on the path.
-CONFIGS = [("bitmaps", {"cells": 1}), ("bitmaps", {"cells": 3}), ("bitmaps", {}),
-           ("dynamic", {"catch_all": "bitmaps"}), ("static", {"catch_all": "bitmaps"})]
-IDS = ["bitmaps-1cell", "bitmaps-3cells", "bitmaps", "dynamic-catch-all", "static-catch-all"]
-
-
-def _bitmaps_of(m: Matcher) -> RangeBitmaps | None:
-    ix = m.index
-    return ix.bitmaps if hasattr(ix, "bitmaps") else ix.catch_all.bitmaps
+ATTRS = RANGE_ATTRS
+subscription, event = RANGES.subscription, RANGES.event
+SETTINGS = RANGES.settings
 
 
 def _check(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
-    want = [o.match(e).tolist() for e in events]
-    assert [r.tolist() for r in m.match_encoded(EventBatch.from_dicts(events)).split()] == want
-    bm = _bitmaps_of(m)
-    if bm is not None and bm.slots.high:
-        n = bm.slots.high
-        a = bm.arrays()
-        got = np.unpackbits(a.rows[:, : (n + 63) // 64].view(np.uint8), axis=1, bitorder="little")[:, :n]
-        assert np.array_equal(got.astype(bool), bitmap_rows(a, n))
-        assert a.rows.shape[1] % 16 == 8  # an odd number of 64-byte lines (no power-of-two stride)
-
-
-@pytest.mark.parametrize("algorithm, options", CONFIGS, ids=IDS)
-@SETTINGS
-@given(subs=st.dictionaries(st.integers(0, 60), subscription, max_size=20), events=st.lists(event, min_size=1, max_size=8))
-def test_range_heavy_subscriptions_agree_with_oracle(algorithm, options, subs, events):
-    m, o = Matcher(algorithm, **options), OracleMatcher()
-    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
-    for sid, preds in subs.items():
-        o.add(sid, preds)
-    # values on every cell boundary, and just next to them
-    bm = _bitmaps_of(m)
-    if bm is not None and len(bm.bounds):
-        edges = [float(b) for b in np.unique(bm.bounds) if np.isfinite(b)]
-        for b in edges[:6]:
-            events = events + [{a: v for a in ATTRS[:3]} for v in (b, float(np.nextafter(b, -np.inf)), float(np.nextafter(b, np.inf)))]
-    _check(m, o, events)
-
-
-operations = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), st.integers(0, 30), subscription),
-        st.tuples(st.just("remove"), st.integers(0, 30)),
-        st.tuples(st.just("match"), st.lists(event, min_size=1, max_size=3)),
-        st.tuples(st.just("rebuild")),
-    ),
-    max_size=40,
-)
-
-
-@pytest.mark.parametrize("algorithm, options", CONFIGS, ids=IDS)
-@SETTINGS
-@given(ops=operations)
-def test_interleaved_adds_removes_and_rebuilds(algorithm, options, ops):
-    m, o = Matcher(algorithm, **options), OracleMatcher()
-    for op in ops:
-        if op[0] == "add" and op[1] not in o:
-            m.add(op[1], op[2])
-            o.add(op[1], op[2])
-        elif op[0] == "remove" and op[1] in o:
-            m.remove(op[1])
-            o.remove(op[1])
-        elif op[0] == "match":
-            _check(m, o, op[1])
-        elif op[0] == "rebuild":
-            m.flush()
-            bm = _bitmaps_of(m)
-            if bm is not None:
-                bm.rebuild()
-    _check(m, o, [{"x": 0, "y": 0.5, "z": -1, "s": "a"}, {}])
+    RANGES.check(m, o, events)
 
 
 @pytest.mark.parametrize("block_words, event_chunk", [(1, 5), (3, 7), (2, 1024)])

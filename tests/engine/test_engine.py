@@ -1,7 +1,7 @@
-"""The numba engine against the brute-force oracle, for every algorithm.
+"""The numba engine's behaviours beyond plain matching (test_conformance.py): bulk loads onto existing ones,
+churn, errors, renumbering, buffered changes, the cache, memory; matches against the brute-force oracle.
 
-Property tests draw small subscription sets over few attributes and values so
-that matches, near-misses, mixed kinds and shared predicates are all common.
+Property tests draw the general workload of conformance.py.
 """
 
 from __future__ import annotations
@@ -14,49 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import ALGORITHMS, Matcher
+from tests.engine.conformance import GENERAL, LONG, agree
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.frontend.encoding import SPACING, batch_from_dicts
-from fastpubsub.engine.semantics import OPERATORS
 
-ATTRS = ["a", "b", "c", "d"]
-LONG = "x" * 5000
-values = st.one_of(
-    st.integers(-3, 3),
-    st.sampled_from([0.5, -0.0, 2.5, 1e300, float(2**53), 2**53 + 1, -(2**63)]),
-    st.sampled_from(["", "a", "ab", "b", "zz", LONG, "é"]),
-    st.booleans(),
-)
-event_values = st.one_of(values, st.just(math.nan), st.sampled_from(["aa", "abc", "y", LONG + "y"]))
-predicate = st.tuples(st.sampled_from(ATTRS), st.sampled_from(OPERATORS), values)
-subscription = st.lists(predicate, min_size=1, max_size=4)
-event = st.dictionaries(st.sampled_from(ATTRS + ["zzz"]), event_values, max_size=5)
-sub_ids = st.one_of(st.integers(-50, 50), st.sampled_from([2**63 - 1, -(2**63), 2**40]))
-subscription_sets = st.dictionaries(sub_ids, subscription, max_size=25)
-
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _check(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
-    want = [o.match(e).tolist() for e in events]
-    got = [r.tolist() for r in m.match_batch(events)]
-    assert got == want
-    res = m.match_encoded(EventBatch.from_dicts(events))
-    assert [r.tolist() for r in res.split()] == want
-    for r in m.match_batch(events):
-        assert r.dtype == np.int64
-
-
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@SETTINGS
-@given(subs=subscription_sets, events=st.lists(event, min_size=1, max_size=8))
-def test_add_and_match_agree_with_oracle(algorithm, subs, events):
-    m, o = Matcher(algorithm), OracleMatcher()
-    for sid, preds in subs.items():
-        m.add(sid, preds)
-        o.add(sid, preds)
-    assert len(m) == len(o)
-    _check(m, o, events)
+subscription, event = GENERAL.subscription, GENERAL.event
+subscription_sets = GENERAL.subscription_sets()
+SETTINGS = GENERAL.settings
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -71,44 +36,7 @@ def test_add_bulk_agrees_with_oracle(algorithm, subs, more, events):
     m.add_bulk(SubscriptionBatch.from_lists(more.items()))  # onto existing predicates and clusters
     for sid, preds in more.items():
         o.add(sid, preds)
-    _check(m, o, events)
-
-
-operations = st.lists(
-    st.one_of(
-        st.tuples(st.just("add"), sub_ids, subscription),
-        st.tuples(st.just("remove"), sub_ids),
-        st.tuples(st.just("match"), st.lists(event, min_size=1, max_size=3)),
-    ),
-    max_size=40,
-)
-
-
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-@SETTINGS
-@given(ops=operations)
-def test_interleaved_add_remove_match(algorithm, ops):
-    m, o = Matcher(algorithm), OracleMatcher()
-    for op in ops:
-        if op[0] == "add":
-            if op[1] in o:
-                with pytest.raises(ValueError, match="duplicate"):
-                    m.add(op[1], op[2])
-            else:
-                m.add(op[1], op[2])
-                o.add(op[1], op[2])
-        elif op[0] == "remove":
-            if op[1] in o:
-                m.remove(op[1])
-                o.remove(op[1])
-            else:
-                with pytest.raises(KeyError):
-                    m.remove(op[1])
-        else:
-            _check(m, o, op[1])
-        assert len(m) == len(o)
-        assert all(s in m for s in o._subs)
-    _check(m, o, [{"a": 1, "b": "a", "c": True, "d": -0.0}, {}])
+    agree(m, o, events)
 
 
 @pytest.mark.parametrize("algorithm", ["counting", "propagation-wp", "opindex"])
@@ -130,7 +58,7 @@ def test_churn_at_scale_reclaims_space(algorithm):
         o.remove(sid)
     events = [{**{f"a{i}": int(rng.integers(5)) for i in range(4)}, **{f"b{i}": int(rng.integers(5)) for i in range(3)},
                "s": str(rng.integers(4))} for _ in range(50)]
-    _check(m, o, events)
+    agree(m, o, events)
     before = m.stats()["predicates"]
     for sid in list(o._subs):
         m.remove(sid)
@@ -228,7 +156,7 @@ def test_string_codes_renumber_when_gaps_run_out():
             o.add(sid, p)
     assert 29 > math.log2(SPACING)  # the loop above must have exhausted a gap
     events = [{"s": "a" + "z" * i + t} for i in range(0, 31, 3) for t in ("", "a", "{")] + [{"s": "b"}, {"s": "a"}]
-    _check(m, o, events)
+    agree(m, o, events)
 
 
 def test_stats():
@@ -288,7 +216,7 @@ def test_bulk_strings_renumber_existing_codes(algorithm):
         for sid, p in batch:
             o.add(sid, p)
     assert len(words) > 64
-    _check(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])
+    agree(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])
 
 
 @pytest.mark.parametrize("algorithm", ["propagation-wp", "dynamic"])
@@ -382,7 +310,7 @@ def test_an_algorithm_registered_from_outside_is_built_by_matcher_and_listed():
         for sid, preds in [(1, [("a", "=", 1), ("b", "<", 3)]), (2, [("a", "=", 1)]), (3, [("b", ">", 0)])]:
             m.add(sid, preds)
             o.add(sid, preds)
-        _check(m, o, [{"a": 1, "b": 2}, {"a": 1, "b": 5}, {"b": 1}, {}])
+        agree(m, o, [{"a": 1, "b": 2}, {"a": 1, "b": 5}, {"b": 1}, {}])
         with pytest.raises(ValueError, match="already registered"):
             register("plain-propagation", make)
     finally:
@@ -414,7 +342,7 @@ def test_matches_beyond_the_first_output_buffer_agree_with_oracle(algorithm, opt
     for sid, preds in subs.items():
         o.add(sid, preds)
     assert sum(len(o.match(e)) for e in events) > 1024
-    _check(m, o, events)
+    agree(m, o, events)
 
 
 @pytest.mark.parametrize("algorithm", ["dynamic", "static", "counting", "opindex"])
