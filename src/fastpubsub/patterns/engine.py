@@ -184,6 +184,10 @@ class PatternEngine:
         self.n_cols = 1
         self.n_aggs = 1
         self._tables_dirty = True
+        self._encoded = (0, 0, 0)  # atom, capture and aggregate rows already in the kernel's tables
+        self._atom_buf = _atom_matrix([_NO_ATOM])
+        self._cap_bufs: list[np.ndarray] = [_ZERO, _ZERO]
+        self._agg_bufs: list[np.ndarray] = [_ZERO, _ZERO, _ZERO]
         self.st = np.zeros(K.ST_SIZE, np.int64)
         self.st[K.ST_WM] = K.EMPTY
         self.st[K.ST_BATCH] = 1
@@ -197,6 +201,7 @@ class PatternEngine:
         self.tomb_off = np.zeros(capacity, np.int64)
         self.last_id = -1
         self._dropped = 0
+        self._sync_tables()  # the kernel's tables exist from the start (a removal passes them without syncing)
 
     # -- allocation ----------------------------------------------------------
     # Per-node and per-pattern fields are columns of one row-major matrix each: the kernel reads a
@@ -480,7 +485,8 @@ class PatternEngine:
         self.matcher.remove_bulk(np.array(self.registered.pop(p), np.int64))
         self._leave_group(p)
         self._leave_step_groups(p)
-        self._sync_tables()
+        # freeing reads the slot's own arrays (node_op, pat_sid), never the derived tables: no sync here, or a
+        # churn of single changes would rebuild them once per removal
         while True:
             dropped = int(K.drop_pattern(p, self._automata(), self._instances(), self._changes(), self.st,
                                          self.last_id))
@@ -523,6 +529,7 @@ class PatternEngine:
             self.node_cap[base: base + 1 + steps] += dc
             self.node_agg[base + 1: base + 1 + steps] += dg
         self.atom_rows, self.cap_rows, self.agg_rows = atoms, caps, aggs
+        self._encoded = (0, 0, 0)  # rows moved: the tables are encoded afresh
 
     def __contains__(self, sid: int) -> bool:
         return sid in self.sid_slot
@@ -531,15 +538,7 @@ class PatternEngine:
     def _sync_tables(self) -> None:
         if not self._tables_dirty:
             return
-        rows = self.atom_rows or [(0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))]
-        self.atoms = _atom_matrix(rows)
-        caps = self.cap_rows or [(0, 0)]
-        self.cap_ev = np.array([c[0] for c in caps], np.int64)
-        self.cap_col = np.array([c[1] for c in caps], np.int64)
-        aggs = self.agg_rows or [(0, 0, 0)]
-        self.ag_fn = np.array([a[0] for a in aggs], np.int64)
-        self.ag_ev = np.array([a[1] for a in aggs], np.int64)
-        self.ag_slot = np.array([a[2] for a in aggs], np.int64)
+        self._sync_rows()
         n = len(self.compiled)
         active = self.pat_active[:n] != 0
         nodes = np.arange(n * K.STRIDE)
@@ -550,6 +549,30 @@ class PatternEngine:
             self.gcols = np.zeros(0, np.int64)
         self._sync_groups(n)
         self._tables_dirty = False
+
+    def _sync_rows(self) -> None:
+        """The atom, capture and aggregate rows as the kernel's arrays.  Rows are only appended between two
+        compactions, so only the new ones are encoded, into arrays grown by doubling (the live tables are views of
+        their first rows): a subscription change costs its own rows, not every row's."""
+        ea, ec, eg = self._encoded
+        na, nc, ng = len(self.atom_rows), len(self.cap_rows), len(self.agg_rows)
+        if na > ea:
+            new = _atom_matrix(self.atom_rows[ea:])
+            if ea == 0 or na > self._atom_buf.shape[0]:
+                buf = _aligned_rows(max(na, 2 * ea), K.A_WIDTH, np.float64)
+                buf[:ea] = self._atom_buf[:ea] if ea else 0.0
+                self._atom_buf = buf
+            self._atom_buf[ea:na] = new
+        self.atoms = self._atom_buf[:na] if na else _atom_matrix([_NO_ATOM])
+        if nc > ec:
+            new_caps = np.array(self.cap_rows[ec:], np.int64).T
+            self._cap_bufs = [_appended(b if ec else None, ec, col) for b, col in zip(self._cap_bufs, new_caps)]
+        self.cap_ev, self.cap_col = (b[:nc] for b in self._cap_bufs) if nc else (_ZERO, _ZERO)
+        if ng > eg:
+            new_aggs = np.array(self.agg_rows[eg:], np.int64).T
+            self._agg_bufs = [_appended(b if eg else None, eg, col) for b, col in zip(self._agg_bufs, new_aggs)]
+        self.ag_fn, self.ag_ev, self.ag_slot = (b[:ng] for b in self._agg_bufs) if ng else (_ZERO,) * 3
+        self._encoded = (na, nc, ng)
 
     def _sync_groups(self, n: int) -> None:
         """The start groups as arrays: per group a range of bands (threshold direction, attribute), per band a
@@ -943,6 +966,22 @@ def _aligned_rows(rows: int, width: int, dtype=np.int64) -> np.ndarray:
     buf = np.zeros(rows * width + 8, dtype)
     skip = (-buf.ctypes.data % 64) // 8
     return buf[skip: skip + rows * width].reshape(rows, width)
+
+
+def _appended(buf: np.ndarray | None, n: int, new: np.ndarray) -> np.ndarray:
+    """``buf``'s first ``n`` values followed by ``new``, in ``buf`` when it has room, else in one twice the size."""
+    if buf is None or n + len(new) > buf.shape[0]:
+        grown = np.zeros(max(n + len(new), 2 * n), new.dtype)
+        if n:
+            grown[:n] = buf[:n]
+        buf = grown
+    buf[n: n + len(new)] = new
+    return buf
+
+
+#: the kernel's tables of an engine without rows: one inert row each (the kernel never reads them)
+_NO_ATOM = (0, False, (0, 0, 0, 1.0, 0.0, False, 0, 0.0), (0, 0, 0, 1.0, 0.0, False, 0, 0.0))
+_ZERO = np.zeros(1, np.int64)
 
 
 def _atom_matrix(rows: list[tuple]) -> np.ndarray:
