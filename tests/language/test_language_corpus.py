@@ -89,28 +89,11 @@ def test_the_corpus_holds_every_language():
         assert outcomes == {True, False}, language
 
 
-def test_the_docs_examples_parse_as_before():
-    for entry in _from("docs"):
-        check(entry)
-
-
-def test_the_corners_parse_as_before():
-    for entry in _from("edges"):
-        check(entry)
-
-
-def test_the_tests_inputs_parse_as_before():
-    for entry in _from("tests"):
-        check(entry)
-
-
-def test_generated_subscriptions_parse_as_before():
-    for entry in _from("generated"):
-        check(entry)
-
-
-def test_any_text_parses_as_before():
-    for entry in _from("any"):
+@pytest.mark.parametrize("source", ["docs", "edges", "tests", "generated", "any"])
+def test_the_corpus_parses_as_before(source):
+    """The docs' examples, the lexers' corners, the tests' inputs, generated subscriptions and their near misses,
+    strings of lexer pieces."""
+    for entry in _from(source):
         check(entry)
 
 
