@@ -46,10 +46,12 @@ BITMAPS = {
     "static-catch-all": ("static", {"catch_all": "bitmaps"}),
 }
 
+#: One case per name: an algorithm on the general workload, "amkh-" a configuration of AMKH, "ranges-" one on the
+#: bit-parallel path.
 CASES = {
     **{a: Case(a, {}, GENERAL) for a in ALGORITHMS},
     **{f"amkh-{name}": Case("amkh", options, RANGES_KEYED) for name, options in AMKH.items()},
-    **{name: Case(algorithm, options, RANGES) for name, (algorithm, options) in BITMAPS.items()},
+    **{f"ranges-{name}": Case(algorithm, options, RANGES) for name, (algorithm, options) in BITMAPS.items()},
 }
 #: The interleavings run AMKH in the configurations whose reorganizations change most.
 INTERLEAVED = [name for name in CASES
