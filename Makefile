@@ -6,7 +6,7 @@
 #                   few times faster than pip on PySpark's half a gigabyte), Apache Kafka's jars and Apicurio
 #                   Registry (Maven, once per version), the numba kernels
 #   make test-fast  the unit lane alone: no broker, no Spark
-#   make test-faults  the long version of the three-node cluster fault tests (tests/test_cluster_faults.py), and the churn soak (tests/test_soak.py)
+#   make test-faults  the long version of the three-node cluster fault tests (tests/faults/test_cluster_faults.py), and the churn soak (tests/benchmarks/test_soak.py)
 #   make wheel      dist/fastpubsub-*.whl, what Dockerfile and users install
 # Needs Python 3.10+, Java 17+ and Maven (`apt-get install openjdk-17-jre-headless maven`).
 #   make docs       the documentation site into site/ (mkdocs build --strict: a broken link fails it)
@@ -35,7 +35,7 @@ install: $(VENV)/.installed
 kafka: $(VENV)/.installed
 	$(BIN)/pubsub broker --fetch-only
 
-# Debian's kcat, a Kafka client nobody here wrote (tests/test_outside_clients.py); installed when missing and root.
+# Debian's kcat, a Kafka client nobody here wrote (tests/kafka/test_outside_clients.py); installed when missing and root.
 tools:
 	@command -v kcat >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; } \
@@ -60,10 +60,10 @@ test-fast: $(VENV)/.installed
 # over several seeds with a one-minute outage of the whole cluster, ten kills per service in the kill loops, and
 # the cases marked `long`; `make test` runs each fault once, short.
 test-faults: $(VENV)/.installed kafka
-	$(PYTEST) tests/test_cluster_faults.py tests/test_exactly_once.py --long-faults -s --durations=0
+	$(PYTEST) tests/faults/test_cluster_faults.py tests/faults/test_exactly_once.py --long-faults -s --durations=0
 	$(PYTEST) -m long --long-faults --durations=0
 
-# The package as users get it (tests/test_packaging.py installs it into a new venv and runs the demo).
+# The package as users get it (tests/project/test_packaging.py installs it into a new venv and runs the demo).
 wheel: $(VENV)/.installed
 	$(BIN)/python -m pip wheel --no-deps . -w dist
 

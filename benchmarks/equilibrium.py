@@ -79,7 +79,7 @@ import numpy as np
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.maintenance import Thresholds
-from tests.oracles.engine import OracleMatcher
+from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import concat_subscriptions
 from fastpubsub.engine.costmodel.statistics import StatisticsCollector
 from fastpubsub.workloads.fabret import PRESETS, WorkloadSpec, generate_events, generate_subscriptions
@@ -117,7 +117,7 @@ class Setup:
     lifetime: int = 20_000  # ticks for the whole population to turn over (n / per_tick)
     after: int = 2_500  # ticks after the turnover
     window: int = 500  # ticks per row
-    verify_every: int = 0  # check matches against tests/oracles/engine.py every this many ticks (0: never)
+    verify_every: int = 0  # check matches against tests/support/oracles/engine.py every this many ticks (0: never)
     verify_events: int = 3  # events checked per verified tick
     passes: int = 3  # timing passes per tick, the matchers alternating; a tick's time is the best pass
     thresholds: Thresholds | None = None  # the dynamic maintenance's (None: engine defaults)

@@ -30,8 +30,8 @@ pipeline at other depths too (run bounds read that many runs ahead, starts
 twice that), side by side in one process.
 
 W0 only (the dense stage 1).  The counters and cuts read the matcher's arrays and change nothing;
-the rounds timed at the end are the matcher's own (``tests/test_kernels.py`` checks the counters
-against ``tests/naive.py``).
+the rounds timed at the end are the matcher's own (``tests/engine/test_kernels.py`` checks the counters
+against ``tests/support/naive.py``).
 """
 
 from __future__ import annotations

@@ -150,9 +150,9 @@ def run(engine: PatternEngine, ticks: Ticks, start: int, n: int, batch: int) -> 
 def check(ticks: Ticks, subs: list[tuple[int, str]], n: int, limits: Limits) -> None:
     """The engine (each mode) equals the oracle on the first ``n`` events of the workload.
 
-    The oracle is a test (tests/oracles/patterns.py): this needs the checkout's root as the working directory.
+    The oracle is a test (tests/support/oracles/patterns.py): this needs the checkout's root as the working directory.
     """
-    from tests.oracles.patterns import OraclePatterns
+    from tests.support.oracles.patterns import OraclePatterns
 
     oracle = OraclePatterns(limits)
     for sid, text in subs:

@@ -35,7 +35,7 @@ def load_average(when: bool = False) -> str:
     """The ``uptime`` load averages (1, 5, 15 min), and with ``when`` the UTC time.
 
     A figure's section goes into docs/benchmarks.md as it is, and the docs give no
-    clock times (tests/test_docs.py): only the run's report.md says when it ran.
+    clock times (tests/project/test_docs.py): only the run's report.md says when it ran.
     """
     try:
         with open("/proc/loadavg") as f:

@@ -6,9 +6,15 @@ consumer group id.  Tests that restart or kill brokers start their own ``Embedde
 
 Lanes (``make test-fast`` runs the first alone):
   unit    no marker: no broker, no Spark;
-  broker  every test that uses the ``broker`` fixture (marked here) or starts a broker of its own (marked in its file);
+  broker  every test that uses the ``broker`` fixture (marked here) or starts a broker of its own;
   spark   tests that run a Spark job;
   slow    long-running tests (installing the wheel, crash loops).
+
+The folders mirror the package (tests/engine, tests/wire, ...), plus tests/faults, tests/pipeline (the services end
+to end through Kafka), tests/project (docs, packaging, command line) and tests/benchmarks; tests/support holds the
+shared helpers (oracles, naive kernels, Kafka helpers).  A folder whose tests all cost the same names its lane in its
+own conftest.py (``tests.support.lanes``: faults and pipeline are broker, stats_job is spark); in the other folders
+a file or a test carries its marker.  The fixtures here (the session broker, the registry, Spark) reach every folder.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ import uuid
 from typing import Any, Iterator
 
 import pytest
-from client_threads import LEFT_BEHIND_BOUND, client_threads, clients, left_behind
-from kafka_helpers import RunningProcessor, alter_topic_config, service_config
+from tests.support.client_threads import LEFT_BEHIND_BOUND, client_threads, clients, left_behind
+from tests.support.kafka_helpers import RunningProcessor, alter_topic_config, service_config
 
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.wire import topics
@@ -35,7 +41,7 @@ os.environ.setdefault("KAFKA_OPTS", "-XX:TieredStopAtLevel=1")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--long-faults", action="store_true", default=False,
-                     help="tests/test_cluster_faults.py: several seeds, longer loads, a one-minute outage "
+                     help="tests/faults/test_cluster_faults.py: several seeds, longer loads, a one-minute outage "
                           "(make test-faults)")
 
 

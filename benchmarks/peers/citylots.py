@@ -15,7 +15,7 @@ How the counts are planted: each field the rules test is drawn from a few *compo
 with a count each, the benchmark's 213,068-line count scaled to the number of events (at least 1), the last
 component taking the rest.  Each rule declares the components it matches (or, for ``anything-but``, those it
 does not), so its count is a sum known before any event exists; at 213,068 events the sums are the benchmark's
-expected counts (tests/test_peer_event_ruler.py checks both, and checks the declarations against a naive
+expected counts (tests/benchmarks/test_peer_event_ruler.py checks both, and checks the declarations against a naive
 evaluation of every rule on the events).  The fields are independent, and no rule spans two of them except
 through the geometry's own plan.
 """

@@ -20,7 +20,7 @@ trial on the events and notifications topics made anew:
    notification at a read_committed consumer minus the event's timestamp, percentiles over the notified events;
 3. the system's peak resident memory (``VmHWM``) before it is stopped;
 4. exactness: the notifications of the first ``--check-events`` backlog events against the engine's oracle
-   (``tests/oracles/engine.py``), as sets of (subscription id, event id), duplicates counted.
+   (``tests/support/oracles/engine.py``), as sets of (subscription id, event id), duplicates counted.
 
 A backlog is sized to last about ``--drain-seconds`` at the rate the system last reached (at this size, or the
 one before), within ``--min-backlog`` and ``--backlog`` (``--first-backlog`` while no rate is known); a size's
@@ -45,7 +45,7 @@ from typing import Callable
 import numpy as np
 
 from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
-from tests.oracles.engine import OracleMatcher
+from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec

@@ -262,7 +262,7 @@ class EmbeddedBroker:
 
     ``hosts`` and ``namespaces``: the address each node listens on and the network namespace its JVM runs in (by
     index; default 127.0.0.1 in this process's namespace).  The partition test gives each node a namespace of its
-    own, joined to the others by veth pairs, so that it can cut one node off (``tests/netns.py``).
+    own, joined to the others by veth pairs, so that it can cut one node off (``tests/support/netns.py``).
     """
 
     def __init__(self, port: int | None = None, *, nodes: int = 1,

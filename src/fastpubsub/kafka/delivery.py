@@ -22,7 +22,7 @@ also bumps the epoch when it aborts a transaction that outlived
 group coordinator), and librdkafka reports that as fencing too: a fencing error
 of a transaction open that long is a :class:`DeliveryError`, replayed with a
 new producer, since no other instance needs to have taken over
-(tests/test_cluster_faults.py).
+(tests/faults/test_cluster_faults.py).
 
 Recovery: outputs or a commit that fail (broker gone, producer fenced or
 desynchronised, e.g. by a broker that restarted and forgot its producer ids)
@@ -274,7 +274,7 @@ class Delivery:
             if offsets and not self._in_transaction:
                 # Nothing produced since the last commit: no output to be atomic with, so the consumer commits
                 # the offsets itself (fenced by the group generation), without a transaction's round trips to
-                # the coordinator and its markers (tests/test_quiet_batches.py).
+                # the coordinator and its markers (tests/pipeline/test_quiet_batches.py).
                 self._raise_failures()
                 t = time.perf_counter()
                 try:
@@ -358,7 +358,7 @@ class Delivery:
 
         A ``SystemError`` ("... returned a result with an exception set", see
         :meth:`_flush`) carries the producer's ``KafkaException`` as its cause:
-        a fenced producer's flush failed that way (tests/test_exactly_once.py).
+        a fenced producer's flush failed that way (tests/faults/test_exactly_once.py).
         """
         cause = exc.__cause__ if isinstance(exc, SystemError) else exc
         err = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None

@@ -10,8 +10,8 @@ instances are found through the kernel's hash index on bound values
 "none" (no index: every instance sees every event), "static" (matcher only),
 "dynamic" (matcher and the dynamic index).
 
-The same semantics as the reference interpreter (tests/oracles/patterns.py), checked by
-tests/test_pattern_engine.py.
+The same semantics as the reference interpreter (tests/support/oracles/patterns.py), checked by
+tests/patterns/test_pattern_engine.py.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ host.  It says what it reads and writes (:class:`Topics`), restores what it hold
 polls.  After a failed delivery the host rewinds the inputs to the committed offsets and the task its state
 (:meth:`Task.rewind`), so that what is replayed meets the state it met the first time.
 
-:class:`Task` is the exact list of what the host calls (``tests/test_task_protocol.py`` holds the host to it).
+:class:`Task` is the exact list of what the host calls (``tests/runtime/test_task_protocol.py`` holds the host to it).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ class KeyedStore:
     leaves such changes (acknowledged, then a crash before the offset commit);
     with transactions on Apache Kafka a read_committed restore sees a change
     only with the offsets committed in its transaction, so none is skipped
-    (tests/test_exactly_once.py).  A partition missing from a mapping has nothing committed.
+    (tests/faults/test_exactly_once.py).  A partition missing from a mapping has nothing committed.
     """
 
     def __init__(self) -> None:

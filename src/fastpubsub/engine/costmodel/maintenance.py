@@ -65,7 +65,7 @@ from .greedy import enumerate_multi
 from .runs import candidate_benefits, drop_benefits, pricing_for, tuples_fit, typical_pi
 
 # The index maintained is a conjunction_index.ClusteredIndex; it is not imported, not even for type checking:
-# conjunction_index imports this module, and the package's imports form no cycle (tests/test_architecture.py).
+# conjunction_index imports this module, and the package's imports form no cycle (tests/project/test_architecture.py).
 
 
 @dataclass

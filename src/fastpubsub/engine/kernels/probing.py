@@ -15,7 +15,7 @@ group of ``GROUP`` events before the next -- the tables "probed in batch for
 many events at once" -- each stage prefetching what the next one reads, so
 that the misses of a stage overlap instead of adding up (docs/clustering.md,
 "Probing").  The stages, each a function with a naive reference in
-``tests/naive.py``:
+``tests/support/naive.py``:
 
 1. :func:`stage_keys`: phase 1 of each event, and the lists it reaches: the
    catch-all, the presence lists of its fields and its single-predicate lists
