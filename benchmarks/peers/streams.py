@@ -5,7 +5,7 @@
 The peer is ``benchmarks/peers/kafka-streams`` (built with Maven when its jar is missing or older than its
 sources), in two versions: ``streams-scan`` tests every subscription against every event, ``streams-indexed``
 looks up the subscriptions with an equality predicate on ``a0`` under the event's value (every W0 subscription has
-one) and tests the rest.  Ours is ``pubsub run`` (transactional delivery, what ``benchmarks.e2e`` runs); the peer
+one) and tests the rest.  Ours is ``pubsub run`` (transactional delivery, what ``benchmarks.pipeline.e2e`` runs); the peer
 runs ``exactly_once_v2``.  Both read the same Avro records and write Avro notifications.
 
 For each size: Apache Kafka (``EmbeddedBroker``, one node on loopback), the topics, N W0 subscriptions and the
@@ -15,7 +15,7 @@ trial on the events and notifications topics made anew:
 
 1. a backlog of W0 events (keys e0, e1, ...) is written, then the system started: it rebuilds its subscriptions
    and drains the backlog; maximum = events committed by its group from the first commit seen to the last, over
-   the time between them (``benchmarks.e2e.drain_rate``);
+   the time between them (``benchmarks.pipeline.e2e.drain_rate``);
 2. events offered at half that maximum for ``--latency-seconds``: latency = arrival of an event's first
    notification at a read_committed consumer minus the event's timestamp, percentiles over the notified events;
 3. the system's peak resident memory (``VmHWM``) before it is stopped;
@@ -52,19 +52,18 @@ from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.language import parse
 from fastpubsub.wire import codecs, topics
 
-from .. import report
-from ..cpu import CpuMeter
-from ..e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
+from benchmarks.harness import report
+from benchmarks.harness.cpu import CpuMeter
+from benchmarks.pipeline.e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
                    await_quiet, drain_rate, latencies, percentiles)
-from ..engine import warm_up
-from ..poison import peak_rss_kb
-from . import maven
+from benchmarks.harness.timing import warm_up
+from benchmarks.harness.memory import peak_rss_kb
+from benchmarks.peers import maven
 
 PEER = Path(__file__).resolve().parent / "kafka-streams"
 JAR = PEER / "target" / "fastpubsub-streams-peer.jar"
 SYSTEMS = ("fastpubsub", "streams-scan", "streams-indexed")
 SLOWEST = 10.0  # events/s: a system whose maximum falls under it is not run again
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: The oracle tests every subscription against every checked event in plain Python (2 to 4 µs a pair): at most
 #: this many pairs a size, and no fewer than MIN_CHECKED events, so that 1M subscriptions cost a minute, not ten.
 ORACLE_PAIRS = 20_000_000
@@ -253,7 +252,7 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
     if any(s != "fastpubsub" for s in settings.systems):
         build(progress)
     if "fastpubsub" in settings.systems:
-        warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, settings.seed))  # numba's cache, as benchmarks.e2e
+        warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, settings.seed))  # numba's cache, as benchmarks.pipeline.e2e
     events = _encoded_events(max(settings.backlog, settings.check_events), settings.seed + 1)
     offered: list[bytes] = []  # the latency phases' events, encoded once for the largest phase so far
 
@@ -352,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
                         latency_seconds=a.latency_seconds, check_events=a.check_events, threads=a.threads,
                         java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
                         common_rate=a.common_rate)
-    out = a.out or RESULTS / f"peers-streams-{time.strftime('%Y-%m-%d')}.json"
+    out = a.out or report.RESULTS / f"peers-streams-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams " + " ".join(sys.argv[1:] if argv is None else argv)
     result = run([int(s) for s in a.sizes.split(",") if s], settings, out, command)
