@@ -161,7 +161,7 @@ def test_churn_bench_times_matching_on_a_churned_matcher():
 def test_memory_bench_gathers_every_read():
     import numpy as np
 
-    from benchmarks.engine.memory import gather, measure
+    from benchmarks.engine.scattered_reads import gather, measure
 
     a = np.arange(1000, dtype=np.int32)
     idx = np.array([3, 999, 0, 3], dtype=np.int64)

@@ -1,1 +1,1 @@
-"""One-off A/B studies: another source tree's or another kernel version's code timed beside this tree's."""
+"""One-off A/B studies: two versions of one piece of code (another source tree's, another kernel's, a structure on and off) timed side by side."""

@@ -170,3 +170,11 @@ def fig3b(out: Path, quick: bool = False, progress: Callable[[str], None] = prin
     )
     report.write_markdown(out / "fig3b.md", "Figure 3(b): W1 and W2", command, body)
     return rows
+
+
+if __name__ == "__main__":  # the suite's command, its figures named: python -m benchmarks.figures.fig3 --quick
+    import sys
+
+    from benchmarks.suite import bench_cmd
+
+    bench_cmd(["fig3a", "fig3b", *sys.argv[1:]], prog_name="python -m benchmarks.suite fig3a fig3b")

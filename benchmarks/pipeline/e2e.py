@@ -681,3 +681,11 @@ def e2e(out: Path, quick: bool = False, progress: Callable[[str], None] = print,
     )
     report.write_markdown(out / "e2e.md", "End to end on Apache Kafka", command, body)
     return row
+
+
+if __name__ == "__main__":  # the suite's command, its figure named: python -m benchmarks.pipeline.e2e --quick
+    import sys
+
+    from benchmarks.suite import bench_cmd
+
+    bench_cmd(["e2e", *sys.argv[1:]], prog_name="python -m benchmarks.suite e2e")

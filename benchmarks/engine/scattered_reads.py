@@ -1,6 +1,6 @@
 """The machine's floor for scattered reads: random int32 gathers from an array far larger than the caches.
 
-    python -m benchmarks.engine.memory                    # 600 MB array, 2M reads, prefetch distances 0..64
+    python -m benchmarks.engine.scattered_reads                    # 600 MB array, 2M reads, prefetch distances 0..64
 
 A numba loop sums ``a[idx[i]]`` over random ``idx``, prefetching
 ``a[idx[i + D]]`` with the engine's own prefetch intrinsic.  The time per
@@ -44,7 +44,7 @@ def measure(mbytes: int, reads: int, distances: list[int], seed: int = 0) -> lis
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.engine.memory", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.engine.scattered_reads", description=__doc__.splitlines()[0])
     ap.add_argument("--mbytes", type=int, default=600, help="array size in MB")
     ap.add_argument("--reads", type=int, default=2_000_000)
     ap.add_argument("--distances", default="0,4,8,16,32,64", help="prefetch distances, in reads")
