@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.peers import alternatives
-
 from benchmarks.harness import report
+from benchmarks.peers import alternatives
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "benchmarks" / "results" / "runs"

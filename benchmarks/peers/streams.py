@@ -44,10 +44,10 @@ from typing import Callable
 
 import numpy as np
 
-from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
+from fastpubsub.cli.demo import SHOWCASE, Demo, _stop_processor, _Watcher
 from tests.oracles.engine import OracleMatcher
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
-from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.kafka import admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.language import parse
 from fastpubsub.wire import codecs, topics
@@ -55,7 +55,7 @@ from fastpubsub.wire import codecs, topics
 from benchmarks.harness import report
 from benchmarks.harness.cpu import CpuMeter
 from benchmarks.pipeline.e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
-                   await_quiet, drain_rate, latencies, percentiles)
+                                     await_quiet, drain_rate, latencies, percentiles, write_backlog)
 from benchmarks.harness.timing import warm_up
 from benchmarks.harness.memory import peak_rss_kb
 from benchmarks.peers import maven
@@ -155,12 +155,7 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
     bootstrap = broker.bootstrap_servers
     admin.delete_topics(bootstrap, (topics.EVENTS, topics.NOTIFICATIONS))
     admin.create_afresh(bootstrap, names=(topics.EVENTS, topics.NOTIFICATIONS))
-    producer = ClientFactory(bootstrap).producer({"linger.ms": Options.producer_linger_ms},
-                                                **{"enable.idempotence": True})
-    for i, value in enumerate(backlog):
-        _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
-    if producer.flush(60):
-        raise RuntimeError("the broker did not acknowledge the backlog")
+    producer = write_backlog(bootstrap, backlog, Options.producer_linger_ms)
     clock = _NotificationClock(bootstrap)
     clock.start()
     started = time.monotonic()

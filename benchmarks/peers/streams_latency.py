@@ -40,8 +40,8 @@ from typing import Callable
 
 import numpy as np
 
-from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
-from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.cli.demo import SHOWCASE, Demo, _stop_processor, _Watcher
+from fastpubsub.kafka import admin
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.wire import topics
 from fastpubsub.workloads import PRESETS, generate_events
@@ -49,7 +49,7 @@ from fastpubsub.workloads import PRESETS, generate_events
 from benchmarks.harness import report
 from benchmarks.harness.cpu import CpuMeter, pin_self_off_core_0, pin_to_core_0
 from benchmarks.pipeline.e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
-                   await_quiet, breakdown, drain_rate, latencies, percentiles)
+                                     await_quiet, breakdown, drain_rate, latencies, percentiles, write_backlog)
 from benchmarks.harness.timing import warm_up
 from benchmarks.peers import streams
 
@@ -97,12 +97,7 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
     bootstrap = broker.bootstrap_servers
     admin.delete_topics(bootstrap, (topics.EVENTS, topics.NOTIFICATIONS))
     admin.create_afresh(bootstrap, names=(topics.EVENTS, topics.NOTIFICATIONS))
-    producer = ClientFactory(bootstrap).producer({"linger.ms": Options.producer_linger_ms},
-                                                **{"enable.idempotence": True})
-    for i, value in enumerate(backlog):
-        _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
-    if producer.flush(60):
-        raise RuntimeError("the broker did not acknowledge the backlog")
+    producer = write_backlog(bootstrap, backlog, Options.producer_linger_ms)
     clock = _NotificationClock(bootstrap)
     clock.start()
     process = streams._start(system, bootstrap, group, workdir, n, settings.streams())

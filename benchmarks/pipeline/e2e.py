@@ -53,13 +53,14 @@ from fastpubsub.wire import codecs, topics
 from fastpubsub.runtime import HostConfig
 from fastpubsub.services.events.processor import ProcessorConfig
 from fastpubsub.kafka.broker import EmbeddedBroker
-from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
+from fastpubsub.cli.demo import SHOWCASE, Demo, _stop_processor, _Watcher
 from fastpubsub.runtime.trace import KEPT
 
 from benchmarks.harness import report
 from benchmarks.harness.cpu import CpuMeter
 from benchmarks.harness.cpu import pin_self_off_core_0, pin_to_core_0
 from benchmarks.harness.cpu import table as cpu_table
+from benchmarks.harness.records import produce_all
 from benchmarks.harness.timing import warm_up
 from benchmarks.processor.registered_decode import NESTED_FIELDS, nested_values
 
@@ -330,6 +331,14 @@ def _rate_limited(producer: Producer, values: list[bytes], rate: float, seconds:
         time.sleep(0.002)
 
 
+def write_backlog(bootstrap: str, backlog: list[bytes], linger_ms: int) -> Producer:
+    """``backlog`` on the events topic, keys ``e0``, ``e1``, ...; the idempotent producer, for the phases after it."""
+    producer = ClientFactory(bootstrap).producer({"linger.ms": linger_ms}, **{"enable.idempotence": True})
+    produce_all(producer, topics.EVENTS, ((f"e{i}".encode(), value) for i, value in enumerate(backlog)), timeout=60,
+                wait=0.1)
+    return producer
+
+
 def _produce_at(producer: Producer, key: bytes, value: bytes) -> int:
     while True:
         ms = int(time.time() * 1000)
@@ -400,13 +409,8 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         n_subs = demo._load_subscriptions(bootstrap)
         if options.event_format == "registered-avro":
             schema_id = _producer_schema_id(demo, bootstrap)
-        producer = ClientFactory(bootstrap).producer({"linger.ms": options.producer_linger_ms},
-                                                    **{"enable.idempotence": True})
         backlog = _encoded_events(plan.backlog, seed + 1, options.event_format, schema_id)
-        for i, value in enumerate(backlog):
-            _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
-        if producer.flush(60):
-            raise RuntimeError("the broker did not acknowledge the backlog")
+        producer = write_backlog(bootstrap, backlog, options.producer_linger_ms)
         progress(f"  backlog of {plan.backlog:,} W0 events written; starting the processor (it rebuilds first)")
         warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, seed))  # numba's disk cache, which the processor loads
         clock = _NotificationClock(bootstrap, options.clock_fetch_wait_ms)
