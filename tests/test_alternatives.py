@@ -35,6 +35,8 @@ def test_the_kafka_streams_table_is_the_quiet_runs():
 
 
 HEM_RUN = RUNS / "2026-12-06-peers-hem-settings.json"
+#: the kinds and the sizes, each from a run of its own
+RULER_RUNS = [RUNS / "2026-12-07-peers-event-ruler-kinds.json", RUNS / "2026-12-07-peers-event-ruler-sizes.json"]
 
 
 def test_the_c_plus_plus_matchers_tables_are_the_run_at_every_setting():
@@ -74,8 +76,11 @@ def test_every_table_names_the_settings_of_each_peer():
         assert all(r["settings"] and r["settings"] != "defaults" for r in rows
                    if r.get("system", r.get("reader")) not in ("fastpubsub", "source"))
     assert "num.stream.threads=1" in streams[1]["settings"]
-    assert all(table.splitlines()[0].count("| settings |") == 1
-               for table in alternatives.tables(streams=streams, patterns=patterns, spark=spark))
+    ruler = alternatives.ruler_rows(RULER_RUNS)
+    assert all("GenericMachine" in r["settings"] and "-Xmx4g" in r["settings"] for r in ruler[0] + ruler[1])
+    tables = alternatives.tables(streams=streams, patterns=patterns, spark=spark, ruler=ruler)
+    assert len(tables) == 5
+    assert all(table.splitlines()[0].count("| settings |") == 1 for table in tables)
 
 
 def _sections(text: str, heading: str) -> list[tuple[str, str]]:
@@ -110,9 +115,6 @@ def test_the_plot_compares_each_algorithm_at_its_fastest_setting():
     cases = {(r["workload"], r["subscriptions"]) for r in rows}
     assert len(rows) == 5 * len(cases)  # ours and each of their four, once per case
 
-
-#: the kinds and the sizes, each from a run of its own
-RULER_RUNS = [RUNS / "2026-12-07-peers-event-ruler-kinds.json", RUNS / "2026-12-07-peers-event-ruler-sizes.json"]
 
 
 def test_the_event_ruler_tables_per_kind_and_per_size_are_the_run():

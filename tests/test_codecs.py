@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from fastpubsub.engine import AnyOf
 from fastpubsub.wire import codecs
+from fastpubsub.wire.codecs import framing
 from fastpubsub.wire.codecs import DeadLetter, DecodeError, Subscription
 
 SUB = Subscription("alice", [("movie", "=", "groundhog day"), ("price", "<=", 10), ("3d", "=", False), ("r", ">", 2.5)], None)
@@ -176,7 +177,7 @@ def test_a_dead_letter_always_fits_and_keeps_a_prefix_its_size_and_its_hash(valu
 
 
 def test_dead_letters_written_before_size_and_hash_fields_still_decode():
-    old = codecs._without("dead_letter", "original_size", "value_sha256", "truncated")
+    old = framing._without("dead_letter", "original_size", "value_sha256", "truncated")
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, old, {"reason": "r", "source_topic": "t", "partition": 0, "offset": 1,
                                           "key": None, "value": b"v"})

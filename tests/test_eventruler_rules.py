@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from fastpubsub.engine import ALGORITHMS, Matcher
 from fastpubsub.wire import codecs
+from fastpubsub.wire.codecs import events as event_codecs
 from fastpubsub.wire.eventruler import RuleError, rule_to_subscription
 from oracles.eventruler import rule_matches
 
@@ -89,7 +90,7 @@ def _agree(algorithm, rules_, events_):
             assert "invalid rule" in str(exc)  # e.g. more conjunctions than a subscription may stand for
             continue
         m.add(i, subs[i])
-    decoded = [codecs._as_dict(codecs.decode_json_event(json.dumps(e).encode())) for e in events_]
+    decoded = [event_codecs._as_dict(codecs.decode_json_event(json.dumps(e).encode())) for e in events_]
     want = [[i for i in subs if rule_matches(rules_[i], e)] for e in events_]
     assert [r.tolist() for r in m.match_batch(decoded)] == want
 

@@ -12,6 +12,7 @@ from fastpubsub.patterns.contents import BoundContents, content_key, split
 from fastpubsub.patterns.engine import PatternEngine
 from fastpubsub.state import KeyedStore, StateChanges
 from fastpubsub.wire import codecs
+from fastpubsub.wire.codecs import framing
 from fastpubsub.wire.codecs import PatternDecodeError, PatternSubscription, decode_any_subscription
 from fastpubsub.wire.placement import partition_for
 from fastpubsub.wire.subscription_decoder import decode_subscriptions
@@ -33,7 +34,7 @@ def test_a_pattern_subscription_round_trips_in_both_forms(fmt, text):
 
 def test_the_text_form_is_accepted_in_the_json_field_and_avro_carries_either_form():
     assert decode_any_subscription(json.dumps({"subscriber": "c", "pattern": S3}).encode()).pattern == parse(S3)
-    avro = codecs._wire("pattern_subscription", codecs._avro_write(codecs.SCHEMAS["pattern_subscription"],
+    avro = framing._wire("pattern_subscription", framing._avro_write(codecs.SCHEMAS["pattern_subscription"],
                                                                     {"subscriber": "c", "pattern": S3}))
     assert decode_any_subscription(avro).pattern == parse(S3)
 

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from oracles.patterns import OraclePatterns
 
 from fastpubsub.patterns import parse
-from fastpubsub.patterns.engine import MODES, Limits, PatternEngine, orders_strings
+from fastpubsub.patterns.compile import orders_strings
+from fastpubsub.patterns.engine import MODES, Limits, PatternEngine
 from fastpubsub.state import KeyedStore, StateChanges, from_records, to_records
 
 SYMBOLS = ["A", "B", "C"]
@@ -213,7 +214,7 @@ def test_the_kernels_candidate_sort_is_a_stable_argsort(keys, spare):
     m = len(keys)
     buf = np.array(keys + [99] * spare, np.int64)
     order, tmp = np.full(m + spare, -7, np.int64), np.full(m + spare, -7, np.int64)
-    K._argsort_stable(buf, m, order, tmp)
+    K.argsort_stable(buf, m, order, tmp)
     assert order[:m].tolist() == np.argsort(np.array(keys, np.int64), kind="stable").tolist()
 
 
@@ -221,10 +222,10 @@ def test_atom_rows_keep_every_operand_field():
     """An atom is one 64-byte row: the packed header of each side decodes to its source, index, aggregate
     function, arithmetic flag and constant kind; the operator and static flag sit in the left header."""
     from fastpubsub.patterns import kernel as K
-    from fastpubsub.patterns.engine import _atom_matrix
+    from fastpubsub.patterns.compile import atom_matrix
     left = (K.SRC_AGG, 12345, K.FN_AVG, 2.5, -1.0, True, 0, 0.0)
     right = (K.SRC_CONST, 0, 0, 1.0, 0.0, False, 2, 1.0)
-    at = _atom_matrix([(5, True, left, right), (0, False, right, left)])
+    at = atom_matrix([(5, True, left, right), (0, False, right, left)])
     assert at.shape == (2, K.A_WIDTH) and at.ctypes.data % 64 == 0
     h = int(at[0, K.A_LEFT])
     assert (h & 7, h >> K.H_IDX, (h >> K.H_AUX) & 7, (h >> K.H_ARITH) & 1) == (K.SRC_AGG, 12345, K.FN_AVG, 1)
@@ -282,3 +283,49 @@ def test_removed_subscriptions_rows_are_reclaimed_under_churn_with_fresh_ids():
     after = engine.memory_by_structure()
     assert after.keys() == held.keys() == {"instances", "matcher"}
     assert after["matcher"] <= 2 * held["matcher"]  # the matcher of the atoms follows the live patterns too
+
+
+from fastpubsub.patterns.compile import atom_matrix as _encode_whole  # noqa: E402  (the naive side, unpatched)
+
+
+def _tables_as_encoded_whole(engine: PatternEngine) -> None:
+    """The kernel's row tables, kept up by encoding only the rows added since the last sync, equal the whole
+    lists encoded afresh (the naive version)."""
+    if engine.atom_rows:
+        np.testing.assert_array_equal(engine.atoms, _encode_whole(engine.atom_rows))
+    assert engine.atoms.ctypes.data % 64 == 0  # the cache-line alignment survives growth
+    for got, col in ((engine.cap_ev, 0), (engine.cap_col, 1)):
+        if engine.cap_rows:
+            assert got.flags.c_contiguous
+            np.testing.assert_array_equal(got, [c[col] for c in engine.cap_rows])
+    for got, col in ((engine.ag_fn, 0), (engine.ag_ev, 1), (engine.ag_slot, 2)):
+        if engine.agg_rows:
+            assert got.flags.c_contiguous
+            np.testing.assert_array_equal(got, [a[col] for a in engine.agg_rows])
+
+
+@pytest.mark.parametrize("slack", [0, 1024])
+def test_the_kernels_tables_grow_by_the_new_rows_and_equal_the_rows_encoded_whole(slack, monkeypatch):
+    """Under churn (a removal and an addition before each batch, with compactions at every removal or none) the
+    tables follow the rows; a change encodes its own rows, not every row again."""
+    from fastpubsub.patterns import compile as module
+
+    engine = PatternEngine("dynamic", capacity=8)
+    engine.ROW_SLACK = slack
+
+    def pattern(sid):
+        return parse(TEMPLATES[sid % len(TEMPLATES)].format(s1=SYMBOLS[sid % 3], s2=SYMBOLS[(sid + 1) % 3], c1=8,
+                                                            c2=2, f="1", v=5, d=3, w=20))
+    engine.subscribe_many([(sid, pattern(sid), 0) for sid in range(200)])
+    engine.process_events([(0, 0, {"name": "A", "price": 9.0, "volume": 5})])
+    _tables_as_encoded_whole(engine)
+    encoded = []
+    real = module.atom_matrix
+    monkeypatch.setattr(module, "atom_matrix", lambda rows: encoded.append(len(rows)) or real(rows))
+    for sid in range(200, 400):
+        engine.unsubscribe(sid - 200)
+        engine.subscribe(sid, pattern(sid))
+        engine.process_events([(sid, sid, {"name": SYMBOLS[sid % 3], "price": 9.0, "volume": 5})])
+        _tables_as_encoded_whole(engine)
+    if slack:  # each change encodes its pattern's rows, a compaction (amortised) all: not 200 tables' worth
+        assert encoded and sum(encoded) < 20 * len(engine.atom_rows)

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fastpubsub.engine import OPERATORS, KIND_BOOL, KIND_STRING
 from fastpubsub.workloads.fabret import W0, generate_subscriptions
 from fastpubsub.services.events.subscriptions import SubscriptionState
-from fastpubsub.wire import codecs
+from fastpubsub.wire.codecs import framing
 from fastpubsub.wire.codecs import (
     DecodeError, Subscription, decode_subscription, encode_subscription, is_aggregate_subscription, is_pattern_subscription,
 )
@@ -166,11 +166,11 @@ def record_values(draw):
     sub = draw(subscriptions)
     fmt = draw(st.sampled_from(["avro", "avro", "json", "old"]))
     if fmt == "old":  # written with the schema before valid_from
-        old = codecs._PREVIOUS["subscription"][0]
+        old = framing._PREVIOUS["subscription"][0]
         datum = {"subscriber": sub.subscriber, "valid_until": sub.valid_until,
-                 "predicates": [{"attribute": a, "operator": o, "value": codecs._avro_number(v)}
+                 "predicates": [{"attribute": a, "operator": o, "value": framing._avro_number(v)}
                                 for a, o, v in sub.predicates]}
-        value = codecs._wire("subscription", codecs._avro_write(old, datum))
+        value = framing._wire("subscription", framing._avro_write(old, datum))
     else:
         try:
             value = encode_subscription(sub, fmt)

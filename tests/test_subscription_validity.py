@@ -11,6 +11,7 @@ import pytest
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.validity.event_store import ValidEventStore
 from fastpubsub.wire import codecs
+from fastpubsub.wire.codecs import framing
 from fastpubsub.wire.codecs import DecodeError, Subscription
 from fastpubsub.services.events.subscriptions import SubscriptionState
 from fastpubsub.services.events.valid_events import valid_until_of
@@ -23,7 +24,7 @@ def test_valid_from_round_trips(fmt):
 
 
 def test_values_written_before_valid_from_existed_still_decode():
-    old = codecs._PREVIOUS["subscription"][0]
+    old = framing._PREVIOUS["subscription"][0]
     buf = io.BytesIO()
     fastavro.schemaless_writer(buf, old, {"subscriber": "bob", "valid_until": 5,
                                           "predicates": [{"attribute": "a", "operator": "=", "value": 1}]})

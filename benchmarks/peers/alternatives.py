@@ -34,9 +34,12 @@ FIXED = {
     "siddhi": "@app:playback, no @Async, 1 thread, -Xmx8g",
     # benchmarks/peers/spark_connector.py: minPartitions from the split size
     "connector": "minPartitions = offsets / split size",
-    # benchmarks/peers/event_ruler.py: its --java-opts default, for a run file that does not record the options
-    "event_ruler": "-Xms4g -Xmx4g",
+    # benchmarks/peers/event_ruler.py's Java driver: one machine per rule set, JSON text in, one thread
+    "event_ruler": "GenericMachine per rule set, rulesForJSONEvent(String), 1 thread",
 }
+
+#: benchmarks/peers/event_ruler.py's --java-opts default, for a run file that does not record the options
+RULER_JAVA_OPTS = "-Xms4g -Xmx4g"
 
 
 def streams_settings(data: dict, system: str) -> str:
@@ -124,16 +127,17 @@ def ruler_rows(paths: Path | list[Path]) -> tuple[list[dict], list[dict]]:
     seen: set[str] = set()
     rows = []
     for path in [paths] if isinstance(paths, Path) else paths:
+        settings = f"{FIXED['event_ruler']}, {ruler_settings(path)}"
         for r in json.loads(path.read_text())["rows"]:
             if r["name"] not in seen:
                 seen.add(r["name"])
-                rows.append(r)
+                rows.append(dict(r, settings=settings))
     kinds, sizes = [], []
     for r in rows:
         er, ours = r["event_ruler"], r["fastpubsub"]
         size = r["name"].startswith("size-")
         same = r.get("same_counts", er["counts"] == ours["counts"] == r["planted"])
-        row = {"kind": f"{r['rules']:,} exact" if size else r["name"], "rules": r["rules"],
+        row = {"kind": f"{r['rules']:,} exact" if size else r["name"], "rules": r["rules"], "settings": r["settings"],
                "theirs": er["events_per_s"], "ours": ours["events_per_s"],
                "ratio": ratio(ours["events_per_s"], er["events_per_s"]),
                "their_bytes": er["memory_bytes_per_rule"], "our_bytes": ours["memory_bytes_per_rule"],
@@ -145,12 +149,12 @@ def ruler_rows(paths: Path | list[Path]) -> tuple[list[dict], list[dict]]:
 def ruler_settings(path: Path) -> str:
     """The JVM options an Event Ruler run used (recorded by newer runs; the harness's default otherwise)."""
     opts = json.loads(path.read_text()).get("java_opts")
-    return " ".join(opts) if opts else FIXED["event_ruler"]
+    return " ".join(opts) if opts else RULER_JAVA_OPTS
 
 
 def ruler_tables(kinds: list[dict], sizes: list[dict]) -> list[str]:
     """The per-kind and per-size tables of the Event Ruler comparison."""
-    columns = [("rules", "rules"), ("theirs", "Event Ruler events/s"), ("ours", "fastpubsub events/s"),
+    columns = [("rules", "rules"), ("settings", "settings"), ("theirs", "Event Ruler events/s"), ("ours", "fastpubsub events/s"),
                ("ratio", "fastpubsub over it"), ("their_bytes", "Event Ruler B/rule"),
                ("our_bytes", "fastpubsub B/rule"), ("same", "same counts")]
     out = []

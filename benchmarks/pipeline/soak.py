@@ -18,7 +18,8 @@ subscription rise with it by design: arrays keep the size of the largest populat
 services (``--service``, :data:`WORKLOADS`):
 
 * ``events`` (``pubsub run``): sparse subscriptions and events (workloads.sparse, preset ``opindex``), JSON;
-* ``patterns`` (``pubsub patterns``): the S1-S5 pattern templates over stock ticks (benchmarks.stateful.patterns);
+* ``patterns`` (``pubsub patterns``): the S1-S5 pattern templates over stock ticks (benchmarks.stateful.patterns), their
+  windows a sixtieth of the templates' (:data:`PATTERN_TIME_SCALE`);
 * ``tables`` (``pubsub tables``): ``min``/``sum``/``count``/``distinct`` aggregates with a range and a sector
   filter over one table of stock rows, updated at random.
 
@@ -169,13 +170,18 @@ def events_workload(n: int, preset: str, seed: int) -> Workload:
     return Workload(["run"], subs, events)
 
 
+#: the pattern templates' windows and durations (up to ten minutes) scaled down: the events carry wall-clock
+#: timestamps, and at full length the live instances would grow for the first ten minutes by design, hiding churn
+PATTERN_TIME_SCALE = 1 / 60
+
+
 def patterns_workload(n: int, preset: str, seed: int) -> Workload:
     """``pubsub patterns``: pattern subscriptions of the S1-S5 templates over stock ticks, keyed by symbol."""
     from benchmarks.stateful.patterns import Ticks, subscriptions
 
     ticks = Ticks(EVENT_POOL, seed=seed)
     subs = [json.dumps({"subscriber": f"user{sid % 97}", "pattern": text}).encode()
-            for sid, text in subscriptions(n, ticks, seed=seed + 1)]
+            for sid, text in subscriptions(n, ticks, seed=seed + 1, time_scale=PATTERN_TIME_SCALE)]
     records = [(topics.EVENTS, e["name"].encode(), encode_event(e, "json")) for _, _, e in ticks.events(0, len(ticks))]
     return Workload(["patterns"], subs, records)
 

@@ -32,6 +32,7 @@ import numpy as np
 import orjson
 
 from fastpubsub.wire import codecs, event_decoder
+from fastpubsub.wire.codecs import events as event_codecs
 from fastpubsub.wire.avro_binary import empty_pairs
 from fastpubsub.wire.event_decoder import decode_events
 
@@ -67,7 +68,7 @@ def nested_event(rng: random.Random, i: int) -> dict:
 
 
 class _NoOrjson:
-    """Stands in for orjson in ``wire.codecs``: every text goes to the standard library's strict path."""
+    """Stands in for orjson in ``wire.codecs.events``: every text goes to the standard library's strict path."""
 
     JSONDecodeError = orjson.JSONDecodeError
 
@@ -82,8 +83,8 @@ def _no_kernel(buf, starts, ends, todo):
 
 
 def rate(values: list[bytes], repeat: int, way: str) -> float:
-    saved = codecs.orjson, event_decoder.decode_json
-    codecs.orjson = _NoOrjson if way == "stdlib" else orjson
+    saved = event_codecs.orjson, event_decoder.decode_json
+    event_codecs.orjson = _NoOrjson if way == "stdlib" else orjson
     if way in ("orjson", "stdlib"):
         event_decoder.decode_json = _no_kernel
     try:
@@ -95,7 +96,7 @@ def rate(values: list[bytes], repeat: int, way: str) -> float:
             best = min(best, time.perf_counter() - t)
         assert len(batch) == len(values)
     finally:
-        codecs.orjson, event_decoder.decode_json = saved
+        event_codecs.orjson, event_decoder.decode_json = saved
     return len(values) / best
 
 

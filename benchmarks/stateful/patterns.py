@@ -66,13 +66,22 @@ class Ticks:
                                                      "volume": float(self.volume[i])}) for i in range(a, b)]
 
 
-def subscriptions(m: int, ticks: Ticks, seed: int = 1, symbols: str = "uniform") -> list[tuple[int, str]]:
+def subscriptions(m: int, ticks: Ticks, seed: int = 1, symbols: str = "uniform",
+                  time_scale: float = 1.0) -> list[tuple[int, str]]:
     """``m`` pattern texts from the S1-S5 templates (Table 1) with random constants.
 
     ``symbols``: how subscriptions pick their stock, "uniform" or "zipf" (the
     ticks' own law: the popular symbols then carry most subscriptions, and
-    every tick of them touches thousands of instances).
+    every tick of them touches thousands of instances).  ``time_scale``
+    multiplies every window and duration (then written in ms): at 1/60 a soak
+    on wall-clock timestamps reaches its steady population of instances in
+    seconds, not in the longest window's ten minutes.
     """
+    def span(n: int, unit: str) -> str:
+        if time_scale == 1:
+            return f"{n}{unit}"
+        return f"{max(1, round(n * {'s': 1000, 'm': 60_000}[unit] * time_scale))}ms"
+
     rng = np.random.default_rng(seed)
     p = ticks.p if symbols == "zipf" else None
     sym = lambda: ticks.symbols[rng.choice(len(ticks.symbols), p=p)]  # noqa: E731
@@ -89,19 +98,19 @@ def subscriptions(m: int, ticks: Ticks, seed: int = 1, symbols: str = "uniform")
             c1 = round(ticks.base[i1] * rng.uniform(1.0, 1.1), 2)
             text = f'seq a: name = "{s1}" and price > {c1} within 1ms'
         elif kind == 1:
-            text = f'seq a: name = "{s1}" and price > {c1} next b: name = "{s2}" where b.price < {c2} within {w}m'
+            text = f'seq a: name = "{s1}" and price > {c1} next b: name = "{s2}" where b.price < {c2} within {span(w, "m")}'
         elif kind == 2:
             f = round(rng.uniform(1.001, 1.01), 4)
-            text = f'seq a: name = "{s1}" and price > {c1} next b: name = a.name where b.price > {f} * a.price within {w}m'
+            text = f'seq a: name = "{s1}" and price > {c1} next b: name = a.name where b.price > {f} * a.price within {span(w, "m")}'
         elif kind == 3:
             v = round(float(np.quantile(ticks.volume, rng.uniform(0.5, 0.95))))
             d = int(rng.integers(5, 60))
             text = (f'seq a: name = "{s1}" and volume > {v} fold r: name = a.name while r.price >= r.last.price '
-                    f'agg n = count(), lo = min(price) until dur >= {d}s within {w}m')
+                    f'agg n = count(), lo = min(price) until dur >= {span(d, "s")} within {span(w, "m")}')
         else:
             d = int(rng.integers(10, 120))  # the average over d seconds, then the next tick above it within 2 s
             text = (f'seq a: name = "{s1}" and volume > {vol_hi} fold r: name = "{s1}" agg avg = avg(price) '
-                    f'until dur >= {d}s next b: name = "{s1}" where b.price > r.avg within {d + 2}s')
+                    f'until dur >= {span(d, "s")} next b: name = "{s1}" where b.price > r.avg within {span(d + 2, "s")}')
         out.append((sid, text))
     return out
 

@@ -36,7 +36,7 @@ import fastavro
 import numpy as np
 
 from .avro_program import _LEAVES, BYTES, FIXED, NULL, AvroProgram, NotCompiled, compile_schema
-from .codecs import MAX_ATTRIBUTE_BYTES, DecodeError, _avro_body, _json_read
+from .codecs.framing import MAX_ATTRIBUTE_BYTES, DecodeError, _avro_body, _json_read
 from .paths import flatten
 
 log = logging.getLogger(__name__)

@@ -58,7 +58,7 @@ from ..structures.idpool import IdPool, grow, lookup
 from .index import IndexContext
 from ..structures.predicates import PredicateTable, order_holds
 from ..kernels.scan import doubled, finish_events
-from ..semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_EQ
+from ..semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE
 
 #: Value cells per numeric field (boundaries at quantiles of its predicates' constants).
 CELLS = 16
@@ -139,13 +139,13 @@ def tighten(op, v, lo, lo_open, hi, hi_open):
     ``!=`` is left out (the exact check decides it): the interval holds every
     value the predicates accept, which is all soundness needs.
     """
-    if op == 0 or op == 5:  # = or >=
+    if op == OP_EQ or op == OP_GE:  # = or >=
         lo, lo_open = tighten_low(lo, lo_open, v, False)
-    if op == 0 or op == 3:  # = or <=
+    if op == OP_EQ or op == OP_LE:  # = or <=
         hi, hi_open = tighten_high(hi, hi_open, v, False)
-    if op == 4:  # >
+    if op == OP_GT:  # >
         lo, lo_open = tighten_low(lo, lo_open, v, True)
-    if op == 2:  # <
+    if op == OP_LT:  # <
         hi, hi_open = tighten_high(hi, hi_open, v, True)
     return lo, lo_open, hi, hi_open
 
@@ -291,9 +291,9 @@ def range_only_rows(off, field, op, n_kinds, kind_number):
 @njit(cache=True, inline="always")
 def predicate_holds(op, code, eqbits, c, cbits):
     """The comparison of phase 1 for one present value: ``value op constant``."""
-    if op == 0:
+    if op == OP_EQ:
         return eqbits == cbits
-    if op == 1:
+    if op == OP_NE:
         return eqbits != cbits
     return order_holds(op, code, c)
 

@@ -66,7 +66,7 @@ def check_predicate(key, const, const_f, slot, slot_f, e):
     if slot[f, 0] != e:
         return False  # the event lacks the field: no predicate on it holds
     op = key & 7
-    if op == 0:
+    if op == OP_EQ:
         return slot[f, 1] == const
     return order_holds(op, slot_f[f, 2], const_f)
 

@@ -49,7 +49,7 @@ from .index import IndexContext
 from ..frontend.lowering import parse_derived
 from ..structures.predicates import PredicateTable
 from ..kernels.scan import doubled, finish_events, prefetch
-from ..semantics import KIND_NUMBER, KIND_STRING, KINDS, OP_NE
+from ..semantics import KIND_NUMBER, KIND_STRING, KINDS, OP_EQ, OP_GT, OP_LE, OP_LT, OP_NE
 
 N_OPS = 6
 #: Segments per (pivot, operator) list (the paper's b, section 7.1).
@@ -263,7 +263,7 @@ def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d
                     continue
                 q = t - lo_pair
                 b = dseg + p_seg[q]
-                if seg_sig[b] & (p_eq[q] if op == 0 else p_any[q]) == 0:
+                if seg_sig[b] & (p_eq[q] if op == OP_EQ else p_any[q]) == 0:
                     continue
                 prefetch(b_base, b)
                 prefetch(b_len, b)
@@ -290,18 +290,18 @@ def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d
             else:
                 x = ev_code[t]
             skip_lo, skip_hi = 0, 0
-            if op == 0:
+            if op == OP_EQ:
                 s = value_lower(e_val, a, e, x)
                 e = value_upper(e_val, s, e, x)
                 a = s
-            elif op == 1:  # whole field but the constants equal to x
+            elif op == OP_NE:  # whole field but the constants equal to x
                 skip_lo = value_lower(e_val, a, e, x)
                 skip_hi = value_upper(e_val, skip_lo, e, x)
-            elif op == 2:  # x < c
+            elif op == OP_LT:  # x < c
                 a = value_upper(e_val, a, e, x)
-            elif op == 3:  # x <= c
+            elif op == OP_LE:  # x <= c
                 a = value_lower(e_val, a, e, x)
-            elif op == 4:  # x > c
+            elif op == OP_GT:  # x > c
                 e = value_lower(e_val, a, e, x)
             else:  # x >= c
                 e = value_upper(e_val, a, e, x)
@@ -340,15 +340,15 @@ def _earlier_value_holds(ev_field, ev_code, ev_eqbits, lo, t, g, op, c):
         if ev_field[u] != g:
             continue
         x = (np.float64(ev_eqbits[u]) if g % 3 == 1 else ev_code[u]) if op <= 1 else ev_code[u]
-        if op == 0:
+        if op == OP_EQ:
             h = x == c
-        elif op == 1:
+        elif op == OP_NE:
             h = x != c
-        elif op == 2:
+        elif op == OP_LT:
             h = x < c
-        elif op == 3:
+        elif op == OP_LE:
             h = x <= c
-        elif op == 4:
+        elif op == OP_GT:
             h = x > c
         else:
             h = x >= c

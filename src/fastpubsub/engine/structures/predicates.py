@@ -31,7 +31,7 @@ from numba import njit
 from ..frontend.encoding import N_KINDS, StringDictionary
 from .hashtable import HashTable, KeylessTable, ht_find2
 from .idpool import IdPool, grow
-from ..semantics import KIND_BOOL, KIND_STRING, OP_EQ, OPERATORS
+from ..semantics import KIND_BOOL, KIND_STRING, OP_EQ, OP_GT, OP_LE, OP_LT, OP_NE, OPERATORS
 
 N_OPS = len(OPERATORS)
 
@@ -78,13 +78,13 @@ def _bisect(a, lo, hi, x, right):
 @njit(cache=True, inline="always")
 def order_holds(op, x, c):
     """``x op c`` for the operator codes 1..5 (``!=`` ``<`` ``<=`` ``>`` ``>=``), on order codes or numbers."""
-    if op == 1:
+    if op == OP_NE:
         return x != c
-    if op == 2:
+    if op == OP_LT:
         return x < c
-    if op == 3:
+    if op == OP_LE:
         return x <= c
-    if op == 4:
+    if op == OP_GT:
         return x > c
     return x >= c
 
@@ -126,20 +126,20 @@ def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_
                 continue
             s = g_start[g]
             e = g_end[g]
-            if op == 1:  # !=: whole group but the constant equal to x
+            if op == OP_NE:  # !=: whole group but the constant equal to x
                 a = _bisect(g_vals, s, e, x, False)
                 skip = a if (a < e and g_vals[a] == x) else -1
                 for i in range(s, e):
                     if i != skip:
                         n = _put(sat, n, g_pids[i], rep, bits)
                 continue
-            if op == 2:  # x < c
+            if op == OP_LT:  # x < c
                 a = _bisect(g_vals, s, e, x, True)
                 b = e
-            elif op == 3:  # x <= c
+            elif op == OP_LE:  # x <= c
                 a = _bisect(g_vals, s, e, x, False)
                 b = e
-            elif op == 4:  # x > c
+            elif op == OP_GT:  # x > c
                 a = s
                 b = _bisect(g_vals, s, e, x, False)
             else:  # x >= c
