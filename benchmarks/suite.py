@@ -5,7 +5,7 @@ section to paste into docs/benchmarks.md) into the output directory; a run
 also writes ``report.md``, the sections of that run in order.  ``--quick``
 runs every figure at small sizes (minutes, for the tests); the full sizes are
 the paper's for Figure 3 (up to 6M subscriptions); the scaling sweep of
-``benchmarks.scaling`` up to 10M; Figure 4 at 1M (the paper: 3M) and end to end at 1M.
+``benchmarks.engine.scaling`` up to 10M; Figure 4 at 1M (the paper: 3M) and end to end at 1M.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ import click
 from fastpubsub.kafka.clients import parse_settings
 from fastpubsub.runtime.checkpoint import MAX_COMMIT_INTERVAL_MS
 
-from . import e2e as e2e_mod
-from . import fig3, report, scaling
+from benchmarks.pipeline import e2e as e2e_mod
+from benchmarks.figures import fig3
+from benchmarks.harness import report
+from benchmarks.engine import scaling
 
 FIGURES = ("fig3a", "fig3b", "scaling", "fig4", "e2e")
 FIG4_SCENARIOS = (("fig4a", "W3-W4"), ("fig4b", "W5-W6"))
@@ -41,19 +43,19 @@ def _mean(rows: list[dict], key: str, phase: str, fallback: int) -> float | None
 
 
 def fig4(out: Path, quick: bool = False, progress: Callable[[str], None] = print, command: str = "") -> list[dict]:
-    """Figure 4(a) and 4(b): the equilibrium experiments of ``benchmarks.equilibrium``, dynamic against no-change."""
+    """Figure 4(a) and 4(b): the equilibrium experiments of ``benchmarks.figures.equilibrium``, dynamic against no-change."""
     try:
-        from . import equilibrium
+        from benchmarks.figures import equilibrium
     except ImportError as exc:
-        raise Unavailable(f"benchmarks.equilibrium not available on this branch ({exc})") from None
-    from . import paper
+        raise Unavailable(f"benchmarks.figures.equilibrium not available on this branch ({exc})") from None
+    from benchmarks.figures import paper
 
     n = FIG4_N[quick]
     everything = []
     for name, scenario in FIG4_SCENARIOS:
         progress(f"{name}: {scenario}, {' and '.join(FIG4_STRATEGIES)} in lockstep, N={n:,}")
-        # the paper's figure: its plain clusters and its cost model (the run-priced default: benchmarks.equilibrium)
-        # (the static rebuilt at the turnover is benchmarks.equilibrium's, not the paper's figure)
+        # the paper's figure: its plain clusters and its cost model (the run-priced default: benchmarks.figures.equilibrium)
+        # (the static rebuilt at the turnover is benchmarks.figures.equilibrium's, not the paper's figure)
         rows = equilibrium.simulate(scenario, FIG4_STRATEGIES, n, equilibrium.setup_for(n, quick), progress=progress,
                                     cluster_runs=0, rebuilt=False)
         report.write_csv(rows, out / f"{name}.csv")
@@ -72,7 +74,7 @@ def fig4(out: Path, quick: bool = False, progress: Callable[[str], None] = print
             })
         body = (
             f"N = {n:,} subscriptions at equilibrium, 50 deleted and 50 inserted per simulated second "
-            f"(`benchmarks.equilibrium`; the paper: 3,000,000); every tick is in `{name}.csv`.\n\n"
+            f"(`benchmarks.figures.equilibrium`; the paper: 3,000,000); every tick is in `{name}.csv`.\n\n"
             + report.markdown_table(summary, [
                 ("strategy", "strategy"), ("before", "events/s before the shift"), ("end", "events/s at the end"),
                 ("ratio", "end / before"),

@@ -41,6 +41,7 @@ from typing import Callable
 
 import numpy as np
 
+from benchmarks.harness import report
 from benchmarks.peers import citylots, maven
 
 PROJECT = Path(__file__).resolve().parent / "event-ruler"
@@ -124,10 +125,6 @@ def digest(counts) -> dict:
     return {"rules": int(a.size), "total": int(a.sum()), "sha256": hashlib.sha256(a.tobytes()).hexdigest()[:16]}
 
 
-def load_average() -> str:
-    return "load average %.2f, %.2f, %.2f" % os.getloadavg()
-
-
 def compare(events: int, kinds: list[str], sizes: list[int], *, sweep_events: int | None = None, seed: int = 0,
             batch: int = 1000, warmup: int = 1, java_opts: tuple[str, ...] = (), workdir: Path | None = None,
             progress: Callable[[str], None] = print) -> dict:
@@ -155,7 +152,7 @@ def compare(events: int, kinds: list[str], sizes: list[int], *, sweep_events: in
         files[name].write_text("\n".join(citylots.rule_lines(patterns)) + "\n")
     kind_names = [s[0] for s in sets if not s[0].startswith("size-")]
     size_names = [s[0] for s in sets if s[0].startswith("size-")]
-    progress(f"Event Ruler: {len(sets)} rule sets ({load_average()})")
+    progress(f"Event Ruler: {len(sets)} rule sets ({report.load_average()})")
     ruler = {}
     if kind_names:
         ruler.update(zip(kind_names, run_event_ruler(work / "events.jsonl", [files[k] for k in kind_names], warmup,
@@ -170,7 +167,7 @@ def compare(events: int, kinds: list[str], sizes: list[int], *, sweep_events: in
         lines = sweep.lines if name.startswith("size-") else workload.lines
         ours = run_fastpubsub(lines, patterns, batch, warmup)
         check("fastpubsub", name, ours["counts"], planted)
-        progress(f"  fastpubsub {name}: {ours['events_per_s']:,.0f} events/s ({load_average()})")
+        progress(f"  fastpubsub {name}: {ours['events_per_s']:,.0f} events/s ({report.load_average()})")
         same = list(ruler[name]["counts"]) == list(ours["counts"]) == list(planted)
         rows.append({"name": name, "rules": len(patterns), "events": len(lines), "planted": digest(planted),
                      "event_ruler": {**ruler[name], "counts": digest(ruler[name]["counts"])},
@@ -230,8 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(table(results))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        report.write_json(results, args.out)
         print(f"results: {args.out}", file=sys.stderr)
     return 0
 

@@ -71,8 +71,10 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.intervals import _first, load_average
-from benchmarks.opindex import load
+from benchmarks.harness.memory import status_kb
+from benchmarks.harness.report import load_numbers
+from benchmarks.workloads.intervals import _first
+from benchmarks.workloads.opindex import load
 
 #: The HEM repository's commit the driver was written against (their result lines and ``main`` arguments).
 HEM_COMMIT = "e4fdbe73600b72823758a1d3442ce74af1b57018"
@@ -194,14 +196,11 @@ def their_figures(fields: dict[str, float]) -> dict:
 
 
 def _rss_mb(pid: int) -> float | None:
+    """``pid``'s resident set in MB, or None once it has exited."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
+        return status_kb("VmRSS", pid) / 1024
+    except (OSError, RuntimeError):
         return None
-    return None
 
 
 def _wait(proc: subprocess.Popen) -> tuple[int, float]:
@@ -334,14 +333,14 @@ def compare(size: int, workload: Workload, builds: list[tuple[Path, tuple[str, .
     trials = []
     for r in range(rounds):
         order = ("theirs", "ours") if r % 2 == 0 else ("ours", "theirs")
-        trial = {"round": r, "load_average_before": load_average()}
+        trial = {"round": r, "load_average_before": load_numbers()}
         for side in order:
             if side == "theirs":
                 trial["theirs"] = [run_or_fail(binary, workload, be, algorithms)
                                    for binary, be, algorithms in their_plan(builds, bes)]
             else:
                 trial["ours"] = ours_in_child(workload.name, size, HEM_EVENTS, seed=r + 1)
-        trial["load_average_after"] = load_average()
+        trial["load_average_after"] = load_numbers()
         trials.append(trial)
         log(json.dumps({"size": size, "workload": workload.name, **trial}))
     return summarise(size, workload, trials, z)
@@ -461,7 +460,7 @@ def main(argv: list[str] | None = None) -> None:
         if name not in WORKLOADS:
             ap.error(f"unknown workload {name!r}; expected one of {', '.join(WORKLOADS)}")
     result = {"hem_commit": args.hem_commit, "command": " ".join(["python -m benchmarks.peers.hem", *sys.argv[1:]]),
-              "load_average_at_start": load_average(), "cpus": os.cpu_count(), "comparisons": []}
+              "load_average_at_start": load_numbers(), "cpus": os.cpu_count(), "comparisons": []}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     print(f"load average at start: {result['load_average_at_start']}", flush=True)
@@ -477,7 +476,7 @@ def main(argv: list[str] | None = None) -> None:
             result["comparisons"].append(c)
             print(json.dumps({k: v for k, v in c.items() if k != "trials"}, indent=1), flush=True)
             out.write_text(json.dumps(result, indent=1))
-    result["load_average_at_end"] = load_average()
+    result["load_average_at_end"] = load_numbers()
     out.write_text(json.dumps(result, indent=1))
     print(f"load average at end: {result['load_average_at_end']}; results in {out}", flush=True)
     if not all(c.get("all_agree", True) for c in result["comparisons"]):

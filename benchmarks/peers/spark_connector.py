@@ -1,7 +1,7 @@
 """Spark's own Kafka connector (``spark-sql-kafka-0-10``) as a reader of the statistics job, beside its Python data source.
 
 The job reads its window with its data source (``fastpubsub.stats_job.kafka_source``); this is the reader a Spark
-user would reach for instead, kept here so that ``benchmarks.spark_readers`` can run the whole job with either and
+user would reach for instead, kept here so that ``benchmarks.pipeline.spark_readers`` can run the whole job with either and
 compare them (docs/benchmarks.md, "Against the alternatives": the data source is as fast or faster, so it is the
 job's only reader).  :func:`connector_partial_counts` is what ``run_statistics_job(read_window=...)`` takes.
 

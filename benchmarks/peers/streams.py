@@ -5,7 +5,7 @@
 The peer is ``benchmarks/peers/kafka-streams`` (built with Maven when its jar is missing or older than its
 sources), in two versions: ``streams-scan`` tests every subscription against every event, ``streams-indexed``
 looks up the subscriptions with an equality predicate on ``a0`` under the event's value (every W0 subscription has
-one) and tests the rest.  Ours is ``pubsub run`` (transactional delivery, what ``benchmarks.e2e`` runs); the peer
+one) and tests the rest.  Ours is ``pubsub run`` (transactional delivery, what ``benchmarks.pipeline.e2e`` runs); the peer
 runs ``exactly_once_v2``.  Both read the same Avro records and write Avro notifications.
 
 For each size: Apache Kafka (``EmbeddedBroker``, one node on loopback), the topics, N W0 subscriptions and the
@@ -15,7 +15,7 @@ trial on the events and notifications topics made anew:
 
 1. a backlog of W0 events (keys e0, e1, ...) is written, then the system started: it rebuilds its subscriptions
    and drains the backlog; maximum = events committed by its group from the first commit seen to the last, over
-   the time between them (``benchmarks.e2e.drain_rate``);
+   the time between them (``benchmarks.pipeline.e2e.drain_rate``);
 2. events offered at half that maximum for ``--latency-seconds``: latency = arrival of an event's first
    notification at a read_committed consumer minus the event's timestamp, percentiles over the notified events;
 3. the system's peak resident memory (``VmHWM``) before it is stopped;
@@ -44,27 +44,26 @@ from typing import Callable
 
 import numpy as np
 
-from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
+from fastpubsub.cli.demo import SHOWCASE, Demo, _stop_processor, _Watcher
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.workloads import PRESETS, generate_events, generate_subscriptions
-from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.kafka import admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.language import parse
 from fastpubsub.wire import codecs, topics
 
-from .. import report
-from ..cpu import CpuMeter
-from ..e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
-                   await_quiet, drain_rate, latencies, percentiles)
-from ..engine import warm_up
-from ..poison import peak_rss_kb
-from . import maven
+from benchmarks.harness import report
+from benchmarks.harness.cpu import CpuMeter
+from benchmarks.pipeline.e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
+                                     await_quiet, drain_rate, latencies, percentiles, write_backlog)
+from benchmarks.harness.timing import warm_up
+from benchmarks.harness.memory import peak_rss_kb
+from benchmarks.peers import maven
 
 PEER = Path(__file__).resolve().parent / "kafka-streams"
 JAR = PEER / "target" / "fastpubsub-streams-peer.jar"
 SYSTEMS = ("fastpubsub", "streams-scan", "streams-indexed")
 SLOWEST = 10.0  # events/s: a system whose maximum falls under it is not run again
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 #: The oracle tests every subscription against every checked event in plain Python (2 to 4 µs a pair): at most
 #: this many pairs a size, and no fewer than MIN_CHECKED events, so that 1M subscriptions cost a minute, not ten.
 ORACLE_PAIRS = 20_000_000
@@ -156,12 +155,7 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
     bootstrap = broker.bootstrap_servers
     admin.delete_topics(bootstrap, (topics.EVENTS, topics.NOTIFICATIONS))
     admin.create_afresh(bootstrap, names=(topics.EVENTS, topics.NOTIFICATIONS))
-    producer = ClientFactory(bootstrap).producer({"linger.ms": Options.producer_linger_ms},
-                                                **{"enable.idempotence": True})
-    for i, value in enumerate(backlog):
-        _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
-    if producer.flush(60):
-        raise RuntimeError("the broker did not acknowledge the backlog")
+    producer = write_backlog(bootstrap, backlog, Options.producer_linger_ms)
     clock = _NotificationClock(bootstrap)
     clock.start()
     started = time.monotonic()
@@ -253,7 +247,7 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
     if any(s != "fastpubsub" for s in settings.systems):
         build(progress)
     if "fastpubsub" in settings.systems:
-        warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, settings.seed))  # numba's cache, as benchmarks.e2e
+        warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, settings.seed))  # numba's cache, as benchmarks.pipeline.e2e
     events = _encoded_events(max(settings.backlog, settings.check_events), settings.seed + 1)
     offered: list[bytes] = []  # the latency phases' events, encoded once for the largest phase so far
 
@@ -352,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
                         latency_seconds=a.latency_seconds, check_events=a.check_events, threads=a.threads,
                         java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
                         common_rate=a.common_rate)
-    out = a.out or RESULTS / f"peers-streams-{time.strftime('%Y-%m-%d')}.json"
+    out = a.out or report.RESULTS / f"peers-streams-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams " + " ".join(sys.argv[1:] if argv is None else argv)
     result = run([int(s) for s in a.sizes.split(",") if s], settings, out, command)

@@ -11,10 +11,10 @@ notifications topics, the peer's first:
    rates: ``--base-rate`` (400 events/s), and each of ``--fractions`` (a tenth and half) of that maximum;
 2. events are offered at each rate in turn for ``--latency-seconds``; latency = arrival of an event's first
    notification at a read_committed consumer minus the event's timestamp, percentiles over the notified events;
-3. the processor (``pubsub run``, transactional, its defaults, as ``benchmarks.e2e``) drains a backlog of its own
+3. the processor (``pubsub run``, transactional, its defaults, as ``benchmarks.pipeline.e2e``) drains a backlog of its own
    (its maximum, reported) and is offered the same rates; its final statistics carry sampled batches followed to
    their commit (``runtime.trace``), so each of its phases also says where the time went
-   (``benchmarks.e2e.breakdown``: consumer, decode, match, produce, commit, visible to a reader).
+   (``benchmarks.pipeline.e2e.breakdown``: consumer, decode, match, produce, commit, visible to a reader).
 
 ``--pin-broker`` puts the broker's JVM on core 0 and everything else on the other cores: whether sharing the cores
 with the broker makes a tail.
@@ -40,20 +40,19 @@ from typing import Callable
 
 import numpy as np
 
-from fastpubsub.cli.demo import SHOWCASE, Demo, _produce, _stop_processor, _Watcher
-from fastpubsub.kafka import ClientFactory, admin
+from fastpubsub.cli.demo import SHOWCASE, Demo, _stop_processor, _Watcher
+from fastpubsub.kafka import admin
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.wire import topics
 from fastpubsub.workloads import PRESETS, generate_events
 
-from .. import report
-from ..cpu import CpuMeter, pin_self_off_core_0, pin_to_core_0
-from ..e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
-                   await_quiet, breakdown, drain_rate, latencies, percentiles)
-from ..engine import warm_up
-from . import streams
+from benchmarks.harness import report
+from benchmarks.harness.cpu import CpuMeter, pin_self_off_core_0, pin_to_core_0
+from benchmarks.pipeline.e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
+                                     await_quiet, breakdown, drain_rate, latencies, percentiles, write_backlog)
+from benchmarks.harness.timing import warm_up
+from benchmarks.peers import streams
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 PLOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "latency-vs-rate.png"
 OURS = "fastpubsub"
 #: The targets checked (docs/benchmarks.md): at half the peer's maximum, the median ratio of p99s and the worst
@@ -98,12 +97,7 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
     bootstrap = broker.bootstrap_servers
     admin.delete_topics(bootstrap, (topics.EVENTS, topics.NOTIFICATIONS))
     admin.create_afresh(bootstrap, names=(topics.EVENTS, topics.NOTIFICATIONS))
-    producer = ClientFactory(bootstrap).producer({"linger.ms": Options.producer_linger_ms},
-                                                **{"enable.idempotence": True})
-    for i, value in enumerate(backlog):
-        _produce(producer, topics.EVENTS, f"e{i}".encode(), value)
-    if producer.flush(60):
-        raise RuntimeError("the broker did not acknowledge the backlog")
+    producer = write_backlog(bootstrap, backlog, Options.producer_linger_ms)
     clock = _NotificationClock(bootstrap)
     clock.start()
     process = streams._start(system, bootstrap, group, workdir, n, settings.streams())
@@ -222,7 +216,7 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_at_start": report.load_average(),
               "settings": asdict(settings), "workdir": str(workdir), "sizes": []}
     streams.build(progress)
-    warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, settings.seed))  # numba's cache, as benchmarks.e2e
+    warm_up(ALGORITHM, generate_events(PRESETS["W0"], 100, settings.seed))  # numba's cache, as benchmarks.pipeline.e2e
     events = _encoded_events(settings.backlog, settings.seed + 1)
     offered: dict[int, list[bytes]] = {}  # per place in the round: events encoded once, for the largest phase
 
@@ -323,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
                         first_backlog=a.first_backlog, drain_seconds=a.drain_seconds, threads=a.threads,
                         java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
                         pin_broker=a.pin_broker)
-    out = a.out or RESULTS / f"streams-latency-{time.strftime('%Y-%m-%d')}.json"
+    out = a.out or report.RESULTS / f"streams-latency-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams_latency " + " ".join(sys.argv[1:] if argv is None else argv)
     result = run([int(s) for s in a.sizes.split(",") if s], settings, out, command)

@@ -3,7 +3,7 @@ subscriptions whose minimum changed, with the new minimum, against a numpy recom
 
 import numpy as np
 
-from benchmarks.aggregates import synthetic_rows, synthetic_subs, synthetic_updates
+from benchmarks.stateful.aggregates import synthetic_rows, synthetic_subs, synthetic_updates
 from fastpubsub.aggregates.reformulator import ExtremumReformulator
 from fastpubsub.aggregates.stateless import ExtremumGroup
 from fastpubsub.aggregates.table import Table

@@ -1,4 +1,4 @@
-"""The tables of docs/benchmarks.md's "Against the alternatives" are what benchmarks.alternatives makes of the raw
+"""The tables of docs/benchmarks.md's "Against the alternatives" are what benchmarks.peers.alternatives makes of the raw
 results filed under benchmarks/results/runs: every table there, regenerated from its files, is in the page, and
 names the settings each peer ran at; a peer run at several settings is compared at its fastest."""
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import alternatives, report
+from benchmarks.harness import report
+from benchmarks.peers import alternatives
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "benchmarks" / "results" / "runs"

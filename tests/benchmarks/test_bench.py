@@ -1,7 +1,7 @@
 """`python -m benchmarks.suite --quick` runs every figure at small sizes and leaves CSV, PNG and markdown behind.
 
-The full sizes are the same code with larger plans (benchmarks/fig3.py,
-benchmarks/e2e.py, benchmarks/suite.py); these tests keep that code from rotting.  No
+The full sizes are the same code with larger plans (benchmarks/figures/fig3.py,
+benchmarks/pipeline/e2e.py, benchmarks/suite.py); these tests keep that code from rotting.  No
 timing is asserted, only that each figure measured something sensible.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import fig3
+from benchmarks.figures import fig3
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -56,7 +56,7 @@ def test_fig3_quick_sweeps_every_algorithm_and_puts_the_papers_values_beside_our
 
 
 def test_scaling_quick_sweeps_plain_and_runs_and_gives_each_relative_to_its_smallest_n(tmp_path):
-    from benchmarks import scaling
+    from benchmarks.engine import scaling
 
     bench(tmp_path, "scaling")
     got = rows(tmp_path / "scaling.csv")
@@ -83,7 +83,7 @@ def test_scaling_quick_sweeps_plain_and_runs_and_gives_each_relative_to_its_smal
 
 
 def test_the_scaling_sample_check_fails_on_a_matcher_missing_a_chunk():
-    from benchmarks import scaling
+    from benchmarks.engine import scaling
     from fastpubsub.engine import Matcher
     from dataclasses import replace
 
@@ -152,7 +152,7 @@ def test_fig4_quick_runs_both_strategies_of_both_scenarios(tmp_path):
 
 
 def test_churn_bench_times_matching_on_a_churned_matcher():
-    from benchmarks.churn import churn
+    from benchmarks.engine.churn import churn
 
     row = churn("W3", 2_000, 8, runs=0, events=50)
     assert row["ticks"] == 8 and row["median_us_per_event"] > 0 and row["last_100"] > 0
@@ -161,7 +161,7 @@ def test_churn_bench_times_matching_on_a_churned_matcher():
 def test_memory_bench_gathers_every_read():
     import numpy as np
 
-    from benchmarks.memory import gather, measure
+    from benchmarks.engine.scattered_reads import gather, measure
 
     a = np.arange(1000, dtype=np.int32)
     idx = np.array([3, 999, 0, 3], dtype=np.int64)
@@ -171,9 +171,9 @@ def test_memory_bench_gathers_every_read():
 
 
 def test_probing_ab_runs_a_version_of_the_kernel_beside_the_current_one_and_refuses_other_matches(tmp_path):
-    """``benchmarks.probing_ab``: a version of ``probing.py`` that agrees is timed beside the current one; one whose
+    """``benchmarks.experiments.probing_ab``: a version of ``probing.py`` that agrees is timed beside the current one; one whose
     matches differ (every id one more) stops the run.  Both versions wrap the current kernel (no compilation)."""
-    from benchmarks import probing_ab
+    from benchmarks.experiments import probing_ab
     from fastpubsub.engine.kernels import probing
 
     same, shifted = tmp_path / "same.py", tmp_path / "shifted.py"
@@ -192,7 +192,7 @@ def test_probing_ab_runs_a_version_of_the_kernel_beside_the_current_one_and_refu
 
 
 def test_registered_decode_bench_puts_every_format_beside_the_native_one():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.registered_decode", "--events", "200", "--batch", "100",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.processor.registered_decode", "--events", "200", "--batch", "100",
                            "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     *runs, ratios = [json.loads(line) for line in done.stdout.splitlines()]

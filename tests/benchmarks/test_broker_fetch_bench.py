@@ -1,10 +1,10 @@
-"""`python -m benchmarks.broker_fetch` measures the embedded broker's CPU per fetch (no timing asserted)."""
+"""`python -m benchmarks.pipeline.broker_fetch` measures the embedded broker's CPU per fetch (no timing asserted)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks import broker_fetch
+from benchmarks.pipeline import broker_fetch
 
 
 @pytest.mark.broker

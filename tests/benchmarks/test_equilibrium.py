@@ -1,11 +1,11 @@
-"""The equilibrium experiment (Fabret et al. section 6.2.2, benchmarks/equilibrium.py) and the no-change strategy."""
+"""The equilibrium experiment (Fabret et al. section 6.2.2, benchmarks/figures/equilibrium.py) and the no-change strategy."""
 
 import csv
 
 import numpy as np
 import pytest
 
-from benchmarks import equilibrium as eq
+from benchmarks.figures import equilibrium as eq
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.costmodel.maintenance import Thresholds
 from fastpubsub.workloads.fabret import PRESETS, generate_subscriptions

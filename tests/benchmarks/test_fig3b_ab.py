@@ -1,9 +1,9 @@
-"""benchmarks.fig3b_ab: configurations side by side on W1/W2 give the same matches, and its entry counts agree with
+"""benchmarks.figures.fig3b_ab: configurations side by side on W1/W2 give the same matches, and its entry counts agree with
 the matchers' results."""
 
 from __future__ import annotations
 
-from benchmarks import fig3b_ab
+from benchmarks.figures import fig3b_ab
 
 
 def test_configurations_side_by_side_report_the_same_matches_and_both_clocks():

@@ -1,6 +1,6 @@
 """The Esper peer of the pattern engine (benchmarks/peers/esper) finds exactly the engine's matches, both ways.
 
-Its figures beside the engine's (``benchmarks.pattern_peers --peers esper``) mean something only if its EPL
+Its figures beside the engine's (``benchmarks.peers.patterns --peers esper``) mean something only if its EPL
 statements mean what the S1-S3 templates mean: the same (subscription, a, b) triples on a random tick stream
 dense in matches, and at the edges where a translation would most easily differ: a b tick at exactly the start
 plus ``within`` (bound) and one millisecond later (not), the first following b failing the post-selection (no
@@ -15,7 +15,7 @@ import shutil
 import numpy as np
 import pytest
 
-from benchmarks import pattern_peers
+from benchmarks.peers import patterns as pattern_peers
 from benchmarks.peers import maven
 from fastpubsub.patterns import parse
 

@@ -1,5 +1,5 @@
 """Spark's own Kafka connector as the statistics job's reader (benchmarks/peers/spark_connector.py) gives the
-snapshot the job's Python data source gives: so benchmarks.spark_readers compares the same work.
+snapshot the job's Python data source gives: so benchmarks.pipeline.spark_readers compares the same work.
 
 The connector is a Maven package of Spark's exact version; the test needs it
 in the local Maven or Ivy cache (CI does not download it) and skips otherwise.

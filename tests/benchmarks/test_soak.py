@@ -1,5 +1,5 @@
 """Memory under subscription churn: a running service's RSS holds still and what its engine holds follows the live
-subscriptions (benchmarks/soak.py, through Apache Kafka with `pubsub run`, `pubsub patterns` and `pubsub tables`).
+subscriptions (benchmarks/pipeline/soak.py, through Apache Kafka with `pubsub run`, `pubsub patterns` and `pubsub tables`).
 
 The churn runs are in the long lane (``make test-faults``: ten minutes do not fit in ``make test``'s budget) and last
 ``PUBSUB_SOAK_MINUTES`` (default 10).  The processor's: 2,000 events/s and 50 subscription changes/s (half
@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from benchmarks import soak
+from benchmarks.pipeline import soak
 
 MINUTES = float(os.environ.get("PUBSUB_SOAK_MINUTES", "10"))
 SOURCE = os.environ.get("PUBSUB_SOAK_SOURCE") or None
@@ -62,7 +62,7 @@ def test_memory_stays_flat_under_subscription_churn(bootstrap):
 @pytest.mark.skipif(MINUTES <= 0, reason="PUBSUB_SOAK_MINUTES=0")
 @pytest.mark.parametrize("service, held", [("patterns", "rows"), ("tables", "groups")])
 def test_the_pattern_and_table_services_stay_flat_under_their_own_churn(bootstrap, service, held):
-    """Each under its default soak (benchmarks/soak.py WORKLOADS) for as long as the processor's: RSS grows by
+    """Each under its default soak (benchmarks/pipeline/soak.py WORKLOADS) for as long as the processor's: RSS grows by
     less than 2% after the first tenth, and what the engine holds (pattern rows, aggregate groups) per live
     subscription does not grow with the changes."""
     _, subscriptions, rate = soak.WORKLOADS[service]

@@ -1,10 +1,10 @@
-"""`python -m benchmarks.sparse` at a small size: every named algorithm measured, unknown names skipped, sweeps expand."""
+"""`python -m benchmarks.workloads.sparse` at a small size: every named algorithm measured, unknown names skipped, sweeps expand."""
 
 from __future__ import annotations
 
 import json
 
-from benchmarks import sparse
+from benchmarks.workloads import sparse
 
 
 def test_sparse_bench_compares_algorithms_by_name_and_sweeps_table_3(tmp_path, capsys):

@@ -225,9 +225,9 @@ def test_a_warm_process_loads_every_kernel_from_numbas_cache(algorithm):
 
     The first process fills the cache if needed; the second builds, changes
     and matches the same way and must find every kernel it runs in the cache
-    (``benchmarks/warm_start.py`` also times it).
+    (``benchmarks/engine/warm_start.py`` also times it).
     """
-    from benchmarks.warm_start import run_process
+    from benchmarks.engine.warm_start import run_process
 
     run_process(algorithm, 500)
     warm = run_process(algorithm, 500)

@@ -606,8 +606,8 @@ def test_distinct_per_event_against_naive(events):
 
 
 def test_flatness_counters_agree_with_the_naive_stages():
-    """``benchmarks.flatness`` counts per event what stage 5 does: runs found, their entries, those passing column 1."""
-    from benchmarks.flatness import COUNTERS, count_stages
+    """``benchmarks.engine.flatness`` counts per event what stage 5 does: runs found, their entries, those passing column 1."""
+    from benchmarks.engine.flatness import COUNTERS, count_stages
     from fastpubsub.engine.structures.cluster_store import INDEX_ROW, STARTS_ROW, run_row
     from fastpubsub.engine.frontend.encoding import encode_batch
     from fastpubsub.engine.kernels.probing import GROUP, ProbeScratch

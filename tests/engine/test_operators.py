@@ -232,9 +232,9 @@ def test_batches_keep_the_rows_of_a_subscription_together():
 
 
 def test_the_operator_benchmarks_run_and_check_their_matches():
-    """benchmarks/operators.py at a small size: its ``in`` batch equals ``from_lists``' lowering, its prefix
+    """benchmarks/workloads/operators.py at a small size: its ``in`` batch equals ``from_lists``' lowering, its prefix
     matches equal a ``str.startswith`` scan (no timing is asserted)."""
-    from benchmarks import operators
+    from benchmarks.workloads import operators
 
     row = operators.run_in(3000, 200, "dynamic", repeat=1)
     assert row["in_matches_per_event"] >= row["plain_matches_per_event"] and row["in_events_per_s"] > 0

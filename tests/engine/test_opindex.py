@@ -325,7 +325,7 @@ def test_wide_events_with_many_candidate_segments():
 
 def test_a_warm_process_loads_opindexs_kernels_from_numbas_cache():
     """No closure, no captured dispatcher: a second process finds every opindex kernel it runs in the cache."""
-    from benchmarks.warm_start import run_process
+    from benchmarks.engine.warm_start import run_process
 
     run_process("opindex", 500)
     warm = run_process("opindex", 500)

@@ -213,7 +213,7 @@ def test_a_snapshot_does_not_change_as_the_collector_goes_on():
 
 
 def test_a_snapshot_at_20000_attributes_is_arrays_not_objects():
-    """The sparse processor's load (benchmarks.churn_memory's): 20,000 attributes, 40 per event, values 0..49."""
+    """The sparse processor's load (benchmarks.processor.churn_memory's): 20,000 attributes, 40 per event, values 0..49."""
     from fastpubsub.workloads.sparse import SPARSE_PRESETS, generate_sparse_events
 
     col = StatisticsCollector()

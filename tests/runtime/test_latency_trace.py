@@ -1,5 +1,5 @@
 """Where an event's time goes: sampled batches followed from their first record's timestamp to their commit
-(runtime.trace), split into parts by the benchmarks (benchmarks.e2e.breakdown), and the side-by-side summary of
+(runtime.trace), split into parts by the benchmarks (benchmarks.pipeline.e2e.breakdown), and the side-by-side summary of
 the Kafka Streams peer and the processor at the same offered rates (benchmarks.peers.streams_latency)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 import pytest
 from hypothesis import given, strategies as st
 
-from benchmarks.cpu import pin_to_core_0
-from benchmarks.e2e import PARTS, breakdown, slowest
+from benchmarks.harness.cpu import pin_to_core_0
+from benchmarks.pipeline.e2e import PARTS, breakdown, slowest
 from benchmarks.peers.streams_latency import OURS, Settings, rates_of, summary
 from fastpubsub.runtime.trace import LatencyTrace
 

@@ -90,7 +90,7 @@ class Demo:
         self.registry = None  # the embedded registry when this demo started it
         self.event_ids: dict[int, int] | None = None  # fastpubsub's fixed event schema id -> the registry's
         self.broker: EmbeddedBroker | None = None
-        self.run_options: list[str] = []  # more `pubsub run` options (benchmarks.e2e)
+        self.run_options: list[str] = []  # more `pubsub run` options (benchmarks.pipeline.e2e)
         self.showcase_format = "json"  # of the hand-written subscriptions: both formats flow (benchmarks.peers: Avro)
         self._interrupted = False
 

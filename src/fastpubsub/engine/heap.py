@@ -5,7 +5,7 @@ orders, payloads, the arena before it grows).  glibc's malloc raises its mmap
 threshold after each large block it frees, so later blocks of that size
 come from the heap, and the pages they leave free stay resident: after a W0
 load the process held about twice what its structures hold
-(``python -m benchmarks.chunked_load`` reports both).  ``malloc_trim(0)``
+(``python -m benchmarks.engine.chunked_load`` reports both).  ``malloc_trim(0)``
 releases every free page of the heap (``madvise``); it walks the free lists
 once, little next to the load.  Elsewhere (another C library, another
 system) this does nothing.

@@ -496,7 +496,7 @@ class Matcher:
         no subscription moves, online statistics are not adopted; a new
         subscription is still filed under the configured schema that is best
         for it.  This is the "no change" strategy Fabret et al. compare the
-        dynamic one with (section 6.2.2, figure 4; ``benchmarks/equilibrium.py``).
+        dynamic one with (section 6.2.2, figure 4; ``benchmarks/figures/equilibrium.py``).
         """
         freeze = getattr(self._index, "freeze", None)
         if freeze is None:

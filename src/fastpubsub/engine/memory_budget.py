@@ -11,7 +11,7 @@ with a memory limit, that limit minus the cgroup's usage; the smaller counts.
 The factors are peak resident-set growth per subscription of one ``add_bulk``
 of W0 into an empty matcher, after the kernels are compiled, the batch
 already built (the caller holds it), the larger of N = 1M and 3M, rounded up
-(``python -m benchmarks.load_memory --n 1000000,3000000``; docs/benchmarks.md,
+(``python -m benchmarks.engine.load_memory --n 1000000,3000000``; docs/benchmarks.md,
 "How much memory does it need?").  W0 subscriptions have 5 predicates on
 average: a workload with more needs proportionally more, so the estimate
 scales with predicates per subscription beyond W0's.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 
 #: Peak bytes per W0 subscription of one bulk load into an empty matcher (steady state + transient), per algorithm:
-#: the larger of N = 1M and 3M, rounded up, from ``python -m benchmarks.load_memory --n 1000000,3000000`` (the
+#: the larger of N = 1M and 3M, rounded up, from ``python -m benchmarks.engine.load_memory --n 1000000,3000000`` (the
 #: figures: docs/benchmarks.md, "How much memory does it need?").
 LOAD_BYTES: dict[str, int] = {
     "counting": 700,

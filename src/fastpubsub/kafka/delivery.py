@@ -131,7 +131,7 @@ class Delivery:
         # retry.backoff.ms (librdkafka: 100): the coordinator answers a transaction's first request right after the
         # previous commit with CONCURRENT_TRANSACTIONS until it has written that commit's markers, and librdkafka
         # waits the whole backoff before asking again: a 100 ms step in the p99 of back-to-back transactions (Java's
-        # producer retries that case after 20 ms).  10 ms: p99 108-120 -> 21-25 ms (benchmarks.commit_path
+        # producer retries that case after 20 ms).  10 ms: p99 108-120 -> 21-25 ms (benchmarks.pipeline.commit_path
         # --retry-backoff-ms); retries still back off exponentially up to retry.backoff.max.ms.
         transaction_ms = int(clients.settings.get("transaction.timeout.ms", 60_000))
         defaults = {"linger.ms": 5, "retry.backoff.ms": 10, "message.timeout.ms": min(30_000, transaction_ms),
@@ -285,7 +285,7 @@ class Delivery:
                 return
             if offsets:
                 # No flush before the offsets: commit_transaction flushes the outputs itself, and waiting for their
-                # acknowledgements first added a round trip to every commit (benchmarks.commit_path).  The
+                # acknowledgements first added a round trip to every commit (benchmarks.pipeline.commit_path).  The
                 # failures reported so far are served and raised first (a record refused, a producer fenced);
                 # a send_offsets_to_transaction that hangs on a coordinator gone with a restarted broker is cut
                 # by its watchdog (_watched).

@@ -34,7 +34,7 @@ STATE_READ_AHEAD_KBYTES = 65_536
 #: arrive, so a short wait costs only more empty fetches while the input is idle.
 #: ``fetch.queue.backoff.ms`` (librdkafka: 1000): once the pre-fetch queue is full (``kafka.queues``), the next
 #: fetch waits this long, and the loop drains the queue long before, so with the default a consumer draining a
-#: backlog sits idle most of the time (``python -m benchmarks.fetch_backoff``).
+#: backlog sits idle most of the time (``python -m benchmarks.pipeline.fetch_backoff``).
 GROUP_FETCH = {"fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 10}
 
 
@@ -113,7 +113,7 @@ class Inputs:
         # and an empty fetch (the end of the topic: how a start from a snapshot ends) is answered after 100 ms,
         # not the broker's default 500; a reader of one partition fetches up to the whole fetch from it (not the
         # default 1 MB per partition) and goes on until that read-ahead is full, not 100,000 records deep, so that
-        # fetch round trips do not bound the rebuild (python -m benchmarks.topic_read compares the settings)
+        # fetch round trips do not bound the rebuild (python -m benchmarks.pipeline.topic_read compares the settings)
         read_ahead = {"queued.max.messages.kbytes": max(bounds.consumer_kbytes, STATE_READ_AHEAD_KBYTES),
                       "fetch.max.bytes": max(bounds.consumer()["fetch.max.bytes"], 16 << 20),
                       "max.partition.fetch.bytes": 16 << 20, "queued.min.messages": 10_000_000,
@@ -195,7 +195,7 @@ class Inputs:
         Each partition is read by a consumer of its own, all fetching at once:
         one consumer's fetches are answered one after the other, so consumers
         of one partition each read the topic faster than one consumer of all
-        (``benchmarks.topic_read``; docs/benchmarks.md, "End to end on Apache Kafka").  Afterwards the
+        (``benchmarks.pipeline.topic_read``; docs/benchmarks.md, "End to end on Apache Kafka").  Afterwards the
         state reader goes on from where they stopped (:meth:`state_changes`).
         """
         start = {p: offsets.get(p, OFFSET_BEGINNING) for p in range(partitions)}

@@ -103,7 +103,7 @@ def consumer_lag(consumer: Consumer, committed: Mapping[tuple[str, int], int] | 
     coordinator (``consumer.committed()``) is a round trip, and just after a
     transaction a read_committed consumer is told the offsets are not yet
     stable and librdkafka asks again later, which held the loop for about
-    100 ms (``python -m benchmarks.commit_path``).
+    100 ms (``python -m benchmarks.pipeline.commit_path``).
     """
     lag = 0
     assignment = consumer.assignment()

@@ -7,7 +7,7 @@ seconds: when its first record was stamped, when the batch left the
 consumer, how long it spent decoding and matching, when its outputs were
 handed to the producer and when the transaction that holds them was
 committed.  A benchmark adds when a read_committed reader saw the first
-notification (``benchmarks.e2e``) and so splits each sampled event's
+notification (``benchmarks.pipeline.e2e``) and so splits each sampled event's
 latency into its parts.  Sampling keeps the cost to a few calls a batch
 chosen; the last ``--latency-samples`` are kept, in the host's statistics (none unless asked).
 """

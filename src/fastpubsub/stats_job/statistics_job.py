@@ -101,7 +101,7 @@ def run_statistics_job(
     source's options, in the Spark workers.
     ``read_window``: another reader of the window, ``(spark, clients, topic, ranges, split_size, options)`` ->
     a DataFrame of the partial counts the data source yields for the same ``options`` (``pass``, ``joint.sets``,
-    ``joint.auto``); benchmarks.spark_readers runs the job with Spark's own Kafka connector this way.
+    ``joint.auto``); benchmarks.pipeline.spark_readers runs the job with Spark's own Kafka connector this way.
     ``schema_registry``: records in producers' registered schemas are read with it (in the workers), their fields
     counted by attribute path.
     """

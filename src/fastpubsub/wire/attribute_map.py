@@ -4,7 +4,7 @@ A notification in Avro ends with its event's attribute map (``wire/schemas/event
 ``["long", "double", "string", "boolean"]``).  For fastpubsub's own Avro event that is the input's bytes; for a
 producer's registered record or a JSON event the per-record path (``services.events.encode.notification_attributes``)
 decodes the record in Python (fastavro or orjson, then ``wire.paths.flatten``) and writes the map with fastavro: a
-Python object per leaf and per pair, most of the produce stage (``python -m benchmarks.notification_parts``).  :func:`attribute_maps` instead decodes the batch's records again
+Python object per leaf and per pair, most of the produce stage (``python -m benchmarks.processor.notification_parts``).  :func:`attribute_maps` instead decodes the batch's records again
 with the decoders' kernels (every leaf: ``wire.avro_program``, ``wire.json_kernel``), which also say which numbers
 were integers in the input (``avro_binary.INTEGRAL_PAIR``: the long branch, not the double), and writes each map in
 one pass over the pairs.

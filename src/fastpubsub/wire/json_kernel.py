@@ -3,7 +3,7 @@
 ``codecs.decode_json_event`` parses a record with orjson, then flattens it in
 Python (``wire.paths``), a Python object per value and per pair: many times
 what the batch kernel of Avro events spends on a record of the same leaves
-(``python -m benchmarks.json_events``).  :func:`decode_json` walks the text
+(``python -m benchmarks.processor.json_events``).  :func:`decode_json` walks the text
 of a batch of records byte by byte in one numba kernel and writes the batch
 decoder's columns (:class:`~.avro_binary.Pairs`, strings as slices of the
 input buffer) for every record it can prove the per-record path decodes to

@@ -18,7 +18,7 @@ domain 0..1,000,000, events with all 20 attributes.
 (evenly); predicate values uniform in ``[6, x]``, event values uniform in
 ``[6, 95]`` on every one of the 20 attributes.  The paper leaves out the
 number of subscriptions and events; the benchmark chooses them
-(benchmarks/intervals.py).
+(benchmarks/workloads/intervals.py).
 """
 
 from __future__ import annotations

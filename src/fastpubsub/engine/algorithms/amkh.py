@@ -75,7 +75,7 @@ MAX_HASHED = 63
 INLINE = 5
 REC_WIDTH = 3 + INLINE
 #: ns per coordinate probe and per chained subscription read (each a random read of a slot or a record), the
-#: weights of ``general="auto"``'s price, set by hand (their ratio is what matters); benchmarks/amkh.py fits them on
+#: weights of ``general="auto"``'s price, set by hand (their ratio is what matters); benchmarks/workloads/amkh.py fits them on
 #: its runs, but on a shared machine the fit follows the load
 PROBE_NS = 60.0
 CHECK_NS = 30.0

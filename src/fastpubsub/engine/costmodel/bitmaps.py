@@ -28,7 +28,7 @@ scan`` and back when ``bitmaps > scan`` (hysteresis, so a list near the
 break-even point does not flap at every change), and only once it holds
 ``MIN_SUBSCRIPTIONS``: below that, the fixed cost of a second kernel call
 per batch dominates.  ``K_bw`` and ``K_p`` are what ``python -m
-benchmarks.intervals`` measures (it prints the values its runs imply; the
+benchmarks.workloads.intervals`` measures (it prints the values its runs imply; the
 lower ends of their ranges are taken, docs/benchmarks.md, "Tuned
 constants"); ``K_b0``, ``K_bf`` and
 ``K_bx`` are estimates of fixed costs, which decide nothing but lists near

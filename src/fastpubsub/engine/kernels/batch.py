@@ -17,7 +17,7 @@ parameters are constants captured by the entry functions of
 :func:`propagation_kernel` / :func:`clustered_kernel`; numba specialises the
 whole call tree on them.  The closures capture plain ints only, which keeps
 numba's on-disk cache valid across processes (a captured function would not
-be; ``benchmarks/warm_start.py`` checks that a warm process loads every kernel
+be; ``benchmarks/engine/warm_start.py`` checks that a warm process loads every kernel
 from the cache).
 """
 

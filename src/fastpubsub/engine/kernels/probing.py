@@ -54,7 +54,7 @@ from .scan import (BY_INDEX, BY_RUN, PLAIN, doubled, ensure_room, entry_matches,
                    prefetch, run_path_of, scan_clusters_into, scan_dispatch)
 
 #: Events whose probes are staged together; at most 32, the bits of ``ProbeScratch.gmask`` (uint32).  16 rather
-#: than 32: with 32 a group's prefetched lines outgrow the cache at large N (``python -m benchmarks.trees``;
+#: than 32: with 32 a group's prefetched lines outgrow the cache at large N (``python -m benchmarks.experiments.trees``;
 #: docs/benchmarks.md, "Tuned constants").
 GROUP = 16
 #: Lists of one cluster up to this size are checked inline by :func:`scan_group`.
@@ -66,13 +66,13 @@ KNOWN_KEY = -3
 STAGED = -2
 #: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).  Past a
 #: few million W0 subscriptions a run holds about 8 entries and an event finds 30 runs; fewer runs ahead do not
-#: cover the misses there, more gain nothing (``python -m benchmarks.flatness --ahead``, docs/clustering.md
+#: cover the misses there, more gain nothing (``python -m benchmarks.engine.flatness --ahead``, docs/clustering.md
 #: "Flatness: what grows with N").
 RUN_AHEAD = 16
 #: :func:`runs_entries_into` tests the second column without a branch per entry once more than one in this many
 #: of the entries it has tested passed: W1's and W2's inequalities hold for about half of them, and each
 #: mispredicted branch costs more than the stores of a failing entry; W0's equalities hold for 1 in 35, and
-#: there the stores cost more than the branch (``python -m benchmarks.trees --workloads W0``).
+#: there the stores cost more than the branch (``python -m benchmarks.experiments.trees --workloads W0``).
 BRANCHLESS_PASS_RATE = 8
 #: Phase 1 prefetches the next events' reads when predicates use at least this many fields (sparse,
 #: high-dimensional workloads: its arrays do not stay in cache; W0's 96 fields do).
@@ -534,7 +534,7 @@ def runs_entries(n_grp, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, a
 
     Run ``h``'s second column is checked while run ``h + ahead``'s
     bounds are read (its second column prefetched) and run ``h + 2
-    ahead``'s start is prefetched (``RUN_AHEAD``; ``benchmarks.flatness
+    ahead``'s start is prefetched (``RUN_AHEAD``; ``benchmarks.engine.flatness
     --ahead`` compares depths).  Writes the (cluster, entry) pairs of
     event ``i`` to ``sv[sv_off[i]:sv_off[i + 1]]``; returns ``sv``.  The
     loop is :func:`runs_entries_into`, which stops where ``sv`` is full:

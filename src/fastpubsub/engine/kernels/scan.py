@@ -16,7 +16,7 @@ The prefetching variant (propagation-wp) walks the cluster in blocks of
 ``UNFOLD`` entries and, before each block, prefetches the first
 ``PREFETCH_COLUMNS`` columns ``LOOKAHEAD`` entries ahead (section 2.2).  The
 defaults were chosen by measurement on W0 at 6M subscriptions
-(``python -m benchmarks.engine --tune``, docs/benchmarks.md): column 0 is a
+(``python -m benchmarks.engine.algorithms --tune``, docs/benchmarks.md): column 0 is a
 sequential stream the hardware prefetcher follows anyway; what pays is
 prefetching the later columns, which are read only after a mispredicted
 branch and otherwise cost one unoverlapped cache miss each.  The prefetch

@@ -13,7 +13,7 @@ Three regimes, by the slice's length ``n``:
   (or when the ids bunch) a least-significant-digit radix sort over bytes
   of ``id - min``, one counting pass and one scatter per byte the slice's
   span needs (three for ids under 16.7M).  Neither compares ids at random,
-  so there is little to mispredict (``python -m benchmarks.sorting``).  W1
+  so there is little to mispredict (``python -m benchmarks.engine.sorting``).  W1
   at 6M matches 71.7 subscriptions per event.
 * a span so wide that the radix passes would cost more than the quicksort
   (``n < RADIX_IDS_PER_PASS`` per pass), after the bucket sort gave up: the
@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 #: Slices of at most this many ids are insertion-sorted: on random int64 ids the insertion sort beats the quicksort
-#: up to about this length (``python -m benchmarks.sorting``; docs/benchmarks.md, "Tuned constants").
+#: up to about this length (``python -m benchmarks.engine.sorting``; docs/benchmarks.md, "Tuned constants").
 INSERTION_MAX = 32
 #: A longer slice is radix-sorted when it holds at least this many ids per byte pass its span needs: each pass
 #: clears, sums and reads a 256-entry count, so at 33 ids spanning 40 bits (5-6 passes) the quicksort still wins,
@@ -123,7 +123,7 @@ def bucket_sort(a, start, stop, lo, shift, buf):
 
     Up to a few hundred ids spread over the span, the 256 buckets hold one or two each: after the scatter every
     id is within a few places of its own, and the insertion sort moves it there, in one pass where
-    :func:`radix_sort` takes three (``python -m benchmarks.sorting``).
+    :func:`radix_sort` takes three (``python -m benchmarks.engine.sorting``).
     """
     n = stop - start
     count = buf[n:]

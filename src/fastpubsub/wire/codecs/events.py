@@ -44,7 +44,7 @@ def decode_json_event(value: bytes) -> list[tuple[str, Any]]:
     records it cannot prove, and the scanner's specification.
 
     orjson parses (faster than the standard library, most for nested events:
-    ``python -m benchmarks.json_events``); a text it refuses, or whose colons
+    ``python -m benchmarks.processor.json_events``); a text it refuses, or whose colons
     outnumber the keys it returned (a duplicate key, which it would silently
     drop -- or merely a colon inside a string), is parsed again by the
     standard library, strictly, so that the result and the reasons are the

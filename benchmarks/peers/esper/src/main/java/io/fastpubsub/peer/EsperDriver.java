@@ -28,8 +28,8 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * Feeds a tick file to the subscriptions' EPL statements and writes their matches (benchmarks/pattern_peers.py
- * runs it; the same protocol as benchmarks/SiddhiDriver.java).
+ * Feeds a tick file to the subscriptions' EPL statements and writes their matches (benchmarks/peers/patterns.py
+ * runs it; the same protocol as benchmarks/peers/siddhi/SiddhiDriver.java).
  *
  * <pre>java -jar fastpubsub-esper-peer.jar statements.tsv ticks.csv warmup matches.csv [contexts|statements]</pre>
  *

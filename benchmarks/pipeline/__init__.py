@@ -1,0 +1,1 @@
+"""The processor through Apache Kafka (the embedded broker): end to end, commits, restarts, topic reads, soaks, Spark."""

@@ -1,0 +1,1 @@
+"""Stateful subscriptions: patterns over event sequences and aggregates over tables, in process and as services."""
