@@ -73,7 +73,7 @@ def test_the_pattern_and_table_services_stay_flat_under_their_own_churn(bootstra
     _held_under_churn(run, subscriptions)
     assert s["rss_growth"] < 0.02, s
     # what the engine holds per live subscription, after the warm-up: within the 2x its compaction allows (pattern
-    # rows are compacted once the dead outnumber the live ones; a group goes with its last subscription)
+    # rows are compacted once the dead pass an eighth of the live ones; a group goes with its last subscription)
     per_live = [x["held"][held] / x["subscriptions"] for x in run["samples"]
                 if x["t"] >= 0.1 * s["seconds"] and x.get("held", {}).get(held) and x.get("subscriptions")]
     assert len(per_live) >= 5 and max(per_live) <= 2.2 * min(per_live), (per_live, s)

@@ -175,7 +175,7 @@ class PatternEngine(PatternTables, EngineArrays, BatchDriver, Snapshots):
         return {"instances": self.memory_bytes(), "matcher": self.matcher.memory_bytes()}
 
     def rows(self) -> int:
-        """Rows of atoms, captures and aggregates the installed patterns hold (compacted once dead ones dominate)."""
+        """Rows of atoms, captures and aggregates the installed patterns hold (compacted once dead ones pass an eighth)."""
         return len(self.atom_rows) + len(self.cap_rows) + len(self.agg_rows)
 
 
