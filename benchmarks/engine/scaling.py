@@ -1,4 +1,4 @@
-"""How `dynamic` scales with N on W0: the "nearly flat from 1M to 6M" target of issue 3.
+"""How `dynamic` scales with N on W0: is the time per event nearly flat from 1M to 6M subscriptions?
 
 The paper (section 6.2.1) says the dynamic algorithm keeps the matching
 time "independent of the number of subscriptions" by creating hash tables

@@ -1,4 +1,4 @@
-"""Benchmark of the Spark statistics job (issue 4): events/s end to end, read vs compute.
+"""Benchmark of the Spark statistics job: events/s end to end, read vs compute.
 
 Starts the embedded broker, produces ``--events`` W0 events (Avro) to
 pubsub.events, then runs the job ``--repeat`` times over the whole topic
