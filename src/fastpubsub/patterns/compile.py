@@ -331,12 +331,8 @@ class PatternTables:
         ea, ec, eg = self._encoded
         na, nc, ng = len(self.atom_rows), len(self.cap_rows), len(self.agg_rows)
         if na > ea:
-            new = atom_matrix(self.atom_rows[ea:])
-            if ea == 0 or na > self._atom_buf.shape[0]:
-                buf = aligned_rows(max(na, 2 * ea), K.A_WIDTH, np.float64)
-                buf[:ea] = self._atom_buf[:ea] if ea else 0.0
-                self._atom_buf = buf
-            self._atom_buf[ea:na] = new
+            self._atom_buf = appended(self._atom_buf if ea else None, ea, atom_matrix(self.atom_rows[ea:]),
+                                      lambda rows: aligned_rows(rows, K.A_WIDTH, np.float64))
         self.atoms = self._atom_buf[:na] if na else atom_matrix([NO_ATOM])
         if nc > ec:
             new_caps = np.array(self.cap_rows[ec:], np.int64).T
@@ -383,10 +379,12 @@ def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return starts + np.arange(int(n.sum()), dtype=np.int64)
 
 
-def appended(buf: np.ndarray | None, n: int, new: np.ndarray) -> np.ndarray:
-    """``buf``'s first ``n`` values followed by ``new``, in ``buf`` when it has room, else in one twice the size."""
+def appended(buf: np.ndarray | None, n: int, new: np.ndarray, alloc=None) -> np.ndarray:
+    """``buf``'s first ``n`` rows followed by ``new``, in ``buf`` when it has room, else in one twice the size
+    (``alloc(rows)``: a zeroed buffer of that many rows; by default a plain array of ``new``'s dtype)."""
     if buf is None or n + len(new) > buf.shape[0]:
-        grown = np.zeros(max(n + len(new), 2 * n), new.dtype)
+        rows = max(n + len(new), 2 * n)
+        grown = alloc(rows) if alloc is not None else np.zeros(rows, new.dtype)
         if n:
             grown[:n] = buf[:n]
         buf = grown
