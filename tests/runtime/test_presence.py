@@ -1,5 +1,6 @@
-"""The host's wait for an access the broker's authorizer refuses (``runtime.presence``), without a broker: the
-access check is a function the test answers, and time is the presence module's clock moved by hand."""
+"""The host's wait for an access the broker's authorizer refuses (``runtime.presence``, ``runtime.recovery``),
+without a broker: the access check is a function the test answers, and time is the presence module's clock moved by
+hand.  Through a secured broker: tests/kafka/test_security.py."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import logging
 
 import pytest
 
+from fastpubsub.kafka.delivery import DeliveryError
 from fastpubsub.runtime import presence as presence_module
+from fastpubsub.runtime.checkpoint import Checkpoint
 from fastpubsub.runtime.metrics import Metrics
 from fastpubsub.runtime.presence import ACCESS_BACKOFF, MAX_ACCESS_BACKOFF, Presence
+from fastpubsub.runtime.recovery import Recovery
 
 LACKING = "User:p is not authorized to WRITE topic pubsub.notifications on b:9093: grant it"
 
@@ -113,3 +117,35 @@ def test_a_check_that_names_nothing_keeps_the_clients_reason(clock):
     p = Presence(metrics, logging.getLogger("t"), check)
     p.refused("recovery: Broker: Transactional Id authorization failed")
     assert p.waiting() and metrics.refused == "recovery: Broker: Transactional Id authorization failed"
+
+
+class Sink:
+    """The sink's recovery (a new producer, the consumer rewound), refused by the authorizer or not."""
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse, self.recoveries = refuse, 0
+
+    def recover(self, consumer, stopped, on_wait) -> bool:
+        self.recoveries += 1
+        if self.refuse:
+            raise DeliveryError("recovery: Broker: Transactional Id authorization failed", denied=True)
+        return True
+
+
+@pytest.mark.parametrize("recovery_refused", [False, True])
+def test_a_step_the_authorizer_refuses_is_replayed_and_said_once(clock, caplog, recovery_refused):
+    check, _ = refusing([None])
+    metrics, log, sink, rewinds = Metrics(), logging.getLogger("t"), Sink(recovery_refused), []
+    p = Presence(metrics, log, check)
+    recovery = Recovery(Checkpoint(100), metrics.counters, metrics, p, log, "dl", lambda: sink,
+                        lambda: rewinds.append(1), lambda: False)
+
+    def commit() -> None:
+        raise DeliveryError("transaction commit failed: TOPIC_AUTHORIZATION_FAILED", denied=True)
+
+    with caplog.at_level(logging.INFO, "t"):
+        assert not recovery.guarded(None, commit)
+    assert metrics.refused == "transaction commit failed: TOPIC_AUTHORIZATION_FAILED" and p.waiting()
+    assert [r.levelname for r in caplog.records] == ["WARNING"]  # said once, not "not delivered"
+    assert (sink.recoveries, len(rewinds), metrics.counters.replays) == (1, int(not recovery_refused), 1)
+    assert not metrics.recovering
