@@ -118,12 +118,15 @@ def test_every_pubsub_bench_figure_exists(doc):
     assert not bad, f"{doc.name} cites `python -m benchmarks.suite` figures that do not exist: {bad}"
 
 
+#: ``[the processor](../processor.md), "Sharding"``: a link to a page, then the title of a section of it.
+LINKED_SECTION = re.compile(r'\]\(((?:\.\./)?(?:[\w-]+/)*[\w-]+\.md)(?:#[\w-]+)?\)[,\s]*\(?"([^"]+)"')
 SECTION_REFERENCE = re.compile(r'(?:docs/)?((?:[a-z_-]+/)*[a-z_-]+\.md)[,\s]*\(?"([^"]+)"')
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
 def test_every_section_a_doc_names_exists(doc):
-    """``docs/benchmarks.md, "Restarts"``: the quoted title is a heading or a bold lead-in of that file."""
+    """``docs/benchmarks.md, "Current figures"`` or ``[the report](benchmarks.md), "Current figures"``: the quoted
+    title is a heading or a bold lead-in of that file."""
     bad = []
     for file, title in SECTION_REFERENCE.findall(doc.read_text(encoding="utf-8")):
         target = ROOT / "docs" / file
@@ -133,7 +136,34 @@ def test_every_section_a_doc_names_exists(doc):
         elif not any(title in line for line in target.read_text(encoding="utf-8").splitlines()
                      if line.startswith("#") or "**" in line):
             bad.append(f'{file}, "{title}": no such section')
+    for file, title in LINKED_SECTION.findall(doc.read_text(encoding="utf-8")):
+        target = (doc.parent / file).resolve()
+        title = " ".join(title.split())
+        if target.is_file() and not any(title in line for line in target.read_text(encoding="utf-8").splitlines()
+                                        if line.startswith("#") or "**" in line):
+            bad.append(f'{file}, "{title}": no such section')
     assert not bad, f"{doc.name} names sections that do not exist: {bad}"
+
+
+#: A page cited by the sources, the tests or the benchmarks (``docs/processor.md``), and the section a quoted title
+#: after it names (``docs/processor.md, "Batches and commits"``, ``docs/guide/security.md ("ACLs")``).
+CITED_DOC = re.compile(r'\bdocs/((?:[\w-]+/)*[\w-]+\.md)(?:(?:[,\s]+\(?|\()"([^"]+)")?')
+CITING = sorted(p for folder in ("src", "tests", "benchmarks") for p in (ROOT / folder).rglob("*")
+                if p.suffix in (".py", ".md") and "corpus" not in p.parts)
+
+
+def test_every_doc_the_code_cites_exists():
+    """Pages move: a docstring, comment or error message that names a page or a section of one names what is there."""
+    bad = []
+    for path in CITING:
+        for m in CITED_DOC.finditer(path.read_text(encoding="utf-8")):
+            page, title = ROOT / "docs" / m.group(1), m.group(2) and " ".join(m.group(2).split())
+            if not page.is_file():
+                bad.append(f"{path.relative_to(ROOT)}: {m.group(0)!r}: no such page")
+            elif title and not any(title in line for line in page.read_text(encoding="utf-8").splitlines()
+                                   if line.startswith("#") or "**" in line):
+                bad.append(f"{path.relative_to(ROOT)}: {m.group(0)!r}: no such section")
+    assert not bad, "citations of docs that do not exist:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("name", sorted(MAX_LINES))
