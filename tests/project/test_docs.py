@@ -166,6 +166,14 @@ def test_every_doc_the_code_cites_exists():
     assert not bad, "citations of docs that do not exist:\n" + "\n".join(bad)
 
 
+def test_the_index_links_every_page():
+    """docs/index.md is where a reader starts: every page of the site is one link away."""
+    index = ROOT / "docs" / "index.md"
+    linked = {(index.parent / target.split("#", 1)[0]).resolve() for target in LINK.findall(index.read_text("utf-8"))}
+    pages = {page.resolve() for page in (ROOT / "docs").rglob("*.md")} - {index.resolve()}
+    assert not pages - linked, f"docs/index.md does not link {sorted(str(p.relative_to(ROOT)) for p in pages - linked)}"
+
+
 @pytest.mark.parametrize("name", sorted(MAX_LINES))
 def test_a_doc_stays_within_its_length(name):
     lines = (ROOT / name).read_text(encoding="utf-8").count("\n")
