@@ -229,8 +229,8 @@ def test_an_acl_revoked_while_the_service_runs_makes_it_wait_not_ready_until_it_
         wait_committed(operator, group, names.events[0])
         acls.revoke(operator, user, write)
         send_events(operator, batches[1], topic=names.events[0])
-        _, reason = until(lambda: (r := service.readiness())[0] == 503 and r, 60, "not ready")
-        assert f"not authorized to WRITE topic {names.notifications}" in reason, reason
+        status, reason = until(lambda: "authorizer" in (r := service.readiness())[1] and r, 60, "refused")
+        assert status == 503 and f"not authorized to WRITE topic {names.notifications}" in reason, reason
         before = service.err.read_text().count("not authorized")
         time.sleep(20)  # refused all along: asked again after 1, 2, 4, 8 ... seconds, not in a loop
         attempts = service.err.read_text().count("not authorized") - before
