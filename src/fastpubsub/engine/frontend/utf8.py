@@ -122,15 +122,13 @@ def _insert(slots, hashes, text, start, length, first):
         slots[slot] = i
 
 
-@numba.njit(cache=True)
-def _lookup(slots, hashes, text, tstart, tlength, data, start, length):
-    """Per string ``data[start[i]:start[i] + length[i]]``, its id in the table, or -1."""
-    n = len(start)
-    out = np.full(n, -1, np.int64)
-    if len(slots) == 0:
-        return out
+@numba.njit(cache=True, _nrt=False)
+def _lookup(slots, hashes, text, tstart, tlength, data, start, length, out):
+    """``out[i]``: the id in the table of string ``data[start[i]:start[i] + length[i]]``, or -1 (no allocation,
+    so no reference counting around the helpers, ``wire.json_kernel``'s ``_walk``)."""
     mask = len(slots) - 1
-    for i in range(n):
+    for i in range(len(start)):
+        out[i] = -1
         s, w = start[i], length[i]
         h = _hash(data, s, w)
         slot = np.int64(h & np.uint64(mask))
@@ -140,7 +138,6 @@ def _lookup(slots, hashes, text, tstart, tlength, data, start, length):
                 out[i] = c
                 break
             slot = (slot + 1) & mask
-    return out
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -154,7 +151,7 @@ def _less(a, a_start, a_length, b, b_start, b_length):
     return a_length < b_length
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _between(text, sstart, slength, codes, spacing, data, start, length, which, out):
     """``out[which[k]]``: the code of string ``which[k]`` placed among the sorted constants (``sstart``,
     ``slength`` into ``text``, ascending, with ``codes``): the midpoint of its neighbours' codes, 0 below the
@@ -220,8 +217,10 @@ class Utf8Table:
     def ids(self, strings: Utf8Strings) -> np.ndarray:
         """Per string, its id, or -1 for one that is no constant."""
         n = self.count
-        return _lookup(self.slots, self.hashes[:n], self.text, self.start[:n], self.length[:n], strings.data,
-                       strings.start, strings.length)
+        out = np.empty(len(strings), np.int64)
+        _lookup(self.slots, self.hashes[:n], self.text, self.start[:n], self.length[:n], strings.data,
+                strings.start, strings.length, out)
+        return out
 
     def sort(self, order: np.ndarray, codes: np.ndarray) -> None:
         """Hold the constants in sorted order (``order``: their ids so, ``codes`` their order codes) until the next
