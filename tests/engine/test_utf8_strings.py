@@ -12,8 +12,8 @@ from fastpubsub.engine import ALGORITHMS, Matcher, Utf8Strings
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.frontend.encoding import SEARCH_FROM, StringDictionary
 from fastpubsub.engine.frontend.lowering import derived_value
-from fastpubsub.engine.frontend.utf8 import char_lengths, char_slices, fold
-from fastpubsub.engine.semantics import KIND_STRING, RESERVED_PREFIX
+from fastpubsub.engine.frontend.utf8 import char_lengths, char_slices, fold, glob
+from fastpubsub.engine.semantics import KIND_STRING, RESERVED_PREFIX, wildcard_parts, wildcard_regex
 from tests.engine.test_ruler_operators import event, subscription
 from tests.support.oracles.engine import OracleMatcher
 
@@ -52,6 +52,24 @@ def test_slices_lengths_and_folds_are_pythons(strings, n):
             kind = ("n" if whole else "") + ("prefix" if head else "suffix")
             assert got == [derived_value(kind, n, s) for s in strings]
     assert list(fold(held)) == [s.casefold() for s in strings]
+
+
+small = st.text(st.sampled_from("ab*\\ß😀"), max_size=6)
+
+
+@SETTINGS
+@given(strings=st.lists(small, max_size=20), pattern=small)
+@example(strings=["aba", "a", "ab", "ba", "abab", "😀a😀"], pattern="a*a")
+@example(strings=["", "*", "a*b", "ab"], pattern="a\\*b")
+def test_glob_is_the_wildcards_regex_and_contains(strings, pattern):
+    held = Utf8Strings.of(strings)
+    try:
+        regex = wildcard_regex(pattern)
+    except ValueError:  # a bad escape: no such pattern is filed
+        regex = None
+    if regex is not None:
+        assert glob(held, wildcard_parts(pattern)).tolist() == [regex.fullmatch(s) is not None for s in strings]
+    assert glob(held, ["", pattern, ""]).tolist() == [pattern in s for s in strings]
 
 
 @SETTINGS

@@ -56,7 +56,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .utf8 import Utf8Strings, char_lengths, char_slices, concatenate, fold, utf8_of
+from .utf8 import Utf8Strings, char_lengths, char_slices, concatenate, fold, glob, utf8_of
 from ..semantics import (
     KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_CODE, RESERVED_PREFIX, AnyOf, Predicate, _distinct, cidr_bits, ip_bits,
     wildcard_parts, wildcard_regex,
@@ -277,8 +277,9 @@ class DerivedAttributes:
         ``known``: the matcher's string constants (its ``StringDictionary``, or their ids by ``str``); a slice that is none of them
         is left out where the derived attribute takes only ``=``.  ``absent`` pairs go to every event without
         a (non-NaN) value of their attribute.  Strings held as UTF-8 slices (``engine.frontend.utf8``) are sliced
-        and case-folded as bytes and the derived ones added as slices too: no ``str`` per value for the slicing
-        and folding kinds.
+        and case-folded as bytes and the derived ones added as slices too, and tested for a substring or a
+        negated wildcard as bytes: no ``str`` per value but for ``wildcard`` (its index probes ``str`` literals)
+        and ``ip``.
         """
         if not self.by_attribute:
             return batch
@@ -443,6 +444,9 @@ class _Column:
 
     def holds(self, kind: str, arg: str) -> np.ndarray:
         """Per value, whether the test ``contains`` / ``nwildcard`` (``derived_value`` is ``True``) holds."""
+        if self.utf8 is not None:
+            matched = glob(self.utf8, ["", arg, ""] if kind == "contains" else wildcard_parts(arg))
+            return ~matched if kind == "nwildcard" else matched
         values = self.values()
         n = len(values)
         if kind == "contains":

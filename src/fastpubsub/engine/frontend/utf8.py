@@ -11,7 +11,8 @@ give the matcher what it needs of them from the bytes:
   table over their UTF-8 text) and, for one that is none, the order code
   between its neighbours, by a binary search over the constants' sorted text
   (UTF-8's byte order is the code points' order, Python's ``str`` order);
-* the derived values of engine/frontend/lowering.py that slice or case-fold:
+* the derived values of engine/frontend/lowering.py that slice, case-fold or test a wildcard or a substring
+  (:func:`glob`):
   the first or last ``n`` characters (a character is a byte that is no
   continuation byte, ``10xxxxxx``) and ``str.casefold`` of a value whose bytes
   are all ASCII (``A``-``Z`` to ``a``-``z``, nothing else changes); a value with
@@ -301,6 +302,59 @@ def _fold_ascii(data, start, length):
             out[o] = b
             o += 1
     return out, ascii_
+
+
+@numba.njit(cache=True, _nrt=False)
+def _find(data, pos, end, text, t_start, t_length):
+    """The first position at or after ``pos`` where ``text[t_start:t_start + t_length]`` occurs wholly before
+    ``end``, or -1."""
+    last = end - t_length
+    while pos <= last:
+        if _same(data, pos, text, t_start, t_length):
+            return pos
+        pos += 1
+    return -1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _glob(data, start, length, text, p_start, p_length, out):
+    """``out[i]``: whether string ``i`` is the literals ``p`` (at least one) with anything between consecutive
+    ones (the wildcard's stars): it starts with the first, ends with the last, and holds the others in order
+    between them, each found leftmost (which finds a match whenever there is one).  Bytewise, this is the
+    match of the characters: a literal's UTF-8 starts with no continuation byte, so it is found only at a
+    character's start."""
+    k = len(p_start)
+    for i in range(len(start)):
+        s, e = start[i], start[i] + length[i]
+        first, final = p_length[0], p_length[k - 1]
+        if k == 1:
+            out[i] = length[i] == first and _same(data, s, text, p_start[0], first)
+            continue
+        if length[i] < first + final or not _same(data, s, text, p_start[0], first) \
+                or not _same(data, e - final, text, p_start[k - 1], final):
+            out[i] = False
+            continue
+        pos, end = s + first, e - final
+        ok = True
+        for j in range(1, k - 1):
+            at = _find(data, pos, end, text, p_start[j], p_length[j])
+            if at < 0:
+                ok = False
+                break
+            pos = at + p_length[j]
+        out[i] = ok
+
+
+def glob(strings: Utf8Strings, parts: Sequence[str]) -> np.ndarray:
+    """Per string, whether it is ``parts`` (``semantics.wildcard_parts``) with anything between consecutive ones."""
+    encoded = [p.encode("utf-8", "surrogatepass") for p in parts]
+    length = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    start = np.zeros(len(encoded), np.int64)
+    np.cumsum(length[:-1], out=start[1:])
+    text = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
+    out = np.empty(len(strings), np.bool_)
+    _glob(strings.data, strings.start, strings.length, text, start, length, out)
+    return out
 
 
 def fold(strings: Utf8Strings) -> Utf8Strings:
