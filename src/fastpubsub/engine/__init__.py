@@ -10,6 +10,7 @@ from .columnar import (
     take_subscription_groups, take_subscriptions, unpack_strings,
 )
 from .frontend.encoding import N_KINDS
+from .frontend.utf8 import Utf8Strings
 from .frontend.lowering import parse_derived
 from .validity.event_store import StoredMatches, ValidEventStore
 from .algorithms.index import Index, IndexContext, register
@@ -37,5 +38,5 @@ __all__ = [
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "pack_strings", "register", "StructureError",
     "dump_index", "index_fingerprint", "index_holds", "load_index", "take_events", "take_subscriptions",
     "unpack_strings", "validate_event", "validate_predicates", "MAX_PART_BYTES", "SnapshotParts", "split_record",
-    "parse_derived",
+    "parse_derived", "Utf8Strings",
 ]

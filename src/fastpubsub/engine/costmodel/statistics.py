@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..columnar import EventBatch
+from ..frontend.utf8 import picked
 from ..semantics import KIND_BOOL, KIND_STRING
 
 Value = Any  # int | float | str | bool
@@ -534,7 +535,7 @@ class StatisticsCollector:
         if len(sampled):
             # each sampled string's index among the batch's strings (a pass over the whole batch)
             index = (np.cumsum(batch.kinds == KIND_STRING) - 1)[pos[sampled]]
-            sids = self._intern_strings(list(map(batch.strings.__getitem__, index.tolist())))
+            sids = self._intern_strings(picked(batch.strings, index))
             key = code[sampled] * N_CLASSES + CLASS_STRING
             order = np.lexsort((sids, key))  # stable: equal rows keep the batch's order
             key, sid = key[order], sids[order]
