@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fastpubsub.engine import Matcher
 from tests.support.oracles.engine import OracleMatcher
-from fastpubsub.engine.structures.cluster_store import DEAD, DEAD_SHIFT, RUN_MIN
+from fastpubsub.engine.structures.sorted_runs import DEAD, DEAD_SHIFT, RUN_MIN
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
 from fastpubsub.engine.costmodel.model import CostModel
 from fastpubsub.engine.costmodel.constants import unpack_schema

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastpubsub.engine.semantics import KIND_BOOL, KIND_STRING, KINDS
-from fastpubsub.engine.structures.cluster_store import DEAD, PIDS_ROW, STARTS_ROW, run_row
+from fastpubsub.engine.structures.sorted_runs import DEAD, PIDS_ROW, STARTS_ROW, run_row
 
 
 def cluster_entries(store, c: int) -> list[tuple[list[int], int]]:

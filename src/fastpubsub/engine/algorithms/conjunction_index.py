@@ -35,7 +35,8 @@ from numba import njit
 from ..structures.access_keys import CATCH_ALL, AccessKeys
 from ..kernels.batch import clustered_kernel
 from .catchall import CatchAllPath
-from ..structures.cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns, put_live
+from ..structures.cluster_store import OP_RANK, ClusterStore, order_columns
+from ..structures.sorted_runs import RUN_MIN, put_live
 from ..costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
                                   unpack_rows, unpack_schema)
 from ..costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration

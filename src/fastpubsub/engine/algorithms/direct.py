@@ -29,9 +29,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..structures.cluster_store import put_live
 from ..structures.hashtable import ht_find2, ht_slot2
 from ..structures.predicates import order_holds
+from ..structures.sorted_runs import put_live
 from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows, repeated_conjunction_rows
 from ..kernels.scan import prefetch
 from ..semantics import OP_EQ

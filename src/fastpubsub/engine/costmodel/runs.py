@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
-from ..kernels.probing import LINE_IDS, RUN_AHEAD
+from ..kernels.run_lookups import LINE_IDS, RUN_AHEAD
 from ..kernels.scan import INDEX_GAIN, prefetch
 from .model import CostModel, load_calibration, model_path, save_calibration
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, put_live, run_row
+from ..structures.sorted_runs import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, put_live, run_row
 from .prefetch import prefetch
 from .sorting import sort_slice
 
