@@ -151,7 +151,7 @@ class ClusteredIndex:
 
     ``probabilities`` gives nu of equality predicates and mu of field sets
     under the current event statistics.  ``runs`` keeps clusters of that
-    many entries or more sorted into runs (engine/structures/cluster_store.py; the
+    many entries or more sorted into runs (engine/structures/sorted_runs.py; the
     matcher's factory passes ``RUN_MIN`` unless told ``runs=0``, the paper's
     plain clusters), and the cost model then prices indexed lists
     (engine/costmodel/runs.py).  ``level2``: runs of at least that many
@@ -398,7 +398,7 @@ class ClusteredIndex:
         self.moved += len(handles)
 
     def sort_tails(self, keys: np.ndarray) -> int:
-        """Merge the unsorted tails of these access keys' lists into their runs (engine/structures/cluster_store.py)."""
+        """Merge the unsorted tails of these access keys' lists into their runs (engine/structures/sorted_runs.py)."""
         return self.store.sort_tails(keys)
 
     def members_of(self, keys: np.ndarray) -> np.ndarray:

@@ -89,7 +89,7 @@ def entry_holds(k, arena, base, cap, j, row, row_f, slot, slot_f, e):
 @njit(cache=True, inline="always")
 def scan_list_direct_into(c, store, row, row_f, slot, slot_f, e, out, nout):
     """Append the handles of the matching entries of cluster ``c`` and the clusters after it in its list (the
-    dead entries of sorted prefixes dropped, engine/structures/cluster_store.py).
+    dead entries of sorted prefixes dropped, engine/structures/sorted_runs.py).
 
     ``out`` is not grown (callable without numba's reference-counting runtime): returns the new count, or -1 when
     ``out`` has no room for a cluster's entries (the caller grows it and scans the event again).

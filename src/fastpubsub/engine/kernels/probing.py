@@ -516,7 +516,8 @@ def clustered_events(ev, preds, store, runs, access, scratch, handle_id, pf, unf
 
     ``ev``: :class:`~engine.frontend.encoding.EventArrays`; ``preds``:
     :class:`~engine.structures.predicates.PredicateArrays`; ``store`` / ``runs``:
-    :class:`~engine.structures.cluster_store.ClusterArrays` / ``RunArrays``; ``access``:
+    :class:`~engine.structures.cluster_store.ClusterArrays` /
+    :class:`~engine.structures.sorted_runs.RunArrays`; ``access``:
     :class:`~engine.structures.access_keys.AccessArrays`; ``scratch``:
     :class:`ProbeScratch`.  Returns the matches in CSR (ids ascending per event); the ids are a view of the
     output buffer, ``scratch.out`` unless it had to grow.

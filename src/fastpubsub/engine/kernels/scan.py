@@ -161,7 +161,7 @@ def run_path(runs, c, nsat):
 
     Decided from the cluster's bookkeeping alone, so that a cluster scanned
     entry by entry costs no read of its run rows.  A store without runs
-    passes empty :class:`~engine.structures.cluster_store.RunArrays`: nothing more to
+    passes empty :class:`~engine.structures.sorted_runs.RunArrays`: nothing more to
     read per cluster than the paper's plain clusters.
     """
     return run_path_of(runs.sorted, runs.runs, c, nsat)
@@ -169,7 +169,7 @@ def run_path(runs, c, nsat):
 
 @njit(cache=True, inline="always")
 def run_path_of(c_sorted, c_runs, c, nsat):
-    """:func:`run_path` from the arrays of the :class:`~engine.structures.cluster_store.RunArrays` (unpacked once by the caller)."""
+    """:func:`run_path` from the arrays of the :class:`~engine.structures.sorted_runs.RunArrays` (unpacked once by the caller)."""
     if c_sorted.shape[0] == 0:
         return PLAIN
     ns, nr = c_sorted[c], c_runs[c]
@@ -184,7 +184,7 @@ def run_path_of(c_sorted, c_runs, c, nsat):
 
 @njit(cache=True, _nrt=False)
 def scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat, hits, h0):
-    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/structures/cluster_store.py).
+    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/structures/sorted_runs.py).
 
     The runs that pass are found either by one bit test per run or, with
     ``by_index``, by looking the event's satisfied predicates up in the run
