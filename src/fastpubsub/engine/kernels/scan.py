@@ -86,7 +86,11 @@ def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, no
 
 @njit(cache=True, _nrt=False)
 def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout):
-    """Call the specialisation of :func:`scan_cluster` for ``k`` (0..10), else the generic one."""
+    """Call the specialisation of :func:`scan_cluster` for ``k`` (0..10), else the generic one.
+
+    One call per constant, written out: numba specialises on a literal ``K``,
+    which a loop over the values would pass as a variable.
+    """
     if k == 0:
         return scan_cluster(0, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
     if k == 1:
