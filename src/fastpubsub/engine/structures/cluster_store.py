@@ -122,7 +122,7 @@ def _append(arena, c_base, c_cap, c_len, c_k, e_cluster, e_pos, clusters, entrie
 def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_cluster, e_pos, entries, run_rows, sub_min,
             c_sub, sub, sub_gc):
     """Take ``entries`` out: a tombstone in a sorted prefix, else the cluster's last entry swapped into the hole;
-    then purge the clusters whose dead entries passed ``c_len >> DEAD_SHIFT`` (module docstring)."""
+    then purge the clusters whose dead entries passed ``c_len >> DEAD_SHIFT`` (engine/structures/sorted_runs.py)."""
     gone = np.empty(entries.shape[0], dtype=np.int64)
     for i in range(entries.shape[0]):
         e = entries[i]
@@ -451,7 +451,7 @@ class ClusterStore:
     def remove(self, entries: np.ndarray) -> None:
         """Take entries out: O(k) each from an unsorted tail or a plain cluster, O(1) from a sorted prefix (a
         tombstone, which keeps the second level too), then a pass over each cluster whose dead entries passed an
-        eighth of it (module docstring)."""
+        eighth of it (engine/structures/sorted_runs.py)."""
         entries = entries.astype(np.int64)
         self._log_keys(self.c_key[self.e_cluster[entries]])
         _remove(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.c_dead,
