@@ -4,7 +4,7 @@ No Kafka, no Spark: the engine is a library.  What this module exports is its
 public API; the processor, the statistics job and the CLI use nothing else.
 """
 
-from .structures.cluster_store import RUN_MIN
+from .structures.sorted_runs import RUN_MIN
 from .columnar import (
     EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_events,
     take_subscription_groups, take_subscriptions, unpack_strings,

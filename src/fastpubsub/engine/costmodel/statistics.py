@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..columnar import EventBatch
+from ..columnar import EventBatch, csr_positions
 from ..frontend.utf8 import picked
 from ..semantics import KIND_BOOL, KIND_STRING
 
@@ -511,8 +511,7 @@ class StatisticsCollector:
         take = min(n, self.sample_per_batch)
         rows = np.linspace(0, n - 1, take).astype(np.int64) if take < n else np.arange(n)
         starts, ends = batch.offsets[rows], batch.offsets[rows + 1]
-        lengths = ends - starts
-        pos = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        pos, _ = csr_positions(starts, ends - starts)
         attrs = batch.attributes[pos]
         kinds = batch.kinds[pos]
         numbers = batch.numbers[pos]
