@@ -21,6 +21,8 @@ from benchmarks.pipeline import soak
 
 MINUTES = float(os.environ.get("PUBSUB_SOAK_MINUTES", "10"))
 SOURCE = os.environ.get("PUBSUB_SOAK_SOURCE") or None
+#: The soak's minutes and its set-up (the broker, ``pubsub warmup``, the first load) beside the suite's 600 s a test.
+SOAK_TIMEOUT = int(60 * MINUTES) + 900
 
 
 def test_summary_fits_a_line_through_rss_after_the_warm_up():
@@ -65,6 +67,7 @@ def _held_under_churn(run, n):
 
 @pytest.mark.slow
 @pytest.mark.long
+@pytest.mark.timeout(SOAK_TIMEOUT)
 @pytest.mark.skipif(MINUTES <= 0, reason="PUBSUB_SOAK_MINUTES=0")
 def test_memory_stays_flat_under_subscription_churn(bootstrap):
     run = soak.soak(bootstrap, MINUTES, events_per_second=2000, changes_per_second=50, subscriptions=50_000,
@@ -79,6 +82,7 @@ def test_memory_stays_flat_under_subscription_churn(bootstrap):
 
 @pytest.mark.slow
 @pytest.mark.long
+@pytest.mark.timeout(SOAK_TIMEOUT)
 @pytest.mark.skipif(MINUTES <= 0, reason="PUBSUB_SOAK_MINUTES=0")
 @pytest.mark.parametrize("service, held", [("patterns", "rows"), ("tables", "groups")])
 def test_the_pattern_and_table_services_stay_flat_under_their_own_churn(bootstrap, service, held):
