@@ -8,6 +8,7 @@ events (``enable.partition.eof``) and stops when every partition has sent one.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterable
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
@@ -49,3 +50,28 @@ def read_to_end(consumer, topic: str, partitions: Iterable[int], on_record: Call
             elif msg.error().code() == KafkaError._PARTITION_EOF:
                 todo.discard(msg.partition())
     return n
+
+
+def committed(consumer, topic: str, partitions: int) -> int:
+    """Records of the topic's first ``partitions`` partitions that the consumer's group has committed."""
+    return sum(max(tp.offset, 0) for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                               timeout=30))
+
+
+def wait_committed(consumer, topic: str, partitions: int, target: int, proc, timeout: float,
+                   what: str, every: float = 0.2) -> list[tuple[float, int]]:
+    """``(monotonic time, committed)`` every ``every`` seconds until the group has committed ``target`` records of
+    the topic (a rate is taken from these samples); raises if the process ``proc`` that commits them exits first or
+    ``timeout`` seconds pass (``what`` names the records in the message)."""
+    samples = []
+    deadline = time.monotonic() + timeout
+    while True:
+        done = committed(consumer, topic, partitions)
+        samples.append((time.monotonic(), done))
+        if done >= target:
+            return samples
+        if proc.poll() is not None:
+            raise RuntimeError(f"the process exited ({proc.returncode}) before {what} was processed")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: {done:,} of {target:,} processed within {timeout:.0f}s")
+        time.sleep(every)
