@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 
 def produce(producer, topic: str, value: bytes, key: bytes | None = None, wait: float = 0.01, **kw) -> None:
@@ -52,10 +52,22 @@ def read_to_end(consumer, topic: str, partitions: Iterable[int], on_record: Call
     return n
 
 
-def committed(consumer, topic: str, partitions: int) -> int:
+#: A group's coordinator not ready yet (a fresh broker's ``__consumer_offsets`` still loading, or moving): asked again.
+COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                      KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
+def committed(consumer, topic: str, partitions: int, timeout: float = 30.0) -> int:
     """Records of the topic's first ``partitions`` partitions that the consumer's group has committed."""
-    return sum(max(tp.offset, 0) for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                                               timeout=30))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=timeout)
+            return sum(max(tp.offset, 0) for tp in offsets)
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def wait_committed(consumer, topic: str, partitions: int, target: int, proc, timeout: float,
