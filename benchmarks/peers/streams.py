@@ -334,18 +334,27 @@ def table(result: dict) -> str:
                                         ("rss", "peak RSS MiB"), ("exact", "exact")])
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d = Settings()
-    ap.add_argument("--sizes", default="1000,10000,100000,1000000", help="subscription counts, comma-separated")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)}, comma-separated")
-    ap.add_argument("--rounds", type=int, default=d.rounds, help="trials of each system per size, alternated")
+def add_backlog_and_peer_options(ap: argparse.ArgumentParser, d) -> None:
+    """The options of the :class:`Settings` that size a trial's backlog and start the peer (defaults from ``d``)."""
     ap.add_argument("--backlog", type=int, default=d.backlog, help="most events of a backlog")
     ap.add_argument("--min-backlog", type=int, default=d.min_backlog, help="fewest events of a backlog")
     ap.add_argument("--first-backlog", type=int, default=d.first_backlog,
                     help="events of a backlog while the system's rate is unknown")
     ap.add_argument("--drain-seconds", type=float, default=d.drain_seconds,
                     help="a backlog lasts about this long at the rate the system last reached")
+    ap.add_argument("--threads", type=int, default=d.threads, help="the peer's num.stream.threads")
+    ap.add_argument("--java-opts", default="", help="JVM options of the peer, e.g. --java-opts=-Xmx4g")
+    ap.add_argument("--peer-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Kafka Streams setting of the peer (repeatable), e.g. commit.interval.ms=1000")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = Settings()
+    ap.add_argument("--sizes", default="1000,10000,100000,1000000", help="subscription counts, comma-separated")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)}, comma-separated")
+    ap.add_argument("--rounds", type=int, default=d.rounds, help="trials of each system per size, alternated")
+    add_backlog_and_peer_options(ap, d)
     ap.add_argument("--latency-seconds", type=float, default=d.latency_seconds,
                     help="duration of the phase at half the maximum")
     ap.add_argument("--common-rate", type=float, default=d.common_rate,
@@ -353,10 +362,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--check-events", type=int, default=d.check_events,
                     help="backlog events whose notifications are checked against the oracle (at most: "
                          f"{ORACLE_PAIRS:,} subscription-event pairs a size, but {MIN_CHECKED} events at least)")
-    ap.add_argument("--threads", type=int, default=d.threads, help="the peer's num.stream.threads")
-    ap.add_argument("--java-opts", default="", help="JVM options of the peer, e.g. --java-opts=-Xmx4g")
-    ap.add_argument("--peer-config", action="append", default=[], metavar="KEY=VALUE",
-                    help="a Kafka Streams setting of the peer (repeatable), e.g. commit.interval.ms=1000")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--out", type=Path, default=None,
                     help="results file (default benchmarks/results/peers-streams-<date>.json)")

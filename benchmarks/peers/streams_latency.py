@@ -274,16 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fractions", default=",".join(f"{f:g}" for f in d.fractions),
                     help="further rates, as fractions of the peer's maximum in the round, comma-separated")
     ap.add_argument("--latency-seconds", type=float, default=d.latency_seconds, help="duration of each rate's phase")
-    ap.add_argument("--backlog", type=int, default=d.backlog, help="most events of a backlog")
-    ap.add_argument("--min-backlog", type=int, default=d.min_backlog, help="fewest events of a backlog")
-    ap.add_argument("--first-backlog", type=int, default=d.first_backlog,
-                    help="events of a backlog while the system's rate is unknown")
-    ap.add_argument("--drain-seconds", type=float, default=d.drain_seconds,
-                    help="a backlog lasts about this long at the rate the system last reached")
-    ap.add_argument("--threads", type=int, default=d.threads, help="the peer's num.stream.threads")
-    ap.add_argument("--java-opts", default="", help="JVM options of the peer, e.g. --java-opts=-Xmx4g")
-    ap.add_argument("--peer-config", action="append", default=[], metavar="KEY=VALUE",
-                    help="a Kafka Streams setting of the peer (repeatable)")
+    streams.add_backlog_and_peer_options(ap, d)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--pin-broker", action="store_true",
                     help="the broker's JVM on core 0, both systems and the load on the other cores (does sharing the "
