@@ -8,9 +8,10 @@ events (``enable.partition.eof``) and stops when every partition has sent one.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterable
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 
 def produce(producer, topic: str, value: bytes, key: bytes | None = None, wait: float = 0.01, **kw) -> None:
@@ -49,3 +50,40 @@ def read_to_end(consumer, topic: str, partitions: Iterable[int], on_record: Call
             elif msg.error().code() == KafkaError._PARTITION_EOF:
                 todo.discard(msg.partition())
     return n
+
+
+#: A group's coordinator not ready yet (a fresh broker's ``__consumer_offsets`` still loading, or moving): asked again.
+COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                      KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
+def committed(consumer, topic: str, partitions: int, timeout: float = 30.0) -> int:
+    """Records of the topic's first ``partitions`` partitions that the consumer's group has committed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            offsets = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=timeout)
+            return sum(max(tp.offset, 0) for tp in offsets)
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_MOVING or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def wait_committed(consumer, topic: str, partitions: int, target: int, proc, timeout: float,
+                   what: str, every: float = 0.2) -> list[tuple[float, int]]:
+    """``(monotonic time, committed)`` every ``every`` seconds until the group has committed ``target`` records of
+    the topic (a rate is taken from these samples); raises if the process ``proc`` that commits them exits first or
+    ``timeout`` seconds pass (``what`` names the records in the message)."""
+    samples = []
+    deadline = time.monotonic() + timeout
+    while True:
+        done = committed(consumer, topic, partitions)
+        samples.append((time.monotonic(), done))
+        if done >= target:
+            return samples
+        if proc.poll() is not None:
+            raise RuntimeError(f"the process exited ({proc.returncode}) before {what} was processed")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: {done:,} of {target:,} processed within {timeout:.0f}s")
+        time.sleep(every)

@@ -38,9 +38,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -148,10 +149,25 @@ def checked_events(n: int, settings: Settings) -> int:
     return min(settings.check_events, max(MIN_CHECKED, ORACLE_PAIRS // max(n, 1)))
 
 
-def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes], expected: set[tuple[int, str]],
-          checked: int, n: int, settings: Settings, workdir: Path, progress: Callable[[str], None],
-          offered_events: Callable[[int], list[bytes]]) -> dict:
-    """One system on fresh events and notifications topics: maximum, latency at half of it, memory, exactness."""
+@dataclass
+class Drained:
+    """A system started on a backlog and through it (:func:`drained`): what the later phases of a trial use."""
+
+    producer: object  # writes the offered events
+    clock: _NotificationClock  # when each notification was first seen
+    process: subprocess.Popen
+    watcher: _Watcher  # the system's committed offsets
+    max_rate: float  # events/s over the backlog
+    t0: float  # when the backlog's drain began (monotonic)
+    seconds: float  # how long it lasted
+    started: float  # when the system was started (monotonic)
+
+
+@contextmanager
+def drained(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes], n: int, settings: Settings,
+            workdir: Path, progress: Callable[[str], None]) -> Iterator[Drained]:
+    """One system on fresh events and notifications topics, started on ``backlog`` and waited for until it has
+    committed it all (its maximum); stopped in the end if it still runs, its watcher and clock closed."""
     bootstrap = broker.bootstrap_servers
     admin.delete_topics(bootstrap, (topics.EVENTS, topics.NOTIFICATIONS))
     admin.create_afresh(bootstrap, names=(topics.EVENTS, topics.NOTIFICATIONS))
@@ -161,12 +177,25 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
     started = time.monotonic()
     process = _start(system, bootstrap, group, workdir, n, settings)
     watcher = _Watcher(bootstrap, group)
-    stamps: list[int] = []
     try:
         timeout = max(600.0, 30 * settings.drain_seconds) + n / 1000
         samples = _wait_committed(watcher, len(backlog), process, timeout, progress)
-        max_rate, t0, drained, seconds = drain_rate(samples)
-        progress(f"  {system}: maximum {max_rate:,.0f} events/s ({drained:,} events in {seconds:.1f} s)")
+        max_rate, t0, count, seconds = drain_rate(samples)
+        progress(f"  {system}: maximum {max_rate:,.0f} events/s ({count:,} events in {seconds:.1f} s)")
+        yield Drained(producer, clock, process, watcher, max_rate, t0, seconds, started)
+    finally:
+        if process.poll() is None:
+            _stop_processor(process)
+        watcher.close()
+        clock.stop()
+
+
+def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes], expected: set[tuple[int, str]],
+          checked: int, n: int, settings: Settings, workdir: Path, progress: Callable[[str], None],
+          offered_events: Callable[[int], list[bytes]]) -> dict:
+    """One system on fresh events and notifications topics: maximum, latency at half of it, memory, exactness."""
+    with drained(broker, system, group, backlog, n, settings, workdir, progress) as d:
+        producer, clock, process, watcher, max_rate = d.producer, d.clock, d.process, d.watcher, d.max_rate
         offered = max_rate / 2
         values = offered_events(int(offered * settings.latency_seconds) + 1)
         meter = CpuMeter({"broker": broker.pids()[0], "system": process.pid})
@@ -186,11 +215,6 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
         await_quiet(clock)
         memory = memory_kb(process.pid)
         stats = _stop_processor(process)
-    finally:
-        if process.poll() is None:
-            _stop_processor(process)
-        watcher.close()
-        clock.stop()
     at, _ = latencies(clock.first, stamps, "L")
     lat = percentiles(np.array(at))
     at_common = percentiles(np.array(latencies(clock.first, common, "C")[0])) if common else {}
@@ -200,8 +224,8 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
              f"{check['events_checked']} events ({check['expected']} notifications)"
              + (f"; p99 {at_common['p99']:,.1f} ms at {settings.common_rate:,.0f} events/s" if common else ""))
     return {"system": system, "group": group, "backlog_events": len(backlog), "max_events_per_s": round(max_rate, 1),
-            "drain_seconds": round(seconds, 2), "drain_long_enough": seconds >= settings.drain_seconds / 2,
-            "rebuild_and_join_s": round(t0 - started, 1),
+            "drain_seconds": round(d.seconds, 2), "drain_long_enough": d.seconds >= settings.drain_seconds / 2,
+            "rebuild_and_join_s": round(d.t0 - d.started, 1),
             "offered_events_per_s": round(offered, 1), "latency_events": len(stamps),
             "achieved_events_per_s": round(len(stamps) / settings.latency_seconds, 1), "events_notified": len(at),
             **{f"latency_{k}_ms": round(v, 1) for k, v in lat.items()},
@@ -310,18 +334,27 @@ def table(result: dict) -> str:
                                         ("rss", "peak RSS MiB"), ("exact", "exact")])
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    d = Settings()
-    ap.add_argument("--sizes", default="1000,10000,100000,1000000", help="subscription counts, comma-separated")
-    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)}, comma-separated")
-    ap.add_argument("--rounds", type=int, default=d.rounds, help="trials of each system per size, alternated")
+def add_backlog_and_peer_options(ap: argparse.ArgumentParser, d) -> None:
+    """The options of the :class:`Settings` that size a trial's backlog and start the peer (defaults from ``d``)."""
     ap.add_argument("--backlog", type=int, default=d.backlog, help="most events of a backlog")
     ap.add_argument("--min-backlog", type=int, default=d.min_backlog, help="fewest events of a backlog")
     ap.add_argument("--first-backlog", type=int, default=d.first_backlog,
                     help="events of a backlog while the system's rate is unknown")
     ap.add_argument("--drain-seconds", type=float, default=d.drain_seconds,
                     help="a backlog lasts about this long at the rate the system last reached")
+    ap.add_argument("--threads", type=int, default=d.threads, help="the peer's num.stream.threads")
+    ap.add_argument("--java-opts", default="", help="JVM options of the peer, e.g. --java-opts=-Xmx4g")
+    ap.add_argument("--peer-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Kafka Streams setting of the peer (repeatable), e.g. commit.interval.ms=1000")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = Settings()
+    ap.add_argument("--sizes", default="1000,10000,100000,1000000", help="subscription counts, comma-separated")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)}, comma-separated")
+    ap.add_argument("--rounds", type=int, default=d.rounds, help="trials of each system per size, alternated")
+    add_backlog_and_peer_options(ap, d)
     ap.add_argument("--latency-seconds", type=float, default=d.latency_seconds,
                     help="duration of the phase at half the maximum")
     ap.add_argument("--common-rate", type=float, default=d.common_rate,
@@ -329,10 +362,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--check-events", type=int, default=d.check_events,
                     help="backlog events whose notifications are checked against the oracle (at most: "
                          f"{ORACLE_PAIRS:,} subscription-event pairs a size, but {MIN_CHECKED} events at least)")
-    ap.add_argument("--threads", type=int, default=d.threads, help="the peer's num.stream.threads")
-    ap.add_argument("--java-opts", default="", help="JVM options of the peer, e.g. --java-opts=-Xmx4g")
-    ap.add_argument("--peer-config", action="append", default=[], metavar="KEY=VALUE",
-                    help="a Kafka Streams setting of the peer (repeatable), e.g. commit.interval.ms=1000")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--out", type=Path, default=None,
                     help="results file (default benchmarks/results/peers-streams-<date>.json)")

@@ -40,16 +40,15 @@ from typing import Callable
 
 import numpy as np
 
-from fastpubsub.cli.demo import SHOWCASE, Demo, _stop_processor, _Watcher
+from fastpubsub.cli.demo import SHOWCASE, Demo, _stop_processor
 from fastpubsub.kafka import admin
 from fastpubsub.kafka.broker import EmbeddedBroker
-from fastpubsub.wire import topics
 from fastpubsub.workloads import PRESETS, generate_events
 
 from benchmarks.harness import report
 from benchmarks.harness.cpu import CpuMeter, pin_self_off_core_0, pin_to_core_0
-from benchmarks.pipeline.e2e import (ALGORITHM, Options, _encoded_events, _NotificationClock, _rate_limited, _wait_committed,
-                                     await_quiet, breakdown, drain_rate, latencies, percentiles, write_backlog)
+from benchmarks.pipeline.e2e import (ALGORITHM, _encoded_events, _rate_limited, _wait_committed, await_quiet, breakdown,
+                                     latencies, percentiles)
 from benchmarks.harness.timing import warm_up
 from benchmarks.peers import streams
 
@@ -94,20 +93,9 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
           workdir: Path, progress: Callable[[str], None], offered_events: Callable[[int, int], list[bytes]],
           rates: Callable[[float], list[float]]) -> dict:
     """One system on fresh topics: its maximum, then each rate of ``rates(maximum)`` offered in turn."""
-    bootstrap = broker.bootstrap_servers
-    admin.delete_topics(bootstrap, (topics.EVENTS, topics.NOTIFICATIONS))
-    admin.create_afresh(bootstrap, names=(topics.EVENTS, topics.NOTIFICATIONS))
-    producer = write_backlog(bootstrap, backlog, Options.producer_linger_ms)
-    clock = _NotificationClock(bootstrap)
-    clock.start()
-    process = streams._start(system, bootstrap, group, workdir, n, settings.streams())
-    watcher = _Watcher(bootstrap, group)
     phases: list[dict] = []
-    try:
-        samples = _wait_committed(watcher, len(backlog), process, max(600.0, 30 * settings.drain_seconds) + n / 1000,
-                                  progress)
-        max_rate, _, drained, seconds = drain_rate(samples)
-        progress(f"  {system}: maximum {max_rate:,.0f} events/s ({drained:,} events in {seconds:.1f} s)")
+    with streams.drained(broker, system, group, backlog, n, settings.streams(), workdir, progress) as d:
+        producer, clock, process, watcher, max_rate = d.producer, d.clock, d.process, d.watcher, d.max_rate
         done = len(backlog)
         for k, rate in enumerate(rates(max_rate)):
             key = f"R{k}-"
@@ -124,11 +112,6 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
                            "machine_cpu_s": cpu["machine"]})
         await_quiet(clock)
         stats = _stop_processor(process)
-    finally:
-        if process.poll() is None:
-            _stop_processor(process)
-        watcher.close()
-        clock.stop()
     out = []
     for ph in phases:
         at, _ = latencies(clock.first, ph["stamps"], ph["key"])
@@ -142,7 +125,7 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
         progress(f"  {system}: p50 {lat['p50']:,.1f} ms, p99 {lat['p99']:,.1f} ms at {ph['offered']:,.0f} events/s")
     final = {k: v for k, v in (stats or {}).items() if k != "latency_samples"}
     return {"system": system, "group": group, "backlog_events": len(backlog), "max_events_per_s": round(max_rate, 1),
-            "drain_seconds": round(seconds, 2), "phases": out, "final_stats": final}
+            "drain_seconds": round(d.seconds, 2), "phases": out, "final_stats": final}
 
 
 def summary(trials: list[dict], settings: Settings) -> list[dict]:
@@ -291,16 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fractions", default=",".join(f"{f:g}" for f in d.fractions),
                     help="further rates, as fractions of the peer's maximum in the round, comma-separated")
     ap.add_argument("--latency-seconds", type=float, default=d.latency_seconds, help="duration of each rate's phase")
-    ap.add_argument("--backlog", type=int, default=d.backlog, help="most events of a backlog")
-    ap.add_argument("--min-backlog", type=int, default=d.min_backlog, help="fewest events of a backlog")
-    ap.add_argument("--first-backlog", type=int, default=d.first_backlog,
-                    help="events of a backlog while the system's rate is unknown")
-    ap.add_argument("--drain-seconds", type=float, default=d.drain_seconds,
-                    help="a backlog lasts about this long at the rate the system last reached")
-    ap.add_argument("--threads", type=int, default=d.threads, help="the peer's num.stream.threads")
-    ap.add_argument("--java-opts", default="", help="JVM options of the peer, e.g. --java-opts=-Xmx4g")
-    ap.add_argument("--peer-config", action="append", default=[], metavar="KEY=VALUE",
-                    help="a Kafka Streams setting of the peer (repeatable)")
+    streams.add_backlog_and_peer_options(ap, d)
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--pin-broker", action="store_true",
                     help="the broker's JVM on core 0, both systems and the load on the other cores (does sharing the "

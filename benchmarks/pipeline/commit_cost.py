@@ -19,6 +19,7 @@ import json
 import statistics
 import time
 
+from benchmarks.harness.options import positive
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.wire.topics import NOTIFICATIONS
@@ -28,11 +29,9 @@ WARM_UP = 10
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=100, help="records per transaction")
-    ap.add_argument("--transactions", type=int, default=50, help="transactions timed per setting")
+    ap.add_argument("--records", type=positive, default=100, help="records per transaction")
+    ap.add_argument("--transactions", type=positive, default=50, help="transactions timed per setting")
     args = ap.parse_args()
-    if args.records <= 0 or args.transactions <= 0:
-        ap.error("--records and --transactions must be positive")
     results: dict = {"records": args.records}
     with EmbeddedBroker() as broker:
         admin.create_topics(broker.bootstrap_servers)

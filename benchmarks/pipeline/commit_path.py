@@ -41,6 +41,7 @@ from fastpubsub.kafka.broker import EmbeddedBroker
 from fastpubsub.wire.topics import EVENTS, NOTIFICATIONS
 
 from benchmarks.harness import report
+from benchmarks.harness.options import positive
 
 WARM_UP = 5
 
@@ -172,19 +173,17 @@ def _explain(windows: list[tuple[float, float]], log: str, slower_than_ms: float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=100, help="records per transaction")
-    ap.add_argument("--transactions", type=int, default=50, help="transactions timed per order")
+    ap.add_argument("--records", type=positive, default=100, help="records per transaction")
+    ap.add_argument("--transactions", type=positive, default=50, help="transactions timed per order")
     ap.add_argument("--retry-backoff-ms", default="",
                     help="comma-separated retry.backoff.ms values of the transactional producer, timed in turn in the "
                          "'no flush' order over --rounds rounds (e.g. 100,10: librdkafka's default against ours)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds of the --retry-backoff-ms comparison")
+    ap.add_argument("--rounds", type=positive, default=3, help="rounds of the --retry-backoff-ms comparison")
     ap.add_argument("--explain-slower-than", type=float, default=None, metavar="MS",
                     help="with librdkafka's transaction log (debug=eos): for the transactions slower than MS, how "
                          "long the coordinator kept answering CONCURRENT_TRANSACTIONS (writing the previous "
                          "transaction's markers)")
     args = ap.parse_args()
-    if args.records <= 0 or args.transactions <= 0 or args.rounds <= 0:
-        ap.error("--records, --transactions and --rounds must be positive")
     try:
         backoffs = [int(v) for v in args.retry_backoff_ms.split(",") if v.strip()]
     except ValueError:

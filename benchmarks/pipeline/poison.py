@@ -26,13 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
-
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.wire import codecs, topics
 
 from benchmarks.harness.memory import peak_rss_kb
+from benchmarks.harness.records import wait_committed
 
 
 def bad_record(rng: random.Random, size: int) -> bytes:
@@ -79,16 +78,8 @@ def run(good: int, bad: int, seed: int, extra: list[str]) -> dict:
                 producer.poll(0)
             producer.flush(120)
             produced = time.monotonic() - started
-            deadline = time.monotonic() + 600
             c = clients.consumer("poison", {"enable.auto.commit": False})
-            parts = [TopicPartition(topics.EVENTS, p) for p in range(4)]
-            while True:
-                done = sum(max(tp.offset, 0) for tp in c.committed(parts, timeout=10))
-                if done >= good + bad:
-                    break
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"not all committed ({done} of {good + bad}); see the processor log")
-                time.sleep(0.5)
+            wait_committed(c, topics.EVENTS, 4, good + bad, proc, 600, "the events (see the processor log)", every=0.5)
             c.close()
             peak = peak_rss_kb(proc.pid)
             proc.send_signal(2)

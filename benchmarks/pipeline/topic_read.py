@@ -48,6 +48,7 @@ from fastpubsub.wire.topics import SUBSCRIPTIONS
 
 from benchmarks.harness.cpu import cpu_seconds
 from benchmarks.harness.records import produce_all, read_to_end
+from benchmarks.harness.options import positive
 
 PROCESSOR = {"queued.max.messages.kbytes": 65536, "fetch.max.bytes": 16 << 20, "fetch.wait.max.ms": 100,
              "max.partition.fetch.bytes": 16 << 20, "queued.min.messages": 10_000_000}  # runtime.inputs
@@ -119,11 +120,9 @@ def read_all(bootstrap: str, partitions: int) -> list[tuple[bytes, bytes]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1_000_000, help="W0 subscriptions")
-    ap.add_argument("--repeat", type=int, default=2, help="reads of each kind")
+    ap.add_argument("--n", type=positive, default=1_000_000, help="W0 subscriptions")
+    ap.add_argument("--repeat", type=positive, default=2, help="reads of each kind")
     args = ap.parse_args()
-    if args.n <= 0 or args.repeat <= 0:
-        ap.error("--n and --repeat must be positive")
     variants = [
         ("one consumer", SUBSCRIPTIONS, 4, PROCESSOR, False),
         ("a consumer per partition", SUBSCRIPTIONS, 4, PER_PARTITION, True),

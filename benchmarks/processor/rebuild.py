@@ -22,6 +22,7 @@ import argparse
 import json
 import time
 
+from benchmarks.harness.options import positive
 from fastpubsub.workloads import PRESETS, generate_subscriptions
 from fastpubsub.services.events.subscriptions import SubscriptionState, parse_subscription_id
 from fastpubsub.wire import codecs
@@ -32,12 +33,10 @@ CHUNK = 100_000  # processor.app.REBUILD_CHUNK
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1_000_000, help="W0 subscriptions")
-    ap.add_argument("--repeat", type=int, default=3, help="repetitions of each measurement")
+    ap.add_argument("--n", type=positive, default=1_000_000, help="W0 subscriptions")
+    ap.add_argument("--repeat", type=positive, default=3, help="repetitions of each measurement")
     ap.add_argument("--algorithm", default="dynamic")
     args = ap.parse_args()
-    if args.n <= 0 or args.repeat <= 0:
-        ap.error("--n and --repeat must be positive")
     batch = generate_subscriptions(PRESETS["W0"], args.n, 1)
     keys = [str(sid).encode() for sid in batch.ids.tolist()]
     values = [codecs.encode_subscription(codecs.Subscription(f"user{sid % 1000}", preds))

@@ -74,14 +74,19 @@ def synthetic_updates(ys: np.ndarray, n_updates: int, rng, spike: float = 0.005,
     return out_k, out_y
 
 
-def synthetic_subs(m: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    mid = rng.normal(5000, 1500, m)
-    length = rng.normal(1000, 1000, m)
+def ranges_around(mid: np.ndarray, rng, mean: float, sd: float) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of ranges centred on ``mid`` whose lengths are normal (``mean``, ``sd``), drawn again until
+    positive."""
+    length = rng.normal(mean, sd, len(mid))
     bad = length <= 0
     while bad.any():
-        length[bad] = rng.normal(1000, 1000, bad.sum())
+        length[bad] = rng.normal(mean, sd, bad.sum())
         bad = length <= 0
     return mid - length / 2, mid + length / 2
+
+
+def synthetic_subs(m: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    return ranges_around(rng.normal(5000, 1500, m), rng, 1000, 1000)
 
 
 def real_standin(rng, keys: int = 3053, days: int = 60, grid: float = 0.0125, drop: float = 0.076):
@@ -100,13 +105,7 @@ def real_standin(rng, keys: int = 3053, days: int = 60, grid: float = 0.0125, dr
 
 
 def real_subs(m: int, rng):
-    mid = rng.uniform(1, 5, m)
-    length = rng.normal(0.5, 0.5, m)
-    bad = length <= 0
-    while bad.any():
-        length[bad] = rng.normal(0.5, 0.5, bad.sum())
-        bad = length <= 0
-    return mid - length / 2, mid + length / 2
+    return ranges_around(rng.uniform(1, 5, m), rng, 0.5, 0.5)
 
 
 def x_moves(xs: np.ndarray, keys: np.ndarray, rng, step: float = 10.0) -> np.ndarray:

@@ -23,11 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
 
 from benchmarks.stateful.patterns import Ticks, subscriptions
 from benchmarks.harness.report import load_average
-from benchmarks.harness.records import produce
+from benchmarks.harness.records import produce, wait_committed
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.wire import codecs, topics
@@ -58,21 +57,13 @@ def run(n_subs: int, n_events: int, seed: int = 0, batch: int = 1000, progress=p
             raise RuntimeError("the broker did not acknowledge the workload")
         progress(f"patterns: {n_subs:,} subscriptions and {n_events:,} events written; starting pubsub patterns")
         watch = ClientFactory(bootstrap).consumer(GROUP, **{"enable.auto.commit": False})
-        parts = [TopicPartition(topics.EVENTS, p) for p in range(PARTITIONS)]
         started = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "fastpubsub", "patterns", "-b", bootstrap, "--group-id", GROUP,
                                  "--batch-size", str(batch), "--progress-interval", "10"],
                                 stdout=subprocess.PIPE, stderr=open(workdir / "patterns.log", "a"), text=True,
                                 preexec_fn=child_preexec)
-        samples = []
-        while True:
-            done = sum(max(tp.offset, 0) for tp in watch.committed(parts, timeout=30))
-            samples.append((time.monotonic(), done))
-            if done >= n_events:
-                break
-            if proc.poll() is not None:
-                raise RuntimeError(f"pubsub patterns exited ({proc.returncode}); see {workdir / 'patterns.log'}")
-            time.sleep(0.2)
+        samples = wait_committed(watch, topics.EVENTS, PARTITIONS, n_events, proc, 3600,
+                                 f"the events (log: {workdir / 'patterns.log'})")
         proc.terminate()
         out, _ = proc.communicate(timeout=600)
         stats = json.loads(out.strip().splitlines()[-1])["task"]  # the pattern task's own counts

@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from benchmarks.stateful.aggregates import synthetic_rows, synthetic_subs, synthetic_updates
 from benchmarks.harness.report import load_average
-from benchmarks.harness.records import produce_all
+from benchmarks.harness.records import produce_all, wait_committed
 from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec
 from fastpubsub.wire import topics
@@ -40,11 +39,6 @@ from fastpubsub.wire import topics
 TABLE = "stock:pubsub.tables.stock:symbol:symbol=number,risk=number,per=number"
 TOPIC = "pubsub.tables.stock"
 GROUP = "bench-tables"
-
-
-def _committed(consumer: Consumer, topic: str, partitions: int) -> int:
-    return sum(max(tp.offset, 0) for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                                               timeout=30))
 
 
 def _service(bootstrap: str, mode: str, batch: int, log: Path) -> subprocess.Popen:
@@ -57,22 +51,6 @@ def _stop(proc: subprocess.Popen) -> dict:
     proc.terminate()
     out, _ = proc.communicate(timeout=600)
     return json.loads(out.strip().splitlines()[-1])
-
-
-def _wait(consumer: Consumer, topic: str, partitions: int, target: int, proc: subprocess.Popen, timeout: float,
-          what: str) -> list[tuple[float, int]]:
-    samples = []
-    deadline = time.monotonic() + timeout
-    while True:
-        done = _committed(consumer, topic, partitions)
-        samples.append((time.monotonic(), done))
-        if done >= target:
-            return samples
-        if proc.poll() is not None:
-            raise RuntimeError(f"the table service exited ({proc.returncode}) before {what} was processed")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: {done:,} of {target:,} processed within {timeout:.0f}s")
-        time.sleep(0.2)
 
 
 def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, batch: int = 1000, progress=print) -> dict:
@@ -100,8 +78,8 @@ def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, batc
         watch = ClientFactory(bootstrap).consumer(GROUP, **{"enable.auto.commit": False})
         t0 = time.monotonic()
         proc = _service(bootstrap, mode, 100_000, log)
-        _wait(watch, TOPIC, 1, n_rows, proc, 1800, "the rows")
-        _wait(watch, topics.SUBSCRIPTIONS, sub_parts, n_subs, proc, 3600, "the subscriptions")
+        wait_committed(watch, TOPIC, 1, n_rows, proc, 1800, "the rows")
+        wait_committed(watch, topics.SUBSCRIPTIONS, sub_parts, n_subs, proc, 3600, "the subscriptions")
         load_s = time.monotonic() - t0
         _stop(proc)
         progress(f"  loaded in {load_s:.0f}s (initial answers included); writing {n_updates:,} updates")
@@ -110,7 +88,7 @@ def run(mode: str, n_subs: int, n_rows: int, n_updates: int, seed: int = 7, batc
                                        for k, y in zip(upd_k, upd_y)))
         started = time.monotonic()
         proc = _service(bootstrap, mode, batch, log)
-        samples = _wait(watch, TOPIC, 1, n_rows + n_updates, proc, 3600, "the updates")
+        samples = wait_committed(watch, TOPIC, 1, n_rows + n_updates, proc, 3600, "the updates")
         stats = _stop(proc)["task"]  # the table task's own counts
         watch.close()
     (t_a, c_a) = next(s for s in samples if s[1] > n_rows)

@@ -6,13 +6,16 @@ subscriptions with a key attribute ``k``, events on the bucket bounds and next t
 (AMKH's configurations, engine/algorithms/amkh.py); ``RANGES`` range-heavy subscriptions, values on the cell
 boundaries, forced rebuilds, and the bit rows against tests/support/naive.py (the bit-parallel path,
 engine/algorithms/bitmaps.py, and the catch-all on it).
+
+The changes made to a matcher and the oracle alike (:func:`bulk_load`, :func:`add_each`, :func:`bulk_remove`,
+:func:`remove_each`, :class:`Interleaving`) serve every test that holds a matcher against the oracle.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 from hypothesis import HealthCheck, settings
@@ -20,7 +23,7 @@ from hypothesis import strategies as st
 
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.algorithms.bitmaps import RangeBitmaps
-from fastpubsub.engine.columnar import EventBatch
+from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.frontend.encoding import encode_batch
 from fastpubsub.engine.semantics import OPERATORS
 from tests.support.naive import bitmap_rows
@@ -34,6 +37,71 @@ def agree(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
     assert [r.tolist() for r in got] == want
     assert all(r.dtype == np.int64 for r in got)
     assert [r.tolist() for r in m.match_encoded(EventBatch.from_dicts(events)).split()] == want
+
+
+def _items(subs) -> list:
+    return subs.to_lists() if isinstance(subs, SubscriptionBatch) else list(subs.items() if isinstance(subs, dict) else subs)
+
+
+def bulk_load(m: Matcher, o: OracleMatcher, subs) -> None:
+    """``subs`` (a SubscriptionBatch, ``(id, predicates)`` pairs or a dict of them) into the matcher by one
+    ``add_bulk`` and into the oracle one by one."""
+    m.add_bulk(subs if isinstance(subs, SubscriptionBatch) else SubscriptionBatch.from_lists(_items(subs)))
+    for sid, preds in _items(subs):
+        o.add(sid, preds)
+
+
+def add_each(m: Matcher, o: OracleMatcher, subs) -> None:
+    """``subs`` (pairs or a dict) into the matcher and the oracle by single adds, in order."""
+    for sid, preds in _items(subs):
+        m.add(sid, preds)
+        o.add(sid, preds)
+
+
+def bulk_remove(m: Matcher, o: OracleMatcher, ids) -> None:
+    """These ids out of the matcher by one ``remove_bulk`` (given as they are) and out of the oracle one by one."""
+    m.remove_bulk(ids)
+    for sid in np.asarray(ids, dtype=np.int64).tolist():
+        o.remove(sid)
+
+
+def remove_each(m: Matcher, o: OracleMatcher, ids: Iterable[int]) -> None:
+    """These ids out of the matcher and the oracle by single removes, in order."""
+    for sid in ids:
+        m.remove(sid)
+        o.remove(sid)
+
+
+class Interleaving:
+    """Random adds and removes of generated subscriptions, made to a matcher and the oracle alike (ids from 0 up).
+
+    ``step("add", rng)`` bulk-loads ``generate(n, seed=..., first_id=...)`` of ``n`` in ``sizes`` (drawn from
+    ``rng``), ``step("remove", rng)`` bulk-removes a random ``1 / share`` of the live subscriptions (at least one);
+    any other step, or a remove with none live, changes nothing.
+    """
+
+    def __init__(self, m: Matcher, o: OracleMatcher, generate: Callable[..., SubscriptionBatch],
+                 sizes: tuple[int, int], share: int) -> None:
+        self.m, self.o, self.generate, self.sizes, self.share = m, o, generate, sizes, share
+        self.next_id = 0
+
+    def step(self, step: str, rng: np.random.Generator) -> None:
+        if step == "add":
+            batch = self.generate(int(rng.integers(*self.sizes)), seed=int(rng.integers(1 << 30)), first_id=self.next_id)
+            self.next_id += batch.n_subscriptions
+            bulk_load(self.m, self.o, batch)
+        elif step == "remove" and len(self.o):
+            live = np.array([s for s in range(self.next_id) if s in self.o], dtype=np.int64)
+            bulk_remove(self.m, self.o, rng.choice(live, size=max(1, len(live) // self.share), replace=False))
+
+
+def strings_that_renumber(first_id: int = 10) -> tuple[list[str], list[tuple[int, list]]]:
+    """Some hundred distinct short words over "amz5" (sorted) and, from ``first_id``, a subscription of one order or
+    equality predicate on each: loaded in bulk after a few strings, they renumber every string code already in
+    predicates (engine/frontend/encoding.py)."""
+    rng = np.random.default_rng(5)
+    words = sorted({"".join(rng.choice(list("amz5"), size=int(rng.integers(1, 5)))) for _ in range(400)})
+    return words, [(first_id + i, [("s", ["<", ">", "=", "!=", "<=", ">="][i % 6], w)]) for i, w in enumerate(words)]
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 attributes without a bit vector filled per event."""
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from tests.support import naive
 from fastpubsub.engine import Matcher
 from fastpubsub.engine.columnar import SubscriptionBatch
+from tests.engine.conformance import Interleaving, add_each
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.algorithms.direct import scan_list_direct_into
 from fastpubsub.engine.algorithms import packed
@@ -26,6 +28,13 @@ OPERATORS_SPEC = SPARSE_PRESETS["opindex-operators"]
 def sparse_statistics(n: int) -> EventStatistics:
     return EventStatistics(event_count=10_000, source="snapshot", attributes={
         f"a{i}": AttributeStats(presence=min(1.0, 40 / n * (1 + (i % 7))), distinct=50) for i in range(n)})
+
+
+def sparse_matcher(spec, **options) -> Matcher:
+    """A dynamic matcher (``options``) that knows the presences of the workload's attributes."""
+    m = Matcher("dynamic", **options)
+    m.set_statistics(sparse_statistics(spec.n_attributes))
+    return m
 
 
 def random_events(n: int, seed: int) -> list[dict]:
@@ -67,9 +76,7 @@ def test_every_operator_and_value_kind_agree_with_the_oracle(seed, algorithm, ru
     presence, mode = catch_all
     m = Matcher(algorithm, lists="packed", runs=runs, presence=presence, catch_all=mode)
     o = OracleMatcher()
-    for sid, sub in subs:
-        m.add(sid, sub.predicates)
-        o.add(sid, sub.predicates)
+    add_each(m, o, [(sid, sub.predicates) for sid, sub in subs])
     assert [r.tolist() for r in m.match_batch(events)] == [r.tolist() for r in o.match_batch(events)]
 
 
@@ -116,11 +123,26 @@ def grown(scan):
     return out, n
 
 
+def slotted(ev, sc):
+    """Each event ``e`` of the encoded batch ``ev`` with its fields in the direct tests' slots (``sc.slot[f]``: the
+    event, its equality bits, its order code), as matching leaves them: yields ``(e, {field: (code, eqbits)})``
+    and frees the slots again after."""
+    for e in range(len(ev.offsets) - 1):
+        pairs = {}
+        for j in range(ev.offsets[e], ev.offsets[e + 1]):
+            f = int(ev.field[j])
+            if 0 <= f < len(sc.slot):
+                pairs[f] = (float(ev.code[j]), int(ev.eqbits[j]))
+                sc.slot[f, 0], sc.slot[f, 1], sc.slot_f[f, 2] = e, ev.eqbits[j], ev.code[j]
+        yield e, pairs
+        for f in pairs:
+            sc.slot[f, 0] = -1
+
+
 def test_the_cluster_scan_is_the_naive_direct_scan():
     """:func:`scan_list_direct_into` on every list an event could reach, against tests/support/naive.py."""
     spec = replace(OPERATORS_SPEC, n_attributes=200, event_size=(10, 40))
-    m = Matcher("dynamic", lists="packed", runs=4)
-    m.set_statistics(sparse_statistics(200))
+    m = sparse_matcher(spec, lists="packed", runs=4)
     m.add_bulk(generate_sparse_subscriptions(spec, 3000, seed=5))
     m.flush()
     m.preds.prepare()
@@ -130,20 +152,12 @@ def test_the_cluster_scan_is_the_naive_direct_scan():
     ev = encode_batch(generate_sparse_events(spec, 12, seed=6), m.attributes, m.strings).arrays()
     heads = [int(h) for h in store.key_head if h >= 0]
     checked = 0
-    for e in range(len(ev.offsets) - 1):
-        pairs = {}
-        for j in range(ev.offsets[e], ev.offsets[e + 1]):
-            f = int(ev.field[j])
-            if 0 <= f < len(sc.slot):
-                pairs[f] = (float(ev.code[j]), int(ev.eqbits[j]))
-                sc.slot[f, 0], sc.slot[f, 1], sc.slot_f[f, 2] = e, ev.eqbits[j], ev.code[j]
+    for e, pairs in slotted(ev, sc):
         for h in heads:
             out, n = grown(lambda out: scan_list_direct_into(h, store, dp.row, dp.row_f, sc.slot, sc.slot_f, e, out, 0))
             want = naive.direct_scan(m.preds, store, h, pairs)
             assert out[:n].tolist() == want
             checked += len(want)
-        for f in pairs:
-            sc.slot[f, 0] = -1
     assert checked > 50
 
 
@@ -151,8 +165,7 @@ def test_packed_blocks_are_the_naive_direct_scan_of_their_lists():
     """Every packed block holds its list's entries (:func:`scan_packed_into` = the naive scan of the clusters), through
     inserts and deletes between batches."""
     spec = replace(OPERATORS_SPEC, n_attributes=200, event_size=(10, 40))
-    m = Matcher("dynamic", lists="packed")
-    m.set_statistics(sparse_statistics(200))
+    m = sparse_matcher(spec, lists="packed")
     m.add_bulk(generate_sparse_subscriptions(spec, 2000, seed=7))
     events = generate_sparse_events(spec, 10, seed=8)
     m.match_encoded(events)
@@ -170,19 +183,11 @@ def test_packed_blocks_are_the_naive_direct_scan_of_their_lists():
     probe[:, 0], probe[:, 1] = keys, -3  # known keys (engine.kernels.probing.KNOWN_KEY)
     packed_heads(probe, len(keys), ix.keys.arrays(ix.sch_fields), store, packed.start, packed.data)
     assert np.all(probe[:, 1] == PACKED)
-    for e in range(len(ev.offsets) - 1):
-        pairs = {}
-        for j in range(ev.offsets[e], ev.offsets[e + 1]):
-            f = int(ev.field[j])
-            if 0 <= f < len(sc.slot):
-                pairs[f] = (float(ev.code[j]), int(ev.eqbits[j]))
-                sc.slot[f, 0], sc.slot[f, 1], sc.slot_f[f, 2] = e, ev.eqbits[j], ev.code[j]
+    for e, pairs in slotted(ev, sc):
         for t, q in enumerate(keys.tolist()):
             out, n = grown(lambda out: scan_packed_into(packed.data, packed.data_f, probe[t, 2], sc.slot, sc.slot_f, e,
                                                         out, 0))
             assert sorted(out[:n].tolist()) == sorted(naive.direct_scan(m.preds, store, int(store.key_head[q]), pairs))
-        for f in pairs:
-            sc.slot[f, 0] = -1
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -191,8 +196,7 @@ def test_inserts_and_deletes_interleaved_with_matching_agree_with_the_oracle(see
     """Changed lists repacked between batches (and the blocks rebuilt once the abandoned ones dominate)."""
     spec = replace(OPERATORS_SPEC, n_attributes=60, event_size=(5, 30), subscription_size=(1, 4))
     rng = np.random.default_rng(seed)
-    m = Matcher("dynamic", lists="packed")
-    m.set_statistics(sparse_statistics(60))
+    m = sparse_matcher(spec, lists="packed")
     slack, packed.REPACK_SLACK = packed.REPACK_SLACK, 0  # rebuilt as soon as abandoned blocks outweigh live ones
     try:
         _interleave(m, spec, rng, steps)
@@ -202,21 +206,9 @@ def test_inserts_and_deletes_interleaved_with_matching_agree_with_the_oracle(see
 
 def _interleave(m, spec, rng, steps):
     o = OracleMatcher()
-    next_id = 0
+    changes = Interleaving(m, o, partial(generate_sparse_subscriptions, spec), sizes=(20, 300), share=2)
     for step in steps:
-        if step == "add":
-            batch = generate_sparse_subscriptions(spec, int(rng.integers(20, 300)), seed=int(rng.integers(1 << 30)),
-                                                  first_id=next_id)
-            next_id += batch.n_subscriptions
-            m.add_bulk(batch)
-            for sid, sub in batch.to_lists():
-                o.add(sid, sub)
-        elif step == "remove" and len(o):
-            live = np.array([s for s in range(next_id) if s in o], dtype=np.int64)
-            gone = rng.choice(live, size=max(1, len(live) // 2), replace=False)
-            m.remove_bulk(gone)
-            for sid in gone.tolist():
-                o.remove(sid)
+        changes.step(step, rng)
         events = generate_sparse_events(spec, 10, seed=int(rng.integers(1 << 30)))
         assert [r.tolist() for r in m.match_encoded(events).split()] == [r.tolist() for r in
                                                                          o.match_batch(events.to_dicts())]
@@ -226,8 +218,7 @@ def test_a_saved_matcher_packs_again_after_loading():
     """engine/structure.py's dump leaves the blocks and rows out; the loaded matcher rebuilds them and agrees."""
     from fastpubsub.engine import dump_index, load_index
     spec = replace(OPERATORS_SPEC, n_attributes=3000, event_size=(20, 60))
-    m = Matcher("dynamic")
-    m.set_statistics(sparse_statistics(3000))
+    m = sparse_matcher(spec)
     m.add_bulk(generate_sparse_subscriptions(spec, 4000, seed=11))
     events = generate_sparse_events(spec, 50, seed=12)
     want = [r.tolist() for r in m.match_encoded(events).split()]
@@ -243,8 +234,7 @@ def test_blocks_of_removed_subscriptions_give_their_room_back():
     """A rebuild of the blocks sizes ``data`` to the live ones: after most subscriptions leave, the packed lists
     shrink with them instead of keeping the room they once needed (memory under churn)."""
     spec = replace(OPERATORS_SPEC, n_attributes=300, event_size=(10, 40))
-    m = Matcher("dynamic", lists="packed")
-    m.set_statistics(sparse_statistics(300))
+    m = sparse_matcher(spec, lists="packed")
     m.add_bulk(generate_sparse_subscriptions(spec, 20_000, seed=21))
     events = generate_sparse_events(spec, 10, seed=22)
     m.match_encoded(events)
@@ -271,8 +261,7 @@ def test_packed_blocks_stay_near_the_live_ones_under_steady_churn():
     ones, so it stays within 1.6 times the live blocks (it swung past twice them when it doubled)."""
     spec = replace(OPERATORS_SPEC, n_attributes=300, event_size=(10, 40))
     subs = dict(generate_sparse_subscriptions(spec, 8000, seed=31).to_lists())
-    m = Matcher("dynamic", lists="packed")
-    m.set_statistics(sparse_statistics(300))
+    m = sparse_matcher(spec, lists="packed")
     m.add_bulk(SubscriptionBatch.from_lists([(i, subs[i]) for i in range(4000)]))
     events = generate_sparse_events(spec, 10, seed=32)
     m.match_encoded(events)

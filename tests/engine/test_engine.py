@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import ALGORITHMS, Matcher
-from tests.engine.conformance import GENERAL, LONG, agree
+from tests.engine.conformance import GENERAL, LONG, agree, bulk_load, remove_each, strings_that_renumber
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch
 from fastpubsub.engine.frontend.encoding import SPACING, batch_from_dicts
@@ -29,13 +29,8 @@ SETTINGS = GENERAL.settings
 @given(subs=subscription_sets, more=subscription_sets, events=st.lists(event, min_size=1, max_size=8))
 def test_add_bulk_agrees_with_oracle(algorithm, subs, more, events):
     m, o = Matcher(algorithm), OracleMatcher()
-    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
-    for sid, preds in subs.items():
-        o.add(sid, preds)
-    more = {k: v for k, v in more.items() if k not in subs}
-    m.add_bulk(SubscriptionBatch.from_lists(more.items()))  # onto existing predicates and clusters
-    for sid, preds in more.items():
-        o.add(sid, preds)
+    bulk_load(m, o, subs)
+    bulk_load(m, o, {k: v for k, v in more.items() if k not in subs})  # onto existing predicates and clusters
     agree(m, o, events)
 
 
@@ -50,19 +45,13 @@ def test_churn_at_scale_reclaims_space(algorithm):
         if rng.random() < 0.3:
             preds.append(("s", "!=", str(rng.integers(4))))
         live[sid] = preds
-    m.add_bulk(SubscriptionBatch.from_lists(live.items()))
-    for sid, p in live.items():
-        o.add(sid, p)
-    for sid in rng.permutation(3000)[:2500].tolist():
-        m.remove(sid)
-        o.remove(sid)
+    bulk_load(m, o, live)
+    remove_each(m, o, rng.permutation(3000)[:2500].tolist())
     events = [{**{f"a{i}": int(rng.integers(5)) for i in range(4)}, **{f"b{i}": int(rng.integers(5)) for i in range(3)},
                "s": str(rng.integers(4))} for _ in range(50)]
     agree(m, o, events)
     before = m.stats()["predicates"]
-    for sid in list(o._subs):
-        m.remove(sid)
-        o.remove(sid)
+    remove_each(m, o, list(o._subs))
     assert len(m) == 0 and before > 0 and m.stats()["predicates"] == 0
     assert m.stats()["nonempty_clusters"] == 0
     m.add(1, [("a0", "=", 1)])
@@ -207,14 +196,9 @@ def test_batch_from_dicts_equals_columnar_from_dicts():
 def test_bulk_strings_renumber_existing_codes(algorithm):
     """A bulk load of many new strings renumbers the codes of strings already in predicates."""
     m, o = Matcher(algorithm), OracleMatcher()
-    first = [(0, [("s", "<", "m")]), (1, [("s", ">=", "m5")])]
-    rng = np.random.default_rng(5)
-    words = sorted({"".join(rng.choice(list("amz5"), size=int(rng.integers(1, 5)))) for _ in range(400)})
-    more = [(10 + i, [("s", ["<", ">", "=", "!=", "<=", ">="][i % 6], w)]) for i, w in enumerate(words)]
-    for batch in (first, more):
-        m.add_bulk(SubscriptionBatch.from_lists(batch))
-        for sid, p in batch:
-            o.add(sid, p)
+    words, more = strings_that_renumber()
+    for batch in ([(0, [("s", "<", "m")]), (1, [("s", ">=", "m5")])], more):
+        bulk_load(m, o, batch)
     assert len(words) > 64
     agree(m, o, [{"s": w} for w in ["", "m", "m5", "a", "zz", "m4", "b"] + words[::17]])
 

@@ -532,25 +532,14 @@ def _ge_end():
     return np.zeros(GROUP, dtype=np.int64)
 
 
-@pytest.mark.parametrize("fixed, sizes", [(("=", "="), (3, 4, 5)), (("=", "=", "<=", "<=", ">="), (5, 6, 7))],
-                         ids=["W0-like", "W2-like"])
-def test_probing_stages_agree_with_their_naive_references(fixed, sizes):
-    """Every stage against its naive reference, on equalities (W0: few entries pass a column) and on inequalities
-    in the later columns (W2: about half pass each, the later columns tested column by column)."""
+def _keyed_groups(m, batches, arrays, ge_end):
+    """Each group of ``GROUP`` events of each batch after stage 1 (``stage_keys``, as ``clustered_events`` runs it):
+    yields ``(n_ev, g0, g1, gsat, probe, n_probe)``, the batch's event count, the group's first and end event, and
+    the grown ``gsat`` and ``probe``; the later stages are the caller's."""
     from fastpubsub.engine.frontend.encoding import encode_batch
-    from fastpubsub.engine.kernels.probing import (GROUP, scan_group, stage_heads, stage_keys, stage_lookup,
-                                                   stage_prefetch_rows)
-    from fastpubsub.engine.kernels.run_lookups import RUN_AHEAD, STAGED, runs_found, runs_index_rows, stage_runs
+    from fastpubsub.engine.kernels.probing import GROUP, stage_keys
 
-    m, batches = _conjunction_matcher(fixed=fixed, sizes=sizes)
-    ix = m.index
-    assert len(ix.schemas) == 1 and ix.store.c_sorted.max() > 0
-    (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
-     sv) = _stage_arrays(m)
-    ge_end = _ge_end()
-    staged_events = 0
-    most_runs = 0  # runs found in one group: past 2 * RUN_AHEAD, stage_runs' pipeline runs full
-    later_dropped = 0  # entries whose first two columns hold but a later one does not
+    preds, store, _, access, eq_of_field, _, sat, gsat, probe, gs_off, gp_off, *_ = arrays
     for batch in batches:
         ev = encode_batch(batch, m.attributes, m.strings).arrays()
         n_ev = len(ev.offsets) - 1
@@ -558,38 +547,58 @@ def test_probing_stages_agree_with_their_naive_references(fixed, sizes):
             g1 = min(n_ev, g0 + GROUP)
             gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
                                               store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
-            assert np.all(eq_of_field == -1)  # left at rest
-            stage_lookup(probe, n_probe, access, store.key_head)
-            stage_heads(probe, n_probe, store, runs)
-            stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
-            # stage 5b on its own (5a marks the staged probes and sets gmask, cleared again by stage_runs)
-            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
-            hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
-            found = sorted(map(tuple, hit[:nh, :3].tolist()))
-            assert found == _naive_runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, runs)
-            most_runs = max(most_runs, nh)
-            gmask[:] = 0
-            probe[:n_probe, 2] = 0
-            hit, sv = stage_runs(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
-            assert not gmask.any()  # left at rest
-            out_off = np.zeros(n_ev + 1, dtype=np.int64)
-            out, _ = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, preds.bits, store, runs,
-                                np.empty(4, dtype=np.int64), 0, out_off, np.arange(len(m.handle_id)), 2, 8, 64)
-            assert not preds.bits.any()  # left at rest
-            for i in range(g1 - g0):
-                esat = gsat[gs_off[i]:gs_off[i + 1]].copy()
-                sat_list = esat.tolist()
-                rows = probe[gp_off[i]:gp_off[i + 1]]
-                heads = sorted(int(c) for c in rows[:, 1] if c >= 0)
-                assert heads == naive.heads_reached(sat_list, preds, access, store)
-                staged = [int(c) for c, mark in zip(rows[:, 1], rows[:, 2]) if mark == STAGED]
-                staged_events += bool(staged)
-                want_pairs = sorted(p for c in staged for p in naive.run_matches(sat_list, c, store, runs))
-                later_dropped += sum(len(naive.run_entries(sat_list, c, store, runs)) for c in staged) - len(want_pairs)
-                assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want_pairs
-                # scan_group's handles of event g0 + i (handle_id = identity here), then the naive scan's
-                got = out[out_off[g0 + i]:out_off[g0 + i + 1]].tolist()
-                assert got == naive.scan_lists(sat_list, heads, store)
+            yield n_ev, g0, g1, gsat, probe, n_probe
+
+
+@pytest.mark.parametrize("fixed, sizes", [(("=", "="), (3, 4, 5)), (("=", "=", "<=", "<=", ">="), (5, 6, 7))],
+                         ids=["W0-like", "W2-like"])
+def test_probing_stages_agree_with_their_naive_references(fixed, sizes):
+    """Every stage against its naive reference, on equalities (W0: few entries pass a column) and on inequalities
+    in the later columns (W2: about half pass each, the later columns tested column by column)."""
+    from fastpubsub.engine.kernels.probing import scan_group, stage_heads, stage_lookup, stage_prefetch_rows
+    from fastpubsub.engine.kernels.run_lookups import RUN_AHEAD, STAGED, runs_found, runs_index_rows, stage_runs
+
+    m, batches = _conjunction_matcher(fixed=fixed, sizes=sizes)
+    ix = m.index
+    assert len(ix.schemas) == 1 and ix.store.c_sorted.max() > 0
+    arrays = _stage_arrays(m)
+    preds, store, runs, access, eq_of_field, gmask, _, _, _, gs_off, gp_off, sv_off, hit, sv = arrays
+    staged_events = 0
+    most_runs = 0  # runs found in one group: past 2 * RUN_AHEAD, stage_runs' pipeline runs full
+    later_dropped = 0  # entries whose first two columns hold but a later one does not
+    for n_ev, g0, g1, gsat, probe, n_probe in _keyed_groups(m, batches, arrays, _ge_end()):
+        assert np.all(eq_of_field == -1)  # left at rest
+        stage_lookup(probe, n_probe, access, store.key_head)
+        stage_heads(probe, n_probe, store, runs)
+        stage_prefetch_rows(g1 - g0, gs_off, gp_off, probe, store, runs)
+        # stage 5b on its own (5a marks the staged probes and sets gmask, cleared again by stage_runs)
+        runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+        hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
+        found = sorted(map(tuple, hit[:nh, :3].tolist()))
+        assert found == _naive_runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, runs)
+        most_runs = max(most_runs, nh)
+        gmask[:] = 0
+        probe[:n_probe, 2] = 0
+        hit, sv = stage_runs(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, gmask, store, runs, hit, sv, sv_off)
+        assert not gmask.any()  # left at rest
+        out_off = np.zeros(n_ev + 1, dtype=np.int64)
+        out, _ = scan_group(g0, g1, gsat, gs_off, gp_off, probe, sv, sv_off, preds.bits, store, runs,
+                            np.empty(4, dtype=np.int64), 0, out_off, np.arange(len(m.handle_id)), 2, 8, 64)
+        assert not preds.bits.any()  # left at rest
+        for i in range(g1 - g0):
+            esat = gsat[gs_off[i]:gs_off[i + 1]].copy()
+            sat_list = esat.tolist()
+            rows = probe[gp_off[i]:gp_off[i + 1]]
+            heads = sorted(int(c) for c in rows[:, 1] if c >= 0)
+            assert heads == naive.heads_reached(sat_list, preds, access, store)
+            staged = [int(c) for c, mark in zip(rows[:, 1], rows[:, 2]) if mark == STAGED]
+            staged_events += bool(staged)
+            want_pairs = sorted(p for c in staged for p in naive.run_matches(sat_list, c, store, runs))
+            later_dropped += sum(len(naive.run_entries(sat_list, c, store, runs)) for c in staged) - len(want_pairs)
+            assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want_pairs
+            # scan_group's handles of event g0 + i (handle_id = identity here), then the naive scan's
+            got = out[out_off[g0 + i]:out_off[g0 + i + 1]].tolist()
+            assert got == naive.scan_lists(sat_list, heads, store)
     assert staged_events > 0  # the run index path was exercised
     assert most_runs > 2 * RUN_AHEAD  # ... with its prefetching pipeline full, not only filling and draining
     assert later_dropped > 0  # ... and the later columns' passes dropped entries
@@ -660,36 +669,28 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead, le
     """``runs_entries(..., ahead)``: whatever the prefetch distance (shorter or longer than a group's runs), the same
     pairs; with a second level (``level2`` 4: runs of 4 entries or more), its lookups find what testing every entry
     of the run finds (naive.run_entries)."""
-    from fastpubsub.engine.frontend.encoding import encode_batch
-    from fastpubsub.engine.kernels.probing import GROUP, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.kernels.probing import stage_heads, stage_lookup
     from fastpubsub.engine.kernels.run_lookups import STAGED, runs_entries, runs_found, runs_index_rows
 
     m, batches = _conjunction_matcher(level2=level2)
-    (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
-     sv) = _stage_arrays(m)
-    ge_end = _ge_end()
+    arrays = _stage_arrays(m)
+    _, store, runs, access, _, gmask, _, _, _, gs_off, gp_off, sv_off, hit, sv = arrays
     checked = by_level2 = 0
-    for batch in batches:
-        ev = encode_batch(batch, m.attributes, m.strings).arrays()
-        n_ev = len(ev.offsets) - 1
-        for g0 in range(0, n_ev, GROUP):
-            g1 = min(n_ev, g0 + GROUP)
-            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
-                                              store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
-            stage_lookup(probe, n_probe, access, store.key_head)
-            stage_heads(probe, n_probe, store, runs)
-            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
-            hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
-            sv = runs_entries(g1 - g0, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, ahead)
-            by_level2 += int((hit[:nh, 4] >= 0).sum())
-            gmask[:] = 0
-            for i in range(g1 - g0):
-                esat = gsat[gs_off[i]:gs_off[i + 1]].tolist()
-                staged = [int(c) for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
-                          if mark == STAGED]
-                want = sorted(p for c in staged for p in naive.run_entries(esat, c, store, runs))
-                assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want
-                checked += len(want)
+    for _, g0, g1, gsat, probe, n_probe in _keyed_groups(m, batches, arrays, _ge_end()):
+        stage_lookup(probe, n_probe, access, store.key_head)
+        stage_heads(probe, n_probe, store, runs)
+        runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+        hit, nh = runs_found(g1 - g0, gs_off, gs_off[1:], gp_off, gsat, probe, store, hit)
+        sv = runs_entries(g1 - g0, gs_off, gsat, hit, nh, gmask, store, runs, sv, sv_off, ahead)
+        by_level2 += int((hit[:nh, 4] >= 0).sum())
+        gmask[:] = 0
+        for i in range(g1 - g0):
+            esat = gsat[gs_off[i]:gs_off[i + 1]].tolist()
+            staged = [int(c) for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
+                      if mark == STAGED]
+            want = sorted(p for c in staged for p in naive.run_entries(esat, c, store, runs))
+            assert sorted(map(tuple, sv[sv_off[i]:sv_off[i + 1]].tolist())) == want
+            checked += len(want)
     assert checked > 0 and (by_level2 > 0) == (level2 > 0)
 
 
@@ -714,38 +715,31 @@ def test_run_index_looked_up_for_equalities_alone_finds_every_run():
     """W1's subscriptions (an inequality in each, a free equality in most): stage 1 puts each event's equalities
     first; while every filed entry's first column is an equality, the runs found from those alone are the runs
     found from all its satisfied predicates (naive), and a subscription of inequalities alone turns that off."""
-    from fastpubsub.engine.frontend.encoding import encode_batch
-    from fastpubsub.engine.kernels.probing import GROUP, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.kernels.probing import stage_heads, stage_lookup
     from fastpubsub.engine.kernels.run_lookups import runs_found, runs_index_rows
 
     m, batches = _conjunction_matcher(fixed=("=", "=", "<="), sizes=(4, 5))
     ix = m.index
     assert ix.n_first_not_eq == 0 and ix.store.c_sorted.max() > 0
-    (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
-     sv) = _stage_arrays(m)
+    arrays = _stage_arrays(m)
+    _, store, runs, access, _, gmask, _, _, _, gs_off, gp_off, _, hit, _ = arrays
     ge_end = _ge_end()
     skipped = found_runs = 0
-    for batch in batches:
-        ev = encode_batch(batch, m.attributes, m.strings).arrays()
-        n_ev = len(ev.offsets) - 1
-        for g0 in range(0, n_ev, GROUP):
-            g1 = min(n_ev, g0 + GROUP)
-            gsat, probe, n_probe = stage_keys(ev, g0, g1, preds, access, access.conj_keys.ravel(), eq_of_field,
-                                              store.key_head, sat, gsat, gs_off, ge_end, gp_off, probe)
-            for i in range(g1 - g0):
-                ops = m.preds.op[gsat[gs_off[i]:gs_off[i + 1]]]
-                n_eq = ge_end[i] - gs_off[i]
-                assert np.all(ops[:n_eq] == 0) and np.all(ops[n_eq:] != 0)
-                skipped += len(ops) - n_eq
-            stage_lookup(probe, n_probe, access, store.key_head)
-            stage_heads(probe, n_probe, store, runs)
-            runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
-            hit, nh = runs_found(g1 - g0, gs_off, ge_end, gp_off, gsat, probe, store, hit)
-            want = _naive_runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, runs)
-            assert sorted(map(tuple, hit[:nh, :3].tolist())) == want
-            found_runs += nh
-            gmask[:] = 0
-            probe[:n_probe, 2] = 0
+    for _, g0, g1, gsat, probe, n_probe in _keyed_groups(m, batches, arrays, ge_end):
+        for i in range(g1 - g0):
+            ops = m.preds.op[gsat[gs_off[i]:gs_off[i + 1]]]
+            n_eq = ge_end[i] - gs_off[i]
+            assert np.all(ops[:n_eq] == 0) and np.all(ops[n_eq:] != 0)
+            skipped += len(ops) - n_eq
+        stage_lookup(probe, n_probe, access, store.key_head)
+        stage_heads(probe, n_probe, store, runs)
+        runs_index_rows(g1 - g0, gs_off, gp_off, gsat, probe, gmask, store, runs)
+        hit, nh = runs_found(g1 - g0, gs_off, ge_end, gp_off, gsat, probe, store, hit)
+        want = _naive_runs_found(g1 - g0, gs_off, gp_off, gsat, probe, store, runs)
+        assert sorted(map(tuple, hit[:nh, :3].tolist())) == want
+        found_runs += nh
+        gmask[:] = 0
+        probe[:n_probe, 2] = 0
     assert skipped > 0 and found_runs > 0
     m.add(10**9, [("a0", "=", 1), ("a1", "=", 2), ("a2", "<=", 3)])  # nothing besides its access equalities
     m.flush()

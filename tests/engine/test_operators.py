@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fastpubsub.engine import (
     ALGORITHMS, MAX_CONJUNCTIONS, MAX_LIST, AllOf, AnyOf, Matcher, SubscriptionBatch, validate_subscription,
 )
+from tests.engine.conformance import add_each, agree, bulk_load, bulk_remove, remove_each
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.columnar import EventBatch, concat_subscriptions, take_subscription_groups
 from fastpubsub.engine.semantics import OPERATORS, holds
@@ -61,27 +62,17 @@ subscription_sets = st.dictionaries(st.integers(-20, 20), subscription, max_size
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _check(m, o, events):
-    want = [o.match(e).tolist() for e in events]
-    assert [r.tolist() for r in m.match_batch(events)] == want
-    assert [r.tolist() for r in m.match_encoded(EventBatch.from_dicts(events)).split()] == want
-
-
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @SETTINGS
 @given(subs=subscription_sets, events=st.lists(event, min_size=1, max_size=8), gone=st.sets(st.integers(-20, 20)))
 def test_every_algorithm_agrees_with_the_oracle(algorithm, subs, events, gone):
     m, o = Matcher(algorithm), OracleMatcher()
-    for sid, sub in subs.items():
-        m.add(sid, sub)
-        o.add(sid, sub)
+    add_each(m, o, subs)
     assert len(m) == len(o)
-    _check(m, o, events)
-    for sid in sorted(gone & set(subs)):
-        m.remove(sid)
-        o.remove(sid)
+    agree(m, o, events)
+    remove_each(m, o, sorted(gone & set(subs)))
     assert len(m) == len(o) and all((sid in m) == (sid in o) for sid in subs)
-    _check(m, o, events)
+    agree(m, o, events)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -89,19 +80,11 @@ def test_every_algorithm_agrees_with_the_oracle(algorithm, subs, events, gone):
 @given(subs=subscription_sets, more=subscription_sets, events=st.lists(event, min_size=1, max_size=6))
 def test_bulk_loads_and_bulk_removes_agree_with_the_oracle(algorithm, subs, more, events):
     m, o = Matcher(algorithm), OracleMatcher()
-    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
-    for sid, sub in subs.items():
-        o.add(sid, sub)
-    extra = {sid + 100: s for sid, s in more.items()}
-    m.add_bulk(SubscriptionBatch.from_lists(extra.items()))
-    for sid, sub in extra.items():
-        o.add(sid, sub)
-    _check(m, o, events)
-    drop = sorted(subs)[::2]
-    m.remove_bulk(drop)
-    for sid in drop:
-        o.remove(sid)
-    _check(m, o, events)
+    bulk_load(m, o, subs)
+    bulk_load(m, o, {sid + 100: s for sid, s in more.items()})
+    agree(m, o, events)
+    bulk_remove(m, o, sorted(subs)[::2])
+    agree(m, o, events)
 
 
 def test_the_issue_examples_hold_as_specified():

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastpubsub.engine import AllOf, AnyOf, AttributeStats, EventStatistics, Matcher, SubscriptionBatch
+from tests.engine.conformance import add_each, bulk_load, bulk_remove, remove_each, strings_that_renumber
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.frontend.encoding import encode_batch
 from fastpubsub.engine.algorithms.opindex import (
@@ -176,25 +177,16 @@ def test_churn_reclaims_space_and_keeps_the_structure_well_formed():
     more = generate_sparse_subscriptions(spec, 2000, seed=3, first_id=10_000)
     events = [e for e in generate_sparse_events(spec, 40, seed=6).to_dicts()]
     m, o = Matcher("opindex"), OracleMatcher()
-    m.add_bulk(first)
-    for sid, p in first.to_lists():
-        o.add(sid, p)
-    gone = np.random.default_rng(2).permutation(sorted(o._subs))[:2500].tolist()
-    m.remove_bulk(gone)
-    for sid in gone:
-        o.remove(sid)
+    bulk_load(m, o, first)
+    bulk_remove(m, o, np.random.default_rng(2).permutation(sorted(o._subs))[:2500].tolist())
     _check(m, o, events)
     _assert_well_formed(m.index)
     m.index._compact_counters()  # abandoned counter regions go (at scale: when they outweigh the live ones)
     assert m.index.c_used == int(m.index.c_top[: m.index.n_lists].sum())
     _check(m, o, events)
     _assert_well_formed(m.index)
-    m.add_bulk(more)
-    for sid, p in more.to_lists():
-        o.add(sid, p)
-    for sid in sorted(o._subs)[::3]:
-        m.remove(sid)
-        o.remove(sid)
+    bulk_load(m, o, more)
+    remove_each(m, o, sorted(o._subs)[::3])
     _check(m, o, events)
     _assert_well_formed(m.index)
     m.remove_bulk(sorted(o._subs))
@@ -202,9 +194,7 @@ def test_churn_reclaims_space_and_keeps_the_structure_well_formed():
     assert len(m) == 0 and ix.n_entries == 0 and m.stats()["pivot_lists"] == 0 and m.stats()["predicates"] == 0
     assert ix.pool_top < 4096  # the per-row predicate pool was compacted
     o = OracleMatcher()
-    for sid, preds in [(1, [("a1", "=", 1), ("a2", ">", 0)]), (2, [("a2", "between", [0, 5])])]:
-        m.add(sid, preds)
-        o.add(sid, preds)
+    add_each(m, o, [(1, [("a1", "=", 1), ("a2", ">", 0)]), (2, [("a2", "between", [0, 5])])])
     _check(m, o, [{"a1": 1, "a2": 3}, {"a2": 0}, {"a2": 9}])
     _assert_well_formed(m.index)
     assert m.index.e_top < 64  # the segments' arena was compacted before the next insert
@@ -251,17 +241,11 @@ def test_string_codes_renumbered_under_order_predicates():
     """A bulk load of many new strings renumbers every code (engine/frontend/encoding.py); stored order values follow."""
     m, o = Matcher("opindex"), OracleMatcher()
     first = [(0, [("s", "<", "m"), ("t", "=", 1)]), (1, [("s", ">=", "m5")]), (2, [("s", "between", ["b", "n"])])]
-    rng = np.random.default_rng(5)
-    words = sorted({"".join(rng.choice(list("amz5"), size=int(rng.integers(1, 5)))) for _ in range(400)})
-    more = [(10 + i, [("s", ["<", ">", "=", "!=", "<=", ">="][i % 6], w)]) for i, w in enumerate(words)]
+    words, more = strings_that_renumber()
     for batch in (first, more):
-        m.add_bulk(SubscriptionBatch.from_lists(batch))
-        for sid, p in batch:
-            o.add(sid, p)
+        bulk_load(m, o, batch)
     _check(m, o, [{"s": w, "t": 1} for w in ["", "m", "m5", "a", "zz", "m4", "b", "n"] + words[::17]])
-    m.remove_bulk([0, 1, 2] + [10 + i for i in range(0, len(words), 3)])
-    for sid in [0, 1, 2] + [10 + i for i in range(0, len(words), 3)]:
-        o.remove(sid)
+    bulk_remove(m, o, [0, 1, 2] + [10 + i for i in range(0, len(words), 3)])
     _check(m, o, [{"s": w} for w in words[::7]])
     _assert_well_formed(m.index)
 
@@ -274,9 +258,7 @@ def test_options():
     with pytest.raises(ValueError, match="option of static and dynamic"):
         Matcher("opindex", runs=64)
     m, o = Matcher("opindex", segments=1), OracleMatcher()
-    for sid, p in [(1, [("a", "=", 1), ("b", "<", 2)]), (2, [("b", ">=", 1)])]:
-        m.add(sid, p)
-        o.add(sid, p)
+    add_each(m, o, [(1, [("a", "=", 1), ("b", "<", 2)]), (2, [("b", ">=", 1)])])
     _check(m, o, [{"a": 1, "b": 1}, {"b": 5}, {"a": 1}])
 
 

@@ -3,6 +3,7 @@
 import itertools
 import math
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from tests.support import naive
 from fastpubsub.engine import Matcher
+from tests.engine.conformance import Interleaving
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.costmodel.constants import pack_schema, presence_field, presence_schema
 from fastpubsub.engine.costmodel.greedy import EqualityProfile, best_assignment
@@ -186,22 +188,10 @@ def test_pivots_follow_statistics_changed_mid_run_with_inserts_and_deletes(seed,
     o = OracleMatcher()
     rare = low
     m.set_statistics(shift.favour(rare))
-    next_id = 0
+    changes = Interleaving(m, o, partial(generate_sparse_subscriptions, spec), sizes=(50, 250), share=3)
     for step in steps:
-        if step == "add":
-            batch = generate_sparse_subscriptions(spec, int(rng.integers(50, 250)), seed=int(rng.integers(1 << 30)),
-                                                  first_id=next_id)
-            next_id += batch.n_subscriptions
-            m.add_bulk(batch)
-            for sid, sub in batch.to_lists():
-                o.add(sid, sub)
-        elif step == "remove" and len(o):
-            live = np.array([s for s in range(next_id) if s in o], dtype=np.int64)
-            gone = rng.choice(live, size=max(1, len(live) // 3), replace=False)
-            m.remove_bulk(gone)
-            for sid in gone.tolist():
-                o.remove(sid)
-        elif step == "shift":
+        changes.step(step, rng)
+        if step == "shift":
             rare = high if rare is low else low
             m.set_statistics(shift.favour(rare))
         events = generate_sparse_events(spec, 15, seed=int(rng.integers(1 << 30)))

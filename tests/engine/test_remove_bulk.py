@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.engine.conformance import agree
+from tests.engine.conformance import agree, bulk_load, bulk_remove
 from tests.engine.test_engine import SETTINGS, event, subscription_sets
 
 from fastpubsub.engine import ALGORITHMS, Matcher
@@ -19,15 +19,11 @@ from fastpubsub.engine.columnar import SubscriptionBatch
 @given(subs=subscription_sets, data=st.data(), events=st.lists(event, min_size=1, max_size=6))
 def test_remove_bulk_agrees_with_oracle(algorithm, subs, data, events):
     m, o = Matcher(algorithm), OracleMatcher()
-    m.add_bulk(SubscriptionBatch.from_lists(subs.items()))
-    for sid, preds in subs.items():
-        o.add(sid, preds)
+    bulk_load(m, o, subs)
     for _ in range(2):  # two rounds: the second removes from structures the first one changed
         gone = data.draw(st.lists(st.sampled_from(sorted(subs)), unique=True) if subs else st.just([]))
         gone = [s for s in gone if s in o]
-        m.remove_bulk(np.array(gone, dtype=np.int64))
-        for sid in gone:
-            o.remove(sid)
+        bulk_remove(m, o, np.array(gone, dtype=np.int64))
         assert len(m) == len(o) and all(s in m for s in o._subs) and not any(s in m for s in gone)
         agree(m, o, events)
     again = data.draw(st.sampled_from(sorted(subs))) if subs else None

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fastpubsub.engine import ALGORITHMS, Matcher
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.semantics import ALL_OPERATORS, subscription_holds, validate_subscription
+from tests.engine.conformance import add_each, agree
 from tests.support.oracles.engine import OracleMatcher
 
 ATTRS = ["a", "b", "c"]
@@ -55,12 +56,8 @@ SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[Healt
 
 def _agree(algorithm: str, subs: dict, events: list[dict]) -> None:
     m, o = Matcher(algorithm), OracleMatcher()
-    for sid, preds in subs.items():
-        m.add(sid, preds)
-        o.add(sid, preds)
-    want = [o.match(e).tolist() for e in events]
-    assert [r.tolist() for r in m.match_batch(events)] == want
-    assert [r.tolist() for r in m.match_encoded(EventBatch.from_dicts(events)).split()] == want
+    add_each(m, o, subs)
+    agree(m, o, events)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from fastpubsub.engine import ALGORITHMS, AnyOf, Matcher, validate_subscription
 from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.semantics import holds
+from tests.engine.conformance import add_each, agree
 from tests.support.oracles.engine import OracleMatcher
 
 ATTRS = ["a", "b"]
@@ -46,12 +47,8 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
        events=st.lists(event, min_size=1, max_size=8))
 def test_every_algorithm_agrees_with_the_oracle(algorithm, subs, events):
     m, o = Matcher(algorithm), OracleMatcher()
-    for sid, sub in subs.items():
-        m.add(sid, sub)
-        o.add(sid, sub)
-    want = [o.match(e).tolist() for e in events]
-    assert [r.tolist() for r in m.match_batch(events)] == want
-    assert [r.tolist() for r in m.match_encoded(EventBatch.from_dicts(events)).split()] == want
+    add_each(m, o, subs)
+    agree(m, o, events)
 
 
 @pytest.mark.parametrize("p, event, expected", [

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.support.kafka_helpers import dead_letters, end_offsets, wait_processed
 from tests.support.oracles.patterns import OraclePatterns
-from tests.pipeline.test_pattern_service import (BASE_TS, PARTITIONS, PER_SYMBOL, SYMBOLS, RunningPatterns, patterns_bootstrap,  # noqa: F401
+from tests.pipeline.test_pattern_service import (BASE_TS, PARTITIONS, PER_SYMBOL, RunningPatterns, events, patterns_bootstrap,  # noqa: F401
                                   received, send_subscriptions, stored_events, subscriptions)
 
 from fastpubsub.kafka.broker import child_preexec  # noqa: F401  (the kill test's process group)
@@ -30,19 +30,6 @@ from fastpubsub.wire.placement import partition_for
 def running(patterns_bootstrap, group_id):  # noqa: F811
     from tests.support.kafka_helpers import started_services
     yield from started_services(lambda **kw: RunningPatterns(patterns_bootstrap, group_id, **kw))
-
-
-def scattered_events(seed: int, n: int) -> list[tuple[int, dict]]:
-    """(timestamp, attributes), timestamps strictly increasing, random-walk prices, a sequence number ``n``."""
-    rng = random.Random(seed)
-    price = {s: 100.0 for s in SYMBOLS}
-    ts, out = BASE_TS, []
-    for i in range(n):
-        ts += rng.choice([100, 200, 500, 1000, 1500])
-        s = rng.choice(SYMBOLS)
-        price[s] = round(max(1.0, price[s] * (1 + rng.choice([-0.01, -0.005, 0, 0.005, 0.01, 0.02]))), 3)
-        out.append((ts, {"name": s, "price": price[s], "volume": rng.choice([100, 600, 1000]), "n": i}))
-    return out
 
 
 def send_scattered(bootstrap: str, evs: list[tuple[int, dict]], seed: int) -> None:
@@ -85,7 +72,7 @@ def tail_names() -> list[str]:
 
 def test_repartitioned_notifications_equal_the_oracle(running, patterns_bootstrap, group_id):  # noqa: F811
     subs = subscriptions(11, 24)
-    evs = scattered_events(12, 500)
+    evs = events(12, 500, ties=False)
     grace = 3_600_000  # more than the stream spans: whatever the re-keying's interleaving, no event is late
     send_subscriptions(patterns_bootstrap, subs)
     service = running(repartition_by="name", grace_ms=grace)
@@ -166,7 +153,7 @@ def test_kill_9_while_re_keying_and_restart_none_missing_none_unexpected(pattern
     from tests.support.kafka_helpers import committed_events
 
     subs = subscriptions(21, 24)
-    evs = scattered_events(22, 1200)
+    evs = events(22, 1200, ties=False)
     grace = 3_600_000
     send_subscriptions(patterns_bootstrap, subs)
     args = [sys.executable, "-m", "fastpubsub", "patterns", "-b", patterns_bootstrap, "--group-id", group_id,

@@ -69,13 +69,14 @@ def subscriptions(seed: int, n: int) -> list[tuple[int, str, int]]:
     return out
 
 
-def events(seed: int, n: int) -> list[tuple[int, dict]]:
-    """(timestamp, attributes): random-walk prices, increasing timestamps with ties, a sequence number ``n``."""
+def events(seed: int, n: int, ties: bool = True) -> list[tuple[int, dict]]:
+    """(timestamp, attributes): random-walk prices, timestamps increasing (with ties, or strictly without
+    ``ties``), a sequence number ``n``."""
     rng = random.Random(seed)
     price = {s: 100.0 for s in SYMBOLS}
     ts, out = BASE_TS, []
     for i in range(n):
-        ts += rng.choice([0, 200, 500, 1000, 1500])
+        ts += rng.choice([0 if ties else 100, 200, 500, 1000, 1500])
         s = rng.choice(SYMBOLS)
         price[s] = round(max(1.0, price[s] * (1 + rng.choice([-0.01, -0.005, 0, 0.005, 0.01, 0.02]))), 3)
         out.append((ts, {"name": s, "price": price[s], "volume": rng.choice([100, 600, 1000]), "n": i}))

@@ -183,13 +183,18 @@ def notifications_of(bootstrap: str) -> list[dict]:
     return deduplicate(notes) if notes else notes
 
 
-def run_steps(bootstrap, group_id, rows, subs, updates) -> None:
+def served(running, bootstrap, group_id, mode, rows, subs, updates) -> tuple[RunningService, list[dict]]:
+    """A table service in ``mode`` through the rows, then the subscriptions (their initial answers), then the
+    updates, each processed before the next is written; stopped, with the notifications it wrote (de-duplicated)."""
+    svc = running(mode=mode)
     send(bootstrap, STOCK_TOPIC, row_records(rows))
     wait_committed(bootstrap, group_id, STOCK_TOPIC)
     send(bootstrap, topics.SUBSCRIPTIONS, encode_subs(subs))
     wait_committed(bootstrap, group_id, topics.SUBSCRIPTIONS)
     send(bootstrap, STOCK_TOPIC, row_records(updates))
     wait_committed(bootstrap, group_id, STOCK_TOPIC)
+    svc.stop()
+    return svc, notifications_of(bootstrap)
 
 
 # --- the tests --------------------------------------------------------------------------------
@@ -198,10 +203,7 @@ def run_steps(bootstrap, group_id, rows, subs, updates) -> None:
 def test_s_un_notifications_equal_the_oracle(running, tables_bootstrap, group_id):
     rows, updates = workload(1, 40, 400)
     subs = subscriptions(2, 60)
-    svc = running(mode="s-un")
-    run_steps(tables_bootstrap, group_id, rows, subs, updates)
-    svc.stop()
-    notes = notifications_of(tables_bootstrap)
+    svc, notes = served(running, tables_bootstrap, group_id, "s-un", rows, subs, updates)
     assert all(n["subscriber"] == f"u{n['subscription']}" for n in notes)
     for n in notes:  # an update's notification carries the row that caused it
         if "/init/" not in n["notification_id"]:
@@ -216,10 +218,7 @@ def test_s_un_notifications_equal_the_oracle(running, tables_bootstrap, group_id
 def test_s_cn_followers_keep_the_oracle_answers_from_the_reformulated_topic(running, tables_bootstrap, group_id):
     rows, updates = workload(3, 40, 300)
     subs = subscriptions(4, 60)
-    svc = running(mode="s-cn")
-    run_steps(tables_bootstrap, group_id, rows, subs, updates)
-    svc.stop()
-    notes = notifications_of(tables_bootstrap)
+    _, notes = served(running, tables_bootstrap, group_id, "s-cn", rows, subs, updates)
     assert all("/init/" in n["notification_id"] for n in notes)  # S-CN: only the initial answers are unicast
     assert {n["position"][f"{STOCK_TOPIC}:0"] for n in notes} == {len(rows)}
     followers = {n["subscription"]: Follower(n["subscription"], parse_subscription(dict(subs)[n["subscription"]]), n)

@@ -11,46 +11,30 @@ from fastpubsub.workloads.fabret import PRESETS, generate_events
 from fastpubsub.wire.codecs import DecodeError, decode_event, encode_event
 from fastpubsub.engine import KIND_STRING
 from fastpubsub.wire.event_decoder import decode_events
-
-
-def _zigzag(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = u & 0x7F
-        u >>= 7
-        if u:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+from tests.support.avro import avro_string, zigzag
 
 
 def _avro(blocks: list[tuple[int, bytes]], schema_id: int = 2, tail: bytes = b"") -> bytes:
     """Hand-made event value: each block is (count, encoded entries); a negative count carries its size."""
     body = bytearray(b"\x00" + struct.pack(">I", schema_id))
     for count, entries in blocks:
-        body += _zigzag(count)
+        body += zigzag(count)
         if count < 0:
-            body += _zigzag(len(entries))
+            body += zigzag(len(entries))
         body += entries
     return bytes(body + b"\x00" + tail)
 
 
-def _key(k: bytes) -> bytes:
-    return _zigzag(len(k)) + k
-
-
 def _long(k: bytes, v: int) -> bytes:
-    return _key(k) + _zigzag(0) + _zigzag(v)
+    return avro_string(k) + zigzag(0) + zigzag(v)
 
 
 def _bool(k: bytes, byte: int) -> bytes:
-    return _key(k) + _zigzag(3) + bytes([byte])
+    return avro_string(k) + zigzag(3) + bytes([byte])
 
 
 def _string(k: bytes, v: bytes) -> bytes:
-    return _key(k) + _zigzag(2) + _zigzag(len(v)) + v
+    return avro_string(k) + zigzag(2) + avro_string(v)
 
 
 ODD_VALUES = [
@@ -82,9 +66,9 @@ ODD_VALUES = [
     _avro([(1, _string(b"k", b"\xff\xfe"))]),  # invalid UTF-8 value
     _avro([(1, _long(b"\xed\xa0\x80", 1))]),  # UTF-16 surrogate in a key
     _avro([(1, _string(b"k", b"\xf0\x9f\x98"))]),  # truncated 4-byte sequence
-    _avro([(1, _key(b"a") + _zigzag(7) + b"\x00")]),  # union index out of range
-    _avro([(1, _key(b"a") + _zigzag(0) + b"\xff" * 11)]),  # varint longer than 64 bits
-    _avro([(1, _key(b"a") + _zigzag(1) + b"\x00\x00")]),  # short double
+    _avro([(1, avro_string(b"a") + zigzag(7) + b"\x00")]),  # union index out of range
+    _avro([(1, avro_string(b"a") + zigzag(0) + b"\xff" * 11)]),  # varint longer than 64 bits
+    _avro([(1, avro_string(b"a") + zigzag(1) + b"\x00\x00")]),  # short double
 ]
 
 

@@ -14,38 +14,22 @@ from fastpubsub.wire.codecs import (
     DecodeError, Subscription, decode_subscription, encode_subscription, is_aggregate_subscription, is_pattern_subscription,
 )
 from fastpubsub.wire.subscription_decoder import decode_subscriptions, parse_subscription_id
-
-
-def _zigzag(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = u & 0x7F
-        u >>= 7
-        if u:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _s(b: bytes) -> bytes:
-    return _zigzag(len(b)) + b
+from tests.support.avro import avro_string, zigzag
 
 
 def _avro(subscriber: bytes, predicates: list[bytes], tail: bytes = b"\x00\x00", schema_id: int = 1,
           negative_block: bool = False) -> bytes:
     """Hand-made subscription value: predicates already encoded; ``tail`` the two validity unions."""
-    body = bytearray(b"\x00" + struct.pack(">I", schema_id) + _s(subscriber))
+    body = bytearray(b"\x00" + struct.pack(">I", schema_id) + avro_string(subscriber))
     if predicates:
         entries = b"".join(predicates)
-        body += _zigzag(-len(predicates)) + _zigzag(len(entries)) if negative_block else _zigzag(len(predicates))
+        body += zigzag(-len(predicates)) + zigzag(len(entries)) if negative_block else zigzag(len(predicates))
         body += entries
     return bytes(body + b"\x00" + tail)
 
 
 def _pred(attr: bytes, op: bytes, branch: int, value: bytes) -> bytes:
-    return _s(attr) + _s(op) + _zigzag(branch) + value
+    return avro_string(attr) + avro_string(op) + zigzag(branch) + value
 
 
 ODD = [
@@ -71,24 +55,24 @@ ODD = [
     (b"13", encode_subscription(Subscription("a", [("a", "=", 1)])) + b"\x00"),  # trailing byte
     (b"14", b"\x00\x00\x00\x00\x02" + encode_subscription(Subscription("a", [("a", "=", 1)]))[5:]),  # event schema id
     (b"15", _avro(b"a", [])),  # no predicate
-    (b"16", _avro(b"", [_pred(b"a", b"=", 0, _zigzag(1))])),  # empty subscriber
-    (b"17", _avro(b"a", [_pred(b"", b"=", 0, _zigzag(1))])),  # empty attribute
-    (b"18", _avro(b"a", [_pred(b"a", b"==", 0, _zigzag(1))])),  # unknown operator
+    (b"16", _avro(b"", [_pred(b"a", b"=", 0, zigzag(1))])),  # empty subscriber
+    (b"17", _avro(b"a", [_pred(b"", b"=", 0, zigzag(1))])),  # empty attribute
+    (b"18", _avro(b"a", [_pred(b"a", b"==", 0, zigzag(1))])),  # unknown operator
     (b"19", _avro(b"a", [_pred(b"a", b"=", 1, struct.pack("<d", math.nan))])),  # NaN
     (b"20", _avro(b"a", [_pred(b"a", b"=", 3, b"\x02")])),  # non-canonical boolean
     (b"21", _avro(b"a", [_pred(b"a", b"=", 7, b"\x00")])),  # union index out of range
-    (b"22", _avro(b"a", [_pred(b"a", b"=", 2, _s(b"\xed\xa0\x80"))])),  # surrogate in a string
-    (b"23", _avro(b"a" * 1025, [_pred(b"a", b"=", 0, _zigzag(1))])),  # subscriber too long
-    (b"24", _avro(b"a", [_pred(b"b" * 1025, b"=", 0, _zigzag(1))])),  # attribute too long
-    (b"25", _avro(b"a", [_pred(b"a", b"=", 0, _zigzag(1))], tail=b"\x02\x0a\x02\x0a")),  # valid_from == valid_until
-    (b"26", _avro(b"a", [_pred(b"a", b"=", 0, _zigzag(1))], tail=b"\x04\x00")),  # bad null/long branch
-    (b"27", _avro(b"a", [_pred(b"a", b"=", 0, _zigzag(1))], tail=b"\x02\x0a")),  # written without valid_from
-    (b"28", _avro(b"a", [_pred(b"a", b"=", 0, _zigzag(1)), _pred(b"b", b"!=", 1, struct.pack("<d", 2.5))],
+    (b"22", _avro(b"a", [_pred(b"a", b"=", 2, avro_string(b"\xed\xa0\x80"))])),  # surrogate in a string
+    (b"23", _avro(b"a" * 1025, [_pred(b"a", b"=", 0, zigzag(1))])),  # subscriber too long
+    (b"24", _avro(b"a", [_pred(b"b" * 1025, b"=", 0, zigzag(1))])),  # attribute too long
+    (b"25", _avro(b"a", [_pred(b"a", b"=", 0, zigzag(1))], tail=b"\x02\x0a\x02\x0a")),  # valid_from == valid_until
+    (b"26", _avro(b"a", [_pred(b"a", b"=", 0, zigzag(1))], tail=b"\x04\x00")),  # bad null/long branch
+    (b"27", _avro(b"a", [_pred(b"a", b"=", 0, zigzag(1))], tail=b"\x02\x0a")),  # written without valid_from
+    (b"28", _avro(b"a", [_pred(b"a", b"=", 0, zigzag(1)), _pred(b"b", b"!=", 1, struct.pack("<d", 2.5))],
                   negative_block=True)),
     (b"29", _avro(b"a", [_pred(b"a", b"=", 0, b"\xff" * 9 + b"\x7f")])),  # varint wider than 64 bits
     (b"30", b"\x05garbage"),
     (b"31", b"\x00\x00\x00"),
-    (b"32", _avro(b"a", [_pred(b"\x00x", b"=", 0, _zigzag(1))])),  # attribute name reserved (starts with NUL)
+    (b"32", _avro(b"a", [_pred(b"\x00x", b"=", 0, zigzag(1))])),  # attribute name reserved (starts with NUL)
 ]
 
 
