@@ -15,8 +15,8 @@ trickle's own, one per record), the cost per batch held.  A producer alone and a
 partition are measured too: neither costs the broker anything at any level.
 
 Why it matters: every latency figure through the embedded broker depends on
-how many batches its partitions hold by then (docs/benchmarks.md, "What the
-embedded broker costs per fetch").
+how many batches its partitions hold by then (docs/benchmarks.md, "End to end on
+Apache Kafka").
 """
 
 from __future__ import annotations

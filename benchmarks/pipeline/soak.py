@@ -30,8 +30,9 @@ after every sample, so an interrupted soak keeps what it measured) and a plot (`
 
 Summary (:func:`summarise`): RSS growth after the first tenth (a least-squares
 line through the later samples, its rise over that span relative to its start,
-so one noisy sample neither hides nor fakes growth), and the engine's bytes
-per live subscription over time.
+so one noisy sample neither hides nor fakes growth), the same through each
+window's lowest sample (a leak raises the floor; a rebuild that briefly holds two
+copies only lifts one sample), and the engine's bytes per live subscription over time.
 """
 
 from __future__ import annotations
@@ -116,11 +117,28 @@ def ready(port: int) -> bool:
         return False
 
 
-def summarise(samples: list[dict[str, Any]], warm_up: float = 0.1) -> dict[str, Any]:
+def _floors(t: np.ndarray, rss: np.ndarray, window: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each ``window`` seconds' lowest sample (its time, its RSS), from the first sample's time on."""
+    slot = ((t - t[0]) // window).astype(np.int64)
+    low = [np.flatnonzero(slot == k)[np.argmin(rss[slot == k])] for k in np.unique(slot)]
+    return t[low], rss[low]
+
+
+def _line_rise(t: np.ndarray, y: np.ndarray) -> float:
+    """The rise of a least-squares line through (t, y) over its span, relative to its value at the start."""
+    if len(t) < 2:
+        return 0.0
+    slope, start = np.polyfit(t - t[0], y, 1)
+    return float(slope * (t[-1] - t[0]) / start)
+
+
+def summarise(samples: list[dict[str, Any]], warm_up: float = 0.1, window: float = 60.0) -> dict[str, Any]:
     """RSS growth after the first ``warm_up`` of the run, and the engine's bytes per live subscription.
 
     ``rss_growth``: the rise of a least-squares line through the RSS samples after the warm-up, over their span,
-    relative to the line's value at its start, and that rise per subscription change produced.  ``bytes_per_live``: engine bytes / live subscriptions of each
+    relative to the line's value at its start, and that rise per subscription change produced.
+    ``rss_floor_growth``: the same through each ``window``'s lowest sample: what a leak raises, where a transient
+    (a rebuild or snapshot holding two copies for a moment) lifts single samples only.  ``bytes_per_live``: engine bytes / live subscriptions of each
     sample after the warm-up (min, max, first, last).
     """
     t_end = samples[-1]["t"]
@@ -128,11 +146,13 @@ def summarise(samples: list[dict[str, Any]], warm_up: float = 0.1) -> dict[str, 
     t = np.array([s["t"] for s in later], dtype=np.float64)
     rss = np.array([s["rss"] for s in later], dtype=np.float64)
     slope, start = np.polyfit(t - t[0], rss, 1) if len(later) >= 2 else (0.0, rss[0])
+    floor = _line_rise(*_floors(t, rss, window))
     per_live = [s["engine_bytes"] / s["subscriptions"] for s in later if s.get("subscriptions") and s.get("engine_bytes")]
     return {
         "seconds": round(t_end, 1), "samples": len(samples),
         "rss_start_mib": round(samples[0]["rss"] / 2**20, 1), "rss_end_mib": round(samples[-1]["rss"] / 2**20, 1),
         "rss_growth": round(float(slope * (t[-1] - t[0]) / start), 4) if len(later) >= 2 else 0.0,
+        "rss_floor_growth": round(floor, 4),
         "rss_bytes_per_change": round(float(slope * (t[-1] - t[0])) / max(later[-1]["changes_sent"]
                                                                            - later[0]["changes_sent"], 1), 1),
         "threads_max": max(s["threads"] for s in samples),

@@ -1,14 +1,16 @@
 """fastpubsub: a content-based publish/subscribe stream processor on Kafka.
 
 The sub-packages are the architecture, and imports run one way, top to bottom
-(checked by import-linter, contracts in pyproject.toml):
+(checked by import-linter, contracts in pyproject.toml; every module: docs/design/layout.md):
 
 * ``cli``: the ``pubsub`` command (``python -m fastpubsub``);
-* ``processor``: the service, a batch flowing inputs -> decode -> match -> encode -> deliver;
+* ``services``: the event processor, the pattern service and the table service, each a task of the runtime;
   ``stats_job``: the Spark statistics job (the two never import each other);
-* ``kafka``: every Kafka client from one factory, delivery, dead letters, queue bounds, topics;
-* ``wire``: what travels on the topics (Avro schemas as package data, codecs, topic names);
-* ``language``: the subscription text language;
+* ``runtime``: the one host loop the services run in: restore, batches, commits, replay, ``/metrics``;
+* ``kafka``: every Kafka client from one factory, delivery, dead letters, queue bounds, admin, the embedded brokers;
+* ``wire``: what travels on the topics (Avro schemas as package data, codecs, decoders, topic names);
+* ``patterns``, ``aggregates``: the pattern and aggregate engines, and ``state``, their restorable state (no Kafka);
+* ``language``: the subscription text languages; ``workloads``: the workload generators;
 * ``engine``: the matcher library (no Kafka, no Spark); its ``__init__`` is its public API.
 """
 

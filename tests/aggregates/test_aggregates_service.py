@@ -236,3 +236,37 @@ def test_groups_and_row_filters_of_departed_subscriptions_are_reclaimed_under_ch
     assert svc.stats()["groups"] == svc.stats()["row_filters"] == svc.stats()["join_groups"] == 0
     answer = svc.subscribe("again", AggregateSpec("stock", "count", None, "x", 0, 40, (("sector", "=", "s1"),)))
     assert answer.value == 8  # k = 1, 6, ..., 36
+
+
+FILTERED = [(f"{fn}-{sector}", AggregateSpec("stock", fn, None if fn == "count" else "y", "x", 0, 5,
+                                             (("sector", "=", sector),)))
+            for fn in ("min", "count", "sum") for sector in ("tech", "oil")] + [("count-all", specs()["count0-5"])]
+run_op = st.one_of(
+    st.tuples(st.just("sub"), st.integers(0, len(FILTERED) - 1)),
+    st.tuples(st.just("unsub"), st.integers(0, len(FILTERED) - 1)),
+    st.tuples(st.just("rows"), st.lists(st.tuples(st.integers(0, 5), row), min_size=1, max_size=8)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(run_op, min_size=1, max_size=40))
+def test_an_update_visits_the_groups_its_old_or_new_row_passes_and_a_run_is_matched_at_once(ops):
+    """A row moving between filters (tech to oil, to no sector, deleted) leaves the groups of the filter it passed
+    and joins the other's; filters made and dropped between runs (new ids) are seen by the rows held before them;
+    a run's rows matched against the filters in one batch (``filters_passed``) give the oracle's notifications."""
+    svc, oracle = AggregateService([TableSchema("stock", "k")]), AggregateOracle()
+    for i, o in enumerate(ops):
+        if o[0] in ("sub", "unsub"):
+            sid, spec = FILTERED[o[1]]
+            if o[0] == "sub" and sid not in svc._subs:
+                assert svc.subscribe(sid, spec, f"s{i}").value == oracle.subscribe(sid, spec)
+            elif o[0] == "unsub" and sid in svc._subs:
+                svc.unsubscribe(sid)
+                oracle.unsubscribe(sid)
+            continue
+        rows = o[1]
+        for (key, r), passing in zip(rows, svc.filters_passed("stock", [r for _, r in rows])):
+            got = {n.subscription: n.value for n in svc.apply("stock", key, r, f"u{i}", passing=passing).notifications}
+            assert got == oracle.apply("stock", key, r), (key, r)
+    for sid in svc._subs:
+        assert svc.answer(sid) == oracle.answers[sid]

@@ -33,6 +33,10 @@ def test_summary_fits_a_line_through_rss_after_the_warm_up():
     assert 0.004 < s["rss_growth"] < 0.006  # 540 s x 1,000 B/s over ~100 MiB, whatever the noise of the samples
     assert s["rss_bytes_per_change"] == pytest.approx(200, rel=0.2)
     assert s["bytes_per_live"]["max"] == s["bytes_per_live"]["min"] == 800
+    assert 0.004 < s["rss_floor_growth"] < 0.006  # each minute's lowest sample rises as the line does
+    # a transient that holds two copies for a moment lifts single samples, late in the run: not the floor
+    spiky = [dict(s, rss=(100 << 20) + (30 << 20) * (s["t"] % 60 == 30 and s["t"] > 300)) for s in flat]
+    assert soak.summarise(spiky)["rss_growth"] > 0.02 and soak.summarise(spiky)["rss_floor_growth"] == 0.0
 
 
 def _held_under_churn(run, n):

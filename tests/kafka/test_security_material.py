@@ -52,12 +52,12 @@ def test_pubsub_broker_creates_users_on_a_secured_broker_only():
 
 
 def test_the_documented_acls_are_those_kafka_acls_grants():
-    """docs/reliability.md's table (principal, resource, operation) names each topic each service reads and writes."""
+    """docs/guide/security.md's table (principal, resource, operation) names each topic each service reads and writes."""
     from pathlib import Path
 
     from fastpubsub.kafka import acls
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "reliability.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "security.md").read_text()
     table = text[text.index("| principal | resource | operation |"):].split("\n\n")[0].splitlines()[2:]
     blocks: dict[str, list[tuple[str, str]]] = {}
     for row in table:

@@ -118,12 +118,15 @@ def test_every_pubsub_bench_figure_exists(doc):
     assert not bad, f"{doc.name} cites `python -m benchmarks.suite` figures that do not exist: {bad}"
 
 
-SECTION_REFERENCE = re.compile(r'(?:docs/)?((?:[a-z_]+/)*[a-z_]+\.md)[,\s]*\(?"([^"]+)"')
+#: ``[the processor](../processor.md), "Sharding"``: a link to a page, then the title of a section of it.
+LINKED_SECTION = re.compile(r'\]\(((?:\.\./)?(?:[\w-]+/)*[\w-]+\.md)(?:#[\w-]+)?\)[,\s]*\(?"([^"]+)"')
+SECTION_REFERENCE = re.compile(r'(?:docs/)?((?:[a-z_-]+/)*[a-z_-]+\.md)[,\s]*\(?"([^"]+)"')
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
 def test_every_section_a_doc_names_exists(doc):
-    """``docs/benchmarks.md, "Restarts"``: the quoted title is a heading or a bold lead-in of that file."""
+    """``docs/benchmarks.md, "Current figures"`` or ``[the report](benchmarks.md), "Current figures"``: the quoted
+    title is a heading or a bold lead-in of that file."""
     bad = []
     for file, title in SECTION_REFERENCE.findall(doc.read_text(encoding="utf-8")):
         target = ROOT / "docs" / file
@@ -133,7 +136,42 @@ def test_every_section_a_doc_names_exists(doc):
         elif not any(title in line for line in target.read_text(encoding="utf-8").splitlines()
                      if line.startswith("#") or "**" in line):
             bad.append(f'{file}, "{title}": no such section')
+    for file, title in LINKED_SECTION.findall(doc.read_text(encoding="utf-8")):
+        target = (doc.parent / file).resolve()
+        title = " ".join(title.split())
+        if target.is_file() and not any(title in line for line in target.read_text(encoding="utf-8").splitlines()
+                                        if line.startswith("#") or "**" in line):
+            bad.append(f'{file}, "{title}": no such section')
     assert not bad, f"{doc.name} names sections that do not exist: {bad}"
+
+
+#: A page cited by the sources, the tests or the benchmarks (``docs/processor.md``), and the section a quoted title
+#: after it names (``docs/processor.md, "Batches and commits"``, ``docs/guide/security.md ("ACLs")``).
+CITED_DOC = re.compile(r'\bdocs/((?:[\w-]+/)*[\w-]+\.md)(?:(?:[,\s]+\(?|\()"([^"]+)")?')
+CITING = sorted(p for folder in ("src", "tests", "benchmarks") for p in (ROOT / folder).rglob("*")
+                if p.suffix in (".py", ".md") and "corpus" not in p.parts)
+
+
+def test_every_doc_the_code_cites_exists():
+    """Pages move: a docstring, comment or error message that names a page or a section of one names what is there."""
+    bad = []
+    for path in CITING:
+        for m in CITED_DOC.finditer(path.read_text(encoding="utf-8")):
+            page, title = ROOT / "docs" / m.group(1), m.group(2) and " ".join(m.group(2).split())
+            if not page.is_file():
+                bad.append(f"{path.relative_to(ROOT)}: {m.group(0)!r}: no such page")
+            elif title and not any(title in line for line in page.read_text(encoding="utf-8").splitlines()
+                                   if line.startswith("#") or "**" in line):
+                bad.append(f"{path.relative_to(ROOT)}: {m.group(0)!r}: no such section")
+    assert not bad, "citations of docs that do not exist:\n" + "\n".join(bad)
+
+
+def test_the_index_links_every_page():
+    """docs/index.md is where a reader starts: every page of the site is one link away."""
+    index = ROOT / "docs" / "index.md"
+    linked = {(index.parent / target.split("#", 1)[0]).resolve() for target in LINK.findall(index.read_text("utf-8"))}
+    pages = {page.resolve() for page in (ROOT / "docs").rglob("*.md")} - {index.resolve()}
+    assert not pages - linked, f"docs/index.md does not link {sorted(str(p.relative_to(ROOT)) for p in pages - linked)}"
 
 
 @pytest.mark.parametrize("name", sorted(MAX_LINES))
@@ -238,3 +276,58 @@ def test_the_readme_layout_names_every_package_of_the_tree():
     test_folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert set(re.findall(r"\b([a-z_]+)/", tests_line)) - {"tests"} == test_folders - folders
     assert test_folders & folders, "tests/ mirrors the package's folders"
+
+
+LAYOUT = ROOT / "docs" / "design" / "layout.md"
+LAYOUT_NAME = re.compile(r"[\w.]+(?:/[\w.]+)*(?:/|\.py)")
+
+
+def _layout_block(first_line: str) -> str:
+    """The fenced block of docs/design/layout.md whose first line is ``first_line``."""
+    blocks = [block.split("\n", 1)[1].rsplit("\n", 1)[0] for block in FENCE.findall(LAYOUT.read_text(encoding="utf-8"))]
+    return next(block for block in blocks if block.startswith(first_line + "\n"))
+
+
+def _layout_paths(block: str) -> set[str]:
+    """The paths an indented tree names: a line's leading ``name/`` or ``name.py`` tokens, under the folder of the
+    nearest line above it that is indented less."""
+    paths: set[str] = set()
+    folders: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        names = []
+        for token in line.split():
+            if not LAYOUT_NAME.fullmatch(token):
+                break
+            names.append(token)
+        if not names:
+            continue
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        parent = folders[-1][1] if folders else ""
+        for name in names:
+            paths.add((parent + name).rstrip("/"))
+            if name.endswith("/"):
+                folders.append((indent, parent + name))
+    return paths
+
+
+def test_the_layout_page_names_every_folder_and_module_of_the_package():
+    """docs/design/layout.md's tree of src/fastpubsub/ holds exactly its folders and its modules (a folder's line
+    stands for its __init__.py)."""
+    named = _layout_paths(_layout_block("src/fastpubsub/"))
+    package = ROOT / "src" / "fastpubsub"
+    real = {"src/fastpubsub"} | {str(p.relative_to(ROOT)) for p in package.rglob("*")
+                                 if "__pycache__" not in p.parts and (p.is_dir() or p.suffix == ".py")
+                                 and not (p.name == "__init__.py" and p.parent != package)}
+    assert not named - real, f"docs/design/layout.md names what is not in the tree: {sorted(named - real)}"
+    assert not real - named, f"docs/design/layout.md does not name {sorted(real - named)}"
+
+
+@pytest.mark.parametrize("folder", ["tests", "benchmarks"])
+def test_the_layout_page_names_every_folder_of_the_tests_and_the_benchmarks(folder):
+    named = {path.split("/")[1] for path in _layout_paths(_layout_block(f"{folder}/")) if "/" in path}
+    real = {p.name for p in (ROOT / folder).iterdir()
+            if p.is_dir() and p.name != "__pycache__" or p.name in named and p.is_file()}
+    assert named == real, f"docs/design/layout.md's {folder}/ names {sorted(named - real)} that do not exist " \
+                          f"and misses {sorted(real - named)}"

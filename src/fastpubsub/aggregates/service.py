@@ -162,6 +162,8 @@ class _Group:
         self.key, self.name = key, group_name(key)
         self.reformulator, self.stage = reformulator, stage
         self.slot_sid: dict[int, Any] = {}
+        self.filter: int | None = None
+        self.seq = 0  # creation order: an update visits its groups in it
 
 
 class AggregateService:
@@ -177,6 +179,14 @@ class AggregateService:
         self._filter_uses: dict[tuple[str, int], int] = {}  # (table, filter id) -> groups filtering by it
         self._next_filter = 0  # filter ids are never reused (the matcher recycles its own room)
         self._join_matchers: dict[tuple, tuple[Matcher, set[int]]] = {}
+        # An update visits only the groups it can change: those of its table without a row filter or with a filter
+        # that the old or the new row passes (a group holds exactly the rows passing its filter), and the joins of
+        # its table.  Which filters a row passes is kept per row key, so the old row is not matched again; that
+        # cache is dropped whenever a filter is added (ids are never reused, so a removed one only goes stale).
+        self._by_filter: dict[str, dict[int | None, dict[tuple, _Group]]] = {}
+        self._joins_of: dict[str, dict[tuple, _Group]] = {}
+        self._passing: dict[str, dict[Hashable, frozenset[int]]] = {}
+        self._seq = 0
 
     # -- subscriptions --------------------------------------------------------------------------
     def _check_table(self, name: str) -> TableSchema:
@@ -201,6 +211,7 @@ class AggregateService:
             ids[key] = self._next_filter
             self._next_filter += 1
             m.add(ids[key], list(key))
+            self._passing.pop(table, None)
         self._filter_uses[table, ids[key]] = self._filter_uses.get((table, ids[key]), 0) + 1
         return ids[key]
 
@@ -210,7 +221,8 @@ class AggregateService:
         with its reformulator's copy of the rows it aggregates, would otherwise grow with every group ever seen
         and every table update would visit them all."""
         del self._groups[g.key]
-        fid = getattr(g, "filter", None)
+        self._unindex(g)
+        fid = g.filter
         if fid is None or table is None:
             return
         uses = self._filter_uses.pop((table, fid)) - 1
@@ -332,7 +344,53 @@ class AggregateService:
             for k, row in rows:
                 r.apply(TableChange(spec.table, k, None, row))
         self._groups[spec.group] = g
+        self._index(g)
         return g
+
+    def _index(self, g: _Group) -> None:
+        g.seq, self._seq = self._seq, self._seq + 1
+        if g.key[0] == "join":
+            for t in {g.key[1], g.key[3]}:
+                self._joins_of.setdefault(t, {})[g.key] = g
+        else:
+            self._by_filter.setdefault(g.key[0], {}).setdefault(g.filter, {})[g.key] = g
+
+    def _unindex(self, g: _Group) -> None:
+        if g.key[0] == "join":
+            for t in {g.key[1], g.key[3]}:
+                del self._joins_of[t][g.key]
+            return
+        buckets = self._by_filter[g.key[0]]
+        del buckets[g.filter][g.key]
+        if not buckets[g.filter]:
+            del buckets[g.filter]
+
+    def _row_passes(self, table: str, key: Hashable, row: Row | None, cached: bool) -> frozenset[int]:
+        """The row filters of ``table`` that ``row`` passes (``cached``: the row is the one held under ``key``)."""
+        if row is None or table not in self._filters:
+            return frozenset()
+        known = self._passing.setdefault(table, {})
+        if cached and key in known:
+            return known[key]
+        return frozenset(self._filters[table][0].match(row).tolist())
+
+    def _groups_changed_by(self, table: str, key: Hashable, old: Row | None, new: Row | None,
+                           passing: frozenset[int] | None) -> tuple[list[_Group], frozenset[int]]:
+        """The groups an update of ``key`` from ``old`` to ``new`` can change, in creation order, and the filters
+        ``new`` passes (``passing`` where the caller matched it already)."""
+        if passing is None:
+            passing = self._row_passes(table, key, new, False)
+        was = self._row_passes(table, key, old, True)
+        known = self._passing.setdefault(table, {})
+        if new is None:
+            known.pop(key, None)
+        elif table in self._filters:
+            known[key] = passing
+        buckets = self._by_filter.get(table, {})
+        hit = [g for fid in (None, *(passing | was)) for g in buckets.get(fid, {}).values()]
+        hit.extend(self._joins_of.get(table, {}).values())
+        hit.sort(key=lambda g: g.seq)
+        return hit, passing
 
     def _passes(self, table: str, fid: int | None, row: Row | None) -> bool:
         if row is None:
@@ -357,7 +415,7 @@ class AggregateService:
                 for k, row in self.tables[t].items():
                     r.apply(TableChange(t, k, None, row))
             g = self._groups[key] = _Group(key, r, None)
-            g.filter = None
+            self._index(g)
             g.matcher, g.match_all, g.pairs, g.next_slot = Matcher(), set(), {}, 0
         slot = g.next_slot
         g.next_slot += 1
@@ -413,30 +471,41 @@ class AggregateService:
                 n += 1
         return n
 
-    def apply(self, table: str, key: Hashable, row: Row | None, update_id: str,
-              source: tuple[int, int] = (0, -1)) -> Output:
-        """One table update: S-CN records always, S-UN notifications if ``notify``, and the
-        changelog record of the row (``source`` = input partition and offset of the update)."""
+    def check_row(self, table: str, key: Hashable, row: Row | None) -> None:
+        """Refuse (``ValueError``) an update ``apply`` would refuse, before any state changes: an undeclared table,
+        a row that is not an attribute map, NaN in an attribute."""
         self._check_table(table)
-        if row is not None:  # refuse before any state changes, so that a bad row leaves no trace
+        if row is not None:
             if not isinstance(row, dict):
                 raise ValueError(f"table {table}: row for key {key!r} is not an attribute map: {row!r}")
             for attr, v in row.items():
                 if isinstance(v, float) and math.isnan(v):
                     raise ValueError(f"table {table}: row {key!r} has NaN in attribute {attr!r}")
+
+    def filters_passed(self, table: str, rows: list[Row | None]) -> list[frozenset[int]]:
+        """The row filters each of ``rows`` passes, matched as one batch (``apply(..., passing=)``): a run of
+        updates pays the matcher's per-call cost once instead of once per row.  Rows must pass ``check_row``."""
+        if table not in self._filters:
+            return [frozenset()] * len(rows)
+        present = [r for r in rows if r is not None]
+        found = iter(self._filters[table][0].match_batch(present) if present else [])
+        return [frozenset() if r is None else frozenset(next(found).tolist()) for r in rows]
+
+    def apply(self, table: str, key: Hashable, row: Row | None, update_id: str,
+              source: tuple[int, int] = (0, -1), passing: frozenset[int] | None = None) -> Output:
+        """One table update: S-CN records always, S-UN notifications if ``notify``, and the
+        changelog record of the row (``source`` = input partition and offset of the update; ``passing``: the
+        row filters ``row`` passes, from ``filters_passed``, under the filters registered now)."""
+        self.check_row(table, key, row)  # before any state changes, so that a bad row leaves no trace
         change = self.tables[table].apply(key, row)
         out = Output(change=(table, key, row, *source))
-        passing = None
-        if row is not None and table in self._filters:
-            passing = set(self._filters[table][0].match(row).tolist())
-        for gkey, g in self._groups.items():
+        groups, passing = self._groups_changed_by(table, key, change.old, row, passing)
+        for g in groups:
+            gkey = g.key
             if gkey[0] == "join":
-                if table in (gkey[1], gkey[3]):
-                    self._apply_join(g, change, update_id, out)
+                self._apply_join(g, change, update_id, out)
                 continue
-            if gkey[0] != table:
-                continue
-            new = row if g.filter is None or (passing is not None and g.filter in passing) else None
+            new = row if g.filter is None or g.filter in passing else None
             ch = TableChange(table, key, change.old, new)
             if isinstance(g.stage, ExtremumGroup):
                 self._apply_extremum(g, ch, update_id, out)

@@ -4,7 +4,7 @@ One :class:`Access` per service or command: the topics it reads and writes, the 
 ids it uses (by prefix: a service's group ``G`` also names ``G.subscriptions-reader``, and its transactional ids are
 ``G-<hostname>-<slot>``), and the topics it may create (its own changelogs, when they are not created beforehand).
 Nothing else: no super user, no wildcard.  ``DESCRIBE_CONFIGS`` on its topics lets a service read their record size
-limits (``kafka.record_limits``).  The table of these is in docs/reliability.md ("Running on a secured cluster").
+limits (``kafka.record_limits``).  The table of these is in docs/guide/security.md ("ACLs").
 """
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def _missing(clients: ClientFactory, name: str, timeout: float) -> str:
         if exc.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
             return (f"not authorized to describe topic {name} on {clients.bootstrap_servers}"
                     f"{f' as User:{user}' if user else ''}: grant it READ or WRITE on the topic (see the ACLs in "
-                    f"docs/reliability.md)")
+                    f"docs/guide/security.md)")
     return f"topic {name} does not exist on {clients.bootstrap_servers}; run `pubsub topics` first"
 
 

@@ -32,7 +32,7 @@ class QueueBounds:
     producer_messages: int = 100_000
     producer_kbytes: int = 65_536
     #: records fetched ahead by each consumer, per partition (librdkafka's default is 64 MB): with records of up
-    #: to 10 MB this bound dominates the processor's peak memory (benchmarks/pipeline/poison.py, docs/reliability.md)
+    #: to 10 MB this bound dominates the processor's peak memory (benchmarks/pipeline/poison.py, docs/guide/reliability.md)
     consumer_kbytes: int = 4_096
     #: largest fetch response (librdkafka's default is 50 MB)
     fetch_max_bytes: int = 16 * 1024 * 1024

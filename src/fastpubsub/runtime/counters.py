@@ -22,7 +22,7 @@ class PipelineCounters:
     batches: int = 0  # event batches committed
     commits: int = 0  # transactions committed (at-least-once: offset commits after a flush), each of one or more batches
     by_reference: int = 0  # notifications that refer to their event's record instead of embedding it
-    not_kept: int = 0  # stored valid events whose notification did not fit (docs/reliability.md, "Oversized records")
+    not_kept: int = 0  # stored valid events whose notification did not fit (docs/guide/reliability.md, "Oversized records")
     replays: int = 0  # batches that failed delivery and were consumed again
     overlapped: int = 0  # event batches consumed while the previous commit was still in flight (--overlap-commits)
     busy_seconds: float = 0.0  # time spent on event batches and their commits

@@ -1,4 +1,4 @@
-"""Which events partition an event belongs to when events are placed by an attribute (docs/patterns.md 7.3).
+"""Which events partition an event belongs to when events are placed by an attribute (docs/patterns.md 6.5).
 
 A pattern correlated on an attribute (``next b: name = a.name``) sees the events of one partition only, so
 it is exact when all events with one value of that attribute share a partition.  Producers get there by

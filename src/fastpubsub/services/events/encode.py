@@ -57,7 +57,7 @@ def notification_attributes(value: bytes, fmt: str, registered: RegisteredDecode
 
 
 class Encode:
-    """Notifications within the notifications topic's record limit (docs/reliability.md, "Oversized records").
+    """Notifications within the notifications topic's record limit (docs/guide/reliability.md, "Oversized records").
 
     ``fast``: write the Avro event parts of a batch's registered records and JSON events with the kernel
     (module docstring); False keeps every part on the per-record path (which defines the bytes: tests compare).

@@ -24,6 +24,7 @@ import gc
 import json
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
@@ -208,7 +209,8 @@ class TablesTask(TaskBase):
         out.produce(self.config.host.topics.notifications, subscriber, head + b"," + body[1:], source)
         self.notifications += 1
 
-    def _on_row(self, msg: Message, out: Outputs) -> None:
+    def _decode_row(self, msg: Message, out: Outputs) -> tuple[TableDeclaration, str, dict[str, Any] | None] | None:
+        """A row record's table, key and row (None for a tombstone), or None after dead-lettering it."""
         topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
         self.positions[topic, partition] = offset + 1
         table = self.by_topic[topic]
@@ -231,9 +233,24 @@ class TablesTask(TaskBase):
                 return out.reject(msg, f"table {table.name}: row key attribute {table.key}={row[table.key]!r} "
                                        f"differs from the record key {key_s!r}")
         try:
-            result = self.svc.apply(table.name, key_s, row, f"{topic}:{partition}:{offset}", source=(partition, offset))
+            self.svc.check_row(table.name, key_s, row)
         except ValueError as exc:
             return out.reject(msg, f"table {table.name}: {exc}")
+        return table, key_s, row
+
+    def _on_rows(self, msgs: list[Message], out: Outputs) -> None:
+        """A run of row records, in order; the rows of each table are matched against its row filters at once."""
+        rows = [(msg, decoded) for msg in msgs if (decoded := self._decode_row(msg, out)) is not None]
+        passing: dict[str, Iterator[frozenset[int]]] = {}
+        for name in {table.name for _, (table, _, _) in rows}:
+            passing[name] = iter(self.svc.filters_passed(name, [r for _, (t, _, r) in rows if t.name == name]))
+        for msg, (table, key_s, row) in rows:
+            self._apply_row(msg, table, key_s, row, next(passing[table.name]), out)
+
+    def _apply_row(self, msg: Message, table: TableDeclaration, key_s: str, row: dict[str, Any] | None, passing: frozenset[int],
+                   out: Outputs) -> None:
+        result = self.svc.apply(table.name, key_s, row, f"{msg.topic()}:{msg.partition()}:{msg.offset()}",
+                                source=(msg.partition(), msg.offset()), passing=passing)
         self.updates += 1
         k, v, headers = row_record(*result.change)
         out.produce(self.changelogs[table.name], k, v, headers=headers)
@@ -247,17 +264,15 @@ class TablesTask(TaskBase):
             out.reject(msg, f"table {table.name}: row kept out of an aggregate: " + "; ".join(result.rejected))
 
     def process(self, msgs: list[Message], out: Outputs) -> int:
-        run: list[Message] = []
-        for msg in msgs:
-            if msg.topic() == self.config.host.topics.subscriptions:
-                run.append(msg)
-                continue
-            if run:
-                self._on_subscriptions(run, out)
-                run = []
-            self._on_row(msg, out)
-        if run:
-            self._on_subscriptions(run, out)
+        """Runs of subscription records and runs of row records, in their order (a row sees every subscription
+        before it and none after it)."""
+        subscriptions = self.config.host.topics.subscriptions
+        start = 0
+        for i in range(1, len(msgs) + 1):
+            if i == len(msgs) or (msgs[i].topic() == subscriptions) != (msgs[start].topic() == subscriptions):
+                run = msgs[start:i]
+                (self._on_subscriptions if run[0].topic() == subscriptions else self._on_rows)(run, out)
+                start = i
         return len(msgs)
 
     # --- what the host asks of it ----------------------------------------------------------
