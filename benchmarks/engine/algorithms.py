@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="dynamic: Bcreate as a multiple of a table's cost (default: engine.costmodel.maintenance.Thresholds)")
     ap.add_argument("--runs", type=int, default=None,
                     help="static/dynamic: clusters of at least this many entries keep sorted runs "
-                         "(0: plain clusters as in the paper; default: engine.structures.cluster_store.RUN_MIN)")
+                         "(0: plain clusters as in the paper; default: engine.structures.sorted_runs.RUN_MIN)")
     ap.add_argument("--skew", default=None, metavar="FIRST-LAST:LO-HI",
                     help="W0 with attributes FIRST..LAST narrowed to values LO..HI, in subscriptions and events "
                          "(e.g. 2-16:1-2: half the free attributes on 2 values)")

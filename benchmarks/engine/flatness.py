@@ -45,9 +45,10 @@ import numpy as np
 from numba import njit
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.kernels.probing import (GROUP, RUN_AHEAD, STAGED, ProbeScratch, run_bounds_ahead, runs_entries,
-                                       runs_found, runs_index_rows, runs_later_columns, scan_group, stage_heads,
-                                       stage_keys, stage_lookup, stage_prefetch_rows)
+from fastpubsub.engine.kernels.probing import (GROUP, ProbeScratch, scan_group, stage_heads, stage_keys, stage_lookup,
+                                               stage_prefetch_rows)
+from fastpubsub.engine.kernels.run_lookups import (RUN_AHEAD, STAGED, run_bounds_ahead, runs_entries, runs_found,
+                                                   runs_index_rows, runs_later_columns)
 from fastpubsub.engine.costmodel.constants import MAX_SCHEMA
 from fastpubsub.workloads.fabret import W0, generate_events, generate_subscriptions
 

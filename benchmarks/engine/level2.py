@@ -27,7 +27,7 @@ from dataclasses import replace
 import numpy as np
 
 from fastpubsub.engine import Matcher
-from fastpubsub.engine.structures.cluster_store import SUB_NONE
+from fastpubsub.engine.structures.sorted_runs import SUB_NONE
 from fastpubsub.workloads.fabret import W0, generate_events, generate_subscriptions
 
 

@@ -44,7 +44,7 @@ from typing import Callable
 
 import numpy as np
 from fastpubsub.engine.semantics import OP_EQ, OP_GE, OP_GT, OP_LE, OP_LT, OP_NE
-from fastpubsub.engine.structures.cluster_store import RUN_MIN
+from fastpubsub.engine.structures.sorted_runs import RUN_MIN
 from fastpubsub.workloads.fabret import PRESETS, generate_events, generate_subscriptions
 
 from benchmarks.harness import report

@@ -6,7 +6,7 @@ A numba loop sums ``a[idx[i]]`` over random ``idx``, prefetching
 ``a[idx[i + D]]`` with the engine's own prefetch intrinsic.  The time per
 read is what a cache miss costs when many are independent (the CPU
 overlaps them), the lower bound for the run checks of
-``engine.kernels.probing.stage_runs`` (docs/benchmarks.md, "How does it scale with the number of subscriptions?").
+``engine.kernels.run_lookups.stage_runs`` (docs/benchmarks.md, "How does it scale with the number of subscriptions?").
 """
 
 from __future__ import annotations

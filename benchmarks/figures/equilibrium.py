@@ -210,7 +210,7 @@ def simulate(scenario: str, strategies: Sequence[str], n: int, setup: Setup, *, 
     the same subscriptions and events, so that bursts of load from other
     processes on the shared machine hit them alike; each tick is timed in
     ``setup.passes`` alternating passes (the module docstring).  ``cluster_runs``: the matchers'
-    sorted-run threshold (engine/structures/cluster_store.py; None, the default: the engine's; 0: the paper's plain
+    sorted-run threshold (engine/structures/sorted_runs.py; None, the default: the engine's; 0: the paper's plain
     clusters); ``no-change-plain`` always has plain clusters.
     ``at_shift`` (with ``dynamic``): also run dynamic's twin frozen at the shift
     (``AT_SHIFT`` rows, before the shift and after the turnover); ``rebuilt``

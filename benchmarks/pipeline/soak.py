@@ -10,11 +10,11 @@
 Runs ``pubsub warmup`` first (a service that compiles at its start keeps LLVM's memory), starts the embedded
 broker (or uses ``--bootstrap``), writes the subscriptions, starts the service with its ``/metrics`` server and,
 once it is ready, produces its input at ``--events-per-second`` and subscription changes at
-``--changes-per-second``: half tombstones, half additions or replacements, each of a random id among twice as many as
-the first load wrote (:data:`ID_SPACE`), with the definition of a random subscription of it.  Half of those ids are
-live from the start, so the population holds at the first load's size from the first change on (were the ids drawn
-among the first load's, it would shrink toward half over the whole hour, and the engine's bytes per live
-subscription rise with it by design: arrays keep the size of the largest population).  The
+``--changes-per-second`` (:class:`Churn`): a quarter tombstones of live ids, a quarter additions of removed or
+never used ids (among twice as many as the first load wrote, :data:`ID_SPACE`), half replacements of live ids, each
+with the definition of a random subscription.  The live population holds at the first load's size from the first
+change on (were it to shrink or wander, the engine's bytes per live subscription and RSS would move with it by
+design: arrays keep the size of the largest population, and every subscription holds its own memory).  The
 services (``--service``, :data:`WORKLOADS`):
 
 * ``events`` (``pubsub run``): sparse subscriptions and events (workloads.sparse, preset ``opindex``), JSON;
@@ -313,7 +313,7 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{config['command']} did not become ready (exit code {proc.poll()})")
             time.sleep(0.5)
-        rng = random.Random(seed)
+        churn = Churn(subscriptions, values, seed)
         p = ClientFactory(bootstrap).producer(**{"linger.ms": 5, "queue.buffering.max.messages": 1_000_000})
         began = time.monotonic()
         end = began + 60 * minutes
@@ -344,8 +344,7 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
                 k += 1
                 n_events += 1
             for _ in range(int(elapsed * changes_per_second) - n_changes):
-                sid = rng.randrange(ID_SPACE * subscriptions)
-                value = None if rng.random() < 0.5 else values[rng.randrange(subscriptions)]
+                sid, value = churn.next(n_changes)
                 p.produce(topics.SUBSCRIPTIONS, value, str(sid).encode())
                 n_changes += 1
             p.poll(0)
@@ -359,6 +358,37 @@ def soak(bootstrap: str, minutes: float, events_per_second: float = 2000, change
             proc.kill()
         log.close()
     return {"config": config, "summary": summarise(samples), "samples": samples}
+
+
+class Churn:
+    """The subscription changes, in cycles of four: a tombstone of a live id, an addition of a dead one, two
+    replacements of live ones, each with the definition of a random subscription of the first load.  The ids are
+    among :data:`ID_SPACE` times the first load's (ids 0..n-1 live at the start), so removed ids come back; the live
+    population stays at the first load's size to within one, so what the service holds is compared at one
+    population (a random walk of it would move RSS by its own subscriptions' worth)."""
+
+    def __init__(self, n: int, values: list[bytes], seed: int) -> None:
+        self.rng, self.values = random.Random(seed), values
+        self.live, self.dead = list(range(n)), list(range(n, ID_SPACE * n))
+
+    def _take(self, ids: list[int]) -> int:
+        i = self.rng.randrange(len(ids))
+        ids[i], ids[-1] = ids[-1], ids[i]
+        return ids.pop()
+
+    def next(self, k: int) -> tuple[int, bytes | None]:
+        """The ``k``-th change: (id, value; None for a tombstone)."""
+        value = self.values[self.rng.randrange(len(self.values))]
+        step = k % 4
+        if step == 0:
+            sid = self._take(self.live)
+            self.dead.append(sid)
+            return sid, None
+        if step == 1:
+            sid = self._take(self.dead)
+            self.live.append(sid)
+            return sid, value
+        return self.live[self.rng.randrange(len(self.live))], value
 
 
 def runs_from(paths: list[Path]) -> list[dict[str, Any]]:

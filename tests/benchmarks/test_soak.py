@@ -2,9 +2,9 @@
 subscriptions (benchmarks/pipeline/soak.py, through Apache Kafka with `pubsub run`, `pubsub patterns` and `pubsub tables`).
 
 The churn runs are in the long lane (``make test-faults``: ten minutes do not fit in ``make test``'s budget) and last
-``PUBSUB_SOAK_MINUTES`` (default 10).  The processor's: 2,000 events/s and 50 subscription changes/s (half
-tombstones, half additions or replacements, of ids among twice as many, so the population holds) over 50,000 sparse
-subscriptions.  After the first tenth, RSS grows by
+``PUBSUB_SOAK_MINUTES`` (default 10).  The processor's: 2,000 events/s and 50 subscription changes/s (a quarter
+tombstones, a quarter additions, half replacements, of ids among twice as many, so the population holds: soak.Churn)
+over 50,000 sparse subscriptions.  After the first tenth, RSS grows by
 less than 2% (a least-squares line through the samples) and the engine's bytes per live subscription stay within
 a band.  ``PUBSUB_SOAK_SOURCE=<checkout>`` runs the services of another checkout under the same test (a commit
 before the churn fixes fails it).
@@ -37,6 +37,22 @@ def test_summary_fits_a_line_through_rss_after_the_warm_up():
     # a transient that holds two copies for a moment lifts single samples, late in the run: not the floor
     spiky = [dict(s, rss=(100 << 20) + (30 << 20) * (s["t"] % 60 == 30 and s["t"] > 300)) for s in flat]
     assert soak.summarise(spiky)["rss_growth"] > 0.02 and soak.summarise(spiky)["rss_floor_growth"] == 0.0
+
+
+def test_the_churn_holds_the_live_population_and_brings_removed_ids_back():
+    n = 100
+    churn, live = soak.Churn(n, [b"v%d" % i for i in range(n)], seed=3), set(range(n))
+    kinds = {"tombstone": 0, "addition": 0, "replacement": 0}
+    for k in range(4000):
+        sid, value = churn.next(k)
+        assert 0 <= sid < soak.ID_SPACE * n
+        kind = "tombstone" if value is None else "replacement" if sid in live else "addition"
+        assert (kind == "tombstone") == (sid in live and value is None)  # a tombstone always removes a live id
+        kinds[kind] += 1
+        (live.discard if value is None else live.add)(sid)
+        assert n - 1 <= len(live) <= n
+    assert kinds == {"tombstone": 1000, "addition": 1000, "replacement": 2000}
+    assert len(live - set(range(n))) > 0 and len(set(range(n)) - live) > 0  # ids leave and others come back
 
 
 def _held_under_churn(run, n):

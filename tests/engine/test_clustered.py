@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fastpubsub.engine import Matcher
 from tests.support.oracles.engine import OracleMatcher
-from fastpubsub.engine.structures.cluster_store import DEAD, DEAD_SHIFT, RUN_MIN
+from fastpubsub.engine.structures.sorted_runs import DEAD, DEAD_SHIFT, RUN_MIN
 from fastpubsub.engine.columnar import EventBatch, SubscriptionBatch, concat_subscriptions
 from fastpubsub.engine.costmodel.model import CostModel
 from fastpubsub.engine.costmodel.constants import unpack_schema
@@ -54,7 +54,7 @@ def statistics(presence: dict[str, float]) -> EventStatistics:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step, min_size=1, max_size=40))
 def test_long_interleavings_agree_with_the_oracle(algorithm, runs, level2, steps):
-    """``runs=2``: even tiny clusters are sorted into runs (engine/structures/cluster_store.py), so every step
+    """``runs=2``: even tiny clusters are sorted into runs (engine/structures/sorted_runs.py), so every step
     crosses that path; ``level2=2``: every run of two entries or more gets a second level too, dropped by removals
     and built again by the maintenance's rounds."""
     m, o = Matcher(algorithm, runs=runs, level2=level2, **EAGER), OracleMatcher()
@@ -113,7 +113,7 @@ def run_middles(m, per_cluster: int | None = None) -> list[int]:
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(changes=st.lists(change, min_size=1, max_size=20))
 def test_removes_from_runs_and_ids_added_again_agree_with_the_oracle(algorithm, lists, changes):
-    """Single and bulk removes taken from the middle of runs (tombstones, engine/structures/cluster_store.py),
+    """Single and bulk removes taken from the middle of runs (tombstones, engine/structures/sorted_runs.py),
     purges, the same ids added again with other predicates, maintenance rounds (or a reorganize) and matching,
     against the oracle; after each change the store holds no more dead entries than an eighth of a cluster."""
     spec = small_spec("w0-small")

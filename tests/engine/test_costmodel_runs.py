@@ -210,7 +210,7 @@ def test_with_runs_keys_within_the_filing_tolerance_are_ties_that_keep_the_first
 
 def _tails(m: Matcher) -> tuple[int, int]:
     """Entries waiting in unsorted tails of clusters with runs, and those of tails of a 64th of their cluster or more."""
-    from fastpubsub.engine.structures.cluster_store import TAIL_MERGE_SHIFT
+    from fastpubsub.engine.structures.sorted_runs import TAIL_MERGE_SHIFT
 
     m.flush()
     st = m.index.store

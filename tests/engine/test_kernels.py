@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from tests.support import naive
 
-from fastpubsub.engine.structures.cluster_store import (DEAD, DEAD_SHIFT, SUB_BUILD, ClusterStore, index_run,
-                                                       sub_index, sub_index_size, sub_lookup)
+from fastpubsub.engine.structures.cluster_store import ClusterStore
+from fastpubsub.engine.structures.sorted_runs import (DEAD, DEAD_SHIFT, SUB_BUILD, index_run, sub_index, sub_index_size,
+                                                      sub_lookup)
 from fastpubsub.engine.frontend.encoding import StringDictionary, repeated_fields
 from fastpubsub.engine.structures.hashtable import HashTable, IdTable
 from fastpubsub.engine.structures.predicates import (PredicateTable, fields_in_use, fields_of, group_order,
@@ -517,7 +518,7 @@ def _stage_arrays(m):
 def _naive_runs_found(n_grp, gs_off, gp_off, gsat, probe, store, runs):
     """``(event, cluster, run)`` of every run the group's staged probes find from all of each event's satisfied
     predicates (naive.runs_found), sorted."""
-    from fastpubsub.engine.kernels.probing import STAGED
+    from fastpubsub.engine.kernels.run_lookups import STAGED
 
     return sorted((i, int(c), r) for i in range(n_grp)
                   for c, mark in zip(probe[gp_off[i]:gp_off[i + 1], 1], probe[gp_off[i]:gp_off[i + 1], 2])
@@ -537,8 +538,9 @@ def test_probing_stages_agree_with_their_naive_references(fixed, sizes):
     """Every stage against its naive reference, on equalities (W0: few entries pass a column) and on inequalities
     in the later columns (W2: about half pass each, the later columns tested column by column)."""
     from fastpubsub.engine.frontend.encoding import encode_batch
-    from fastpubsub.engine.kernels.probing import (GROUP, RUN_AHEAD, STAGED, runs_found, runs_index_rows, scan_group,
-                                           stage_heads, stage_keys, stage_lookup, stage_prefetch_rows, stage_runs)
+    from fastpubsub.engine.kernels.probing import (GROUP, scan_group, stage_heads, stage_keys, stage_lookup,
+                                                   stage_prefetch_rows)
+    from fastpubsub.engine.kernels.run_lookups import RUN_AHEAD, STAGED, runs_found, runs_index_rows, stage_runs
 
     m, batches = _conjunction_matcher(fixed=fixed, sizes=sizes)
     ix = m.index
@@ -608,7 +610,7 @@ def test_distinct_per_event_against_naive(events):
 def test_flatness_counters_agree_with_the_naive_stages():
     """``benchmarks.engine.flatness`` counts per event what stage 5 does: runs found, their entries, those passing column 1."""
     from benchmarks.engine.flatness import COUNTERS, count_stages
-    from fastpubsub.engine.structures.cluster_store import INDEX_ROW, STARTS_ROW, run_row
+    from fastpubsub.engine.structures.sorted_runs import INDEX_ROW, STARTS_ROW, run_row
     from fastpubsub.engine.frontend.encoding import encode_batch
     from fastpubsub.engine.kernels.probing import GROUP, ProbeScratch
     from fastpubsub.engine.kernels.scan import BY_INDEX, run_path
@@ -659,8 +661,8 @@ def test_runs_entries_at_any_pipeline_depth_agree_with_the_naive_stage(ahead, le
     pairs; with a second level (``level2`` 4: runs of 4 entries or more), its lookups find what testing every entry
     of the run finds (naive.run_entries)."""
     from fastpubsub.engine.frontend.encoding import encode_batch
-    from fastpubsub.engine.kernels.probing import (GROUP, STAGED, runs_entries, runs_found, runs_index_rows, stage_heads,
-                                           stage_keys, stage_lookup)
+    from fastpubsub.engine.kernels.probing import GROUP, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.kernels.run_lookups import STAGED, runs_entries, runs_found, runs_index_rows
 
     m, batches = _conjunction_matcher(level2=level2)
     (preds, store, runs, access, eq_of_field, gmask, sat, gsat, probe, gs_off, gp_off, sv_off, hit,
@@ -713,7 +715,8 @@ def test_run_index_looked_up_for_equalities_alone_finds_every_run():
     first; while every filed entry's first column is an equality, the runs found from those alone are the runs
     found from all its satisfied predicates (naive), and a subscription of inequalities alone turns that off."""
     from fastpubsub.engine.frontend.encoding import encode_batch
-    from fastpubsub.engine.kernels.probing import GROUP, runs_found, runs_index_rows, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.kernels.probing import GROUP, stage_heads, stage_keys, stage_lookup
+    from fastpubsub.engine.kernels.run_lookups import runs_found, runs_index_rows
 
     m, batches = _conjunction_matcher(fixed=("=", "=", "<="), sizes=(4, 5))
     ix = m.index

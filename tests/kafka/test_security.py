@@ -7,6 +7,7 @@ run as the user does run them: ``pubsub ...`` processes with ``--client-config U
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -21,15 +22,19 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewTopic
 
+from tests.support.kafka_helpers import notifications as read_notifications, wait_committed
+from tests.support.random_workload import by_event, expected_matches, random_events, random_subscriptions, send_events, send_subscriptions
+
 from fastpubsub.kafka import acls, admin, distribution
 from fastpubsub.kafka.broker import EmbeddedBroker, child_preexec, free_port
 from fastpubsub.kafka.security import BrokerSecurity
-from fastpubsub.wire.topics import DEAD_LETTER, NOTIFICATIONS, SUBSCRIPTIONS, EVENTS
+from fastpubsub.wire.topics import DEAD_LETTER, NOTIFICATIONS, SUBSCRIPTIONS, EVENTS, TopicNames
 
 pytestmark = pytest.mark.broker
 
 ROOT = Path(__file__).resolve().parents[2]
-GROUPS = {"processor": "secure-processor", "patterns": "secure-patterns", "tables": "secure-tables"}
+GROUPS = {"processor": "secure-processor", "patterns": "secure-patterns", "tables": "secure-tables",
+          "revoked": "secure-revoked"}
 TABLES = {"stock": "pubsub.tables.stock"}
 TABLE_OPTION = "stock:pubsub.tables.stock:symbol:risk=number,per=number"
 
@@ -83,12 +88,18 @@ class Service:
             stdout=self.out.open("w"), stderr=self.err.open("w"), env=env, preexec_fn=child_preexec)
 
     def ready(self) -> bool:
+        return self.readiness()[0] == 200
+
+    def readiness(self) -> tuple[int | None, str]:
+        """/readyz's status and body (None: not serving yet)."""
         assert self.proc.poll() is None, self.err.read_text()[-3000:]
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2):
-                return True
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
         except (urllib.error.URLError, ConnectionError):
-            return False
+            return None, ""
 
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as answer:
@@ -188,6 +199,55 @@ def test_the_services_and_the_commands_work_through_sasl_ssl_each_with_only_its_
     assert [code for code, _ in stopped] == [0, 0, 0], [text[-2000:] for _, text in stopped]
     emitted = "\n".join([*shown, *(text for _, text in stopped)])
     assert not [u for u, password in secured.security.passwords.items() if password in emitted]
+
+
+def until(condition, timeout: float, what: str):
+    """``condition()``'s first true value, asked every half second for ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
+        time.sleep(0.5)
+    return value
+
+
+def test_an_acl_revoked_while_the_service_runs_makes_it_wait_not_ready_until_it_is_granted_again(secured, tmp_path):
+    """The processor's WRITE on the notifications topic is revoked while events arrive: /readyz says what is
+    refused, the log says it once per back-off (no busy retry), and once the ACL is granted again every event is
+    notified exactly once (read_committed, no de-duplication), as the oracle says."""
+    names, operator, user = TopicNames.build("acl."), secured.clients(), "User:revoked"
+    group = names.group(GROUPS["revoked"])  # as the service joins it, after the prefix
+    admin.create_topics(operator, partitions=2, topics=names)
+    acls.grant(operator, user, acls.processor(group, names))
+    subs = [(1000 + sid, sub) for sid, sub in random_subscriptions(60, seed=51)]
+    batches = [[{**e, "n": e["n"] + 200 * i} for e in random_events(200, seed=52 + i)] for i in range(3)]
+    send_subscriptions(operator, subs, topic=names.subscriptions)
+    send_events(operator, batches[0], topic=names.events[0])
+    service = Service(secured, "run", "revoked", "--topic-prefix", "acl.", directory=tmp_path)
+    write = acls.Access(writes=(names.notifications,), describe_configs=False)
+    try:
+        until(service.ready, 240, "ready")
+        wait_committed(operator, group, names.events[0])
+        acls.revoke(operator, user, write)
+        send_events(operator, batches[1], topic=names.events[0])
+        status, reason = until(lambda: "authorizer" in (r := service.readiness())[1] and r, 60, "refused")
+        assert status == 503 and f"not authorized to WRITE topic {names.notifications}" in reason, reason
+        before = service.err.read_text().count("not authorized")
+        time.sleep(20)  # refused all along: asked again after 1, 2, 4, 8 ... seconds, not in a loop
+        attempts = service.err.read_text().count("not authorized") - before
+        assert 2 <= attempts <= 6, service.err.read_text()[-3000:]
+        assert service.readiness()[0] == 503
+        acls.grant(operator, user, write)
+        until(service.ready, 60, "ready again")
+        send_events(operator, batches[2], topic=names.events[0])
+        wait_committed(operator, group, names.events[0])
+        notes = read_notifications(operator, names.notifications)
+    finally:
+        code, text = service.stop()
+    assert code == 0, text[-3000:]
+    expected = {n: s for n, s in expected_matches(subs, sum(batches, [])).items() if s}
+    assert by_event(notes) == expected
+    counts = collections.Counter((n["event"]["n"], n["subscription_id"]) for n in notes)
+    assert max(counts.values()) == 1, [k for k, c in counts.items() if c > 1][:5]
 
 
 def test_a_wrong_password_stops_the_start_with_a_clear_error_and_consumes_nothing(secured):

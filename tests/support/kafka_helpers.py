@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from fastpubsub.kafka import admin
+from fastpubsub.kafka import ClientFactory, admin
 from fastpubsub.runtime import HostConfig
 from fastpubsub.wire import codecs, topics
 from fastpubsub.services.events.processor import Processor, ProcessorConfig
@@ -110,11 +110,11 @@ def started_services(start):
 # --- producing and reading ----------------------------------------------------
 
 
-def producer(bootstrap: str) -> Producer:
-    return Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+def producer(bootstrap: ClientFactory | str) -> Producer:
+    return ClientFactory.of(bootstrap).producer(None, **{"enable.idempotence": True, "linger.ms": 5})
 
 
-def send(bootstrap: str, topic: str, records: list[tuple[bytes | str | None, bytes | None]]) -> None:
+def send(bootstrap: ClientFactory | str, topic: str, records: list[tuple[bytes | str | None, bytes | None]]) -> None:
     p = producer(bootstrap)
     for key, value in records:
         p.produce(topic, value, key)
@@ -124,13 +124,14 @@ def send(bootstrap: str, topic: str, records: list[tuple[bytes | str | None, byt
 _groups = itertools.count()
 
 
-def end_offsets(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[int, int]:
+def end_offsets(bootstrap: ClientFactory | str, topic: str, timeout: float = 30.0) -> dict[int, int]:
     """Offset after the last record of each partition, from end-of-partition events.
 
-    The end a reader reaches, past any transaction marker, as the tests' readers see it.
+    The end a reader reaches, past any transaction marker, as the tests' readers see it.  ``bootstrap``: a
+    bootstrap string, or the client factory of a secured broker (so for the readers below).
     """
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{next(_groups)}", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
+    c = ClientFactory.of(bootstrap).consumer(f"ends-{next(_groups)}", None, **{"enable.auto.commit": False,
+                                                                                 "enable.partition.eof": True})
     try:
         parts = [TopicPartition(topic, p) for p in range(admin.partitions_of(bootstrap, topic))]
         # start at the (possibly short) reported end, minus one: few records to read
@@ -184,11 +185,11 @@ def alter_topic_config(bootstrap: str, topic: str, configs: dict[str, str]) -> N
         future.result(30)
 
 
-def wait_committed(bootstrap: str, group_id: str, topic: str, timeout: float = 90.0) -> None:
+def wait_committed(bootstrap: ClientFactory | str, group_id: str, topic: str, timeout: float = 90.0) -> None:
     """Until the group's committed offsets reach the end of every partition of ``topic`` (a coordinator that moves,
     loads or is too busy to answer within the request's timeout meanwhile is asked again)."""
     ends = end_offsets(bootstrap, topic)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False})
+    c = ClientFactory.of(bootstrap).consumer(group_id, None, **{"enable.auto.commit": False})
     try:
         parts = [TopicPartition(topic, p) for p in sorted(ends)]
         deadline = time.monotonic() + timeout
@@ -215,11 +216,11 @@ def wait_processed(bootstrap: str, group_id: str, timeout: float = 60.0) -> None
     wait_committed(bootstrap, group_id, topics.EVENTS, timeout)
 
 
-def read_all(bootstrap: str, topic: str, quiet: float = 0.5, timeout: float = 60.0) -> list[Any]:
+def read_all(bootstrap: ClientFactory | str, topic: str, quiet: float = 0.5, timeout: float = 60.0) -> list[Any]:
     """Every record of ``topic`` (read_committed) up to its end, then until ``quiet`` seconds pass without one."""
     ends = end_offsets(bootstrap, topic)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{next(_groups)}", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "enable.partition.eof": True})
+    c = ClientFactory.of(bootstrap).consumer(f"reader-{next(_groups)}", None, **{
+        "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True})
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
         out: list[Any] = []
@@ -241,9 +242,10 @@ def read_all(bootstrap: str, topic: str, quiet: float = 0.5, timeout: float = 60
         c.close()
 
 
-def notifications(bootstrap: str, **kwargs: Any) -> list[dict[str, Any]]:
+def notifications(bootstrap: ClientFactory | str, topic: str = topics.NOTIFICATIONS, **kwargs: Any
+                  ) -> list[dict[str, Any]]:
     out = []
-    for msg in read_all(bootstrap, topics.NOTIFICATIONS, **kwargs):
+    for msg in read_all(bootstrap, topic, **kwargs):
         n = codecs.decode_notification(msg.value())
         assert msg.key().decode() == n["subscriber"]
         out.append(n)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fastpubsub.engine.semantics import KIND_BOOL, KIND_STRING, KINDS
-from fastpubsub.engine.structures.cluster_store import DEAD, PIDS_ROW, STARTS_ROW, run_row
+from fastpubsub.engine.structures.sorted_runs import DEAD, PIDS_ROW, STARTS_ROW, run_row
 
 
 def cluster_entries(store, c: int) -> list[tuple[list[int], int]]:
@@ -74,7 +74,7 @@ def run_entries(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:
     """(cluster, entry) pairs of cluster ``c``'s sorted prefix whose first two columns are satisfied (stage 5).
 
     Read through the run rows (first predicate and start of each run), as
-    :func:`engine.kernels.probing.stage_runs` does through the run index.
+    :func:`engine.kernels.run_lookups.stage_runs` does through the run index.
     """
     k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])
     pr, sr = run_row(base, cap, k, PIDS_ROW), run_row(base, cap, k, STARTS_ROW)
@@ -93,7 +93,7 @@ def run_entries(sat: list[int], c: int, store, runs) -> list[tuple[int, int]]:
 
 def second_level(c: int, r: int, store, runs) -> dict[int, list[int]]:
     """Run ``r`` of cluster ``c``'s sorted prefix by second column: {predicate: positions of its entries} -- what the
-    run's second-level index answers for each predicate an event satisfies (stage 5, engine/structures/cluster_store.py)."""
+    run's second-level index answers for each predicate an event satisfies (stage 5, engine/structures/sorted_runs.py)."""
     k, base, cap = int(store.k[c]), int(store.base[c]), int(store.cap[c])
     sr = run_row(base, cap, k, STARTS_ROW)
     nr, ns = int(runs.runs[c]), int(runs.sorted[c])

@@ -61,13 +61,13 @@ def by_event(notes) -> dict[int, set[int]]:
     return got
 
 
-def send_subscriptions(bootstrap, subs, fmt_of=lambda sid: "avro" if sid % 2 else "json"):
-    send(bootstrap, topics.SUBSCRIPTIONS, [(str(sid), codecs.encode_subscription(s, fmt_of(sid))) for sid, s in subs])
+def send_subscriptions(bootstrap, subs, fmt_of=lambda sid: "avro" if sid % 2 else "json", topic=topics.SUBSCRIPTIONS):
+    send(bootstrap, topic, [(str(sid), codecs.encode_subscription(s, fmt_of(sid))) for sid, s in subs])
 
 
-def send_events(bootstrap, events):
+def send_events(bootstrap, events, topic=topics.EVENTS):
     """Avro and JSON alternately; every third event without a key."""
-    send(bootstrap, topics.EVENTS, [
+    send(bootstrap, topic, [
         (None if e["n"] % 3 == 0 else f"k{e['n']}", codecs.encode_event(e, "avro" if e["n"] % 2 else "json"))
         for e in events
     ])

@@ -4,12 +4,13 @@ No Kafka, no Spark: the engine is a library.  What this module exports is its
 public API; the processor, the statistics job and the CLI use nothing else.
 """
 
-from .structures.cluster_store import RUN_MIN
+from .structures.sorted_runs import RUN_MIN
 from .columnar import (
     EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_events,
     take_subscription_groups, take_subscriptions, unpack_strings,
 )
 from .frontend.encoding import N_KINDS
+from .frontend.utf8 import Utf8Strings
 from .frontend.lowering import parse_derived
 from .validity.event_store import StoredMatches, ValidEventStore
 from .algorithms.index import Index, IndexContext, register
@@ -37,5 +38,5 @@ __all__ = [
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "pack_strings", "register", "StructureError",
     "dump_index", "index_fingerprint", "index_holds", "load_index", "take_events", "take_subscriptions",
     "unpack_strings", "validate_event", "validate_predicates", "MAX_PART_BYTES", "SnapshotParts", "split_record",
-    "parse_derived",
+    "parse_derived", "Utf8Strings",
 ]

@@ -463,7 +463,7 @@ class Matcher:
             if n_prefix == len(self.id_table):  # nothing else is filed: the index would find nothing
                 return Matches(p_off, p_ids)
         if len(self.derived):
-            batch = self.derived.derive_events(batch, self.strings.ids)
+            batch = self.derived.derive_events(batch, self.strings)
         ev = encode_batch(batch, self.attributes, self.strings)
         self.preds.prepare()
         off, ids = self._index.match_encoded(ev.arrays(), batch, self.handle_id)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
-                                   ResourceType)
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+                                   ResourcePatternType, ResourceType)
 
 from fastpubsub.wire.topics import DEFAULT, TopicNames
 
@@ -53,6 +53,16 @@ def grant(clients: ClientFactory, principal: str, access: Access, timeout: float
     client = clients.admin()  # held until the answers: a client that is gone answers nothing
     futures = client.create_acls(access.bindings(principal), request_timeout=timeout)
     for future in futures.values():
+        future.result(timeout)
+
+
+def revoke(clients: ClientFactory, principal: str, access: Access, timeout: float = 30.0) -> None:
+    """Delete the ACLs of ``access`` for ``principal`` (those it does not hold are no error): a running service
+    that needs one of them is refused until it is granted again (docs/guide/security.md)."""
+    client = clients.admin()
+    filters = [AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
+                                b.permission_type) for b in access.bindings(principal)]
+    for future in client.delete_acls(filters, request_timeout=timeout).values():
         future.result(timeout)
 
 

@@ -81,6 +81,20 @@ def unanswered(exc: KafkaException) -> bool:
     return isinstance(err, KafkaError) and (err.code() in UNANSWERED or (err.retriable() and not err.fatal()))
 
 
+#: The broker's authorizer said no: an ACL the principal needs is missing (revoked while it runs, say).  Asking
+#: again at once is refused again: the host waits for the ACL, not ready, and asks with a back-off
+#: (``runtime.presence``).
+AUTHORIZATION = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+})
+
+
+def denied(err: object) -> bool:
+    """Whether ``err`` (a ``KafkaError``, or anything else) is the authorizer's refusal (:data:`AUTHORIZATION`)."""
+    return isinstance(err, KafkaError) and err.code() in AUTHORIZATION
+
+
 #: An input record: (topic, partition, offset).
 Source = tuple[str, int, int]
 
@@ -91,11 +105,14 @@ class DeliveryError(RuntimeError):
     ``refused`` maps the input records whose outputs failed with a record
     error (:data:`RECORD_ERRORS`) to the reason: replaying them would fail
     again, so the processor dead-letters them on the replay instead.
+    ``denied`` is set when the broker's authorizer refused (:data:`AUTHORIZATION`): replaying at once would be
+    refused again.
     """
 
-    def __init__(self, message: str, refused: dict[Source, str] | None = None) -> None:
+    def __init__(self, message: str, refused: dict[Source, str] | None = None, denied: bool = False) -> None:
         super().__init__(message)
         self.refused = refused or {}
+        self.denied = denied
 
 
 #: The broker's word that a newer producer with this transactional.id exists: librdkafka's fatal ``_FENCED``, or
@@ -163,6 +180,7 @@ class Delivery:
         self._began: float | None = None  # when the open (or failed) transaction began; None once it has ended
         self._transaction_ms = transaction_ms
         self._failures: list[str] = []
+        self._denied = False  # a failure reported so far was the authorizer's refusal
         self._fenced: KafkaError | None = None  # a delivery report said the producer was fenced, or fatal
         #: set once this producer is known to be fenced: for good, it is never replaced (see :meth:`recover`)
         self.fenced: Fenced | None = None
@@ -200,6 +218,7 @@ class Delivery:
         if err is not None:
             denied = err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED and msg is not None
             self._failures.append(f"not authorized to WRITE topic {msg.topic()} ({err.str()})" if denied else str(err))
+            self._denied = self._denied or denied
             if self._fenced is None and (err.code() in FENCED or err.code() == KafkaError._FATAL):
                 self._fenced = err
 
@@ -312,6 +331,7 @@ class Delivery:
                 except KafkaException as exc:
                     error = self._failed("transaction commit failed", exc)
                     if not isinstance(error, Fenced):
+                        self._denied = self._denied or error.denied
                         self._raise_failures()  # the records at fault, served while the commit flushed, if any
                     raise error from None
                 finally:
@@ -329,7 +349,7 @@ class Delivery:
             try:
                 consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
-                raise DeliveryError(f"offset commit failed: {exc.args[0]}") from None
+                raise DeliveryError(f"offset commit failed: {exc.args[0]}", denied=denied(exc.args[0])) from None
             self._lap("offsets", t)
 
     def _watched(self, what: str, timeout: float, call: Callable[[], None]) -> None:
@@ -362,22 +382,24 @@ class Delivery:
         """
         cause = exc.__cause__ if isinstance(exc, SystemError) else exc
         err = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
-        fencing = self._fencing(err) if isinstance(err, KafkaError) else None
-        if fencing is not None:
-            return self._fenced_error(f"{what}: {fencing.str()}")
-        return DeliveryError(f"{what}: {err if err is not None else exc}")
+        reason = self._reason(err) if isinstance(err, KafkaError) else None
+        if reason is not None and self.mode == "transactional" and reason.code() in FENCED:
+            return self._fenced_error(f"{what}: {reason.str()}")
+        return DeliveryError(f"{what}: {err if err is not None else exc}", denied=denied(reason))
 
     def _fencing(self, err: KafkaError) -> KafkaError | None:
-        """The error that says this transactional producer was fenced, if ``err`` is or hides one.
-
-        A call on a producer that is already fatal fails with ``_FATAL`` and
-        no reason; the transactional API names the reason (:meth:`_fatal_error`).
-        """
+        """The error that says this transactional producer was fenced, if ``err`` is or hides one."""
         if self.mode != "transactional":
             return None
-        if err.code() == KafkaError._FATAL:
-            err = self._fatal_error() or err
+        err = self._reason(err)
         return err if err.code() in FENCED else None
+
+    def _reason(self, err: KafkaError) -> KafkaError:
+        """``err``, or the error it hides: a call on a transactional producer that is already fatal fails with
+        ``_FATAL`` and no reason, which the transactional API names (:meth:`_fatal_error`)."""
+        if self.mode == "transactional" and err.code() == KafkaError._FATAL:
+            return self._fatal_error() or err
+        return err
 
     def _fatal_error(self) -> KafkaError | None:
         """The error that made the producer fatal, from an abort it refuses (None if it is not fatal)."""
@@ -436,7 +458,7 @@ class Delivery:
         except (KafkaException, RuntimeError, SystemError) as exc:
             log.debug("discarding the old producer: %s", exc)
         self._failures.clear()  # including the old producer's "purged" reports
-        self._fenced = None
+        self._fenced, self._denied = None, False
         self._refused.clear()
         while not should_stop():
             try:
@@ -447,6 +469,8 @@ class Delivery:
                 self.recoveries += 1
                 return True
             except KafkaException as exc:
+                if denied(exc.args[0]):  # asked again at once, refused again: the caller waits for the ACL
+                    raise DeliveryError(f"recovery: {exc.args[0].str()}", denied=True) from None
                 log.warning("recovery: %s; retrying in 1s", exc.args[0])
                 on_wait()
                 time.sleep(1)
@@ -482,10 +506,11 @@ class Delivery:
             self._refused.clear()
             raise self._fenced_error(f"a record failed: {fencing.str()}")
         if self._failures:
-            first, n, refused = self._failures[0], len(self._failures), dict(self._refused)
+            first, n, refused, refusal = self._failures[0], len(self._failures), dict(self._refused), self._denied
             self._failures.clear()
             self._refused.clear()
-            raise DeliveryError(f"{n} records failed delivery, first: {first}", refused)
+            self._denied = False
+            raise DeliveryError(f"{n} records failed delivery, first: {first}", refused, refusal)
 
     def close(self) -> None:
         """Abort an open transaction, wait up to 10 s for what is queued, then close the producer.

@@ -14,6 +14,7 @@ import json
 import numpy as np
 
 from fastpubsub.engine import OPERATORS
+from fastpubsub.engine.columnar import csr_positions
 
 from . import kernel as K
 from .growth import aligned_rows
@@ -299,13 +300,14 @@ class PatternTables:
             self.node_agg[base + 1: base + 1 + steps] += dg
         self.atom_rows, self.cap_rows, self.agg_rows = atoms, caps, aggs
         spans = np.array(kept, np.int64).reshape(-1, 6)
-        take = _ranges(spans[:, 0], spans[:, 1])
+        first, rows = spans[:, 0::2], spans[:, 1::2] - spans[:, 0::2]  # (atoms, captures, aggregates) kept
+        take, _ = csr_positions(first[:, 0], rows[:, 0])
         buf = aligned_rows(max(len(take), 1), K.A_WIDTH, np.float64)
         buf[: len(take)] = self._atom_buf[take]
         self._atom_buf = buf
-        take = _ranges(spans[:, 2], spans[:, 3])
+        take, _ = csr_positions(first[:, 1], rows[:, 1])
         self._cap_bufs = [b[take] for b in self._cap_bufs]
-        take = _ranges(spans[:, 4], spans[:, 5])
+        take, _ = csr_positions(first[:, 2], rows[:, 2])
         self._agg_bufs = [b[take] for b in self._agg_bufs]
         self._encoded = (len(atoms), len(caps), len(aggs))
 
@@ -370,13 +372,6 @@ class PatternTables:
         self.grp_size = np.bincount(g, minlength=ng).astype(np.int64) if ng else np.zeros(1, np.int64)
 
     # The kernel's named containers (:mod:`.kernel`), made afresh for each call: the arrays they hold are
-
-
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The indexes lo[0]..hi[0]-1, lo[1]..hi[1]-1, ... in one array (the rows of the live slots, in order)."""
-    n = hi - lo
-    starts = np.repeat(lo - np.cumsum(n) + n, n)
-    return starts + np.arange(int(n.sum()), dtype=np.int64)
 
 
 def appended(buf: np.ndarray | None, n: int, new: np.ndarray, alloc=None) -> np.ndarray:

@@ -57,7 +57,7 @@ class Host:
         self.counters = PipelineCounters()
         self.metrics = Metrics(config.stall_seconds, self.counters)  # served by runtime.metrics.MetricsServer
         self.ready = self.metrics.ready
-        self.presence = Presence(self.metrics, self.log)
+        self.presence = Presence(self.metrics, self.log, self._check_access)
         # every client reports its errors here: the cluster's absence is what readiness needs from them
         self.clients = ClientFactory(config.bootstrap_servers,
                                      {"error_cb": self.presence.client_error, **config.client_config})
@@ -71,7 +71,8 @@ class Host:
         self.trace = LatencyTrace(kept=config.latency_samples)  # batches followed to their commit (runtime.trace)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
-        self.recovery = Recovery(self.checkpoint, self.counters, self.metrics, self.log, config.topics.dead_letter,
+        self.recovery = Recovery(self.checkpoint, self.counters, self.metrics, self.presence, self.log,
+                                 config.topics.dead_letter,
                                  lambda: self.sink, self._rewind, self._stop.is_set)
         self._guarded = self.recovery.guarded  # a step of the loop, replayed from the committed offsets if it fails
         self.context = Context(self)  # all a task sees of the host (runtime.task)
@@ -109,8 +110,7 @@ class Host:
         topics = task.topics()
         # a missing ACL named now, not a stalled loop; then the topics the task needs, or a clear error.  A node
         # down at start (a rolling restart, a crash) may leave a question unanswered for seconds: asked again.
-        self._while_away(lambda: check_access(self.clients, topics.inputs, topics.outputs), START_PATIENCE,
-                         "the access check")
+        self._while_away(self._check_access, START_PATIENCE, "the access check")
         self._while_away(lambda: task.before_clients(self.context), START_PATIENCE, "the topics' check")
         self.kernels.warm_up(task.warm_up)  # on a thread, while the clients below connect
         slot = None if cfg.transactional_id else InstanceSlot(cfg.group_id)  # one set of slots per group
@@ -128,6 +128,11 @@ class Host:
         finally:
             self._close(slot)
         return self.stats()
+
+    def _check_access(self) -> None:
+        """A clear error naming each topic and operation the principal lacks (``kafka.admin.check_access``)."""
+        topics = self.task.topics()
+        check_access(self.clients, topics.inputs, topics.outputs)
 
     def _open_clients(self, transactional_id: str, topics: Topics) -> None:
         """The sink (the producer and its transaction), the commit path on it, and the consumers."""
@@ -175,12 +180,14 @@ class Host:
         """Each turn its steps; a step that fails was replayed (:meth:`_guarded`) and the turn is no progress."""
         consumer, meter = self._consumer, RateMeter(self.config.progress_interval)
         while not self._stop.is_set():
+            if self.presence.waiting():  # refused by the authorizer: no turn until the access is asked about again
+                self.metrics.beat()
+                continue
             done = [self._settle_in_flight(consumer), self._apply_state_changes(consumer),
                     self._guarded(consumer, self._poll)]
             batch, size = self._consume()
             if self.presence.returned(batch, consumer):
-                self.presence.renewed()
-                self.recovery.renew(consumer)  # the batch is consumed again, after the rewind
+                self.recovery.renew(consumer, self.presence.renewed())  # the batch is consumed again, after the rewind
                 continue
             done += [self._guarded(consumer, self.task.assigned), self._process_and_commit(consumer, batch, size)]
             self._after_turn(all(done), meter)

@@ -18,6 +18,7 @@ from confluent_kafka import (
 )
 
 from fastpubsub.kafka import ClientFactory
+from fastpubsub.kafka.delivery import denied
 from fastpubsub.kafka.queues import QueueBounds
 from fastpubsub.wire.codecs import DecodeError
 
@@ -60,13 +61,14 @@ def event_time(msg: Message) -> int:
 
 
 def has_data(msg: Message) -> bool:
-    """True if ``msg`` carries data; logs transient consumer errors, raises fatal ones."""
+    """True if ``msg`` carries data; logs transient consumer errors, raises fatal ones and the authorizer's refusals
+    (the host waits for the access: ``runtime.presence``)."""
     err = msg.error()
     if err is None:
         return True
     if err.code() == KafkaError._PARTITION_EOF:
         return False
-    if err.fatal() or err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+    if err.fatal() or err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART or denied(err):
         raise KafkaException(err)
     log.warning("consumer: %s", err)
     return False

@@ -32,7 +32,8 @@ The loop turns even while the broker is unreachable (consume returns empty),
 so a broker outage is not a liveness failure; a loop stuck in one call (a
 wedged commit, a matcher that never returns) is.  ``/readyz`` is 200 once the
 subscriptions are rebuilt and events are being matched, and 503 again while
-no broker of the cluster answers (the service waits for it, it does not exit).
+no broker of the cluster answers, or while its authorizer refuses what the
+service needs (the service waits for it, it does not exit).
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ class Metrics:
         self.stall_seconds = stall_seconds
         self.counters = counters or PipelineCounters()  # incremented by the stages
         self.ready = threading.Event()  # set once the subscriptions are rebuilt
-        self.unreachable = False  # no broker answers (runtime.host): not ready until one does
+        self.unreachable = False  # no broker answers (runtime.presence): not ready until one does
+        self.refused: str | None = None  # what the broker's authorizer refuses (runtime.presence): not ready meanwhile
         self.registry_unreachable = False  # the Schema Registry does not answer (kafka.schema_registry): not ready
         self.recovering = False  # a failed step is being replayed: a new producer, the inputs at their offsets
         self.committing_since: float | None = None  # monotonic start of the commit under way (runtime.host)
@@ -277,8 +279,8 @@ class PublishedCollector(Collector):
                            full_waits)
         yield InfoMetricFamily("pubsub", "Configuration of this instance.", value=dict(m.info))
         yield _gauge("pubsub_ready", "1 once the subscriptions are rebuilt and events are matched, 0 while no broker or no Schema Registry answers.",
-                     int(m.ready.is_set() and not m.unreachable and not m.registry_unreachable and not m.recovering
-                         and m.commit_waiting() is None))
+                     int(m.ready.is_set() and not m.unreachable and m.refused is None and not m.registry_unreachable
+                         and not m.recovering and m.commit_waiting() is None))
         yield _gauge("pubsub_seconds_since_progress", "Seconds since the loop last made progress.",
                      round(time.monotonic() - m.last_beat, 3))
         engine = m.engine
@@ -392,6 +394,9 @@ class MetricsServer:
                         self._answer(503, "rebuilding subscriptions\n")
                     elif target.unreachable:
                         self._answer(503, "the Kafka cluster is unreachable: waiting for it\n")
+                    elif target.refused is not None:
+                        self._answer(503, f"refused by the Kafka cluster's authorizer: {target.refused}; waiting for "
+                                     "the access\n")
                     elif target.registry_unreachable:
                         self._answer(503, "the Schema Registry is unreachable: waiting for it\n")
                     elif target.recovering:

@@ -4,8 +4,10 @@ A failed delivery (``kafka.delivery.DeliveryError``) or a consumer's call that f
 replayed: what was consumed since the last commit is consumed again by a new producer's transaction, and the task's
 state is rewound with it (``Task.rewind``), so that what is replayed meets the state it met the first time.
 Records the broker refused are dead-lettered on the replay; a refusal shared by many records narrows the replay to
-one record per batch until the one at fault shows (``runtime.checkpoint``).  A fenced producer
-(``kafka.delivery.Fenced``) is no ``DeliveryError``: it goes up and stops the host.
+one record per batch until the one at fault shows (``runtime.checkpoint``).  A refusal by the broker's authorizer
+(``DeliveryError.denied``: an ACL revoked) is replayed too, but the loop then waits for the access with a back-off
+(``runtime.presence``) instead of being refused again at once.  A fenced producer (``kafka.delivery.Fenced``) is no
+``DeliveryError``: it goes up and stops the host.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from typing import Any, Callable, TypeVar
 from confluent_kafka import Consumer, KafkaException, Message
 
 from fastpubsub.kafka.admin import transient
-from fastpubsub.kafka.delivery import DeliveryError
+from fastpubsub.kafka.delivery import DeliveryError, denied
 
 from .checkpoint import Checkpoint
 from .counters import PipelineCounters
 from .metrics import Metrics
+from .presence import Presence
 from .sink import Reject, Sink
 from .task import Outputs
 
@@ -32,10 +35,10 @@ T = TypeVar("T")
 class Recovery:
     """Runs the loop's steps guarded (:meth:`guarded`) and replays from the committed offsets when one fails."""
 
-    def __init__(self, checkpoint: Checkpoint, counters: PipelineCounters, metrics: Metrics, log: logging.Logger,
-                 dead_letter_topic: str, sink: Callable[[], Sink], rewind: Callable[[], None],
+    def __init__(self, checkpoint: Checkpoint, counters: PipelineCounters, metrics: Metrics, presence: Presence,
+                 log: logging.Logger, dead_letter_topic: str, sink: Callable[[], Sink], rewind: Callable[[], None],
                  stopped: Callable[[], bool]) -> None:
-        self.checkpoint, self.counters, self.metrics, self.log = checkpoint, counters, metrics, log
+        self.checkpoint, self.counters, self.metrics, self.presence, self.log = checkpoint, counters, metrics, presence, log
         self.dead_letter_topic, self.sink, self.rewind, self.stopped = dead_letter_topic, sink, rewind, stopped
 
     def guarded(self, consumer: Consumer | None, step: Callable[..., None], *args: Any) -> bool:
@@ -50,8 +53,9 @@ class Recovery:
         try:
             step(*args)
             return True
-        except KafkaException as exc:  # a consumer's call (a restore, a rewind) while the cluster is away
-            return self._replay(consumer, DeliveryError(f"{getattr(step, '__name__', 'step')} failed: {exc.args[0]}"))
+        except KafkaException as exc:  # a consumer's call (a restore, a rewind) while the cluster is away, or refused
+            return self._replay(consumer, DeliveryError(f"{getattr(step, '__name__', 'step')} failed: {exc.args[0]}",
+                                                        denied=denied(exc.args[0])))
         except DeliveryError as exc:
             return self._replay(consumer, exc)
 
@@ -60,30 +64,38 @@ class Recovery:
         self.checkpoint.abandon_in_flight(close=False)  # nothing is in flight when a step fails, but be sure of it
         self.checkpoint.failed(exc)
         self.counters.replays += 1
-        self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
-                       f"; {len(exc.refused)} refused records go to {self.dead_letter_topic}" if exc.refused else "")
+        if exc.denied:
+            self.presence.refused(str(exc))  # said once per back-off, not per replay
+        else:
+            self.log.error("not delivered (%s): new producer, input again from the committed offsets%s", exc,
+                           f"; {len(exc.refused)} refused records go to {self.dead_letter_topic}" if exc.refused else "")
         self.recover(consumer)
         return False
 
-    def renew(self, consumer: Consumer) -> None:
-        """The cluster answers again after an outage.  A producer that knew its old coordinators can wait on them
+    def renew(self, consumer: Consumer, why: str) -> None:
+        """The cluster answers again after an outage, or grants the access again (``why``).  A producer that knew its old coordinators can wait on them
         for good (``send_offsets_to_transaction``, confluentinc/librdkafka#5456; 15 s until its watchdog): start
         afresh at once instead, as after a failed delivery, with a new producer and the inputs and the task back at
         the committed offsets (what was consumed and not committed is consumed again)."""
-        self.log.info("the Kafka cluster answers again: ready; a new producer, input again from the committed offsets")
+        self.log.info("%s: ready; a new producer, input again from the committed offsets", why)
         self.checkpoint.abandon_in_flight(close=False)
-        self.checkpoint.failed(DeliveryError("the cluster came back"))
+        self.checkpoint.failed(DeliveryError(why))
         self.recover(consumer)
 
     def recover(self, consumer: Consumer | None) -> None:
         """The producer and the consumer first: recover waits for the cluster (a new transactional producer may wait
         minutes for its coordinator), and a task's rewind may read it (the table service restores from its
         changelog).  Not ready meanwhile: the loop serves nothing, and polls no client whose error callback would
-        say the cluster is away."""
+        say the cluster is away.  A recovery the authorizer refuses (the transactional id's or the group's ACL
+        revoked) waits for the access as a refused step does; the next one starts afresh."""
         self.metrics.recovering = True
         try:
             if self.sink().recover(consumer, self.stopped, lambda: None):
                 self.rewind()
+        except DeliveryError as exc:
+            if not exc.denied:
+                raise
+            self.presence.refused(str(exc))
         finally:
             self.metrics.recovering = False
 

@@ -191,7 +191,7 @@ def _maintenance(w: _Workload) -> None:
     if store is not None:
         store.compact(slack=1)
     if w.algorithm in ("static", "dynamic"):
-        # the second level inside the runs (engine/structures/cluster_store.py), which the cost model gives long
+        # the second level inside the runs (engine/structures/sorted_runs.py), which the cost model gives long
         # runs: W0 on 3 values makes runs of a few entries, given one from two entries on
         spec = dataclasses.replace(PRESETS["W0"], domain=(1, 3))
         level2 = Matcher(w.algorithm, runs=2, level2=2)

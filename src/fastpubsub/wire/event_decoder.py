@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from fastpubsub.engine import EventBatch
-from fastpubsub.engine import KIND_STRING
+from fastpubsub.engine import KIND_STRING, Utf8Strings
 
 from .avro_binary import Pairs, block_count, empty_pairs, first_pairs, gather_bytes, interned_key, name_table, scalar
 from .avro_binary import schema_id as framed_schema_id
@@ -130,11 +130,11 @@ class DecodedEvents:
         return len(self.rows)
 
     def event_batch(self) -> EventBatch:
-        """The engine's format (one Python ``str`` per string value)."""
+        """The engine's format, its strings kept as UTF-8 slices (``engine.Utf8Strings``: the matcher encodes,
+        slices and folds them as bytes; a ``str`` is made of one only where a reader asks for it)."""
         is_string = self.kinds == KIND_STRING
         offsets, data = gather_bytes(self.buffer, self.string_start[is_string], self.string_length[is_string])
-        raw = data.tobytes()
-        strings = tuple(raw[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
+        strings = Utf8Strings(data, offsets[:-1], np.diff(offsets))
         return EventBatch(self.attribute_names, self.offsets, self.attributes, self.kinds, self.numbers, strings)
 
     def string_array(self):

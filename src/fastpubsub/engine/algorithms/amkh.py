@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from ..columnar import csr_positions
 from ..costmodel.model import CostModel
 from ..frontend.encoding import N_KINDS, AttributeDictionary
 from ..structures.idpool import grow, lookup
@@ -593,10 +594,7 @@ class AmkhIndex:
         link(live, self.ksum[live], self.head, self.rec, self.prv, self.slot_of, m_slots)
 
     def _pids_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        sizes = self.sub_len[handles]
-        off = np.zeros(len(handles) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=off[1:])
-        idx = np.repeat(self.sub_first[handles] - off[:-1], sizes) + np.arange(int(off[-1]), dtype=np.int64)
+        idx, off = csr_positions(self.sub_first[handles], self.sub_len[handles])
         return off, self.arena[idx]
 
     def remove_bulk(self, handles: np.ndarray) -> None:

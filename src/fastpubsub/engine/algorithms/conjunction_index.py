@@ -35,7 +35,8 @@ from numba import njit
 from ..structures.access_keys import CATCH_ALL, AccessKeys
 from ..kernels.batch import clustered_kernel
 from .catchall import CatchAllPath
-from ..structures.cluster_store import OP_RANK, RUN_MIN, ClusterStore, order_columns, put_live
+from ..structures.cluster_store import OP_RANK, ClusterStore, order_columns
+from ..structures.sorted_runs import RUN_MIN, put_live
 from ..costmodel.constants import (MAX_SCHEMA, is_multi, is_presence, pack_rows, presence_field, presence_schema,
                                   unpack_rows, unpack_schema)
 from ..costmodel.greedy import EqualityProfile, best_assignment, enumerate_multi, greedy_configuration
@@ -150,7 +151,7 @@ class ClusteredIndex:
 
     ``probabilities`` gives nu of equality predicates and mu of field sets
     under the current event statistics.  ``runs`` keeps clusters of that
-    many entries or more sorted into runs (engine/structures/cluster_store.py; the
+    many entries or more sorted into runs (engine/structures/sorted_runs.py; the
     matcher's factory passes ``RUN_MIN`` unless told ``runs=0``, the paper's
     plain clusters), and the cost model then prices indexed lists
     (engine/costmodel/runs.py).  ``level2``: runs of at least that many
@@ -397,7 +398,7 @@ class ClusteredIndex:
         self.moved += len(handles)
 
     def sort_tails(self, keys: np.ndarray) -> int:
-        """Merge the unsorted tails of these access keys' lists into their runs (engine/structures/cluster_store.py)."""
+        """Merge the unsorted tails of these access keys' lists into their runs (engine/structures/sorted_runs.py)."""
         return self.store.sort_tails(keys)
 
     def members_of(self, keys: np.ndarray) -> np.ndarray:

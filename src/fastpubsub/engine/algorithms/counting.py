@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..columnar import csr_positions
 from ..structures.cluster_store import ClusterStore
 from ..structures.idpool import grow
 from .index import IndexContext
@@ -134,7 +135,7 @@ class CountingIndex:
         else:
             firsts = self.n_entries + off[:-1]
             self.n_entries += int(off[-1])
-        entries = np.repeat(firsts - off[:-1], sizes) + np.arange(len(pids), dtype=np.int64)
+        entries, _ = csr_positions(firsts, sizes)
         top = int(handles.max()) + 1
         self.need, self.cnt, self.first = grow(self.need, top, 0), grow(self.cnt, top, 0), grow(self.first, top, 0)
         self.need[handles] = sizes
@@ -153,8 +154,7 @@ class CountingIndex:
     def _unlist(self, handles: np.ndarray) -> np.ndarray:
         sizes = self.need[handles].astype(np.int64)
         firsts = self.first[handles]
-        starts = np.repeat(firsts - np.cumsum(sizes) + sizes, sizes)
-        entries = starts + np.arange(int(sizes.sum()), dtype=np.int64)
+        entries, _ = csr_positions(firsts, sizes)
         pids = self.entry_pred[entries]
         self.store.remove(entries)
         self.entry_pred[entries] = -1

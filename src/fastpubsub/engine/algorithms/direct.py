@@ -29,9 +29,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..structures.cluster_store import put_live
 from ..structures.hashtable import ht_find2, ht_slot2
 from ..structures.predicates import order_holds
+from ..structures.sorted_runs import put_live
 from ..kernels.probing import KNOWN_KEY, conjunction_rows, grow_rows, repeated_conjunction_rows
 from ..kernels.scan import prefetch
 from ..semantics import OP_EQ
@@ -89,7 +89,7 @@ def entry_holds(k, arena, base, cap, j, row, row_f, slot, slot_f, e):
 @njit(cache=True, inline="always")
 def scan_list_direct_into(c, store, row, row_f, slot, slot_f, e, out, nout):
     """Append the handles of the matching entries of cluster ``c`` and the clusters after it in its list (the
-    dead entries of sorted prefixes dropped, engine/structures/cluster_store.py).
+    dead entries of sorted prefixes dropped, engine/structures/sorted_runs.py).
 
     ``out`` is not grown (callable without numba's reference-counting runtime): returns the new count, or -1 when
     ``out`` has no room for a cluster's entries (the caller grows it and scans the event again).

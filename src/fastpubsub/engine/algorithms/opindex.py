@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..columnar import csr_positions
 from ..frontend.encoding import N_KINDS
 from ..structures.idpool import grow
 from .index import IndexContext
@@ -793,16 +794,15 @@ class OpIndex:
     def _compact_counters(self) -> None:
         lists = np.arange(self.n_lists)
         caps = self.c_top[lists].copy()
-        new_base = np.r_[0, np.cumsum(caps)[:-1]].astype(np.int64)
+        idx_old, new_off = csr_positions(self.c_base[lists], caps)  # (each list's new base: new_off[:-1])
         size = max(int(caps.sum()), 64)
         need, state = np.zeros(size, np.int32), np.zeros(size, np.int64)
         handle, nxt = np.full(size, -1, np.int32), np.full(size, -1, np.int64)
-        idx_old = np.repeat(self.c_base[lists] - new_base, caps) + np.arange(int(caps.sum()))
         for arr_new, arr_old in ((need, self.c_need), (state, self.c_state), (handle, self.c_handle),
                                  (nxt, self.c_next)):
             arr_new[: int(caps.sum())] = arr_old[idx_old]
         self.c_need, self.c_state, self.c_handle, self.c_next = need, state, handle, nxt
-        self.c_base[lists] = new_base
+        self.c_base[lists] = new_off[:-1]
         self.c_cap[lists] = caps
         self.c_used = int(caps.sum())
 
@@ -877,8 +877,8 @@ class OpIndex:
 
     def _pids_of(self, handles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         sizes = self.h_size[handles]
-        starts = np.repeat(self.h_first[handles] - np.cumsum(sizes) + sizes, sizes)
-        return sizes, self.pool[starts + np.arange(int(sizes.sum()))]
+        pos, _ = csr_positions(self.h_first[handles], sizes)
+        return sizes, self.pool[pos]
 
     def _unfile(self, handles: np.ndarray) -> np.ndarray:
         """Take the rows' entries and slots out (their references stay); returns their predicates."""
@@ -959,7 +959,7 @@ class OpIndex:
         lens = self.b_len[rng].astype(np.int64)
         if len(old) == 0 or lens.sum() == 0:
             return
-        pos = np.repeat(self.b_base[rng] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        pos, _ = csr_positions(self.b_base[rng], lens)
         pos = pos[self.e_field[pos] % N_KINDS == KIND_STRING]
         if len(pos) == 0:
             return

@@ -38,9 +38,9 @@ import numpy as np
 from numba import njit
 
 from .direct import DirectTable, check_predicate, direct_keys, scan_list_direct_into
-from ..structures.cluster_store import DEAD
 from ..structures.hashtable import ht_find3
 from ..structures.idpool import grow
+from ..structures.sorted_runs import DEAD
 from ..kernels.probing import GROUP, KNOWN_KEY, PHASE1_AHEAD_FIELDS
 from ..kernels.scan import doubled, finish_events, prefetch
 from ..semantics import OP_EQ

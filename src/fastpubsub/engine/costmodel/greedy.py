@@ -43,6 +43,7 @@ from numba import njit
 
 from .constants import (EMPTY_SCHEMA as CATCH_ALL, FIELD_BITS, FIELD_MASK, MAX_SCHEMA, SAFETY_MARGIN, is_multi, pack3, pack_schema, presence_schema,
                         unpack_rows, unpack_schema)
+from ..columnar import csr_positions
 from .model import space_cost
 from .runs import FILING_TOLERANCE, candidate_benefits, tuples_fit
 
@@ -96,10 +97,7 @@ class EqualityProfile:
 
     def take(self, rows: np.ndarray) -> "EqualityProfile":
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
-        lengths = ends - starts
-        off = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=off[1:])
-        pos = np.repeat(starts - off[:-1], lengths) + np.arange(int(off[-1]), dtype=np.int64)
+        pos, off = csr_positions(starts, ends - starts)
         pf = None if self.presence_field is None else self.presence_field[rows]
         pn = None if self.presence_nu is None else self.presence_nu[rows]
         return EqualityProfile(off, self.attr[pos], self.value[pos], self.prob[pos], self.size[rows], pf, pn)

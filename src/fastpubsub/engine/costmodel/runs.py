@@ -1,7 +1,7 @@
 """The price of a cluster list with a run index (ours; equation 3.1's checking term for sorted clusters).
 
 Equation 3.1 charges ``K_c`` per subscription of every list an event
-reaches.  A list of at least ``run_min`` entries (engine/structures/cluster_store.py)
+reaches.  A list of at least ``run_min`` entries (engine/structures/sorted_runs.py)
 that also holds over ``INDEX_GAIN`` times as many entries as the event has
 satisfied predicates is scanned through its run index (engine/kernels/scan.py,
 ``run_path``): per event that reaches it,
@@ -14,7 +14,7 @@ satisfied predicates is scanned through its run index (engine/kernels/scan.py,
 
 The runs found are at most one per satisfied first-column field: ``F * (1 -
 exp(-n * pi / F))`` for ``F`` fields.  A run found holds ``L = n * pi /
-hits`` entries on average; with a second level (engine/structures/cluster_store.py),
+hits`` entries on average; with a second level (engine/structures/sorted_runs.py),
 a run of ``L`` entries costs ``K_s`` per word of its own index's bitmap,
 AND-ed with the event's (``B`` words: the span of the equality predicate
 ids over 32), and ``K_e`` per entry found, instead of ``K_e`` per entry,
@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from numba import njit
 
-from ..kernels.probing import LINE_IDS, RUN_AHEAD
+from ..kernels.run_lookups import LINE_IDS, RUN_AHEAD
 from ..kernels.scan import INDEX_GAIN, prefetch
 from .model import CostModel, load_calibration, model_path, save_calibration
 
@@ -264,7 +264,7 @@ def _runs_loop(starts, column, hits, ahead):
 
 @njit(cache=True)
 def _entries_loop(starts, column, gmask, hits, length, ahead):
-    """Per hit run: ``length`` entries tested against a group bit vector (as ``probing.stage_runs``)."""
+    """Per hit run: ``length`` entries tested against a group bit vector (as ``run_lookups.stage_runs``)."""
     total = 0
     n = hits.shape[0]
     for i in range(n):
@@ -294,7 +294,7 @@ def measure_run_costs(repeat: int = 5, seed: int = 0) -> RunCosts:
     Each simulated event reaches one random cluster of 32K entries (128 KB
     of its second column, a 4 KB row of run starts) and finds 30 runs in it:
     ``K_run`` is the time per run found, its start and its entry read with
-    the prefetch distance of ``probing.stage_runs``.  ``K_l`` is one bit test
+    the prefetch distance of ``run_lookups.stage_runs``.  ``K_l`` is one bit test
     per satisfied predicate in that cluster's run index (a 4 KB row).  ``K_s``
     is not measured here: a loop over second-level indexes alone priced a word
     below what the whole kernel pays (``RunCosts.K_s``).

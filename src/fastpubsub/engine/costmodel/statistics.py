@@ -31,7 +31,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..columnar import EventBatch
+from ..columnar import EventBatch, csr_positions
+from ..frontend.utf8 import picked
 from ..semantics import KIND_BOOL, KIND_STRING
 
 Value = Any  # int | float | str | bool
@@ -510,8 +511,7 @@ class StatisticsCollector:
         take = min(n, self.sample_per_batch)
         rows = np.linspace(0, n - 1, take).astype(np.int64) if take < n else np.arange(n)
         starts, ends = batch.offsets[rows], batch.offsets[rows + 1]
-        lengths = ends - starts
-        pos = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        pos, _ = csr_positions(starts, ends - starts)
         attrs = batch.attributes[pos]
         kinds = batch.kinds[pos]
         numbers = batch.numbers[pos]
@@ -534,7 +534,7 @@ class StatisticsCollector:
         if len(sampled):
             # each sampled string's index among the batch's strings (a pass over the whole batch)
             index = (np.cumsum(batch.kinds == KIND_STRING) - 1)[pos[sampled]]
-            sids = self._intern_strings(list(map(batch.strings.__getitem__, index.tolist())))
+            sids = self._intern_strings(picked(batch.strings, index))
             key = code[sampled] * N_CLASSES + CLASS_STRING
             order = np.lexsort((sids, key))  # stable: equal rows keep the batch's order
             key, sid = key[order], sids[order]

@@ -29,6 +29,7 @@ from numba import njit
 
 from ..columnar import EventBatch
 from ..semantics import KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS
+from .utf8 import Utf8Table, utf8_of
 
 N_KINDS = len(KINDS)
 SPACING = 1 << 20  # gap between consecutive string codes after a renumbering
@@ -98,10 +99,11 @@ class StringDictionary:
         self.version = 0  # bumped whenever existing codes change
         self._search: tuple | None = None  # (U array of _sorted, int64 codes) or (None, None); dropped on any change
         self._bisected = 0  # unseen strings placed by bisect since it was dropped
+        self._utf8: Utf8Table | None = None  # the constants by UTF-8 text, for event strings held as bytes
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state["_search"], state["_bisected"] = None, 0  # a cache, rebuilt on demand
+        state["_search"], state["_bisected"], state["_utf8"] = None, 0, None  # caches, rebuilt on demand
         return state
 
     def __len__(self) -> int:
@@ -116,6 +118,7 @@ class StringDictionary:
         self.codes[order] = np.array(self._sorted_codes, dtype=np.int64)
         self.version += 1
         self._search, self._bisected = None, 0
+        self._unsorted()
 
     def intern(self, strings: Sequence[str]) -> np.ndarray:
         """Ids of ``strings``, adding new ones (with codes) as needed."""
@@ -124,6 +127,8 @@ class StringDictionary:
         if new:
             for s in new:
                 ids[s] = len(ids)
+            if getattr(self, "_utf8", None) is not None:
+                self._utf8.add(new)
             if len(new) > 64 or not self._sorted:
                 self._sorted.extend(new)
                 self._renumber()
@@ -147,14 +152,31 @@ class StringDictionary:
         self._sorted_codes.insert(p, code)
         self.codes[self.ids[s]] = code
         self._search, self._bisected = None, 0
+        self._unsorted()
         return True
+
+    def _unsorted(self) -> None:
+        if getattr(self, "_utf8", None) is not None:
+            self._utf8.sorted = None
+
+    def _table(self) -> Utf8Table:
+        """The constants by UTF-8 text (built on first use, then grown with them)."""
+        if getattr(self, "_utf8", None) is None:  # (a matcher pickled before this cache had none)
+            self._utf8 = Utf8Table()
+            self._utf8.add(list(self.ids))
+        return self._utf8
 
     def encode_event_strings(self, strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(id or -1, order code) of event strings; unseen ones get a code between neighbours.
 
         Each string costs one C-level dict probe (``map``); the codes of the unseen ones come from one
         ``np.searchsorted`` among the sorted constants (:meth:`_between`), so no Python runs per value.
+        Strings held as UTF-8 slices (``engine.frontend.utf8``) are looked up and placed by kernels over their
+        bytes instead (:meth:`_encode_utf8`), no ``str`` made of them.
         """
+        utf8 = utf8_of(strings)
+        if utf8 is not None:
+            return self._encode_utf8(utf8)
         n = len(strings)
         out_ids = np.fromiter(map(self.ids.get, strings, repeat(-1)), dtype=np.int64, count=n)
         unseen = np.flatnonzero(out_ids < 0)
@@ -165,6 +187,35 @@ class StringDictionary:
         out_codes[seen] = self.codes[out_ids[seen]]
         out_codes[unseen] = self._between(strings if len(unseen) == n else
                                           list(map(strings.__getitem__, unseen.tolist())))
+        return out_ids, out_codes
+
+    def lookup_utf8(self, strings) -> np.ndarray:
+        """Ids of strings held as UTF-8 slices (-1: no constant)."""
+        return self._table().ids(strings)
+
+    def _encode_utf8(self, strings) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`encode_event_strings` of strings held as UTF-8 slices.  The unseen ones are placed by a binary
+        search over the constants' sorted text once that is built, by the rule of ``_search`` (at once for many
+        strings, under churn once bisecting has cost about as much); before, by :meth:`_between` on their ``str``."""
+        table = self._table()
+        out_ids = table.ids(strings)
+        out_codes = self.codes[np.maximum(out_ids, 0)].astype(np.float64) if len(self.codes) else \
+            np.zeros(len(out_ids), np.float64)
+        unseen = np.flatnonzero(out_ids < 0)
+        if not len(unseen):
+            return out_ids, out_codes
+        if not self._sorted:
+            out_codes[unseen] = float(SPACING)
+            return out_ids, out_codes
+        if table.sorted is None and len(unseen) >= SEARCH_FROM \
+                and getattr(self, "_bisected", 0) + len(unseen) >= len(self._sorted) // 4:
+            ids = self.ids
+            table.sort(np.array([ids[s] for s in self._sorted], dtype=np.int64),
+                       np.array(self._sorted_codes, dtype=np.int64))
+        if table.sorted is not None:
+            table.place(SPACING, strings, unseen, out_codes)
+        else:
+            out_codes[unseen] = self._between(list(map(strings.__getitem__, unseen.tolist())))
         return out_ids, out_codes
 
     def _between(self, unseen: Sequence[str]) -> np.ndarray:

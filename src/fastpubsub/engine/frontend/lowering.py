@@ -56,6 +56,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from .utf8 import Utf8Strings, char_lengths, char_slices, concatenate, fold, glob, utf8_of
 from ..semantics import (
     KIND_BOOL, KIND_NUMBER, KIND_STRING, OP_CODE, RESERVED_PREFIX, AnyOf, Predicate, _distinct, cidr_bits, ip_bits,
     wildcard_parts, wildcard_regex,
@@ -273,9 +274,12 @@ class DerivedAttributes:
     def derive_events(self, batch: Any, known: Any) -> Any:
         """An ``EventBatch`` with each event's derived pairs added (O(string pairs x derived attributes of theirs)).
 
-        ``known``: the string constants of the matcher (``StringDictionary.ids``); a slice that is none of them
+        ``known``: the matcher's string constants (its ``StringDictionary``, or their ids by ``str``); a slice that is none of them
         is left out where the derived attribute takes only ``=``.  ``absent`` pairs go to every event without
-        a (non-NaN) value of their attribute.
+        a (non-NaN) value of their attribute.  Strings held as UTF-8 slices (``engine.frontend.utf8``) are sliced
+        and case-folded as bytes and the derived ones added as slices too, and tested for a substring or a
+        negated wildcard as bytes: no ``str`` per value but for ``wildcard`` (its index probes ``str`` literals)
+        and ``ip``.
         """
         if not self.by_attribute:
             return batch
@@ -288,7 +292,9 @@ class DerivedAttributes:
         str_index = np.cumsum(is_str) - 1
         event_of = np.repeat(np.arange(n_events, dtype=np.int64), np.diff(offsets))
         names = list(batch.attribute_names)
-        strings = list(batch.strings)
+        utf8 = utf8_of(batch.strings)
+        strings: Any = [utf8] if utf8 is not None else list(batch.strings)  # bytes: the parts, in order
+        n_strings = len(batch.strings)
         new_event: list[np.ndarray] = []
         new_attr: list[np.ndarray] = []
         new_kind: list[np.ndarray] = []
@@ -307,16 +313,15 @@ class DerivedAttributes:
         for attribute, specs in self.by_attribute.items():
             ai = index.get(attribute)
             pos = np.flatnonzero((attrs == ai) & is_str) if ai is not None else np.empty(0, np.int64)
-            values = list(map(strings.__getitem__, str_index[pos].tolist()))
+            column = _Column(batch.strings, str_index[pos])
             evs = event_of[pos]
-            if values and attribute in self._wildcards:
-                for name, hits_ in self._wildcards[attribute].matches(values).items():
+            if len(pos) and attribute in self._wildcards:
+                for name, hits_ in self._wildcards[attribute].matches(column.values()).items():
                     add(name, evs[hits_], KIND_BOOL, np.ones(len(hits_)), np.full(len(hits_), -1, dtype=np.int64))
             ranged = [(name, kind, arg) for name, kind, arg in specs if kind == "single" or kind in _RANGES]
             if ranged:
                 self._ranges(ai, attrs, kinds, np.asarray(batch.numbers, dtype=np.float64), event_of, n_events,
                              ranged, add)
-            column = _Column(values)
             for name, kind, arg in specs:
                 if kind == "wildcard" or kind == "single" or kind in _RANGES:
                     continue
@@ -330,20 +335,32 @@ class DerivedAttributes:
                     lack = np.flatnonzero(~present)
                     add(name, lack, KIND_BOOL, np.ones(len(lack)), np.full(len(lack), -1, dtype=np.int64))
                     continue
-                if not values:
+                if not len(pos):
                     continue
                 if kind in _TESTS:
                     hit = np.flatnonzero(column.holds(kind, arg))
                     add(name, evs[hit], KIND_BOOL, np.ones(len(hit)), np.full(len(hit), -1, dtype=np.int64))
                     continue
                 keep, picked = column.slices(kind, arg)
+                if utf8 is not None and type(picked) is not Utf8Strings:
+                    picked = Utf8Strings.of(picked)
                 if kind in _SLICES:  # '=' only: a slice that is no constant satisfies nothing
-                    filed = np.fromiter(map(known.__contains__, picked), dtype=bool, count=len(picked))
+                    if utf8 is not None and hasattr(known, "lookup_utf8"):
+                        filed = known.lookup_utf8(picked) >= 0
+                    else:
+                        filed = np.fromiter(map(getattr(known, "ids", known).__contains__, picked), dtype=bool,
+                                            count=len(picked))
                     if not filed.all():
-                        keep, picked = keep[filed], list(compress(picked, filed))
+                        keep = keep[filed]
+                        picked = picked.take(np.flatnonzero(filed)) if utf8 is not None \
+                            else list(compress(picked, filed))
                 add(name, evs[keep], KIND_STRING, np.zeros(len(picked)),
-                    np.arange(len(strings), len(strings) + len(picked), dtype=np.int64))
-                strings.extend(picked)
+                    np.arange(n_strings, n_strings + len(picked), dtype=np.int64))
+                n_strings += len(picked)
+                if utf8 is not None:
+                    strings.append(picked)
+                else:
+                    strings.extend(picked)
         if not new_event:
             return batch
         ev = np.concatenate([event_of] + new_event)
@@ -356,8 +373,10 @@ class DerivedAttributes:
         new_offsets = np.zeros(len(offsets), dtype=np.int64)
         np.cumsum(counts, out=new_offsets[1:])
         picked = sidx[sidx >= 0]
+        out_strings = concatenate(strings).take(picked) if utf8 is not None else \
+            tuple(map(strings.__getitem__, picked.tolist()))
         return type(batch)(tuple(names), new_offsets, np.concatenate([attrs.astype(np.int32)] + new_attr)[order],
-                          kinds_all, numbers, tuple(map(strings.__getitem__, picked.tolist())))
+                          kinds_all, numbers, out_strings)
 
     @staticmethod
     def _ranges(ai, attrs, kinds, numbers, event_of, n_events, specs, add) -> None:
@@ -380,47 +399,69 @@ class DerivedAttributes:
 
 
 class _Column:
-    """The string values of one attribute in a batch, with what several derived kinds share (lengths, case-folded
-    text) computed once; every step is a C-level ``map`` over the values, not a Python loop per value."""
+    """The string values of one attribute in a batch (``strings[index]``), with what several derived kinds share
+    (lengths, case-folded text) computed once.  Strings given as ``str``: every step a C-level ``map`` over the
+    values, no Python loop per value; held as UTF-8 slices: kernels over their bytes, and a ``str`` of each only
+    for a kind that needs one (``values``)."""
 
-    def __init__(self, values: list[str]) -> None:
-        self.values = values
+    def __init__(self, strings: Any, index: np.ndarray) -> None:
+        utf8 = utf8_of(strings)
+        self.utf8 = utf8.take(index) if utf8 is not None else None
+        self._values: list[str] | None = None if utf8 is not None else list(map(strings.__getitem__, index.tolist()))
+        self._n = len(index)
         self._lengths: np.ndarray | None = None
-        self._folded: list[str] | None = None
+        self._folded: Any = None
         self._folded_lengths: np.ndarray | None = None
+
+    def values(self) -> list[str]:
+        if self._values is None:
+            self._values = list(self.utf8)
+        return self._values
 
     def lengths(self) -> np.ndarray:
         if self._lengths is None:
-            self._lengths = np.fromiter(map(len, self.values), dtype=np.int64, count=len(self.values))
+            if self.utf8 is not None:
+                u = self.utf8
+                self._lengths = char_lengths(u.data, u.start, u.length)
+            else:
+                self._lengths = np.fromiter(map(len, self._values), dtype=np.int64, count=self._n)
         return self._lengths
 
-    def folded(self) -> list[str]:
+    def folded(self) -> Any:
+        """The values case-folded: a list of ``str``, or :class:`Utf8Strings` for values held so."""
         if self._folded is None:
-            self._folded = list(map(str.casefold, self.values))
+            self._folded = fold(self.utf8) if self.utf8 is not None else list(map(str.casefold, self._values))
         return self._folded
 
     def folded_lengths(self) -> np.ndarray:
         if self._folded_lengths is None:
             folded = self.folded()
-            self._folded_lengths = np.fromiter(map(len, folded), dtype=np.int64, count=len(folded))
+            if self.utf8 is not None:
+                self._folded_lengths = char_lengths(folded.data, folded.start, folded.length)
+            else:
+                self._folded_lengths = np.fromiter(map(len, folded), dtype=np.int64, count=len(folded))
         return self._folded_lengths
 
     def holds(self, kind: str, arg: str) -> np.ndarray:
         """Per value, whether the test ``contains`` / ``nwildcard`` (``derived_value`` is ``True``) holds."""
-        n = len(self.values)
+        if self.utf8 is not None:
+            matched = glob(self.utf8, ["", arg, ""] if kind == "contains" else wildcard_parts(arg))
+            return ~matched if kind == "nwildcard" else matched
+        values = self.values()
+        n = len(values)
         if kind == "contains":
-            return np.fromiter(map(operator.contains, self.values, repeat(arg)), dtype=bool, count=n)
-        matched = np.fromiter(map(bool, map(wildcard_regex(arg).fullmatch, self.values)), dtype=bool, count=n)
+            return np.fromiter(map(operator.contains, values, repeat(arg)), dtype=bool, count=n)
+        matched = np.fromiter(map(bool, map(wildcard_regex(arg).fullmatch, values)), dtype=bool, count=n)
         return matched if kind == "wildcard" else ~matched
 
-    def slices(self, kind: str, arg: Any) -> tuple[np.ndarray, list[str]]:
+    def slices(self, kind: str, arg: Any) -> tuple[np.ndarray, Any]:
         """Positions of the values with a value of the derived slice ``(kind, arg)`` and those values
-        (``derived_value``'s)."""
-        n = len(self.values)
+        (``derived_value``'s): a list of ``str``, or :class:`Utf8Strings` for values held so (``ip``: ``str``)."""
+        n = self._n
         if kind == "fold":
             return np.arange(n, dtype=np.int64), self.folded()
         if kind == "ip":
-            bits = list(map(ip_bits, self.values))  # (cached per distinct address)
+            bits = list(map(ip_bits, self.values()))  # (cached per distinct address)
             address = np.fromiter(map(bool, bits), dtype=bool, count=n)  # (bits are never empty)
             keep = np.flatnonzero(address)
             source = bits if len(keep) == n else list(map(bits.__getitem__, keep.tolist()))
@@ -428,11 +469,17 @@ class _Column:
             keep, source = keep[long_enough], list(compress(source, long_enough))
             return keep, list(map(operator.itemgetter(slice(None, arg)), source))
         head = kind in ("prefix", "nprefix", "iprefix")
-        cut = operator.itemgetter(slice(None, arg) if head else slice(-arg, None))
-        if kind in _FULL_SLICES:  # all of a value shorter than the length
-            return np.arange(n, dtype=np.int64), list(map(cut, self.values))
+        whole = kind in _FULL_SLICES  # all of a value shorter than the length
         folded = kind in ("iprefix", "isuffix")
-        source = self.folded() if folded else self.values
+        if self.utf8 is not None:
+            source = self.folded() if folded else self.utf8
+            start, length = char_slices(source.data, source.start, source.length, arg, head, whole)
+            keep = np.flatnonzero(length >= 0)
+            return keep, Utf8Strings(source.data, start[keep], length[keep])
+        cut = operator.itemgetter(slice(None, arg) if head else slice(-arg, None))
+        if whole:
+            return np.arange(n, dtype=np.int64), list(map(cut, self._values))
+        source = self.folded() if folded else self._values
         keep = np.flatnonzero((self.folded_lengths() if folded else self.lengths()) >= arg)
         if len(keep) < n:
             source = list(map(source.__getitem__, keep.tolist()))

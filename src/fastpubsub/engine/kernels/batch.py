@@ -3,7 +3,7 @@
 For each event of a batch: phase 1 (:func:`~engine.structures.predicates.satisfied_predicates`)
 lists the satisfied predicate ids; phase 2 (propagation's cluster scan or
 counting's hit counters) appends the handles of matching subscriptions (never
-the ``DEAD`` handle of a removed entry, engine/structures/cluster_store.py); the
+the ``DEAD`` handle of a removed entry, engine/structures/sorted_runs.py); the
 handles become ascending ids.  One numba call per batch, CSR result.  Counting
 runs the same loop with its own phase 2 (:func:`engine.algorithms.counting.counting_events`);
 static and dynamic run theirs (:func:`engine.kernels.probing.clustered_events`), whose
@@ -11,8 +11,8 @@ probes are staged over groups of events.
 
 Each loop takes the named containers its algorithm reads and nothing else:
 :class:`~engine.frontend.encoding.EventArrays`, :class:`~engine.structures.predicates.PredicateArrays`,
-:class:`~engine.structures.cluster_store.ClusterArrays` and ``RunArrays``, the access
-keys' arrays, counting's :class:`~engine.algorithms.counting.CountingArrays`.  The scan
+:class:`~engine.structures.cluster_store.ClusterArrays` and
+:class:`~engine.structures.sorted_runs.RunArrays`, the access keys' arrays, counting's :class:`~engine.algorithms.counting.CountingArrays`.  The scan
 parameters are constants captured by the entry functions of
 :func:`propagation_kernel` / :func:`clustered_kernel`; numba specialises the
 whole call tree on them.  The closures capture plain ints only, which keeps

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..structures.cluster_store import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, put_live, run_row
+from ..structures.sorted_runs import INDEX_ROW, PIDS_ROW, STARTS_ROW, index_run, put_live, run_row
 from .prefetch import prefetch
 from .sorting import sort_slice
 
@@ -86,7 +86,11 @@ def scan_cluster(K, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, no
 
 @njit(cache=True, _nrt=False)
 def scan_dispatch(pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout):
-    """Call the specialisation of :func:`scan_cluster` for ``k`` (0..10), else the generic one."""
+    """Call the specialisation of :func:`scan_cluster` for ``k`` (0..10), else the generic one.
+
+    One call per constant, written out: numba specialises on a literal ``K``,
+    which a loop over the values would pass as a variable.
+    """
     if k == 0:
         return scan_cluster(0, pf, unfold, lookahead, k, arena, bits, base, cap, n, out, nout)
     if k == 1:
@@ -161,7 +165,7 @@ def run_path(runs, c, nsat):
 
     Decided from the cluster's bookkeeping alone, so that a cluster scanned
     entry by entry costs no read of its run rows.  A store without runs
-    passes empty :class:`~engine.structures.cluster_store.RunArrays`: nothing more to
+    passes empty :class:`~engine.structures.sorted_runs.RunArrays`: nothing more to
     read per cluster than the paper's plain clusters.
     """
     return run_path_of(runs.sorted, runs.runs, c, nsat)
@@ -169,7 +173,7 @@ def run_path(runs, c, nsat):
 
 @njit(cache=True, inline="always")
 def run_path_of(c_sorted, c_runs, c, nsat):
-    """:func:`run_path` from the arrays of the :class:`~engine.structures.cluster_store.RunArrays` (unpacked once by the caller)."""
+    """:func:`run_path` from the arrays of the :class:`~engine.structures.sorted_runs.RunArrays` (unpacked once by the caller)."""
     if c_sorted.shape[0] == 0:
         return PLAIN
     ns, nr = c_sorted[c], c_runs[c]
@@ -184,7 +188,7 @@ def run_path_of(c_sorted, c_runs, c, nsat):
 
 @njit(cache=True, _nrt=False)
 def scan_runs_into(k, arena, bits, base, cap, ns, nr, out, nout, lookahead, by_index, sat, sat0, nsat, hits, h0):
-    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/structures/cluster_store.py).
+    """Append the matching entries of a cluster's sorted prefix (``ns`` entries in ``nr`` runs; engine/structures/sorted_runs.py).
 
     The runs that pass are found either by one bit test per run or, with
     ``by_index``, by looking the event's satisfied predicates up in the run

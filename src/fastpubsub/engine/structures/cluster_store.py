@@ -23,47 +23,13 @@ by :meth:`ClusterStore.compact` once they would outweigh the live data (a
 bulk that would leave them compacts at once, its clusters fitted to it).  The same
 store holds the counting algorithm's per-predicate subscription lists.
 
-*Runs* (ours, not in the paper; ``ClusterStore(runs=RUN_MIN)``, the default of
-static and dynamic; ``runs=0`` gives the paper's plain clusters).  A cluster's first ``c_sorted`` entries are kept sorted by
-their first column, and two more rows list the distinct first-column
-predicates of that prefix and where each run of equal ones starts.  The scan
-then tests one bit per run instead of one per entry, which bounds the cost
-of a long cluster by the number of distinct predicates its first column can
-hold (30 x 35 for W0's (a0, a1) lists) rather than by its size, the growth
-the paper's dynamic algorithm answers with more hash tables
-(docs/clustering.md, "Runs").  New entries go to an unsorted tail, scanned
-entry by entry, which is merged in once it outgrows ``c_sorted / 8``.  Every
-entry keeps all its columns, so scanning the whole cluster entry by entry
-stays correct whatever its order.
-
-A removal from the sorted prefix leaves a *tombstone*: the entry stays
-where it is, its handle replaced by ``DEAD`` (O(1); closing the hole would
-shift one entry through each later run).  The kernels test a dead entry like
-any other and drop it where they would report it (:func:`put_live`), so no
-run, no run row and no column changes.  A cluster whose dead entries
-outnumber ``c_len >> DEAD_SHIFT`` is purged at the end of the removal
-(:func:`_purge`: its live entries closed up in order, the run rows built
-again), and every tail merge drops them too.  ``c_len`` and ``c_sorted``
-count the dead entries (they are the extents the kernels read), ``c_dead``
-counts them apart.
-
-A third extra row, the *run index*, maps a predicate id to its run without
-reading the run row: ``[lo, W, W bitmap words, W ranks]``, bit ``p - lo`` set
-iff a run has first column ``p``, rank = runs before the word.  An event
-then looks up its own satisfied predicates (a few dozen) instead of
-streaming a thousand runs.  It is built with the run rows (``W = 0`` when
-the ids span more than the row holds).
-
-A *second level* (``ClusterStore(runs=..., level2=L)``; ``L`` is chosen by
-the cost model, engine/costmodel/runs.py): each run of at least ``L``
-entries is kept sorted by its second column, and gets an index of its own
-in a side array (``sub``): the same layout as the run index over the run's
-distinct second-column predicates, followed by where each sub-run of equal
-ones starts.  An event then looks its satisfied predicates up in it instead
-of testing every entry of the run (docs/clustering.md, "The second level").
-A cluster's block is built again whenever its runs are (a tail merged, a
-purge); a removal keeps it, since a tombstone moves no entry, and the
-kernels drop a dead entry of a sub-run where they report it.
+*Runs* (ours, not in the paper; ``ClusterStore(runs=RUN_MIN)``, the default
+of static and dynamic; ``runs=0`` gives the paper's plain clusters): a long
+cluster keeps its entries sorted by their first column, with rows that list
+the runs of equal ones, their index and a second level
+(engine/structures/sorted_runs.py, which writes them).  The store calls
+those kernels as entries come and go, and holds their bookkeeping
+(``c_sorted``, ``c_runs``, ``c_dead``, ``c_sub``, ``sub``).
 """
 
 from __future__ import annotations
@@ -75,6 +41,9 @@ from numba import njit
 
 from .hashtable import HashTable
 from .idpool import IdPool, grow
+from .sorted_runs import (DEAD, DEAD_SHIFT, INDEX_ROW, RUN_ROWS, SUB_BUILD, SUB_NONE, TAIL_MERGE_SHIFT, RunArrays,
+                          copy_entry, copy_sub_blocks, index_len, merge_tails, purge_dead, run_row, settle_tails,
+                          sub_blocks)
 from ..semantics import OP_EQ, OP_NE
 
 
@@ -96,74 +65,16 @@ class ClusterArrays(NamedTuple):
     arena: np.ndarray  # int32: every cluster's rows
 
 
-class RunArrays(NamedTuple):
-    """The run bookkeeping of sorted clusters (both empty in a store without runs: nothing to read per cluster).
-
-    Cluster ``c``'s first ``sorted[c]`` entries are sorted by column 0 into
-    ``runs[c]`` runs, listed by its extra rows (:func:`run_row`).
-    """
-
-    sorted: np.ndarray  # int64 [clusters]: entries in the sorted prefix
-    runs: np.ndarray  # int64 [clusters]: runs in the sorted prefix
-    sub_off: np.ndarray  # int64 [clusters]: offset of the cluster's second-level block in ``sub`` (< 0: none)
-    sub: np.ndarray  # int32: the second-level blocks (:func:`sub_index`)
-
-
-#: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
-#: sorted cluster is scanned plainly anyway (``engine.kernels.scan.run_path``), so sorting smaller clusters (W3's pair
-#: tables hold 64-255 entries) would only cost (docs/clustering.md, "Why `RUN_MIN` is 256").
-RUN_MIN = 256
-#: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
-RUN_ROWS = 3
-#: Those rows, as offsets past row ``k`` (the line); see :func:`run_row`.
-PIDS_ROW, STARTS_ROW, INDEX_ROW = 1, 2, 3
-#: The unsorted tail is merged into the runs once longer than max(run_min / 4, c_sorted >> RUN_TAIL_SHIFT).
-RUN_TAIL_SHIFT = 3
 #: Room a compaction leaves a cluster is at most this many entries or an eighth of its length, whichever is
 #: more: inserts at equilibrium (tens per round) relocate a cluster of thousands rarely either way, and half the
 #: length of the long clusters of a large load is a third of the arena.
 ROOM_MAX = 1024
-#: The dynamic maintenance merges a hot list's tail at a round once it holds a 64th of its cluster
-#: (:meth:`ClusterStore.sort_tails`): at most 64 entries moved per insert, against 8 for RUN_TAIL_SHIFT.
-TAIL_MERGE_SHIFT = 6
-#: ``c_sub`` of a cluster without a second-level block; of one whose runs are sorted and whose block is to be
-#: built (:meth:`ClusterStore._build_sub`).
-SUB_NONE, SUB_BUILD = -2, -1
-#: The line entry (handle) of a removed entry of a sorted prefix: a tombstone (handles are >= 0).
-DEAD = -1
-#: A cluster is purged of its dead entries once they outnumber ``c_len >> DEAD_SHIFT``: at most an eighth of what
-#: a scan reads is dead, and a purge (one pass over the cluster) comes after an eighth of its entries were removed.
-DEAD_SHIFT = 3
 
 
 @njit(cache=True, inline="always")
 def n_rows(k, run_rows):
     """Arena rows of a cluster with ``k`` columns: the columns, the line, and the run rows if it can have runs."""
     return k + 1 + (run_rows if k >= 1 else 0)
-
-
-@njit(cache=True, inline="always")
-def run_row(base, cap, k, which):
-    """Where run row ``which`` (``PIDS_ROW``, ``STARTS_ROW``, ``INDEX_ROW``) of a cluster at ``base`` starts."""
-    return base + (k + which) * cap
-
-
-@njit(cache=True, inline="always")
-def put_live(out, nout, h):
-    """Append handle ``h`` (a matching entry's) to ``out`` unless it is ``DEAD``; returns the new count.
-
-    Without a branch: the slot is written either way and the count moves
-    only for a live handle, so a scan pays one comparison per match for the
-    tombstones (module docstring).
-    """
-    out[nout] = h
-    return nout + (h >= 0)
-
-
-@njit(cache=True, inline="always")
-def _index_len(arena, ir, nr):
-    """Used length of a run index row at ``ir`` (nothing if there are no runs)."""
-    return 2 + 2 * arena[ir + 1] if nr > 0 else 0
 
 
 @njit(cache=True, inline="always")
@@ -178,7 +89,7 @@ def _move(src, dst, c, c_base, c_cap, c_len, c_k, c_runs, run_rows, used, new_ca
         elif r < k + INDEX_ROW:
             n = c_runs[c]
         else:
-            n = _index_len(src, ob + r * oc, c_runs[c])
+            n = index_len(src, ob + r * oc, c_runs[c])
         dst[used + r * new_cap : used + r * new_cap + n] = src[ob + r * oc : ob + r * oc + n]
     c_base[c] = used
     c_cap[c] = new_cap
@@ -190,371 +101,6 @@ def _relocate(arena, used, c_base, c_cap, c_len, c_k, c_runs, run_rows, clusters
     for i in range(clusters.shape[0]):
         used = _move(arena, arena, clusters[i], c_base, c_cap, c_len, c_k, c_runs, run_rows, used, new_caps[i])
     return used
-
-
-@njit(cache=True, inline="always")
-def _copy_entry(arena, b, cap, k, src, dst, e_pos):
-    """Move the entry at position ``src`` of a cluster to position ``dst`` (rows 0..k) and record where it went."""
-    for r in range(k + 1):
-        arena[b + r * cap + dst] = arena[b + r * cap + src]
-    e_pos[arena[b + k * cap + dst]] = dst
-
-
-@njit(cache=True, inline="always")
-def _sort_key(arena, b, cap, j, lex):
-    """The order of the sorted prefix: the first column, then (``lex``: with a second level) the second."""
-    if lex:
-        return (np.int64(arena[b + j]) << 32) + arena[b + cap + j]
-    return np.int64(arena[b + j])
-
-
-@njit(cache=True)
-def _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc):
-    """Merge cluster ``c``'s unsorted tail into its sorted prefix, dropping the dead entries, and rebuild the run
-    rows; with a second level (``sub_min`` > 0), entries are ordered by their first two columns
-    (:func:`_mark_level2`)."""
-    b, cap, k = c_base[c], c_cap[c], c_k[c]
-    n, ns = c_len[c], c_sorted[c]
-    line = b + k * cap
-    lex = sub_min > 0 and k >= 2
-    t = n - ns
-    tkeys = np.empty(t, dtype=np.int64)
-    for j in range(t):
-        tkeys[j] = _sort_key(arena, b, cap, ns + j, lex)
-    order = np.argsort(tkeys, kind="mergesort")
-    perm = np.empty(n, dtype=np.int64)
-    i = 0
-    j = 0
-    w = 0
-    while i < ns or j < t:
-        if i < ns and arena[line + i] == DEAD:
-            i += 1
-        elif j >= t or (i < ns and _sort_key(arena, b, cap, i, lex) <= tkeys[order[j]]):
-            perm[w] = i
-            i += 1
-            w += 1
-        else:
-            perm[w] = ns + order[j]
-            j += 1
-            w += 1
-    buf = np.empty(w, dtype=arena.dtype)
-    for r in range(k + 1):
-        row = b + r * cap
-        for v in range(w):
-            buf[v] = arena[row + perm[v]]
-        arena[row : row + w] = buf
-    for v in range(w):
-        e_pos[arena[line + v]] = v
-    c_len[c] = w
-    c_sorted[c] = w
-    c_dead[c] = 0
-    _build_runs(arena, c, c_base, c_cap, c_k, c_sorted, c_runs)
-    _mark_level2(arena, c, c_base, c_cap, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
-
-
-@njit(cache=True)
-def _purge(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc):
-    """Close up cluster ``c``'s live entries in their order (the dead ones are in its sorted prefix) and rebuild
-    the run rows of what is left of the prefix, and its second level (the entries moved)."""
-    b, cap, k = c_base[c], c_cap[c], c_k[c]
-    n = c_len[c]
-    line = b + k * cap
-    w = 0
-    for j in range(n):
-        if arena[line + j] == DEAD:
-            continue
-        if w != j:
-            _copy_entry(arena, b, cap, k, j, w, e_pos)
-        w += 1
-    c_len[c] = w
-    c_sorted[c] -= n - w
-    c_dead[c] = 0
-    _build_runs(arena, c, c_base, c_cap, c_k, c_sorted, c_runs)
-    _mark_level2(arena, c, c_base, c_cap, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc)
-
-
-@njit(cache=True, inline="always")
-def _build_runs(arena, c, c_base, c_cap, c_k, c_sorted, c_runs):
-    """Write the run rows (first predicates, starts, index) of cluster ``c``'s sorted prefix."""
-    b, cap, k, ns = c_base[c], c_cap[c], c_k[c], c_sorted[c]
-    pr, sr = run_row(b, cap, k, PIDS_ROW), run_row(b, cap, k, STARTS_ROW)
-    nr = 0
-    for w in range(ns):
-        p = arena[b + w]
-        if w == 0 or p != arena[pr + nr - 1]:
-            arena[pr + nr] = p
-            arena[sr + nr] = w
-            nr += 1
-    c_runs[c] = nr
-    if nr > 0:
-        _build_index(arena, run_row(b, cap, k, INDEX_ROW), cap, arena[pr], arena[pr + nr - 1], arena[pr : pr + nr])
-
-
-@njit(cache=True)
-def _mark_level2(arena, c, c_base, c_cap, c_k, c_sorted, c_runs, e_pos, sub_min, c_sub, sub, sub_gc):
-    """After cluster ``c``'s run rows were built: every run of at least ``sub_min`` entries is checked to be
-    sorted by its second column (a run sorted before the threshold fell may not be), and the cluster's block
-    is marked to be built (``SUB_BUILD``; the old one, its size ``sub[c_sub[c]]``, counted in ``sub_gc[0]`` as
-    garbage)."""
-    if c_sub[c] >= 0:
-        sub_gc[0] += sub[c_sub[c]]
-    c_sub[c] = SUB_NONE
-    b, cap, k, ns, nr = c_base[c], c_cap[c], c_k[c], c_sorted[c], c_runs[c]
-    if sub_min <= 0 or k < 2:
-        return
-    sr = run_row(b, cap, k, STARTS_ROW)
-    for r in range(nr):
-        s0 = arena[sr + r]
-        s1 = arena[sr + r + 1] if r + 1 < nr else ns
-        if s1 - s0 >= sub_min:
-            _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos)
-            c_sub[c] = SUB_BUILD
-
-
-@njit(cache=True)
-def _sort_run_by_second(arena, b, cap, k, s0, s1, e_pos):
-    """Order entries ``s0:s1`` (one run) by their second column, if they are not already."""
-    col = b + cap
-    ordered = True
-    for j in range(s0 + 1, s1):
-        if arena[col + j] < arena[col + j - 1]:
-            ordered = False
-            break
-    if ordered:
-        return
-    order = np.argsort(arena[col + s0 : col + s1], kind="mergesort")
-    m = s1 - s0
-    buf = np.empty(m, dtype=arena.dtype)
-    for r in range(k + 1):
-        row = b + r * cap + s0
-        for w in range(m):
-            buf[w] = arena[row + order[w]]
-        arena[row : row + m] = buf
-    line = b + k * cap
-    for w in range(s0, s1):
-        h = arena[line + w]
-        if h != DEAD:
-            e_pos[h] = w
-
-
-@njit(cache=True, inline="always")
-def sub_index_size(w, d):
-    """Ints of a second-level index of ``w`` bitmap words over ``d`` distinct predicates (:func:`write_sub_index`)."""
-    return 3 + w + ((w + 1) >> 1) + ((d + 2) >> 1)
-
-
-@njit(cache=True, inline="always")
-def sub_half(sub, at, j):
-    """The ``j``-th 16-bit half of the ints of ``sub`` from ``at`` (low half first)."""
-    return (np.int64(sub[at + (j >> 1)]) >> (16 * (j & 1))) & 0xFFFF
-
-
-@njit(cache=True)
-def _put_halves(sub, at, values):
-    """Write ``values`` (each below 2**16) two to an int from ``sub[at]``."""
-    for j in range(0, values.shape[0], 2):
-        v = values[j] | ((values[j + 1] << 16) if j + 1 < values.shape[0] else 0)
-        sub[at + (j >> 1)] = np.int32(v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v)
-
-
-@njit(cache=True)
-def write_sub_index(sub, x, lo, w, s0, pids, bounds):
-    """The second-level index of one run at ``sub[x]``: ``[lo, w, s0]``, a bitmap of ``w`` words over the run's
-    distinct second-column predicates ``pids`` (sorted; bit ``p - lo``, ``lo`` a multiple of 32 so that word ``q``
-    lines up with word ``lo / 32 + q`` of an event's satisfied predicates), then, 16 bits each, the sub-runs
-    before each word (its rank) and the ``D + 1`` bounds of the ``D`` sub-runs (entry positions less ``s0``)."""
-    sub[x], sub[x + 1], sub[x + 2] = lo, w, s0
-    words = np.zeros(w, dtype=np.int64)
-    for q in range(pids.shape[0]):
-        o = pids[q] - lo
-        words[o >> 5] |= np.int64(1) << (o & 31)
-    ranks = np.zeros(w, dtype=np.int64)
-    for q in range(w):
-        v = words[q]
-        sub[x + 3 + q] = np.int32(v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v)
-        if q + 1 < w:
-            ranks[q + 1] = ranks[q] + popcount32(v)
-    _put_halves(sub, x + 3 + w, ranks)
-    _put_halves(sub, x + 3 + w + ((w + 1) >> 1), bounds)
-
-
-@njit(cache=True, inline="always")
-def sub_lookup(sub, x, p):
-    """Entries ``(start, end)`` of predicate ``p``'s sub-run in the second-level index at ``x``; ``(-1, -1)`` if none."""
-    w = sub[x + 1]
-    o = p - sub[x]
-    if o < 0 or o >= 32 * w:
-        return -1, -1
-    word = np.int64(sub[x + 3 + (o >> 5)]) & 0xFFFFFFFF
-    bit = np.int64(1) << (o & 31)
-    if word & bit == 0:
-        return -1, -1
-    d = sub_half(sub, x + 3 + w, o >> 5) + popcount32(word & (bit - 1))
-    bounds = x + 3 + w + ((w + 1) >> 1)
-    return sub[x + 2] + sub_half(sub, bounds, d), sub[x + 2] + sub_half(sub, bounds, d + 1)
-
-
-@njit(cache=True)
-def _sub_blocks(arena, sub, c_base, c_cap, c_k, c_sorted, c_runs, clusters, offsets, sub_min, write):
-    """The second-level blocks of ``clusters``: their sizes, or (``write``) the blocks themselves at ``offsets``.
-
-    A block at ``o``: its size, then per run the offsets (from ``o``) where
-    the run's index (:func:`write_sub_index`) starts and ends, or -1 for a
-    run shorter than ``sub_min``, of 2**16 entries or more, or whose
-    second-column ids span more words than it has entries (the end is there
-    so that the kernel prefetches the index without reading it first).
-    Returns the sizes.
-    """
-    sizes = np.zeros(clusters.shape[0], dtype=np.int64)
-    for i in range(clusters.shape[0]):
-        c = clusters[i]
-        b, cap, k, ns, nr = c_base[c], c_cap[c], c_k[c], c_sorted[c], c_runs[c]
-        sr = run_row(b, cap, k, STARTS_ROW)
-        o = offsets[i] if write else 0
-        size = 1 + 2 * nr
-        for r in range(nr):
-            s0 = arena[sr + r]
-            s1 = arena[sr + r + 1] if r + 1 < nr else ns
-            m = s1 - s0
-            lo, hi = (arena[b + cap + s0] >> 5) << 5, arena[b + cap + s1 - 1]
-            w = ((hi - lo) >> 5) + 1
-            if m < sub_min or w > m or m >= (1 << 16):
-                if write:
-                    sub[o + 1 + 2 * r] = sub[o + 2 + 2 * r] = -1
-                continue
-            d = 1
-            for j in range(s0 + 1, s1):
-                if arena[b + cap + j] != arena[b + cap + j - 1]:
-                    d += 1
-            n_ints = sub_index_size(w, d)
-            if write:
-                sub[o + 1 + 2 * r] = size
-                sub[o + 2 + 2 * r] = size + n_ints
-                pids = np.empty(d, dtype=np.int64)
-                bounds = np.empty(d + 1, dtype=np.int64)
-                q = 0
-                for j in range(s0, s1):
-                    p = arena[b + cap + j]
-                    if j == s0 or p != arena[b + cap + j - 1]:
-                        pids[q] = p
-                        bounds[q] = j - s0
-                        q += 1
-                bounds[d] = m
-                write_sub_index(sub, o + size, lo, w, s0, pids, bounds)
-            size += n_ints
-        if write:
-            sub[o] = size
-        sizes[i] = size
-    return sizes
-
-
-@njit(cache=True, inline="always")
-def sub_pointer(sub_off, c, r):
-    """Where ``sub`` says where run ``r`` of cluster ``c``'s second-level index starts (and, next, ends); -1: no
-    block."""
-    o = sub_off[c]
-    return o + 1 + 2 * r if o >= 0 else -1
-
-
-@njit(cache=True, inline="always")
-def sub_index(sub, sub_off, c, r):
-    """(start, end) of the second-level index of run ``r`` of cluster ``c`` in ``sub``; (-1, -1) if none."""
-    t = sub_pointer(sub_off, c, r)
-    if t < 0 or sub[t] < 0:
-        return -1, -1
-    o = sub_off[c]
-    return o + sub[t], o + sub[t + 1]
-
-
-@njit(cache=True)
-def _copy_blocks(sub, new, c_sub, clusters):
-    """Copy the blocks of ``clusters`` densely into ``new`` (their offsets updated); returns the size used."""
-    used = 0
-    for i in range(clusters.shape[0]):
-        c = clusters[i]
-        o = c_sub[c]
-        size = sub[o]
-        new[used : used + size] = sub[o : o + size]
-        c_sub[c] = used
-        used += size
-    return used
-
-
-@njit(cache=True, inline="always")
-def _build_index(arena, ir, cap, lo, hi, pids):
-    """Write the run index of sorted distinct ``pids`` (``lo`` .. ``hi``) at row ``ir``; ``W = 0`` if it does not fit."""
-    w = ((hi - lo) >> 5) + 1
-    if 2 + 2 * w > cap:
-        arena[ir], arena[ir + 1] = lo, 0
-        return
-    arena[ir], arena[ir + 1] = lo, w
-    arena[ir + 2 : ir + 2 + 2 * w] = 0
-    for r in range(pids.shape[0]):
-        o = pids[r] - lo
-        word = ir + 2 + (o >> 5)
-        arena[word] = np.int32(_word(arena[word]) | (np.int64(1) << (o & 31)))
-    for j in range(1, w):
-        arena[ir + 2 + w + j] = arena[ir + 2 + w + j - 1] + popcount32(_word(arena[ir + 2 + j - 1]))
-
-
-@njit(cache=True, inline="always")
-def _word(x):
-    """An int32 bitmap word as its 32 bits in a non-negative int64."""
-    return np.int64(x) & 0xFFFFFFFF
-
-
-@njit(cache=True, inline="always")
-def popcount32(v):
-    """Set bits of a 32-bit word held in a non-negative int64 (SWAR)."""
-    v = v - ((v >> 1) & 0x55555555)
-    v = (v & 0x33333333) + ((v >> 2) & 0x33333333)
-    v = (v + (v >> 4)) & 0x0F0F0F0F
-    return ((v * 0x01010101) >> 24) & 0xFF
-
-
-@njit(cache=True, inline="always")
-def index_run(arena, ir, p):
-    """The run whose first column is predicate ``p``, from the run index at ``ir``; -1 if none (or no index)."""
-    w = arena[ir + 1]
-    o = p - arena[ir]
-    if o < 0 or o >= w * 32:
-        return -1
-    word = _word(arena[ir + 2 + (o >> 5)])
-    bit = np.int64(1) << (o & 31)
-    if word & bit == 0:
-        return -1
-    return arena[ir + 2 + w + (o >> 5)] + popcount32(word & (bit - 1))
-
-
-@njit(cache=True)
-def _settle(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, clusters, run_min, sub_min, c_sub, sub,
-            sub_gc):
-    """Sort the unsorted tails of the given clusters that have outgrown their limit (see the module docstring)."""
-    for i in range(clusters.shape[0]):
-        c = clusters[i]
-        if c_k[c] < 1 or c_len[c] < run_min:
-            continue
-        if c_len[c] - c_sorted[c] > max(run_min >> 2, c_sorted[c] >> RUN_TAIL_SHIFT):
-            _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc)
-
-
-@njit(cache=True)
-def _sort_tails(arena, key_head, c_next, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, keys, run_min,
-                shift, sub_min, c_sub, sub, sub_gc):
-    """Merge the unsorted tail of every cluster with runs in the lists of ``keys`` once it holds at least
-    ``c_len >> shift`` entries, and sort again those whose second level a removal dropped; returns the entries
-    merged."""
-    merged = 0
-    for i in range(keys.shape[0]):
-        c = key_head[keys[i]]
-        while c >= 0:
-            tail = c_len[c] - c_sorted[c]
-            if c_k[c] >= 1 and c_len[c] >= run_min and tail > 0 and tail >= (c_len[c] >> shift):
-                merged += c_len[c] - c_sorted[c]
-                _sort_runs(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub,
-                           sub_gc)
-            c = c_next[c]
-    return merged
 
 
 @njit(cache=True)
@@ -576,7 +122,7 @@ def _append(arena, c_base, c_cap, c_len, c_k, e_cluster, e_pos, clusters, entrie
 def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_cluster, e_pos, entries, run_rows, sub_min,
             c_sub, sub, sub_gc):
     """Take ``entries`` out: a tombstone in a sorted prefix, else the cluster's last entry swapped into the hole;
-    then purge the clusters whose dead entries passed ``c_len >> DEAD_SHIFT`` (module docstring)."""
+    then purge the clusters whose dead entries passed ``c_len >> DEAD_SHIFT`` (engine/structures/sorted_runs.py)."""
     gone = np.empty(entries.shape[0], dtype=np.int64)
     for i in range(entries.shape[0]):
         e = entries[i]
@@ -590,14 +136,15 @@ def _remove(arena, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_cluste
         else:  # (the tail holds no dead entry: its last one is live)
             last = c_len[c] - 1
             if p != last:
-                _copy_entry(arena, b, cap, k, last, p, e_pos)
+                copy_entry(arena, b, cap, k, last, p, e_pos)
             c_len[c] = last
         e_cluster[e] = -1
     if run_rows:
         for i in range(gone.shape[0]):
             c = gone[i]
             if c_dead[c] > (c_len[c] >> DEAD_SHIFT):
-                _purge(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub, sub_gc)
+                purge_dead(arena, c, c_base, c_cap, c_len, c_k, c_sorted, c_runs, c_dead, e_pos, sub_min, c_sub, sub,
+                           sub_gc)
 
 
 @njit(cache=True)
@@ -625,7 +172,7 @@ def _compact_caps(arena, c_base, c_cap, c_len, c_k, c_runs, run_rows, n_clusters
             n = c_len[c]
             caps[c] = n + min(n >> slack, max(n >> 3, ROOM_MAX))
             if run_rows and c_k[c] >= 1:
-                caps[c] = max(caps[c], _index_len(arena, run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW), c_runs[c]))
+                caps[c] = max(caps[c], index_len(arena, run_row(c_base[c], c_cap[c], c_k[c], INDEX_ROW), c_runs[c]))
     return caps
 
 
@@ -712,7 +259,7 @@ class ClusterStore:
         self.sub_min = int(level2) if runs else 0
         self._no_runs = np.zeros(0, dtype=np.int64)  # what scan_args hands the kernels without runs
         self._no_sub = np.zeros(0, dtype=np.int32)
-        self.sub = np.zeros(1 << 10, dtype=np.int32)  # the second-level blocks (_sub_blocks)
+        self.sub = np.zeros(1 << 10, dtype=np.int32)  # the second-level blocks (sub_blocks)
         self.sub_used = 0
         self.sub_gc = np.zeros(1, dtype=np.int64)  # of sub[:sub_used], the blocks no cluster points to any more
         self.c_sub = np.full(0, SUB_NONE, dtype=np.int64)  # block offset, or SUB_NONE / SUB_BUILD
@@ -869,8 +416,9 @@ class ClusterStore:
         _append(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.e_cluster, self.e_pos,
                 clusters.astype(np.int64), entries.astype(np.int64), payload.astype(np.int32), payload_off.astype(np.int64))
         if self.run_rows:
-            _settle(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.c_dead,
-                    self.e_pos, uc.astype(np.int64), self.run_min, self.sub_min, self.c_sub, self.sub, self.sub_gc)
+            settle_tails(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs,
+                         self.c_dead, self.e_pos, uc.astype(np.int64), self.run_min, self.sub_min, self.c_sub, self.sub,
+                         self.sub_gc)
             self._build_sub()
 
     def sort_tails(self, keys: np.ndarray, shift: int = TAIL_MERGE_SHIFT) -> int:
@@ -890,7 +438,7 @@ class ClusterStore:
         if len(keys) == 0:
             return 0
         self._log_keys(keys)
-        merged = int(_sort_tails(self.arena, self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k,
+        merged = int(merge_tails(self.arena, self.key_head, self.c_next, self.c_base, self.c_cap, self.c_len, self.c_k,
                                  self.c_sorted, self.c_runs, self.c_dead, self.e_pos, keys, self.run_min, int(shift),
                                  self.sub_min, self.c_sub, self.sub, self.sub_gc))
         self._build_sub()
@@ -903,7 +451,7 @@ class ClusterStore:
     def remove(self, entries: np.ndarray) -> None:
         """Take entries out: O(k) each from an unsorted tail or a plain cluster, O(1) from a sorted prefix (a
         tombstone, which keeps the second level too), then a pass over each cluster whose dead entries passed an
-        eighth of it (module docstring)."""
+        eighth of it (engine/structures/sorted_runs.py)."""
         entries = entries.astype(np.int64)
         self._log_keys(self.c_key[self.e_cluster[entries]])
         _remove(self.arena, self.c_base, self.c_cap, self.c_len, self.c_k, self.c_sorted, self.c_runs, self.c_dead,
@@ -931,8 +479,8 @@ class ClusterStore:
         if int(self.sub_gc[0]) > max(self.sub_used - int(self.sub_gc[0]), 1 << 16):
             self._compact_sub()
         def blocks(offsets, write):
-            return _sub_blocks(self.arena, self.sub, self.c_base, self.c_cap, self.c_k, self.c_sorted, self.c_runs,
-                               clusters, offsets, self.sub_min, write)
+            return sub_blocks(self.arena, self.sub, self.c_base, self.c_cap, self.c_k, self.c_sorted, self.c_runs,
+                              clusters, offsets, self.sub_min, write)
 
         sizes = blocks(clusters, False)  # (offsets unread)
         offsets = self.sub_used + np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
@@ -950,7 +498,7 @@ class ClusterStore:
         live = np.flatnonzero(self.c_sub[: self.ids.high] >= 0).astype(np.int64)
         size = int(self.sub[self.c_sub[live]].sum()) if len(live) else 0
         new = np.zeros(max(size + size // 2, 1 << 10), dtype=np.int32)
-        self.sub_used = int(_copy_blocks(self.sub, new, self.c_sub, live))
+        self.sub_used = int(copy_sub_blocks(self.sub, new, self.c_sub, live))
         self.sub = new
         self.sub_gc[0] = 0
 

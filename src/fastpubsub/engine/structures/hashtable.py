@@ -356,7 +356,8 @@ def _close_hole(slots, tags, hole, home_of, owner):
 def kl_get_or_insert(slots, tags, count, limit, k0, k1, start, k0_of, k0_scale, k0_add, k1_of, first, n_new, out):
     """Look up the batch keys ``(k0[i], k1[i])`` from ``start``; a missing key takes the next provisional value
     ``-(n_new + 2)`` (``first[n_new] = i``).  Stops before ``count`` would pass ``limit`` (the caller grows the table
-    and resumes).  Returns (row reached, new count, new n_new)."""
+    and resumes).  Returns (row reached, new count, new n_new).  :func:`ht_get_or_insert`'s loop, kept apart for
+    the keyless layout: a slot holds a value and a tag, and a candidate's key is read back from the owner's arrays."""
     mask = slots.shape[0] - 1
     i = start
     n = k0.shape[0]
