@@ -120,6 +120,12 @@ def registry_options(command: Callable) -> Callable:
     return wrapper
 
 
+def deployment_options(command: Callable) -> Callable:
+    """:func:`connection_options`, :func:`topic_options` and :func:`registry_options` in that order: what a command
+    that reads or writes the deployment's events takes (``clients``, ``topics``, ``schema_registry``)."""
+    return connection_options(topic_options(registry_options(command)))
+
+
 @dataclass(frozen=True)
 class Monitoring:
     """Where a service serves ``/metrics``, ``/healthz`` and ``/readyz`` (port 0: nowhere), and how long a loop

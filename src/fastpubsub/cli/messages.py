@@ -23,7 +23,7 @@ from fastpubsub.wire.eventruler import RuleError, rule_to_subscription
 from fastpubsub.wire.dedup import DEFAULT_CAPACITY, Deduplicator
 from fastpubsub.wire.placement import partition_for
 
-from .common import connection_options, on_signals, registry_options, require_topic, topic_options
+from .common import connection_options, deployment_options, on_signals, require_topic, topic_options
 
 
 def _producer(clients: ClientFactory, topic: str) -> Producer:
@@ -178,9 +178,7 @@ def unsubscribe(clients, topics, sub_id) -> None:
 
 
 @click.command()
-@connection_options
-@topic_options
-@registry_options
+@deployment_options
 @click.argument("event")
 @click.option("--key", default=None, help="Event id (record key).  Default: none, so the id is topic:partition:offset.")
 @click.option("--format", "fmt", type=click.Choice(codecs.FORMATS), default="json", show_default=True,
@@ -276,9 +274,7 @@ def _registered_serializer(schema_registry, schema_file: str, topic: str):
 
 
 @click.command()
-@connection_options
-@topic_options
-@registry_options
+@deployment_options
 @click.option("--dead-letters", is_flag=True, help="Tail the dead-letter topic instead of the notifications topic.")
 @click.option("--from-beginning", is_flag=True, help="Start at the oldest record instead of the end.")
 @click.option("--max", "max_records", type=int, default=None, help="Stop after this many records.")

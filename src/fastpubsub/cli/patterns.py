@@ -6,14 +6,12 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import (connection_options, delivery_option, log_level_option, metrics_options, progress_option,
-                     registry_options, run_service, setup_logging, topic_options)
+from .common import (delivery_option, deployment_options, log_level_option, metrics_options, progress_option,
+                     run_service, setup_logging)
 
 
 @click.command("patterns")
-@connection_options
-@topic_options
-@registry_options
+@deployment_options
 @click.option("--group-id", default="pubsub-patterns", show_default=True,
               help="Consumer group of the events (after --topic-prefix): instances with the same group share the events partitions, and "
                    "its committed offsets say where each partition is.  Also names the transactional.id.")

@@ -12,8 +12,8 @@ from fastpubsub.services.events.encode import NOTIFICATION_EVENT_FORMATS, NOTIFI
 from fastpubsub.services.events.shard import Shard
 from fastpubsub.wire import codecs
 
-from .common import (connection_options, delivery_option, log_level_option, metrics_options, progress_option,
-                     registry_options, run_service, setup_logging, topic_options)
+from .common import (delivery_option, deployment_options, log_level_option, metrics_options, progress_option,
+                     run_service, setup_logging)
 
 
 class ShardType(click.ParamType):
@@ -31,9 +31,7 @@ class ShardType(click.ParamType):
 
 
 @click.command()
-@connection_options
-@topic_options
-@registry_options
+@deployment_options
 @click.option("--group-id", default="pubsub-processor", show_default=True,
               help="Consumer group (after --topic-prefix); instances with the same group share the event "
                    "partitions.")

@@ -6,14 +6,12 @@ import click
 
 from fastpubsub.wire import codecs
 
-from .common import (connection_options, delivery_option, log_level_option, metrics_options, progress_option,
-                     registry_options, run_service, setup_logging, topic_options)
+from .common import (delivery_option, deployment_options, log_level_option, metrics_options, progress_option,
+                     run_service, setup_logging)
 
 
 @click.command("tables")
-@connection_options
-@topic_options
-@registry_options
+@deployment_options
 @click.option("--table", "tables", multiple=True, required=True, metavar="NAME:TOPIC:KEY[:ATTR=KIND,...]",
               help="A table: its name, the topic of its rows (keyed by the row key), the key attribute and, "
                    "optionally, the kind (number, string, bool) of each attribute, which lets subscriptions over "

@@ -42,6 +42,15 @@ def varint(buf, pos, end):
     return np.int64(0), pos, False
 
 
+@numba.njit(cache=True, inline="always")
+def same_bytes(a, i, b, j, n):
+    """Whether ``a[i:i+n]`` equals ``b[j:j+n]`` (without array views: the kernels run without reference counting)."""
+    for k in range(n):
+        if a[i + k] != b[j + k]:
+            return False
+    return True
+
+
 @numba.njit(cache=True)
 def utf8_ok(buf, start, n):
     """Strict UTF-8 (as Python's decoder: no overlongs, surrogates or code points > U+10FFFF)."""
@@ -241,15 +250,8 @@ def intern_name(buf, pos, n, table, count):
     slot = np.int64(h & np.uint64(mask))
     while table.slots[slot] >= 0:
         cand = table.slots[slot]
-        if table.hash[cand] == h and table.length[cand] == n:
-            same = True
-            ns = table.start[cand]
-            for i in range(n):
-                if buf[ns + i] != buf[pos + i]:
-                    same = False
-                    break
-            if same:
-                return cand, count
+        if table.hash[cand] == h and table.length[cand] == n and same_bytes(buf, table.start[cand], buf, pos, n):
+            return cand, count
         slot = (slot + 1) & mask
     if count == len(table.start):
         return -1, count
@@ -258,3 +260,14 @@ def intern_name(buf, pos, n, table, count):
     table.hash[count] = h
     table.slots[slot] = count
     return count, count + 1
+
+
+@numba.njit(cache=True, inline="always")
+def interned_key(buf, pos, end, max_bytes, table, count):
+    """The key of an Avro map entry at ``pos``, an :func:`attribute_name` interned in ``table`` (``count`` names):
+    (its index, -1 if the table is full; the new count; pos after it; ok)."""
+    n, pos, ok = attribute_name(buf, pos, end, max_bytes)
+    if not ok:
+        return -1, count, pos, False
+    aid, count = intern_name(buf, pos, n, table, count)
+    return aid, count, pos + n, True

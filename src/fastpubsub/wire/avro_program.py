@@ -25,7 +25,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, block_count, empty_pairs, first_pairs, utf8_ok, varint
+from .avro_binary import (INEXACT_PAIR, INTEGRAL_PAIR, block_count, empty_pairs, first_pairs, same_bytes, utf8_ok,
+                          varint)
 
 # opcodes
 NULL, BOOLEAN, LONG, FLOAT, DOUBLE, STRING, BYTES, FIXED, ENUM, RECORD, ARRAY, MAP, UNION = range(13)
@@ -348,15 +349,10 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                         found = -1
                         while slots[slot] >= 0:
                             cand = slots[slot]
-                            if dhash[cand] == h and dlen[cand] == klen and dprefix[cand] == path[nd]:
-                                same = True
-                                for j in range(klen):
-                                    if buf[dstart[cand] + j] != buf[pos + j]:
-                                        same = False
-                                        break
-                                if same:
-                                    found = cand
-                                    break
+                            if (dhash[cand] == h and dlen[cand] == klen and dprefix[cand] == path[nd]
+                                    and same_bytes(buf, dstart[cand], buf, pos, klen)):
+                                found = cand
+                                break
                             slot = (slot + 1) & mask
                         if found < 0:
                             if n_dyn == max_names:

@@ -30,7 +30,7 @@ import numpy as np
 from fastpubsub.engine import EventBatch
 from fastpubsub.engine import KIND_STRING, Utf8Strings
 
-from .avro_binary import Pairs, attribute_name, block_count, empty_pairs, first_pairs, gather_bytes, intern_name, name_table, scalar
+from .avro_binary import Pairs, block_count, empty_pairs, first_pairs, gather_bytes, interned_key, name_table, scalar
 from .avro_binary import schema_id as framed_schema_id
 from .codecs import MAX_ATTRIBUTE_BYTES, SCHEMA_IDS, DecodeError, decode_event_pairs
 from .avro_program import dates_as_text, decode_registered
@@ -78,16 +78,15 @@ def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
             if not ok or count == 0:
                 break
             for _j in range(count):
-                klen, pos, ok = attribute_name(buf, pos, e, max_name_bytes)
+                aid, n_names, pos, ok = interned_key(buf, pos, e, max_name_bytes, names, n_names)
                 if not ok:
                     break
-                aid, n_names = intern_name(buf, pos, klen, names, n_names)
                 full = aid < 0  # the caller retries with more room
                 ok = not full and seen[aid] != r  # a duplicate key: fastavro keeps the last value, in the first's place
                 if not ok:
                     break
                 seen[aid] = r
-                kind[m], number[m], sstart[m], slen[m], pos, ok = scalar(buf, pos + klen, e)
+                kind[m], number[m], sstart[m], slen[m], pos, ok = scalar(buf, pos, e)
                 if not ok:
                     break
                 rec[m] = r

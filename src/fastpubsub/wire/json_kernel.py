@@ -44,7 +44,7 @@ from numba import types
 
 from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING
 
-from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, Pairs, empty_pairs, first_pairs, name_table, utf8_ok
+from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, Pairs, empty_pairs, first_pairs, name_table, same_bytes, utf8_ok
 from .codecs import MAX_ATTRIBUTE_BYTES, MAX_JSON_DEPTH
 from .paths import join, split
 
@@ -225,15 +225,8 @@ def _wanted_index(wanted, path, w):
     slot = np.int64(h & np.uint64(mask))
     while wanted.slots[slot] >= 0:
         i = wanted.slots[slot]
-        if wanted.hash[i] == h and wanted.length[i] == w:
-            at = wanted.start[i]
-            same = True
-            for j in range(w):
-                if wanted.text[at + j] != path[j]:
-                    same = False
-                    break
-            if same:
-                return i
+        if wanted.hash[i] == h and wanted.length[i] == w and same_bytes(wanted.text, wanted.start[i], path, 0, w):
+            return i
         slot = (slot + 1) & mask
     return -1
 
@@ -297,6 +290,23 @@ def _number_checked(buf, pos, end, scratch, end_pointer):
     return pos, True
 
 
+@numba.njit(cache=True, _nrt=False)
+def _value_checked(buf, pos, end, scratch, end_pointer):
+    """(pos after the scalar value at ``pos``, ok): checked as the walk checks what it writes (:func:`_string`,
+    the literals, :func:`_number_checked`), nothing converted: a value no one wants."""
+    c = buf[pos]
+    if c == _QUOTE:
+        length, pos, good = _string(buf, pos + 1, end)
+        return pos, good
+    if c == 0x74:
+        return pos + 4, _literal(buf, pos, end, _TRUE)
+    if c == 0x66:
+        return pos + 5, _literal(buf, pos, end, _FALSE)
+    if c == 0x6E:
+        return pos + 4, _literal(buf, pos, end, _NULL)
+    return _number_checked(buf, pos, end, scratch, end_pointer)
+
+
 #: Keys of one object a skipped subtree checks for duplicates pairwise; an object with more is walked as any other.
 SKIP_OBJECT_KEYS = 16
 _SKIPPED, _REFUSED, _TOO_WIDE = 0, 1, 2
@@ -311,7 +321,8 @@ def _skip(buf, pos, e, depth, length, max_name_bytes, scratch, end_pointer, kind
 
     It checks what that walk checks: the grammar, strings and numbers as in :func:`_string` and
     :func:`_number_checked`, the nesting depth, every key's path length (escaped as ``wire.paths`` escapes it) and
-    that no key is empty or twice in one object (here by comparing the raw keys of the object, pairwise).
+    that no key is empty or twice in one object (here by comparing the raw keys of the object, pairwise).  Its
+    loop repeats the walk's grammar on purpose: without the walk's interning and pairs, in a kernel of its own.
     """
     start = pos
     base = depth
@@ -376,15 +387,8 @@ def _skip(buf, pos, e, depth, length, max_name_bytes, scratch, end_pointer, kind
             if nkeys - first == SKIP_OBJECT_KEYS:
                 return start, _TOO_WIDE
             for k in range(first, nkeys):
-                if klen[k] == n:
-                    at = kstart[k]
-                    same = True
-                    for j in range(n):
-                        if buf[at + j] != buf[key + j]:
-                            same = False
-                            break
-                    if same:
-                        return pos, _REFUSED
+                if klen[k] == n and same_bytes(buf, kstart[k], buf, key, n):
+                    return pos, _REFUSED
             kstart[nkeys], klen[nkeys] = key, n
             nkeys += 1
             pos = _space(buf, q + 1, e)
@@ -404,19 +408,7 @@ def _skip(buf, pos, e, depth, length, max_name_bytes, scratch, end_pointer, kind
             pos += 1
             fresh = True
             continue
-        if c == _QUOTE:
-            length_, pos, good = _string(buf, pos + 1, e)
-        elif c == 0x74:
-            good = _literal(buf, pos, e, _TRUE)
-            pos += 4
-        elif c == 0x66:
-            good = _literal(buf, pos, e, _FALSE)
-            pos += 5
-        elif c == 0x6E:
-            good = _literal(buf, pos, e, _NULL)
-            pos += 4
-        else:
-            pos, good = _number_checked(buf, pos, e, scratch, end_pointer)
+        pos, good = _value_checked(buf, pos, e, scratch, end_pointer)
         if not good:
             return pos, _REFUSED
 
@@ -507,16 +499,10 @@ def _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, 
                 aid = -1
                 while table.slots[slot] >= 0:
                     cand = table.slots[slot]
-                    if table.hash[cand] == h and parent[cand] == pid and table.length[cand] == w:
-                        same = True
-                        at = table.start[cand]
-                        for i in range(segment, w):
-                            if text[at + i] != path[i]:
-                                same = False
-                                break
-                        if same:
-                            aid = cand
-                            break
+                    if (table.hash[cand] == h and parent[cand] == pid and table.length[cand] == w
+                            and same_bytes(text, table.start[cand] + segment, path, segment, w - segment)):
+                        aid = cand
+                        break
                     slot = (slot + 1) & mask
                 if aid < 0:
                     if n_names == len(table.start) or used + w > len(text):
@@ -565,19 +551,7 @@ def _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, 
                 fresh = True
                 continue
             if not keep[vid]:  # a path no one wants: the value checked as below, not written
-                if c == _QUOTE:
-                    length, pos, good = _string(buf, pos + 1, e)
-                elif c == 0x74:
-                    good = _literal(buf, pos, e, _TRUE)
-                    pos += 4
-                elif c == 0x66:
-                    good = _literal(buf, pos, e, _FALSE)
-                    pos += 5
-                elif c == 0x6E:
-                    good = _literal(buf, pos, e, _NULL)
-                    pos += 4
-                else:
-                    pos, good = _number_checked(buf, pos, e, scratch, end_pointer)
+                pos, good = _value_checked(buf, pos, e, scratch, end_pointer)
                 if not good:
                     break
                 continue

@@ -33,7 +33,7 @@ from .codecs import (
     is_pattern_subscription,
 )
 from .avro_binary import (
-    attribute_name, block_count, copy_pairs, empty_pairs, first_pairs, gather_bytes, intern_name, name_string, name_table,
+    block_count, copy_pairs, empty_pairs, first_pairs, gather_bytes, intern_name, interned_key, name_string, name_table,
     scalar, varint,
 )
 from .avro_binary import schema_id as framed_schema_id
@@ -163,12 +163,11 @@ def _decode_records(buf, key_starts, key_ends, has_key, starts, ends, schema_id,
             if not ok or count == 0:
                 break
             for _j in range(count):
-                klen, pos, ok = attribute_name(buf, pos, e, max_attribute_bytes)
+                aid, a_count, pos, ok = interned_key(buf, pos, e, max_attribute_bytes, attributes, a_count)
                 if not ok:
                     break
-                aid, a_count = intern_name(buf, pos, klen, attributes, a_count)
                 full = aid < 0  # the caller retries with more room
-                olen, pos, ok = varint(buf, pos + klen, e)
+                olen, pos, ok = varint(buf, pos, e)
                 if full or not ok or olen < 1 or olen > 2 or pos + olen > e:
                     ok = False
                     break
