@@ -410,22 +410,30 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    commands = {r["config"].get("command", "pubsub run") for r in runs}
+    per_live: list[float] = []
     for run in runs:
         c = run["config"]
         label = f"{c['changes_per_second']:g} changes/s, {c['events_per_second']:g} events/s"
-        if "file" in run:
+        if len(commands) > 1:  # several services in one plot: each line says which
+            label = f"{c.get('command', 'pubsub run')}, {c['subscriptions']:,} subscriptions, {label}"
+        elif "file" in run:
             label = f"{run['file']}: {label}"
         t = [s["t"] / 60 for s in run["samples"]]
         a.plot(t, [s["rss"] / 2**20 for s in run["samples"]], label=label)
-        b.plot(t, [s.get("engine_bytes", 0) / max(s.get("subscriptions", 0), 1) for s in run["samples"]], label=label)
+        live = [s.get("engine_bytes", 0) / max(s.get("subscriptions", 0), 1) for s in run["samples"]]
+        b.plot(t, live, label=label)
+        per_live += [x for x in live if x > 0]
     a.set_ylabel("service RSS (MiB)")
     b.set_ylabel("engine bytes per live subscription")
+    if per_live and max(per_live) > 20 * min(per_live):
+        b.set_yscale("log")  # services whose subscriptions differ in size by orders of magnitude
     b.set_xlabel("minutes")
-    a.legend()
+    a.legend(fontsize="small", loc="lower right")
     c = runs[0]["config"]
     what = {"events": "sparse", "patterns": "pattern", "tables": "aggregate"}[c.get("service", "events")]
-    a.set_title(f"{c.get('command', 'pubsub run')} under subscription churn "
-                f"({c['subscriptions']:,} {what} subscriptions)")
+    a.set_title(f"{c.get('command', 'pubsub run')} under subscription churn ({c['subscriptions']:,} {what} subscriptions)"
+                if len(commands) == 1 else "The services under subscription churn")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
