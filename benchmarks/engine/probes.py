@@ -9,7 +9,7 @@ times the batch kernel over the same events with only the first ``k``
 configured schemas visible to it.  The step from ``k`` to ``k + 1`` schemas
 is what a probe costs in practice -- the table lookup, the visit of the list
 it finds and the scan of a small cluster -- which is what the cost model's
-``C_h`` must stand for (docs/clustering.md).  Per row: events/s and µs per
+``C_h`` must stand for (docs/design/clustering.md).  Per row: events/s and µs per
 event; the kernel's compilation is excluded, best of ``--repeat``.
 """
 

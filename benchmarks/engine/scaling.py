@@ -4,7 +4,7 @@ The paper (section 6.2.1) says the dynamic algorithm keeps the matching
 time "independent of the number of subscriptions" by creating hash tables
 as clusters grow.  This sweep measures it past the paper's 6M, on the
 paper's plain clusters and on sorted clusters with a run index (``runs``,
-docs/clustering.md), on both throughputs the issue names: events already
+docs/design/clustering.md), on both throughputs the issue names: events already
 encoded (``match_encoded``: the matcher alone) and dicts (``match_batch``:
 with the per-event encoding, which does not depend on N).  Each row also
 gives its throughput relative to the smallest N of the same

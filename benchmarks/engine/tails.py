@@ -5,7 +5,7 @@
 
 Two ``Matcher("dynamic")`` are loaded with the same subscriptions; in one the
 maintenance rounds merge the hot lists' unsorted tails into their runs (the
-engine's behaviour, docs/clustering.md "Runs"), in the other that step is
+engine's behaviour, docs/design/clustering.md "Runs"), in the other that step is
 switched off.  ``--ticks`` then runs that many equilibrium ticks on both (50
 oldest subscriptions deleted, 50 new inserted, 200 events matched).  Both
 match the same event batches in turn, alternating the order, ``--repeat``

@@ -13,7 +13,7 @@ The first process may compile (a cold cache); the figures are from the
 processes after it, split into the engine's import, building the matcher
 (``--n`` subscriptions loaded) and the first ``match_encoded`` call.  ``cache=True`` fails silently when a kernel's argument
 types cannot be pickled into the cache index, or when a kernel captures
-another dispatcher (docs/engine.md, "Known limits"), so the miss count is
+another dispatcher (docs/design/engine.md, "Known limits"), so the miss count is
 the check that matters; the time says what a user waits.
 """
 

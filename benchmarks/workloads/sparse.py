@@ -12,7 +12,7 @@ unknown one is reported and skipped) with options after a colon:
 ``dynamic:presence=off`` is ``Matcher("dynamic", presence=False)`` (no
 presence keys: subscriptions without ``=`` go to the catch-all list),
 ``dynamic:lists=clusters`` keeps the bit-vector path of clusters where
-thousands of fields would pack the lists (docs/engine.md, "Sparse
+thousands of fields would pack the lists (docs/design/engine.md, "Sparse
 attributes: packed lists and direct predicate tests").
 
 Every matcher is given the same event statistics first (``set_statistics``:

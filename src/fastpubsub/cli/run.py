@@ -73,12 +73,12 @@ class ShardType(click.ParamType):
                    "this many with the final statistics, their latency split into parts (waiting before the "
                    "consumer, decode, match, produce, waiting for the commit; docs/guide/operations.md).")
 @click.option("--algorithm", type=click.Choice(ALGORITHMS), default="dynamic", show_default=True,
-              help="Matching algorithm (docs/engine.md): dynamic adapts its hash tables to the subscriptions and "
+              help="Matching algorithm (docs/design/engine.md): dynamic adapts its hash tables to the subscriptions and "
                    "the event statistics; the others are for comparison.")
 @click.option("--runs", type=click.IntRange(min=0), default=None,
               help=f"static/dynamic: keep clusters of at least this many subscriptions sorted, with a run index "
                    f"(default {RUN_MIN}; 0: the paper's plain clusters).  The cost model prices indexed lists "
-                   f"(docs/clustering.md, \"Runs\").")
+                   f"(docs/design/clustering.md, \"Runs\").")
 @click.option("--session-timeout-ms", type=int, default=6000, show_default=True,
               help="Consumer group session timeout: how long a dead instance holds its partitions.")
 @progress_option

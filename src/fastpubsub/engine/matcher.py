@@ -229,7 +229,7 @@ class Matcher:
         Validated at once, filed with the next batch of changes: single adds
         and removes are buffered (up to ``PENDING_MAX``) and applied in bulk
         before anything reads the matcher (matching, ``len``, ``stats``, a bulk
-        change; docs/engine.md, "Single changes"), so each costs microseconds
+        change; docs/design/engine.md, "Single changes"), so each costs microseconds
         and the subscriptions are filed as a bulk load would file them.
         """
         sid = sub_id if type(sub_id) is int and _ID_MIN <= sub_id <= _ID_MAX else validate_subscription_id(sub_id)
@@ -254,7 +254,7 @@ class Matcher:
             self._file(batch)
 
     def add_bulk(self, batch: SubscriptionBatch) -> None:
-        """Add many subscriptions at once (vectorised; see docs/engine.md).
+        """Add many subscriptions at once (vectorised; see docs/design/engine.md).
 
         Everything is validated before anything changes: on ``ValueError``
         the matcher is as it was.  A batch whose estimated peak memory exceeds
@@ -332,7 +332,7 @@ class Matcher:
     def _file_prefixes(self, batch: SubscriptionBatch) -> SubscriptionBatch:
         """File the subscriptions that are one ``prefix`` predicate in the prefix groups; the rest of ``batch``.
 
-        They need none of the index's machinery (docs/engine.md, "Prefix groups"); every algorithm
+        They need none of the index's machinery (docs/design/engine.md, "Prefix groups"); every algorithm
         shares them.
         """
         names = batch.attribute_names

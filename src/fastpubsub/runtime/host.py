@@ -1,4 +1,4 @@
-"""The host: the one loop that runs a service's task between Kafka topics (docs/runtime.md).
+"""The host: the one loop that runs a service's task between Kafka topics (docs/design/runtime.md).
 
 Like Kafka Streams' ``StreamThread``, one loop owns everything that is not the task's own logic: the start (the
 task's hooks in their order, the record limits, the sink, the inputs, the kernels, the restore), each turn (state

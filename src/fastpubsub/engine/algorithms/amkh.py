@@ -259,7 +259,7 @@ def amkh_into(e0, ev, preds, member_of, hpos, weights, shapes, head, rec, arena,
     Returns ``(e, nout, full)``: ``e`` = the number of events when done
     (``full`` = 0), else the event for which ``out`` (``OUT_FULL``) or
     ``slots`` (``SLOTS_FULL``) had no room, its handles dropped.  Without
-    numba's reference-counting runtime (docs/engine.md, "Kernel contract"):
+    numba's reference-counting runtime (docs/design/engine.md, "Kernel contract"):
     with it, ``out`` and ``slots`` reassigned by their growth checks cost a
     pair of atomic operations per coordinate.
     """

@@ -398,7 +398,7 @@ def bitmap_survivors_into(m, flat, stride, n_words, block_words, erow, ecount, a
     accumulator and its zero bits collected.  Returns ``(w, nsv)``: ``w >= n_words`` when every block is done,
     else the first word of the block that found ``sv_e``, ``sv_s`` full, and ``nsv`` the survivors of the blocks
     before it (the caller grows the arrays and resumes from ``w``).  Without numba's reference-counting runtime
-    (docs/engine.md, "Kernel contract").
+    (docs/design/engine.md, "Kernel contract").
     """
     stride = np.uint64(stride)
     for w0 in range(w_from, n_words, block_words):

@@ -71,7 +71,7 @@ def counting_into(e0, ev, preds, store, counting, sat, out, nout, out_off):
     key = predicate id, one column = the handle), the counters touched reset.
     Returns ``(e, nout)``: ``e`` = the number of events when done, else the
     event for which ``out`` had no room, its counters reset and its handles
-    dropped.  Without numba's reference-counting runtime (docs/engine.md,
+    dropped.  Without numba's reference-counting runtime (docs/design/engine.md,
     "Kernel contract"): with it, ``out`` reassigned by a growth check and the
     containers a call per event unpacks cost a pair of atomic operations each.
     """

@@ -213,7 +213,7 @@ def opindex_into(e0, ev, ix, segments, epoch, p_seg, p_any, p_eq, d_seg, d_op, d
     done (``full`` = 0), else the event for which ``out`` (``OUT_FULL``) or
     the candidate rows ``c_b``, ``c_t``, ``c_d`` (``CANDIDATES_FULL``) had no
     room, its handles dropped.  Without numba's reference-counting runtime
-    (docs/engine.md, "Kernel contract"): with it, ``out`` reassigned by its
+    (docs/design/engine.md, "Kernel contract"): with it, ``out`` reassigned by its
     growth check cost a pair of atomic operations per candidate segment.
     """
     ev_off, ev_field, ev_code, ev_eqbits, ev_rep = ev.offsets, ev.field, ev.code, ev.eqbits, ev.repeats

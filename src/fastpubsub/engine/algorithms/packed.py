@@ -225,7 +225,7 @@ def packed_group_into(e0, g0, g1, ev, probe, gp_off, packed, dpreds, dscratch, s
     ``out``: each event's fields written to its rows, the blocks and lists it reaches scanned, its rows cleared.
 
     Returns ``(e, nout)``: ``e = g1`` when done, else the event for which ``out`` had no room, its handles dropped.
-    Without numba's reference-counting runtime (docs/engine.md, "Kernel contract"): with it, ``out`` reassigned
+    Without numba's reference-counting runtime (docs/design/engine.md, "Kernel contract"): with it, ``out`` reassigned
     by a growth check and the store's arrays unpacked by each list scan cost a pair of atomic operations per list.
     """
     ev_off, ev_field, ev_code, ev_eqbits = ev.offsets, ev.field, ev.code, ev.eqbits

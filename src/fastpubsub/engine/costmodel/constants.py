@@ -28,7 +28,7 @@ FIELD_MASK = (1 << FIELD_BITS) - 1
 EMPTY_SCHEMA = np.int64(0)
 #: A table must save this many times its modelled per-event cost before the static greedy or the
 #: dynamic maintenance creates it: the model leaves out the visit of the cluster lists a probe finds,
-#: and on W0 at 6M tables with a smaller margin lowered throughput (docs/clustering.md).
+#: and on W0 at 6M tables with a smaller margin lowered throughput (docs/design/clustering.md).
 SAFETY_MARGIN = 2.0
 
 

@@ -71,7 +71,7 @@ from .runs import candidate_benefits, drop_benefits, pricing_for, tuples_fit, ty
 @dataclass
 class Thresholds:
     bm_max_factor: float = 1.0  # BMmax, in expected checks per event
-    create_factor: float = 1.5 * SAFETY_MARGIN  # Bcreate = create_factor * table cost (in checks); docs/clustering.md
+    create_factor: float = 1.5 * SAFETY_MARGIN  # Bcreate = create_factor * table cost (in checks); docs/design/clustering.md
     delete_factor: float = 1.0  # Bdelete = delete_factor * table cost (in checks)
     refresh_changes: int = 10_000  # subscription changes between refreshes
     refresh_events: int = 200_000  # events between refreshes
@@ -314,7 +314,7 @@ class Maintenance:
 
         # 5: with runs, the inserts (and this round's moves) join their runs, once events have been matched since
         # the last round (a bulk load's rounds leave the tails to the load's own merges).  Every list's, not only
-        # the hot ones': lists too cold to be examined add up (docs/clustering.md, "Runs").
+        # the hot ones': lists too cold to be examined add up (docs/design/clustering.md, "Runs").
         if matched and pricing_for(ix) is not None and len(live):
             self.tails_sorted += ix.sort_tails(live)
         if matched:

@@ -62,7 +62,7 @@ class RunCosts:
     K_e: float = 3.1  # per entry of a run found: its second column tested against the group's bit vector
     # per word of a run's second-level bitmap AND-ed with the event's: fitted to the whole kernel on W0 loaded in
     # chunks, where a loop over the indexes alone priced a word lower and gave a second level to runs that lose
-    # with it (docs/clustering.md, "The second level")
+    # with it (docs/design/clustering.md, "The second level")
     K_s: float = 3.5
 
     def as_dict(self) -> dict[str, float]:
@@ -70,7 +70,7 @@ class RunCosts:
 
 
 #: Measured with ``python -m fastpubsub.engine.costmodel.calibration`` on the development machine (``K_s``: its
-#: default) (docs/clustering.md, "The cost model"); used until a machine saves its own.
+#: default) (docs/design/clustering.md, "The cost model"); used until a machine saves its own.
 RUN_CALIBRATED = RunCosts(K_run=19.0, K_l=3.5, K_e=3.1)
 
 

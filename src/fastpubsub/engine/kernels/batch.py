@@ -65,7 +65,7 @@ def propagation_into(e0, ev, preds, store, runs, pred_key, sat, out, nout, out_o
     lists of its satisfied single-predicate keys scanned, the bits cleared.
     Returns ``(e, nout)``: ``e`` = the number of events when done, else the
     event for which ``out`` had no room, its handles dropped.  Without numba's
-    reference-counting runtime (docs/engine.md, "Kernel contract"): with it,
+    reference-counting runtime (docs/design/engine.md, "Kernel contract"): with it,
     ``out`` reassigned by a growth check and the arrays a list scan unpacks
     cost a pair of atomic operations per list scanned.
     """

@@ -13,7 +13,7 @@ cluster's bookkeeping, the cluster's rows.  Probes are independent of each
 other, so :func:`clustered_events` takes each link for all the probes of a
 group of ``GROUP`` events before the next -- the tables "probed in batch for
 many events at once" -- each stage prefetching what the next one reads, so
-that the misses of a stage overlap instead of adding up (docs/clustering.md,
+that the misses of a stage overlap instead of adding up (docs/design/clustering.md,
 "Probing").  The stages, each a function with a naive reference in
 ``tests/support/naive.py``:
 
@@ -33,7 +33,7 @@ Each stage is one call per group, never per event: numba reference-counts
 every array a call unpacks from a container, so calls per event (even
 inlined) pay those counts per event.  Within a stage the loops of stages 5
 and 6 run without the reference-counting runtime (``_nrt=False``;
-docs/engine.md, "Kernel contract"), which otherwise pays an atomic increment
+docs/design/engine.md, "Kernel contract"), which otherwise pays an atomic increment
 and decrement per array access (figures in docs/benchmarks.md, "Tuned
 constants").
 """

@@ -3,7 +3,7 @@
 :func:`stage_runs` takes each link of an indexed cluster's scan (the index
 row, the runs found, their second column, their later columns) for every
 event of a group before the next, so that the misses overlap
-(docs/clustering.md, "Probing"); each of its steps has a naive reference in
+(docs/design/clustering.md, "Probing"); each of its steps has a naive reference in
 ``tests/support/naive.py``.  The runs, their index and their second level are
 laid out and written by engine/structures/sorted_runs.py; a cluster the group
 does not stage has its runs scanned event by event (engine/kernels/scan.py,
@@ -23,7 +23,7 @@ from .scan import BY_INDEX, prefetch, run_path_of
 STAGED = -2
 #: How many runs ahead :func:`stage_runs` reads a run's bounds (and twice that, prefetches its start).  Past a
 #: few million W0 subscriptions a run holds about 8 entries and an event finds 30 runs; fewer runs ahead do not
-#: cover the misses there, more gain nothing (``python -m benchmarks.engine.flatness --ahead``, docs/clustering.md
+#: cover the misses there, more gain nothing (``python -m benchmarks.engine.flatness --ahead``, docs/design/clustering.md
 #: "Flatness: what grows with N").
 RUN_AHEAD = 16
 #: :func:`runs_entries_into` tests the second column without a branch per entry once more than one in this many
@@ -109,7 +109,7 @@ def runs_found(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit):
 
 # The loops of stage 5 run without numba's reference-counting runtime (``_nrt=False``, as the pattern kernel):
 # with it, the arrays unpacked from ``store`` / ``runs`` per run and the scratch arrays reassigned by their growth
-# checks cost a pair of atomic operations each (docs/engine.md, "Kernel contract").  They allocate nothing: their
+# checks cost a pair of atomic operations each (docs/design/engine.md, "Kernel contract").  They allocate nothing: their
 # callers size the scratch arrays, or grow them and resume.
 @njit(cache=True, _nrt=False)
 def runs_found_into(n_grp, gs_off, lookup_end, gp_off, gsat, probe, store, hit):

@@ -36,7 +36,7 @@ from .sorting import sort_slice
 MAX_SPECIALISED = 10
 #: A sorted prefix is scanned run by run only if it has at least this many entries per run: a run test
 #: (two dependent cache misses when it passes) costs about as much as three plain entry tests
-#: (docs/clustering.md, "Runs").
+#: (docs/design/clustering.md, "Runs").
 RUN_GAIN = 3
 #: The run index is used when the sorted prefix has this many times more entries than the event has
 #: satisfied predicates to look up.

@@ -429,7 +429,7 @@ class ClusterStore:
         tail of about a sixteenth of its size on average.  The dynamic
         maintenance merges the tails of the hot lists at each round once they
         hold a 64th of the list, which bounds the merging to 64 entries moved
-        per insert (docs/clustering.md, "Runs").  Returns the entries merged.
+        per insert (docs/design/clustering.md, "Runs").  Returns the entries merged.
         """
         if not self.run_rows:
             return 0

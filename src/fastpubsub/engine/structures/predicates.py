@@ -90,7 +90,7 @@ def order_holds(op, x, c):
 
 
 # Without numba's reference-counting runtime: it allocates nothing, and with it each group's slice of
-# ``g_vals`` cost an atomic increment and decrement per group examined (docs/engine.md, "Kernel contract").
+# ``g_vals`` cost an atomic increment and decrement per group examined (docs/design/engine.md, "Kernel contract").
 @njit(cache=True, _nrt=False)
 def satisfied_predicates(lo, hi, field, code, eqbits, tkeys, tvals, group_of, g_start, g_end, g_vals, g_pids, sat,
                          rep, bits):

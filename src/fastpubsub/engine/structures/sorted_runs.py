@@ -8,7 +8,7 @@ and where each run of equal ones starts.  The scan then tests one bit per run
 instead of one per entry, which bounds the cost of a long cluster by the
 number of distinct predicates its first column can hold (30 x 35 for W0's
 (a0, a1) lists) rather than by its size, the growth the paper's dynamic
-algorithm answers with more hash tables (docs/clustering.md, "Runs").  New
+algorithm answers with more hash tables (docs/design/clustering.md, "Runs").  New
 entries go to an unsorted tail, scanned entry by entry, which is merged in
 once it outgrows ``c_sorted / 8``.  Every entry keeps all its columns, so
 scanning the whole cluster entry by entry stays correct whatever its order.
@@ -37,7 +37,7 @@ entries is kept sorted by its second column, and gets an index of its own
 in a side array (``sub``): the same layout as the run index over the run's
 distinct second-column predicates, followed by where each sub-run of equal
 ones starts.  An event then looks its satisfied predicates up in it instead
-of testing every entry of the run (docs/clustering.md, "The second level").
+of testing every entry of the run (docs/design/clustering.md, "The second level").
 A cluster's block is built again whenever its runs are (a tail merged, a
 purge); a removal keeps it, since a tombstone moves no entry, and the
 kernels drop a dead entry of a sub-run where they report it.
@@ -75,7 +75,7 @@ class RunArrays(NamedTuple):
 
 #: Clusters shorter than this are not sorted into runs (the value to pass as ``runs``).  Below it a
 #: sorted cluster is scanned plainly anyway (``engine.kernels.scan.run_path``), so sorting smaller clusters (W3's pair
-#: tables hold 64-255 entries) would only cost (docs/clustering.md, "Why `RUN_MIN` is 256").
+#: tables hold 64-255 entries) would only cost (docs/design/clustering.md, "Why `RUN_MIN` is 256").
 RUN_MIN = 256
 #: Arena rows a cluster with runs has beyond its columns and line: first predicates, run starts, run index.
 RUN_ROWS = 3
