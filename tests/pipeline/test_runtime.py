@@ -153,14 +153,14 @@ def test_a_row_the_table_service_raises_on_is_dead_lettered_and_the_rows_around_
         bootstrap, group_id, start, monkeypatch):
     from fastpubsub.services.tables.service import TablesTask
 
-    on_row = TablesTask._on_row
+    apply_row = TablesTask._apply_row
 
-    def faulty(self, msg, out):
+    def faulty(self, msg, *args):
         if b"POISON" in (msg.value() or b""):
             raise RuntimeError("aggregate fault")
-        return on_row(self, msg, out)
+        return apply_row(self, msg, *args)
 
-    monkeypatch.setattr(TablesTask, "_on_row", faulty)
+    monkeypatch.setattr(TablesTask, "_apply_row", faulty)
     table = TableDeclaration.parse("stock:pubsub.tables.runtime-poison:symbol:risk=number")
     rows = [(b"A", json.dumps({"symbol": "A", "risk": 1}).encode()),
             (b"B", json.dumps({"symbol": "B", "risk": 2, "note": "POISON"}).encode()),

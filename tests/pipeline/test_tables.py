@@ -183,16 +183,22 @@ def notifications_of(bootstrap: str) -> list[dict]:
     return deduplicate(notes) if notes else notes
 
 
-def served(running, bootstrap, group_id, mode, rows, subs, updates) -> tuple[RunningService, list[dict]]:
-    """A table service in ``mode`` through the rows, then the subscriptions (their initial answers), then the
-    updates, each processed before the next is written; stopped, with the notifications it wrote (de-duplicated)."""
-    svc = running(mode=mode)
+def run_steps(bootstrap, group_id, rows, subs, updates) -> None:
+    """The rows, then the subscriptions (their initial answers), then the updates, each processed by the running
+    table service before the next is written."""
     send(bootstrap, STOCK_TOPIC, row_records(rows))
     wait_committed(bootstrap, group_id, STOCK_TOPIC)
     send(bootstrap, topics.SUBSCRIPTIONS, encode_subs(subs))
     wait_committed(bootstrap, group_id, topics.SUBSCRIPTIONS)
     send(bootstrap, STOCK_TOPIC, row_records(updates))
     wait_committed(bootstrap, group_id, STOCK_TOPIC)
+
+
+def served(running, bootstrap, group_id, mode, rows, subs, updates) -> tuple[RunningService, list[dict]]:
+    """A table service in ``mode`` through :func:`run_steps`; stopped, with the notifications it wrote
+    (de-duplicated)."""
+    svc = running(mode=mode)
+    run_steps(bootstrap, group_id, rows, subs, updates)
     svc.stop()
     return svc, notifications_of(bootstrap)
 
