@@ -91,7 +91,7 @@ def _distinct_per_row(off, pids):
     return new_off, out[:w]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def distinct_per_event(off, ids):
     """Drop repeated ids within each event of a CSR result (ids ascending per event: repeats are adjacent).
 

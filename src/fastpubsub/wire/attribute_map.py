@@ -113,7 +113,7 @@ def _json_string(out, at, buf, s, n):
     return at + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _attribute_maps(offsets, attr, op, kind, number, number_bytes, sstart, slen, buf, take, as_list, name_pool, name_start,
                     name_len, bracket, capacity):
     """Per record ``r`` that ``take`` marks (its pairs ``offsets[r]:offsets[r + 1]``), its attribute map written

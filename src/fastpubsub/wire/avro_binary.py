@@ -143,7 +143,7 @@ def scalar(buf, pos, end):
     return 0, np.nan, np.int64(0), np.int64(-1), pos, False
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def gather_bytes(buf, starts, lengths):
     """Concatenate ``buf[starts[i]:starts[i]+lengths[i]]`` (length < 0: empty) with Arrow offsets."""
     n = len(starts)
@@ -190,7 +190,7 @@ INTEGRAL_PAIR = 2
 INEXACT_PAIR = 3
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def empty_pairs(capacity):
     """Room for ``capacity`` :class:`Pairs`."""
     return Pairs(np.empty(capacity, np.int32), np.empty(capacity, np.int32), np.empty(capacity, np.int8),

@@ -252,7 +252,7 @@ def dates_as_text(buf: np.ndarray, pairs: Any) -> tuple[np.ndarray, Any]:
 # --- the kernel ---------------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, wanted, kids, symbol_start,
                       symbol_length, pool_base, n_paths, depth, max_names, max_name_bytes, path_bytes, cap):
     """Decode every record framed with ``schema_id`` that the program reads as ``wire.registered`` would.

@@ -46,7 +46,7 @@ _FAST, _SLOW = 0, 1
 # --- the kernel -----------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _decode_avro(buf, starts, ends, schema_id, max_names, max_name_bytes):
     """Decode every well-formed Avro event; mark the others for the slow path.
 

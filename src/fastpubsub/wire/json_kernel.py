@@ -594,7 +594,7 @@ def _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, 
     return m, n_names, used, full
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _decode_json(buf, starts, ends, todo, max_names, names_capacity, max_name_bytes, wanted):
     """Decode every record ``todo`` marks that the kernel proves (module docstring); leave the others.
 

@@ -309,7 +309,7 @@ def encode_batch(batch: EventBatch, attributes: AttributeDictionary, strings: St
     return EncodedEvents(offsets, field, code, eqbits, repeats)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def repeated_fields(offsets, field, n_fields):
     """Per event, 1 if it carries one field (>= 0) more than once: an array of a nested event (engine/semantics.py)."""
     n = offsets.shape[0] - 1
@@ -326,7 +326,7 @@ def repeated_fields(offsets, field, n_fields):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_pairs(attr_map, attributes, kinds, numbers, field, code, eqbits_as_float, eqbits):
     """The (attribute, value) pairs of a batch as ``field``, ``code`` and ``eqbits`` (the module docstring), in one
     pass, where numpy would take one pass over the batch per step.

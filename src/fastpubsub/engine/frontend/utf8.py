@@ -123,7 +123,7 @@ def _insert(slots, hashes, text, start, length, first):
         slots[slot] = i
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False, nogil=True)
 def _lookup(slots, hashes, text, tstart, tlength, data, start, length, out):
     """``out[i]``: the id in the table of string ``data[start[i]:start[i] + length[i]]``, or -1 (no allocation,
     so no reference counting around the helpers, ``wire.json_kernel``'s ``_walk``)."""
@@ -250,7 +250,7 @@ def char_lengths(data, start, length):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def char_slices(data, start, length, chars, head, whole):
     """Per string, (start, length) of its first (``head``) or last ``chars`` characters; a shorter string: all of
     it where ``whole``, else length -1 (no value)."""
@@ -316,7 +316,7 @@ def _find(data, pos, end, text, t_start, t_length):
     return -1
 
 
-@numba.njit(cache=True, _nrt=False)
+@numba.njit(cache=True, _nrt=False, nogil=True)
 def _glob(data, start, length, text, p_start, p_length, out):
     """``out[i]``: whether string ``i`` is the literals ``p`` (at least one) with anything between consecutive
     ones (the wildcard's stars): it starts with the first, ends with the last, and holds the others in order

@@ -103,7 +103,7 @@ def propagation_into(e0, ev, preds, store, runs, pred_key, sat, out, nout, out_o
 def propagation_kernel(prefetch_columns: int = 0, unfold: int = 8, lookahead: int = 256):
     """``kernel(ev, preds, store, runs, pred_key, handle_id) -> (offsets, ids)`` with the scan parameters fixed."""
 
-    @njit(cache=True)
+    @njit(cache=True, nogil=True)
     def kernel(ev, preds, store, runs, pred_key, handle_id):
         return propagation_events(ev, preds, store, runs, pred_key, handle_id, prefetch_columns, unfold, lookahead)
 
@@ -114,7 +114,7 @@ def propagation_kernel(prefetch_columns: int = 0, unfold: int = 8, lookahead: in
 def clustered_kernel(prefetch_columns: int = 0, unfold: int = 8, lookahead: int = 256):
     """``kernel(ev, preds, store, runs, access, scratch, handle_id) -> (offsets, ids)`` with the scan parameters fixed."""
 
-    @njit(cache=True)
+    @njit(cache=True, nogil=True)
     def kernel(ev, preds, store, runs, access, scratch, handle_id):
         return clustered_events(ev, preds, store, runs, access, scratch, handle_id, prefetch_columns, unfold,
                                 lookahead)

@@ -211,7 +211,7 @@ def merge_into(a, a0, a1, b, b0, b1, out, w):
     return w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def merge_matches(off_a, ids_a, off_b, ids_b):
     """Two CSR match lists of the same events, ids ascending per event, merged (ascending per event)."""
     n = off_a.shape[0] - 1

@@ -97,7 +97,7 @@ def prefix_events(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, 
     return off, out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def prefix_walk(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, length):
     """Each event's non-empty groups (``groups[goff[e]:goff[e+1]]``) and output offsets (CSR ``off``)."""
     off = np.zeros(n_events + 1, dtype=np.int64)
@@ -124,7 +124,7 @@ def prefix_walk(n_events, value_event, value_root, cps, cp_off, tkeys, tvals, le
     return off, groups[:ng], goff
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def prefix_fill(off, groups, goff, base, length, arena, out):
     """Write each event's groups into ``out[off[e]:off[e+1]]``, ascending: one group is copied; several are
     merged, the smaller ones pairwise first and the largest (the shortest prefix: most of the matches) last,
