@@ -86,6 +86,7 @@ class Settings:
     java_opts: tuple[str, ...] = ()
     peer_config: tuple[str, ...] = ()  # KEY=VALUE Kafka Streams settings of the peer (its defaults otherwise)
     seed: int = 1
+    processor_options: tuple[str, ...] = ()  # further `pubsub run` options of ours
 
 
 def build(progress: Callable[[str], None] = print) -> Path:
@@ -138,7 +139,7 @@ def _start(system: str, bootstrap: str, group: str, workdir: Path, n: int, setti
     log = workdir / f"{group}.log"
     if system == "fastpubsub":
         demo = Demo(n, 0, "W0", settings.seed)
-        demo.run_options = Options().run_options()
+        demo.run_options = [*Options().run_options(), *settings.processor_options]
         return demo._start_processor(bootstrap, log, group)
     return start_peer(bootstrap, group, system.removeprefix("streams-"), log, workdir / f"{group}-state",
                       settings.threads, settings.java_opts, settings.peer_config)

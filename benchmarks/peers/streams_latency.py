@@ -16,6 +16,10 @@ notifications topics, the peer's first:
    their commit (``runtime.trace``), so each of its phases also says where the time went
    (``benchmarks.pipeline.e2e.breakdown``: consumer, decode, match, produce, commit, visible to a reader).
 
+``--processor-options`` runs the processor once per round with each set of further ``pubsub run`` options given,
+their order turning from round to round, each compared with the same peer trial: two settings side by side in one
+run (``--processor-options= --processor-options=--overlap-commits``).
+
 ``--pin-broker`` puts the broker's JVM on core 0 and everything else on the other cores: whether sharing the cores
 with the broker makes a tail.
 
@@ -30,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shlex
 import statistics
 import sys
 import tempfile
@@ -75,13 +81,27 @@ class Settings:
     peer_config: tuple[str, ...] = ()
     seed: int = 1
     pin_broker: bool = False  # the broker on core 0, everything else (both systems, the load) on the others
+    #: the processor's runs in a round, each its further `pubsub run` options ("": its defaults)
+    processor_options: tuple[str, ...] = ("",)
 
-    def streams(self) -> streams.Settings:
-        """The settings ``benchmarks.peers.streams`` starts a system and sizes a backlog with."""
+    def streams(self, system: str = OURS) -> streams.Settings:
+        """The settings ``benchmarks.peers.streams`` starts ``system`` (the peer, or one of :meth:`ours`) and sizes
+        a backlog with."""
         return streams.Settings(systems=(self.peer, OURS), backlog=self.backlog, min_backlog=self.min_backlog,
                                 first_backlog=self.first_backlog, drain_seconds=self.drain_seconds,
                                 threads=self.threads, java_opts=self.java_opts, peer_config=self.peer_config,
-                                seed=self.seed, check_events=0)
+                                seed=self.seed, check_events=0, processor_options=tuple(options_of(system)))
+
+    def ours(self, round_: int = 0) -> list[str]:
+        """The names of the processor's runs, in their order in round ``round_`` (turned by one each round)."""
+        names = [f"{OURS} {o}".strip() for o in self.processor_options]
+        k = round_ % len(names)
+        return names[k:] + names[:k]
+
+
+def options_of(system: str) -> list[str]:
+    """The further `pubsub run` options a run of ours is named by (``fastpubsub --overlap-commits``); the peer: none."""
+    return shlex.split(system[len(OURS):]) if system.startswith(OURS) else []
 
 
 def rates_of(peer_max: float, settings: Settings) -> list[float]:
@@ -94,7 +114,8 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
           rates: Callable[[float], list[float]]) -> dict:
     """One system on fresh topics: its maximum, then each rate of ``rates(maximum)`` offered in turn."""
     phases: list[dict] = []
-    with streams.drained(broker, system, group, backlog, n, settings.streams(), workdir, progress) as d:
+    started_as = OURS if system.startswith(OURS) else system
+    with streams.drained(broker, started_as, group, backlog, n, settings.streams(system), workdir, progress) as d:
         producer, clock, process, watcher, max_rate = d.producer, d.clock, d.process, d.watcher, d.max_rate
         done = len(backlog)
         for k, rate in enumerate(rates(max_rate)):
@@ -119,7 +140,7 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
         row = {"offered_events_per_s": round(ph["offered"], 1), "events": len(ph["stamps"]), "notified": len(at),
                **{f"latency_{k}_ms": round(v, 1) for k, v in lat.items()}, "cpu_s": ph["cpu_s"],
                "machine_cpu_s": ph["machine_cpu_s"]}
-        if system == OURS:
+        if started_as == OURS:
             row["breakdown"] = breakdown((stats or {}).get("latency_samples", []), clock.first, ph["key"])
         out.append(row)
         progress(f"  {system}: p50 {lat['p50']:,.1f} ms, p99 {lat['p99']:,.1f} ms at {ph['offered']:,.0f} events/s")
@@ -128,27 +149,28 @@ def trial(broker: EmbeddedBroker, system: str, group: str, backlog: list[bytes],
             "drain_seconds": round(d.seconds, 2), "phases": out, "final_stats": final}
 
 
-def summary(trials: list[dict], settings: Settings) -> list[dict]:
-    """Per offered rate (by its place in the round): both systems' p50 / p99 in every round and their medians, the
-    ratios of the processor's p99 to the peer's, and whether the targets are met."""
+def summary(trials: list[dict], settings: Settings, ours: str = OURS) -> list[dict]:
+    """Per offered rate (by its place in the round): the peer's and ``ours`` (one of ``settings.ours()``) p50 / p99
+    in every round and their medians, the ratios of the processor's p99 to the peer's, and whether the targets are
+    met."""
     rounds: dict[int, dict[str, dict]] = {}
     for t in trials:
         if "error" not in t:
             rounds.setdefault(t["round"], {})[t["system"]] = t
-    complete = [r for _, r in sorted(rounds.items()) if settings.peer in r and OURS in r]
+    complete = [r for _, r in sorted(rounds.items()) if settings.peer in r and ours in r]
     rows = []
     for k in range(len(settings.fractions) + 1):
-        pairs = [(r[settings.peer]["phases"][k], r[OURS]["phases"][k]) for r in complete
-                 if len(r[settings.peer]["phases"]) > k and len(r[OURS]["phases"]) > k]
+        pairs = [(r[settings.peer]["phases"][k], r[ours]["phases"][k]) for r in complete
+                 if len(r[settings.peer]["phases"]) > k and len(r[ours]["phases"]) > k]
         if not pairs:
             continue
-        ratios = [ours["latency_p99_ms"] / peer["latency_p99_ms"] if peer["latency_p99_ms"] > 0 else float("nan")
-                  for peer, ours in pairs]
+        ratios = [mine["latency_p99_ms"] / peer["latency_p99_ms"] if peer["latency_p99_ms"] > 0 else float("nan")
+                  for peer, mine in pairs]
         offered = [peer["offered_events_per_s"] for peer, _ in pairs]
         row = {"place": k, "offered_events_per_s": [round(o, 1) for o in offered],
                "median_offered_events_per_s": round(statistics.median(offered), 1),
                "p99_ratio": [round(x, 3) for x in ratios], "median_p99_ratio": round(statistics.median(ratios), 3)}
-        for name, which in ((settings.peer, 0), (OURS, 1)):
+        for name, which in ((settings.peer, 0), (ours, 1)):
             for q in ("p50", "p99"):
                 values = [p[which][f"latency_{q}_ms"] for p in pairs]
                 row[f"{name}_{q}_ms"] = values
@@ -225,10 +247,10 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
             result["sizes"].append(row)
             for r in range(settings.rounds):
                 peer_max: list[float] = []
-                for system in (settings.peer, OURS):  # the peer first: its maximum sets the round's rates
-                    if system == OURS and not peer_max:
+                for system in (settings.peer, *settings.ours(r)):  # the peer first: its maximum sets the rates
+                    if system != settings.peer and not peer_max:
                         break
-                    group = f"latency-{system}-{n}-{r}"
+                    group = f"latency-{re.sub('[^A-Za-z0-9]+', '-', system)}-{n}-{r}"
                     progress(f" round {r + 1}: {system} ({report.load_average()})")
 
                     def rates(maximum: float, system: str = system) -> list[float]:
@@ -245,21 +267,22 @@ def run(sizes: list[int], settings: Settings, out: Path, command: str = "",
                         progress(f"  {system}: {exc}")
                     t["round"], t["load"] = r, report.load_average()
                     row["trials"].append(t)
-                    row["summary"] = summary(row["trials"], settings)
+                    row["summaries"] = {ours: summary(row["trials"], settings, ours) for ours in settings.ours()}
+                    row["summary"] = row["summaries"][settings.ours()[0]]
                     out.write_text(json.dumps(result, indent=1) + "\n")
     return result
 
 
 def table(result: dict) -> str:
     peer = result["settings"]["peer"]
-    rows = [{"n": f"{size['subscriptions']:,}", "rate": f"{r['median_offered_events_per_s']:,.0f}",
+    rows = [{"n": f"{size['subscriptions']:,}", "rate": f"{r['median_offered_events_per_s']:,.0f}", "run": ours,
              "peer": f"{r[f'{peer}_median_p50_ms']:,.1f} / {r[f'{peer}_median_p99_ms']:,.1f}",
-             "ours": f"{r[f'{OURS}_median_p50_ms']:,.1f} / {r[f'{OURS}_median_p99_ms']:,.1f}",
+             "ours": f"{r[f'{ours}_median_p50_ms']:,.1f} / {r[f'{ours}_median_p99_ms']:,.1f}",
              "ratio": f"{r['median_p99_ratio']:.2f} ({', '.join(f'{x:.2f}' for x in r['p99_ratio'])})",
              "met": ("yes" if r["target"]["met"] else "NO") if "target" in r else "–"}
-            for size in result["sizes"] for r in size.get("summary", [])]
-    return report.markdown_table(rows, [("n", "subscriptions"), ("rate", "offered events/s (median)"),
-                                        ("peer", f"{peer} p50 / p99 ms"), ("ours", "fastpubsub p50 / p99 ms"),
+            for size in result["sizes"] for ours, of_ours in size.get("summaries", {}).items() for r in of_ours]
+    return report.markdown_table(rows, [("n", "subscriptions"), ("rate", "offered events/s (median)"), ("run", "run"),
+                                        ("peer", f"{peer} p50 / p99 ms"), ("ours", "p50 / p99 ms"),
                                         ("ratio", "p99 ratio, median (rounds)"), ("met", "target met")])
 
 
@@ -281,6 +304,11 @@ def main(argv: list[str] | None = None) -> None:
                          "cores with the broker make the tail?)")
     ap.add_argument("--out", type=Path, default=None,
                     help="results file (default benchmarks/results/streams-latency-<date>.json)")
+    ap.add_argument("--processor-options", action="append", default=None, metavar="OPTIONS",
+                    help="further `pubsub run` options of a run of the processor in every round (repeatable, one run "
+                         "each, their order turning from round to round; give them after '=', "
+                         "e.g. --processor-options= --processor-options=--overlap-commits); default: one run, its "
+                         "defaults")
     ap.add_argument("--plot", type=Path, default=PLOT, help="the plot of latency against the offered rate")
     a = ap.parse_args(argv)
     fractions = tuple(float(f) for f in a.fractions.split(",") if f)
@@ -290,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
                         latency_seconds=a.latency_seconds, backlog=a.backlog, min_backlog=a.min_backlog,
                         first_backlog=a.first_backlog, drain_seconds=a.drain_seconds, threads=a.threads,
                         java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
-                        pin_broker=a.pin_broker)
+                        pin_broker=a.pin_broker, processor_options=tuple(a.processor_options or ("",)))
     out = a.out or report.RESULTS / f"streams-latency-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams_latency " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 
 from benchmarks.harness.cpu import pin_to_core_0
 from benchmarks.pipeline.e2e import PARTS, breakdown, slowest
-from benchmarks.peers.streams_latency import OURS, Settings, rates_of, summary
+from benchmarks.peers.streams_latency import OURS, Settings, options_of, rates_of, summary
 from fastpubsub.runtime.trace import LatencyTrace
 
 
@@ -87,6 +87,19 @@ def test_the_summary_pairs_each_round_and_checks_the_targets():
     assert not summary(worse, Settings())[-1]["target"]["met"]
     alone = summary([_trial(peer, 0, [100, 110, 120])], Settings())  # a round without the processor: no pairs
     assert alone == []
+
+
+def test_runs_of_the_processor_with_other_options_are_each_paired_with_the_same_peer_trial():
+    settings = Settings(processor_options=("", "--overlap-commits"))
+    overlapped = f"{OURS} --overlap-commits"
+    assert settings.ours(0) == [OURS, overlapped] and settings.ours(1) == [overlapped, OURS]  # the order turns
+    assert options_of(overlapped) == ["--overlap-commits"] and options_of(OURS) == options_of(settings.peer) == []
+    assert settings.streams(overlapped).processor_options == ("--overlap-commits",)
+    trials = [t for r in range(3) for t in (_trial(settings.peer, r, [100, 110, 120]), _trial(OURS, r, [40, 60, 90]),
+                                            _trial(overlapped, r, [40, 60, 140]))]
+    default, other = summary(trials, settings, OURS)[-1], summary(trials, settings, overlapped)[-1]
+    assert default["p99_ratio"] == [0.75] * 3 and default["target"]["met"]
+    assert other["median_p99_ratio"] == pytest.approx(140 / 120, abs=1e-3) and not other["target"]["met"]
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pinning needs two cores")
