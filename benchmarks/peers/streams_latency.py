@@ -194,9 +194,12 @@ def plot(result: dict, path: Path) -> None:
     fig, axes = report.subplots(len(sizes), width=5)
     axes = list(np.atleast_1d(axes))
     peer = result["settings"]["peer"]
+    colours = ("tab:blue", "tab:green", "tab:purple", "tab:red")
     for ax, size in zip(axes, sizes):
-        rows = size["summary"]
-        for name, colour in ((peer, "tab:orange"), (OURS, "tab:blue")):
+        summaries = size.get("summaries") or {OURS: size["summary"]}
+        runs = [(peer, "tab:orange", next(iter(summaries.values())))]  # the peer's figures are in every summary
+        runs += [(ours, colours[k % len(colours)], rows) for k, (ours, rows) in enumerate(summaries.items())]
+        for name, colour, rows in runs:
             x = [r["median_offered_events_per_s"] for r in rows]
             for q, style in (("p99", "-"), ("p50", "--")):
                 ax.plot(x, [r[f"{name}_median_{q}_ms"] for r in rows], style, color=colour, marker="o",

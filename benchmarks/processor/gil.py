@@ -1,7 +1,7 @@
 """Which of the event path's numba kernels hold the GIL, and how long a thread waits for it meanwhile.
 
-    python -m benchmarks.pipeline.gil                          # 1,003 subscriptions, batches of 1,000 events
-    python -m benchmarks.pipeline.gil --subscriptions 1000000 --batches 50
+    python -m benchmarks.processor.gil                          # 1,003 subscriptions, batches of 1,000 events
+    python -m benchmarks.processor.gil --subscriptions 1000000 --batches 50
 
 With ``--overlap-commits`` the commit runs on a thread of its own while the loop decodes, matches and encodes the
 next batch (``runtime.checkpoint.InFlight``); the commit waits for the broker with the GIL released, but each of
@@ -18,7 +18,7 @@ as ``pubsub run`` does, while
 * in a second pass a thread sleeps 1 ms at a time, as the commit thread waits for the broker, and the time it
   took beyond that to run again (its wait for the GIL) is reported: median, p99, maximum.
 
-Both as JSON on stdout.
+Also what a batch costs with no other thread (``alone``).  All as JSON on stdout.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def per_kernel(stages: Stages, batches: list[list[Message]]) -> dict:
     kernels = Kernels(counter)
     kernels.install()
     try:
-        alone = counting_rate(counter)
+        free_rate = counting_rate(counter)
         t = time.perf_counter()
         for msgs in batches:
             stages(msgs)
@@ -157,7 +157,7 @@ def per_kernel(stages: Stages, batches: list[list[Message]]) -> dict:
         if not k.calls:
             continue
         out[name] = {"calls": k.calls, "ms_per_batch": round(1000 * k.seconds / len(batches), 3),
-                     "nogil": k.nogil, "other_thread": round(k.counted / (alone * k.seconds), 2) if k.seconds else None}
+                     "nogil": k.nogil, "other_thread": round(k.counted / (free_rate * k.seconds), 2) if k.seconds else None}
     return {"wall_ms_per_batch": round(1000 * wall / len(batches), 2), "kernels": out}
 
 
@@ -188,13 +188,26 @@ def gil_waits(stages: Stages, batches: list[list[Message]], repeat: int) -> dict
                         "max": round(float(a.max()), 3)}}
 
 
+def alone(stages: Stages, batches: list[list[Message]], repeat: int) -> dict:
+    """The stages with no other thread: what a batch costs (the GIL released and taken back at each kernel call
+    included)."""
+    took = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for msgs in batches:
+            stages(msgs)
+        took.append((time.perf_counter() - t) / len(batches))
+    return {"ms_per_batch": {"min": round(1000 * min(took), 3), "median": round(1000 * float(np.median(took)), 3)}}
+
+
 def measure(n: int, batch: int, batches: int, repeat: int) -> dict:
     state, groups = workload(n, batch * batches, batch)
     stages = Stages(state)
     for msgs in groups:  # compiled (or loaded from the cache) before any wrapper is in place
         stages(msgs)
     return {"subscriptions": n + len(SHOWCASE), "batch": batch, "batches": batches,
-            "per_kernel": per_kernel(stages, groups), "sleeping_thread": gil_waits(stages, groups, repeat)}
+            "alone": alone(stages, groups, repeat), "per_kernel": per_kernel(stages, groups),
+            "sleeping_thread": gil_waits(stages, groups, repeat)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -204,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=5, help="passes over the batches with the sleeping thread")
     a = ap.parse_args(argv)
-    result = {"benchmark": "gil", "command": "python -m benchmarks.pipeline.gil " + " ".join(sys.argv[1:] if argv is None else argv),
+    result = {"benchmark": "gil", "command": "python -m benchmarks.processor.gil " + " ".join(sys.argv[1:] if argv is None else argv),
               "machine": report.machine(), "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "load_at_start": report.load_average(), **measure(a.subscriptions, a.batch, a.batches, a.repeat)}
     print(json.dumps(result, indent=1))
