@@ -188,6 +188,33 @@ def test_transactional_puts_outputs_and_offsets_in_one_transaction(fake):
     assert consumer.committed == [] and not d.pending()
 
 
+class MetadataSent(FakeProducer):
+    transactions = True
+    sent: list = []
+
+    def send_offsets_to_transaction(self, offsets, metadata, timeout) -> None:
+        MetadataSent.sent.append(metadata)
+
+
+class ConsumingElsewhere(FakeConsumer):
+    """The consumer's own thread is in ``consume()``: asking it for the group's metadata would wait for that call."""
+
+    def consumer_group_metadata(self) -> str:
+        raise AssertionError("asked the consumer for the group's metadata from the commit thread")
+
+
+def test_a_commit_given_the_groups_metadata_sends_it_without_asking_the_consumer(monkeypatch):
+    """An overlapped commit (``runtime.commit``) takes the metadata on the consumer's thread and hands it over."""
+    monkeypatch.setattr(clients, "Producer", MetadataSent)
+    monkeypatch.setattr(MetadataSent, "sent", [])
+    d = Delivery(CLIENTS, "transactional", transactional_id="g-host-0")
+    d.produce("pubsub.notifications", b"alice", b"n")
+    d.commit(ConsumingElsewhere(), OFFSETS, group_metadata="taken on the loop's thread")
+    d.produce("pubsub.notifications", b"alice", b"n")
+    d.commit(FakeConsumer(), OFFSETS)  # none given: asked for
+    assert MetadataSent.sent == ["taken on the loop's thread", "metadata"] and not d.pending()
+
+
 class EpochBumped(FakeProducer):
     """The coordinator bumped the epoch: every transactional call fails as librdkafka reports fencing (fatal)."""
 

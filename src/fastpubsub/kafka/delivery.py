@@ -287,8 +287,13 @@ class Delivery:
     def pending(self) -> bool:
         return self._in_transaction or len(self.producer) > 0
 
-    def commit(self, consumer: Consumer | None = None, offsets: list[TopicPartition] | None = None, timeout: float = 60.0) -> None:
-        """Make the outputs durable, then (atomically, if transactional) commit ``offsets`` of ``consumer``."""
+    def commit(self, consumer: Consumer | None = None, offsets: list[TopicPartition] | None = None, timeout: float = 60.0,
+               group_metadata: object | None = None) -> None:
+        """Make the outputs durable, then (atomically, if transactional) commit ``offsets`` of ``consumer``.
+
+        ``group_metadata``: ``consumer.consumer_group_metadata()`` taken by the caller (None: asked for here).  A
+        commit on another thread than the consumer's takes it on the consumer's thread first: asked for while that
+        thread is in ``consume()``, it waits for that call to return (docs/processor.md, "A commit can overlap")."""
         if self.mode == "transactional":
             if offsets and not self._in_transaction:
                 # Nothing produced since the last commit: no output to be atomic with, so the consumer commits
@@ -316,7 +321,7 @@ class Delivery:
                 try:
                     if not self._in_transaction:
                         self._begin()
-                    metadata = consumer.consumer_group_metadata()
+                    metadata = consumer.consumer_group_metadata() if group_metadata is None else group_metadata
                     self._watched("send_offsets_to_transaction", SEND_OFFSETS_TIMEOUT,
                                   lambda: self.producer.send_offsets_to_transaction(offsets, metadata,
                                                                                     SEND_OFFSETS_TIMEOUT))

@@ -41,9 +41,12 @@ class CommitPath:
         self.before_commit(out)
         self.sink.send(out)
         if overlap:
-            # 3. (overlapped) outputs and offsets committed on the commit thread; steps 4 and 5 come in settle()
+            # 3. (overlapped) outputs and offsets committed on the commit thread, with the group's metadata taken
+            #    here, on the consumer's thread; steps 4 and 5 come in settle()
             done, cp.uncommitted = cp.uncommitted, cp.new_uncommitted()
-            cp.in_flight.start(functools.partial(self.sink.commit, consumer, done.topic_partitions()), done)
+            metadata = (consumer.consumer_group_metadata() if consumer is not None and self.sink.mode == "transactional"
+                        else None)
+            cp.in_flight.start(functools.partial(self.sink.commit, consumer, done.topic_partitions(), metadata), done)
             return
         # 3. outputs durable, then the input offsets committed with them (kafka.delivery); /readyz fails meanwhile
         #    once it has waited too long

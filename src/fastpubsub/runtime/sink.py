@@ -116,9 +116,10 @@ class Sink:
         """Dead-letter one record (for inputs outside the batch flow, e.g. a statistics snapshot)."""
         self.dead_letters.send(msg, reason)
 
-    def commit(self, consumer: Consumer | None = None, offsets: list[TopicPartition] | None = None) -> None:
+    def commit(self, consumer: Consumer | None = None, offsets: list[TopicPartition] | None = None,
+               group_metadata: object | None = None) -> None:
         """Outputs durable, then ``offsets`` committed with them (``kafka.delivery.Delivery.commit``)."""
-        self.delivery.commit(consumer, offsets)
+        self.delivery.commit(consumer, offsets, group_metadata=group_metadata)
 
     def pending(self) -> bool:
         return self.delivery.pending()
