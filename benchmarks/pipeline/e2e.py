@@ -192,6 +192,12 @@ def producer_record(event: dict, i: int) -> dict:
     return {**{k: int(v) for k, v in event.items()}, **nested_values(i)}
 
 
+def run_default(option: str):
+    """``pubsub run``'s default for one of its options (by its parameter name), what a run without it gets."""
+    from fastpubsub.cli.run import run as run_command
+    return next(p.default for p in run_command.params if p.name == option)
+
+
 def _encoded_events(n: int, seed: int, fmt: str = "native", schema_id: int | None = None) -> list[bytes]:
     events = generate_events(PRESETS["W0"], n, seed).to_dicts()
     if fmt == "native":
@@ -504,7 +510,7 @@ def run(plan: Plan, progress: Callable[[str], None] = print, seed: int = 1, opti
         else options.commit_interval_ms,
         "commit_linger_ms": HostConfig.commit_linger_ms if options.commit_linger_ms is None
         else options.commit_linger_ms,
-        "overlap_commits": HostConfig.overlap_commits if options.overlap_commits is None
+        "overlap_commits": run_default("overlap_commits") if options.overlap_commits is None
         else options.overlap_commits,
         "processor_config": " ".join(options.processor_config),
         "pin_broker": options.pin_broker,
