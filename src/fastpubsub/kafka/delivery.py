@@ -293,7 +293,7 @@ class Delivery:
 
         ``group_metadata``: ``consumer.consumer_group_metadata()`` taken by the caller (None: asked for here).  A
         commit on another thread than the consumer's takes it on the consumer's thread first: asked for while that
-        thread is in ``consume()``, it waits for that call to return (docs/processor.md, "A commit can overlap")."""
+        thread is in ``consume()``, it waits for that call to return (docs/processor.md, "Batches and commits")."""
         if self.mode == "transactional":
             if offsets and not self._in_transaction:
                 # Nothing produced since the last commit: no output to be atomic with, so the consumer commits
