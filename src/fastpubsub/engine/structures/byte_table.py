@@ -12,8 +12,10 @@ The hash and the comparison run once per byte or per probe inside the
 decoders' loops, so they are inlined into their callers (``inline="always"``);
 they allocate nothing, so kernels without numba's reference counting
 (``_nrt=False``) call them.  numba checks a cached kernel against its
-own source file only: after editing a function here, clear the cache
-(``pubsub warmup --clear``) so that the kernels that inline it take the change.
+own source file only: the default cache directory changes with every edit
+of the package (``fastpubsub.numba_cache_dir``), one named by
+``NUMBA_CACHE_DIR`` has to be cleared (``pubsub warmup --clear``) after an
+edit here, or the kernels that inline these would keep the old code.
 """
 
 from __future__ import annotations
