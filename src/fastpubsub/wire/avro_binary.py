@@ -9,11 +9,11 @@ event attribute and of a predicate alike (``wire/schemas/``).
 
 The primitives read once per pair (varint, block count, name, scalar) are
 inlined into the kernels (``inline="always"``): a call per read would cost
-the decoders more than the reads themselves.  The names are hashed and
-compared by the engine's byte-string table helpers (``fnv1a``,
-``same_bytes``), one copy for the engine's string constants and every decoder.  numba checks a cached kernel
-against its own source file only: after editing a primitive here, clear the
-cache (``pubsub warmup --clear``) so that the decoders take the change.
+the decoders more than the reads themselves.  Names are hashed and compared
+by the engine's byte-string helpers (``fnv1a``, ``same_bytes``), the one copy
+the engine's string constants and every decoder share.  numba checks a cached
+kernel against its own source file only: after editing a primitive here, clear
+the cache (``pubsub warmup --clear``) so that the decoders take the change.
 """
 
 from __future__ import annotations
