@@ -17,7 +17,7 @@ from .validity.event_store import StoredMatches, ValidEventStore
 from .algorithms.index import Index, IndexContext, register
 from .matcher import ALGORITHMS, Matcher, Matches
 from .memory_budget import InsufficientMemory
-from .heap import map_large_blocks
+from .heap import PeriodicRelease, map_large_blocks
 from .semantics import (
     ALL_OPERATORS, EXTENDED_OPERATORS, KIND_BOOL, KIND_NUMBER, KIND_STRING, KINDS, MAX_CONJUNCTIONS, MAX_LIST, OPERATORS,
     AllOf, AnyOf, Predicate, validate_event, validate_predicates, validate_subscription,
@@ -32,6 +32,7 @@ from .validity.deadlines import DeadlineQueue
 
 __all__ = [
     "map_large_blocks",
+    "PeriodicRelease",
     "ALGORITHMS", "ALL_OPERATORS", "AllOf", "AnyOf", "EXTENDED_OPERATORS", "MAX_CONJUNCTIONS", "MAX_LIST",
     "take_subscription_groups", "validate_subscription", "AttributeStats", "DeadlineQueue", "EventBatch", "EventStatistics", "Index", "IndexContext", "InsufficientMemory", "KINDS",
     "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "Matcher", "Matches", "N_KINDS", "OPERATORS",

@@ -17,11 +17,16 @@ from the heap; under subscription churn they are reallocated in ever-different
 places and the heap grows around the free holes between long-lived blocks,
 which ``malloc_trim`` cannot give back (docs/benchmarks.md, the soak).  With a
 fixed threshold a large block is its own mapping, returned whole when freed.
+
+Below the threshold, a service's batches free pages between its long-lived blocks all the time; without a bulk
+change nothing hands them back, so its RSS rises with them.  The service's loop releases them at most every
+:data:`RELEASE_SECONDS` (:class:`PeriodicRelease`).
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
 import ctypes.util
 import os
 import sys
@@ -71,3 +76,28 @@ def map_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
 def release_free_memory() -> bool:
     """Return the heap's free pages to the system; whether anything was released (False where unsupported)."""
     return bool(_TRIM(0)) if _TRIM is not None else False
+
+
+#: How often a long-running service hands its free heap pages back (:class:`PeriodicRelease`): often enough that
+#: the pages a minute of batches frees around long-lived blocks do not pile up, rarely enough to cost nothing (a
+#: release walks the free lists once).
+RELEASE_SECONDS = 30.0
+
+
+class PeriodicRelease:
+    """:func:`release_free_memory` at most every ``seconds``, called from a service's loop after each turn."""
+
+    def __init__(self, seconds: float = RELEASE_SECONDS, clock=time.monotonic) -> None:
+        self.seconds, self.clock = seconds, clock
+        self.last = clock()
+        self.releases = 0
+
+    def __call__(self) -> bool:
+        """Release now if the interval has passed since the last release; whether it did."""
+        now = self.clock()
+        if now - self.last < self.seconds:
+            return False
+        self.last = now
+        release_free_memory()
+        self.releases += 1
+        return True

@@ -19,7 +19,7 @@ from typing import Any, Callable, TypeVar
 
 from confluent_kafka import Consumer, Message
 
-from fastpubsub.engine import map_large_blocks
+from fastpubsub.engine import PeriodicRelease, map_large_blocks
 from fastpubsub.kafka import ClientFactory
 from fastpubsub.kafka.admin import check_access
 from fastpubsub.kafka.record_limits import RecordLimits, discover
@@ -54,6 +54,7 @@ class Host:
         self.log = logging.getLogger(task.name)
         # large blocks mapped apart, so that churn does not grow the heap around its holes (engine/heap.py)
         self.large_blocks_mapped = map_large_blocks()
+        self.release_free_pages = PeriodicRelease()  # and the pages batches free between long-lived blocks
         self.counters = PipelineCounters()
         self.metrics = Metrics(config.stall_seconds, self.counters)  # served by runtime.metrics.MetricsServer
         self.ready = self.metrics.ready
@@ -248,7 +249,7 @@ class Host:
 
     def _after_turn(self, progressed: bool, meter: RateMeter) -> None:
         """Liveness (a turn with nothing to do counts as progress, a failed step does not), gauges, progress line,
-        snapshot."""
+        snapshot, free heap pages handed back."""
         if progressed:
             self.metrics.beat()
         self._publish()
@@ -257,6 +258,7 @@ class Host:
             self._log_progress(meter)
         if self.task.snapshot_due():
             self._snapshot()
+        self.release_free_pages()
 
     def _on_batch(self, msgs: list[Message]) -> None:
         """screen -> the task -> prepared; produced at once unless a commit is in flight (then kept for the next
