@@ -1,12 +1,17 @@
 """The JSON kernel of another git revision beside this tree's, in one process, on citylots-like lines.
 
     python -m benchmarks.experiments.json_kernel_ab [--base-ref main] [--kinds exact,arrays] [--events 50000] [--rounds 4]
+        [--ours-first]
 
 The base revision's ``wire/json_kernel.py`` is loaded as a module of its own (``git show``); per kind of
 ``benchmarks.peers.citylots``, alternating rounds time the kernel alone (``decode_json`` on batches of 1,000 lines
 with the kind's wanted paths) and the whole fastpubsub side of ``benchmarks.peers.event_ruler``
 (``run_fastpubsub``, ``decode_events``' kernel swapped), after checking both kernels give the same output and the
-planted counts.  Prints the best of the rounds per side with the load average.
+planted counts.  Prints the best of the rounds per side, and their median, with the load average.
+
+The kernel compiled first in the process can run faster than an identical one compiled after it (an A/A run,
+``--base-ref HEAD``, shows by how much): the base's is compiled first unless ``--ours-first``; run both ways and
+compare each side in the same place.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default="exact,prefix-ignore-case,numeric,arrays")
     ap.add_argument("--events", type=int, default=50_000)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--ours-first", action="store_true", help="compile this tree's kernel before the base's")
     args = ap.parse_args(argv)
 
     from benchmarks.peers import citylots, event_ruler
@@ -74,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                 matcher.add(i, rule_to_subscription(p))
             matcher.flush()
             wanted = ReferencedAttributes(lambda: matcher)()
-            for (d1, p1, n1), (d2, p2, n2) in zip(kernel(base, wanted)[1], kernel(json_kernel, wanted)[1]):
+            compiled = [kernel(module, wanted)[1] for module in ([json_kernel, base] if args.ours_first else
+                                                                 [base, json_kernel])]
+            for (d1, p1, n1), (d2, p2, n2) in zip(*compiled):
                 assert np.array_equal(d1, d2) and n1 == n2, kind
                 assert all(np.array_equal(a, b, equal_nan=a.dtype.kind == "f") for a, b in zip(p1, p2)), kind
             times: dict[str, dict[str, list[float]]] = {"kernel": {"base": [], "ours": []},
@@ -87,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
                     res = event_ruler.run_fastpubsub(lines, patterns, 1000, 1 if r == 0 else 0)
                     event_ruler.check(name, kind, res["counts"], citylots.planted_counts(kind, n))
                     times["whole"][name].append(1e6 / res["events_per_s"])
-            best = {part: {side: min(v) for side, v in sides_.items()} for part, sides_ in times.items()}
-            print(f"{kind}: µs per event, kernel base {best['kernel']['base']:.2f} ours {best['kernel']['ours']:.2f}; "
-                  f"whole side base {best['whole']['base']:.2f} ours {best['whole']['ours']:.2f} "
+            shown = {part: {side: f"{min(v):.2f} (median {float(np.median(v)):.2f})" for side, v in sides_.items()}
+                     for part, sides_ in times.items()}
+            print(f"{kind}: µs per event, best of the rounds, kernel base {shown['kernel']['base']} ours "
+                  f"{shown['kernel']['ours']}; whole side base {shown['whole']['base']} ours {shown['whole']['ours']} "
                   f"(load average {'%.2f, %.2f, %.2f' % os.getloadavg()})", flush=True)
     finally:
         event_decoder.decode_json = swapped

@@ -349,6 +349,13 @@ def add_backlog_and_peer_options(ap: argparse.ArgumentParser, d) -> None:
                     help="a Kafka Streams setting of the peer (repeatable), e.g. commit.interval.ms=1000")
 
 
+def backlog_and_peer_settings(a: argparse.Namespace) -> dict:
+    """The :class:`Settings` fields that :func:`add_backlog_and_peer_options` parsed into ``a``."""
+    return dict(backlog=a.backlog, min_backlog=a.min_backlog, first_backlog=a.first_backlog,
+                drain_seconds=a.drain_seconds, threads=a.threads, java_opts=tuple(a.java_opts.split()),
+                peer_config=tuple(a.peer_config))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     d = Settings()
@@ -371,11 +378,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(systems) - set(SYSTEMS)
     if unknown:
         ap.error(f"unknown systems {', '.join(sorted(unknown))}; of {', '.join(SYSTEMS)}")
-    settings = Settings(systems=systems, rounds=a.rounds, backlog=a.backlog, min_backlog=a.min_backlog,
-                        first_backlog=a.first_backlog, drain_seconds=a.drain_seconds,
-                        latency_seconds=a.latency_seconds, check_events=a.check_events, threads=a.threads,
-                        java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
-                        common_rate=a.common_rate)
+    settings = Settings(systems=systems, rounds=a.rounds, latency_seconds=a.latency_seconds,
+                        check_events=a.check_events, seed=a.seed, common_rate=a.common_rate,
+                        **backlog_and_peer_settings(a))
     out = a.out or report.RESULTS / f"peers-streams-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -318,10 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.rounds < 1 or a.latency_seconds <= 0 or a.base_rate <= 0 or any(not 0 < f <= 1 for f in fractions):
         ap.error("--rounds must be at least 1, --latency-seconds and --base-rate positive, fractions in (0, 1]")
     settings = Settings(peer=a.peer, rounds=a.rounds, base_rate=a.base_rate, fractions=fractions,
-                        latency_seconds=a.latency_seconds, backlog=a.backlog, min_backlog=a.min_backlog,
-                        first_backlog=a.first_backlog, drain_seconds=a.drain_seconds, threads=a.threads,
-                        java_opts=tuple(a.java_opts.split()), peer_config=tuple(a.peer_config), seed=a.seed,
-                        pin_broker=a.pin_broker, processor_options=tuple(a.processor_options or ("",)))
+                        latency_seconds=a.latency_seconds, seed=a.seed, pin_broker=a.pin_broker,
+                        processor_options=tuple(a.processor_options or ("",)), **streams.backlog_and_peer_settings(a))
     out = a.out or report.RESULTS / f"streams-latency-{time.strftime('%Y-%m-%d')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.peers.streams_latency " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -8,7 +8,8 @@ boundaries, forced rebuilds, and the bit rows against tests/support/naive.py (th
 engine/algorithms/bitmaps.py, and the catch-all on it).
 
 The changes made to a matcher and the oracle alike (:func:`bulk_load`, :func:`add_each`, :func:`bulk_remove`,
-:func:`remove_each`, :class:`Interleaving`) serve every test that holds a matcher against the oracle.
+:func:`remove_each`, :class:`Interleaving`) serve every test that holds a matcher against the oracle, and
+:func:`refuses_options` every algorithm's test of the options it refuses.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
@@ -37,6 +39,13 @@ def agree(m: Matcher, o: OracleMatcher, events: list[dict]) -> None:
     assert [r.tolist() for r in got] == want
     assert all(r.dtype == np.int64 for r in got)
     assert [r.tolist() for r in m.match_encoded(EventBatch.from_dicts(events)).split()] == want
+
+
+def refuses_options(algorithm: str, cases: list[tuple[dict, str]]) -> None:
+    """``Matcher(algorithm, **options)`` raises a ValueError matching ``reason``, for each ``(options, reason)``."""
+    for options, reason in cases:
+        with pytest.raises(ValueError, match=reason):
+            Matcher(algorithm, **options)
 
 
 def _items(subs) -> list:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.support.naive import fold_intervals as naive_fold, holds, merge_matches as naive_merge
 
 from fastpubsub.engine import Matcher
-from tests.engine.conformance import RANGE_ATTRS, RANGES, numbers
+from tests.engine.conformance import RANGE_ATTRS, RANGES, numbers, refuses_options
 from tests.support.oracles.engine import OracleMatcher
 from fastpubsub.engine.algorithms.bitmaps import BitmapArrays, field_samples, fold_intervals, range_only
 from fastpubsub.engine.frontend.encoding import N_KINDS
@@ -175,12 +175,8 @@ def test_field_samples_take_both_ends_of_intervals_in_equal_numbers(n_slots, sam
 
 
 def test_bitmaps_option_errors():
-    with pytest.raises(ValueError, match="cells"):
-        Matcher("bitmaps", cells=0)
-    with pytest.raises(ValueError, match="no option"):
-        Matcher("bitmaps", prefetch_columns=2)
-    with pytest.raises(ValueError, match="runs"):
-        Matcher("bitmaps", runs=256)
+    refuses_options("bitmaps", [({"cells": 0}, "cells"), ({"prefetch_columns": 2}, "no option"),
+                                ({"runs": 256}, "runs")])
 
 
 def test_interval_workload_is_deterministic_and_shaped_as_specified():

@@ -141,30 +141,15 @@ def test_derived_pairs_equal_derived_value_per_string(subs, events):
     """``derive_events`` (C-level passes per derived attribute, wildcard literals probed per length) adds to each
     event the pairs that ``derived_value`` per string value gives (tests/support/naive.py)."""
     from tests.support import naive
-    from fastpubsub.engine.semantics import KIND_STRING, RESERVED_PREFIX
+    from fastpubsub.engine.semantics import RESERVED_PREFIX
 
     m = Matcher("dynamic")
     for sid, sub in enumerate(subs):
         m.add(sid, sub)
     m.flush()
     batch = EventBatch.from_dicts(events)
-    got = m.derived.derive_events(batch, m.strings.ids)
-    strings = iter(got.strings)
-    pairs = [(got.attribute_names[a], k, next(strings) if k == KIND_STRING else x)
-             for a, k, x in zip(got.attributes.tolist(), got.kinds.tolist(), got.numbers.tolist())]
-    offsets = got.offsets.tolist()
-    derived = [sorted((p for p in pairs[offsets[i]:offsets[i + 1]] if p[0][0] == RESERVED_PREFIX), key=repr)
-               for i in range(len(events))]
+    got = naive.event_pairs(m.derived.derive_events(batch, m.strings.ids))
+    derived = [sorted((p for p in pairs if p[0][0] == RESERVED_PREFIX), key=repr) for pairs in got]
     assert derived == naive.derived_pairs(m.derived, batch, m.strings.ids)
-    kept = [[p for p in pairs[offsets[i]:offsets[i + 1]] if p[0][0] != RESERVED_PREFIX] for i in range(len(events))]
-    assert repr(kept) == repr([[(batch.attribute_names[a], k, x) for a, k, x in p] for p in _pairs(batch)])
-
-
-def _pairs(batch):
-    """Per event, its (attribute index, kind, value) pairs."""
-    from fastpubsub.engine.semantics import KIND_STRING
-    strings = iter(batch.strings)
-    flat = [(a, k, next(strings) if k == KIND_STRING else x)
-            for a, k, x in zip(batch.attributes.tolist(), batch.kinds.tolist(), batch.numbers.tolist())]
-    offsets = batch.offsets.tolist()
-    return [flat[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+    kept = [[p for p in pairs if p[0][0] != RESERVED_PREFIX] for pairs in got]
+    assert repr(kept) == repr(naive.event_pairs(batch))

@@ -13,7 +13,7 @@ from fastpubsub.engine.columnar import EventBatch
 from fastpubsub.engine.frontend.encoding import SEARCH_FROM, StringDictionary
 from fastpubsub.engine.frontend.lowering import derived_value
 from fastpubsub.engine.frontend.utf8 import char_lengths, char_slices, fold, glob
-from fastpubsub.engine.semantics import KIND_STRING, RESERVED_PREFIX, wildcard_parts, wildcard_regex
+from fastpubsub.engine.semantics import RESERVED_PREFIX, wildcard_parts, wildcard_regex
 from tests.engine.test_ruler_operators import event, subscription
 from tests.support.oracles.engine import OracleMatcher
 
@@ -120,10 +120,5 @@ def test_derived_pairs_of_bytes_equal_derived_value_per_string(subs, events):
     batch = EventBatch.from_dicts(events)
     got = m.derived.derive_events(as_utf8(batch), m.strings)
     assert type(got.strings) is Utf8Strings or got is not batch
-    strings = iter(got.strings)
-    pairs = [(got.attribute_names[a], k, next(strings) if k == KIND_STRING else x)
-             for a, k, x in zip(got.attributes.tolist(), got.kinds.tolist(), got.numbers.tolist())]
-    offsets = got.offsets.tolist()
-    derived = [sorted((p for p in pairs[offsets[i]:offsets[i + 1]] if p[0][0] == RESERVED_PREFIX), key=repr)
-               for i in range(len(events))]
+    derived = [sorted((p for p in pairs if p[0][0] == RESERVED_PREFIX), key=repr) for pairs in naive.event_pairs(got)]
     assert derived == naive.derived_pairs(m.derived, batch, m.strings.ids)

@@ -520,6 +520,16 @@ def encode_event_strings(strings, values) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ids, dtype=np.int64), np.array(codes, dtype=np.float64)
 
 
+def event_pairs(batch) -> list[list[tuple]]:
+    """Per event of ``batch``, its pairs in order as (attribute name, kind, value), a string value as ``str``."""
+    strings = iter(batch.strings)
+    flat = [(batch.attribute_names[a], k, next(strings) if k == KIND_STRING else x)
+            for a, k, x in zip(np.asarray(batch.attributes).tolist(), np.asarray(batch.kinds).tolist(),
+                               np.asarray(batch.numbers).tolist())]
+    offsets = np.asarray(batch.offsets).tolist()
+    return [flat[offsets[i]:offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
 def derived_pairs(derived, batch, known) -> list[list[tuple]]:
     """Per event, the derived pairs ``DerivedAttributes.derive_events`` adds, as sorted (name, kind, value): each
     string value's ``derived_value`` per derived attribute of its attribute (a slice taking only ``=`` kept when it
@@ -529,14 +539,8 @@ def derived_pairs(derived, batch, known) -> list[list[tuple]]:
 
     from fastpubsub.engine.frontend.lowering import _SLICES, _TESTS, derived_value
     from fastpubsub.engine.semantics import KIND_NUMBER
-    names, kinds, numbers = batch.attribute_names, np.asarray(batch.kinds), np.asarray(batch.numbers)
-    strings = iter(batch.strings)
-    values = [(names[a], int(k), next(strings) if k == KIND_STRING else float(x))
-              for a, k, x in zip(np.asarray(batch.attributes).tolist(), kinds.tolist(), numbers.tolist())]
-    offsets = np.asarray(batch.offsets).tolist()
     out = []
-    for i in range(len(offsets) - 1):
-        pairs = values[offsets[i]:offsets[i + 1]]
+    for pairs in event_pairs(batch):
         added = []
         for attribute, specs in derived.by_attribute.items():
             of = [(k, v) for a, k, v in pairs if a == attribute]

@@ -5,6 +5,7 @@ public API; the processor, the statistics job and the CLI use nothing else.
 """
 
 from .structures.sorted_runs import RUN_MIN
+from .structures.byte_table import FNV_OFFSET, FNV_PRIME, file_texts, find_text, fnv1a, same_bytes
 from .columnar import (
     EventBatch, SubscriptionBatch, batch_from_arrays, batch_to_arrays, concat_subscriptions, pack_strings, take_events,
     take_subscription_groups, take_subscriptions, unpack_strings,
@@ -39,5 +40,5 @@ __all__ = [
     "batch_from_arrays", "batch_to_arrays", "concat_subscriptions", "pack_strings", "register", "StructureError",
     "dump_index", "index_fingerprint", "index_holds", "load_index", "take_events", "take_subscriptions",
     "unpack_strings", "validate_event", "validate_predicates", "MAX_PART_BYTES", "SnapshotParts", "split_record",
-    "parse_derived", "Utf8Strings",
+    "parse_derived", "Utf8Strings", "FNV_OFFSET", "FNV_PRIME", "file_texts", "find_text", "fnv1a", "same_bytes",
 ]

@@ -9,9 +9,11 @@ event attribute and of a predicate alike (``wire/schemas/``).
 
 The primitives read once per pair (varint, block count, name, scalar) are
 inlined into the kernels (``inline="always"``): a call per read would cost
-the decoders more than the reads themselves.  numba checks a cached kernel
-against its own source file only: after editing a primitive here, clear the
-cache (``pubsub warmup --clear``) so that the decoders take the change.
+the decoders more than the reads themselves.  Names are hashed and compared
+by the engine's byte-string helpers (``fnv1a``, ``same_bytes``), the one copy
+the engine's string constants and every decoder share.  numba checks a cached
+kernel against its own source file only: after editing a primitive here, clear
+the cache (``pubsub warmup --clear``) so that the decoders take the change.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+
+from fastpubsub.engine import FNV_OFFSET, fnv1a, same_bytes
 
 
 @numba.njit(cache=True, inline="always")
@@ -40,15 +44,6 @@ def varint(buf, pos, end):
             return value, pos, True
         shift += np.uint64(7)
     return np.int64(0), pos, False
-
-
-@numba.njit(cache=True, inline="always")
-def same_bytes(a, i, b, j, n):
-    """Whether ``a[i:i+n]`` equals ``b[j:j+n]`` (without array views: the kernels run without reference counting)."""
-    for k in range(n):
-        if a[i + k] != b[j + k]:
-            return False
-    return True
 
 
 @numba.njit(cache=True)
@@ -243,9 +238,7 @@ def intern_name(buf, pos, n, table, count):
 
     Returns (index, new count); index -1 if the table is full.
     """
-    h = np.uint64(14695981039346656037)
-    for i in range(pos, pos + n):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(1099511628211)
+    h = fnv1a(FNV_OFFSET, buf, pos, pos + n)
     mask = len(table.slots) - 1
     slot = np.int64(h & np.uint64(mask))
     while table.slots[slot] >= 0:

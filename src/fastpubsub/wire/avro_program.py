@@ -25,8 +25,9 @@ from typing import Any
 import numba
 import numpy as np
 
-from .avro_binary import (INEXACT_PAIR, INTEGRAL_PAIR, block_count, empty_pairs, first_pairs, same_bytes, utf8_ok,
-                          varint)
+from fastpubsub.engine import FNV_OFFSET, fnv1a, same_bytes
+
+from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, block_count, empty_pairs, first_pairs, utf8_ok, varint
 
 # opcodes
 NULL, BOOLEAN, LONG, FLOAT, DOUBLE, STRING, BYTES, FIXED, ENUM, RECORD, ARRAY, MAP, UNION = range(13)
@@ -341,9 +342,7 @@ def decode_registered(buf, starts, ends, schema_id, op, arg, count, path, slow, 
                               and _plain_segment(buf, pos, klen))
                         if not ok:
                             break
-                        h = np.uint64(14695981039346656037) ^ np.uint64(path[nd])
-                        for j in range(pos, pos + klen):
-                            h = (h ^ np.uint64(buf[j])) * np.uint64(1099511628211)
+                        h = fnv1a(FNV_OFFSET ^ np.uint64(path[nd]), buf, pos, pos + klen)
                         mask = size - 1
                         slot = np.int64(h & np.uint64(mask))
                         found = -1

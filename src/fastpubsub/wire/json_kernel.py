@@ -42,9 +42,10 @@ import numba
 import numpy as np
 from numba import types
 
-from fastpubsub.engine import KIND_BOOL, KIND_NUMBER, KIND_STRING
+from fastpubsub.engine import (FNV_OFFSET, FNV_PRIME, KIND_BOOL, KIND_NUMBER, KIND_STRING, file_texts, find_text, fnv1a,
+                               same_bytes)
 
-from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, Pairs, empty_pairs, first_pairs, name_table, same_bytes, utf8_ok
+from .avro_binary import INEXACT_PAIR, INTEGRAL_PAIR, Pairs, empty_pairs, first_pairs, name_table, utf8_ok
 from .codecs import MAX_ATTRIBUTE_BYTES, MAX_JSON_DEPTH
 from .paths import join, split
 
@@ -59,7 +60,6 @@ _TWO53 = 2**53
 _OBJECT, _ARRAY = 0, 1
 _QUOTE, _BACKSLASH, _COLON, _COMMA = 0x22, 0x5C, 0x3A, 0x2C
 _OPEN_OBJECT, _CLOSE_OBJECT, _OPEN_ARRAY, _CLOSE_ARRAY = 0x7B, 0x7D, 0x5B, 0x5D
-_FNV_OFFSET, _FNV_PRIME = 14695981039346656037, 1099511628211
 _TRUE, _FALSE, _NULL = (np.frombuffer(word, np.uint8) for word in (b"true", b"false", b"null"))
 
 
@@ -198,37 +198,9 @@ class WantedPaths(NamedTuple):
 
 
 @numba.njit(cache=True, _nrt=False)
-def _fnv(buf, start, end):
-    h = np.uint64(_FNV_OFFSET)
-    for i in range(start, end):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(_FNV_PRIME)
-    return h
-
-
-@numba.njit(cache=True)
-def _fill_wanted(slots, hashes, start, length, text):
-    mask = len(slots) - 1
-    for i in range(len(start)):
-        h = _fnv(text, start[i], start[i] + length[i])
-        hashes[i] = h
-        slot = np.int64(h & np.uint64(mask))
-        while slots[slot] >= 0:
-            slot = (slot + 1) & mask
-        slots[slot] = i
-
-
-@numba.njit(cache=True, _nrt=False)
 def _wanted_index(wanted, path, w):
     """The index of ``path[:w]`` among ``wanted``'s paths (wanted or leading to one), or -1."""
-    mask = len(wanted.slots) - 1
-    h = _fnv(path, 0, w)
-    slot = np.int64(h & np.uint64(mask))
-    while wanted.slots[slot] >= 0:
-        i = wanted.slots[slot]
-        if wanted.hash[i] == h and wanted.length[i] == w and same_bytes(wanted.text, wanted.start[i], path, 0, w):
-            return i
-        slot = (slot + 1) & mask
-    return -1
+    return find_text(wanted.slots, wanted.hash, wanted.text, wanted.start, wanted.length, path, 0, w)
 
 
 def _leading_paths(name: str) -> list[str]:
@@ -258,7 +230,7 @@ def wanted_paths(names: frozenset[str] | None) -> WantedPaths:
     slots = np.full(size, -1, np.int32)
     hashes = np.zeros(len(encoded), np.uint64)
     text = np.frombuffer(b"".join(encoded), np.uint8) if encoded else np.zeros(0, np.uint8)
-    _fill_wanted(slots, hashes, start, length, text)
+    file_texts(slots, hashes, text, start, length, 0)
     kept = np.zeros(len(encoded), np.bool_)
     kept[:len(names)] = True
     return WantedPaths(slots, hashes, start, length, text, kept)
@@ -492,9 +464,7 @@ def _walk(buf, starts, ends, todo, max_name_bytes, wanted, filtered, done, rec, 
                     break
                 if wide and not utf8_ok(buf, key, q - key):
                     break
-                h = (np.uint64(_FNV_OFFSET) ^ np.uint64(pid + 1)) * np.uint64(_FNV_PRIME)
-                for i in range(segment, w):
-                    h = (h ^ np.uint64(path[i])) * np.uint64(_FNV_PRIME)
+                h = fnv1a((FNV_OFFSET ^ np.uint64(pid + 1)) * FNV_PRIME, path, segment, w)
                 slot = np.int64(h & np.uint64(mask))
                 aid = -1
                 while table.slots[slot] >= 0:

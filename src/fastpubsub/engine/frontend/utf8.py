@@ -26,7 +26,7 @@ from typing import Iterator, Sequence
 import numba
 import numpy as np
 
-_FNV_OFFSET, _FNV_PRIME = 14695981039346656037, 1099511628211
+from ..structures.byte_table import file_texts, find_text, same_bytes
 
 
 class Utf8Strings(Sequence[str]):
@@ -94,51 +94,12 @@ def picked(strings: Sequence[str], index: np.ndarray) -> list[str]:
     return list(map(strings.__getitem__, index.tolist()))
 
 
-@numba.njit(cache=True, _nrt=False)
-def _hash(data, start, length):
-    h = np.uint64(_FNV_OFFSET)
-    for i in range(start, start + length):
-        h = (h ^ np.uint64(data[i])) * np.uint64(_FNV_PRIME)
-    return h
-
-
-@numba.njit(cache=True, _nrt=False)
-def _same(a, a_start, b, b_start, n):
-    for j in range(n):
-        if a[a_start + j] != b[b_start + j]:
-            return False
-    return True
-
-
-@numba.njit(cache=True)
-def _insert(slots, hashes, text, start, length, first):
-    """File the strings ``first..`` (ids) into ``slots`` (a power of two, under half full)."""
-    mask = len(slots) - 1
-    for i in range(first, len(start)):
-        h = _hash(text, start[i], length[i])
-        hashes[i] = h
-        slot = np.int64(h & np.uint64(mask))
-        while slots[slot] >= 0:
-            slot = (slot + 1) & mask
-        slots[slot] = i
-
-
 @numba.njit(cache=True, _nrt=False, nogil=True)
 def _lookup(slots, hashes, text, tstart, tlength, data, start, length, out):
     """``out[i]``: the id in the table of string ``data[start[i]:start[i] + length[i]]``, or -1 (no allocation,
     so no reference counting around the helpers, ``wire.json_kernel``'s ``_walk``)."""
-    mask = len(slots) - 1
     for i in range(len(start)):
-        out[i] = -1
-        s, w = start[i], length[i]
-        h = _hash(data, s, w)
-        slot = np.int64(h & np.uint64(mask))
-        while slots[slot] >= 0:
-            c = slots[slot]
-            if hashes[c] == h and tlength[c] == w and _same(text, tstart[c], data, s, w):
-                out[i] = c
-                break
-            slot = (slot + 1) & mask
+        out[i] = find_text(slots, hashes, text, tstart, tlength, data, start[i], length[i])
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -212,7 +173,7 @@ class Utf8Table:
             self.slots = np.full(size, -1, np.int64)
             first = 0
         self.count = n
-        _insert(self.slots, self.hashes[:n], self.text, self.start[:n], self.length[:n], first)
+        file_texts(self.slots, self.hashes[:n], self.text, self.start[:n], self.length[:n], first)
         self.sorted = None
 
     def ids(self, strings: Utf8Strings) -> np.ndarray:
@@ -310,7 +271,7 @@ def _find(data, pos, end, text, t_start, t_length):
     ``end``, or -1."""
     last = end - t_length
     while pos <= last:
-        if _same(data, pos, text, t_start, t_length):
+        if same_bytes(data, pos, text, t_start, t_length):
             return pos
         pos += 1
     return -1
@@ -328,10 +289,10 @@ def _glob(data, start, length, text, p_start, p_length, out):
         s, e = start[i], start[i] + length[i]
         first, final = p_length[0], p_length[k - 1]
         if k == 1:
-            out[i] = length[i] == first and _same(data, s, text, p_start[0], first)
+            out[i] = length[i] == first and same_bytes(data, s, text, p_start[0], first)
             continue
-        if length[i] < first + final or not _same(data, s, text, p_start[0], first) \
-                or not _same(data, e - final, text, p_start[k - 1], final):
+        if length[i] < first + final or not same_bytes(data, s, text, p_start[0], first) \
+                or not same_bytes(data, e - final, text, p_start[k - 1], final):
             out[i] = False
             continue
         pos, end = s + first, e - final
