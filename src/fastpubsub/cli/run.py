@@ -63,11 +63,11 @@ class ShardType(click.ParamType):
               help="When the input is drained, keep the transaction open until it is this old (at most "
                    "--commit-interval-ms) rather than committing at once: fewer commits under a steady load, "
                    "each event waiting up to this much longer.  0: commit as soon as the input is drained.")
-@click.option("--overlap-commits/--no-overlap-commits", default=True, show_default=True,
+@click.option("--overlap-commits/--no-overlap-commits", default=False, show_default=True,
               help="Commit on a thread of its own while what arrives meanwhile is consumed, decoded, matched and "
                    "encoded (its notifications go into the next transaction once the commit has ended); "
-                   "--no-overlap-commits waits for each commit: a lower p50 at a few hundred events/s, a longer "
-                   "tail at thousands (docs/benchmarks.md, \"Latency at the same offered rates\").")
+                   "a shorter tail at thousands of events/s, a higher p50 at a few hundred; --no-overlap-commits "
+                   "(the default) waits for each commit (docs/benchmarks.md, \"Latency at the same offered rates\").")
 @click.option("--latency-samples", type=click.IntRange(min=0), default=0, show_default=True,
               help="Follow a batch every 50 ms from its first event's timestamp to its commit and print the last "
                    "this many with the final statistics, their latency split into parts (waiting before the "

@@ -31,7 +31,7 @@ class HostConfig:
     stall_seconds: float = DEFAULT_STALL_SECONDS  # /healthz fails after this long without progress
     commit_interval_ms: int = 100  # a transaction is open this long at most
     commit_linger_ms: int = 0  # ... and, when the input is drained, at least this long
-    overlap_commits: bool = False  # commit on a thread while the next batch is processed (`pubsub run`: on)
+    overlap_commits: bool = False  # commit on a thread while the next batch is processed
     latency_samples: int = 0  # the last this many sampled batches, their latency by part, in the statistics
     max_output_bytes: int | None = None  # None: each output topic's max.message.bytes as the broker reports it
     max_record_bytes: int | None = None  # None: the input topics' max.message.bytes
