@@ -26,10 +26,10 @@ change nothing hands them back, so its RSS rises with them.  The service's loop 
 from __future__ import annotations
 
 import ctypes
-import time
 import ctypes.util
 import os
 import sys
+import time
 
 
 def _malloc_trim():
