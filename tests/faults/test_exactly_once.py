@@ -462,6 +462,40 @@ def test_a_fenced_producer_raises_fenced_not_a_delivery_error(bootstrap, group_i
     assert [m.value() for m in read_all(bootstrap, topics.NOTIFICATIONS)] == [b"new"]
 
 
+def test_a_recovery_ends_the_transaction_a_failed_commit_left_open_before_it_rewinds(bootstrap, group_id, caplog):
+    """A commit_transaction that fails after send_offsets_to_transaction (a record refused, an ACL revoked) leaves
+    the transaction open on the coordinator, offsets included, and a read_committed consumer's committed() waits
+    for such pending offsets until the transaction times out.  The recovery's new producer (its init_transactions)
+    ends that transaction first, so the rewind finds the last committed offset at once."""
+    from confluent_kafka import TopicPartition
+
+    clients = ClientFactory(bootstrap)
+    consumer = clients.consumer(group_id, {"enable.auto.commit": False, "isolation.level": "read_committed"})
+    tp = TopicPartition(topics.EVENTS, 0)
+    writer = clients.producer()
+    for _ in range(10):
+        writer.produce(topics.EVENTS, b"e", partition=0)
+    assert writer.flush(10) == 0
+    consumer.assign([tp])
+    consumer.commit(offsets=[TopicPartition(topics.EVENTS, 0, 4)], asynchronous=False)
+    delivery = Delivery(clients, "transactional", f"{group_id}-left-open")
+    try:
+        delivery.produce(topics.NOTIFICATIONS, b"k", b"of the failed transaction")
+        delivery.producer.send_offsets_to_transaction([TopicPartition(topics.EVENTS, 0, 9)],
+                                                      consumer.consumer_group_metadata(), 10)
+        delivery.producer.flush(10)
+        delivery._in_transaction = False  # as a failed commit_transaction leaves it: no abort of its own
+        with caplog.at_level("WARNING", logger="fastpubsub.kafka.delivery"):
+            assert delivery.recover(consumer)
+        assert not [r.getMessage() for r in caplog.records if "recovery" in r.getMessage()]
+        assert [m.offset() for m in consumer.consume(1, timeout=10)] == [4]  # rewound to the committed offset
+        assert consumer.committed([tp], timeout=10)[0].offset == 4  # the failed transaction's offsets: aborted
+    finally:
+        delivery.close()
+        consumer.close()
+    assert [m.value() for m in read_all(bootstrap, topics.NOTIFICATIONS)] == []
+
+
 def test_an_at_least_once_restore_discards_the_changelog_changes_past_the_committed_offset(service_topics, group_id):
     """Why restores still drop changelog changes at or past the committed input offset on Apache Kafka.
 
