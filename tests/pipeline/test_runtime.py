@@ -12,7 +12,7 @@ import json
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from tests.support.kafka_helpers import RunningService, dead_letters, read_all, send, started_services, wait_processed
 
 from fastpubsub.runtime.host import Host, HostConfig
@@ -72,6 +72,39 @@ def test_a_record_the_task_raises_on_is_dead_lettered_alone_and_the_others_go_th
     (dl,) = dead_letters(bootstrap)
     assert dl.source_topic == topics.EVENTS and "processing failed: ValueError: cannot echo poison" in dl.reason
     assert svc.service.counters.replays >= 1
+
+
+class RestoreFailsOnce(Echo):
+    """Echo whose assignment step (a stateful task's restore) fails once for want of the cluster, mid-stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.echoed = self.failures = 0
+
+    def assigned(self) -> None:
+        if self.echoed >= 40 and not self.failures:
+            self.failures += 1
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "Failed to get committed offsets: Local: Timed out"))
+
+    def process(self, msgs, out: Outputs) -> int:
+        self.echoed += len(msgs)
+        return super().process(msgs, out)
+
+
+def test_a_batch_consumed_before_a_failed_steps_rewind_is_consumed_again_not_processed(bootstrap, group_id, start):
+    """A step of the turn fails after its batch was consumed (the restore on assignment): the replay puts the inputs
+    back at the committed offsets, so that batch comes again; processed and committed as well, its offsets would be
+    committed past records a stateful task had skipped (the pattern service: no partition restored yet) and its
+    outputs sent twice."""
+    records = [(f"k{i}", f"v{i}".encode()) for i in range(200)]
+    send(bootstrap, topics.EVENTS, records)
+    task = RestoreFailsOnce()
+    svc = start(task=task, config=HostConfig(bootstrap, group_id, batch_size=10))
+    wait_processed(bootstrap, group_id, timeout=90)
+    svc.stop()
+    assert task.failures == 1 and svc.service.counters.replays == 1
+    echoed = [m.value() for m in read_all(bootstrap, topics.NOTIFICATIONS)]
+    assert sorted(echoed) == sorted(v for _, v in records)  # each once, read_committed
 
 
 def big_event(name: str, pad: int) -> bytes:

@@ -190,8 +190,10 @@ class Host:
             if self.presence.returned(batch, consumer):
                 self.recovery.renew(consumer, self.presence.renewed())  # the batch is consumed again, after the rewind
                 continue
-            done += [self._guarded(consumer, self.task.assigned), self._process_and_commit(consumer, batch, size)]
-            self._after_turn(all(done), meter)
+            if not self._guarded(consumer, self.task.assigned):  # replayed: the batch comes again after the rewind
+                self._after_turn(False, meter)
+                continue
+            self._after_turn(all([*done, self._process_and_commit(consumer, batch, size)]), meter)
         if self.commits.open():
             self._guarded(consumer, self.commits.commit, consumer)  # a clean stop: what was processed is committed
         if self.task.snapshot_due(force=True):
