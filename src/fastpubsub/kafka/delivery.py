@@ -465,14 +465,13 @@ class Delivery:
         self._failures.clear()  # including the old producer's "purged" reports
         self._fenced, self._denied = None, False
         self._refused.clear()
-        fresh = None
         while not should_stop():
             try:
                 # The new producer before the rewind: its init_transactions ends a transaction the failed one left
                 # open (a commit_transaction that failed after send_offsets_to_transaction), whose offsets a
                 # read_committed consumer's committed() otherwise waits for until the transaction times out.
-                if fresh is None:
-                    fresh = self.producer = self._new_producer(self.mode)
+                if self.producer is old:
+                    self.producer = self._new_producer(self.mode)
                 if consumer is not None:
                     rewind(consumer)
                 self._began = None
